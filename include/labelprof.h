@@ -1,0 +1,472 @@
+/*
+ * labelprof.h: scoped labels for hot code, and the views built from them.
+ *
+ * Wrap hot loops and phases in labels:
+ *
+ *     void step(void) {
+ *         LP_SCOPE("step");
+ *         for (...) { LP_SCOPE("kernel"); ... }
+ *     }
+ *
+ * and get, from that one instrumentation, a sampled percentage tree
+ * (lp_profile_start / lp_profile_stop / lp_profile_print).
+ *
+ * A label costs a few stores to memory no other thread writes, so labels can
+ * stay in production code. With -DLABELPROF_DISABLE every macro compiles to
+ * nothing and every function becomes an inline stub, so the program builds
+ * and links without the library.
+ *
+ * Conventions. Functions that can fail return 0 or a negative errno value;
+ * lp_strerror() names it. The library never calls exit() or abort() on a
+ * caller's mistake. Unless a comment says otherwise, every function may be
+ * called from any thread. Labels are string literals, or strings that
+ * outlive every profile and trace they appear in.
+ *
+ * Names that start with lp_impl_ / LP_IMPL_ belong to the inline code in this
+ * header. They are not part of the API and change without notice.
+ */
+#ifndef LABELPROF_H
+#define LABELPROF_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define LABELPROF_VERSION_MAJOR 0
+#define LABELPROF_VERSION_MINOR 1
+#define LABELPROF_VERSION_PATCH 0
+#define LABELPROF_VERSION_STRING "0.1.0"
+
+#if defined(__GNUC__) || defined(__clang__)
+#define LP_EXPORT __attribute__((visibility("default")))
+#else
+#error "labelprof needs GCC or Clang (thread-local storage models, the cleanup attribute)"
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Call sites and levels                                                    */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Trace levels, a bitmask. Each scope has one level; a timeline records the
+ * scopes whose level is enabled. Levels never change the sampled tree: every
+ * scope is on the pseudo-stack whatever its level.
+ */
+#define LP_LEVEL_REQUEST  0x1u /* one per request or frame: the coarsest view */
+#define LP_LEVEL_RUNTIME  0x2u /* runtime phases; the level of a plain LP_SCOPE */
+#define LP_LEVEL_OPERATOR 0x4u /* individual operators or kernels */
+#define LP_LEVEL_DEBUG    0x8u /* fine detail, usually left off */
+#define LP_LEVEL_STANDARD (LP_LEVEL_RUNTIME | LP_LEVEL_OPERATOR)
+#define LP_LEVEL_ALL      0xfu
+
+/*
+ * One record per call site, created by the macros as a static constant: the
+ * hot path passes its address and never copies, hashes or looks up the label.
+ * Users rarely touch it; it is public so that tools can read what a site is.
+ */
+typedef struct lp_site {
+  const char *label; /* the label text */
+  const char *file;  /* __FILE__ of the call site */
+  const char *func;  /* __func__ of the call site */
+  uint32_t line;     /* __LINE__ of the call site */
+  uint32_t level;    /* one LP_LEVEL_* bit */
+} __attribute__((aligned(8))) lp_site_t;
+
+/*
+ * The deepest pseudo-stack recorded per thread. Deeper scopes still nest and
+ * unwind correctly; the profile shows them as one "(deeper than 64 labels)"
+ * node under the 64th.
+ */
+#define LP_STACK_CAPACITY 64
+
+/* ------------------------------------------------------------------------ */
+/* Errors and threads                                                       */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A short English description of a value returned by this library (0 or a
+ * negative errno such as -EBUSY). Never NULL; the string is static.
+ */
+LP_EXPORT const char *lp_strerror(int err);
+
+/*
+ * Names the calling thread in reports (the per-thread trees, and timeline
+ * lanes). The name is copied; at most 63 bytes are kept. A thread that never
+ * calls this is shown under its operating-system name at the time it first
+ * used a label. Returns 0, -EINVAL if name is NULL, -ENOMEM if the thread
+ * could not be registered.
+ */
+LP_EXPORT int lp_thread_set_name(const char *name);
+
+/* ------------------------------------------------------------------------ */
+/* The sampled profile                                                      */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A finished profile: the tree of samples of every thread that used labels
+ * while the collector ran, including threads that have since exited. It owns
+ * copies of its label texts, so it may outlive the code that made them.
+ */
+typedef struct lp_profile lp_profile_t;
+
+/* A node of a profile's tree. Owned by the profile. */
+typedef struct lp_node lp_node_t;
+
+/* Options for lp_profile_start(). Zero-initialise; a zero field means its default. */
+typedef struct lp_profile_opts {
+  uint32_t hz; /* samples per second per thread; 0 means 1000; at most 100000 */
+} lp_profile_opts_t;
+
+/*
+ * Starts the collector: a thread that wakes hz times a second on absolute
+ * deadlines and samples the pseudo-stack of every thread that uses labels.
+ * opts may be NULL for the defaults. Threads need no registration; they join
+ * the first time they use a label. Returns 0; -EBUSY if a profile is already
+ * running; -EINVAL for an out-of-range option; -ENOMEM; or the negative
+ * error pthread_create() gave.
+ */
+LP_EXPORT int lp_profile_start(const lp_profile_opts_t *opts);
+
+/*
+ * Stops the collector, waits for it to finish its last tick, and hands over
+ * the profile in *out (free it with lp_profile_free()). out may be NULL to
+ * discard the profile. Returns 0; -EINVAL if no profile is running (nothing
+ * is written to *out); -ENOMEM if the tree could not be built (the samples
+ * are lost, the collector is stopped).
+ */
+LP_EXPORT int lp_profile_stop(lp_profile_t **out);
+
+/* 1 if a profile is running, 0 if not. */
+LP_EXPORT int lp_profile_running(void);
+
+/* Report options for lp_profile_print_ex(). Zero-initialise. */
+typedef struct lp_print_opts {
+  uint32_t flags;     /* LP_PRINT_* bits */
+  double min_percent; /* hide nodes under this percentage; their samples count as their parent's "other" */
+} lp_print_opts_t;
+
+#define LP_PRINT_THREADS 0x1u /* one tree per thread, percentages of that thread's samples */
+#define LP_PRINT_COUNTS  0x2u /* sample counts and estimated time (samples x tick) on every line */
+
+/*
+ * Prints the tree in the gemmlowp layout:
+ *
+ *     labelprof profile (2 threads, 2000 samples)
+ *     100.00% matmul
+ *         62.10% kernel
+ *         ...
+ *         1.20% other
+ *     0.00% other (outside of any label)
+ *
+ * Percentages are of all samples, not of the parent. Children are sorted by
+ * weight, heaviest first; "other" closes every node that has children and
+ * holds the samples that stopped at that node. Labels with the same text are
+ * merged even when they come from different call sites. Returns 0; -EINVAL if
+ * p or out is NULL; -EIO if writing to out failed.
+ */
+LP_EXPORT int lp_profile_print(const lp_profile_t *p, FILE *out);
+
+/* lp_profile_print() with options; opts may be NULL for the default report. */
+LP_EXPORT int lp_profile_print_ex(const lp_profile_t *p, FILE *out, const lp_print_opts_t *opts);
+
+/*
+ * Writes folded stacks, one line per path that has samples stopping on it:
+ * "matmul;kernel 1242". This is the input of flamegraph.pl, inferno and
+ * speedscope. Samples outside any label are written as "(outside of any
+ * label) N". In labels, ';' becomes ':' and control characters become '?',
+ * so that every line parses. Returns 0, -EINVAL, or -EIO as lp_profile_print().
+ */
+LP_EXPORT int lp_profile_write_folded(const lp_profile_t *p, FILE *out);
+
+/* Frees a profile and all its nodes. NULL is a harmless no-op. */
+LP_EXPORT void lp_profile_free(lp_profile_t *p);
+
+/* Counters of a profile, for reports and for judging the collector's cost. */
+typedef struct lp_profile_stats {
+  uint64_t samples;          /* thread-samples in the tree */
+  uint64_t ticks;            /* collector wakeups */
+  uint64_t missed_ticks;     /* deadlines that passed while the collector was late; not sampled */
+  uint64_t skipped;          /* thread-samples abandoned: the stack changed on every retry */
+  uint64_t collector_cpu_ns; /* CPU time the collector thread used */
+  uint64_t duration_ns;      /* from start to stop */
+  uint64_t tick_ns;          /* 1e9 / hz */
+  uint32_t threads;          /* threads with at least one sample */
+  uint32_t hz;
+  uint64_t truncated;  /* label pushes deeper than LP_STACK_CAPACITY during the profile */
+  uint64_t mismatched; /* scope ends that did not match the top of the stack (healed) */
+  uint64_t unmatched;  /* LP_END() with nothing to end (ignored) */
+} lp_profile_stats_t;
+
+/* Fills *out. Returns 0, or -EINVAL if p or out is NULL. */
+LP_EXPORT int lp_profile_get_stats(const lp_profile_t *p, lp_profile_stats_t *out);
+
+/*
+ * The root of the all-threads tree. Its label is NULL, its samples are all
+ * samples, and its self count is the samples outside any label. NULL if p is
+ * NULL.
+ */
+LP_EXPORT const lp_node_t *lp_profile_root(const lp_profile_t *p);
+
+/* One sampled thread of a profile. */
+typedef struct lp_thread_info {
+  uint64_t tid;          /* the kernel's thread id */
+  const char *name;      /* owned by the profile */
+  uint64_t samples;      /* this thread's samples */
+  const lp_node_t *root; /* this thread's tree, shaped like lp_profile_root() */
+} lp_thread_info_t;
+
+/* The number of threads in p (0 if p is NULL). */
+LP_EXPORT size_t lp_profile_thread_count(const lp_profile_t *p);
+
+/*
+ * Fills *out with thread i, in order of samples, heaviest first. Returns 0,
+ * or -EINVAL if p or out is NULL or i is out of range.
+ */
+LP_EXPORT int lp_profile_thread(const lp_profile_t *p, size_t i, lp_thread_info_t *out);
+
+/* A node's label; NULL for a root. "(deeper than 64 labels)" for truncation. */
+LP_EXPORT const char *lp_node_label(const lp_node_t *n);
+/* Samples at or below the node. */
+LP_EXPORT uint64_t lp_node_samples(const lp_node_t *n);
+/* Samples that stopped at the node: its "other" (at a root: outside any label). */
+LP_EXPORT uint64_t lp_node_self(const lp_node_t *n);
+/* The number of children. */
+LP_EXPORT size_t lp_node_child_count(const lp_node_t *n);
+/* Child i, heaviest first; NULL if i is out of range. */
+LP_EXPORT const lp_node_t *lp_node_child(const lp_node_t *n, size_t i);
+/* The child with this label text, or NULL. */
+LP_EXPORT const lp_node_t *lp_node_find(const lp_node_t *n, const char *label);
+
+/* ------------------------------------------------------------------------ */
+/* The macros                                                               */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * LP_SCOPE("label"): a label from here to the end of the enclosing block,
+ * however the block is left (return, break, goto). Usable several times in
+ * one block. A runtime-level scope for the timeline.
+ *
+ * LP_SCOPE_L(level, "label"): the same with an LP_LEVEL_* bit.
+ *
+ * LP_BEGIN("label") ... LP_END(): a manual pair, for code that cannot use a
+ * block. LP_END() ends the innermost label of the calling thread, whichever
+ * it is. An LP_END() with nothing to end is counted and ignored.
+ *
+ * The pseudo-stack survives mistakes: a scope that ends while labels it did
+ * not start are still open above it (a longjmp, a missing LP_END) pops them
+ * too, and counts a mismatch. Nothing is ever written beyond the stack.
+ */
+#ifndef LABELPROF_DISABLE
+
+#define LP_SCOPE(label) LP_SCOPE_L(LP_LEVEL_RUNTIME, label)
+#define LP_SCOPE_L(level, label) LP_IMPL_SCOPE(level, label, __COUNTER__)
+#define LP_BEGIN(label) LP_BEGIN_L(LP_LEVEL_RUNTIME, label)
+#define LP_BEGIN_L(level, label) \
+  do { \
+    static const lp_site_t lp_impl_begin_site = LP_IMPL_SITE(label, level); \
+    lp_impl_begin(&lp_impl_begin_site); \
+  } while (0)
+#define LP_END() lp_impl_end()
+
+#else /* LABELPROF_DISABLE */
+
+#define LP_SCOPE(label) ((void)0)
+#define LP_SCOPE_L(level, label) ((void)0)
+#define LP_BEGIN(label) ((void)0)
+#define LP_BEGIN_L(level, label) ((void)0)
+#define LP_END() ((void)0)
+
+#endif /* LABELPROF_DISABLE */
+
+/* ------------------------------------------------------------------------ */
+/* Inline implementation: not API                                           */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * The per-thread state the macros touch. The owning thread is its only
+ * writer. `word` holds the stack depth in its low 16 bits and a change
+ * counter above them; every push and pop publishes a new word with a release
+ * store, and a push writes its frame before publishing. A reader (the
+ * collector) copies the frames between two reads of the word and keeps the
+ * copy only if the word did not change: a frame can only be rewritten after a
+ * pop has been published, so an unchanged word means an untorn copy.
+ *
+ * Frames hold the site pointer with bit 0 set when the scope also recorded
+ * a timeline begin event.
+ */
+typedef struct lp_impl_event {
+  uint64_t ts;   /* clock ticks, or a counter's value */
+  uintptr_t tag; /* site pointer | event kind */
+} lp_impl_event_t;
+
+#ifdef __cplusplus
+#define LP_IMPL_ATOMIC(T) T
+#define LP_IMPL_LOAD_RELAXED(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+#define LP_IMPL_STORE_RELAXED(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
+#define LP_IMPL_STORE_RELEASE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELEASE)
+#define LP_IMPL_FENCE_RELEASE() __atomic_thread_fence(__ATOMIC_RELEASE)
+#else
+#include <stdatomic.h>
+#define LP_IMPL_ATOMIC(T) _Atomic(T)
+#define LP_IMPL_LOAD_RELAXED(x) atomic_load_explicit(&(x), memory_order_relaxed)
+#define LP_IMPL_STORE_RELAXED(x, v) atomic_store_explicit(&(x), (v), memory_order_relaxed)
+#define LP_IMPL_STORE_RELEASE(x, v) atomic_store_explicit(&(x), (v), memory_order_release)
+#define LP_IMPL_FENCE_RELEASE() atomic_thread_fence(memory_order_release)
+#endif
+
+typedef struct lp_impl_thread {
+  LP_IMPL_ATOMIC(uint64_t) word;          /* depth | change counter << 16 */
+  LP_IMPL_ATOMIC(lp_impl_event_t *) tcur; /* timeline: next free event slot */
+  lp_impl_event_t *tlim;                  /* timeline: end of the current chunk */
+  LP_IMPL_ATOMIC(uintptr_t) frames[LP_STACK_CAPACITY];
+} lp_impl_thread_t;
+
+typedef struct lp_impl_scope {
+  const lp_site_t *site;
+  uint32_t depth;  /* the depth this scope pushed at, or LP_IMPL_NOT_PUSHED */
+  uint32_t traced; /* 1 if a begin event was recorded */
+} lp_impl_scope_t;
+
+#define LP_IMPL_DEPTH_MASK 0xffffu
+#define LP_IMPL_COUNT_ONE  0x10000u
+#define LP_IMPL_NOT_PUSHED 0xffffu /* +1 never equals a 16-bit depth */
+#define LP_IMPL_TRACED     0x1u
+#define LP_IMPL_EV_BEGIN   0x0u
+#define LP_IMPL_EV_END     0x1u
+
+#define LP_IMPL_LIKELY(x) __builtin_expect(!!(x), 1)
+#define LP_IMPL_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/*
+ * The calling thread's state. Initial-exec TLS: reached with one
+ * thread-pointer-relative load, never through __tls_get_addr, also from a
+ * shared library. Before a thread's first label it points at a shared,
+ * read-only state whose depth is out of range, so the first push takes the
+ * slow path, which registers the thread.
+ */
+LP_EXPORT extern __thread lp_impl_thread_t *lp_impl_self __attribute__((tls_model("initial-exec")));
+/* The trace levels being recorded; 0 when no timeline is recording. */
+LP_EXPORT extern LP_IMPL_ATOMIC(uint32_t) lp_impl_levels;
+
+LP_EXPORT uint32_t lp_impl_push_slow(uintptr_t tag);
+LP_EXPORT void lp_impl_pop_slow(uint32_t depth);
+LP_EXPORT void lp_impl_end_slow(void);
+LP_EXPORT uint32_t lp_impl_emit(uintptr_t tag);
+
+#define LP_IMPL_CAT2(a, b) a##b
+#define LP_IMPL_CAT(a, b) LP_IMPL_CAT2(a, b)
+#define LP_IMPL_SITE(label, level) { (label), __FILE__, __func__, (uint32_t)__LINE__, (uint32_t)(level) }
+#define LP_IMPL_SCOPE(level, label, n) \
+  static const lp_site_t LP_IMPL_CAT(lp_impl_site_, n) = LP_IMPL_SITE(label, level); \
+  lp_impl_scope_t LP_IMPL_CAT(lp_impl_scope_, n) __attribute__((cleanup(lp_impl_leave), unused)) = \
+      lp_impl_enter(&LP_IMPL_CAT(lp_impl_site_, n))
+
+static inline uint32_t lp_impl_push(uintptr_t tag) {
+  lp_impl_thread_t *t = lp_impl_self;
+  uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
+  uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
+  if (LP_IMPL_UNLIKELY(d >= LP_STACK_CAPACITY)) return lp_impl_push_slow(tag);
+  /* Orders the previous publish before the frame store (a compiler barrier on x86). */
+  LP_IMPL_FENCE_RELEASE();
+  LP_IMPL_STORE_RELAXED(t->frames[d], tag);
+  LP_IMPL_STORE_RELEASE(t->word, w + LP_IMPL_COUNT_ONE + 1);
+  return d;
+}
+
+static inline void lp_impl_pop(uint32_t depth) {
+  lp_impl_thread_t *t = lp_impl_self;
+  uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
+  if (LP_IMPL_UNLIKELY(((uint32_t)w & LP_IMPL_DEPTH_MASK) != depth + 1)) {
+    lp_impl_pop_slow(depth);
+    return;
+  }
+  LP_IMPL_STORE_RELEASE(t->word, (w & ~(uint64_t)LP_IMPL_DEPTH_MASK) + LP_IMPL_COUNT_ONE + depth);
+}
+
+static inline lp_impl_scope_t lp_impl_enter(const lp_site_t *site) {
+  lp_impl_scope_t s;
+  s.site = site;
+  s.traced = 0;
+  if (LP_IMPL_UNLIKELY(site->level & LP_IMPL_LOAD_RELAXED(lp_impl_levels)))
+    s.traced = lp_impl_emit((uintptr_t)site | LP_IMPL_EV_BEGIN);
+  s.depth = lp_impl_push((uintptr_t)site | s.traced);
+  return s;
+}
+
+static inline void lp_impl_leave(lp_impl_scope_t *s) {
+  lp_impl_pop(s->depth);
+  if (LP_IMPL_UNLIKELY(s->traced)) lp_impl_emit((uintptr_t)s->site | LP_IMPL_EV_END);
+}
+
+static inline void lp_impl_begin(const lp_site_t *site) {
+  lp_impl_scope_t s = lp_impl_enter(site);
+  (void)s;
+}
+
+static inline void lp_impl_end(void) {
+  lp_impl_thread_t *t = lp_impl_self;
+  uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
+  uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
+  uintptr_t tag;
+  /* d - 1 wraps for d == 0: empty stack, deep stack and unregistered thread all go slow. */
+  if (LP_IMPL_UNLIKELY(d - 1u >= LP_STACK_CAPACITY)) {
+    lp_impl_end_slow();
+    return;
+  }
+  tag = LP_IMPL_LOAD_RELAXED(t->frames[d - 1]);
+  LP_IMPL_STORE_RELEASE(t->word, (w & ~(uint64_t)LP_IMPL_DEPTH_MASK) + LP_IMPL_COUNT_ONE + (d - 1));
+  if (LP_IMPL_UNLIKELY(tag & LP_IMPL_TRACED))
+    lp_impl_emit((tag & ~(uintptr_t)LP_IMPL_TRACED) | LP_IMPL_EV_END);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Compiled out                                                             */
+/* ------------------------------------------------------------------------ */
+
+#ifdef LABELPROF_DISABLE
+#include <errno.h>
+/* With LABELPROF_DISABLE the functions are stubs: nothing runs, nothing links. */
+#define LP_IMPL_STUB static inline __attribute__((unused))
+#define lp_strerror(e) lp_impl_disabled_strerror(e)
+#define lp_thread_set_name(n) lp_impl_disabled_int1((const void *)(n))
+#define lp_profile_start(o) lp_impl_disabled_int1((const void *)(o))
+#define lp_profile_stop(o) lp_impl_disabled_int1((const void *)(o))
+#define lp_profile_running() 0
+#define lp_profile_print(p, f) lp_impl_disabled_int2((const void *)(p), (const void *)(f))
+#define lp_profile_print_ex(p, f, o) ((void)(f), lp_impl_disabled_int2((const void *)(p), (const void *)(o)))
+#define lp_profile_write_folded(p, f) lp_impl_disabled_int2((const void *)(p), (const void *)(f))
+#define lp_profile_free(p) ((void)(p))
+#define lp_profile_get_stats(p, o) lp_impl_disabled_int2((const void *)(p), (const void *)(o))
+#define lp_profile_root(p) ((void)(p), (const lp_node_t *)0)
+#define lp_profile_thread_count(p) ((void)(p), (size_t)0)
+#define lp_profile_thread(p, i, o) ((void)(i), lp_impl_disabled_int2((const void *)(p), (const void *)(o)))
+#define lp_node_label(n) ((void)(n), (const char *)0)
+#define lp_node_samples(n) ((void)(n), (uint64_t)0)
+#define lp_node_self(n) ((void)(n), (uint64_t)0)
+#define lp_node_child_count(n) ((void)(n), (size_t)0)
+#define lp_node_child(n, i) ((void)(n), (void)(i), (const lp_node_t *)0)
+#define lp_node_find(n, l) ((void)(n), (void)(l), (const lp_node_t *)0)
+LP_IMPL_STUB const char *lp_impl_disabled_strerror(int e) {
+  (void)e;
+  return "labelprof was compiled out (LABELPROF_DISABLE)";
+}
+LP_IMPL_STUB int lp_impl_disabled_int1(const void *a) {
+  (void)a;
+  return -ENOTSUP;
+}
+LP_IMPL_STUB int lp_impl_disabled_int2(const void *a, const void *b) {
+  (void)a;
+  (void)b;
+  return -ENOTSUP;
+}
+#endif /* LABELPROF_DISABLE */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LABELPROF_H */
