@@ -1,0 +1,256 @@
+/* test_collector.c: the profiler thread: lifecycle, ticking, accuracy, bounded memory. */
+#include "internal.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "runner.h"
+
+static void test_collector_stop_without_start(void) {
+  lp_profile_t *p = (lp_profile_t *)&p; /* must stay untouched */
+  CU_ASSERT_EQUAL(lp_profile_stop(&p), -EINVAL);
+  CU_ASSERT_PTR_EQUAL(p, (lp_profile_t *)&p);
+  CU_ASSERT_EQUAL(lp_profile_stop(NULL), -EINVAL);
+  CU_ASSERT_EQUAL(lp__profile_sample_now(), -EINVAL);
+  CU_ASSERT_EQUAL(lp_profile_running(), 0);
+}
+
+static void test_collector_start_twice(void) {
+  lp_profile_t *p = NULL;
+  CU_ASSERT_EQUAL_FATAL(lp_profile_start(NULL), 0);
+  CU_ASSERT_EQUAL(lp_profile_running(), 1);
+  CU_ASSERT_EQUAL(lp_profile_start(NULL), -EBUSY);
+  CU_ASSERT_EQUAL(lp__profile_start_manual(NULL), -EBUSY);
+  CU_ASSERT_EQUAL(lp_profile_stop(&p), 0);
+  CU_ASSERT_PTR_NOT_NULL(p);
+  CU_ASSERT_EQUAL(lp_profile_running(), 0);
+  lp_profile_free(p);
+}
+
+static void test_collector_rejects_bad_options(void) {
+  lp_profile_opts_t o = {.hz = 100001};
+  CU_ASSERT_EQUAL(lp_profile_start(&o), -EINVAL);
+  CU_ASSERT_EQUAL(lp_profile_running(), 0);
+  o.hz = 100000;
+  CU_ASSERT_EQUAL(lp_profile_start(&o), 0);
+  CU_ASSERT_EQUAL(lp_profile_stop(NULL), 0);
+}
+
+static void test_collector_default_tick_is_1ms(void) {
+  lp_profile_t *p;
+  lp_profile_stats_t s;
+  CU_ASSERT_EQUAL_FATAL(lp__profile_start_manual(NULL), 0);
+  CU_ASSERT_EQUAL_FATAL(lp_profile_stop(&p), 0);
+  CU_ASSERT_EQUAL(lp_profile_get_stats(p, &s), 0);
+  CU_ASSERT_EQUAL(s.hz, 1000);
+  CU_ASSERT_EQUAL(s.tick_ns, 1000000);
+  lp_profile_free(p);
+}
+
+static void test_collector_start_stop_10000_times(void) {
+  const int rounds = LP_TEST_SANITIZED ? 2000 : 10000;
+  lp_profile_opts_t o = {.hz = 20000};
+  int failures = 0;
+  for (int i = 0; i < rounds; i++) {
+    lp_profile_t *p = NULL;
+    LP_SCOPE("cycling");
+    if (lp_profile_start(&o) != 0) failures++;
+    if (lp_profile_stop(i % 2 ? &p : NULL) != 0) failures++;
+    lp_profile_free(p);
+  }
+  CU_ASSERT_EQUAL(failures, 0);
+  CU_ASSERT_EQUAL(lp_profile_running(), 0);
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/*
+ * Absolute deadlines: every tick of the run is either taken or counted as
+ * missed, so the two add up to the elapsed time over the tick, whatever the
+ * machine's load did to individual wakeups.
+ */
+static void test_collector_ticks_on_absolute_deadlines(void) {
+  lp_profile_opts_t o = {.hz = 1000};
+  lp_profile_t *p;
+  lp_profile_stats_t s;
+  LP_SCOPE("waiting");
+  CU_ASSERT_EQUAL_FATAL(lp_profile_start(&o), 0);
+  double t0 = now_s();
+  while (now_s() - t0 < 0.3) {
+  }
+  CU_ASSERT_EQUAL_FATAL(lp_profile_stop(&p), 0);
+  lp_profile_get_stats(p, &s);
+  double expect = (double)s.duration_ns / (double)s.tick_ns;
+  double got = (double)(s.ticks + s.missed_ticks);
+  printf("\n    %.1f ms: %llu ticks + %llu missed, %.1f expected ", (double)s.duration_ns / 1e6,
+         (unsigned long long)s.ticks, (unsigned long long)s.missed_ticks, expect);
+  CU_ASSERT(got <= expect + 1.0);
+  CU_ASSERT(got >= expect - 2.0);
+  CU_ASSERT(s.ticks > 0);
+  CU_ASSERT(s.samples >= s.ticks); /* this thread is registered, so each tick sampled it */
+  lp_profile_free(p);
+}
+
+/* Deterministic busy work: iterations, not time. */
+static volatile uint64_t sink;
+static void spin(uint64_t n) {
+  uint64_t x = sink | 1;
+  for (uint64_t i = 0; i < n; i++) x = x * 6364136223846793005ull + 1442695040888963407ull;
+  sink = x;
+}
+
+static uint64_t unit; /* iterations per work unit, calibrated once */
+
+static void *three_to_one(void *arg) {
+  long rounds = (long)(intptr_t)arg;
+  LP_SCOPE("worker");
+  for (long r = 0; r < rounds; r++) {
+    /* Rounds of varying length, so the work has no period for the tick to alias with. */
+    uint64_t k = 1 + (uint64_t)(r * 7 % 5);
+    {
+      LP_SCOPE("three");
+      spin(3 * k * unit);
+    }
+    {
+      LP_SCOPE("one");
+      spin(k * unit);
+    }
+  }
+  return NULL;
+}
+
+/*
+ * Accuracy: two threads split deterministic work 3:1 between two labels. Each
+ * label's share of the samples lands within 3 points of the truth. Timing on a
+ * shared machine is noisy, so a run that misses is repeated, at most twice.
+ */
+static void test_collector_accuracy_three_to_one(void) {
+  double t0 = now_s();
+  unit = 1000;
+  spin(unit);
+  while (now_s() - t0 < 0.01) {
+    unit *= 2;
+    t0 = now_s();
+    spin(unit);
+  }
+  unit = unit / 400; /* one unit ~ 25 us; a round is 4 to 20 units */
+  if (unit == 0) unit = 1;
+  int ok = 0;
+  for (int attempt = 0; attempt < 3 && !ok; attempt++) {
+    lp_profile_opts_t o = {.hz = 2000};
+    lp_profile_t *p;
+    pthread_t th[2];
+    CU_ASSERT_EQUAL_FATAL(lp_profile_start(&o), 0);
+    for (int i = 0; i < 2; i++)
+      CU_ASSERT_EQUAL_FATAL(pthread_create(&th[i], NULL, three_to_one, (void *)(intptr_t)1500), 0);
+    for (int i = 0; i < 2; i++) CU_ASSERT_EQUAL(pthread_join(th[i], NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(lp_profile_stop(&p), 0);
+    const lp_node_t *w = lp_node_find(lp_profile_root(p), "worker");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+    const lp_node_t *three = lp_node_find(w, "three"), *one = lp_node_find(w, "one");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(three);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(one);
+    double total = (double)lp_node_samples(w);
+    double p3 = 100.0 * (double)lp_node_samples(three) / total;
+    double p1 = 100.0 * (double)lp_node_samples(one) / total;
+    printf("\n    attempt %d: %.0f worker samples, three %.2f%%, one %.2f%% ", attempt + 1, total, p3, p1);
+    ok = total >= 500 && p3 > 72.0 && p3 < 78.0 && p1 > 22.0 && p1 < 28.0;
+    lp_profile_free(p);
+  }
+  CU_ASSERT(ok);
+}
+
+static long rss_kib(void) {
+  long pages = 0, resident = 0;
+  FILE *f = fopen("/proc/self/statm", "r");
+  if (!f) return -1;
+  if (fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = -1;
+  fclose(f);
+  return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+static void path(int i) {
+  LP_SCOPE("root");
+  switch (i % 4) {
+  case 0: {
+    LP_SCOPE("a");
+    lp__profile_sample_now();
+    break;
+  }
+  case 1: {
+    LP_SCOPE("a");
+    LP_SCOPE("b");
+    lp__profile_sample_now();
+    break;
+  }
+  case 2: {
+    LP_SCOPE("c");
+    lp__profile_sample_now();
+    break;
+  }
+  default:
+    lp__profile_sample_now();
+  }
+}
+
+/* Memory grows with distinct paths, never with samples. */
+static void test_collector_memory_flat_over_a_million_samples(void) {
+  const int n = 1000000;
+  lp_profile_t *p;
+  lp_profile_stats_t s;
+  CU_ASSERT_EQUAL_FATAL(lp__profile_start_manual(NULL), 0);
+  for (int i = 0; i < 1000; i++) path(i);
+  size_t nodes = lp__profile_node_count(), bytes = lp__profile_bytes();
+  for (int i = 1000; i < 100000; i++) path(i);
+  long rss0 = rss_kib();
+  for (int i = 100000; i < n; i++) path(i);
+  long rss1 = rss_kib();
+  CU_ASSERT_EQUAL(lp__profile_node_count(), nodes);
+  CU_ASSERT_EQUAL(lp__profile_bytes(), bytes);
+  CU_ASSERT(rss0 > 0 && rss1 - rss0 < 1024);
+  printf("\n    %zu nodes, %zu bytes, rss %+ld KiB over 900000 samples ", nodes, bytes, rss1 - rss0);
+  CU_ASSERT_EQUAL_FATAL(lp_profile_stop(&p), 0);
+  lp_profile_get_stats(p, &s);
+  CU_ASSERT_EQUAL(s.samples, (uint64_t)n);
+  const lp_node_t *root = lp_node_find(lp_profile_root(p), "root");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(root);
+  CU_ASSERT_EQUAL(lp_node_samples(root), (uint64_t)n);
+  CU_ASSERT_EQUAL(lp_node_self(root), (uint64_t)n / 4);
+  CU_ASSERT_EQUAL(lp_node_samples(lp_node_find(root, "a")), (uint64_t)n / 2);
+  CU_ASSERT_EQUAL(lp_node_samples(lp_node_find(lp_node_find(root, "a"), "b")), (uint64_t)n / 4);
+  lp_profile_free(p);
+}
+
+/* The collector's clock: CPU time is accounted, and stop returns promptly even at a slow tick. */
+static void test_collector_stop_is_prompt_at_slow_tick(void) {
+  lp_profile_opts_t o = {.hz = 1};
+  CU_ASSERT_EQUAL_FATAL(lp_profile_start(&o), 0);
+  double t0 = now_s();
+  CU_ASSERT_EQUAL(lp_profile_stop(NULL), 0);
+  /* a 1 s tick must not hold stop for a second; a wide band for a loaded machine */
+  CU_ASSERT(now_s() - t0 < 0.5);
+}
+
+int main(void) {
+  CU_TestInfo tests[] = {
+      LP_TEST(test_collector_stop_without_start),
+      LP_TEST(test_collector_start_twice),
+      LP_TEST(test_collector_rejects_bad_options),
+      LP_TEST(test_collector_default_tick_is_1ms),
+      LP_TEST(test_collector_start_stop_10000_times),
+      LP_TEST(test_collector_ticks_on_absolute_deadlines),
+      LP_TEST(test_collector_accuracy_three_to_one),
+      LP_TEST(test_collector_memory_flat_over_a_million_samples),
+      LP_TEST(test_collector_stop_is_prompt_at_slow_tick),
+      CU_TEST_INFO_NULL,
+  };
+  return lp_test_main("collector", tests);
+}

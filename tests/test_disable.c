@@ -1,0 +1,53 @@
+/*
+ * test_disable.c: built with -DLABELPROF_DISABLE and linked without
+ * liblabelprof. That it links at all is half the test; the other half is
+ * that the macros evaluate nothing and the functions are inert stubs.
+ */
+#ifndef LABELPROF_DISABLE
+#error "this test is built with -DLABELPROF_DISABLE"
+#endif
+#include <labelprof.h>
+
+#include <errno.h>
+
+#include "runner.h"
+
+static void test_disable_macros_compile_to_nothing(void) {
+  LP_SCOPE("gone");
+  LP_SCOPE_L(LP_LEVEL_DEBUG, "gone too");
+  {
+    LP_SCOPE("a"); LP_SCOPE("b");
+  }
+  LP_BEGIN("manual");
+  LP_END();
+  LP_BEGIN_L(LP_LEVEL_OPERATOR, "manual op");
+  LP_END();
+  /* Nothing was pushed, so nothing can have been registered or linked. */
+  CU_ASSERT_STRING_EQUAL(lp_strerror(0), "labelprof was compiled out (LABELPROF_DISABLE)");
+}
+
+static void test_disable_functions_are_stubs(void) {
+  lp_profile_t *p = NULL;
+  lp_profile_stats_t s;
+  CU_ASSERT_EQUAL(lp_profile_start(NULL), -ENOTSUP);
+  CU_ASSERT_EQUAL(lp_profile_running(), 0);
+  CU_ASSERT_EQUAL(lp_profile_stop(&p), -ENOTSUP);
+  CU_ASSERT_PTR_NULL(p);
+  CU_ASSERT_EQUAL(lp_profile_print(p, stdout), -ENOTSUP);
+  CU_ASSERT_EQUAL(lp_profile_write_folded(p, stdout), -ENOTSUP);
+  CU_ASSERT_EQUAL(lp_profile_get_stats(p, &s), -ENOTSUP);
+  CU_ASSERT_PTR_NULL(lp_profile_root(p));
+  CU_ASSERT_EQUAL(lp_profile_thread_count(p), 0);
+  CU_ASSERT_EQUAL(lp_thread_set_name("x"), -ENOTSUP);
+  CU_ASSERT_PTR_NOT_NULL(lp_strerror(-ENOTSUP));
+  lp_profile_free(p);
+}
+
+int main(void) {
+  CU_TestInfo tests[] = {
+      LP_TEST(test_disable_macros_compile_to_nothing),
+      LP_TEST(test_disable_functions_are_stubs),
+      CU_TEST_INFO_NULL,
+  };
+  return lp_test_main("disable", tests);
+}

@@ -1,0 +1,314 @@
+/* test_tree.c: the profile's tree: shape, merging, sorting, the printed report, folded stacks. */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runner.h"
+
+/* Samples the calling thread n times with its current stack. */
+static void sample(int n) {
+  for (int i = 0; i < n; i++) CU_ASSERT_EQUAL(lp__profile_sample_now(), 0);
+}
+
+static void kernel_site_one(int n) {
+  LP_SCOPE("kernel");
+  sample(n);
+}
+static void kernel_site_two(int n) {
+  LP_SCOPE("kernel"); /* same text, another call site: merged */
+  sample(n);
+}
+
+/*
+ * 10 samples: matmul 8 = kernel 5 (two call sites: 3 + 2) + pack 2 + self 1;
+ * io 1; outside any label 1.
+ */
+static lp_profile_t *make_profile(void) {
+  lp_profile_t *p = NULL;
+  lp_profile_opts_t o = {.hz = 1000};
+  { LP_SCOPE("register"); } /* a thread is sampled from its first label on */
+  CU_ASSERT_EQUAL_FATAL(lp__profile_start_manual(&o), 0);
+  sample(1);
+  {
+    LP_SCOPE("matmul");
+    kernel_site_one(3);
+    kernel_site_two(2);
+    {
+      LP_SCOPE("pack");
+      sample(2);
+    }
+    sample(1);
+  }
+  {
+    LP_SCOPE("io");
+    sample(1);
+  }
+  CU_ASSERT_EQUAL_FATAL(lp_profile_stop(&p), 0);
+  return p;
+}
+
+/* Everything the printer wrote, as one string (free it). */
+static char *print_to_string(const lp_profile_t *p, const lp_print_opts_t *o, int folded) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  int rc = folded ? lp_profile_write_folded(p, f) : lp_profile_print_ex(p, f, o);
+  CU_ASSERT_EQUAL(rc, 0);
+  fclose(f);
+  return buf;
+}
+
+static void test_tree_shape_and_merge_by_text(void) {
+  lp_profile_t *p = make_profile();
+  const lp_node_t *root = lp_profile_root(p);
+  CU_ASSERT_PTR_NULL(lp_node_label(root));
+  CU_ASSERT_EQUAL(lp_node_samples(root), 10);
+  CU_ASSERT_EQUAL(lp_node_self(root), 1);
+  CU_ASSERT_EQUAL(lp_node_child_count(root), 2);
+  const lp_node_t *m = lp_node_child(root, 0);
+  CU_ASSERT_STRING_EQUAL(lp_node_label(m), "matmul");
+  CU_ASSERT_EQUAL(lp_node_samples(m), 8);
+  CU_ASSERT_EQUAL(lp_node_self(m), 1);
+  CU_ASSERT_EQUAL(lp_node_child_count(m), 2);
+  CU_ASSERT_STRING_EQUAL(lp_node_label(lp_node_child(m, 0)), "kernel");
+  CU_ASSERT_EQUAL(lp_node_samples(lp_node_child(m, 0)), 5);
+  CU_ASSERT_STRING_EQUAL(lp_node_label(lp_node_child(m, 1)), "pack");
+  CU_ASSERT_PTR_NULL(lp_node_child(m, 2));
+  CU_ASSERT_PTR_EQUAL(lp_node_find(root, "io"), lp_node_child(root, 1));
+  CU_ASSERT_PTR_NULL(lp_node_find(root, "kernel"));
+  lp_profile_stats_t s;
+  CU_ASSERT_EQUAL(lp_profile_get_stats(p, &s), 0);
+  CU_ASSERT_EQUAL(s.samples, 10);
+  CU_ASSERT_EQUAL(s.threads, 1);
+  CU_ASSERT_EQUAL(lp_profile_thread_count(p), 1);
+  lp_profile_free(p);
+}
+
+static void test_tree_print_gemmlowp_layout(void) {
+  lp_profile_t *p = make_profile();
+  char *out = print_to_string(p, NULL, 0);
+  CU_ASSERT_STRING_EQUAL(out,
+                         "labelprof profile (1 threads, 10 samples)\n"
+                         "80.00% matmul\n"
+                         "    50.00% kernel\n"
+                         "    20.00% pack\n"
+                         "    10.00% other\n"
+                         "10.00% io\n"
+                         "10.00% other (outside of any label)\n");
+  free(out);
+  /* lp_profile_print is the same report */
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  CU_ASSERT_EQUAL(lp_profile_print(p, f), 0);
+  fclose(f);
+  out = print_to_string(p, NULL, 0);
+  CU_ASSERT_STRING_EQUAL(buf, out);
+  free(buf);
+  free(out);
+  lp_profile_free(p);
+}
+
+static void test_tree_print_min_percent_folds_into_other(void) {
+  lp_profile_t *p = make_profile();
+  lp_print_opts_t o = {.min_percent = 15.0};
+  char *out = print_to_string(p, &o, 0);
+  /* io (10%) is hidden and counted in the root's other; "other" lines are always shown */
+  CU_ASSERT_STRING_EQUAL(out,
+                         "labelprof profile (1 threads, 10 samples)\n"
+                         "80.00% matmul\n"
+                         "    50.00% kernel\n"
+                         "    20.00% pack\n"
+                         "    10.00% other\n"
+                         "20.00% other (outside of any label)\n");
+  free(out);
+  o.min_percent = 30.0; /* hides pack too: it joins matmul's other */
+  out = print_to_string(p, &o, 0);
+  CU_ASSERT_STRING_EQUAL(out,
+                         "labelprof profile (1 threads, 10 samples)\n"
+                         "80.00% matmul\n"
+                         "    50.00% kernel\n"
+                         "    30.00% other\n"
+                         "20.00% other (outside of any label)\n");
+  free(out);
+  lp_profile_free(p);
+}
+
+static void test_tree_print_counts_and_time(void) {
+  lp_profile_t *p = make_profile();
+  lp_print_opts_t o = {.flags = LP_PRINT_COUNTS};
+  char *out = print_to_string(p, &o, 0);
+  CU_ASSERT_STRING_EQUAL(out,
+                         "labelprof profile (1 threads, 10 samples, 1000 Hz)\n"
+                         "80.00% matmul [8 samples, 8.000 ms]\n"
+                         "    50.00% kernel [5 samples, 5.000 ms]\n"
+                         "    20.00% pack [2 samples, 2.000 ms]\n"
+                         "    10.00% other [1 samples, 1.000 ms]\n"
+                         "10.00% io [1 samples, 1.000 ms]\n"
+                         "10.00% other (outside of any label) [1 samples, 1.000 ms]\n");
+  free(out);
+  lp_profile_free(p);
+}
+
+static void test_tree_print_per_thread(void) {
+  lp_profile_t *p = make_profile();
+  lp_print_opts_t o = {.flags = LP_PRINT_THREADS};
+  lp_thread_info_t info;
+  CU_ASSERT_EQUAL_FATAL(lp_profile_thread(p, 0, &info), 0);
+  char *out = print_to_string(p, &o, 0);
+  char expected[1024];
+  snprintf(expected, sizeof expected,
+           "labelprof profile (1 threads, 10 samples)\n"
+           "thread %llu \"%s\" (10 samples, 100.00%% of all)\n"
+           "80.00%% matmul\n"
+           "    50.00%% kernel\n"
+           "    20.00%% pack\n"
+           "    10.00%% other\n"
+           "10.00%% io\n"
+           "10.00%% other (outside of any label)\n",
+           (unsigned long long)info.tid, info.name);
+  CU_ASSERT_STRING_EQUAL(out, expected);
+  free(out);
+  CU_ASSERT_EQUAL(lp_profile_thread(p, 1, &info), -EINVAL);
+  lp_profile_free(p);
+}
+
+static void test_tree_folded_stacks(void) {
+  lp_profile_t *p = make_profile();
+  char *out = print_to_string(p, NULL, 1);
+  CU_ASSERT_STRING_EQUAL(out,
+                         "matmul 1\n"
+                         "matmul;kernel 5\n"
+                         "matmul;pack 2\n"
+                         "io 1\n"
+                         "(outside of any label) 1\n");
+  free(out);
+  lp_profile_free(p);
+}
+
+static void test_tree_folded_sanitises_labels(void) {
+  lp_profile_t *p = NULL;
+  CU_ASSERT_EQUAL_FATAL(lp__profile_start_manual(NULL), 0);
+  {
+    LP_SCOPE("a;b\nc");
+    sample(2);
+  }
+  CU_ASSERT_EQUAL_FATAL(lp_profile_stop(&p), 0);
+  char *out = print_to_string(p, NULL, 1);
+  CU_ASSERT_STRING_EQUAL(out, "a:b?c 2\n");
+  free(out);
+  lp_profile_free(p);
+}
+
+static void deep(int n) {
+  LP_SCOPE("level");
+  if (n > 1)
+    deep(n - 1);
+  else
+    sample(1);
+}
+
+static void test_tree_truncated_stack_is_one_node(void) {
+  lp_profile_t *p = NULL;
+  CU_ASSERT_EQUAL_FATAL(lp__profile_start_manual(NULL), 0);
+  deep(LP_STACK_CAPACITY + 10);
+  CU_ASSERT_EQUAL_FATAL(lp_profile_stop(&p), 0);
+  const lp_node_t *n = lp_profile_root(p);
+  for (int i = 0; i < LP_STACK_CAPACITY; i++) {
+    n = lp_node_find(n, "level");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(n);
+  }
+  CU_ASSERT_EQUAL(lp_node_child_count(n), 1);
+  CU_ASSERT_STRING_EQUAL(lp_node_label(lp_node_child(n, 0)), "(deeper than 64 labels)");
+  CU_ASSERT_EQUAL(lp_node_samples(lp_node_child(n, 0)), 1);
+  lp_profile_stats_t s;
+  lp_profile_get_stats(p, &s);
+  CU_ASSERT_EQUAL(s.truncated, 10);
+  lp_profile_free(p);
+}
+
+static void test_tree_empty_profile_prints(void) {
+  lp_profile_t *p = NULL;
+  CU_ASSERT_EQUAL_FATAL(lp__profile_start_manual(NULL), 0);
+  CU_ASSERT_EQUAL_FATAL(lp_profile_stop(&p), 0);
+  char *out = print_to_string(p, NULL, 0);
+  CU_ASSERT_STRING_EQUAL(out, "labelprof profile (0 threads, 0 samples)\n0.00% other (outside of any label)\n");
+  free(out);
+  out = print_to_string(p, NULL, 1);
+  CU_ASSERT_STRING_EQUAL(out, "");
+  free(out);
+  lp_profile_free(p);
+}
+
+static void test_tree_reports_instrumentation_mistakes(void) {
+  lp_profile_t *p = NULL;
+  CU_ASSERT_EQUAL_FATAL(lp__profile_start_manual(NULL), 0);
+  LP_END();
+  {
+    LP_SCOPE("left open");
+    LP_BEGIN("never ended");
+    sample(1);
+  }
+  CU_ASSERT_EQUAL_FATAL(lp_profile_stop(&p), 0);
+  lp_profile_stats_t s;
+  lp_profile_get_stats(p, &s);
+  CU_ASSERT_EQUAL(s.unmatched, 1);
+  CU_ASSERT_EQUAL(s.mismatched, 1);
+  char *out = print_to_string(p, NULL, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "note: 1 label ends did not match the innermost label (stack healed)\n"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "note: 1 LP_END() calls had no label to end\n"));
+  free(out);
+  lp_profile_free(p);
+}
+
+static void test_tree_bad_arguments_and_write_errors(void) {
+  lp_profile_t *p = make_profile();
+  lp_profile_stats_t s;
+  lp_thread_info_t info;
+  CU_ASSERT_EQUAL(lp_profile_print(NULL, stdout), -EINVAL);
+  CU_ASSERT_EQUAL(lp_profile_print(p, NULL), -EINVAL);
+  CU_ASSERT_EQUAL(lp_profile_write_folded(NULL, stdout), -EINVAL);
+  CU_ASSERT_EQUAL(lp_profile_get_stats(NULL, &s), -EINVAL);
+  CU_ASSERT_EQUAL(lp_profile_get_stats(p, NULL), -EINVAL);
+  CU_ASSERT_EQUAL(lp_profile_thread(NULL, 0, &info), -EINVAL);
+  CU_ASSERT_PTR_NULL(lp_profile_root(NULL));
+  CU_ASSERT_EQUAL(lp_profile_thread_count(NULL), 0);
+  lp_profile_free(NULL);
+  FILE *full = fopen("/dev/full", "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(full);
+  CU_ASSERT_EQUAL(lp_profile_print(p, full), -EIO);
+  clearerr(full);
+  CU_ASSERT_EQUAL(lp_profile_write_folded(p, full), -EIO);
+  fclose(full);
+  lp_profile_free(p);
+}
+
+static void test_tree_strerror_names_errors(void) {
+  CU_ASSERT_STRING_EQUAL(lp_strerror(0), "success");
+  CU_ASSERT_PTR_NOT_NULL(strstr(lp_strerror(-EBUSY), "already"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(lp_strerror(-EINVAL), "invalid"));
+  CU_ASSERT_PTR_NOT_NULL(lp_strerror(-12345));
+  CU_ASSERT_PTR_NOT_NULL(lp_strerror(12345));
+}
+
+int main(void) {
+  CU_TestInfo tests[] = {
+      LP_TEST(test_tree_shape_and_merge_by_text),
+      LP_TEST(test_tree_print_gemmlowp_layout),
+      LP_TEST(test_tree_print_min_percent_folds_into_other),
+      LP_TEST(test_tree_print_counts_and_time),
+      LP_TEST(test_tree_print_per_thread),
+      LP_TEST(test_tree_folded_stacks),
+      LP_TEST(test_tree_folded_sanitises_labels),
+      LP_TEST(test_tree_truncated_stack_is_one_node),
+      LP_TEST(test_tree_empty_profile_prints),
+      LP_TEST(test_tree_reports_instrumentation_mistakes),
+      LP_TEST(test_tree_bad_arguments_and_write_errors),
+      LP_TEST(test_tree_strerror_names_errors),
+      CU_TEST_INFO_NULL,
+  };
+  return lp_test_main("tree", tests);
+}
