@@ -1,0 +1,167 @@
+/*
+ * internal.h: private to the library, never installed.
+ *
+ * Lock order, outermost first; nothing takes them the other way round:
+ *   profile control (collector.c) > sampling (collector.c) > registry (thread.c)
+ *   > trace (trace.c)
+ */
+#ifndef LABELPROF_INTERNAL_H
+#define LABELPROF_INTERNAL_H
+
+#include "config.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "labelprof.h"
+
+#define LP__NAME_MAX 64
+/* Depths stop growing here; a push beyond it is counted and ignored. */
+#define LP__DEPTH_LIMIT 0xfff0u
+/* A word no thread publishes: its depth bits are all ones. */
+#define LP__NO_WORD UINT64_MAX
+#define LP__NONE UINT32_MAX
+
+/* ---- util.c ------------------------------------------------------------- */
+
+/* A pthread call that cannot fail unless memory is corrupt: report and abort. */
+void lp__fatal(const char *what, int rc);
+void lp__lock(pthread_mutex_t *m);
+void lp__unlock(pthread_mutex_t *m);
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t lp__mono_ns(void);
+/* Adds one to a counter that only the calling thread writes (no read-modify-write). */
+static inline void lp__bump(_Atomic uint64_t *c) {
+  atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1, memory_order_relaxed);
+}
+
+/* ---- thread.c ----------------------------------------------------------- */
+
+typedef struct lp__thread lp__thread_t;
+struct lp__thread {
+  lp_impl_thread_t hot; /* first: lp_impl_self points here */
+  lp__thread_t *next, *prev; /* registry list; registry lock */
+  uint64_t tid;
+  char name[LP__NAME_MAX]; /* written by the owner under the registry lock */
+  uint32_t name_gen;       /* registry lock */
+  /* Instrumentation mistakes; the owner writes, anyone reads. */
+  _Atomic uint64_t truncated, mismatched, unmatched;
+  /* Owned by whoever holds the sampling lock. */
+  uint64_t prof_session;
+  uint32_t prof_slot;
+};
+
+/*
+ * The calling thread's state, registering the thread on first use. NULL if
+ * the thread has exited (a label used by a late key destructor) or could not
+ * be registered.
+ */
+lp__thread_t *lp__thread_attach(void);
+/* The calling thread's state if it is registered, else NULL. Never registers. */
+lp__thread_t *lp__thread_current(void);
+
+void lp__registry_lock(void);
+void lp__registry_unlock(void);
+/* The first registered thread; follow ->next. Registry lock held. */
+lp__thread_t *lp__registry_head(void);
+/*
+ * Sampling on: exiting threads are parked instead of freed, because a
+ * sampler may hold pointers it copied from the registry. Sampling off frees
+ * what was parked. Registry lock held; only the sampling lock's holder calls.
+ */
+void lp__registry_set_sampling(bool on);
+/* Frees parked threads. Registry lock held, by a sampler holding no stale pointers. */
+void lp__registry_reap(void);
+/* Totals of the instrumentation-mistake counters, live and exited threads. */
+void lp__registry_mistakes(uint64_t *truncated, uint64_t *mismatched, uint64_t *unmatched);
+
+/* ---- stack.c ------------------------------------------------------------ */
+
+/* Bounded retries of a snapshot whose stack keeps changing under it. */
+#define LP__SNAPSHOT_TRIES 8
+
+/*
+ * Copies the pseudo-stack of thread t, as it was at one instant. If the
+ * stack's word equals known (the word of an earlier snapshot) nothing is
+ * copied and 0 is returned: the stack is the one seen then. Otherwise fills
+ * frames (at most LP_STACK_CAPACITY sites, tag bits cleared), *depth (the
+ * full depth, which may exceed the capacity) and *word, and returns 1.
+ * Returns -EAGAIN if the stack changed during every one of the tries.
+ */
+int lp__stack_snapshot(const lp__thread_t *t, uint64_t known, const lp_site_t **frames, uint32_t *depth,
+                       uint64_t *word);
+
+/* ---- tree.c: online aggregation ----------------------------------------- */
+
+/* One node per distinct (thread, path of call sites). */
+typedef struct lp__agg_node {
+  const lp_site_t *site; /* NULL for a thread's root */
+  uint32_t parent;       /* LP__NONE for a root */
+  uint32_t thread;       /* index into threads */
+  uint64_t self;         /* samples that stopped here */
+} lp__agg_node_t;
+
+typedef struct lp__agg_thread {
+  uint64_t tid;
+  char name[LP__NAME_MAX];
+  uint32_t name_gen;
+  uint32_t root;
+  uint64_t samples;
+  uint64_t last_word; /* the stack word of the last sample, LP__NO_WORD if none */
+  uint32_t last_leaf; /* the node that sample ended at */
+} lp__agg_thread_t;
+
+typedef struct lp__agg {
+  lp__agg_node_t *nodes;
+  uint32_t nnodes, capnodes;
+  uint32_t *slots; /* open addressing: node index + 1, 0 = empty */
+  uint32_t mask;   /* slots - 1 */
+  lp__agg_thread_t *threads;
+  uint32_t nthreads, capthreads;
+  uint64_t samples, skipped, ticks, missed;
+} lp__agg_t;
+
+/* The site a truncated stack ends with: "(deeper than 64 labels)". */
+extern const lp_site_t lp__truncated_site;
+
+int lp__agg_init(lp__agg_t *a);
+void lp__agg_free(lp__agg_t *a);
+/* A new thread record with its own root; its index, or -ENOMEM. */
+int lp__agg_add_thread(lp__agg_t *a, uint64_t tid, const char *name);
+/* The node for this path under root, created as needed; LP__NONE if out of memory. */
+uint32_t lp__agg_path(lp__agg_t *a, uint32_t root, const lp_site_t *const *frames, uint32_t n);
+/* Bytes held by the aggregation. */
+size_t lp__agg_bytes(const lp__agg_t *a);
+
+/* Builds the finished profile (label texts merged, counts summed, children sorted). NULL on ENOMEM. */
+lp_profile_t *lp__profile_build(const lp__agg_t *a, const lp_profile_stats_t *stats);
+
+/* ---- collector.c -------------------------------------------------------- */
+
+/*
+ * lp_profile_start() without a collector thread: samples are taken only by
+ * lp__profile_sample_now(). For deterministic tests.
+ */
+int lp__profile_start_manual(const lp_profile_opts_t *opts);
+/* One sampling pass over every registered thread, now, on the calling thread. -EINVAL if not running. */
+int lp__profile_sample_now(void);
+/* Nodes and bytes of the running profile's aggregation (0 if not running). */
+size_t lp__profile_node_count(void);
+size_t lp__profile_bytes(void);
+
+/* ---- fork --------------------------------------------------------------- */
+
+/* Registers the fork handlers once (called from the library constructor). */
+void lp__fork_init(void);
+void lp__collector_atfork_prepare(void);
+void lp__collector_atfork_parent(void);
+void lp__collector_atfork_child(void);
+void lp__registry_atfork_prepare(void);
+void lp__registry_atfork_parent(void);
+void lp__registry_atfork_child(void);
+/* True in a child created by fork() from a process that had started labelprof. */
+bool lp__forked_child(void);
+
+#endif /* LABELPROF_INTERNAL_H */

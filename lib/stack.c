@@ -1,0 +1,87 @@
+/*
+ * stack.c: the pseudo-stack's slow paths and its reader.
+ *
+ * The fast paths are inline in labelprof.h: a push stores the frame and then
+ * publishes the stack word (depth | change counter) with a release store; a
+ * pop only publishes a new word. They fall through to here when the depth is
+ * out of range, which means one of: the thread is not registered yet (its
+ * state is the shared `unattached` one), the thread has exited, the stack is
+ * full, or a pop does not match the top.
+ *
+ * The reader (lp__stack_snapshot) is the seqlock's other half: read the word
+ * with acquire, copy the frames, acquire fence, read the word again; equal
+ * words mean no push or pop was published in between. A frame is only ever
+ * rewritten after a pop published a new word, and that pop's word store is
+ * ordered before the frame store by the release fence in the push, so a copy
+ * that saw a rewritten frame also sees a changed word (Boehm 2012, with the
+ * pop's publish playing the role of the odd sequence number).
+ */
+#include "internal.h"
+
+#include <errno.h>
+
+uint32_t lp_impl_push_slow(uintptr_t tag) {
+  lp__thread_t *t = lp__thread_attach();
+  if (!t) return LP_IMPL_NOT_PUSHED;
+  uint64_t w = atomic_load_explicit(&t->hot.word, memory_order_relaxed);
+  uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
+  if (d < LP_STACK_CAPACITY) return lp_impl_push(tag); /* just registered */
+  lp__bump(&t->truncated);
+  if (d >= LP__DEPTH_LIMIT) return LP_IMPL_NOT_PUSHED;
+  /* Deeper than the frames: count the depth, write nothing. */
+  atomic_store_explicit(&t->hot.word, w + LP_IMPL_COUNT_ONE + 1, memory_order_release);
+  return d;
+}
+
+void lp_impl_pop_slow(uint32_t depth) {
+  lp__thread_t *t = lp__thread_current();
+  if (!t || depth == LP_IMPL_NOT_PUSHED) return;
+  uint64_t w = atomic_load_explicit(&t->hot.word, memory_order_relaxed);
+  uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
+  /*
+   * The top is not this scope's frame. Either labels it did not start are
+   * still open above it (a longjmp, a missing LP_END): pop them with it. Or
+   * its own frame was already ended by a stray LP_END: never go back up,
+   * which would expose stale frames.
+   */
+  lp__bump(&t->mismatched);
+  uint32_t nd = d < depth ? d : depth;
+  atomic_store_explicit(&t->hot.word, (w & ~(uint64_t)LP_IMPL_DEPTH_MASK) + LP_IMPL_COUNT_ONE + nd,
+                        memory_order_release);
+}
+
+void lp_impl_end_slow(void) {
+  lp__thread_t *t = lp__thread_current();
+  if (!t) return; /* an unregistered thread has nothing open */
+  uint64_t w = atomic_load_explicit(&t->hot.word, memory_order_relaxed);
+  uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
+  if (d == 0) {
+    lp__bump(&t->unmatched);
+    return;
+  }
+  /* Deeper than the frames: the label is not stored, so no end event is possible. */
+  atomic_store_explicit(&t->hot.word, (w & ~(uint64_t)LP_IMPL_DEPTH_MASK) + LP_IMPL_COUNT_ONE + (d - 1),
+                        memory_order_release);
+}
+
+int lp__stack_snapshot(const lp__thread_t *t, uint64_t known, const lp_site_t **frames, uint32_t *depth,
+                       uint64_t *word) {
+  for (int i = 0; i < LP__SNAPSHOT_TRIES; i++) {
+    uint64_t w1 = atomic_load_explicit(&t->hot.word, memory_order_acquire);
+    if (w1 == known) return 0;
+    uint32_t d = (uint32_t)w1 & LP_IMPL_DEPTH_MASK;
+    uint32_t n = d < LP_STACK_CAPACITY ? d : LP_STACK_CAPACITY;
+    for (uint32_t k = 0; k < n; k++) {
+      uintptr_t tag = atomic_load_explicit(&t->hot.frames[k], memory_order_relaxed);
+      frames[k] = (const lp_site_t *)(tag & ~(uintptr_t)LP_IMPL_TRACED);
+    }
+    atomic_thread_fence(memory_order_acquire);
+    uint64_t w2 = atomic_load_explicit(&t->hot.word, memory_order_relaxed);
+    if (w1 == w2) {
+      *depth = d;
+      *word = w1;
+      return 1;
+    }
+  }
+  return -EAGAIN;
+}

@@ -1,0 +1,530 @@
+/*
+ * tree.c: the weighted tree, from samples to the printed report.
+ *
+ * While the collector runs, each sample is added at once to an aggregation
+ * keyed by (parent node, call site): one hash probe per frame, one counter
+ * increment per sample, so memory grows with the number of distinct paths and
+ * never with the number of samples. Each thread has its own root.
+ *
+ * At stop, lp__profile_build() turns the aggregation into the profile users
+ * see: label texts interned and copied (so the profile outlives the code
+ * whose literals it names), call sites with equal text merged, an all-threads
+ * tree plus one tree per thread, totals summed bottom-up, children sorted by
+ * weight. The report and folded stacks are printed from that.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const lp_site_t lp__truncated_site = {"(deeper than 64 labels)", __FILE__, "", 0, 0};
+
+static uint32_t hash2(uint64_t a, uint64_t b) {
+  uint64_t h = a * 0x9e3779b97f4a7c15ull ^ (b + 0x632be59bd9b4e019ull);
+  h ^= h >> 31;
+  h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 29;
+  return (uint32_t)h;
+}
+
+static int grow(void **arr, uint32_t *cap, size_t elem, uint32_t need) {
+  if (need <= *cap) return 0;
+  uint32_t ncap = *cap ? *cap : 16;
+  while (ncap < need) {
+    if (ncap > UINT32_MAX / 2) return -ENOMEM;
+    ncap *= 2;
+  }
+  void *n = realloc(*arr, (size_t)ncap * elem);
+  if (!n) return -ENOMEM;
+  *arr = n;
+  *cap = ncap;
+  return 0;
+}
+
+/* ---- aggregation ---------------------------------------------------------- */
+
+int lp__agg_init(lp__agg_t *a) {
+  memset(a, 0, sizeof *a);
+  a->mask = 255;
+  a->slots = calloc((size_t)a->mask + 1, sizeof *a->slots);
+  return a->slots ? 0 : -ENOMEM;
+}
+
+void lp__agg_free(lp__agg_t *a) {
+  free(a->nodes);
+  free(a->slots);
+  free(a->threads);
+  memset(a, 0, sizeof *a);
+}
+
+size_t lp__agg_bytes(const lp__agg_t *a) {
+  return (size_t)a->capnodes * sizeof *a->nodes + ((size_t)a->mask + 1) * sizeof *a->slots +
+         (size_t)a->capthreads * sizeof *a->threads;
+}
+
+static uint32_t new_node(lp__agg_t *a, const lp_site_t *site, uint32_t parent, uint32_t thread) {
+  if (grow((void **)&a->nodes, &a->capnodes, sizeof *a->nodes, a->nnodes + 1) != 0) return LP__NONE;
+  lp__agg_node_t *n = &a->nodes[a->nnodes];
+  n->site = site;
+  n->parent = parent;
+  n->thread = thread;
+  n->self = 0;
+  return a->nnodes++;
+}
+
+int lp__agg_add_thread(lp__agg_t *a, uint64_t tid, const char *name) {
+  if (grow((void **)&a->threads, &a->capthreads, sizeof *a->threads, a->nthreads + 1) != 0) return -ENOMEM;
+  uint32_t root = new_node(a, NULL, LP__NONE, a->nthreads);
+  if (root == LP__NONE) return -ENOMEM;
+  lp__agg_thread_t *t = &a->threads[a->nthreads];
+  memset(t, 0, sizeof *t);
+  t->tid = tid;
+  snprintf(t->name, sizeof t->name, "%s", name);
+  t->root = root;
+  t->last_word = LP__NO_WORD;
+  t->last_leaf = LP__NONE;
+  return (int)a->nthreads++;
+}
+
+static int rehash(lp__agg_t *a) {
+  uint32_t nmask = a->mask * 2 + 1;
+  uint32_t *ns = calloc((size_t)nmask + 1, sizeof *ns);
+  if (!ns) return -ENOMEM;
+  for (uint32_t i = 0; i < a->nnodes; i++) {
+    const lp__agg_node_t *n = &a->nodes[i];
+    if (n->parent == LP__NONE) continue;
+    uint32_t h = hash2(n->parent, (uintptr_t)n->site) & nmask;
+    while (ns[h]) h = (h + 1) & nmask;
+    ns[h] = i + 1;
+  }
+  free(a->slots);
+  a->slots = ns;
+  a->mask = nmask;
+  return 0;
+}
+
+static uint32_t child(lp__agg_t *a, uint32_t parent, const lp_site_t *site) {
+  uint32_t h = hash2(parent, (uintptr_t)site) & a->mask;
+  for (;;) {
+    uint32_t s = a->slots[h];
+    if (!s) break;
+    const lp__agg_node_t *n = &a->nodes[s - 1];
+    if (n->parent == parent && n->site == site) return s - 1;
+    h = (h + 1) & a->mask;
+  }
+  /* Keep the table at most half full. */
+  if ((uint64_t)(a->nnodes + 1) * 2 > (uint64_t)a->mask + 1) {
+    if (rehash(a) != 0) return LP__NONE;
+    return child(a, parent, site);
+  }
+  uint32_t idx = new_node(a, site, parent, a->nodes[parent].thread);
+  if (idx == LP__NONE) return LP__NONE;
+  a->slots[h] = idx + 1;
+  return idx;
+}
+
+uint32_t lp__agg_path(lp__agg_t *a, uint32_t root, const lp_site_t *const *frames, uint32_t n) {
+  uint32_t cur = root;
+  for (uint32_t i = 0; i < n && cur != LP__NONE; i++) cur = child(a, cur, frames[i]);
+  return cur;
+}
+
+/* ---- the finished profile -------------------------------------------------- */
+
+struct lp_node {
+  const char *label;
+  uint64_t samples, self;
+  const lp_node_t **kids;
+  uint32_t nkids;
+  uint32_t parent;
+};
+
+typedef struct lp__pthread {
+  uint64_t tid;
+  const char *name;
+  uint64_t samples;
+  const lp_node_t *root;
+} lp__pthread_t;
+
+struct lp_profile {
+  lp_profile_stats_t stats;
+  lp_node_t *nodes; /* [0] is the all-threads root */
+  uint32_t nnodes;
+  const lp_node_t **kidbuf;
+  char *strings;
+  lp__pthread_t *threads;
+  uint32_t nthreads;
+};
+
+/* Builder state: nodes refer to labels and parents by index until the end. */
+typedef struct bnode {
+  uint32_t label; /* offset into strings, LP__NONE for roots */
+  uint32_t parent;
+  uint64_t self, samples;
+} bnode_t;
+
+typedef struct builder {
+  bnode_t *nodes;
+  uint32_t nnodes, capnodes;
+  uint32_t *slots, mask; /* (parent, label) -> node + 1 */
+  char *strings;
+  uint32_t nstrings, capstrings;
+  uint32_t *sslots, smask; /* label text -> offset + 1 */
+} builder_t;
+
+static uint32_t hash_text(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return hash2(h, 0);
+}
+
+static int table_init(uint32_t **slots, uint32_t *mask, uint32_t min) {
+  uint32_t m = 255;
+  while (m < min * 2 && m < 0x7fffffffu) m = m * 2 + 1;
+  *slots = calloc((size_t)m + 1, sizeof **slots);
+  *mask = m;
+  return *slots ? 0 : -ENOMEM;
+}
+
+/* The interned offset of a label text, copying it on first sight. */
+static uint32_t intern(builder_t *b, const char *text) {
+  uint32_t h = hash_text(text) & b->smask;
+  for (;; h = (h + 1) & b->smask) {
+    uint32_t s = b->sslots[h];
+    if (!s) break;
+    if (strcmp(b->strings + s - 1, text) == 0) return s - 1;
+  }
+  size_t len = strlen(text) + 1;
+  if (len > UINT32_MAX / 4 || grow((void **)&b->strings, &b->capstrings, 1, b->nstrings + (uint32_t)len) != 0)
+    return LP__NONE;
+  uint32_t off = b->nstrings;
+  memcpy(b->strings + off, text, len);
+  b->nstrings += (uint32_t)len;
+  b->sslots[h] = off + 1; /* the table was sized for every site: it cannot fill */
+  return off;
+}
+
+static uint32_t bnode_new(builder_t *b, uint32_t label, uint32_t parent) {
+  if (grow((void **)&b->nodes, &b->capnodes, sizeof *b->nodes, b->nnodes + 1) != 0) return LP__NONE;
+  b->nodes[b->nnodes] = (bnode_t){label, parent, 0, 0};
+  return b->nnodes++;
+}
+
+static uint32_t bchild(builder_t *b, uint32_t parent, uint32_t label) {
+  uint32_t h = hash2(parent, label) & b->mask;
+  for (;; h = (h + 1) & b->mask) {
+    uint32_t s = b->slots[h];
+    if (!s) break;
+    if (b->nodes[s - 1].parent == parent && b->nodes[s - 1].label == label) return s - 1;
+  }
+  uint32_t idx = bnode_new(b, label, parent);
+  if (idx != LP__NONE) b->slots[h] = idx + 1; /* sized for every aggregation node twice */
+  return idx;
+}
+
+static int cmp_kids(const void *x, const void *y) {
+  const lp_node_t *a = *(const lp_node_t *const *)x, *b = *(const lp_node_t *const *)y;
+  if (a->samples != b->samples) return a->samples > b->samples ? -1 : 1;
+  return strcmp(a->label, b->label);
+}
+
+static int cmp_threads(const void *x, const void *y) {
+  const lp__pthread_t *a = x, *b = y;
+  if (a->samples != b->samples) return a->samples > b->samples ? -1 : 1;
+  return a->tid < b->tid ? -1 : a->tid > b->tid;
+}
+
+lp_profile_t *lp__profile_build(const lp__agg_t *a, const lp_profile_stats_t *stats) {
+  builder_t b = {0};
+  lp_profile_t *p = calloc(1, sizeof *p), *done = NULL;
+  uint32_t *map_all = calloc((size_t)a->nnodes + 1, sizeof *map_all);
+  uint32_t *map_thr = calloc((size_t)a->nnodes + 1, sizeof *map_thr);
+  uint32_t *troot = calloc((size_t)a->nthreads + 1, sizeof *troot);
+  uint32_t *tname = NULL;
+  if (!p || !map_all || !map_thr || !troot) goto fail;
+  if (table_init(&b.slots, &b.mask, 2 * a->nnodes + a->nthreads + 1) != 0) goto fail;
+  if (table_init(&b.sslots, &b.smask, a->nnodes + a->nthreads + 1) != 0) goto fail;
+
+  if (bnode_new(&b, LP__NONE, LP__NONE) == LP__NONE) goto fail; /* the all-threads root */
+  for (uint32_t i = 0; i < a->nthreads; i++)
+    if ((troot[i] = bnode_new(&b, LP__NONE, LP__NONE)) == LP__NONE) goto fail;
+
+  /* Parents come before children in the aggregation, so one pass maps every node. */
+  for (uint32_t i = 0; i < a->nnodes; i++) {
+    const lp__agg_node_t *n = &a->nodes[i];
+    if (n->parent == LP__NONE) {
+      map_all[i] = 0;
+      map_thr[i] = troot[n->thread];
+    } else {
+      uint32_t label = intern(&b, n->site->label);
+      if (label == LP__NONE) goto fail;
+      map_all[i] = bchild(&b, map_all[n->parent], label);
+      map_thr[i] = bchild(&b, map_thr[n->parent], label);
+      if (map_all[i] == LP__NONE || map_thr[i] == LP__NONE) goto fail;
+    }
+    b.nodes[map_all[i]].self += n->self;
+    b.nodes[map_thr[i]].self += n->self;
+  }
+  /* Totals bottom-up: a child's index is always above its parent's. */
+  for (uint32_t i = b.nnodes; i-- > 0;) {
+    b.nodes[i].samples += b.nodes[i].self;
+    if (b.nodes[i].parent != LP__NONE) b.nodes[b.nodes[i].parent].samples += b.nodes[i].samples;
+  }
+  /* Thread names go into the same string table, before it is copied. */
+  tname = calloc((size_t)a->nthreads + 1, sizeof *tname);
+  if (!tname) goto fail;
+  for (uint32_t i = 0; i < a->nthreads; i++)
+    if ((tname[i] = intern(&b, a->threads[i].name)) == LP__NONE) goto fail;
+
+  p->stats = *stats;
+  p->nnodes = b.nnodes;
+  p->nodes = calloc(b.nnodes, sizeof *p->nodes);
+  p->kidbuf = calloc(b.nnodes, sizeof *p->kidbuf);
+  p->threads = calloc((size_t)a->nthreads + 1, sizeof *p->threads);
+  p->strings = malloc((size_t)b.nstrings + 1);
+  if (!p->nodes || !p->kidbuf || !p->threads || !p->strings) goto fail;
+  memcpy(p->strings, b.strings ? b.strings : "", b.nstrings);
+  for (uint32_t i = 0; i < b.nnodes; i++) {
+    lp_node_t *n = &p->nodes[i];
+    n->label = b.nodes[i].label == LP__NONE ? NULL : p->strings + b.nodes[i].label;
+    n->samples = b.nodes[i].samples;
+    n->self = b.nodes[i].self;
+    n->parent = b.nodes[i].parent;
+    if (n->parent != LP__NONE && n->samples > 0) p->nodes[n->parent].nkids++;
+  }
+  /* Children: slices of one array, in parent order, then sorted by weight. */
+  uint32_t used = 0;
+  for (uint32_t i = 0; i < b.nnodes; i++) {
+    p->nodes[i].kids = p->kidbuf + used;
+    used += p->nodes[i].nkids;
+    p->nodes[i].nkids = 0;
+  }
+  for (uint32_t i = 0; i < b.nnodes; i++) {
+    lp_node_t *n = &p->nodes[i];
+    if (n->parent == LP__NONE || n->samples == 0) continue;
+    lp_node_t *par = &p->nodes[n->parent];
+    par->kids[par->nkids++] = n;
+  }
+  for (uint32_t i = 0; i < b.nnodes; i++)
+    if (p->nodes[i].nkids > 1) qsort(p->nodes[i].kids, p->nodes[i].nkids, sizeof *p->nodes[i].kids, cmp_kids);
+
+  /* Threads with samples, heaviest first. */
+  for (uint32_t i = 0; i < a->nthreads; i++) {
+    const lp__agg_thread_t *t = &a->threads[i];
+    if (t->samples == 0) continue;
+    lp__pthread_t *pt = &p->threads[p->nthreads++];
+    pt->tid = t->tid;
+    pt->name = p->strings + tname[i];
+    pt->samples = t->samples;
+    pt->root = &p->nodes[troot[i]];
+  }
+  qsort(p->threads, p->nthreads, sizeof *p->threads, cmp_threads);
+  p->stats.threads = p->nthreads;
+  done = p;
+  p = NULL;
+fail:
+  free(tname);
+  free(b.nodes);
+  free(b.slots);
+  free(b.strings);
+  free(b.sslots);
+  free(map_all);
+  free(map_thr);
+  free(troot);
+  lp_profile_free(p);
+  return done;
+}
+
+void lp_profile_free(lp_profile_t *p) {
+  if (!p) return;
+  free(p->nodes);
+  free(p->kidbuf);
+  free(p->strings);
+  free(p->threads);
+  free(p);
+}
+
+/* ---- accessors --------------------------------------------------------------- */
+
+int lp_profile_get_stats(const lp_profile_t *p, lp_profile_stats_t *out) {
+  if (!p || !out) return -EINVAL;
+  *out = p->stats;
+  return 0;
+}
+
+const lp_node_t *lp_profile_root(const lp_profile_t *p) { return p ? &p->nodes[0] : NULL; }
+
+size_t lp_profile_thread_count(const lp_profile_t *p) { return p ? p->nthreads : 0; }
+
+int lp_profile_thread(const lp_profile_t *p, size_t i, lp_thread_info_t *out) {
+  if (!p || !out || i >= p->nthreads) return -EINVAL;
+  out->tid = p->threads[i].tid;
+  out->name = p->threads[i].name;
+  out->samples = p->threads[i].samples;
+  out->root = p->threads[i].root;
+  return 0;
+}
+
+const char *lp_node_label(const lp_node_t *n) { return n ? n->label : NULL; }
+uint64_t lp_node_samples(const lp_node_t *n) { return n ? n->samples : 0; }
+uint64_t lp_node_self(const lp_node_t *n) { return n ? n->self : 0; }
+size_t lp_node_child_count(const lp_node_t *n) { return n ? n->nkids : 0; }
+
+const lp_node_t *lp_node_child(const lp_node_t *n, size_t i) { return n && i < n->nkids ? n->kids[i] : NULL; }
+
+const lp_node_t *lp_node_find(const lp_node_t *n, const char *label) {
+  if (!n || !label) return NULL;
+  for (uint32_t i = 0; i < n->nkids; i++)
+    if (strcmp(n->kids[i]->label, label) == 0) return n->kids[i];
+  return NULL;
+}
+
+/* ---- the report ---------------------------------------------------------------- */
+
+typedef struct printer {
+  FILE *out;
+  uint64_t denom;   /* 100% */
+  uint64_t tick_ns;
+  double min_percent;
+  bool counts;
+  bool failed;
+} printer_t;
+
+static void emit(printer_t *pr, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void emit(printer_t *pr, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  if (vfprintf(pr->out, fmt, ap) < 0) pr->failed = true;
+  va_end(ap);
+}
+
+static double pct(const printer_t *pr, uint64_t n) { return pr->denom ? 100.0 * (double)n / (double)pr->denom : 0.0; }
+
+static void line(printer_t *pr, unsigned depth, uint64_t samples, const char *label) {
+  emit(pr, "%*s%.2f%% %s", (int)(depth * 4), "", pct(pr, samples), label);
+  if (pr->counts) {
+    double ns = (double)samples * (double)pr->tick_ns;
+    if (ns >= 1e9)
+      emit(pr, " [%" PRIu64 " samples, %.3f s]", samples, ns / 1e9);
+    else if (ns >= 1e6)
+      emit(pr, " [%" PRIu64 " samples, %.3f ms]", samples, ns / 1e6);
+    else
+      emit(pr, " [%" PRIu64 " samples, %.3f us]", samples, ns / 1e3);
+  }
+  emit(pr, "\n");
+}
+
+/* Prints n's children and its "other"; returns nothing, records failure in pr. */
+static void print_children(printer_t *pr, const lp_node_t *n, unsigned depth) {
+  uint64_t hidden = 0;
+  uint32_t shown = 0;
+  for (uint32_t i = 0; i < n->nkids; i++) {
+    const lp_node_t *k = n->kids[i];
+    if (pct(pr, k->samples) < pr->min_percent) {
+      hidden += k->samples;
+      continue;
+    }
+    shown++;
+    line(pr, depth, k->samples, k->label);
+    if (k->nkids) print_children(pr, k, depth + 1);
+  }
+  if (!n->label)
+    line(pr, depth, n->self + hidden, "other (outside of any label)");
+  else if (shown)
+    line(pr, depth, n->self + hidden, "other");
+}
+
+static int finish(printer_t *pr) {
+  if (fflush(pr->out) != 0 || ferror(pr->out)) pr->failed = true;
+  return pr->failed ? -EIO : 0;
+}
+
+int lp_profile_print_ex(const lp_profile_t *p, FILE *out, const lp_print_opts_t *opts) {
+  if (!p || !out) return -EINVAL;
+  lp_print_opts_t o = opts ? *opts : (lp_print_opts_t){0};
+  printer_t pr = {out, p->nodes[0].samples, p->stats.tick_ns, o.min_percent, (o.flags & LP_PRINT_COUNTS) != 0,
+                  false};
+  const lp_profile_stats_t *s = &p->stats;
+  emit(&pr, "labelprof profile (%u threads, %" PRIu64 " samples", s->threads, p->nodes[0].samples);
+  if (pr.counts) emit(&pr, ", %u Hz", s->hz);
+  emit(&pr, ")\n");
+  if (o.flags & LP_PRINT_THREADS) {
+    uint64_t all = pr.denom;
+    for (uint32_t i = 0; i < p->nthreads; i++) {
+      const lp__pthread_t *t = &p->threads[i];
+      emit(&pr, "thread %" PRIu64 " \"%s\" (%" PRIu64 " samples, %.2f%% of all)\n", t->tid, t->name, t->samples,
+           all ? 100.0 * (double)t->samples / (double)all : 0.0);
+      pr.denom = t->samples;
+      print_children(&pr, t->root, 0);
+    }
+  } else {
+    print_children(&pr, &p->nodes[0], 0);
+  }
+  if (s->skipped)
+    emit(&pr, "note: %" PRIu64 " samples skipped: the stack changed during every read\n", s->skipped);
+  if (s->truncated)
+    emit(&pr, "note: %" PRIu64 " label pushes were deeper than %d and show as one node\n", s->truncated,
+         LP_STACK_CAPACITY);
+  if (s->mismatched)
+    emit(&pr, "note: %" PRIu64 " label ends did not match the innermost label (stack healed)\n", s->mismatched);
+  if (s->unmatched) emit(&pr, "note: %" PRIu64 " LP_END() calls had no label to end\n", s->unmatched);
+  if (pr.counts && s->missed_ticks)
+    emit(&pr, "note: %" PRIu64 " ticks missed: the collector woke late\n", s->missed_ticks);
+  return finish(&pr);
+}
+
+int lp_profile_print(const lp_profile_t *p, FILE *out) { return lp_profile_print_ex(p, out, NULL); }
+
+/* ---- folded stacks ----------------------------------------------------------- */
+
+typedef struct folder {
+  printer_t pr;
+  char *path;
+  size_t len, cap;
+} folder_t;
+
+static bool path_push(folder_t *f, const char *label) {
+  size_t need = f->len + strlen(label) + 2;
+  if (need > f->cap) {
+    size_t ncap = need * 2;
+    char *n = realloc(f->path, ncap);
+    if (!n) return false;
+    f->path = n;
+    f->cap = ncap;
+  }
+  if (f->len) f->path[f->len++] = ';';
+  for (const char *c = label; *c; c++) {
+    unsigned char ch = (unsigned char)*c;
+    f->path[f->len++] = ch == ';' ? ':' : (ch < 0x20 || ch == 0x7f) ? '?' : (char)ch;
+  }
+  f->path[f->len] = '\0';
+  return true;
+}
+
+static void fold(folder_t *f, const lp_node_t *n) {
+  for (uint32_t i = 0; i < n->nkids && !f->pr.failed; i++) {
+    const lp_node_t *k = n->kids[i];
+    size_t keep = f->len;
+    if (!path_push(f, k->label)) {
+      f->pr.failed = true;
+      return;
+    }
+    if (k->self) emit(&f->pr, "%s %" PRIu64 "\n", f->path, k->self);
+    fold(f, k);
+    f->len = keep;
+    f->path[keep] = '\0';
+  }
+}
+
+int lp_profile_write_folded(const lp_profile_t *p, FILE *out) {
+  if (!p || !out) return -EINVAL;
+  folder_t f = {{out, 0, 0, 0.0, false, false}, NULL, 0, 0};
+  fold(&f, &p->nodes[0]);
+  if (p->nodes[0].self) emit(&f.pr, "(outside of any label) %" PRIu64 "\n", p->nodes[0].self);
+  free(f.path);
+  return finish(&f.pr);
+}
