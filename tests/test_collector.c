@@ -100,7 +100,7 @@ static void test_collector_ticks_on_absolute_deadlines(void) {
 }
 
 /* Deterministic busy work: iterations, not time. */
-static volatile uint64_t sink;
+static _Thread_local volatile uint64_t sink;
 static void spin(uint64_t n) {
   uint64_t x = sink | 1;
   for (uint64_t i = 0; i < n; i++) x = x * 6364136223846793005ull + 1442695040888963407ull;

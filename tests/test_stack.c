@@ -251,7 +251,8 @@ static void *flipper(void *arg) {
   (void)arg;
   { LP_SCOPE("register"); }
   atomic_store(&flip_thread, lp__thread_current());
-  while (!atomic_load_explicit(&flip_stop, memory_order_relaxed)) {
+  /* acquire: the reader's last snapshot happens before this thread frees its state at exit */
+  while (!atomic_load_explicit(&flip_stop, memory_order_acquire)) {
     abc();
     xyz();
     LP_BEGIN("A");
