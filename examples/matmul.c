@@ -77,7 +77,7 @@ static void *worker(void *arg) {
 }
 
 int main(int argc, char **argv) {
-  int n = argc > 1 ? atoi(argv[1]) : 512;
+  int n = argc > 1 ? atoi(argv[1]) : 1536;
   int nthreads = argc > 2 ? atoi(argv[2]) : 4;
   if (n < BLOCK || n % BLOCK || nthreads < 1 || nthreads > 64) {
     fprintf(stderr, "usage: %s [size, a multiple of %d] [threads, 1 to 64]\n", argv[0], BLOCK);

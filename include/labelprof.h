@@ -191,7 +191,8 @@ typedef struct lp_profile_stats {
   uint64_t ticks;            /* collector wakeups */
   uint64_t missed_ticks;     /* deadlines that passed while the collector was late; not sampled */
   uint64_t skipped;          /* thread-samples abandoned: the stack changed on every retry */
-  uint64_t collector_cpu_ns; /* CPU time the collector thread used */
+  uint64_t collector_cpu_ns; /* CPU time the collector thread used, wakeups included */
+  uint64_t sampling_ns;      /* time spent inside sampling passes: the work per tick, without the wakeup */
   uint64_t duration_ns;      /* from start to stop */
   uint64_t tick_ns;          /* 1e9 / hz */
   uint32_t threads;          /* threads with at least one sample */

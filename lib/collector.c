@@ -110,6 +110,7 @@ static void sample_one(lp__thread_t *t, uint32_t slot) {
 /* One pass over every registered thread. sample_mu held. */
 static void sample_pass(void) {
   uint32_t n = 0;
+  uint64_t t0 = lp__mono_ns();
   lp__registry_lock();
   lp__registry_reap(); /* no pointer from an earlier pass survives to here */
   for (lp__thread_t *t = lp__registry_head(); t; t = t->next) {
@@ -133,6 +134,7 @@ static void sample_pass(void) {
   lp__registry_unlock();
   for (uint32_t i = 0; i < n; i++) sample_one(picks[i].t, picks[i].slot);
   agg.ticks++;
+  agg.sampling_ns += lp__mono_ns() - t0;
 }
 
 static void *collector_main(void *arg) {
@@ -249,6 +251,7 @@ int lp_profile_stop(lp_profile_t **out) {
   s.missed_ticks = agg.missed;
   s.skipped = agg.skipped;
   s.collector_cpu_ns = have_thread ? collector_cpu_ns : 0;
+  s.sampling_ns = agg.sampling_ns;
   s.duration_ns = lp__mono_ns() - start_ns;
   s.tick_ns = tick_ns;
   s.hz = hz;

@@ -120,7 +120,7 @@ typedef struct lp__agg {
   uint32_t mask;   /* slots - 1 */
   lp__agg_thread_t *threads;
   uint32_t nthreads, capthreads;
-  uint64_t samples, skipped, ticks, missed;
+  uint64_t samples, skipped, ticks, missed, sampling_ns;
 } lp__agg_t;
 
 /* The site a truncated stack ends with: "(deeper than 64 labels)". */

@@ -1,0 +1,79 @@
+/* bench.h: timing helpers shared by the benchmarks. */
+#ifndef LP_BENCH_H
+#define LP_BENCH_H
+
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#define BENCH_RUNS 7
+#define BENCH_BARRIER() __asm__ volatile("" ::: "memory")
+
+static inline double bench_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static inline int bench_cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static inline double bench_median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, bench_cmp);
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* Runs loop(iters) on `threads` threads started together; returns ns per iteration, averaged over threads. */
+typedef void (*bench_loop_fn)(long iters);
+
+typedef struct bench_job {
+  bench_loop_fn fn;
+  long iters;
+  pthread_barrier_t *start;
+  double ns;
+} bench_job_t;
+
+static void *bench_thread(void *arg) {
+  bench_job_t *j = arg;
+  j->fn(j->iters / 100); /* warm: registration, caches */
+  pthread_barrier_wait(j->start);
+  double t0 = bench_now_ns();
+  j->fn(j->iters);
+  j->ns = (bench_now_ns() - t0) / (double)j->iters;
+  return NULL;
+}
+
+static inline double bench_run(bench_loop_fn fn, long iters, int threads) {
+  pthread_t th[8];
+  bench_job_t jobs[8];
+  pthread_barrier_t start;
+  double sum = 0;
+  if (threads < 1 || threads > 8 || pthread_barrier_init(&start, NULL, (unsigned)threads) != 0) return -1;
+  for (int i = 0; i < threads; i++) {
+    jobs[i] = (bench_job_t){fn, iters, &start, 0};
+    if (pthread_create(&th[i], NULL, bench_thread, &jobs[i]) != 0) {
+      fprintf(stderr, "bench: pthread_create failed\n");
+      exit(1);
+    }
+  }
+  for (int i = 0; i < threads; i++) {
+    pthread_join(th[i], NULL);
+    sum += jobs[i].ns;
+  }
+  pthread_barrier_destroy(&start);
+  return sum / threads;
+}
+
+/* Median over BENCH_RUNS runs. */
+static inline double bench_median_run(bench_loop_fn fn, long iters, int threads) {
+  double v[BENCH_RUNS];
+  for (int r = 0; r < BENCH_RUNS; r++) v[r] = bench_run(fn, iters, threads);
+  return bench_median(v, BENCH_RUNS);
+}
+
+#endif
