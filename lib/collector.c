@@ -162,6 +162,13 @@ static void *collector_main(void *arg) {
     lp__lock(&wake_mu);
   }
   lp__unlock(&wake_mu);
+  /* Deadlines that passed while this thread waited to run after stop are missed too. */
+  uint64_t now = lp__mono_ns();
+  if (now >= next) {
+    lp__lock(&sample_mu);
+    agg.missed += (now - next) / tick_ns + 1;
+    lp__unlock(&sample_mu);
+  }
   if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) == 0)
     collector_cpu_ns = (uint64_t)cpu.tv_sec * 1000000000u + (uint64_t)cpu.tv_nsec;
   return NULL;
