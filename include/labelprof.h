@@ -9,7 +9,10 @@
  *     }
  *
  * and get, from that one instrumentation, a sampled percentage tree
- * (lp_profile_start / lp_profile_stop / lp_profile_print).
+ * (lp_profile_start / lp_profile_stop / lp_profile_print) and a timeline of
+ * every scope, written as Chrome Trace Event JSON for chrome://tracing, the
+ * Perfetto UI and speedscope (lp_trace_start / lp_trace_stop /
+ * lp_trace_write_json).
  *
  * A label costs a few stores to memory no other thread writes, so labels can
  * stay in production code. With -DLABELPROF_DISABLE every macro compiles to
@@ -243,6 +246,113 @@ LP_EXPORT const lp_node_t *lp_node_child(const lp_node_t *n, size_t i);
 LP_EXPORT const lp_node_t *lp_node_find(const lp_node_t *n, const char *label);
 
 /* ------------------------------------------------------------------------ */
+/* The timeline                                                             */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * What happens when the event memory budget is spent:
+ *   LP_TRACE_DISCARD  recording stops; every event after that is counted as dropped.
+ *   LP_TRACE_RING     each thread overwrites its own oldest events: a flight
+ *                     recorder that keeps the newest; overwritten events are
+ *                     counted as dropped.
+ */
+typedef enum lp_trace_policy { LP_TRACE_DISCARD = 0, LP_TRACE_RING = 1 } lp_trace_policy_t;
+
+/* Options for lp_trace_start(). Zero-initialise; a zero field means its default. */
+typedef struct lp_trace_opts {
+  uint32_t levels;          /* LP_LEVEL_* bits to record; 0 means LP_LEVEL_STANDARD */
+  lp_trace_policy_t policy; /* LP_TRACE_DISCARD (the default) or LP_TRACE_RING */
+  uint64_t budget_bytes;    /* event memory for all threads and tracks; 0 means 64 MiB;
+                               it is used in 16 KiB chunks, at least one */
+} lp_trace_opts_t;
+
+/*
+ * Starts recording a timeline: from now on every scope, instant and counter
+ * whose level is enabled records events into its thread's buffer (no lock,
+ * about 16 bytes an event, names resolved only at export). Anything recorded
+ * by an earlier session and not needed any more is discarded. opts may be
+ * NULL for the defaults. Returns 0; -EBUSY if already tracing; -EINVAL for a
+ * level outside LP_LEVEL_ALL, an unknown policy, or a budget under 16 KiB.
+ */
+LP_EXPORT int lp_trace_start(const lp_trace_opts_t *opts);
+
+/*
+ * Stops recording. What was recorded stays until lp_trace_start() is called
+ * again, for lp_trace_write_json(). A scope that began while recording and
+ * ends after the stop still records its end. Returns 0, or -EINVAL if not
+ * tracing.
+ */
+LP_EXPORT int lp_trace_stop(void);
+
+/* 1 if a timeline is recording, 0 if not. */
+LP_EXPORT int lp_trace_running(void);
+
+/*
+ * Writes everything the current (or last) session recorded, of every thread
+ * including those that have exited and of every track, as Chrome Trace Event
+ * JSON (the object form, with metadata) to path. process_name names the
+ * process lane; NULL means the program's name.
+ *
+ * A regular file appears complete or not at all: the JSON goes to a
+ * temporary file in the same directory, renamed over path when every write
+ * has succeeded, and removed on any failure. Other files (a pipe, /dev/stdout)
+ * are written directly.
+ *
+ * It may be called while recording: threads that need a new buffer chunk
+ * during the write drop their events (counted) rather than wait for it.
+ * Returns 0; -EINVAL if path is NULL or nothing was ever recorded; or the
+ * negative errno of the open, write or rename that failed (-ENOENT for a
+ * missing directory, -ENOSPC for a full disk...).
+ */
+LP_EXPORT int lp_trace_write_json(const char *path, const char *process_name);
+
+/* Counters of the current (or last) session. */
+typedef struct lp_trace_stats {
+  uint64_t recorded;     /* events in the buffers, ready to write */
+  uint64_t dropped;      /* events lost: budget spent (discard), overwritten (ring), or during an export */
+  uint64_t budget_bytes; /* the session's budget */
+  uint64_t used_bytes;   /* chunks allocated now */
+  uint32_t threads;      /* thread lanes with events, including exited threads */
+  uint32_t tracks;       /* tracks created */
+} lp_trace_stats_t;
+
+/* Fills *out. Returns 0, or -EINVAL if out is NULL. */
+LP_EXPORT int lp_trace_get_stats(lp_trace_stats_t *out);
+
+/*
+ * Now, in the timeline's clock domain: CLOCK_MONOTONIC, in nanoseconds (the
+ * clock of std::chrono::steady_clock on Linux). Events are stamped with the
+ * TSC where it is invariant and the kernel trusts it, and mapped onto this
+ * domain at export; otherwise they are stamped with CLOCK_MONOTONIC itself.
+ */
+LP_EXPORT uint64_t lp_now_ns(void);
+
+/*
+ * A virtual track: a named lane for work that is not a CPU thread, such as a
+ * device queue or a DMA engine. Returns a handle (0 or more), or -EINVAL if
+ * name is NULL, or -ENOMEM. The name is copied. Tracks live as long as the
+ * process; at most 4096.
+ */
+typedef int32_t lp_track_t;
+LP_EXPORT lp_track_t lp_track_create(const char *name);
+
+/*
+ * Records a piece of work on a track: name (copied), starting at start_ns and
+ * lasting dur_ns, both in the lp_now_ns() domain. Any thread may record on
+ * any track. Ignored when no timeline is recording. Work on one track should
+ * not partly overlap; give overlapping streams tracks of their own.
+ *
+ * Device timestamps: take a pair (h0 = lp_now_ns(); d = device_now();
+ * h1 = lp_now_ns()) when the device is idle, and map d' to
+ * (h0 + h1) / 2 + (d' - d) * ns_per_device_tick; take a new pair now and then
+ * if the two clocks drift.
+ *
+ * Returns 0; -EINVAL for an unknown track, a NULL name, or an end past
+ * UINT64_MAX.
+ */
+LP_EXPORT int lp_track_complete(lp_track_t track, const char *name, uint64_t start_ns, uint64_t dur_ns);
+
+/* ------------------------------------------------------------------------ */
 /* The macros                                                               */
 /* ------------------------------------------------------------------------ */
 
@@ -260,6 +370,15 @@ LP_EXPORT const lp_node_t *lp_node_find(const lp_node_t *n, const char *label);
  * The pseudo-stack survives mistakes: a scope that ends while labels it did
  * not start are still open above it (a longjmp, a missing LP_END) pops them
  * too, and counts a mismatch. Nothing is ever written beyond the stack.
+ *
+ * For the timeline only (they are not on the pseudo-stack):
+ *
+ * LP_INSTANT("label"), LP_INSTANT_L(level, "label"): a point in time on the
+ * calling thread's lane.
+ *
+ * LP_COUNTER("name", value), LP_COUNTER_L(level, "name", value): the value
+ * (a 64-bit integer) of a counter from now on, drawn as a graph. value is
+ * evaluated only when the level is recorded.
  */
 #ifndef LABELPROF_DISABLE
 
@@ -272,6 +391,20 @@ LP_EXPORT const lp_node_t *lp_node_find(const lp_node_t *n, const char *label);
     lp_impl_begin(&lp_impl_begin_site); \
   } while (0)
 #define LP_END() lp_impl_end()
+#define LP_INSTANT(label) LP_INSTANT_L(LP_LEVEL_RUNTIME, label)
+#define LP_INSTANT_L(lvl, text) \
+  do { \
+    static const lp_site_t lp_impl_instant_site = LP_IMPL_SITE(text, lvl); \
+    if (LP_IMPL_UNLIKELY(lp_impl_instant_site.level & LP_IMPL_LOAD_RELAXED(lp_impl_levels))) \
+      lp_impl_emit((uintptr_t)&lp_impl_instant_site | LP_IMPL_EV_INSTANT); \
+  } while (0)
+#define LP_COUNTER(name, value) LP_COUNTER_L(LP_LEVEL_RUNTIME, name, value)
+#define LP_COUNTER_L(lvl, text, value) \
+  do { \
+    static const lp_site_t lp_impl_counter_site = LP_IMPL_SITE(text, lvl); \
+    if (LP_IMPL_UNLIKELY(lp_impl_counter_site.level & LP_IMPL_LOAD_RELAXED(lp_impl_levels))) \
+      lp_impl_counter(&lp_impl_counter_site, (int64_t)(value)); \
+  } while (0)
 
 #else /* LABELPROF_DISABLE */
 
@@ -280,6 +413,11 @@ LP_EXPORT const lp_node_t *lp_node_find(const lp_node_t *n, const char *label);
 #define LP_BEGIN(label) ((void)0)
 #define LP_BEGIN_L(level, label) ((void)0)
 #define LP_END() ((void)0)
+#define LP_INSTANT(label) ((void)0)
+#define LP_INSTANT_L(level, label) ((void)0)
+/* sizeof: the value is not evaluated, but a variable that only feeds a counter is still "used". */
+#define LP_COUNTER(name, value) ((void)sizeof(value))
+#define LP_COUNTER_L(level, name, value) ((void)sizeof(value))
 
 #endif /* LABELPROF_DISABLE */
 
@@ -336,8 +474,11 @@ typedef struct lp_impl_scope {
 #define LP_IMPL_COUNT_ONE  0x10000u
 #define LP_IMPL_NOT_PUSHED 0xffffu /* +1 never equals a 16-bit depth */
 #define LP_IMPL_TRACED     0x1u
-#define LP_IMPL_EV_BEGIN   0x0u
+#define LP_IMPL_EV_BEGIN   0x0u /* event kinds, in the low bits of an event's tag */
 #define LP_IMPL_EV_END     0x1u
+#define LP_IMPL_EV_INSTANT 0x2u
+#define LP_IMPL_EV_COUNTER 0x3u /* followed by a slot holding the value */
+#define LP_IMPL_EV_KIND    0x7u
 
 #define LP_IMPL_LIKELY(x) __builtin_expect(!!(x), 1)
 #define LP_IMPL_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -352,11 +493,39 @@ typedef struct lp_impl_scope {
 LP_EXPORT extern __thread lp_impl_thread_t *lp_impl_self __attribute__((tls_model("initial-exec")));
 /* The trace levels being recorded; 0 when no timeline is recording. */
 LP_EXPORT extern LP_IMPL_ATOMIC(uint32_t) lp_impl_levels;
+/* 1 when events are stamped with the TSC; set before the first event, never changed after. */
+LP_EXPORT extern LP_IMPL_ATOMIC(int) lp_impl_clock_tsc;
 
 LP_EXPORT uint32_t lp_impl_push_slow(uintptr_t tag);
 LP_EXPORT void lp_impl_pop_slow(uint32_t depth);
 LP_EXPORT void lp_impl_end_slow(void);
-LP_EXPORT uint32_t lp_impl_emit(uintptr_t tag);
+LP_EXPORT uint32_t lp_impl_emit_slow(uintptr_t tag);
+LP_EXPORT uint64_t lp_impl_ticks_slow(void);
+LP_EXPORT void lp_impl_counter(const lp_site_t *site, int64_t value);
+
+static inline uint64_t lp_impl_ticks(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (LP_IMPL_LIKELY(LP_IMPL_LOAD_RELAXED(lp_impl_clock_tsc))) return __builtin_ia32_rdtsc();
+#endif
+  return lp_impl_ticks_slow();
+}
+
+/*
+ * Appends one event to the calling thread's current chunk and publishes it
+ * with a release store of the cursor, which is all the exporter reads.
+ * A full chunk, a thread without one, and an unregistered thread all look
+ * the same here (cursor == limit) and go to the slow path. Returns 1 if the
+ * event was recorded, 0 if it was dropped.
+ */
+static inline uint32_t lp_impl_emit(uintptr_t tag) {
+  lp_impl_thread_t *t = lp_impl_self;
+  lp_impl_event_t *e = LP_IMPL_LOAD_RELAXED(t->tcur);
+  if (LP_IMPL_UNLIKELY(e == t->tlim)) return lp_impl_emit_slow(tag);
+  e->ts = lp_impl_ticks();
+  e->tag = tag;
+  LP_IMPL_STORE_RELEASE(t->tcur, e + 1);
+  return 1;
+}
 
 #define LP_IMPL_CAT2(a, b) a##b
 #define LP_IMPL_CAT(a, b) LP_IMPL_CAT2(a, b)
@@ -451,6 +620,15 @@ static inline void lp_impl_end(void) {
 #define lp_node_child_count(n) ((void)(n), (size_t)0)
 #define lp_node_child(n, i) ((void)(n), (void)(i), (const lp_node_t *)0)
 #define lp_node_find(n, l) ((void)(n), (void)(l), (const lp_node_t *)0)
+#define lp_trace_start(o) lp_impl_disabled_int1((const void *)(o))
+#define lp_trace_stop() (-ENOTSUP)
+#define lp_trace_running() 0
+#define lp_trace_write_json(p, n) lp_impl_disabled_int2((const void *)(p), (const void *)(n))
+#define lp_trace_get_stats(o) lp_impl_disabled_int1((const void *)(o))
+#define lp_now_ns() ((uint64_t)0)
+#define lp_track_create(n) ((lp_track_t)lp_impl_disabled_int1((const void *)(n)))
+#define lp_track_complete(t, n, s, d) \
+  ((void)(t), (void)(s), (void)(d), lp_impl_disabled_int1((const void *)(n)))
 LP_IMPL_STUB const char *lp_impl_disabled_strerror(int e) {
   (void)e;
   return "labelprof was compiled out (LABELPROF_DISABLE)";
