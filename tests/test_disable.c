@@ -12,6 +12,9 @@
 
 #include "runner.h"
 
+static int evaluated;
+static int touch(void) { return ++evaluated; }
+
 static void test_disable_macros_compile_to_nothing(void) {
   LP_SCOPE("gone");
   LP_SCOPE_L(LP_LEVEL_DEBUG, "gone too");
@@ -22,6 +25,12 @@ static void test_disable_macros_compile_to_nothing(void) {
   LP_END();
   LP_BEGIN_L(LP_LEVEL_OPERATOR, "manual op");
   LP_END();
+  LP_INSTANT("gone");
+  LP_INSTANT_L(LP_LEVEL_DEBUG, "gone");
+  int only_for_the_counter = 3;
+  LP_COUNTER("gone", touch() + only_for_the_counter); /* not evaluated, and the variable counts as used */
+  LP_COUNTER_L(LP_LEVEL_DEBUG, "gone", touch());
+  CU_ASSERT_EQUAL(evaluated, 0);
   /* Nothing was pushed, so nothing can have been registered or linked. */
   CU_ASSERT_STRING_EQUAL(lp_strerror(0), "labelprof was compiled out (LABELPROF_DISABLE)");
 }
@@ -40,6 +49,15 @@ static void test_disable_functions_are_stubs(void) {
   CU_ASSERT_EQUAL(lp_profile_thread_count(p), 0);
   CU_ASSERT_EQUAL(lp_thread_set_name("x"), -ENOTSUP);
   CU_ASSERT_PTR_NOT_NULL(lp_strerror(-ENOTSUP));
+  lp_trace_stats_t ts;
+  CU_ASSERT_EQUAL(lp_trace_start(NULL), -ENOTSUP);
+  CU_ASSERT_EQUAL(lp_trace_stop(), -ENOTSUP);
+  CU_ASSERT_EQUAL(lp_trace_running(), 0);
+  CU_ASSERT_EQUAL(lp_trace_write_json("/tmp/never-written.json", NULL), -ENOTSUP);
+  CU_ASSERT_EQUAL(lp_trace_get_stats(&ts), -ENOTSUP);
+  CU_ASSERT_EQUAL(lp_track_create("t"), -ENOTSUP);
+  CU_ASSERT_EQUAL(lp_track_complete(0, "w", 1, 2), -ENOTSUP);
+  CU_ASSERT_EQUAL(lp_now_ns(), 0);
   lp_profile_free(p);
 }
 

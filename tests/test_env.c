@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "runner.h"
+#include "trace_json.h"
 
 static char dir[] = "/tmp/lp-env-XXXXXX";
 
@@ -197,6 +198,77 @@ static void test_env_unwritable_path_is_reported(void) {
   run_free(&r);
 }
 
+static void test_env_trace_written_at_exit(void) {
+  char tr[96], tv[128];
+  snprintf(tr, sizeof tr, "%s/trace.json", dir);
+  snprintf(tv, sizeof tv, "LABELPROF_TRACE=%s", tr);
+  const char *vars[] = {tv, "LABELPROF_PROFILE=1", "LABELPROF_TRACE_MODE=ring", "LABELPROF_TRACE_BUFFER=2", NULL};
+  run_t r = run_child("xx", vars);
+  CU_ASSERT(exited_ok(&r));
+  CU_ASSERT_STRING_EQUAL(r.err, "");
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "labelprof profile (")); /* both at once */
+  json_t *root = trace_load(tr);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(root);
+  json_t *ev = trace_events(root), *od = json_object_get(root, "otherData");
+  CU_ASSERT_EQUAL(trace_count(ev, "X", "env work"), 1);
+  CU_ASSERT(trace_count(ev, "X", "env inner") > 10);
+  CU_ASSERT_PTR_NULL(trace_check_lanes(ev));
+  CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(od, "policy")), "ring");
+  CU_ASSERT_EQUAL(json_integer_value(json_object_get(od, "budget_bytes")), 2 << 20);
+  json_t *pn = trace_find(ev, "M", "process_name");
+  CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_object_get(pn, "args"), "name")), "env_child");
+  json_decref(root);
+  unlink(tr);
+  run_free(&r);
+}
+
+static void test_env_trace_levels(void) {
+  char tr[96], tv[128];
+  snprintf(tr, sizeof tr, "%s/levels.json", dir);
+  snprintf(tv, sizeof tv, "LABELPROF_TRACE=%s", tr);
+  const char *vars[] = {tv, "LABELPROF_LEVELS=request,operator", NULL};
+  run_t r = run_child("x", vars);
+  CU_ASSERT_STRING_EQUAL(r.err, "");
+  json_t *root = trace_load(tr);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(root);
+  /* the child's scopes are runtime-level: none recorded */
+  CU_ASSERT_EQUAL(trace_count(trace_events(root), "X", "env work"), 0);
+  CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_object_get(root, "otherData"), "levels")),
+                         "request,operator");
+  json_decref(root);
+  unlink(tr);
+  run_free(&r);
+}
+
+static void test_env_bad_trace_values_warn_once_each(void) {
+  char tr[96], tv[128];
+  snprintf(tr, sizeof tr, "%s/bad.json", dir);
+  snprintf(tv, sizeof tv, "LABELPROF_TRACE=%s", tr);
+  const char *vars[] = {tv, "LABELPROF_LEVELS=runtime,bogus", "LABELPROF_TRACE_BUFFER=lots",
+                        "LABELPROF_TRACE_MODE=sideways", NULL};
+  run_t r = run_child("x", vars);
+  CU_ASSERT(exited_ok(&r));
+  CU_ASSERT_EQUAL(count_lines(r.err), 3);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "LABELPROF_LEVELS"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "bogus"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "LABELPROF_TRACE_BUFFER"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "64"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "LABELPROF_TRACE_MODE"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "discard"));
+  json_t *root = trace_load(tr); /* the defaults were used: runtime scopes recorded */
+  CU_ASSERT_PTR_NOT_NULL_FATAL(root);
+  CU_ASSERT_EQUAL(trace_count(trace_events(root), "X", "env work"), 1);
+  json_decref(root);
+  unlink(tr);
+  run_free(&r);
+  const char *unwritable[] = {"LABELPROF_TRACE=/nonexistent-dir/t.json", NULL};
+  r = run_child("x", unwritable);
+  CU_ASSERT(exited_ok(&r));
+  CU_ASSERT_EQUAL(count_lines(r.err), 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "/nonexistent-dir/t.json"));
+  run_free(&r);
+}
+
 int main(void) {
   if (!mkdtemp(dir)) return 2;
   CU_TestInfo tests[] = {
@@ -207,6 +279,9 @@ int main(void) {
       LP_TEST(test_env_bad_values_warn_once_and_run_on),
       LP_TEST(test_env_hz_and_report_options),
       LP_TEST(test_env_unwritable_path_is_reported),
+      LP_TEST(test_env_trace_written_at_exit),
+      LP_TEST(test_env_trace_levels),
+      LP_TEST(test_env_bad_trace_values_warn_once_each),
       CU_TEST_INFO_NULL,
   };
   int rc = lp_test_main("env", tests);

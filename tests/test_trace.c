@@ -1,0 +1,407 @@
+/* test_trace.c: recording the timeline: levels, budget, drops, ring mode, threads, sessions, write failures. */
+#include "internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+
+#include "runner.h"
+#include "trace_json.h"
+
+static char dir[] = "/tmp/lp-trace-XXXXXX";
+static char path[128];
+
+/* Writes the trace and parses it back. */
+static json_t *written(void) {
+  CU_ASSERT_EQUAL_FATAL(lp_trace_write_json(path, "test_trace"), 0);
+  json_t *root = trace_load(path);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(root);
+  const char *bad = trace_check_lanes(trace_events(root));
+  if (bad) printf("\n    %s ", bad);
+  CU_ASSERT_PTR_NULL(bad);
+  return root;
+}
+
+static int64_t other_data(json_t *root, const char *key) {
+  return json_integer_value(json_object_get(json_object_get(root, "otherData"), key));
+}
+
+static void test_trace_start_stop_errors(void) {
+  lp_trace_opts_t o = {0};
+  CU_ASSERT_EQUAL(lp_trace_stop(), -EINVAL);
+  CU_ASSERT_EQUAL(lp_trace_running(), 0);
+  o.levels = 0x10;
+  CU_ASSERT_EQUAL(lp_trace_start(&o), -EINVAL);
+  o.levels = 0;
+  o.policy = (lp_trace_policy_t)7;
+  CU_ASSERT_EQUAL(lp_trace_start(&o), -EINVAL);
+  o.policy = LP_TRACE_DISCARD;
+  o.budget_bytes = 1000;
+  CU_ASSERT_EQUAL(lp_trace_start(&o), -EINVAL);
+  CU_ASSERT_EQUAL(lp_trace_running(), 0);
+  CU_ASSERT_EQUAL(lp_trace_start(NULL), 0);
+  CU_ASSERT_EQUAL(lp_trace_running(), 1);
+  CU_ASSERT_EQUAL(lp_trace_start(NULL), -EBUSY);
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  CU_ASSERT_EQUAL(lp_trace_stop(), -EINVAL);
+  CU_ASSERT_EQUAL(lp_trace_write_json(NULL, NULL), -EINVAL);
+  CU_ASSERT_EQUAL(lp_trace_get_stats(NULL), -EINVAL);
+}
+
+static void test_trace_levels_choose_what_is_recorded(void) {
+  lp_trace_opts_t o = {.levels = LP_LEVEL_RUNTIME | LP_LEVEL_DEBUG};
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(&o), 0);
+  {
+    LP_SCOPE("runtime scope");
+    LP_SCOPE_L(LP_LEVEL_OPERATOR, "operator scope");
+    LP_SCOPE_L(LP_LEVEL_DEBUG, "debug scope");
+    LP_SCOPE_L(LP_LEVEL_REQUEST, "request scope");
+    LP_INSTANT_L(LP_LEVEL_OPERATOR, "operator instant");
+    LP_INSTANT("runtime instant");
+  }
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  json_t *root = written();
+  json_t *ev = trace_events(root);
+  CU_ASSERT_EQUAL(trace_count(ev, "X", "runtime scope"), 1);
+  CU_ASSERT_EQUAL(trace_count(ev, "X", "debug scope"), 1);
+  CU_ASSERT_EQUAL(trace_count(ev, "X", "operator scope"), 0);
+  CU_ASSERT_EQUAL(trace_count(ev, "X", "request scope"), 0);
+  CU_ASSERT_EQUAL(trace_count(ev, "i", "runtime instant"), 1);
+  CU_ASSERT_EQUAL(trace_count(ev, "i", "operator instant"), 0);
+  json_t *x = trace_find(ev, "X", "debug scope");
+  CU_ASSERT_STRING_EQUAL(ev_str(x, "cat"), "debug");
+  json_decref(root);
+}
+
+static void test_trace_off_records_nothing(void) {
+  lp_trace_stats_t s0, s1;
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(NULL), 0);
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  CU_ASSERT_EQUAL(lp_trace_get_stats(&s0), 0);
+  for (int i = 0; i < 1000; i++) {
+    LP_SCOPE("after stop");
+    LP_INSTANT("after stop");
+    LP_COUNTER("after stop", i);
+  }
+  CU_ASSERT_EQUAL(lp_trace_get_stats(&s1), 0);
+  CU_ASSERT_EQUAL(s1.recorded, s0.recorded);
+  CU_ASSERT_EQUAL(s1.dropped, s0.dropped);
+}
+
+/* Every event emitted is either recorded or counted as dropped; none vanishes. */
+static void *emit_instants(void *arg) {
+  long n = (long)(intptr_t)arg;
+  for (long i = 0; i < n; i++) LP_INSTANT("filler");
+  return NULL;
+}
+
+static void test_trace_discard_counts_every_drop(void) {
+  const long per_thread = 20000;
+  lp_trace_opts_t o = {.budget_bytes = 64 * 1024, .policy = LP_TRACE_DISCARD};
+  lp_trace_stats_t s;
+  pthread_t th[2];
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(&o), 0);
+  for (int i = 0; i < 2; i++)
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&th[i], NULL, emit_instants, (void *)(intptr_t)per_thread), 0);
+  emit_instants((void *)(intptr_t)per_thread);
+  for (int i = 0; i < 2; i++) CU_ASSERT_EQUAL(pthread_join(th[i], NULL), 0);
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  CU_ASSERT_EQUAL(lp_trace_get_stats(&s), 0);
+  CU_ASSERT_EQUAL(s.recorded + s.dropped, (uint64_t)(3 * per_thread));
+  CU_ASSERT(s.dropped > 0);
+  CU_ASSERT(s.used_bytes <= s.budget_bytes);
+  CU_ASSERT_EQUAL(s.budget_bytes, 64 * 1024);
+  json_t *root = written();
+  CU_ASSERT_EQUAL(trace_count(trace_events(root), "i", "filler"), s.recorded);
+  CU_ASSERT_EQUAL(other_data(root, "events_recorded"), (int64_t)s.recorded);
+  CU_ASSERT_EQUAL(other_data(root, "events_dropped"), (int64_t)s.dropped);
+  CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_object_get(root, "otherData"), "policy")),
+                         "discard");
+  printf("\n    %llu recorded, %llu dropped of %ld ", (unsigned long long)s.recorded,
+         (unsigned long long)s.dropped, 3 * per_thread);
+  json_decref(root);
+}
+
+/* Ring mode keeps the newest events: the counter values that survive are the last ones, without a gap. */
+static void test_trace_ring_keeps_the_newest(void) {
+  const int64_t n = 50000;
+  lp_trace_opts_t o = {.budget_bytes = 64 * 1024, .policy = LP_TRACE_RING};
+  lp_trace_stats_t s;
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(&o), 0);
+  for (int64_t i = 0; i < n; i++) LP_COUNTER("sequence", i);
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  CU_ASSERT_EQUAL(lp_trace_get_stats(&s), 0);
+  CU_ASSERT_EQUAL(s.recorded + s.dropped, (uint64_t)n);
+  CU_ASSERT(s.dropped > 0);
+  json_t *root = written();
+  json_t *ev = trace_events(root);
+  int64_t lo = INT64_MAX, hi = -1, count = 0;
+  size_t i;
+  json_t *e;
+  json_array_foreach(ev, i, e) {
+    if (!ev_is(e, "C", "sequence")) continue;
+    int64_t v = json_integer_value(json_object_get(json_object_get(e, "args"), "value"));
+    lo = v < lo ? v : lo;
+    hi = v > hi ? v : hi;
+    count++;
+  }
+  CU_ASSERT_EQUAL(hi, n - 1);
+  CU_ASSERT_EQUAL(hi - lo + 1, count); /* contiguous */
+  CU_ASSERT_EQUAL((uint64_t)count, s.recorded);
+  CU_ASSERT(count >= 1000);
+  CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_object_get(root, "otherData"), "policy")), "ring");
+  json_decref(root);
+}
+
+static void *short_lived(void *arg) {
+  (void)arg;
+  lp_thread_set_name("short-lived");
+  LP_SCOPE("exited work");
+  { LP_SCOPE("exited inner"); }
+  return NULL;
+}
+
+static void test_trace_exited_threads_are_written(void) {
+  pthread_t th;
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(NULL), 0);
+  CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, short_lived, NULL), 0);
+  CU_ASSERT_EQUAL(pthread_join(th, NULL), 0);
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  json_t *root = written();
+  json_t *ev = trace_events(root);
+  int64_t tid = trace_tid(ev, "short-lived");
+  CU_ASSERT(tid > 0);
+  json_t *x = trace_find(ev, "X", "exited inner");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(x);
+  CU_ASSERT_EQUAL(ev_int(x, "tid"), tid);
+  CU_ASSERT_EQUAL(ev_int(x, "pid"), (int64_t)getpid());
+  json_decref(root);
+}
+
+static void test_trace_restart_discards_the_old_session(void) {
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(NULL), 0);
+  { LP_SCOPE("old session"); }
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(NULL), 0);
+  { LP_SCOPE("new session"); }
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  json_t *root = written();
+  CU_ASSERT_EQUAL(trace_count(trace_events(root), "X", "old session"), 0);
+  CU_ASSERT_EQUAL(trace_count(trace_events(root), "X", "new session"), 1);
+  json_decref(root);
+}
+
+static void test_trace_scope_ending_after_stop_is_complete(void) {
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(NULL), 0);
+  {
+    LP_SCOPE("spans the stop");
+    CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  }
+  json_t *root = written();
+  CU_ASSERT_EQUAL(trace_count(trace_events(root), "X", "spans the stop"), 1);
+  json_decref(root);
+}
+
+static void test_trace_manual_pairs_and_open_scopes(void) {
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(NULL), 0);
+  LP_BEGIN("manual");
+  { LP_SCOPE("inside manual"); }
+  LP_END();
+  json_t *root;
+  {
+    LP_SCOPE("open at write");
+    CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+    root = written(); /* still open: an unmatched begin */
+  }
+  json_t *ev = trace_events(root);
+  CU_ASSERT_EQUAL(trace_count(ev, "X", "manual"), 1);
+  CU_ASSERT_EQUAL(trace_count(ev, "X", "inside manual"), 1);
+  CU_ASSERT_EQUAL(trace_count(ev, "B", "open at write"), 1);
+  CU_ASSERT_EQUAL(trace_count(ev, "X", "open at write"), 0);
+  json_decref(root);
+}
+
+/* A begin that the ring overwrote leaves its end unmatched: written as "E". */
+static void test_trace_unmatched_end_is_written_as_e(void) {
+  lp_trace_opts_t o = {.budget_bytes = 32 * 1024, .policy = LP_TRACE_RING};
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(&o), 0);
+  {
+    LP_SCOPE("begin overwritten");
+    for (int i = 0; i < 20000; i++) LP_INSTANT("pushes it out");
+  }
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  json_t *root = written();
+  CU_ASSERT_EQUAL(trace_count(trace_events(root), "E", "begin overwritten"), 1);
+  CU_ASSERT_EQUAL(trace_count(trace_events(root), "X", "begin overwritten"), 0);
+  json_decref(root);
+}
+
+static jmp_buf jump;
+static void skipped(void) {
+  LP_SCOPE("skipped by longjmp");
+  longjmp(jump, 1);
+}
+static void catch_jump(void) {
+  if (setjmp(jump) == 0) skipped();
+}
+
+/* Scopes skipped by a longjmp are closed when the scope that healed the stack ends: still nested. */
+static void test_trace_longjmp_closes_skipped_scopes(void) {
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(NULL), 0);
+  {
+    LP_SCOPE("catcher");
+    catch_jump();
+  }
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  json_t *root = written();
+  json_t *ev = trace_events(root);
+  json_t *inner = trace_find(ev, "X", "skipped by longjmp"), *outer = trace_find(ev, "X", "catcher");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(inner);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(outer);
+  CU_ASSERT(ev_ns(inner, "ts") > ev_ns(outer, "ts"));
+  CU_ASSERT(ev_ns(inner, "ts") + ev_ns(inner, "dur") < ev_ns(outer, "ts") + ev_ns(outer, "dur"));
+  CU_ASSERT_PTR_NOT_NULL(json_object_get(json_object_get(inner, "args"), "unterminated"));
+  json_decref(root);
+}
+
+/* Only what the directory held before: no temporary file left behind. */
+static int dir_entries(const char *d) {
+  int n = 0;
+  DIR *dp = opendir(d);
+  if (!dp) return -1;
+  for (struct dirent *e; (e = readdir(dp));) n += e->d_name[0] != '.';
+  closedir(dp);
+  return n;
+}
+
+static void test_trace_write_failures_leave_nothing(void) {
+  char sub[160], target[200];
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(NULL), 0);
+  for (int i = 0; i < 5000; i++) {
+    LP_SCOPE("fill");
+  }
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  CU_ASSERT_EQUAL(lp_trace_write_json("/dev/full", NULL), -ENOSPC);
+  CU_ASSERT_EQUAL(lp_trace_write_json("/nonexistent-dir/trace.json", NULL), -ENOENT);
+  /* A regular file that cannot be finished keeps its old contents, and no temporary file stays. */
+  snprintf(sub, sizeof sub, "%s/sub", dir);
+  CU_ASSERT_EQUAL_FATAL(mkdir(sub, 0700), 0);
+  snprintf(target, sizeof target, "%s/trace.json", sub);
+  FILE *f = fopen(target, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fputs("old contents\n", f);
+  fclose(f);
+  struct rlimit old, small = {4096, 0};
+  CU_ASSERT_EQUAL_FATAL(getrlimit(RLIMIT_FSIZE, &old), 0);
+  small.rlim_max = old.rlim_max;
+  signal(SIGXFSZ, SIG_IGN);
+  CU_ASSERT_EQUAL_FATAL(setrlimit(RLIMIT_FSIZE, &small), 0);
+  int rc = lp_trace_write_json(target, NULL);
+  setrlimit(RLIMIT_FSIZE, &old);
+  CU_ASSERT_EQUAL(rc, -EFBIG);
+  CU_ASSERT_EQUAL(dir_entries(sub), 1);
+  f = fopen(target, "r");
+  char line[64] = "";
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  CU_ASSERT_PTR_NOT_NULL(fgets(line, sizeof line, f));
+  fclose(f);
+  CU_ASSERT_STRING_EQUAL(line, "old contents\n");
+  /* and with room it succeeds, replacing the file */
+  CU_ASSERT_EQUAL(lp_trace_write_json(target, NULL), 0);
+  CU_ASSERT_EQUAL(dir_entries(sub), 1);
+  json_t *root = trace_load(target);
+  CU_ASSERT_PTR_NOT_NULL(root);
+  json_decref(root);
+  unlink(target);
+  rmdir(sub);
+}
+
+static atomic_int keep_going, recorded_one;
+static void *busy_recorder(void *arg) {
+  (void)arg;
+  lp_thread_set_name("recorder");
+  while (atomic_load_explicit(&keep_going, memory_order_relaxed)) {
+    {
+      LP_SCOPE("busy outer");
+      LP_SCOPE_L(LP_LEVEL_OPERATOR, "busy inner");
+    }
+    atomic_store_explicit(&recorded_one, 1, memory_order_release);
+  }
+  return NULL;
+}
+
+/* A write while another thread records yields a valid, nested file, and the numbers still add up. */
+static void test_trace_write_while_recording(void) {
+  pthread_t th;
+  lp_trace_opts_t o = {.policy = LP_TRACE_RING, .budget_bytes = 1 << 20};
+  atomic_store(&keep_going, 1);
+  atomic_store(&recorded_one, 0);
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(&o), 0);
+  CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, busy_recorder, NULL), 0);
+  while (!atomic_load_explicit(&recorded_one, memory_order_acquire)) sched_yield();
+  for (int i = 0; i < 3; i++) {
+    json_t *root = written();
+    CU_ASSERT(trace_count(trace_events(root), "X", "busy inner") > 0);
+    json_decref(root);
+  }
+  atomic_store(&keep_going, 0);
+  CU_ASSERT_EQUAL(pthread_join(th, NULL), 0);
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  json_t *root = written();
+  CU_ASSERT(trace_count(trace_events(root), "X", "busy inner") > 0);
+  json_decref(root);
+}
+
+static void test_trace_stats_count_threads_and_tracks(void) {
+  lp_trace_stats_t s;
+  pthread_t th;
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(NULL), 0);
+  lp_track_t tr = lp_track_create("stats track");
+  CU_ASSERT(tr >= 0);
+  CU_ASSERT_EQUAL(lp_track_complete(tr, "work", lp_now_ns(), 10), 0);
+  CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, short_lived, NULL), 0);
+  CU_ASSERT_EQUAL(pthread_join(th, NULL), 0);
+  { LP_SCOPE("main work"); }
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  CU_ASSERT_EQUAL(lp_trace_get_stats(&s), 0);
+  CU_ASSERT(s.threads >= 2);
+  CU_ASSERT(s.tracks >= 1);
+  CU_ASSERT_EQUAL(s.recorded, 4 + 2 + 1); /* two scopes in the thread, one here, one track event */
+  CU_ASSERT_EQUAL(s.used_bytes % (16 * 1024), 0);
+  CU_ASSERT_EQUAL(lp_track_complete(tr, NULL, 0, 0), -EINVAL);
+  CU_ASSERT_EQUAL(lp_track_complete(9999, "x", 0, 0), -EINVAL);
+  CU_ASSERT_EQUAL(lp_track_complete(-1, "x", 0, 0), -EINVAL);
+  CU_ASSERT_EQUAL(lp_track_complete(tr, "x", UINT64_MAX, 2), -EINVAL);
+  CU_ASSERT_EQUAL(lp_track_create(NULL), -EINVAL);
+}
+
+int main(void) {
+  if (!mkdtemp(dir)) return 2;
+  snprintf(path, sizeof path, "%s/trace.json", dir);
+  CU_TestInfo tests[] = {
+      LP_TEST(test_trace_start_stop_errors),
+      LP_TEST(test_trace_levels_choose_what_is_recorded),
+      LP_TEST(test_trace_off_records_nothing),
+      LP_TEST(test_trace_discard_counts_every_drop),
+      LP_TEST(test_trace_ring_keeps_the_newest),
+      LP_TEST(test_trace_exited_threads_are_written),
+      LP_TEST(test_trace_restart_discards_the_old_session),
+      LP_TEST(test_trace_scope_ending_after_stop_is_complete),
+      LP_TEST(test_trace_manual_pairs_and_open_scopes),
+      LP_TEST(test_trace_unmatched_end_is_written_as_e),
+      LP_TEST(test_trace_longjmp_closes_skipped_scopes),
+      LP_TEST(test_trace_write_failures_leave_nothing),
+      LP_TEST(test_trace_write_while_recording),
+      LP_TEST(test_trace_stats_count_threads_and_tracks),
+      CU_TEST_INFO_NULL,
+  };
+  int rc = lp_test_main("trace", tests);
+  unlink(path);
+  rmdir(dir);
+  return rc;
+}
