@@ -12,6 +12,10 @@
  *   LABELPROF_FOLDED=path      folded stacks too
  *   LABELPROF_HZ=n             samples per second (1..100000, default 1000)
  *   LABELPROF_REPORT=threads,counts,min=P   report options
+ *   LABELPROF_TRACE=path       record a timeline from load, write it at exit
+ *   LABELPROF_LEVELS=request,runtime,operator,debug | standard | all
+ *   LABELPROF_TRACE_BUFFER=MiB event memory (default 64)
+ *   LABELPROF_TRACE_MODE=discard|ring
  */
 #include "internal.h"
 
@@ -23,6 +27,7 @@
 
 static char *profile_path; /* "-" for stdout */
 static char *folded_path;
+static char *trace_path;
 static lp_print_opts_t report_opts;
 
 /* Copies a path, replacing %p with the pid and %% with %. NULL on ENOMEM. */
@@ -123,8 +128,75 @@ static int folded_fn(const lp_profile_t *p, FILE *f, const lp_print_opts_t *o) {
   return lp_profile_write_folded(p, f);
 }
 
+static uint32_t env_levels(void) {
+  const char *v = getenv("LABELPROF_LEVELS");
+  if (!v || !*v) return LP_LEVEL_STANDARD;
+  if (strcmp(v, "standard") == 0) return LP_LEVEL_STANDARD;
+  if (strcmp(v, "all") == 0) return LP_LEVEL_ALL;
+  static const struct {
+    const char *name;
+    uint32_t bit;
+  } names[] = {{"request", LP_LEVEL_REQUEST}, {"runtime", LP_LEVEL_RUNTIME}, {"operator", LP_LEVEL_OPERATOR},
+               {"debug", LP_LEVEL_DEBUG}};
+  char *copy = strdup(v), *save = NULL;
+  uint32_t levels = 0;
+  bool bad = !copy;
+  for (char *tok = copy ? strtok_r(copy, ",", &save) : NULL; tok; tok = strtok_r(NULL, ",", &save)) {
+    bool known = false;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+      if (strcmp(tok, names[i].name) == 0) {
+        levels |= names[i].bit;
+        known = true;
+      }
+    bad |= !known;
+  }
+  free(copy);
+  if (bad || !levels) {
+    fprintf(stderr,
+            "labelprof: LABELPROF_LEVELS='%s' is not a list of request, runtime, operator, debug (or standard, "
+            "all); using the default, standard (runtime,operator)\n",
+            v);
+    return LP_LEVEL_STANDARD;
+  }
+  return levels;
+}
+
+static uint64_t env_buffer(void) {
+  const char *v = getenv("LABELPROF_TRACE_BUFFER");
+  if (!v || !*v) return 64u << 20;
+  char *end;
+  errno = 0;
+  unsigned long n = strtoul(v, &end, 10);
+  if (errno || *end || end == v || v[0] == '-' || n < 1 || n > 1048576) {
+    fprintf(stderr,
+            "labelprof: LABELPROF_TRACE_BUFFER='%s' is not a whole number of MiB from 1 to 1048576; using the "
+            "default, 64\n",
+            v);
+    return 64u << 20;
+  }
+  return (uint64_t)n << 20;
+}
+
+static lp_trace_policy_t env_mode(void) {
+  const char *v = getenv("LABELPROF_TRACE_MODE");
+  if (!v || !*v || strcmp(v, "discard") == 0) return LP_TRACE_DISCARD;
+  if (strcmp(v, "ring") == 0) return LP_TRACE_RING;
+  fprintf(stderr, "labelprof: LABELPROF_TRACE_MODE='%s' is neither discard nor ring; using the default, discard\n",
+          v);
+  return LP_TRACE_DISCARD;
+}
+
+static void trace_at_exit(void) {
+  int rc = lp_trace_stop();
+  if (rc == -EINVAL) return; /* the program stopped it itself */
+  rc = lp_trace_write_json(trace_path, NULL);
+  if (rc) fprintf(stderr, "labelprof: cannot write the trace to '%s': %s\n", trace_path, lp_strerror(rc));
+}
+
 static void at_exit(void) {
   if (lp__forked_child()) return;
+  if (trace_path) trace_at_exit();
+  if (!profile_path && !folded_path) return;
   lp_profile_t *p = NULL;
   int rc = lp_profile_stop(&p);
   if (rc == -EINVAL) return; /* the program stopped it itself */
@@ -137,24 +209,45 @@ static void at_exit(void) {
   lp_profile_free(p);
 }
 
-__attribute__((constructor)) static void load(void) {
-  lp__fork_init();
-  const char *prof = getenv("LABELPROF_PROFILE"), *fold = getenv("LABELPROF_FOLDED");
-  bool want_prof = prof && *prof && strcmp(prof, "0") != 0;
-  bool want_fold = fold && *fold;
-  if (!want_prof && !want_fold) return;
+static void start_trace(void) {
+  lp_trace_opts_t o = {.levels = env_levels(), .policy = env_mode(), .budget_bytes = env_buffer()};
+  int rc = lp_trace_start(&o);
+  if (rc) {
+    fprintf(stderr, "labelprof: cannot start the trace: %s\n", lp_strerror(rc));
+    free(trace_path);
+    trace_path = NULL;
+  }
+}
+
+static void start_profile(void) {
   lp_profile_opts_t o = {.hz = env_hz()};
   env_report();
-  profile_path = want_prof ? (strcmp(prof, "1") == 0 ? strdup("-") : expand(prof)) : NULL;
-  folded_path = want_fold ? expand(fold) : NULL;
-  if ((want_prof && !profile_path) || (want_fold && !folded_path)) {
-    fprintf(stderr, "labelprof: out of memory reading LABELPROF_PROFILE; not profiling\n");
-    return;
-  }
   int rc = lp_profile_start(&o);
   if (rc) {
     fprintf(stderr, "labelprof: cannot start the profile: %s\n", lp_strerror(rc));
+    free(profile_path);
+    free(folded_path);
+    profile_path = folded_path = NULL;
+  }
+}
+
+__attribute__((constructor)) static void load(void) {
+  lp__fork_init();
+  const char *prof = getenv("LABELPROF_PROFILE"), *fold = getenv("LABELPROF_FOLDED");
+  const char *trace = getenv("LABELPROF_TRACE");
+  bool want_prof = prof && *prof && strcmp(prof, "0") != 0;
+  bool want_fold = fold && *fold;
+  bool want_trace = trace && *trace;
+  if (!want_prof && !want_fold && !want_trace) return;
+  profile_path = want_prof ? (strcmp(prof, "1") == 0 ? strdup("-") : expand(prof)) : NULL;
+  folded_path = want_fold ? expand(fold) : NULL;
+  trace_path = want_trace ? expand(trace) : NULL;
+  if ((want_prof && !profile_path) || (want_fold && !folded_path) || (want_trace && !trace_path)) {
+    fprintf(stderr, "labelprof: out of memory reading the LABELPROF_* variables; not profiling\n");
     return;
   }
-  if (atexit(at_exit) != 0) fprintf(stderr, "labelprof: atexit failed; the profile will not be reported\n");
+  if (want_trace) start_trace();
+  if (want_prof || want_fold) start_profile();
+  if ((trace_path || profile_path || folded_path) && atexit(at_exit) != 0)
+    fprintf(stderr, "labelprof: atexit failed; nothing will be reported at exit\n");
 }

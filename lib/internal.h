@@ -3,7 +3,7 @@
  *
  * Lock order, outermost first; nothing takes them the other way round:
  *   profile control (collector.c) > sampling (collector.c) > registry (thread.c)
- *   > trace (trace.c)
+ *   > trace control (trace.c) > trace (trace.c)
  */
 #ifndef LABELPROF_INTERNAL_H
 #define LABELPROF_INTERNAL_H
@@ -40,6 +40,7 @@ static inline void lp__bump(_Atomic uint64_t *c) {
 /* ---- thread.c ----------------------------------------------------------- */
 
 typedef struct lp__thread lp__thread_t;
+typedef struct lp__lane lp__lane_t;
 struct lp__thread {
   lp_impl_thread_t hot; /* first: lp_impl_self points here */
   lp__thread_t *next, *prev; /* registry list; registry lock */
@@ -51,6 +52,8 @@ struct lp__thread {
   /* Owned by whoever holds the sampling lock. */
   uint64_t prof_session;
   uint32_t prof_slot;
+  /* The thread's timeline lane; set by the owner under the trace lock. */
+  lp__lane_t *lane;
 };
 
 /*
@@ -150,6 +153,118 @@ int lp__profile_sample_now(void);
 /* Nodes and bytes of the running profile's aggregation (0 if not running). */
 size_t lp__profile_node_count(void);
 size_t lp__profile_bytes(void);
+
+/* ---- clock.c ------------------------------------------------------------ */
+
+/* A (ticks, CLOCK_MONOTONIC ns) pair read back to back. */
+typedef struct lp__sync {
+  uint64_t ticks, ns;
+} lp__sync_t;
+
+/* Chooses the tick source, once; before the first event. */
+void lp__clock_init(void);
+bool lp__clock_is_tsc(void);
+/* "tsc" or "clock_gettime". */
+const char *lp__clock_name(void);
+/* Test hook: use CLOCK_MONOTONIC ticks. -EBUSY if the TSC was already chosen. */
+int lp__clock_force_monotonic(void);
+lp__sync_t lp__clock_sync(void);
+
+/* Ticks to ns: piecewise linear through sync points (identity for clock_gettime ticks). */
+typedef struct lp__timemap {
+  lp__sync_t *pts; /* sorted, strictly increasing; borrowed */
+  size_t n;
+  bool identity;
+} lp__timemap_t;
+/* Sorts and filters pts in place and keeps a pointer to them. */
+void lp__timemap_init(lp__timemap_t *m, lp__sync_t *pts, size_t n);
+/* cursor: a per-lane hint, 0 to start. */
+uint64_t lp__timemap_ns(const lp__timemap_t *m, uint64_t ticks, size_t *cursor);
+
+/* ---- trace.c: recording ------------------------------------------------- */
+
+#define LP__CHUNK_BYTES 16384u
+#define LP__EV_TRACK 0x4u   /* a track's work: ts = start ns, tag = name id << 3 | 4; then a payload */
+#define LP__EV_PAYLOAD 0x7u /* the second slot of a counter or track event, or padding */
+#define LP__MAX_TRACKS 4096
+
+typedef struct lp__chunk lp__chunk_t;
+struct lp__chunk {
+  lp__chunk_t *next;  /* the lane's chunks, oldest first */
+  lp__sync_t sync;    /* read when the chunk was started */
+  uint32_t begin;     /* first event of the current session */
+  uint32_t count;     /* events written, once the owner has moved on (trace lock) */
+  lp_impl_event_t ev[];
+};
+#define LP__CHUNK_EVENTS ((LP__CHUNK_BYTES - sizeof(lp__chunk_t)) / sizeof(lp_impl_event_t))
+
+struct lp__lane {
+  lp__lane_t *next;     /* all thread lanes (trace lock) */
+  lp__thread_t *owner;  /* NULL once the thread has exited, and for tracks */
+  uint64_t tid;         /* the kernel's, or a synthetic one for a track */
+  char *name;           /* owned */
+  lp__chunk_t *first, *last;
+  _Atomic uint64_t dropped; /* the owner adds without the lock (no read-modify-write); tracks use fetch_add */
+  uint64_t dropped_base;    /* `dropped` when the session started */
+  uint64_t overwritten;     /* ring: events lost to recycling, this session */
+  /* Tracks only: the write cursor (trace lock) and the interned work names. */
+  lp_impl_event_t *cur, *lim;
+  char **names;
+  uint32_t nnames, capnames;
+  uint32_t *name_slots, name_mask;
+};
+
+void lp__trace_thread_exit(lp__thread_t *t);
+void lp__trace_thread_renamed(lp__thread_t *t);
+void lp__trace_atfork_prepare(void);
+void lp__trace_atfork_parent(void);
+void lp__trace_atfork_child(void);
+
+/* ---- json.c: a buffered JSON writer ------------------------------------- */
+
+typedef struct lp__jw {
+  int fd;
+  char *buf;
+  size_t len;
+  int err;        /* the first write error, as a negative errno; sticky */
+  uint64_t bytes; /* written to fd so far */
+} lp__jw_t;
+
+int lp__jw_init(lp__jw_t *w, int fd);
+/* Writes what is buffered and frees the buffer; returns w->err. */
+int lp__jw_finish(lp__jw_t *w);
+void lp__jw_raw(lp__jw_t *w, const char *s, size_t n);
+static inline void lp__jw_lit(lp__jw_t *w, const char *s) {
+  size_t n = 0;
+  while (s[n]) n++;
+  lp__jw_raw(w, s, n);
+}
+/* A JSON string: quoted, escaped, invalid UTF-8 replaced by U+FFFD. */
+void lp__jw_str(lp__jw_t *w, const char *s);
+void lp__jw_u64(lp__jw_t *w, uint64_t v);
+void lp__jw_i64(lp__jw_t *w, int64_t v);
+/* Nanoseconds as microseconds with three decimals: 1234567 -> 1234.567. */
+void lp__jw_us(lp__jw_t *w, uint64_t ns);
+
+/* ---- export.c ----------------------------------------------------------- */
+
+/* What an export reads; trace.c fills it, the trace lock is held throughout. */
+typedef struct lp__session {
+  lp__lane_t *lanes; /* thread lanes, live and exited */
+  lp__lane_t **tracks;
+  uint32_t ntracks;
+  lp_trace_opts_t opts;
+  lp__sync_t start, stop, now;
+  bool stopped;
+  uint64_t orphan_dropped; /* drops of threads that had no lane yet */
+} lp__session_t;
+
+/* The number of events in chunk c of lane l (c == l->last of a live thread: its published cursor). */
+uint32_t lp__chunk_end(const lp__lane_t *l, const lp__chunk_t *c);
+/* Events recorded (counter and track payload slots not counted) and dropped in the session. */
+void lp__session_counts(const lp__session_t *s, uint64_t *recorded, uint64_t *dropped);
+/* Writes the whole JSON document to w. Returns w's error, or -ENOMEM. */
+int lp__export_json(lp__jw_t *w, const lp__session_t *s, const char *process_name);
 
 /* ---- fork --------------------------------------------------------------- */
 

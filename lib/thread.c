@@ -102,6 +102,7 @@ lp__thread_t *lp__thread_current(void) {
 static void thread_exit(void *arg) {
   lp__thread_t *t = arg;
   lp_impl_self = &detached; /* labels in later destructors are ignored */
+  lp__trace_thread_exit(t); /* its timeline lane outlives it */
   lp__lock(&registry_mu);
   unlink_thread(t);
   add_mistakes(t);
@@ -122,6 +123,7 @@ int lp_thread_set_name(const char *name) {
   snprintf(t->name, sizeof t->name, "%s", name);
   t->name_gen++;
   lp__unlock(&registry_mu);
+  lp__trace_thread_renamed(t);
   return 0;
 }
 
@@ -186,17 +188,21 @@ void lp__registry_atfork_child(void) {
   if (self) self->next = self->prev = NULL;
 }
 
+/* Every library lock, taken in the lock order (internal.h), released after. */
 static void atfork_prepare(void) {
   lp__collector_atfork_prepare();
   lp__registry_atfork_prepare();
+  lp__trace_atfork_prepare();
 }
 static void atfork_parent(void) {
+  lp__trace_atfork_parent();
   lp__registry_atfork_parent();
   lp__collector_atfork_parent();
 }
 static void atfork_child(void) {
   lp__registry_atfork_child();
   lp__collector_atfork_child();
+  lp__trace_atfork_child();
 }
 
 static void register_handlers(void) {

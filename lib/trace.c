@@ -1,15 +1,544 @@
 /*
- * trace.c: the timeline's recording side.
+ * trace.c: recording the timeline.
  *
- * This first version only defines the level mask the inline scopes test. It
- * stays 0, so lp_impl_emit() is never reached; recording arrives with the
- * timeline (per-thread chunked buffers, export as Chrome Trace Event JSON).
+ * Each thread appends 16-byte events (raw ticks, site pointer | kind) to the
+ * current chunk of its lane, inline and without a lock (labelprof.h): store
+ * the event, publish the cursor with a release store. Only when the chunk is
+ * full does it come here, to the slow path, which takes the trace lock and
+ * gets the next chunk: a new one while the session's memory budget allows,
+ * else, in ring mode, the lane's own oldest chunk (its events are counted as
+ * overwritten), else nothing (discard mode: every later event is counted as
+ * dropped, without the lock). A chunk records a clock sync point when it is
+ * started; the exporter turns ticks into nanoseconds with them.
+ *
+ * The exporter reads the lanes under the trace lock: full chunks up to their
+ * final count, each live thread's current chunk up to its published cursor.
+ * Chunks change hands only under that lock, so nothing it reads is recycled
+ * under it. A thread that fills its chunk while an export holds the lock does
+ * not wait for it: it drops the event and counts it.
+ *
+ * Lanes of exited threads stay until the next lp_trace_start(), which frees
+ * them and every chunk except the one each live thread is writing into (its
+ * cursor stays valid; the session starts at the cursor).
  */
 #include "internal.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 LP_EXPORT _Atomic uint32_t lp_impl_levels;
 
-uint32_t lp_impl_emit(uintptr_t tag) {
-  (void)tag;
+static pthread_mutex_t ctl_mu = PTHREAD_MUTEX_INITIALIZER;   /* start, stop, write */
+static pthread_mutex_t trace_mu = PTHREAD_MUTEX_INITIALIZER; /* everything below */
+static atomic_int tracing;   /* a session is recording */
+static atomic_int exporting; /* an export holds (or is about to take) trace_mu */
+static atomic_int exhausted; /* discard mode: the budget is spent */
+static atomic_int ring;      /* the session's policy is LP_TRACE_RING */
+static _Atomic uint64_t orphan_dropped;
+
+static bool ever; /* a session was started since load (or fork) */
+static lp__lane_t *lanes;
+static lp__lane_t *tracks[LP__MAX_TRACKS];
+static _Atomic uint32_t ntracks;
+static lp_trace_opts_t cur = {LP_LEVEL_STANDARD, LP_TRACE_DISCARD, 64u << 20};
+static uint64_t used; /* bytes of chunks in use */
+static lp__sync_t start_sync, stop_sync;
+static bool stopped;
+
+/* ---- chunks ------------------------------------------------------------------- */
+
+static uint32_t count_events(const lp__chunk_t *c, uint32_t from, uint32_t to) {
+  uint32_t n = 0;
+  for (uint32_t i = from; i < to; i++) n += (c->ev[i].tag & LP_IMPL_EV_KIND) != LP__EV_PAYLOAD;
+  return n;
+}
+
+uint32_t lp__chunk_end(const lp__lane_t *l, const lp__chunk_t *c) {
+  if (l->owner && c == l->last) {
+    const lp_impl_event_t *e = atomic_load_explicit(&l->owner->hot.tcur, memory_order_acquire);
+    if (e >= c->ev && e <= c->ev + LP__CHUNK_EVENTS) return (uint32_t)(e - c->ev);
+  }
+  return c->count;
+}
+
+/* The lane's next chunk: a new one within the budget, else (ring) its oldest, else NULL. */
+static lp__chunk_t *next_chunk(lp__lane_t *l) {
+  lp__chunk_t *c = NULL;
+  if (used + LP__CHUNK_BYTES <= cur.budget_bytes && (c = aligned_alloc(64, LP__CHUNK_BYTES)) != NULL) {
+    used += LP__CHUNK_BYTES;
+  } else if (cur.policy == LP_TRACE_RING && l->first) {
+    c = l->first;
+    l->overwritten += count_events(c, c->begin, c->count);
+    l->first = c->next;
+    if (!l->first) l->last = NULL;
+  }
+  if (!c) return NULL;
+  c->next = NULL;
+  c->sync = lp__clock_sync();
+  c->begin = 0;
+  c->count = 0;
+  if (l->last)
+    l->last->next = c;
+  else
+    l->first = c;
+  l->last = c;
+  return c;
+}
+
+static void free_chunks(lp__lane_t *l) {
+  for (lp__chunk_t *c = l->first, *n; c; c = n) {
+    n = c->next;
+    free(c);
+  }
+  l->first = l->last = NULL;
+}
+
+static void free_lane(lp__lane_t *l) {
+  free_chunks(l);
+  for (uint32_t i = 0; i < l->nnames; i++) free(l->names[i]);
+  free(l->names);
+  free(l->name_slots);
+  free(l->name);
+  free(l);
+}
+
+static lp__lane_t *new_lane(lp__thread_t *t) {
+  lp__lane_t *l = calloc(1, sizeof *l);
+  if (!l || !(l->name = strdup(t->name))) {
+    free(l);
+    return NULL;
+  }
+  l->owner = t;
+  l->tid = t->tid;
+  l->dropped_base = 0;
+  /* Append: lanes are written in the order threads first recorded. */
+  lp__lane_t **pp = &lanes;
+  while (*pp) pp = &(*pp)->next;
+  *pp = l;
+  t->lane = l;
+  return l;
+}
+
+/*
+ * Takes the trace lock unless an export holds it: a recording thread must
+ * never wait for a file to be written. Waits briefly for other recorders.
+ */
+static bool lock_unless_exporting(void) {
+  for (;;) {
+    int rc = pthread_mutex_trylock(&trace_mu);
+    if (rc == 0) return true;
+    if (rc != EBUSY) lp__fatal("pthread_mutex_trylock", rc);
+    if (atomic_load_explicit(&exporting, memory_order_acquire)) return false;
+    sched_yield();
+  }
+}
+
+static void drop(lp__lane_t *l) {
+  if (l)
+    lp__bump(&l->dropped);
+  else
+    atomic_fetch_add_explicit(&orphan_dropped, 1, memory_order_relaxed);
+}
+
+/* The slow path of every event: the chunk is full, or the thread has none. */
+static uint32_t record_slow(uintptr_t tag, uint64_t payload, unsigned nslots) {
+  lp__thread_t *t = lp__thread_attach();
+  if (!t) return 0;
+  lp__lane_t *l = t->lane;
+  /* Discard mode, budget spent: count and leave, without the lock. */
+  if (l && atomic_load_explicit(&exhausted, memory_order_relaxed) && !atomic_load_explicit(&ring, memory_order_relaxed)) {
+    lp__bump(&l->dropped);
+    return 0;
+  }
+  if (!lock_unless_exporting()) {
+    drop(l);
+    return 0;
+  }
+  uint32_t ok = 0;
+  if (!atomic_load_explicit(&tracing, memory_order_relaxed)) {
+    if (l) lp__bump(&l->dropped); /* the end of a scope that outlived the session */
+    goto out;
+  }
+  if (!l && !(l = new_lane(t))) {
+    drop(NULL);
+    goto out;
+  }
+  if (l->last) l->last->count = (uint32_t)(atomic_load_explicit(&t->hot.tcur, memory_order_relaxed) - l->last->ev);
+  lp__chunk_t *c = next_chunk(l);
+  if (!c) {
+    if (!atomic_load_explicit(&ring, memory_order_relaxed)) atomic_store(&exhausted, 1);
+    lp__bump(&l->dropped);
+    goto out;
+  }
+  c->ev[0].ts = lp_impl_ticks();
+  c->ev[0].tag = tag;
+  if (nslots == 2) c->ev[1] = (lp_impl_event_t){payload, LP__EV_PAYLOAD};
+  t->hot.tlim = c->ev + LP__CHUNK_EVENTS;
+  atomic_store_explicit(&t->hot.tcur, c->ev + nslots, memory_order_release);
+  ok = 1;
+out:
+  lp__unlock(&trace_mu);
+  return ok;
+}
+
+uint32_t lp_impl_emit_slow(uintptr_t tag) { return record_slow(tag, 0, 1); }
+
+void lp_impl_counter(const lp_site_t *site, int64_t value) {
+  lp_impl_thread_t *h = lp_impl_self;
+  lp_impl_event_t *e = atomic_load_explicit(&h->tcur, memory_order_relaxed);
+  uintptr_t tag = (uintptr_t)site | LP_IMPL_EV_COUNTER;
+  if (e && h->tlim - e >= 2) {
+    e[0].ts = lp_impl_ticks();
+    e[0].tag = tag;
+    e[1].ts = (uint64_t)value;
+    e[1].tag = LP__EV_PAYLOAD;
+    atomic_store_explicit(&h->tcur, e + 2, memory_order_release);
+    return;
+  }
+  record_slow(tag, (uint64_t)value, 2);
+}
+
+/* ---- threads ------------------------------------------------------------------- */
+
+void lp__trace_thread_exit(lp__thread_t *t) {
+  if (!t->lane) return;
+  lp__lock(&trace_mu);
+  lp__lane_t *l = t->lane;
+  if (l->last) l->last->count = (uint32_t)(atomic_load_explicit(&t->hot.tcur, memory_order_relaxed) - l->last->ev);
+  l->owner = NULL; /* the lane and its events stay until the next session starts */
+  t->lane = NULL;
+  lp__unlock(&trace_mu);
+}
+
+void lp__trace_thread_renamed(lp__thread_t *t) {
+  if (!t->lane) return;
+  char *n = strdup(t->name);
+  if (!n) return; /* keeps the old name */
+  lp__lock(&trace_mu);
+  free(t->lane->name);
+  t->lane->name = n;
+  lp__unlock(&trace_mu);
+}
+
+/* ---- sessions ------------------------------------------------------------------ */
+
+/* Drops the last session: exited lanes go, live lanes keep only the chunk their cursor is in. */
+static void reset(void) {
+  used = 0;
+  for (lp__lane_t **pp = &lanes; *pp;) {
+    lp__lane_t *l = *pp;
+    if (!l->owner) {
+      *pp = l->next;
+      free_lane(l);
+      continue;
+    }
+    lp__chunk_t *keep = l->last;
+    for (lp__chunk_t *c = l->first, *n; c && c != keep; c = n) {
+      n = c->next;
+      free(c);
+    }
+    l->first = keep;
+    if (keep) {
+      keep->begin = lp__chunk_end(l, keep);
+      used += LP__CHUNK_BYTES;
+    }
+    l->dropped_base = atomic_load_explicit(&l->dropped, memory_order_relaxed);
+    l->overwritten = 0;
+    pp = &l->next;
+  }
+  uint32_t n = atomic_load(&ntracks);
+  for (uint32_t i = 0; i < n; i++) {
+    lp__lane_t *l = tracks[i];
+    free_chunks(l);
+    l->cur = l->lim = NULL;
+    l->dropped_base = atomic_load_explicit(&l->dropped, memory_order_relaxed);
+    l->overwritten = 0;
+  }
+}
+
+int lp_trace_start(const lp_trace_opts_t *opts) {
+  lp_trace_opts_t want = opts ? *opts : (lp_trace_opts_t){0};
+  if (!want.levels) want.levels = LP_LEVEL_STANDARD;
+  if (!want.budget_bytes) want.budget_bytes = 64u << 20;
+  if ((want.levels & ~LP_LEVEL_ALL) || (want.policy != LP_TRACE_DISCARD && want.policy != LP_TRACE_RING) ||
+      want.budget_bytes < LP__CHUNK_BYTES)
+    return -EINVAL;
+  lp__fork_init();
+  lp__clock_init(); /* before the first event: the tick source never changes after */
+  lp__lock(&ctl_mu);
+  if (atomic_load(&tracing)) {
+    lp__unlock(&ctl_mu);
+    return -EBUSY;
+  }
+  lp__lock(&trace_mu);
+  reset();
+  cur = want;
+  ever = true;
+  stopped = false;
+  start_sync = lp__clock_sync();
+  atomic_store(&orphan_dropped, 0);
+  atomic_store(&exhausted, 0);
+  atomic_store(&ring, want.policy == LP_TRACE_RING);
+  atomic_store(&tracing, 1);
+  atomic_store_explicit(&lp_impl_levels, want.levels, memory_order_release);
+  lp__unlock(&trace_mu);
+  lp__unlock(&ctl_mu);
   return 0;
+}
+
+int lp_trace_stop(void) {
+  lp__lock(&ctl_mu);
+  if (!atomic_load(&tracing)) {
+    lp__unlock(&ctl_mu);
+    return -EINVAL;
+  }
+  atomic_store_explicit(&lp_impl_levels, 0, memory_order_release);
+  lp__lock(&trace_mu);
+  atomic_store(&tracing, 0);
+  stop_sync = lp__clock_sync();
+  stopped = true;
+  lp__unlock(&trace_mu);
+  lp__unlock(&ctl_mu);
+  return 0;
+}
+
+int lp_trace_running(void) { return atomic_load(&tracing); }
+
+static lp__session_t session(void) {
+  lp__session_t s = {lanes, tracks, atomic_load(&ntracks), cur, start_sync, stop_sync, lp__clock_sync(), stopped,
+                     atomic_load(&orphan_dropped)};
+  return s;
+}
+
+int lp_trace_get_stats(lp_trace_stats_t *out) {
+  if (!out) return -EINVAL;
+  memset(out, 0, sizeof *out);
+  lp__lock(&trace_mu);
+  lp__session_t s = session();
+  lp__session_counts(&s, &out->recorded, &out->dropped);
+  out->budget_bytes = cur.budget_bytes;
+  out->used_bytes = used;
+  for (lp__lane_t *l = lanes; l; l = l->next)
+    for (lp__chunk_t *c = l->first; c; c = c->next)
+      if (lp__chunk_end(l, c) > c->begin) {
+        out->threads++;
+        break;
+      }
+  out->tracks = s.ntracks;
+  lp__unlock(&trace_mu);
+  return 0;
+}
+
+/* ---- writing ------------------------------------------------------------------- */
+
+/*
+ * Opens what the JSON goes to. A regular file (or a path that does not exist
+ * yet) gets a temporary sibling, renamed over it at the end; anything else,
+ * such as a pipe or /dev/stdout, is written directly.
+ */
+static int open_output(const char *path, char **tmp) {
+  struct stat st;
+  *tmp = NULL;
+  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    return fd >= 0 ? fd : -errno;
+  }
+  size_t len = strlen(path) + 48;
+  char *name = malloc(len);
+  if (!name) return -ENOMEM;
+  static _Atomic unsigned serial;
+  for (int attempt = 0; attempt < 100; attempt++) {
+    snprintf(name, len, "%s.tmp-%ld-%u", path, (long)getpid(), atomic_fetch_add(&serial, 1));
+    int fd = open(name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd >= 0) {
+      *tmp = name;
+      return fd;
+    }
+    if (errno != EEXIST) {
+      int err = -errno;
+      free(name);
+      return err;
+    }
+  }
+  free(name);
+  return -EEXIST;
+}
+
+int lp_trace_write_json(const char *path, const char *process_name) {
+  if (!path) return -EINVAL;
+  lp__lock(&ctl_mu);
+  if (!ever) {
+    lp__unlock(&ctl_mu);
+    return -EINVAL;
+  }
+  char *tmp;
+  int fd = open_output(path, &tmp);
+  if (fd < 0) {
+    lp__unlock(&ctl_mu);
+    return fd;
+  }
+  lp__jw_t w;
+  int rc = lp__jw_init(&w, fd);
+  if (rc == 0) {
+    atomic_store_explicit(&exporting, 1, memory_order_release);
+    lp__lock(&trace_mu);
+    lp__session_t s = session();
+    rc = lp__export_json(&w, &s, process_name);
+    lp__unlock(&trace_mu);
+    atomic_store_explicit(&exporting, 0, memory_order_release);
+  }
+  int wrc = lp__jw_finish(&w);
+  if (rc == 0) rc = wrc;
+  if (close(fd) != 0 && rc == 0) rc = -errno;
+  if (tmp) {
+    if (rc == 0 && rename(tmp, path) != 0) rc = -errno;
+    if (rc != 0) unlink(tmp);
+    free(tmp);
+  }
+  lp__unlock(&ctl_mu);
+  return rc;
+}
+
+/* ---- tracks -------------------------------------------------------------------- */
+
+lp_track_t lp_track_create(const char *name) {
+  if (!name) return -EINVAL;
+  lp__lane_t *l = calloc(1, sizeof *l);
+  if (!l || !(l->name = strdup(name))) {
+    free(l);
+    return -ENOMEM;
+  }
+  lp__lock(&trace_mu);
+  uint32_t n = atomic_load(&ntracks);
+  if (n == LP__MAX_TRACKS) {
+    lp__unlock(&trace_mu);
+    free_lane(l);
+    return -ENOMEM;
+  }
+  /* Synthetic ids far above any kernel thread id (pid_max is at most 2^22). */
+  l->tid = 1000000000u + n;
+  tracks[n] = l;
+  atomic_store_explicit(&ntracks, n + 1, memory_order_release);
+  lp__unlock(&trace_mu);
+  return (lp_track_t)n;
+}
+
+static uint32_t hash_name(const char *s) {
+  uint32_t h = 2166136261u;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+  return h;
+}
+
+/* The id of a work name on track l, copying it on first use; LP__NONE when out of memory. Trace lock held. */
+static uint32_t intern(lp__lane_t *l, const char *name) {
+  if (l->name_slots) {
+    for (uint32_t h = hash_name(name) & l->name_mask;; h = (h + 1) & l->name_mask) {
+      uint32_t s = l->name_slots[h];
+      if (!s) break;
+      if (strcmp(l->names[s - 1], name) == 0) return s - 1;
+    }
+  }
+  if (!l->name_slots || (l->nnames + 1) * 2 > l->name_mask + 1) {
+    uint32_t mask = l->name_slots ? l->name_mask * 2 + 1 : 63;
+    uint32_t *slots = calloc((size_t)mask + 1, sizeof *slots);
+    if (!slots) return LP__NONE;
+    for (uint32_t i = 0; i < l->nnames; i++) {
+      uint32_t h = hash_name(l->names[i]) & mask;
+      while (slots[h]) h = (h + 1) & mask;
+      slots[h] = i + 1;
+    }
+    free(l->name_slots);
+    l->name_slots = slots;
+    l->name_mask = mask;
+  }
+  if (l->nnames == l->capnames) {
+    uint32_t cap = l->capnames ? l->capnames * 2 : 16;
+    char **names = realloc(l->names, cap * sizeof *names);
+    if (!names) return LP__NONE;
+    l->names = names;
+    l->capnames = cap;
+  }
+  char *copy = strdup(name);
+  if (!copy) return LP__NONE;
+  uint32_t h = hash_name(name) & l->name_mask;
+  while (l->name_slots[h]) h = (h + 1) & l->name_mask;
+  l->name_slots[h] = l->nnames + 1;
+  l->names[l->nnames] = copy;
+  return l->nnames++;
+}
+
+int lp_track_complete(lp_track_t track, const char *name, uint64_t start_ns, uint64_t dur_ns) {
+  if (!name || track < 0 || (uint32_t)track >= atomic_load_explicit(&ntracks, memory_order_acquire) ||
+      dur_ns > UINT64_MAX - start_ns)
+    return -EINVAL;
+  lp__lane_t *l = tracks[track];
+  if (!atomic_load_explicit(&tracing, memory_order_relaxed)) return 0;
+  if (!lock_unless_exporting()) {
+    atomic_fetch_add_explicit(&l->dropped, 1, memory_order_relaxed);
+    return 0;
+  }
+  if (atomic_load_explicit(&tracing, memory_order_relaxed)) {
+    uint32_t id = intern(l, name);
+    if (id != LP__NONE && (!l->cur || l->lim - l->cur < 2)) {
+      lp__chunk_t *c = next_chunk(l);
+      if (c) {
+        l->cur = c->ev;
+        l->lim = c->ev + LP__CHUNK_EVENTS;
+      } else {
+        if (cur.policy == LP_TRACE_DISCARD) atomic_store(&exhausted, 1);
+        l->cur = l->lim = NULL;
+      }
+    }
+    if (id != LP__NONE && l->cur) {
+      l->cur[0] = (lp_impl_event_t){start_ns, ((uintptr_t)id << 3) | LP__EV_TRACK};
+      l->cur[1] = (lp_impl_event_t){dur_ns, LP__EV_PAYLOAD};
+      l->cur += 2;
+      l->last->count = (uint32_t)(l->cur - l->last->ev);
+    } else {
+      atomic_fetch_add_explicit(&l->dropped, 1, memory_order_relaxed);
+    }
+  }
+  lp__unlock(&trace_mu);
+  return 0;
+}
+
+/* ---- fork: see thread.c -------------------------------------------------------- */
+
+void lp__trace_atfork_prepare(void) {
+  lp__lock(&ctl_mu);
+  lp__lock(&trace_mu);
+}
+
+void lp__trace_atfork_parent(void) {
+  lp__unlock(&trace_mu);
+  lp__unlock(&ctl_mu);
+}
+
+void lp__trace_atfork_child(void) {
+  pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+  ctl_mu = fresh;
+  trace_mu = fresh;
+  /* The child records nothing until it starts a session of its own. */
+  atomic_store(&lp_impl_levels, 0);
+  atomic_store(&tracing, 0);
+  atomic_store(&exporting, 0);
+  ever = false;
+  lp__thread_t *self = lp__thread_current();
+  if (self) {
+    self->lane = NULL;
+    atomic_store(&self->hot.tcur, NULL);
+    self->hot.tlim = NULL;
+  }
+  for (lp__lane_t *l = lanes, *n; l; l = n) {
+    n = l->next;
+    free_lane(l);
+  }
+  lanes = NULL;
+  reset(); /* empties the tracks */
 }

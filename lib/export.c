@@ -1,0 +1,290 @@
+/*
+ * export.c: a session as Chrome Trace Event JSON.
+ *
+ * The object form: {"traceEvents":[...],"displayTimeUnit":"ns","otherData":
+ * {...}}. A process_name metadata event, then for each lane with events a
+ * thread_name and a thread_sort_index, then its events.
+ *
+ * A lane's events are read in recording order. Ticks become CLOCK_MONOTONIC
+ * nanoseconds through the session's sync points, and each lane's times are
+ * kept strictly increasing (a repeated or backward time moves to one
+ * nanosecond after the previous one): then no two events of a lane share a
+ * time, and a viewer's nesting never depends on file order. A begin is held
+ * on a stack until its end arrives and the pair is written as one complete
+ * event ("X"). An end whose begin is deeper in the stack closes the scopes
+ * above it too, as a longjmp skipped their ends (they get
+ * "args":{"unterminated":...}). An end with no begin is written as "E"; a
+ * begin still open at the end of the lane as "B". Track lanes carry the
+ * caller's own times and are written as they were recorded.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *level_name(uint32_t level) {
+  switch (level) {
+  case LP_LEVEL_REQUEST:
+    return "request";
+  case LP_LEVEL_RUNTIME:
+    return "runtime";
+  case LP_LEVEL_OPERATOR:
+    return "operator";
+  case LP_LEVEL_DEBUG:
+    return "debug";
+  default:
+    return "labelprof";
+  }
+}
+
+typedef struct open_scope {
+  const lp_site_t *site;
+  uint64_t ns;
+} open_scope_t;
+
+typedef struct lane_writer {
+  lp__jw_t *w;
+  const lp__timemap_t *map;
+  char ids[64]; /* ,"pid":P,"tid":T,"ts": */
+  size_t idslen;
+  size_t cursor;
+  uint64_t last;
+  open_scope_t *stack;
+  size_t depth, cap;
+  bool nomem;
+} lane_writer_t;
+
+/* The next time of the lane: never equal to or before the previous one. */
+static uint64_t lane_time(lane_writer_t *lw, uint64_t ns) {
+  if (ns <= lw->last) ns = lw->last + 1;
+  lw->last = ns;
+  return ns;
+}
+
+/* Starts an event: ,\n{"ph":"X","cat":"...","name":"...","pid":P,"tid":T,"ts": */
+static void event_head(lane_writer_t *lw, const char *ph, const char *cat, const char *name, uint64_t ns) {
+  lp__jw_raw(lw->w, ",\n{\"ph\":\"", 9);
+  lp__jw_lit(lw->w, ph);
+  lp__jw_raw(lw->w, "\",\"cat\":\"", 9);
+  lp__jw_lit(lw->w, cat);
+  lp__jw_raw(lw->w, "\",\"name\":", 9);
+  lp__jw_str(lw->w, name);
+  lp__jw_raw(lw->w, lw->ids, lw->idslen);
+  lp__jw_us(lw->w, ns);
+}
+
+static void complete(lane_writer_t *lw, const open_scope_t *o, uint64_t end, bool unterminated) {
+  event_head(lw, "X", level_name(o->site->level), o->site->label, o->ns);
+  lp__jw_raw(lw->w, ",\"dur\":", 7);
+  lp__jw_us(lw->w, end - o->ns);
+  if (unterminated) lp__jw_lit(lw->w, ",\"args\":{\"unterminated\":\"ended by an enclosing scope\"}");
+  lp__jw_raw(lw->w, "}", 1);
+}
+
+static void scope_end(lane_writer_t *lw, const lp_site_t *site, uint64_t ticks) {
+  size_t k = lw->depth;
+  while (k > 0 && lw->stack[k - 1].site != site) k--;
+  if (k == 0) { /* its begin is not in this session (or was overwritten) */
+    event_head(lw, "E", level_name(site->level), site->label, lane_time(lw, lp__timemap_ns(lw->map, ticks, &lw->cursor)));
+    lp__jw_raw(lw->w, "}", 1);
+    return;
+  }
+  uint64_t ns = lp__timemap_ns(lw->map, ticks, &lw->cursor);
+  /* Scopes above the match lost their ends: they close here, innermost first. */
+  while (lw->depth > k) {
+    lw->depth--;
+    complete(lw, &lw->stack[lw->depth], lane_time(lw, ns), true);
+  }
+  lw->depth--;
+  complete(lw, &lw->stack[lw->depth], lane_time(lw, ns), false);
+}
+
+static void scope_begin(lane_writer_t *lw, const lp_site_t *site, uint64_t ticks) {
+  if (lw->depth == lw->cap) {
+    size_t cap = lw->cap ? lw->cap * 2 : 64;
+    open_scope_t *s = realloc(lw->stack, cap * sizeof *s);
+    if (!s) {
+      lw->nomem = true;
+      return;
+    }
+    lw->stack = s;
+    lw->cap = cap;
+  }
+  lw->stack[lw->depth++] = (open_scope_t){site, lane_time(lw, lp__timemap_ns(lw->map, ticks, &lw->cursor))};
+}
+
+static void metadata(lp__jw_t *w, int pid, const lp__lane_t *l, uint32_t sort_index) {
+  char buf[96];
+  int n = snprintf(buf, sizeof buf, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%llu,\"args\":{\"name\":",
+                   pid, (unsigned long long)l->tid);
+  lp__jw_raw(w, buf, (size_t)n);
+  lp__jw_str(w, l->name);
+  n = snprintf(buf, sizeof buf,
+               "}},\n{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":%d,\"tid\":%llu,\"args\":{\"sort_index\":%u}}",
+               pid, (unsigned long long)l->tid, sort_index);
+  lp__jw_raw(w, buf, (size_t)n);
+}
+
+static bool lane_has_events(const lp__lane_t *l) {
+  for (const lp__chunk_t *c = l->first; c; c = c->next)
+    if (lp__chunk_end(l, c) > c->begin) return true;
+  return false;
+}
+
+static void write_thread_lane(lane_writer_t *lw, const lp__lane_t *l) {
+  for (const lp__chunk_t *c = l->first; c; c = c->next) {
+    uint32_t end = lp__chunk_end(l, c);
+    for (uint32_t i = c->begin; i < end; i++) {
+      lp_impl_event_t e = c->ev[i];
+      const lp_site_t *site = (const lp_site_t *)(e.tag & ~(uintptr_t)LP_IMPL_EV_KIND);
+      switch (e.tag & LP_IMPL_EV_KIND) {
+      case LP_IMPL_EV_BEGIN:
+        scope_begin(lw, site, e.ts);
+        break;
+      case LP_IMPL_EV_END:
+        scope_end(lw, site, e.ts);
+        break;
+      case LP_IMPL_EV_INSTANT:
+        event_head(lw, "i", level_name(site->level), site->label,
+                   lane_time(lw, lp__timemap_ns(lw->map, e.ts, &lw->cursor)));
+        lp__jw_raw(lw->w, ",\"s\":\"t\"}", 9);
+        break;
+      case LP_IMPL_EV_COUNTER:
+        if (i + 1 >= end) break; /* cannot happen: both slots are published together */
+        event_head(lw, "C", level_name(site->level), site->label,
+                   lane_time(lw, lp__timemap_ns(lw->map, e.ts, &lw->cursor)));
+        lp__jw_raw(lw->w, ",\"args\":{\"value\":", 17);
+        lp__jw_i64(lw->w, (int64_t)c->ev[++i].ts);
+        lp__jw_raw(lw->w, "}}", 2);
+        break;
+      default: /* payload slots */
+        break;
+      }
+    }
+  }
+  /* Still open: unmatched begins. */
+  for (size_t k = 0; k < lw->depth; k++) {
+    event_head(lw, "B", level_name(lw->stack[k].site->level), lw->stack[k].site->label, lw->stack[k].ns);
+    lp__jw_raw(lw->w, "}", 1);
+  }
+  lw->depth = 0;
+}
+
+static void write_track_lane(lane_writer_t *lw, const lp__lane_t *l) {
+  for (const lp__chunk_t *c = l->first; c; c = c->next) {
+    uint32_t end = lp__chunk_end(l, c);
+    for (uint32_t i = c->begin; i + 1 < end; i++) {
+      lp_impl_event_t e = c->ev[i];
+      if ((e.tag & LP_IMPL_EV_KIND) != LP__EV_TRACK) continue;
+      event_head(lw, "X", "track", l->names[e.tag >> 3], e.ts);
+      lp__jw_raw(lw->w, ",\"dur\":", 7);
+      lp__jw_us(lw->w, c->ev[++i].ts);
+      lp__jw_raw(lw->w, "}", 1);
+    }
+  }
+}
+
+void lp__session_counts(const lp__session_t *s, uint64_t *recorded, uint64_t *dropped) {
+  uint64_t rec = 0, drop = s->orphan_dropped;
+  for (const lp__lane_t *l = s->lanes; l; l = l->next) {
+    for (const lp__chunk_t *c = l->first; c; c = c->next) {
+      uint32_t end = lp__chunk_end(l, c);
+      for (uint32_t i = c->begin; i < end; i++) rec += (c->ev[i].tag & LP_IMPL_EV_KIND) != LP__EV_PAYLOAD;
+    }
+    drop += atomic_load_explicit(&l->dropped, memory_order_relaxed) - l->dropped_base + l->overwritten;
+  }
+  for (uint32_t t = 0; t < s->ntracks; t++) {
+    const lp__lane_t *l = s->tracks[t];
+    for (const lp__chunk_t *c = l->first; c; c = c->next) rec += (c->count - c->begin) / 2;
+    drop += atomic_load_explicit(&l->dropped, memory_order_relaxed) - l->dropped_base + l->overwritten;
+  }
+  *recorded = rec;
+  *dropped = drop;
+}
+
+/* The sync points of the session: its start, stop and now, and each thread chunk's. */
+static lp__sync_t *sync_points(const lp__session_t *s, size_t *n) {
+  size_t cap = 3;
+  for (const lp__lane_t *l = s->lanes; l; l = l->next)
+    for (const lp__chunk_t *c = l->first; c; c = c->next) cap++;
+  lp__sync_t *pts = malloc(cap * sizeof *pts);
+  if (!pts) return NULL;
+  size_t k = 0;
+  pts[k++] = s->start;
+  if (s->stopped) pts[k++] = s->stop;
+  pts[k++] = s->now;
+  for (const lp__lane_t *l = s->lanes; l; l = l->next)
+    for (const lp__chunk_t *c = l->first; c; c = c->next) pts[k++] = c->sync;
+  *n = k;
+  return pts;
+}
+
+static void levels_text(lp__jw_t *w, uint32_t levels) {
+  static const uint32_t bits[] = {LP_LEVEL_REQUEST, LP_LEVEL_RUNTIME, LP_LEVEL_OPERATOR, LP_LEVEL_DEBUG};
+  char buf[64] = "";
+  for (size_t i = 0; i < sizeof bits / sizeof bits[0]; i++)
+    if (levels & bits[i]) {
+      if (buf[0]) strcat(buf, ",");
+      strcat(buf, level_name(bits[i]));
+    }
+  lp__jw_str(w, buf);
+}
+
+int lp__export_json(lp__jw_t *w, const lp__session_t *s, const char *process_name) {
+  size_t npts = 0;
+  lp__sync_t *pts = sync_points(s, &npts);
+  if (!pts) return -ENOMEM;
+  lp__timemap_t map;
+  lp__timemap_init(&map, pts, npts);
+  int pid = (int)getpid();
+  char buf[160];
+  int n = snprintf(buf, sizeof buf, "{\"traceEvents\":[\n{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"args\":{\"name\":",
+                   pid);
+  lp__jw_raw(w, buf, (size_t)n);
+  lp__jw_str(w, process_name ? process_name : program_invocation_short_name);
+  lp__jw_raw(w, "}}", 2);
+
+  lane_writer_t lw = {.w = w, .map = &map};
+  uint32_t sort_index = 0;
+  for (const lp__lane_t *l = s->lanes; l && !w->err; l = l->next) {
+    if (!lane_has_events(l)) continue;
+    metadata(w, pid, l, sort_index++);
+    lw.idslen = (size_t)snprintf(lw.ids, sizeof lw.ids, ",\"pid\":%d,\"tid\":%llu,\"ts\":", pid,
+                                 (unsigned long long)l->tid);
+    lw.cursor = 0;
+    lw.last = 0;
+    write_thread_lane(&lw, l);
+  }
+  for (uint32_t t = 0; t < s->ntracks && !w->err; t++) {
+    const lp__lane_t *l = s->tracks[t];
+    if (!lane_has_events(l)) continue;
+    metadata(w, pid, l, sort_index++);
+    lw.idslen = (size_t)snprintf(lw.ids, sizeof lw.ids, ",\"pid\":%d,\"tid\":%llu,\"ts\":", pid,
+                                 (unsigned long long)l->tid);
+    write_track_lane(&lw, l);
+  }
+  free(lw.stack);
+  free(pts);
+
+  uint64_t recorded, dropped;
+  lp__session_counts(s, &recorded, &dropped);
+  lp__jw_lit(w, "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"library\":\"labelprof " LABELPROF_VERSION_STRING
+                "\",\"clock\":");
+  lp__jw_str(w, lp__clock_name());
+  lp__jw_lit(w, ",\"clock_domain\":\"CLOCK_MONOTONIC\",\"events_recorded\":");
+  lp__jw_u64(w, recorded);
+  lp__jw_lit(w, ",\"events_dropped\":");
+  lp__jw_u64(w, dropped);
+  lp__jw_lit(w, ",\"budget_bytes\":");
+  lp__jw_u64(w, s->opts.budget_bytes);
+  lp__jw_lit(w, ",\"policy\":");
+  lp__jw_str(w, s->opts.policy == LP_TRACE_RING ? "ring" : "discard");
+  lp__jw_lit(w, ",\"levels\":");
+  levels_text(w, s->opts.levels);
+  lp__jw_lit(w, "}}\n");
+  if (lw.nomem && !w->err) return -ENOMEM;
+  return w->err;
+}

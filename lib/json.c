@@ -1,0 +1,169 @@
+/*
+ * json.c: a streaming JSON writer for the exporter.
+ *
+ * Output collects in a 256 KiB buffer that goes to the file descriptor with
+ * write(2), retried on EINTR and short writes. The first error sticks: later
+ * writes are skipped and the error is returned at the end, so one check
+ * covers every write.
+ *
+ * Strings are escaped for JSON (quote, backslash, every control character)
+ * and validated as UTF-8 (RFC 3629: no overlong forms, no surrogates, nothing
+ * above U+10FFFF); each byte that does not start a valid sequence becomes
+ * U+FFFD. Any label therefore yields a document a strict parser accepts.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define JW_CAP (256u * 1024u)
+#define JW_ROOM 64u /* the most any single number or escape appends at once */
+
+int lp__jw_init(lp__jw_t *w, int fd) {
+  memset(w, 0, sizeof *w);
+  w->fd = fd;
+  w->buf = malloc(JW_CAP);
+  if (!w->buf) w->err = -ENOMEM;
+  return w->err;
+}
+
+static void flush(lp__jw_t *w) {
+  size_t off = 0;
+  while (off < w->len && !w->err) {
+    ssize_t n = write(w->fd, w->buf + off, w->len - off);
+    if (n > 0)
+      off += (size_t)n;
+    else if (n < 0 && errno != EINTR)
+      w->err = -errno;
+    else if (n == 0)
+      w->err = -EIO;
+  }
+  w->bytes += off;
+  w->len = 0;
+}
+
+int lp__jw_finish(lp__jw_t *w) {
+  if (w->buf && !w->err) flush(w);
+  free(w->buf);
+  w->buf = NULL;
+  return w->err;
+}
+
+/* Room for at least JW_ROOM more bytes. */
+static inline bool room(lp__jw_t *w) {
+  if (w->len + JW_ROOM > JW_CAP) flush(w);
+  return !w->err;
+}
+
+void lp__jw_raw(lp__jw_t *w, const char *s, size_t n) {
+  if (w->err) return;
+  if (w->len + n > JW_CAP) {
+    flush(w);
+    if (w->err) return;
+    if (n > JW_CAP) { /* larger than the buffer: straight through */
+      char *keep = w->buf;
+      w->buf = (char *)s;
+      w->len = n;
+      flush(w);
+      w->buf = keep;
+      return;
+    }
+  }
+  memcpy(w->buf + w->len, s, n);
+  w->len += n;
+}
+
+/* The length of the valid UTF-8 sequence starting at s, or 0. */
+static size_t utf8_len(const unsigned char *s) {
+  unsigned char c = s[0];
+  if (c >= 0xc2 && c <= 0xdf) return (s[1] & 0xc0) == 0x80 ? 2 : 0;
+  if (c >= 0xe0 && c <= 0xef) {
+    unsigned char lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
+    return s[1] >= lo && s[1] <= hi && (s[2] & 0xc0) == 0x80 ? 3 : 0;
+  }
+  if (c >= 0xf0 && c <= 0xf4) {
+    unsigned char lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
+    return s[1] >= lo && s[1] <= hi && (s[2] & 0xc0) == 0x80 && (s[3] & 0xc0) == 0x80 ? 4 : 0;
+  }
+  return 0;
+}
+
+void lp__jw_str(lp__jw_t *w, const char *str) {
+  static const char hex[] = "0123456789abcdef";
+  const unsigned char *s = (const unsigned char *)str;
+  if (!room(w)) return;
+  w->buf[w->len++] = '"';
+  for (;;) {
+    /* Runs of plain ASCII are copied at once. */
+    const unsigned char *run = s;
+    while (*s >= 0x20 && *s < 0x80 && *s != '"' && *s != '\\') s++;
+    if (s > run) lp__jw_raw(w, (const char *)run, (size_t)(s - run));
+    if (!*s || !room(w)) break;
+    char *o = w->buf + w->len;
+    unsigned char c = *s;
+    if (c == '"' || c == '\\') {
+      o[0] = '\\';
+      o[1] = (char)c;
+      w->len += 2;
+      s++;
+    } else if (c < 0x20) {
+      const char *named = c == '\n' ? "\\n" : c == '\t' ? "\\t" : c == '\r' ? "\\r" : c == '\b' ? "\\b" : c == '\f' ? "\\f" : NULL;
+      if (named) {
+        memcpy(o, named, 2);
+        w->len += 2;
+      } else {
+        memcpy(o, "\\u00", 4);
+        o[4] = hex[c >> 4];
+        o[5] = hex[c & 15];
+        w->len += 6;
+      }
+      s++;
+    } else {
+      size_t n = utf8_len(s);
+      if (n) {
+        memcpy(o, s, n);
+        w->len += n;
+        s += n;
+      } else {
+        memcpy(o, "\xef\xbf\xbd", 3);
+        w->len += 3;
+        s++;
+      }
+    }
+  }
+  if (room(w)) w->buf[w->len++] = '"';
+}
+
+void lp__jw_u64(lp__jw_t *w, uint64_t v) {
+  char tmp[24];
+  int n = 0;
+  do {
+    tmp[n++] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v);
+  if (!room(w)) return;
+  while (n) w->buf[w->len++] = tmp[--n];
+}
+
+void lp__jw_i64(lp__jw_t *w, int64_t v) {
+  if (v < 0) {
+    lp__jw_raw(w, "-", 1);
+    lp__jw_u64(w, (uint64_t)0 - (uint64_t)v);
+  } else {
+    lp__jw_u64(w, (uint64_t)v);
+  }
+}
+
+void lp__jw_us(lp__jw_t *w, uint64_t ns) {
+  lp__jw_u64(w, ns / 1000);
+  if (!room(w)) return;
+  unsigned frac = (unsigned)(ns % 1000);
+  char *o = w->buf + w->len;
+  o[0] = '.';
+  o[1] = (char)('0' + frac / 100);
+  o[2] = (char)('0' + frac / 10 % 10);
+  o[3] = (char)('0' + frac % 10);
+  w->len += 4;
+}
