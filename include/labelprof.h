@@ -415,9 +415,13 @@ LP_EXPORT int lp_track_complete(lp_track_t track, const char *name, uint64_t sta
 #define LP_END() ((void)0)
 #define LP_INSTANT(label) ((void)0)
 #define LP_INSTANT_L(level, label) ((void)0)
-/* sizeof: the value is not evaluated, but a variable that only feeds a counter is still "used". */
-#define LP_COUNTER(name, value) ((void)sizeof(value))
-#define LP_COUNTER_L(level, name, value) ((void)sizeof(value))
+/*
+ * The value is never evaluated, yet what only feeds a counter still counts as
+ * used (no unused-variable or unneeded-function warnings), and it is checked
+ * for conversion to int64_t as in the enabled build.
+ */
+#define LP_COUNTER(name, value) ((void)(1 ? 0 : (int64_t)(value)))
+#define LP_COUNTER_L(level, name, value) ((void)(1 ? 0 : (int64_t)(value)))
 
 #endif /* LABELPROF_DISABLE */
 
