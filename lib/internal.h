@@ -190,8 +190,10 @@ uint64_t lp__timemap_ns(const lp__timemap_t *m, uint64_t ticks, size_t *cursor);
 
 typedef struct lp__chunk lp__chunk_t;
 struct lp__chunk {
-  lp__chunk_t *next;  /* the lane's chunks, oldest first */
-  lp__sync_t sync;    /* read when the chunk was started */
+  lp__chunk_t *next;          /* the lane's chunks, oldest first */
+  lp__chunk_t *older, *newer; /* every chunk in use, in the order it was started (ring mode reuses the oldest) */
+  lp__lane_t *lane;
+  lp__sync_t sync;            /* read when the chunk was started */
   uint32_t begin;     /* first event of the current session */
   uint32_t count;     /* events written, once the owner has moved on (trace lock) */
   lp_impl_event_t ev[];

@@ -6,9 +6,12 @@
  * the event, publish the cursor with a release store. Only when the chunk is
  * full does it come here, to the slow path, which takes the trace lock and
  * gets the next chunk: a new one while the session's memory budget allows,
- * else, in ring mode, the lane's own oldest chunk (its events are counted as
- * overwritten), else nothing (discard mode: every later event is counted as
- * dropped, without the lock). A chunk records a clock sync point when it is
+ * else, in ring mode, the oldest chunk of the whole session that no thread is
+ * still filling (its events are counted as overwritten; it is always the
+ * first of its lane, so every lane keeps its newest events, and threads that
+ * exited or went quiet cannot hold the budget against new ones), else
+ * nothing (discard mode: every later event is counted as dropped, without
+ * the lock). A chunk records a clock sync point when it is
  * started; the exporter turns ticks into nanoseconds with them.
  *
  * The exporter reads the lanes under the trace lock: full chunks up to their
@@ -23,6 +26,7 @@
  */
 #include "internal.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -48,6 +52,7 @@ static lp__lane_t *tracks[LP__MAX_TRACKS];
 static _Atomic uint32_t ntracks;
 static lp_trace_opts_t cur = {LP_LEVEL_STANDARD, LP_TRACE_DISCARD, 64u << 20};
 static uint64_t used; /* bytes of chunks in use */
+static lp__chunk_t *oldest, *newest; /* every chunk in use, by the time it was started */
 static lp__sync_t start_sync, stop_sync;
 static bool stopped;
 
@@ -67,19 +72,65 @@ uint32_t lp__chunk_end(const lp__lane_t *l, const lp__chunk_t *c) {
   return c->count;
 }
 
-/* The lane's next chunk: a new one within the budget, else (ring) its oldest, else NULL. */
+static void age_unlink(lp__chunk_t *c) {
+  if (c->older)
+    c->older->newer = c->newer;
+  else
+    oldest = c->newer;
+  if (c->newer)
+    c->newer->older = c->older;
+  else
+    newest = c->older;
+  c->older = c->newer = NULL;
+}
+
+static void age_append(lp__chunk_t *c) {
+  c->older = newest;
+  c->newer = NULL;
+  if (newest)
+    newest->newer = c;
+  else
+    oldest = c;
+  newest = c;
+}
+
+static lp__chunk_t *take(lp__chunk_t *c) {
+  lp__lane_t *l = c->lane;
+  assert(l->first == c);
+  l->overwritten += count_events(c, c->begin, lp__chunk_end(l, c));
+  l->first = c->next;
+  if (!l->first) l->last = NULL;
+  age_unlink(c);
+  return c;
+}
+
+/*
+ * Ring mode: the oldest chunk nobody is filling. A lane's last chunk is the
+ * one its thread (or track) fills, and the asker keeps its own too while any
+ * other can be had. A lane's chunks are in the global order, so whatever is
+ * found first is the oldest of its lane.
+ */
+static lp__chunk_t *take_oldest(lp__lane_t *asking) {
+  for (lp__chunk_t *c = oldest; c; c = c->newer) {
+    lp__lane_t *l = c->lane;
+    if (c == l->last && (l->owner || l->cur || l == asking)) continue;
+    return take(c);
+  }
+  /* Nothing else: the asker reuses the one chunk it has. */
+  if (asking->first && asking->first == asking->last) return take(asking->first);
+  return NULL;
+}
+
+/* The lane's next chunk: a new one within the budget, else (ring) the oldest one free, else NULL. */
 static lp__chunk_t *next_chunk(lp__lane_t *l) {
   lp__chunk_t *c = NULL;
-  if (used + LP__CHUNK_BYTES <= cur.budget_bytes && (c = aligned_alloc(64, LP__CHUNK_BYTES)) != NULL) {
+  if (used + LP__CHUNK_BYTES <= cur.budget_bytes && (c = aligned_alloc(64, LP__CHUNK_BYTES)) != NULL)
     used += LP__CHUNK_BYTES;
-  } else if (cur.policy == LP_TRACE_RING && l->first) {
-    c = l->first;
-    l->overwritten += count_events(c, c->begin, c->count);
-    l->first = c->next;
-    if (!l->first) l->last = NULL;
-  }
+  else if (cur.policy == LP_TRACE_RING)
+    c = take_oldest(l);
   if (!c) return NULL;
   c->next = NULL;
+  c->lane = l;
   c->sync = lp__clock_sync();
   c->begin = 0;
   c->count = 0;
@@ -88,12 +139,14 @@ static lp__chunk_t *next_chunk(lp__lane_t *l) {
   else
     l->first = c;
   l->last = c;
+  age_append(c);
   return c;
 }
 
 static void free_chunks(lp__lane_t *l) {
   for (lp__chunk_t *c = l->first, *n; c; c = n) {
     n = c->next;
+    age_unlink(c);
     free(c);
   }
   l->first = l->last = NULL;
@@ -241,6 +294,7 @@ static void reset(void) {
     lp__chunk_t *keep = l->last;
     for (lp__chunk_t *c = l->first, *n; c && c != keep; c = n) {
       n = c->next;
+      age_unlink(c);
       free(c);
     }
     l->first = keep;
@@ -541,4 +595,5 @@ void lp__trace_atfork_child(void) {
   }
   lanes = NULL;
   reset(); /* empties the tracks */
+  oldest = newest = NULL;
 }

@@ -158,6 +158,58 @@ static void test_trace_ring_keeps_the_newest(void) {
   json_decref(root);
 }
 
+static void *count_up(void *arg) {
+  const char *name = arg;
+  lp_thread_set_name(name);
+  for (int64_t i = 0; i < 20000; i++) LP_COUNTER("count up", i);
+  return NULL;
+}
+
+/* The highest and lowest "count up" values on the lane named name; the number seen. */
+static int64_t count_up_range(json_t *ev, const char *name, int64_t *lo, int64_t *hi) {
+  int64_t tid = trace_tid(ev, name), n = 0;
+  size_t i;
+  json_t *e;
+  *lo = INT64_MAX;
+  *hi = -1;
+  json_array_foreach(ev, i, e) {
+    if (!ev_is(e, "C", "count up") || ev_int(e, "tid") != tid) continue;
+    int64_t v = json_integer_value(json_object_get(json_object_get(e, "args"), "value"));
+    *lo = v < *lo ? v : *lo;
+    *hi = v > *hi ? v : *hi;
+    n++;
+  }
+  return n;
+}
+
+/*
+ * Ring mode across threads: a thread that starts after an exited thread has
+ * spent the budget still records, because the ring reuses the oldest chunks
+ * of the whole session, not only the asking thread's own.
+ */
+static void test_trace_ring_serves_threads_that_come_later(void) {
+  lp_trace_opts_t o = {.budget_bytes = 64 * 1024, .policy = LP_TRACE_RING};
+  lp_trace_stats_t s;
+  pthread_t th;
+  int64_t lo, hi;
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(&o), 0);
+  CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, count_up, "early"), 0);
+  CU_ASSERT_EQUAL(pthread_join(th, NULL), 0);
+  CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, count_up, "late"), 0);
+  CU_ASSERT_EQUAL(pthread_join(th, NULL), 0);
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  CU_ASSERT_EQUAL(lp_trace_get_stats(&s), 0);
+  CU_ASSERT_EQUAL(s.recorded + s.dropped, 40000);
+  json_t *root = written();
+  json_t *ev = trace_events(root);
+  int64_t late = count_up_range(ev, "late", &lo, &hi);
+  CU_ASSERT(late >= 1000);
+  CU_ASSERT_EQUAL(hi, 19999);          /* the newest are kept */
+  CU_ASSERT_EQUAL(hi - lo + 1, late); /* without a gap */
+  CU_ASSERT_EQUAL(late, (int64_t)s.recorded - count_up_range(ev, "early", &lo, &hi));
+  json_decref(root);
+}
+
 static void *short_lived(void *arg) {
   (void)arg;
   lp_thread_set_name("short-lived");
@@ -389,6 +441,7 @@ int main(void) {
       LP_TEST(test_trace_off_records_nothing),
       LP_TEST(test_trace_discard_counts_every_drop),
       LP_TEST(test_trace_ring_keeps_the_newest),
+      LP_TEST(test_trace_ring_serves_threads_that_come_later),
       LP_TEST(test_trace_exited_threads_are_written),
       LP_TEST(test_trace_restart_discards_the_old_session),
       LP_TEST(test_trace_scope_ending_after_stop_is_complete),
