@@ -468,15 +468,23 @@ typedef struct lp_impl_thread {
   LP_IMPL_ATOMIC(uintptr_t) frames[LP_STACK_CAPACITY];
 } lp_impl_thread_t;
 
+/*
+ * What a scope's end compares the stack's depth with: the depth after its
+ * push (its own depth + 1), with LP_IMPL_EXPECT_TRACED added when it
+ * recorded a begin event. That bit never matches a 16-bit depth, so a traced
+ * scope ends through the slow path, and an untraced one pays for tracing
+ * with nothing at its end: the one branch is at its start.
+ */
 typedef struct lp_impl_scope {
   const lp_site_t *site;
-  uint32_t depth;  /* the depth this scope pushed at, or LP_IMPL_NOT_PUSHED */
-  uint32_t traced; /* 1 if a begin event was recorded */
+  uint32_t expect;
 } lp_impl_scope_t;
 
 #define LP_IMPL_DEPTH_MASK 0xffffu
 #define LP_IMPL_COUNT_ONE  0x10000u
 #define LP_IMPL_NOT_PUSHED 0xffffu /* +1 never equals a 16-bit depth */
+#define LP_IMPL_EXPECT_TRACED 0x100000u
+#define LP_IMPL_EXPECT_DEPTH 0x1ffffu
 #define LP_IMPL_TRACED     0x1u
 #define LP_IMPL_EV_BEGIN   0x0u /* event kinds, in the low bits of an event's tag */
 #define LP_IMPL_EV_END     0x1u
@@ -502,6 +510,7 @@ LP_EXPORT extern LP_IMPL_ATOMIC(int) lp_impl_clock_tsc;
 
 LP_EXPORT uint32_t lp_impl_push_slow(uintptr_t tag);
 LP_EXPORT void lp_impl_pop_slow(uint32_t depth);
+LP_EXPORT void lp_impl_leave_slow(const lp_site_t *site, uint32_t expect);
 LP_EXPORT void lp_impl_end_slow(void);
 LP_EXPORT uint32_t lp_impl_emit_slow(uintptr_t tag);
 LP_EXPORT uint64_t lp_impl_ticks_slow(void);
@@ -564,16 +573,31 @@ static inline void lp_impl_pop(uint32_t depth) {
 static inline lp_impl_scope_t lp_impl_enter(const lp_site_t *site) {
   lp_impl_scope_t s;
   s.site = site;
-  s.traced = 0;
-  if (LP_IMPL_UNLIKELY(site->level & LP_IMPL_LOAD_RELAXED(lp_impl_levels)))
-    s.traced = lp_impl_emit((uintptr_t)site | LP_IMPL_EV_BEGIN);
-  s.depth = lp_impl_push((uintptr_t)site | s.traced);
+  if (LP_IMPL_UNLIKELY(site->level & LP_IMPL_LOAD_RELAXED(lp_impl_levels))) {
+    /* Recording: a path of its own, so that the common one carries nothing of it. */
+    uint32_t traced = lp_impl_emit((uintptr_t)site | LP_IMPL_EV_BEGIN);
+    s.expect = (lp_impl_push((uintptr_t)site | traced) + 1) | (traced ? LP_IMPL_EXPECT_TRACED : 0);
+    return s;
+  }
+  s.expect = lp_impl_push((uintptr_t)site) + 1;
   return s;
 }
 
 static inline void lp_impl_leave(lp_impl_scope_t *s) {
-  lp_impl_pop(s->depth);
-  if (LP_IMPL_UNLIKELY(s->traced)) lp_impl_emit((uintptr_t)s->site | LP_IMPL_EV_END);
+  lp_impl_thread_t *t = lp_impl_self;
+  uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
+  uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
+  if (LP_IMPL_UNLIKELY(d != s->expect)) {
+    /* Recorded, with the stack as it should be: pop, then record the end. */
+    if (d == (s->expect & LP_IMPL_EXPECT_DEPTH) && (s->expect & LP_IMPL_EXPECT_TRACED)) {
+      LP_IMPL_STORE_RELEASE(t->word, (w & ~(uint64_t)LP_IMPL_DEPTH_MASK) + LP_IMPL_COUNT_ONE + (d - 1));
+      lp_impl_emit((uintptr_t)s->site | LP_IMPL_EV_END);
+      return;
+    }
+    lp_impl_leave_slow(s->site, s->expect); /* a stack to heal */
+    return;
+  }
+  LP_IMPL_STORE_RELEASE(t->word, (w & ~(uint64_t)LP_IMPL_DEPTH_MASK) + LP_IMPL_COUNT_ONE + (d - 1));
 }
 
 static inline void lp_impl_begin(const lp_site_t *site) {

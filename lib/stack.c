@@ -50,6 +50,12 @@ void lp_impl_pop_slow(uint32_t depth) {
                         memory_order_release);
 }
 
+void lp_impl_leave_slow(const lp_site_t *site, uint32_t expect) {
+  uint32_t depth = (expect & LP_IMPL_EXPECT_DEPTH) - 1;
+  lp_impl_pop(depth); /* the fast pop, or the healing one */
+  if (expect & LP_IMPL_EXPECT_TRACED) lp_impl_emit((uintptr_t)site | LP_IMPL_EV_END);
+}
+
 void lp_impl_end_slow(void) {
   lp__thread_t *t = lp__thread_current();
   if (!t) return; /* an unregistered thread has nothing open */
