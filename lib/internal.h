@@ -175,9 +175,12 @@ typedef struct lp__timemap {
   lp__sync_t *pts; /* sorted, strictly increasing; borrowed */
   size_t n;
   bool identity;
+  /* Per segment i (pts[i] to pts[i+1]): ns per tick as integer and 64-bit fraction. */
+  uint64_t *whole, *frac;
 } lp__timemap_t;
-/* Sorts and filters pts in place and keeps a pointer to them. */
-void lp__timemap_init(lp__timemap_t *m, lp__sync_t *pts, size_t n);
+/* Sorts and filters pts in place and keeps a pointer to them. -ENOMEM, or 0. */
+int lp__timemap_init(lp__timemap_t *m, lp__sync_t *pts, size_t n);
+void lp__timemap_free(lp__timemap_t *m);
 /* cursor: a per-lane hint, 0 to start. */
 uint64_t lp__timemap_ns(const lp__timemap_t *m, uint64_t ticks, size_t *cursor);
 
@@ -196,6 +199,8 @@ struct lp__chunk {
   lp__sync_t sync;            /* read when the chunk was started */
   uint32_t begin;     /* first event of the current session */
   uint32_t count;     /* events written, once the owner has moved on (trace lock) */
+  /* Payload slots among the events: written by the filler, read once the chunk is closed. */
+  uint32_t payloads, payloads_before_begin;
   lp_impl_event_t ev[];
 };
 #define LP__CHUNK_EVENTS ((LP__CHUNK_BYTES - sizeof(lp__chunk_t)) / sizeof(lp_impl_event_t))
@@ -236,11 +241,18 @@ int lp__jw_init(lp__jw_t *w, int fd);
 /* Writes what is buffered and frees the buffer; returns w->err. */
 int lp__jw_finish(lp__jw_t *w);
 void lp__jw_raw(lp__jw_t *w, const char *s, size_t n);
-static inline void lp__jw_lit(lp__jw_t *w, const char *s) {
-  size_t n = 0;
-  while (s[n]) n++;
-  lp__jw_raw(w, s, n);
-}
+/* A string literal, its length known at compile time. */
+#define lp__jw_lit(w, s) lp__jw_raw((w), "" s, sizeof(s) - 1)
+/*
+ * n bytes to fill at the returned pointer (then add what was used to
+ * w->len); NULL after an error, or if n exceeds the buffer.
+ */
+char *lp__jw_reserve(lp__jw_t *w, size_t n);
+/* Unchecked writers into reserved space; they return the end. */
+char *lp__jw_put_u64(char *o, uint64_t v);
+char *lp__jw_put_us(char *o, uint64_t ns);
+/* s as a quoted JSON string at o, which has room for 6 * strlen(s) + 2 bytes; returns the end. */
+char *lp__json_escape(char *o, const char *s);
 /* A JSON string: quoted, escaped, invalid UTF-8 replaced by U+FFFD. */
 void lp__jw_str(lp__jw_t *w, const char *s);
 void lp__jw_u64(lp__jw_t *w, uint64_t v);

@@ -58,9 +58,9 @@ static bool stopped;
 
 /* ---- chunks ------------------------------------------------------------------- */
 
-static uint32_t count_events(const lp__chunk_t *c, uint32_t from, uint32_t to) {
+static uint32_t count_payloads(const lp__chunk_t *c, uint32_t from, uint32_t to) {
   uint32_t n = 0;
-  for (uint32_t i = from; i < to; i++) n += (c->ev[i].tag & LP_IMPL_EV_KIND) != LP__EV_PAYLOAD;
+  for (uint32_t i = from; i < to; i++) n += (c->ev[i].tag & LP_IMPL_EV_KIND) == LP__EV_PAYLOAD;
   return n;
 }
 
@@ -97,7 +97,8 @@ static void age_append(lp__chunk_t *c) {
 static lp__chunk_t *take(lp__chunk_t *c) {
   lp__lane_t *l = c->lane;
   assert(l->first == c);
-  l->overwritten += count_events(c, c->begin, lp__chunk_end(l, c));
+  /* Closed: its count and payloads are final. */
+  l->overwritten += (c->count - c->begin) - (c->payloads - c->payloads_before_begin);
   l->first = c->next;
   if (!l->first) l->last = NULL;
   age_unlink(c);
@@ -134,6 +135,7 @@ static lp__chunk_t *next_chunk(lp__lane_t *l) {
   c->sync = lp__clock_sync();
   c->begin = 0;
   c->count = 0;
+  c->payloads = c->payloads_before_begin = 0;
   if (l->last)
     l->last->next = c;
   else
@@ -231,7 +233,10 @@ static uint32_t record_slow(uintptr_t tag, uint64_t payload, unsigned nslots) {
   }
   c->ev[0].ts = lp_impl_ticks();
   c->ev[0].tag = tag;
-  if (nslots == 2) c->ev[1] = (lp_impl_event_t){payload, LP__EV_PAYLOAD};
+  if (nslots == 2) {
+    c->ev[1] = (lp_impl_event_t){payload, LP__EV_PAYLOAD};
+    c->payloads = 1;
+  }
   t->hot.tlim = c->ev + LP__CHUNK_EVENTS;
   atomic_store_explicit(&t->hot.tcur, c->ev + nslots, memory_order_release);
   ok = 1;
@@ -251,6 +256,7 @@ void lp_impl_counter(const lp_site_t *site, int64_t value) {
     e[0].tag = tag;
     e[1].ts = (uint64_t)value;
     e[1].tag = LP__EV_PAYLOAD;
+    ((lp__thread_t *)h)->lane->last->payloads++; /* a cursor means a lane and a current chunk */
     atomic_store_explicit(&h->tcur, e + 2, memory_order_release);
     return;
   }
@@ -300,6 +306,7 @@ static void reset(void) {
     l->first = keep;
     if (keep) {
       keep->begin = lp__chunk_end(l, keep);
+      keep->payloads_before_begin = count_payloads(keep, 0, keep->begin);
       used += LP__CHUNK_BYTES;
     }
     l->dropped_base = atomic_load_explicit(&l->dropped, memory_order_relaxed);
@@ -553,6 +560,7 @@ int lp_track_complete(lp_track_t track, const char *name, uint64_t start_ns, uin
       l->cur[0] = (lp_impl_event_t){start_ns, ((uintptr_t)id << 3) | LP__EV_TRACK};
       l->cur[1] = (lp_impl_event_t){dur_ns, LP__EV_PAYLOAD};
       l->cur += 2;
+      l->last->payloads++;
       l->last->count = (uint32_t)(l->cur - l->last->ev);
     } else {
       atomic_fetch_add_explicit(&l->dropped, 1, memory_order_relaxed);
