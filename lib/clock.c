@@ -113,11 +113,11 @@ static int sync_cmp(const void *a, const void *b) {
   return x->ns < y->ns ? -1 : x->ns > y->ns;
 }
 
-void lp__timemap_init(lp__timemap_t *m, lp__sync_t *pts, size_t n) {
+int lp__timemap_init(lp__timemap_t *m, lp__sync_t *pts, size_t n) {
+  memset(m, 0, sizeof *m);
   m->identity = !lp__clock_is_tsc();
   m->pts = pts;
-  m->n = 0;
-  if (m->identity || n == 0) return;
+  if (m->identity || n == 0) return 0;
   qsort(pts, n, sizeof *pts, sync_cmp);
   /* Keep a strictly increasing chain: the mapping can then never go backwards. */
   size_t k = 0;
@@ -126,24 +126,39 @@ void lp__timemap_init(lp__timemap_t *m, lp__sync_t *pts, size_t n) {
     pts[k++] = pts[i];
   }
   m->n = k;
+  if (k < 2) return 0;
+  /* Each segment's slope once, so that mapping a tick is two multiplications, no division. */
+  m->whole = malloc((k - 1) * sizeof *m->whole);
+  m->frac = malloc((k - 1) * sizeof *m->frac);
+  if (!m->whole || !m->frac) {
+    lp__timemap_free(m);
+    return -ENOMEM;
+  }
+  for (size_t i = 0; i + 1 < k; i++) {
+    uint64_t dn = pts[i + 1].ns - pts[i].ns, dt = pts[i + 1].ticks - pts[i].ticks;
+    m->whole[i] = dn / dt;
+    m->frac[i] = (uint64_t)(((unsigned __int128)(dn % dt) << 64) / dt);
+  }
+  return 0;
 }
 
-/* ns on the line through points a and b, at ticks t (which may lie outside them). */
-static uint64_t on_line(const lp__sync_t *a, const lp__sync_t *b, uint64_t t) {
-  unsigned __int128 dn = b->ns - a->ns, dt = b->ticks - a->ticks;
-  if (t >= a->ticks) return a->ns + (uint64_t)((unsigned __int128)(t - a->ticks) * dn / dt);
-  uint64_t back = (uint64_t)((unsigned __int128)(a->ticks - t) * dn / dt);
-  return back < a->ns ? a->ns - back : 0;
+void lp__timemap_free(lp__timemap_t *m) {
+  free(m->whole);
+  free(m->frac);
+  m->whole = m->frac = NULL;
 }
 
 uint64_t lp__timemap_ns(const lp__timemap_t *m, uint64_t ticks, size_t *cursor) {
   if (m->identity) return ticks;
-  if (m->n == 0) return 0;
-  if (m->n == 1) return m->pts[0].ns; /* cannot happen: a session always has a start and an export point */
+  if (m->n < 2) return m->n ? m->pts[0].ns : 0; /* a session always has a start and an export point */
   size_t i = *cursor < m->n - 1 ? *cursor : m->n - 2;
   /* Events of a lane come in order, so the segment moves forward a step at a time. */
   while (i + 2 < m->n && ticks >= m->pts[i + 1].ticks) i++;
   while (i > 0 && ticks < m->pts[i].ticks) i--;
   *cursor = i;
-  return on_line(&m->pts[i], &m->pts[i + 1], ticks);
+  const lp__sync_t *a = &m->pts[i];
+  uint64_t d = ticks >= a->ticks ? ticks - a->ticks : a->ticks - ticks;
+  uint64_t off = d * m->whole[i] + (uint64_t)(((unsigned __int128)d * m->frac[i]) >> 64);
+  if (ticks >= a->ticks) return a->ns + off;
+  return off < a->ns ? a->ns - off : 0;
 }

@@ -45,6 +45,13 @@ typedef struct open_scope {
   uint64_t ns;
 } open_scope_t;
 
+/* `"cat":"runtime","name":"kernel"`, escaped once per site (or track work name) and export. */
+typedef struct fragment {
+  const void *key;
+  char *text;
+  size_t len;
+} fragment_t;
+
 typedef struct lane_writer {
   lp__jw_t *w;
   const lp__timemap_t *map;
@@ -54,8 +61,61 @@ typedef struct lane_writer {
   uint64_t last;
   open_scope_t *stack;
   size_t depth, cap;
+  fragment_t *frags;
+  uint32_t nfrags, fmask;
   bool nomem;
 } lane_writer_t;
+
+static fragment_t build_fragment(const void *key, const char *cat, const char *name) {
+  fragment_t f = {key, malloc(6 * strlen(name) + strlen(cat) + 24), 0};
+  if (!f.text) return f;
+  char *o = f.text;
+  memcpy(o, "\"cat\":\"", 7);
+  o += 7;
+  memcpy(o, cat, strlen(cat));
+  o += strlen(cat);
+  memcpy(o, "\",\"name\":", 9);
+  o = lp__json_escape(o + 9, name);
+  f.len = (size_t)(o - f.text);
+  return f;
+}
+
+/* The fragment for key, built on first use; NULL when out of memory. */
+static const fragment_t *fragment(lane_writer_t *lw, const void *key, const char *cat, const char *name) {
+  if (lw->frags) {
+    uint32_t h = (uint32_t)(((uintptr_t)key >> 3) * 0x9e3779b1u) & lw->fmask;
+    for (;; h = (h + 1) & lw->fmask) {
+      if (!lw->frags[h].key) break;
+      if (lw->frags[h].key == key) return &lw->frags[h];
+    }
+  }
+  if (!lw->frags || (lw->nfrags + 1) * 2 > lw->fmask + 1) {
+    uint32_t mask = lw->frags ? lw->fmask * 2 + 1 : 255;
+    fragment_t *nf = calloc((size_t)mask + 1, sizeof *nf);
+    if (!nf) return NULL;
+    for (uint32_t i = 0; lw->frags && i <= lw->fmask; i++) {
+      if (!lw->frags[i].key) continue;
+      uint32_t h = (uint32_t)(((uintptr_t)lw->frags[i].key >> 3) * 0x9e3779b1u) & mask;
+      while (nf[h].key) h = (h + 1) & mask;
+      nf[h] = lw->frags[i];
+    }
+    free(lw->frags);
+    lw->frags = nf;
+    lw->fmask = mask;
+  }
+  fragment_t f = build_fragment(key, cat, name);
+  if (!f.text) return NULL;
+  uint32_t h = (uint32_t)(((uintptr_t)key >> 3) * 0x9e3779b1u) & lw->fmask;
+  while (lw->frags[h].key) h = (h + 1) & lw->fmask;
+  lw->frags[h] = f;
+  lw->nfrags++;
+  return &lw->frags[h];
+}
+
+static void free_fragments(lane_writer_t *lw) {
+  for (uint32_t i = 0; lw->frags && i <= lw->fmask; i++) free(lw->frags[i].text);
+  free(lw->frags);
+}
 
 /* The next time of the lane: never equal to or before the previous one. */
 static uint64_t lane_time(lane_writer_t *lw, uint64_t ns) {
@@ -64,32 +124,69 @@ static uint64_t lane_time(lane_writer_t *lw, uint64_t ns) {
   return ns;
 }
 
-/* Starts an event: ,\n{"ph":"X","cat":"...","name":"...","pid":P,"tid":T,"ts": */
-static void event_head(lane_writer_t *lw, const char *ph, const char *cat, const char *name, uint64_t ns) {
-  lp__jw_raw(lw->w, ",\n{\"ph\":\"", 9);
-  lp__jw_lit(lw->w, ph);
-  lp__jw_raw(lw->w, "\",\"cat\":\"", 9);
-  lp__jw_lit(lw->w, cat);
-  lp__jw_raw(lw->w, "\",\"name\":", 9);
-  lp__jw_str(lw->w, name);
-  lp__jw_raw(lw->w, lw->ids, lw->idslen);
-  lp__jw_us(lw->w, ns);
+static uint64_t mapped(lane_writer_t *lw, uint64_t ticks) {
+  return lane_time(lw, lp__timemap_ns(lw->map, ticks, &lw->cursor));
+}
+
+/*
+ * One event: ,\n{"ph":"X",<fragment>,"pid":P,"tid":T,"ts":<ts>[,"dur":<dur>]<tail>}
+ * assembled in place with a single check for room.
+ */
+static void event(lane_writer_t *lw, char ph, const fragment_t *f, uint64_t ts, const uint64_t *dur, const char *tail) {
+  lp__jw_t *w = lw->w;
+  if (!f) {
+    lw->nomem = true;
+    return;
+  }
+  size_t tl = strlen(tail);
+  char *o = lp__jw_reserve(w, f->len + lw->idslen + tl + 80);
+  if (!o) { /* an error, or a label too long for the buffer: piece by piece */
+    char head[] = ",\n{\"ph\":\"X\",";
+    head[9] = ph;
+    lp__jw_raw(w, head, sizeof head - 1);
+    lp__jw_raw(w, f->text, f->len);
+    lp__jw_raw(w, lw->ids, lw->idslen);
+    lp__jw_us(w, ts);
+    if (dur) {
+      lp__jw_lit(w, ",\"dur\":");
+      lp__jw_us(w, *dur);
+    }
+    lp__jw_raw(w, tail, tl);
+    lp__jw_lit(w, "}");
+    return;
+  }
+  memcpy(o, ",\n{\"ph\":\"X\",", 12);
+  o[9] = ph;
+  o += 12;
+  memcpy(o, f->text, f->len);
+  o += f->len;
+  memcpy(o, lw->ids, lw->idslen);
+  o = lp__jw_put_us(o + lw->idslen, ts);
+  if (dur) {
+    memcpy(o, ",\"dur\":", 7);
+    o = lp__jw_put_us(o + 7, *dur);
+  }
+  memcpy(o, tail, tl);
+  o += tl;
+  *o++ = '}';
+  w->len = (size_t)(o - w->buf);
+}
+
+static const fragment_t *site_fragment(lane_writer_t *lw, const lp_site_t *site) {
+  return fragment(lw, site, level_name(site->level), site->label);
 }
 
 static void complete(lane_writer_t *lw, const open_scope_t *o, uint64_t end, bool unterminated) {
-  event_head(lw, "X", level_name(o->site->level), o->site->label, o->ns);
-  lp__jw_raw(lw->w, ",\"dur\":", 7);
-  lp__jw_us(lw->w, end - o->ns);
-  if (unterminated) lp__jw_lit(lw->w, ",\"args\":{\"unterminated\":\"ended by an enclosing scope\"}");
-  lp__jw_raw(lw->w, "}", 1);
+  uint64_t dur = end - o->ns;
+  event(lw, 'X', site_fragment(lw, o->site), o->ns, &dur,
+        unterminated ? ",\"args\":{\"unterminated\":\"ended by an enclosing scope\"}" : "");
 }
 
 static void scope_end(lane_writer_t *lw, const lp_site_t *site, uint64_t ticks) {
   size_t k = lw->depth;
   while (k > 0 && lw->stack[k - 1].site != site) k--;
   if (k == 0) { /* its begin is not in this session (or was overwritten) */
-    event_head(lw, "E", level_name(site->level), site->label, lane_time(lw, lp__timemap_ns(lw->map, ticks, &lw->cursor)));
-    lp__jw_raw(lw->w, "}", 1);
+    event(lw, 'E', site_fragment(lw, site), mapped(lw, ticks), NULL, "");
     return;
   }
   uint64_t ns = lp__timemap_ns(lw->map, ticks, &lw->cursor);
@@ -113,7 +210,7 @@ static void scope_begin(lane_writer_t *lw, const lp_site_t *site, uint64_t ticks
     lw->stack = s;
     lw->cap = cap;
   }
-  lw->stack[lw->depth++] = (open_scope_t){site, lane_time(lw, lp__timemap_ns(lw->map, ticks, &lw->cursor))};
+  lw->stack[lw->depth++] = (open_scope_t){site, mapped(lw, ticks)};
 }
 
 static void metadata(lp__jw_t *w, int pid, const lp__lane_t *l, uint32_t sort_index) {
@@ -135,6 +232,7 @@ static bool lane_has_events(const lp__lane_t *l) {
 }
 
 static void write_thread_lane(lane_writer_t *lw, const lp__lane_t *l) {
+  char value[48];
   for (const lp__chunk_t *c = l->first; c; c = c->next) {
     uint32_t end = lp__chunk_end(l, c);
     for (uint32_t i = c->begin; i < end; i++) {
@@ -148,17 +246,13 @@ static void write_thread_lane(lane_writer_t *lw, const lp__lane_t *l) {
         scope_end(lw, site, e.ts);
         break;
       case LP_IMPL_EV_INSTANT:
-        event_head(lw, "i", level_name(site->level), site->label,
-                   lane_time(lw, lp__timemap_ns(lw->map, e.ts, &lw->cursor)));
-        lp__jw_raw(lw->w, ",\"s\":\"t\"}", 9);
+        event(lw, 'i', site_fragment(lw, site), mapped(lw, e.ts), NULL, ",\"s\":\"t\"");
         break;
       case LP_IMPL_EV_COUNTER:
         if (i + 1 >= end) break; /* cannot happen: both slots are published together */
-        event_head(lw, "C", level_name(site->level), site->label,
-                   lane_time(lw, lp__timemap_ns(lw->map, e.ts, &lw->cursor)));
-        lp__jw_raw(lw->w, ",\"args\":{\"value\":", 17);
-        lp__jw_i64(lw->w, (int64_t)c->ev[++i].ts);
-        lp__jw_raw(lw->w, "}}", 2);
+        snprintf(value, sizeof value, ",\"args\":{\"value\":%lld}", (long long)(int64_t)c->ev[i + 1].ts);
+        event(lw, 'C', site_fragment(lw, site), mapped(lw, e.ts), NULL, value);
+        i++;
         break;
       default: /* payload slots */
         break;
@@ -166,10 +260,7 @@ static void write_thread_lane(lane_writer_t *lw, const lp__lane_t *l) {
     }
   }
   /* Still open: unmatched begins. */
-  for (size_t k = 0; k < lw->depth; k++) {
-    event_head(lw, "B", level_name(lw->stack[k].site->level), lw->stack[k].site->label, lw->stack[k].ns);
-    lp__jw_raw(lw->w, "}", 1);
-  }
+  for (size_t k = 0; k < lw->depth; k++) event(lw, 'B', site_fragment(lw, lw->stack[k].site), lw->stack[k].ns, NULL, "");
   lw->depth = 0;
 }
 
@@ -179,10 +270,9 @@ static void write_track_lane(lane_writer_t *lw, const lp__lane_t *l) {
     for (uint32_t i = c->begin; i + 1 < end; i++) {
       lp_impl_event_t e = c->ev[i];
       if ((e.tag & LP_IMPL_EV_KIND) != LP__EV_TRACK) continue;
-      event_head(lw, "X", "track", l->names[e.tag >> 3], e.ts);
-      lp__jw_raw(lw->w, ",\"dur\":", 7);
-      lp__jw_us(lw->w, c->ev[++i].ts);
-      lp__jw_raw(lw->w, "}", 1);
+      const char *name = l->names[e.tag >> 3];
+      uint64_t dur = c->ev[++i].ts;
+      event(lw, 'X', fragment(lw, name, "track", name), e.ts, &dur, "");
     }
   }
 }
@@ -238,7 +328,10 @@ int lp__export_json(lp__jw_t *w, const lp__session_t *s, const char *process_nam
   lp__sync_t *pts = sync_points(s, &npts);
   if (!pts) return -ENOMEM;
   lp__timemap_t map;
-  lp__timemap_init(&map, pts, npts);
+  if (lp__timemap_init(&map, pts, npts) != 0) {
+    free(pts);
+    return -ENOMEM;
+  }
   int pid = (int)getpid();
   char buf[160];
   int n = snprintf(buf, sizeof buf, "{\"traceEvents\":[\n{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"args\":{\"name\":",
@@ -267,6 +360,8 @@ int lp__export_json(lp__jw_t *w, const lp__session_t *s, const char *process_nam
     write_track_lane(&lw, l);
   }
   free(lw.stack);
+  free_fragments(&lw);
+  lp__timemap_free(&map);
   free(pts);
 
   uint64_t recorded, dropped;

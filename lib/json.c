@@ -90,8 +90,57 @@ static size_t utf8_len(const unsigned char *s) {
   return 0;
 }
 
+char *lp__json_escape(char *o, const char *str) {
+  static const char hex[] = "0123456789abcdef";
+  const unsigned char *s = (const unsigned char *)str;
+  *o++ = '"';
+  for (; *s;) {
+    unsigned char c = *s;
+    if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
+      *o++ = (char)c;
+      s++;
+    } else if (c == '"' || c == '\\') {
+      *o++ = '\\';
+      *o++ = (char)c;
+      s++;
+    } else if (c < 0x20) {
+      const char *named = c == '\n' ? "\\n" : c == '\t' ? "\\t" : c == '\r' ? "\\r" : c == '\b' ? "\\b" : c == '\f' ? "\\f" : NULL;
+      if (named) {
+        memcpy(o, named, 2);
+        o += 2;
+      } else {
+        memcpy(o, "\\u00", 4);
+        o[4] = hex[c >> 4];
+        o[5] = hex[c & 15];
+        o += 6;
+      }
+      s++;
+    } else {
+      size_t n = utf8_len(s);
+      if (n) {
+        memcpy(o, s, n);
+        o += n;
+        s += n;
+      } else {
+        memcpy(o, "\xef\xbf\xbd", 3);
+        o += 3;
+        s++;
+      }
+    }
+  }
+  *o++ = '"';
+  return o;
+}
+
 void lp__jw_str(lp__jw_t *w, const char *str) {
   static const char hex[] = "0123456789abcdef";
+  size_t len = strlen(str);
+  /* Short strings are escaped straight into the buffer; long ones stream below. */
+  if (len < 4096) {
+    char *o = lp__jw_reserve(w, 6 * len + 2);
+    if (o) w->len = (size_t)(lp__json_escape(o, str) - w->buf);
+    return;
+  }
   const unsigned char *s = (const unsigned char *)str;
   if (!room(w)) return;
   w->buf[w->len++] = '"';
@@ -136,16 +185,51 @@ void lp__jw_str(lp__jw_t *w, const char *str) {
   if (room(w)) w->buf[w->len++] = '"';
 }
 
-void lp__jw_u64(lp__jw_t *w, uint64_t v) {
+static const char digit_pairs[] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
+/* v in decimal at o; returns the length. Two digits per division. */
+static size_t put_u64(char *o, uint64_t v) {
   char tmp[24];
-  int n = 0;
-  do {
-    tmp[n++] = (char)('0' + v % 10);
-    v /= 10;
-  } while (v);
-  if (!room(w)) return;
-  while (n) w->buf[w->len++] = tmp[--n];
+  size_t n = sizeof tmp;
+  while (v >= 100) {
+    unsigned r = (unsigned)(v % 100);
+    v /= 100;
+    n -= 2;
+    memcpy(tmp + n, digit_pairs + 2 * r, 2);
+  }
+  if (v >= 10) {
+    n -= 2;
+    memcpy(tmp + n, digit_pairs + 2 * v, 2);
+  } else {
+    tmp[--n] = (char)('0' + v);
+  }
+  memcpy(o, tmp + n, sizeof tmp - n);
+  return sizeof tmp - n;
 }
+
+void lp__jw_u64(lp__jw_t *w, uint64_t v) {
+  if (room(w)) w->len += put_u64(w->buf + w->len, v);
+}
+
+char *lp__jw_reserve(lp__jw_t *w, size_t n) {
+  if (w->err) return NULL;
+  if (w->len + n > JW_CAP) flush(w);
+  return w->err || n > JW_CAP ? NULL : w->buf + w->len;
+}
+
+char *lp__jw_put_us(char *o, uint64_t ns) {
+  o += put_u64(o, ns / 1000);
+  unsigned frac = (unsigned)(ns % 1000);
+  o[0] = '.';
+  o[1] = (char)('0' + frac / 100);
+  memcpy(o + 2, digit_pairs + 2 * (frac % 100), 2);
+  return o + 4;
+}
+
+char *lp__jw_put_u64(char *o, uint64_t v) { return o + put_u64(o, v); }
 
 void lp__jw_i64(lp__jw_t *w, int64_t v) {
   if (v < 0) {
@@ -157,13 +241,5 @@ void lp__jw_i64(lp__jw_t *w, int64_t v) {
 }
 
 void lp__jw_us(lp__jw_t *w, uint64_t ns) {
-  lp__jw_u64(w, ns / 1000);
-  if (!room(w)) return;
-  unsigned frac = (unsigned)(ns % 1000);
-  char *o = w->buf + w->len;
-  o[0] = '.';
-  o[1] = (char)('0' + frac / 100);
-  o[2] = (char)('0' + frac / 10 % 10);
-  o[3] = (char)('0' + frac % 10);
-  w->len += 4;
+  if (room(w)) w->len = (size_t)(lp__jw_put_us(w->buf + w->len, ns) - w->buf);
 }
