@@ -252,9 +252,13 @@ LP_EXPORT const lp_node_t *lp_node_find(const lp_node_t *n, const char *label);
 /*
  * What happens when the event memory budget is spent:
  *   LP_TRACE_DISCARD  recording stops; every event after that is counted as dropped.
- *   LP_TRACE_RING     each thread overwrites its own oldest events: a flight
- *                     recorder that keeps the newest; overwritten events are
- *                     counted as dropped.
+ *   LP_TRACE_RING     a flight recorder: the oldest 16 KiB chunk of the session
+ *                     that no thread is filling is reused, so every thread
+ *                     keeps its newest events and threads that exited cannot
+ *                     hold the memory against new ones; overwritten events
+ *                     are counted as dropped. Give it at least one chunk per
+ *                     recording thread: a thread that cannot get one records
+ *                     nothing (counted).
  */
 typedef enum lp_trace_policy { LP_TRACE_DISCARD = 0, LP_TRACE_RING = 1 } lp_trace_policy_t;
 
@@ -295,14 +299,19 @@ LP_EXPORT int lp_trace_running(void);
  *
  * A regular file appears complete or not at all: the JSON goes to a
  * temporary file in the same directory, renamed over path when every write
- * has succeeded, and removed on any failure. Other files (a pipe, /dev/stdout)
- * are written directly.
+ * has succeeded, and removed on any failure (readers never see a partial
+ * file; the data is not forced to disk). A symbolic link is followed to its
+ * target. /dev/stdout, /dev/stderr, /dev/fd/N and /proc/self/fd/N write to
+ * that descriptor at its current offset; pipes and devices are written
+ * directly. A pipe whose reader has gone gives -EPIPE, not SIGPIPE.
  *
- * It may be called while recording: threads that need a new buffer chunk
- * during the write drop their events (counted) rather than wait for it.
- * Returns 0; -EINVAL if path is NULL or nothing was ever recorded; or the
- * negative errno of the open, write or rename that failed (-ENOENT for a
- * missing directory, -ENOSPC for a full disk...).
+ * It may be called while recording. The session is snapshotted under a lock
+ * held for microseconds and written without it; until the write is done no
+ * chunk is reused, so in ring mode a thread that would have to reuse one
+ * drops its events (counted). Nothing else waits for the file.
+ * Returns 0; -EINVAL if path is NULL or nothing was ever recorded; -ENOMEM;
+ * or the negative errno of the open, write or rename that failed (-ENOENT
+ * for a missing directory, -ENOSPC for a full disk, -EPIPE...).
  */
 LP_EXPORT int lp_trace_write_json(const char *path, const char *process_name);
 
@@ -347,6 +356,10 @@ LP_EXPORT lp_track_t lp_track_create(const char *name);
  * (h0 + h1) / 2 + (d' - d) * ns_per_device_tick; take a new pair now and then
  * if the two clocks drift.
  *
+ * Work names are kept per track for the session: at most 65536 distinct
+ * names a track (more are dropped and counted); put varying detail in the
+ * track, not the name.
+ *
  * Returns 0; -EINVAL for an unknown track, a NULL name, or an end past
  * UINT64_MAX.
  */
@@ -365,7 +378,13 @@ LP_EXPORT int lp_track_complete(lp_track_t track, const char *name, uint64_t sta
  *
  * LP_BEGIN("label") ... LP_END(): a manual pair, for code that cannot use a
  * block. LP_END() ends the innermost label of the calling thread, whichever
- * it is. An LP_END() with nothing to end is counted and ignored.
+ * it is. An LP_END() with nothing to end is counted and ignored. (A manual
+ * pair deeper than LP_STACK_CAPACITY is on the pseudo-stack but not on the
+ * timeline.)
+ *
+ * Labels are not async-signal-safe: do not use them in signal handlers. A
+ * thread's first label allocates, and a handler's label could interleave
+ * with the push it interrupted.
  *
  * The pseudo-stack survives mistakes: a scope that ends while labels it did
  * not start are still open above it (a longjmp, a missing LP_END) pops them
@@ -433,10 +452,13 @@ LP_EXPORT int lp_track_complete(lp_track_t track, const char *name, uint64_t sta
  * The per-thread state the macros touch. The owning thread is its only
  * writer. `word` holds the stack depth in its low 16 bits and a change
  * counter above them; every push and pop publishes a new word with a release
- * store, and a push writes its frame before publishing. A reader (the
- * collector) copies the frames between two reads of the word and keeps the
- * copy only if the word did not change: a frame can only be rewritten after a
- * pop has been published, so an unchanged word means an untorn copy.
+ * store, and a push writes its frame (also with a release store) before
+ * publishing. A reader (the collector) copies the frames, with acquire loads,
+ * between two reads of the word and keeps the copy only if the word did not
+ * change: a frame is only rewritten after a pop has published a new word, and
+ * the frame's release store carries that word to any reader that sees the
+ * new frame, so an unchanged word means an untorn copy. On x86 all of this
+ * compiles to plain moves.
  *
  * Frames hold the site pointer with bit 0 set when the scope also recorded
  * a timeline begin event.
@@ -451,14 +473,12 @@ typedef struct lp_impl_event {
 #define LP_IMPL_LOAD_RELAXED(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 #define LP_IMPL_STORE_RELAXED(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
 #define LP_IMPL_STORE_RELEASE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELEASE)
-#define LP_IMPL_FENCE_RELEASE() __atomic_thread_fence(__ATOMIC_RELEASE)
 #else
 #include <stdatomic.h>
 #define LP_IMPL_ATOMIC(T) _Atomic(T)
 #define LP_IMPL_LOAD_RELAXED(x) atomic_load_explicit(&(x), memory_order_relaxed)
 #define LP_IMPL_STORE_RELAXED(x, v) atomic_store_explicit(&(x), (v), memory_order_relaxed)
 #define LP_IMPL_STORE_RELEASE(x, v) atomic_store_explicit(&(x), (v), memory_order_release)
-#define LP_IMPL_FENCE_RELEASE() atomic_thread_fence(memory_order_release)
 #endif
 
 typedef struct lp_impl_thread {
@@ -553,9 +573,8 @@ static inline uint32_t lp_impl_push(uintptr_t tag) {
   uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
   uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
   if (LP_IMPL_UNLIKELY(d >= LP_STACK_CAPACITY)) return lp_impl_push_slow(tag);
-  /* Orders the previous publish before the frame store (a compiler barrier on x86). */
-  LP_IMPL_FENCE_RELEASE();
-  LP_IMPL_STORE_RELAXED(t->frames[d], tag);
+  /* Release: a reader that sees this frame also sees every word published before it. */
+  LP_IMPL_STORE_RELEASE(t->frames[d], tag);
   LP_IMPL_STORE_RELEASE(t->word, w + LP_IMPL_COUNT_ONE + 1);
   return d;
 }
@@ -600,9 +619,17 @@ static inline void lp_impl_leave(lp_impl_scope_t *s) {
   LP_IMPL_STORE_RELEASE(t->word, (w & ~(uint64_t)LP_IMPL_DEPTH_MASK) + LP_IMPL_COUNT_ONE + (d - 1));
 }
 
+/*
+ * Pushes first: a begin is recorded only for a frame that can hold the
+ * "recorded" bit, so that the LP_END() that pops it knows to record the end.
+ * Setting the bit rewrites the frame with the same site, which a reader
+ * masks off: every copy it can make is still a stack that existed.
+ */
 static inline void lp_impl_begin(const lp_site_t *site) {
-  lp_impl_scope_t s = lp_impl_enter(site);
-  (void)s;
+  uint32_t d = lp_impl_push((uintptr_t)site);
+  if (LP_IMPL_UNLIKELY(site->level & LP_IMPL_LOAD_RELAXED(lp_impl_levels)) && d < LP_STACK_CAPACITY &&
+      lp_impl_emit((uintptr_t)site | LP_IMPL_EV_BEGIN))
+    LP_IMPL_STORE_RELEASE(lp_impl_self->frames[d], (uintptr_t)site | LP_IMPL_TRACED);
 }
 
 static inline void lp_impl_end(void) {

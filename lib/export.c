@@ -213,29 +213,28 @@ static void scope_begin(lane_writer_t *lw, const lp_site_t *site, uint64_t ticks
   lw->stack[lw->depth++] = (open_scope_t){site, mapped(lw, ticks)};
 }
 
-static void metadata(lp__jw_t *w, int pid, const lp__lane_t *l, uint32_t sort_index) {
-  char buf[96];
-  int n = snprintf(buf, sizeof buf, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%llu,\"args\":{\"name\":",
-                   pid, (unsigned long long)l->tid);
-  lp__jw_raw(w, buf, (size_t)n);
-  lp__jw_str(w, l->name);
-  n = snprintf(buf, sizeof buf,
-               "}},\n{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":%d,\"tid\":%llu,\"args\":{\"sort_index\":%u}}",
-               pid, (unsigned long long)l->tid, sort_index);
-  lp__jw_raw(w, buf, (size_t)n);
+static void metadata(lp__jw_t *w, int pid, uint64_t tid, const char *name, uint32_t sort_index) {
+  lp__jw_lit(w, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":");
+  lp__jw_i64(w, pid);
+  lp__jw_lit(w, ",\"tid\":");
+  lp__jw_u64(w, tid);
+  lp__jw_lit(w, ",\"args\":{\"name\":");
+  lp__jw_str(w, name);
+  lp__jw_lit(w, "}},\n{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":");
+  lp__jw_i64(w, pid);
+  lp__jw_lit(w, ",\"tid\":");
+  lp__jw_u64(w, tid);
+  lp__jw_lit(w, ",\"args\":{\"sort_index\":");
+  lp__jw_u64(w, sort_index);
+  lp__jw_lit(w, "}}");
 }
 
-static bool lane_has_events(const lp__lane_t *l) {
-  for (const lp__chunk_t *c = l->first; c; c = c->next)
-    if (lp__chunk_end(l, c) > c->begin) return true;
-  return false;
-}
-
-static void write_thread_lane(lane_writer_t *lw, const lp__lane_t *l) {
+static void write_thread_lane(lane_writer_t *lw, const lp__snap_lane_t *l) {
   char value[48];
-  for (const lp__chunk_t *c = l->first; c; c = c->next) {
-    uint32_t end = lp__chunk_end(l, c);
-    for (uint32_t i = c->begin; i < end; i++) {
+  for (uint32_t k = 0; k < l->nchunks; k++) {
+    const lp__chunk_t *c = l->chunks[k].chunk;
+    uint32_t end = l->chunks[k].end;
+    for (uint32_t i = l->chunks[k].begin; i < end; i++) {
       lp_impl_event_t e = c->ev[i];
       const lp_site_t *site = (const lp_site_t *)(e.tag & ~(uintptr_t)LP_IMPL_EV_KIND);
       switch (e.tag & LP_IMPL_EV_KIND) {
@@ -264,52 +263,18 @@ static void write_thread_lane(lane_writer_t *lw, const lp__lane_t *l) {
   lw->depth = 0;
 }
 
-static void write_track_lane(lane_writer_t *lw, const lp__lane_t *l) {
-  for (const lp__chunk_t *c = l->first; c; c = c->next) {
-    uint32_t end = lp__chunk_end(l, c);
-    for (uint32_t i = c->begin; i + 1 < end; i++) {
+static void write_track_lane(lane_writer_t *lw, const lp__snap_lane_t *l) {
+  for (uint32_t k = 0; k < l->nchunks; k++) {
+    const lp__chunk_t *c = l->chunks[k].chunk;
+    uint32_t end = l->chunks[k].end;
+    for (uint32_t i = l->chunks[k].begin; i + 1 < end; i++) {
       lp_impl_event_t e = c->ev[i];
       if ((e.tag & LP_IMPL_EV_KIND) != LP__EV_TRACK) continue;
-      const char *name = l->names[e.tag >> 3];
+      const char *name = l->work[e.tag >> 3];
       uint64_t dur = c->ev[++i].ts;
       event(lw, 'X', fragment(lw, name, "track", name), e.ts, &dur, "");
     }
   }
-}
-
-void lp__session_counts(const lp__session_t *s, uint64_t *recorded, uint64_t *dropped) {
-  uint64_t rec = 0, drop = s->orphan_dropped;
-  for (const lp__lane_t *l = s->lanes; l; l = l->next) {
-    for (const lp__chunk_t *c = l->first; c; c = c->next) {
-      uint32_t end = lp__chunk_end(l, c);
-      for (uint32_t i = c->begin; i < end; i++) rec += (c->ev[i].tag & LP_IMPL_EV_KIND) != LP__EV_PAYLOAD;
-    }
-    drop += atomic_load_explicit(&l->dropped, memory_order_relaxed) - l->dropped_base + l->overwritten;
-  }
-  for (uint32_t t = 0; t < s->ntracks; t++) {
-    const lp__lane_t *l = s->tracks[t];
-    for (const lp__chunk_t *c = l->first; c; c = c->next) rec += (c->count - c->begin) / 2;
-    drop += atomic_load_explicit(&l->dropped, memory_order_relaxed) - l->dropped_base + l->overwritten;
-  }
-  *recorded = rec;
-  *dropped = drop;
-}
-
-/* The sync points of the session: its start, stop and now, and each thread chunk's. */
-static lp__sync_t *sync_points(const lp__session_t *s, size_t *n) {
-  size_t cap = 3;
-  for (const lp__lane_t *l = s->lanes; l; l = l->next)
-    for (const lp__chunk_t *c = l->first; c; c = c->next) cap++;
-  lp__sync_t *pts = malloc(cap * sizeof *pts);
-  if (!pts) return NULL;
-  size_t k = 0;
-  pts[k++] = s->start;
-  if (s->stopped) pts[k++] = s->stop;
-  pts[k++] = s->now;
-  for (const lp__lane_t *l = s->lanes; l; l = l->next)
-    for (const lp__chunk_t *c = l->first; c; c = c->next) pts[k++] = c->sync;
-  *n = k;
-  return pts;
 }
 
 static void levels_text(lp__jw_t *w, uint32_t levels) {
@@ -324,55 +289,39 @@ static void levels_text(lp__jw_t *w, uint32_t levels) {
 }
 
 int lp__export_json(lp__jw_t *w, const lp__session_t *s, const char *process_name) {
-  size_t npts = 0;
-  lp__sync_t *pts = sync_points(s, &npts);
-  if (!pts) return -ENOMEM;
   lp__timemap_t map;
-  if (lp__timemap_init(&map, pts, npts) != 0) {
-    free(pts);
-    return -ENOMEM;
-  }
+  if (lp__timemap_init(&map, s->syncs, s->nsyncs) != 0) return -ENOMEM;
   int pid = (int)getpid();
-  char buf[160];
-  int n = snprintf(buf, sizeof buf, "{\"traceEvents\":[\n{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"args\":{\"name\":",
-                   pid);
-  lp__jw_raw(w, buf, (size_t)n);
+  lp__jw_lit(w, "{\"traceEvents\":[\n{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":");
+  lp__jw_i64(w, pid);
+  lp__jw_lit(w, ",\"args\":{\"name\":");
   lp__jw_str(w, process_name ? process_name : program_invocation_short_name);
-  lp__jw_raw(w, "}}", 2);
+  lp__jw_lit(w, "}}");
 
   lane_writer_t lw = {.w = w, .map = &map};
-  uint32_t sort_index = 0;
-  for (const lp__lane_t *l = s->lanes; l && !w->err; l = l->next) {
-    if (!lane_has_events(l)) continue;
-    metadata(w, pid, l, sort_index++);
+  for (uint32_t i = 0; i < s->nlanes && !w->err; i++) {
+    const lp__snap_lane_t *l = &s->lanes[i];
+    metadata(w, pid, l->tid, l->name, i);
     lw.idslen = (size_t)snprintf(lw.ids, sizeof lw.ids, ",\"pid\":%d,\"tid\":%llu,\"ts\":", pid,
                                  (unsigned long long)l->tid);
     lw.cursor = 0;
     lw.last = 0;
-    write_thread_lane(&lw, l);
-  }
-  for (uint32_t t = 0; t < s->ntracks && !w->err; t++) {
-    const lp__lane_t *l = s->tracks[t];
-    if (!lane_has_events(l)) continue;
-    metadata(w, pid, l, sort_index++);
-    lw.idslen = (size_t)snprintf(lw.ids, sizeof lw.ids, ",\"pid\":%d,\"tid\":%llu,\"ts\":", pid,
-                                 (unsigned long long)l->tid);
-    write_track_lane(&lw, l);
+    if (l->work)
+      write_track_lane(&lw, l);
+    else
+      write_thread_lane(&lw, l);
   }
   free(lw.stack);
   free_fragments(&lw);
   lp__timemap_free(&map);
-  free(pts);
 
-  uint64_t recorded, dropped;
-  lp__session_counts(s, &recorded, &dropped);
   lp__jw_lit(w, "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"library\":\"labelprof " LABELPROF_VERSION_STRING
                 "\",\"clock\":");
   lp__jw_str(w, lp__clock_name());
   lp__jw_lit(w, ",\"clock_domain\":\"CLOCK_MONOTONIC\",\"events_recorded\":");
-  lp__jw_u64(w, recorded);
+  lp__jw_u64(w, s->recorded);
   lp__jw_lit(w, ",\"events_dropped\":");
-  lp__jw_u64(w, dropped);
+  lp__jw_u64(w, s->dropped);
   lp__jw_lit(w, ",\"budget_bytes\":");
   lp__jw_u64(w, s->opts.budget_bytes);
   lp__jw_lit(w, ",\"policy\":");

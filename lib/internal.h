@@ -190,6 +190,7 @@ uint64_t lp__timemap_ns(const lp__timemap_t *m, uint64_t ticks, size_t *cursor);
 #define LP__EV_TRACK 0x4u   /* a track's work: ts = start ns, tag = name id << 3 | 4; then a payload */
 #define LP__EV_PAYLOAD 0x7u /* the second slot of a counter or track event, or padding */
 #define LP__MAX_TRACKS 4096
+#define LP__MAX_WORK_NAMES 65536 /* distinct work names per track and session */
 
 typedef struct lp__chunk lp__chunk_t;
 struct lp__chunk {
@@ -262,21 +263,36 @@ void lp__jw_us(lp__jw_t *w, uint64_t ns);
 
 /* ---- export.c ----------------------------------------------------------- */
 
-/* What an export reads; trace.c fills it, the trace lock is held throughout. */
+/*
+ * What an export writes: a snapshot of the session taken under the trace
+ * lock (event ranges, names copied, counts, sync points), formatted after
+ * the lock is released. The chunks it points into stay pinned meanwhile:
+ * none is recycled or freed while an export runs.
+ */
+typedef struct lp__snap_chunk {
+  const lp__chunk_t *chunk;
+  uint32_t begin, end;
+} lp__snap_chunk_t;
+
+typedef struct lp__snap_lane {
+  uint64_t tid;
+  char *name;          /* owned */
+  char **work;         /* tracks: the work names by id (owned array, borrowed strings); NULL for threads */
+  lp__snap_chunk_t *chunks;
+  uint32_t nchunks;
+} lp__snap_lane_t;
+
 typedef struct lp__session {
-  lp__lane_t *lanes; /* thread lanes, live and exited */
-  lp__lane_t **tracks;
-  uint32_t ntracks;
+  lp__snap_lane_t *lanes; /* threads first, then tracks */
+  uint32_t nlanes, nthreads;
   lp_trace_opts_t opts;
-  lp__sync_t start, stop, now;
-  bool stopped;
-  uint64_t orphan_dropped; /* drops of threads that had no lane yet */
+  lp__sync_t *syncs;
+  size_t nsyncs;
+  uint64_t recorded, dropped;
 } lp__session_t;
 
 /* The number of events in chunk c of lane l (c == l->last of a live thread: its published cursor). */
 uint32_t lp__chunk_end(const lp__lane_t *l, const lp__chunk_t *c);
-/* Events recorded (counter and track payload slots not counted) and dropped in the session. */
-void lp__session_counts(const lp__session_t *s, uint64_t *recorded, uint64_t *dropped);
 /* Writes the whole JSON document to w. Returns w's error, or -ENOMEM. */
 int lp__export_json(lp__jw_t *w, const lp__session_t *s, const char *process_name);
 

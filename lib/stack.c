@@ -9,12 +9,14 @@
  * full, or a pop does not match the top.
  *
  * The reader (lp__stack_snapshot) is the seqlock's other half: read the word
- * with acquire, copy the frames, acquire fence, read the word again; equal
- * words mean no push or pop was published in between. A frame is only ever
- * rewritten after a pop published a new word, and that pop's word store is
- * ordered before the frame store by the release fence in the push, so a copy
- * that saw a rewritten frame also sees a changed word (Boehm 2012, with the
- * pop's publish playing the role of the odd sequence number).
+ * with acquire, copy the frames with acquire loads, read the word again;
+ * equal words mean no push or pop was published in between. A frame is only
+ * ever rewritten after a pop published a new word, and the push stores the
+ * frame with release, so a reader whose acquire load sees the rewritten frame
+ * also sees that pop's word or a later one (Boehm 2012, with the pop's publish
+ * playing the role of the odd sequence number, and release/acquire on the
+ * frames instead of fences: no fence instruction on any architecture, and
+ * visible to ThreadSanitizer).
  */
 #include "internal.h"
 
@@ -52,8 +54,20 @@ void lp_impl_pop_slow(uint32_t depth) {
 
 void lp_impl_leave_slow(const lp_site_t *site, uint32_t expect) {
   uint32_t depth = (expect & LP_IMPL_EXPECT_DEPTH) - 1;
-  lp_impl_pop(depth); /* the fast pop, or the healing one */
-  if (expect & LP_IMPL_EXPECT_TRACED) lp_impl_emit((uintptr_t)site | LP_IMPL_EV_END);
+  bool traced = (expect & LP_IMPL_EXPECT_TRACED) != 0;
+  lp__thread_t *t = lp__thread_current();
+  if (!t || depth == LP_IMPL_NOT_PUSHED) {
+    if (traced) lp_impl_emit((uintptr_t)site | LP_IMPL_EV_END); /* its begin was recorded */
+    return;
+  }
+  uint64_t w = atomic_load_explicit(&t->hot.word, memory_order_relaxed);
+  uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
+  /* Labels it did not start are still open above it: they go with it (see lp_impl_pop_slow). */
+  lp__bump(&t->mismatched);
+  atomic_store_explicit(&t->hot.word, (w & ~(uint64_t)LP_IMPL_DEPTH_MASK) + LP_IMPL_COUNT_ONE + (d < depth ? d : depth),
+                        memory_order_release);
+  /* A stray LP_END() that already popped this scope recorded its end: not twice. */
+  if (traced && d > depth) lp_impl_emit((uintptr_t)site | LP_IMPL_EV_END);
 }
 
 void lp_impl_end_slow(void) {
@@ -78,10 +92,10 @@ int lp__stack_snapshot(const lp__thread_t *t, uint64_t known, const lp_site_t **
     uint32_t d = (uint32_t)w1 & LP_IMPL_DEPTH_MASK;
     uint32_t n = d < LP_STACK_CAPACITY ? d : LP_STACK_CAPACITY;
     for (uint32_t k = 0; k < n; k++) {
-      uintptr_t tag = atomic_load_explicit(&t->hot.frames[k], memory_order_relaxed);
+      uintptr_t tag = atomic_load_explicit(&t->hot.frames[k], memory_order_acquire);
       frames[k] = (const lp_site_t *)(tag & ~(uintptr_t)LP_IMPL_TRACED);
     }
-    atomic_thread_fence(memory_order_acquire);
+    /* After the acquire loads: if a frame was new, this sees the pop that preceded it. */
     uint64_t w2 = atomic_load_explicit(&t->hot.word, memory_order_relaxed);
     if (w1 == w2) {
       *depth = d;

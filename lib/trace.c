@@ -14,11 +14,12 @@
  * the lock). A chunk records a clock sync point when it is
  * started; the exporter turns ticks into nanoseconds with them.
  *
- * The exporter reads the lanes under the trace lock: full chunks up to their
- * final count, each live thread's current chunk up to its published cursor.
- * Chunks change hands only under that lock, so nothing it reads is recycled
- * under it. A thread that fills its chunk while an export holds the lock does
- * not wait for it: it drops the event and counts it.
+ * An export takes a snapshot under the trace lock (full chunks up to their
+ * final count, each live thread's current chunk up to its published cursor,
+ * names copied) and writes the file after releasing it. Until it is done the
+ * chunks are pinned: nothing is recycled (a ring-mode thread that would need
+ * to recycle drops and counts instead) and nothing is freed (only a new
+ * session frees, and it waits for the export).
  *
  * Lanes of exited threads stay until the next lp_trace_start(), which frees
  * them and every chunk except the one each live thread is writing into (its
@@ -29,7 +30,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,16 +42,17 @@ LP_EXPORT _Atomic uint32_t lp_impl_levels;
 static pthread_mutex_t ctl_mu = PTHREAD_MUTEX_INITIALIZER;   /* start, stop, write */
 static pthread_mutex_t trace_mu = PTHREAD_MUTEX_INITIALIZER; /* everything below */
 static atomic_int tracing;   /* a session is recording */
-static atomic_int exporting; /* an export holds (or is about to take) trace_mu */
 static atomic_int exhausted; /* discard mode: the budget is spent */
 static atomic_int ring;      /* the session's policy is LP_TRACE_RING */
+static atomic_int starved;   /* ring mode: the last thread without a chunk found none to take */
+static bool pinned;          /* an export is reading the chunks (trace lock) */
 static _Atomic uint64_t orphan_dropped;
 
 static bool ever; /* a session was started since load (or fork) */
 static lp__lane_t *lanes;
 static lp__lane_t *tracks[LP__MAX_TRACKS];
 static _Atomic uint32_t ntracks;
-static lp_trace_opts_t cur = {LP_LEVEL_STANDARD, LP_TRACE_DISCARD, 64u << 20};
+static lp_trace_opts_t session_opts = {LP_LEVEL_STANDARD, LP_TRACE_DISCARD, 64u << 20};
 static uint64_t used; /* bytes of chunks in use */
 static lp__chunk_t *oldest, *newest; /* every chunk in use, by the time it was started */
 static lp__sync_t start_sync, stop_sync;
@@ -112,6 +114,7 @@ static lp__chunk_t *take(lp__chunk_t *c) {
  * found first is the oldest of its lane.
  */
 static lp__chunk_t *take_oldest(lp__lane_t *asking) {
+  if (pinned) return NULL;
   for (lp__chunk_t *c = oldest; c; c = c->newer) {
     lp__lane_t *l = c->lane;
     if (c == l->last && (l->owner || l->cur || l == asking)) continue;
@@ -125,9 +128,9 @@ static lp__chunk_t *take_oldest(lp__lane_t *asking) {
 /* The lane's next chunk: a new one within the budget, else (ring) the oldest one free, else NULL. */
 static lp__chunk_t *next_chunk(lp__lane_t *l) {
   lp__chunk_t *c = NULL;
-  if (used + LP__CHUNK_BYTES <= cur.budget_bytes && (c = aligned_alloc(64, LP__CHUNK_BYTES)) != NULL)
+  if (used + LP__CHUNK_BYTES <= session_opts.budget_bytes && (c = aligned_alloc(64, LP__CHUNK_BYTES)) != NULL)
     used += LP__CHUNK_BYTES;
-  else if (cur.policy == LP_TRACE_RING)
+  else if (session_opts.policy == LP_TRACE_RING)
     c = take_oldest(l);
   if (!c) return NULL;
   c->next = NULL;
@@ -180,20 +183,6 @@ static lp__lane_t *new_lane(lp__thread_t *t) {
   return l;
 }
 
-/*
- * Takes the trace lock unless an export holds it: a recording thread must
- * never wait for a file to be written. Waits briefly for other recorders.
- */
-static bool lock_unless_exporting(void) {
-  for (;;) {
-    int rc = pthread_mutex_trylock(&trace_mu);
-    if (rc == 0) return true;
-    if (rc != EBUSY) lp__fatal("pthread_mutex_trylock", rc);
-    if (atomic_load_explicit(&exporting, memory_order_acquire)) return false;
-    sched_yield();
-  }
-}
-
 static void drop(lp__lane_t *l) {
   if (l)
     lp__bump(&l->dropped);
@@ -206,15 +195,19 @@ static uint32_t record_slow(uintptr_t tag, uint64_t payload, unsigned nslots) {
   lp__thread_t *t = lp__thread_attach();
   if (!t) return 0;
   lp__lane_t *l = t->lane;
-  /* Discard mode, budget spent: count and leave, without the lock. */
-  if (l && atomic_load_explicit(&exhausted, memory_order_relaxed) && !atomic_load_explicit(&ring, memory_order_relaxed)) {
+  /*
+   * Nothing to be had, known without the lock: count and leave. Discard mode
+   * with the budget spent; or ring mode, no chunk of its own, and the last
+   * thread in that state found none to take (reset when a chunk frees up).
+   * A live thread's lane->last changes only by its own hand.
+   */
+  if (l && (atomic_load_explicit(&ring, memory_order_relaxed)
+                ? !l->last && atomic_load_explicit(&starved, memory_order_relaxed)
+                : atomic_load_explicit(&exhausted, memory_order_relaxed))) {
     lp__bump(&l->dropped);
     return 0;
   }
-  if (!lock_unless_exporting()) {
-    drop(l);
-    return 0;
-  }
+  lp__lock(&trace_mu);
   uint32_t ok = 0;
   if (!atomic_load_explicit(&tracing, memory_order_relaxed)) {
     if (l) lp__bump(&l->dropped); /* the end of a scope that outlived the session */
@@ -224,10 +217,16 @@ static uint32_t record_slow(uintptr_t tag, uint64_t payload, unsigned nslots) {
     drop(NULL);
     goto out;
   }
-  if (l->last) l->last->count = (uint32_t)(atomic_load_explicit(&t->hot.tcur, memory_order_relaxed) - l->last->ev);
+  if (l->last) {
+    l->last->count = (uint32_t)(atomic_load_explicit(&t->hot.tcur, memory_order_relaxed) - l->last->ev);
+    atomic_store_explicit(&starved, 0, memory_order_relaxed); /* the chunk it leaves can be taken */
+  }
   lp__chunk_t *c = next_chunk(l);
   if (!c) {
-    if (!atomic_load_explicit(&ring, memory_order_relaxed)) atomic_store(&exhausted, 1);
+    if (!atomic_load_explicit(&ring, memory_order_relaxed))
+      atomic_store(&exhausted, 1);
+    else if (!l->last)
+      atomic_store_explicit(&starved, 1, memory_order_relaxed);
     lp__bump(&l->dropped);
     goto out;
   }
@@ -272,6 +271,7 @@ void lp__trace_thread_exit(lp__thread_t *t) {
   if (l->last) l->last->count = (uint32_t)(atomic_load_explicit(&t->hot.tcur, memory_order_relaxed) - l->last->ev);
   l->owner = NULL; /* the lane and its events stay until the next session starts */
   t->lane = NULL;
+  atomic_store_explicit(&starved, 0, memory_order_relaxed); /* its chunk can be taken now */
   lp__unlock(&trace_mu);
 }
 
@@ -317,6 +317,13 @@ static void reset(void) {
   for (uint32_t i = 0; i < n; i++) {
     lp__lane_t *l = tracks[i];
     free_chunks(l);
+    /* No event refers to a work name any more. */
+    for (uint32_t k = 0; k < l->nnames; k++) free(l->names[k]);
+    free(l->names);
+    free(l->name_slots);
+    l->names = NULL;
+    l->name_slots = NULL;
+    l->nnames = l->capnames = l->name_mask = 0;
     l->cur = l->lim = NULL;
     l->dropped_base = atomic_load_explicit(&l->dropped, memory_order_relaxed);
     l->overwritten = 0;
@@ -339,12 +346,13 @@ int lp_trace_start(const lp_trace_opts_t *opts) {
   }
   lp__lock(&trace_mu);
   reset();
-  cur = want;
+  session_opts = want;
   ever = true;
   stopped = false;
   start_sync = lp__clock_sync();
   atomic_store(&orphan_dropped, 0);
   atomic_store(&exhausted, 0);
+  atomic_store(&starved, 0);
   atomic_store(&ring, want.policy == LP_TRACE_RING);
   atomic_store(&tracing, 1);
   atomic_store_explicit(&lp_impl_levels, want.levels, memory_order_release);
@@ -371,64 +379,249 @@ int lp_trace_stop(void) {
 
 int lp_trace_running(void) { return atomic_load(&tracing); }
 
-static lp__session_t session(void) {
-  lp__session_t s = {lanes, tracks, atomic_load(&ntracks), cur, start_sync, stop_sync, lp__clock_sync(), stopped,
-                     atomic_load(&orphan_dropped)};
-  return s;
+/* Events (payload slots not counted) in [begin, end) of c. */
+static uint64_t events_in(const lp__chunk_t *c, uint32_t begin, uint32_t end) {
+  uint64_t n = 0;
+  for (uint32_t i = begin; i < end; i++) n += (c->ev[i].tag & LP_IMPL_EV_KIND) != LP__EV_PAYLOAD;
+  return n;
+}
+
+static uint64_t lane_dropped(const lp__lane_t *l) {
+  return atomic_load_explicit(&l->dropped, memory_order_relaxed) - l->dropped_base + l->overwritten;
+}
+
+static void free_session(lp__session_t *s) {
+  for (uint32_t i = 0; i < s->nlanes; i++) {
+    free(s->lanes[i].name);
+    free(s->lanes[i].work);
+    free(s->lanes[i].chunks);
+  }
+  free(s->lanes);
+  free(s->syncs);
+  memset(s, 0, sizeof *s);
+}
+
+/* Adds lane l to the snapshot if it has events. Trace lock held. */
+static int snap_lane(lp__session_t *s, const lp__lane_t *l) {
+  uint32_t n = 0;
+  for (const lp__chunk_t *c = l->first; c; c = c->next) n++;
+  lp__snap_lane_t *sl = &s->lanes[s->nlanes];
+  memset(sl, 0, sizeof *sl);
+  sl->chunks = calloc(n + 1, sizeof *sl->chunks);
+  if (!sl->chunks) return -ENOMEM;
+  uint64_t events = 0;
+  for (const lp__chunk_t *c = l->first; c; c = c->next) {
+    uint32_t end = lp__chunk_end(l, c);
+    if (end <= c->begin) continue;
+    sl->chunks[sl->nchunks++] = (lp__snap_chunk_t){c, c->begin, end};
+    events += events_in(c, c->begin, end);
+  }
+  s->recorded += events;
+  s->dropped += lane_dropped(l);
+  if (!sl->nchunks) {
+    free(sl->chunks);
+    return 0;
+  }
+  sl->tid = l->tid;
+  if (!(sl->name = strdup(l->name))) goto nomem;
+  if (!l->owner && l->names) { /* a track: its work names as they are now */
+    if (!(sl->work = malloc((l->nnames + 1) * sizeof *sl->work))) goto nomem;
+    memcpy(sl->work, l->names, l->nnames * sizeof *sl->work);
+  }
+  s->nlanes++;
+  return 0;
+nomem:
+  free(sl->name);
+  free(sl->chunks);
+  return -ENOMEM;
+}
+
+/* The session as an export sees it. Trace lock held; *s is freed with free_session(). */
+static int snapshot(lp__session_t *s) {
+  memset(s, 0, sizeof *s);
+  uint32_t nlanes = atomic_load(&ntracks), nchunks = 0;
+  for (const lp__lane_t *l = lanes; l; l = l->next) {
+    nlanes++;
+    for (const lp__chunk_t *c = l->first; c; c = c->next) nchunks++;
+  }
+  s->opts = session_opts;
+  s->lanes = calloc(nlanes + 1, sizeof *s->lanes);
+  s->syncs = malloc((nchunks + 3) * sizeof *s->syncs);
+  if (!s->lanes || !s->syncs) goto nomem;
+  s->syncs[s->nsyncs++] = start_sync;
+  if (stopped) s->syncs[s->nsyncs++] = stop_sync;
+  s->syncs[s->nsyncs++] = lp__clock_sync();
+  for (const lp__lane_t *l = lanes; l; l = l->next) {
+    for (const lp__chunk_t *c = l->first; c; c = c->next) s->syncs[s->nsyncs++] = c->sync;
+    if (snap_lane(s, l) != 0) goto nomem;
+  }
+  s->nthreads = s->nlanes;
+  for (uint32_t i = 0; i < atomic_load(&ntracks); i++)
+    if (snap_lane(s, tracks[i]) != 0) goto nomem;
+  s->dropped += atomic_load(&orphan_dropped);
+  return 0;
+nomem:
+  free_session(s);
+  return -ENOMEM;
 }
 
 int lp_trace_get_stats(lp_trace_stats_t *out) {
   if (!out) return -EINVAL;
   memset(out, 0, sizeof *out);
   lp__lock(&trace_mu);
-  lp__session_t s = session();
-  lp__session_counts(&s, &out->recorded, &out->dropped);
-  out->budget_bytes = cur.budget_bytes;
+  /* Counted in place: a snapshot would allocate. */
+  for (const lp__lane_t *l = lanes; l; l = l->next) {
+    uint64_t before = out->recorded;
+    for (const lp__chunk_t *c = l->first; c; c = c->next) out->recorded += events_in(c, c->begin, lp__chunk_end(l, c));
+    out->threads += out->recorded > before;
+    out->dropped += lane_dropped(l);
+  }
+  uint32_t n = atomic_load(&ntracks);
+  for (uint32_t i = 0; i < n; i++) {
+    for (const lp__chunk_t *c = tracks[i]->first; c; c = c->next) out->recorded += events_in(c, c->begin, c->count);
+    out->dropped += lane_dropped(tracks[i]);
+  }
+  out->dropped += atomic_load(&orphan_dropped);
+  out->budget_bytes = session_opts.budget_bytes;
   out->used_bytes = used;
-  for (lp__lane_t *l = lanes; l; l = l->next)
-    for (lp__chunk_t *c = l->first; c; c = c->next)
-      if (lp__chunk_end(l, c) > c->begin) {
-        out->threads++;
-        break;
-      }
-  out->tracks = s.ntracks;
+  out->tracks = n;
   lp__unlock(&trace_mu);
   return 0;
 }
 
 /* ---- writing ------------------------------------------------------------------- */
 
+typedef struct output {
+  int fd;
+  char *tmp;   /* the temporary file, renamed over `final` at the end; NULL when writing directly */
+  char *final; /* the path to rename to: the user's, or the file a symbolic link points at */
+} output_t;
+
+/* /dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N: the descriptor they name, or -1. */
+static int named_fd(const char *path) {
+  const char *num = NULL;
+  if (strcmp(path, "/dev/stdout") == 0) return 1;
+  if (strcmp(path, "/dev/stderr") == 0) return 2;
+  if (strncmp(path, "/dev/fd/", 8) == 0) num = path + 8;
+  if (strncmp(path, "/proc/self/fd/", 14) == 0) num = path + 14;
+  if (!num || !*num) return -1;
+  char *end;
+  long n = strtol(num, &end, 10);
+  return *end || n < 0 || n > INT32_MAX ? -1 : (int)n;
+}
+
 /*
- * Opens what the JSON goes to. A regular file (or a path that does not exist
- * yet) gets a temporary sibling, renamed over it at the end; anything else,
- * such as a pipe or /dev/stdout, is written directly.
+ * Follows symbolic links from path to the file they end at, which may not
+ * exist yet (a link to the trace to be written). NULL with errno on failure.
  */
-static int open_output(const char *path, char **tmp) {
-  struct stat st;
-  *tmp = NULL;
-  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
-    int fd = open(path, O_WRONLY | O_CLOEXEC);
-    return fd >= 0 ? fd : -errno;
+static char *follow_links(const char *path) {
+  char *cur = strdup(path);
+  if (!cur) {
+    errno = ENOMEM;
+    return NULL;
   }
-  size_t len = strlen(path) + 48;
-  char *name = malloc(len);
-  if (!name) return -ENOMEM;
+  for (int hop = 0; hop < 40; hop++) {
+    struct stat st;
+    if (lstat(cur, &st) != 0 || !S_ISLNK(st.st_mode)) return cur; /* the end: a file, or nothing yet */
+    char target[4096];
+    ssize_t n = readlink(cur, target, sizeof target - 1);
+    if (n < 0) {
+      int err = errno;
+      free(cur);
+      errno = err;
+      return NULL;
+    }
+    target[n] = '\0';
+    /* A relative target is relative to the link's directory. */
+    const char *slash = strrchr(cur, '/');
+    size_t dirlen = target[0] == '/' || !slash ? 0 : (size_t)(slash - cur) + 1;
+    char *next = malloc(dirlen + (size_t)n + 1);
+    if (!next) {
+      free(cur);
+      errno = ENOMEM;
+      return NULL;
+    }
+    memcpy(next, cur, dirlen);
+    memcpy(next + dirlen, target, (size_t)n + 1);
+    free(cur);
+    cur = next;
+  }
+  free(cur);
+  errno = ELOOP;
+  return NULL;
+}
+
+/*
+ * Opens what the JSON goes to. A descriptor named by path (/dev/stdout...) is
+ * duplicated and written at its current offset, as a shell redirect expects.
+ * A symbolic link is followed to its target. A regular file, or a path that
+ * does not exist yet, gets a temporary sibling that is renamed over it at the
+ * end; anything else (a pipe, a device) is written directly.
+ */
+static int open_output(const char *path, output_t *o) {
+  struct stat st;
+  memset(o, 0, sizeof *o);
+  int named = named_fd(path);
+  if (named >= 0) {
+    o->fd = fcntl(named, F_DUPFD_CLOEXEC, 3);
+    return o->fd >= 0 ? 0 : -errno;
+  }
+  if (!(o->final = follow_links(path))) return -errno;
+  if (stat(o->final, &st) == 0 && !S_ISREG(st.st_mode)) {
+    o->fd = open(o->final, O_WRONLY | O_CLOEXEC);
+    return o->fd >= 0 ? 0 : -errno;
+  }
+  size_t len = strlen(o->final) + 48;
+  if (!(o->tmp = malloc(len))) return -ENOMEM;
   static _Atomic unsigned serial;
   for (int attempt = 0; attempt < 100; attempt++) {
-    snprintf(name, len, "%s.tmp-%ld-%u", path, (long)getpid(), atomic_fetch_add(&serial, 1));
-    int fd = open(name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd >= 0) {
-      *tmp = name;
-      return fd;
-    }
-    if (errno != EEXIST) {
-      int err = -errno;
-      free(name);
-      return err;
-    }
+    snprintf(o->tmp, len, "%s.tmp-%ld-%u", o->final, (long)getpid(), atomic_fetch_add(&serial, 1));
+    o->fd = open(o->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (o->fd >= 0) return 0;
+    if (errno != EEXIST) break;
   }
-  free(name);
-  return -EEXIST;
+  int err = errno == EEXIST ? -EEXIST : -errno;
+  free(o->tmp);
+  o->tmp = NULL;
+  return err;
+}
+
+/* Closes, and renames or removes the temporary file; returns rc or the first error of these. */
+static int close_output(output_t *o, int rc) {
+  if (o->fd >= 0 && close(o->fd) != 0 && rc == 0) rc = -errno;
+  if (o->tmp) {
+    if (rc == 0 && rename(o->tmp, o->final) != 0) rc = -errno;
+    if (rc != 0) unlink(o->tmp);
+  }
+  free(o->tmp);
+  free(o->final);
+  return rc;
+}
+
+/*
+ * Formats and writes a snapshot. SIGPIPE is blocked for the calling thread
+ * meanwhile, so that a pipe whose reader has gone makes this return -EPIPE
+ * instead of killing the process; the signal it raised is then consumed,
+ * unless one was already pending.
+ */
+static int write_snapshot(int fd, const lp__session_t *s, const char *process_name) {
+  sigset_t pipe_only, old, pending;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  bool was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE);
+  int rc = pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
+  if (rc != 0) return -rc;
+  lp__jw_t w;
+  rc = lp__jw_init(&w, fd);
+  if (rc == 0) rc = lp__export_json(&w, s, process_name);
+  int frc = lp__jw_finish(&w);
+  if (rc == 0) rc = frc;
+  if (rc == -EPIPE && !was_pending) {
+    struct timespec zero = {0, 0};
+    sigtimedwait(&pipe_only, NULL, &zero);
+  }
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  return rc;
 }
 
 int lp_trace_write_json(const char *path, const char *process_name) {
@@ -438,30 +631,27 @@ int lp_trace_write_json(const char *path, const char *process_name) {
     lp__unlock(&ctl_mu);
     return -EINVAL;
   }
-  char *tmp;
-  int fd = open_output(path, &tmp);
-  if (fd < 0) {
+  output_t out;
+  int rc = open_output(path, &out);
+  if (rc != 0) {
+    close_output(&out, rc);
     lp__unlock(&ctl_mu);
-    return fd;
+    return rc;
   }
-  lp__jw_t w;
-  int rc = lp__jw_init(&w, fd);
+  lp__session_t s;
+  lp__lock(&trace_mu);
+  rc = snapshot(&s);
+  pinned = rc == 0;
+  lp__unlock(&trace_mu);
   if (rc == 0) {
-    atomic_store_explicit(&exporting, 1, memory_order_release);
+    rc = write_snapshot(out.fd, &s, process_name);
     lp__lock(&trace_mu);
-    lp__session_t s = session();
-    rc = lp__export_json(&w, &s, process_name);
+    pinned = false;
+    atomic_store_explicit(&starved, 0, memory_order_relaxed); /* chunks can be taken again */
     lp__unlock(&trace_mu);
-    atomic_store_explicit(&exporting, 0, memory_order_release);
+    free_session(&s);
   }
-  int wrc = lp__jw_finish(&w);
-  if (rc == 0) rc = wrc;
-  if (close(fd) != 0 && rc == 0) rc = -errno;
-  if (tmp) {
-    if (rc == 0 && rename(tmp, path) != 0) rc = -errno;
-    if (rc != 0) unlink(tmp);
-    free(tmp);
-  }
+  rc = close_output(&out, rc);
   lp__unlock(&ctl_mu);
   return rc;
 }
@@ -505,6 +695,7 @@ static uint32_t intern(lp__lane_t *l, const char *name) {
       if (strcmp(l->names[s - 1], name) == 0) return s - 1;
     }
   }
+  if (l->nnames == LP__MAX_WORK_NAMES) return LP__NONE; /* names are not freed within a session */
   if (!l->name_slots || (l->nnames + 1) * 2 > l->name_mask + 1) {
     uint32_t mask = l->name_slots ? l->name_mask * 2 + 1 : 63;
     uint32_t *slots = calloc((size_t)mask + 1, sizeof *slots);
@@ -540,10 +731,7 @@ int lp_track_complete(lp_track_t track, const char *name, uint64_t start_ns, uin
     return -EINVAL;
   lp__lane_t *l = tracks[track];
   if (!atomic_load_explicit(&tracing, memory_order_relaxed)) return 0;
-  if (!lock_unless_exporting()) {
-    atomic_fetch_add_explicit(&l->dropped, 1, memory_order_relaxed);
-    return 0;
-  }
+  lp__lock(&trace_mu);
   if (atomic_load_explicit(&tracing, memory_order_relaxed)) {
     uint32_t id = intern(l, name);
     if (id != LP__NONE && (!l->cur || l->lim - l->cur < 2)) {
@@ -552,7 +740,7 @@ int lp_track_complete(lp_track_t track, const char *name, uint64_t start_ns, uin
         l->cur = c->ev;
         l->lim = c->ev + LP__CHUNK_EVENTS;
       } else {
-        if (cur.policy == LP_TRACE_DISCARD) atomic_store(&exhausted, 1);
+        if (session_opts.policy == LP_TRACE_DISCARD) atomic_store(&exhausted, 1);
         l->cur = l->lim = NULL;
       }
     }
@@ -589,7 +777,7 @@ void lp__trace_atfork_child(void) {
   /* The child records nothing until it starts a session of its own. */
   atomic_store(&lp_impl_levels, 0);
   atomic_store(&tracing, 0);
-  atomic_store(&exporting, 0);
+  pinned = false;
   ever = false;
   lp__thread_t *self = lp__thread_current();
   if (self) {

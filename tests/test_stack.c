@@ -274,7 +274,8 @@ static void test_stack_snapshots_never_mix_two_stacks(void) {
   CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, flipper, NULL), 0);
   lp__thread_t *t;
   while ((t = atomic_load(&flip_thread)) == NULL) sched_yield();
-  for (long i = 0; i < reads; i++) {
+  /* Read on until the writer has been seen mid-flight too: it may not get a CPU at first. */
+  for (long i = 0; i < reads || (deepest < 3 && i < 20 * reads); i++) {
     int rc = lp__stack_snapshot(t, LP__NO_WORD, f, &depth, &word);
     if (rc < 0) {
       gave_up++;

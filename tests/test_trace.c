@@ -9,6 +9,8 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <fcntl.h>
 
 #include "runner.h"
 #include "trace_json.h"
@@ -432,6 +434,213 @@ static void test_trace_stats_count_threads_and_tracks(void) {
   CU_ASSERT_EQUAL(lp_track_create(NULL), -EINVAL);
 }
 
+/* Parses what fd holds from offset 0. */
+static json_t *load_fd(int fd) {
+  json_error_t err;
+  FILE *f = fdopen(dup(fd), "r");
+  if (!f) return NULL;
+  rewind(f);
+  json_t *root = json_loadf(f, 0, &err);
+  fclose(f);
+  return root;
+}
+
+static void test_trace_writes_to_named_descriptors(void) {
+  char name[64];
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(NULL), 0);
+  { LP_SCOPE("to a descriptor"); }
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  const char *forms[] = {"/dev/fd/", "/proc/self/fd/"};
+  for (int i = 0; i < 2; i++) {
+    FILE *f = tmpfile();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    snprintf(name, sizeof name, "%s%d", forms[i], fileno(f));
+    CU_ASSERT_EQUAL(lp_trace_write_json(name, NULL), 0);
+    json_t *root = load_fd(fileno(f));
+    CU_ASSERT_PTR_NOT_NULL(root);
+    CU_ASSERT_EQUAL(trace_count(trace_events(root), "X", "to a descriptor"), 1);
+    json_decref(root);
+    fclose(f);
+  }
+}
+
+static void test_trace_follows_symbolic_links(void) {
+  char target[160], link[160];
+  struct stat st;
+  snprintf(target, sizeof target, "%s/target.json", dir);
+  snprintf(link, sizeof link, "%s/link.json", dir);
+  CU_ASSERT_EQUAL_FATAL(symlink("target.json", link), 0);
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(NULL), 0);
+  { LP_SCOPE("through a link"); }
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  CU_ASSERT_EQUAL(lp_trace_write_json(link, NULL), 0);
+  CU_ASSERT_EQUAL(lstat(link, &st), 0);
+  CU_ASSERT(S_ISLNK(st.st_mode)); /* the link stays a link */
+  json_t *root = trace_load(target);
+  CU_ASSERT_PTR_NOT_NULL(root);
+  CU_ASSERT_EQUAL(trace_count(trace_events(root), "X", "through a link"), 1);
+  json_decref(root);
+  /* and again, now that the target exists */
+  CU_ASSERT_EQUAL(lp_trace_write_json(link, NULL), 0);
+  CU_ASSERT_EQUAL(lstat(link, &st), 0);
+  CU_ASSERT(S_ISLNK(st.st_mode));
+  CU_ASSERT_EQUAL(dir_entries(dir), 3); /* trace.json, target.json, link.json: no temporary file left */
+  unlink(link);
+  unlink(target);
+}
+
+static void test_trace_closed_pipe_gives_epipe(void) {
+  int fds[2];
+  char name[64];
+  sigset_t pending;
+  CU_ASSERT_EQUAL_FATAL(pipe(fds), 0);
+  close(fds[0]);
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(NULL), 0);
+  { LP_SCOPE("nobody reads this"); }
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  snprintf(name, sizeof name, "/dev/fd/%d", fds[1]);
+  CU_ASSERT_EQUAL(lp_trace_write_json(name, NULL), -EPIPE); /* and the process is still here */
+  CU_ASSERT_EQUAL(sigpending(&pending), 0);
+  CU_ASSERT_FALSE(sigismember(&pending, SIGPIPE));
+  close(fds[1]);
+}
+
+/* A stray LP_END() inside a recorded scope ends it once, not twice. */
+static void test_trace_stray_end_records_one_end(void) {
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(NULL), 0);
+  {
+    LP_SCOPE("ended early");
+    LP_END();
+  }
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  json_t *root = written();
+  CU_ASSERT_EQUAL(trace_count(trace_events(root), "X", "ended early"), 1);
+  CU_ASSERT_EQUAL(trace_count(trace_events(root), "E", NULL), 0);
+  json_decref(root);
+}
+
+static void deep_manual(int n) {
+  LP_BEGIN("manual level");
+  if (n > 1) deep_manual(n - 1);
+  LP_END();
+}
+
+/* Manual pairs deeper than the stack's frames are not recorded at all, rather than half. */
+static void test_trace_deep_manual_pairs_stay_paired(void) {
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(NULL), 0);
+  deep_manual(LP_STACK_CAPACITY + 6);
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  json_t *root = written();
+  json_t *ev = trace_events(root);
+  CU_ASSERT_EQUAL(trace_count(ev, "X", "manual level"), LP_STACK_CAPACITY);
+  CU_ASSERT_EQUAL(trace_count(ev, "B", NULL) + trace_count(ev, "E", NULL), 0);
+  json_decref(root);
+}
+
+static void *one_scope(void *arg) {
+  (void)arg;
+  LP_SCOPE("many lanes");
+  return NULL;
+}
+
+/* Many lanes and tracks, with long ids: every metadata line is whole (it once overflowed a fixed buffer). */
+static void test_trace_many_lanes_and_tracks(void) {
+  pthread_t th;
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(NULL), 0);
+  for (int i = 0; i < 150; i++) {
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, one_scope, NULL), 0);
+    CU_ASSERT_EQUAL(pthread_join(th, NULL), 0);
+  }
+  lp_track_t tr = lp_track_create("a track after many lanes");
+  CU_ASSERT_EQUAL(lp_track_complete(tr, "work", lp_now_ns(), 5), 0);
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  json_t *root = written();
+  json_t *ev = trace_events(root);
+  CU_ASSERT_EQUAL(trace_count(ev, "X", "many lanes"), 150);
+  CU_ASSERT(trace_count(ev, "M", "thread_sort_index") >= 151);
+  CU_ASSERT(trace_tid(ev, "a track after many lanes") >= 1000000000);
+  json_decref(root);
+}
+
+/*
+ * The file goes to a pipe that a thread of this process drains; meanwhile
+ * that thread renames itself and another thread exits. Neither may wait for
+ * the export (which waits for the reader): a deadlock here ends in SIGALRM.
+ */
+static int pipe_fds[2];
+static size_t drained;
+static void *drain(void *arg) {
+  (void)arg;
+  char buf[4096];
+  ssize_t n;
+  bool once = false;
+  while ((n = read(pipe_fds[0], buf, sizeof buf)) > 0) {
+    drained += (size_t)n;
+    if (!once) {
+      once = true;
+      lp_thread_set_name("drainer");
+      pthread_t th;
+      if (pthread_create(&th, NULL, one_scope, NULL) == 0) pthread_join(th, NULL);
+    }
+  }
+  return NULL;
+}
+
+static void test_trace_export_to_own_pipe_does_not_block_others(void) {
+  pthread_t reader;
+  char name[64];
+  CU_ASSERT_EQUAL_FATAL(pipe(pipe_fds), 0);
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(NULL), 0);
+  for (int i = 0; i < 20000; i++) {
+    LP_SCOPE("fills the pipe");
+  }
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  drained = 0;
+  CU_ASSERT_EQUAL_FATAL(pthread_create(&reader, NULL, drain, NULL), 0);
+  snprintf(name, sizeof name, "/dev/fd/%d", pipe_fds[1]);
+  alarm(60);
+  CU_ASSERT_EQUAL(lp_trace_write_json(name, NULL), 0);
+  close(pipe_fds[1]);
+  CU_ASSERT_EQUAL(pthread_join(reader, NULL), 0);
+  alarm(0);
+  close(pipe_fds[0]);
+  CU_ASSERT(drained > 20000 * 40);
+}
+
+/* A child forked while recording records nothing of the parent's session and can trace on its own. */
+static void test_trace_fork_while_recording(void) {
+  char child_path[160];
+  int status = -1;
+  snprintf(child_path, sizeof child_path, "%s/child.json", dir);
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(NULL), 0);
+  { LP_SCOPE("parent before fork"); }
+  pid_t pid = fork();
+  CU_ASSERT_FATAL(pid >= 0);
+  if (pid == 0) {
+    int bad = 0;
+    if (lp_trace_running()) bad |= 1;
+    if (lp_trace_write_json(child_path, NULL) != -EINVAL) bad |= 2; /* nothing recorded here */
+    if (lp_trace_start(NULL) != 0) bad |= 4;
+    { LP_SCOPE("in the child"); }
+    if (lp_trace_stop() != 0) bad |= 8;
+    if (lp_trace_write_json(child_path, NULL) != 0) bad |= 16;
+    _exit(bad);
+  }
+  { LP_SCOPE("parent after fork"); }
+  CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
+  CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  json_t *root = written(), *child = trace_load(child_path);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(child);
+  CU_ASSERT_EQUAL(trace_count(trace_events(root), "X", "parent after fork"), 1);
+  CU_ASSERT_EQUAL(trace_count(trace_events(root), "X", "in the child"), 0);
+  CU_ASSERT_EQUAL(trace_count(trace_events(child), "X", "in the child"), 1);
+  CU_ASSERT_EQUAL(trace_count(trace_events(child), "X", "parent before fork"), 0);
+  json_decref(root);
+  json_decref(child);
+  unlink(child_path);
+}
+
 int main(void) {
   if (!mkdtemp(dir)) return 2;
   snprintf(path, sizeof path, "%s/trace.json", dir);
@@ -451,6 +660,14 @@ int main(void) {
       LP_TEST(test_trace_write_failures_leave_nothing),
       LP_TEST(test_trace_write_while_recording),
       LP_TEST(test_trace_stats_count_threads_and_tracks),
+      LP_TEST(test_trace_writes_to_named_descriptors),
+      LP_TEST(test_trace_follows_symbolic_links),
+      LP_TEST(test_trace_closed_pipe_gives_epipe),
+      LP_TEST(test_trace_stray_end_records_one_end),
+      LP_TEST(test_trace_deep_manual_pairs_stay_paired),
+      LP_TEST(test_trace_many_lanes_and_tracks),
+      LP_TEST(test_trace_export_to_own_pipe_does_not_block_others),
+      LP_TEST(test_trace_fork_while_recording),
       CU_TEST_INFO_NULL,
   };
   int rc = lp_test_main("trace", tests);
