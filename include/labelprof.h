@@ -349,7 +349,9 @@ LP_EXPORT lp_track_t lp_track_create(const char *name);
  * Records a piece of work on a track: name (copied), starting at start_ns and
  * lasting dur_ns, both in the lp_now_ns() domain. Any thread may record on
  * any track. Ignored when no timeline is recording. Work on one track should
- * not partly overlap; give overlapping streams tracks of their own.
+ * not partly overlap; give overlapping streams tracks of their own. Work
+ * that starts exactly when the work recorded before it ended is written
+ * 1 ns later (same end), so that no viewer merges or mis-nests the two.
  *
  * Device timestamps: take a pair (h0 = lp_now_ns(); d = device_now();
  * h1 = lp_now_ns()) when the device is idle, and map d' to

@@ -263,7 +263,16 @@ static void write_thread_lane(lane_writer_t *lw, const lp__snap_lane_t *l) {
   lw->depth = 0;
 }
 
+/*
+ * Track items keep the caller's times, with one exception: an item that
+ * starts exactly when the item recorded before it ended starts one
+ * nanosecond later (its end unchanged). Viewers that turn complete events
+ * into begin/end pairs (speedscope) order an end and a begin at one time by
+ * name and by floating-point sums, so back-to-back work would otherwise be
+ * merged or mis-nested.
+ */
 static void write_track_lane(lane_writer_t *lw, const lp__snap_lane_t *l) {
+  uint64_t prev_end = UINT64_MAX;
   for (uint32_t k = 0; k < l->nchunks; k++) {
     const lp__chunk_t *c = l->chunks[k].chunk;
     uint32_t end = l->chunks[k].end;
@@ -271,8 +280,13 @@ static void write_track_lane(lane_writer_t *lw, const lp__snap_lane_t *l) {
       lp_impl_event_t e = c->ev[i];
       if ((e.tag & LP_IMPL_EV_KIND) != LP__EV_TRACK) continue;
       const char *name = l->work[e.tag >> 3];
-      uint64_t dur = c->ev[++i].ts;
-      event(lw, 'X', fragment(lw, name, "track", name), e.ts, &dur, "");
+      uint64_t start = e.ts, dur = c->ev[++i].ts, item_end = start + dur;
+      if (start == prev_end && dur > 0) {
+        start++;
+        dur--;
+      }
+      prev_end = item_end;
+      event(lw, 'X', fragment(lw, name, "track", name), start, &dur, "");
     }
   }
 }

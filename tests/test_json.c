@@ -211,6 +211,9 @@ static void test_json_tracks(void) {
   CU_ASSERT_EQUAL(lp_track_complete(q, "gemm", t0 + 1000, 123456), 0);
   CU_ASSERT_EQUAL(lp_track_complete(q, "relu", t0 + 1000 + 123456, 7), 0);
   CU_ASSERT_EQUAL(lp_track_complete(dma, "copy h2d", t0 + 1, 999), 0);
+  /* The same work twice, back to back: viewers must not merge them into one. */
+  CU_ASSERT_EQUAL(lp_track_complete(dma, "copy d2h", t0 + 5000, 100), 0);
+  CU_ASSERT_EQUAL(lp_track_complete(dma, "copy d2h", t0 + 5100, 100), 0);
   CU_ASSERT_EQUAL(lp_trace_stop(), 0);
   json_t *root = write_and_load(NULL);
   json_t *ev = trace_events(root);
@@ -225,8 +228,22 @@ static void test_json_tracks(void) {
   CU_ASSERT_EQUAL(ev_int(c, "tid"), dt);
   CU_ASSERT_EQUAL(ev_ns(g, "ts"), (int64_t)(t0 + 1000));
   CU_ASSERT_EQUAL(ev_ns(g, "dur"), 123456);
-  CU_ASSERT_EQUAL(ev_ns(r, "dur"), 7);
+  CU_ASSERT_EQUAL(ev_ns(r, "ts"), (int64_t)(t0 + 1000 + 123456 + 1)); /* back to back: 1 ns apart */
+  CU_ASSERT_EQUAL(ev_ns(r, "dur"), 6);
   CU_ASSERT_STRING_EQUAL(ev_str(g, "cat"), "track");
+  size_t i;
+  json_t *e;
+  int64_t starts[2], ends[2], n = 0;
+  json_array_foreach(ev, i, e) if (ev_is(e, "X", "copy d2h") && n < 2) {
+    starts[n] = ev_ns(e, "ts");
+    ends[n] = starts[n] + ev_ns(e, "dur");
+    n++;
+  }
+  CU_ASSERT_EQUAL(n, 2);
+  CU_ASSERT_EQUAL(starts[0], (int64_t)(t0 + 5000));
+  CU_ASSERT_EQUAL(ends[0], (int64_t)(t0 + 5100));
+  CU_ASSERT_EQUAL(starts[1], (int64_t)(t0 + 5101)); /* one nanosecond apart */
+  CU_ASSERT_EQUAL(ends[1], (int64_t)(t0 + 5200));   /* ending when it did */
   json_decref(root);
 }
 
