@@ -40,7 +40,7 @@ static void sync_clocks(void) {
 }
 static uint64_t device_to_host_ns(uint64_t d_us) { return host_at + (d_us - device_at) * 1000; }
 
-static volatile uint64_t sink;
+static _Thread_local volatile uint64_t sink; /* per thread: busy work, not shared state */
 static void busy_us(uint64_t us) {
   uint64_t end = lp_now_ns() + us * 1000;
   while (lp_now_ns() < end) sink++;

@@ -29,6 +29,7 @@ static pthread_mutex_t wake_mu = PTHREAD_MUTEX_INITIALIZER;   /* stop_requested 
 static pthread_cond_t wake_cv;
 static bool cv_ready;
 static bool stop_requested;
+static uint64_t stop_ns; /* when stop was asked for (wake_mu) */
 
 static atomic_int running;
 static bool have_thread; /* ctl_mu */
@@ -161,12 +162,12 @@ static void *collector_main(void *arg) {
     lp__unlock(&sample_mu);
     lp__lock(&wake_mu);
   }
+  uint64_t end = stop_ns;
   lp__unlock(&wake_mu);
-  /* Deadlines that passed while this thread waited to run after stop are missed too. */
-  uint64_t now = lp__mono_ns();
-  if (now >= next) {
+  /* Deadlines that passed before stop was asked for, while this thread waited to run, are missed. */
+  if (end >= next) {
     lp__lock(&sample_mu);
-    agg.missed += (now - next) / tick_ns + 1;
+    agg.missed += (end - next) / tick_ns + 1;
     lp__unlock(&sample_mu);
   }
   if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) == 0)
@@ -241,9 +242,11 @@ int lp_profile_stop(lp_profile_t **out) {
     lp__unlock(&ctl_mu);
     return -EINVAL;
   }
+  uint64_t asked = lp__mono_ns();
   if (have_thread) {
     lp__lock(&wake_mu);
     stop_requested = true;
+    stop_ns = asked;
     int rc = pthread_cond_signal(&wake_cv);
     lp__unlock(&wake_mu);
     if (rc != 0) lp__fatal("pthread_cond_signal", rc);
@@ -259,7 +262,7 @@ int lp_profile_stop(lp_profile_t **out) {
   s.skipped = agg.skipped;
   s.collector_cpu_ns = have_thread ? collector_cpu_ns : 0;
   s.sampling_ns = agg.sampling_ns;
-  s.duration_ns = lp__mono_ns() - start_ns;
+  s.duration_ns = asked - start_ns;
   s.tick_ns = tick_ns;
   s.hz = hz;
   s.truncated = m[0] - mistakes0[0];
