@@ -69,6 +69,23 @@ static inline double bench_run(bench_loop_fn fn, long iters, int threads) {
   return sum / threads;
 }
 
+/*
+ * A and B run alternately, BENCH_RUNS times each, so that both see the same
+ * moments of a shared machine; *ratio is the median of the per-round A/B.
+ */
+static inline void bench_interleaved(bench_loop_fn a, bench_loop_fn b, long iters, int threads, double *med_a,
+                                     double *med_b, double *ratio) {
+  double va[BENCH_RUNS], vb[BENCH_RUNS], vr[BENCH_RUNS];
+  for (int r = 0; r < BENCH_RUNS; r++) {
+    va[r] = bench_run(a, iters, threads);
+    vb[r] = bench_run(b, iters, threads);
+    vr[r] = va[r] / vb[r];
+  }
+  *med_a = bench_median(va, BENCH_RUNS);
+  *med_b = bench_median(vb, BENCH_RUNS);
+  *ratio = bench_median(vr, BENCH_RUNS);
+}
+
 /* Median over BENCH_RUNS runs. */
 static inline double bench_median_run(bench_loop_fn fn, long iters, int threads) {
   double v[BENCH_RUNS];
