@@ -473,13 +473,11 @@ typedef struct lp_impl_event {
 #ifdef __cplusplus
 #define LP_IMPL_ATOMIC(T) T
 #define LP_IMPL_LOAD_RELAXED(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
-#define LP_IMPL_STORE_RELAXED(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
 #define LP_IMPL_STORE_RELEASE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELEASE)
 #else
 #include <stdatomic.h>
 #define LP_IMPL_ATOMIC(T) _Atomic(T)
 #define LP_IMPL_LOAD_RELAXED(x) atomic_load_explicit(&(x), memory_order_relaxed)
-#define LP_IMPL_STORE_RELAXED(x, v) atomic_store_explicit(&(x), (v), memory_order_relaxed)
 #define LP_IMPL_STORE_RELEASE(x, v) atomic_store_explicit(&(x), (v), memory_order_release)
 #endif
 
@@ -494,8 +492,9 @@ typedef struct lp_impl_thread {
  * What a scope's end compares the stack's depth with: the depth after its
  * push (its own depth + 1), with LP_IMPL_EXPECT_TRACED added when it
  * recorded a begin event. That bit never matches a 16-bit depth, so a traced
- * scope ends through the slow path, and an untraced one pays for tracing
- * with nothing at its end: the one branch is at its start.
+ * scope ends in the cold branch of the compare (which records the end), and
+ * an untraced one pays for tracing with nothing at its end: the one branch
+ * is at its start.
  */
 typedef struct lp_impl_scope {
   const lp_site_t *site;
