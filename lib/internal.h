@@ -291,8 +291,6 @@ typedef struct lp__session {
   uint64_t recorded, dropped;
 } lp__session_t;
 
-/* The number of events in chunk c of lane l (c == l->last of a live thread: its published cursor). */
-uint32_t lp__chunk_end(const lp__lane_t *l, const lp__chunk_t *c);
 /* Writes the whole JSON document to w. Returns w's error, or -ENOMEM. */
 int lp__export_json(lp__jw_t *w, const lp__session_t *s, const char *process_name);
 

@@ -90,11 +90,15 @@ static size_t utf8_len(const unsigned char *s) {
   return 0;
 }
 
-char *lp__json_escape(char *o, const char *str) {
+/*
+ * Escapes characters of *sp to o until the string ends or at least max_in
+ * bytes were read (whole characters only, so at most 3 more); advances *sp
+ * and returns the end of the output, at most 6 bytes per input byte.
+ */
+static char *escape_chars(char *o, const unsigned char **sp, size_t max_in) {
   static const char hex[] = "0123456789abcdef";
-  const unsigned char *s = (const unsigned char *)str;
-  *o++ = '"';
-  for (; *s;) {
+  const unsigned char *s = *sp, *stop = s + max_in;
+  while (*s && s < stop) {
     unsigned char c = *s;
     if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
       *o++ = (char)c;
@@ -128,61 +132,29 @@ char *lp__json_escape(char *o, const char *str) {
       }
     }
   }
+  *sp = s;
+  return o;
+}
+
+char *lp__json_escape(char *o, const char *str) {
+  const unsigned char *s = (const unsigned char *)str;
+  *o++ = '"';
+  o = escape_chars(o, &s, SIZE_MAX - (uintptr_t)s); /* up to the terminating NUL */
   *o++ = '"';
   return o;
 }
 
+/* Any length: a block of input at a time into reserved space, so the buffer never has to hold it all. */
 void lp__jw_str(lp__jw_t *w, const char *str) {
-  static const char hex[] = "0123456789abcdef";
-  size_t len = strlen(str);
-  /* Short strings are escaped straight into the buffer; long ones stream below. */
-  if (len < 4096) {
-    char *o = lp__jw_reserve(w, 6 * len + 2);
-    if (o) w->len = (size_t)(lp__json_escape(o, str) - w->buf);
-    return;
-  }
+  enum { BLOCK = 4096 };
   const unsigned char *s = (const unsigned char *)str;
-  if (!room(w)) return;
-  w->buf[w->len++] = '"';
-  for (;;) {
-    /* Runs of plain ASCII are copied at once. */
-    const unsigned char *run = s;
-    while (*s >= 0x20 && *s < 0x80 && *s != '"' && *s != '\\') s++;
-    if (s > run) lp__jw_raw(w, (const char *)run, (size_t)(s - run));
-    if (!*s || !room(w)) break;
-    char *o = w->buf + w->len;
-    unsigned char c = *s;
-    if (c == '"' || c == '\\') {
-      o[0] = '\\';
-      o[1] = (char)c;
-      w->len += 2;
-      s++;
-    } else if (c < 0x20) {
-      const char *named = c == '\n' ? "\\n" : c == '\t' ? "\\t" : c == '\r' ? "\\r" : c == '\b' ? "\\b" : c == '\f' ? "\\f" : NULL;
-      if (named) {
-        memcpy(o, named, 2);
-        w->len += 2;
-      } else {
-        memcpy(o, "\\u00", 4);
-        o[4] = hex[c >> 4];
-        o[5] = hex[c & 15];
-        w->len += 6;
-      }
-      s++;
-    } else {
-      size_t n = utf8_len(s);
-      if (n) {
-        memcpy(o, s, n);
-        w->len += n;
-        s += n;
-      } else {
-        memcpy(o, "\xef\xbf\xbd", 3);
-        w->len += 3;
-        s++;
-      }
-    }
+  lp__jw_raw(w, "\"", 1);
+  while (*s) {
+    char *o = lp__jw_reserve(w, 6 * (BLOCK + 3));
+    if (!o) return; /* an error, which sticks */
+    w->len = (size_t)(escape_chars(o, &s, BLOCK) - w->buf);
   }
-  if (room(w)) w->buf[w->len++] = '"';
+  lp__jw_raw(w, "\"", 1);
 }
 
 static const char digit_pairs[] =

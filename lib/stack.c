@@ -35,39 +35,34 @@ uint32_t lp_impl_push_slow(uintptr_t tag) {
   return d;
 }
 
-void lp_impl_pop_slow(uint32_t depth) {
-  lp__thread_t *t = lp__thread_current();
-  if (!t || depth == LP_IMPL_NOT_PUSHED) return;
+/*
+ * A scope pushed at `depth` ends, and the top is not its frame. Either labels
+ * it did not start are still open above it (a longjmp, a missing LP_END):
+ * they go with it. Or its own frame was already ended by a stray LP_END:
+ * never go back up, which would expose stale frames. Counted; returns the
+ * depth found, so the caller knows whether its frame was still there.
+ */
+static uint32_t heal(lp__thread_t *t, uint32_t depth) {
   uint64_t w = atomic_load_explicit(&t->hot.word, memory_order_relaxed);
   uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
-  /*
-   * The top is not this scope's frame. Either labels it did not start are
-   * still open above it (a longjmp, a missing LP_END): pop them with it. Or
-   * its own frame was already ended by a stray LP_END: never go back up,
-   * which would expose stale frames.
-   */
   lp__bump(&t->mismatched);
-  uint32_t nd = d < depth ? d : depth;
-  atomic_store_explicit(&t->hot.word, (w & ~(uint64_t)LP_IMPL_DEPTH_MASK) + LP_IMPL_COUNT_ONE + nd,
+  atomic_store_explicit(&t->hot.word, (w & ~(uint64_t)LP_IMPL_DEPTH_MASK) + LP_IMPL_COUNT_ONE + (d < depth ? d : depth),
                         memory_order_release);
+  return d;
+}
+
+void lp_impl_pop_slow(uint32_t depth) {
+  lp__thread_t *t = lp__thread_current();
+  if (t && depth != LP_IMPL_NOT_PUSHED) heal(t, depth);
 }
 
 void lp_impl_leave_slow(const lp_site_t *site, uint32_t expect) {
   uint32_t depth = (expect & LP_IMPL_EXPECT_DEPTH) - 1;
   bool traced = (expect & LP_IMPL_EXPECT_TRACED) != 0;
   lp__thread_t *t = lp__thread_current();
-  if (!t || depth == LP_IMPL_NOT_PUSHED) {
-    if (traced) lp_impl_emit((uintptr_t)site | LP_IMPL_EV_END); /* its begin was recorded */
-    return;
-  }
-  uint64_t w = atomic_load_explicit(&t->hot.word, memory_order_relaxed);
-  uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
-  /* Labels it did not start are still open above it: they go with it (see lp_impl_pop_slow). */
-  lp__bump(&t->mismatched);
-  atomic_store_explicit(&t->hot.word, (w & ~(uint64_t)LP_IMPL_DEPTH_MASK) + LP_IMPL_COUNT_ONE + (d < depth ? d : depth),
-                        memory_order_release);
-  /* A stray LP_END() that already popped this scope recorded its end: not twice. */
-  if (traced && d > depth) lp_impl_emit((uintptr_t)site | LP_IMPL_EV_END);
+  /* The end is recorded when the begin was, unless a stray LP_END() already recorded it. */
+  bool frame_was_there = !t || depth == LP_IMPL_NOT_PUSHED || heal(t, depth) > depth;
+  if (traced && frame_was_there) lp_impl_emit((uintptr_t)site | LP_IMPL_EV_END);
 }
 
 void lp_impl_end_slow(void) {

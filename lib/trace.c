@@ -66,7 +66,8 @@ static uint32_t count_payloads(const lp__chunk_t *c, uint32_t from, uint32_t to)
   return n;
 }
 
-uint32_t lp__chunk_end(const lp__lane_t *l, const lp__chunk_t *c) {
+/* The number of events in chunk c of lane l (c == l->last of a live thread: its published cursor). */
+static uint32_t chunk_end(const lp__lane_t *l, const lp__chunk_t *c) {
   if (l->owner && c == l->last) {
     const lp_impl_event_t *e = atomic_load_explicit(&l->owner->hot.tcur, memory_order_acquire);
     if (e >= c->ev && e <= c->ev + LP__CHUNK_EVENTS) return (uint32_t)(e - c->ev);
@@ -219,7 +220,8 @@ static uint32_t record_slow(uintptr_t tag, uint64_t payload, unsigned nslots) {
   }
   if (l->last) {
     l->last->count = (uint32_t)(atomic_load_explicit(&t->hot.tcur, memory_order_relaxed) - l->last->ev);
-    atomic_store_explicit(&starved, 0, memory_order_relaxed); /* the chunk it leaves can be taken */
+    /* The chunk it leaves can be taken. Written only when set: no shared line touched per chunk. */
+    if (atomic_load_explicit(&starved, memory_order_relaxed)) atomic_store_explicit(&starved, 0, memory_order_relaxed);
   }
   lp__chunk_t *c = next_chunk(l);
   if (!c) {
@@ -305,7 +307,7 @@ static void reset(void) {
     }
     l->first = keep;
     if (keep) {
-      keep->begin = lp__chunk_end(l, keep);
+      keep->begin = chunk_end(l, keep);
       keep->payloads_before_begin = count_payloads(keep, 0, keep->begin);
       used += LP__CHUNK_BYTES;
     }
@@ -381,9 +383,7 @@ int lp_trace_running(void) { return atomic_load(&tracing); }
 
 /* Events (payload slots not counted) in [begin, end) of c. */
 static uint64_t events_in(const lp__chunk_t *c, uint32_t begin, uint32_t end) {
-  uint64_t n = 0;
-  for (uint32_t i = begin; i < end; i++) n += (c->ev[i].tag & LP_IMPL_EV_KIND) != LP__EV_PAYLOAD;
-  return n;
+  return (end - begin) - count_payloads(c, begin, end);
 }
 
 static uint64_t lane_dropped(const lp__lane_t *l) {
@@ -411,7 +411,7 @@ static int snap_lane(lp__session_t *s, const lp__lane_t *l) {
   if (!sl->chunks) return -ENOMEM;
   uint64_t events = 0;
   for (const lp__chunk_t *c = l->first; c; c = c->next) {
-    uint32_t end = lp__chunk_end(l, c);
+    uint32_t end = chunk_end(l, c);
     if (end <= c->begin) continue;
     sl->chunks[sl->nchunks++] = (lp__snap_chunk_t){c, c->begin, end};
     events += events_in(c, c->begin, end);
@@ -472,7 +472,7 @@ int lp_trace_get_stats(lp_trace_stats_t *out) {
   /* Counted in place: a snapshot would allocate. */
   for (const lp__lane_t *l = lanes; l; l = l->next) {
     uint64_t before = out->recorded;
-    for (const lp__chunk_t *c = l->first; c; c = c->next) out->recorded += events_in(c, c->begin, lp__chunk_end(l, c));
+    for (const lp__chunk_t *c = l->first; c; c = c->next) out->recorded += events_in(c, c->begin, chunk_end(l, c));
     out->threads += out->recorded > before;
     out->dropped += lane_dropped(l);
   }
