@@ -18,6 +18,9 @@ static inline double bench_now_ns(void) {
   return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 
+/* How a figure stands against its target, for the tables. */
+static inline const char *bench_verdict(int ok) { return ok ? "met" : "MISSED"; }
+
 static inline int bench_cmp(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;

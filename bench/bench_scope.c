@@ -141,7 +141,6 @@ static double collector_cost(int busy, int idle, double seconds, uint64_t *sampl
   return s.samples ? (double)s.collector_cpu_ns / (double)s.samples : -1;
 }
 
-static const char *verdict(int ok) { return ok ? "met" : "MISSED"; }
 
 int main(void) {
   const long iters = 50000000;
@@ -185,10 +184,10 @@ int main(void) {
   printf("\ntargets\n\n");
   double worst_floor = flo[0] > flo[1] ? flo[0] : flo[1];
   printf("  %-44s %10.2f  %s (the floor measured %.2f in this run)\n", "LP_SCOPE pair <= 1.5 ns", worst,
-         verdict(worst <= 1.5), worst_floor);
+         bench_verdict(worst <= 1.5), worst_floor);
   printf("  %-44s %9.2fx  %s\n", "LP_SCOPE <= floor x 1.9 (1.5 ns over 0.8 ns)", worst_vs_floor,
-         verdict(worst_vs_floor <= 1.5 / 0.8));
-  printf("  %-44s %9.1fx  %s\n", "mutex baseline / LP_SCOPE >= 8x", ratio, verdict(ratio >= 8.0));
-  printf("  %-44s %7.0f ns  %s\n", "collector sampling <= 300 ns per thread-sample", coll, verdict(coll <= 300));
+         bench_verdict(worst_vs_floor <= 1.5 / 0.8));
+  printf("  %-44s %9.1fx  %s\n", "mutex baseline / LP_SCOPE >= 8x", ratio, bench_verdict(ratio >= 8.0));
+  printf("  %-44s %7.0f ns  %s\n", "collector sampling <= 300 ns per thread-sample", coll, bench_verdict(coll <= 300));
   return 0;
 }

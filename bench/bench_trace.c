@@ -73,7 +73,6 @@ static double file_size(const char *path) {
   return stat(path, &st) == 0 ? (double)st.st_size : -1;
 }
 
-static const char *verdict(int ok) { return ok ? "met" : "MISSED"; }
 
 int main(void) {
   const long iters = 5000000;
@@ -147,10 +146,10 @@ int main(void) {
   double offd = off[0] - bare[0] > off[1] - bare[1] ? off[0] - bare[0] : off[1] - bare[1];
   double rate = (double)s.recorded / (write_s > replace_s ? write_s : replace_s) / 1e6; /* the slower of the two */
   printf("\ntargets\n\n");
-  printf("  %-48s %9.2fx  %s\n", "recorded pair <= 1.2x floor", ratio, verdict(ratio <= 1.2));
-  printf("  %-48s %7.2f ns  %s\n", "not recording: one branch over the bare stack", offd, verdict(offd <= 0.3));
-  printf("  %-48s %8.1f M  %s\n", "export >= 10 M events/s to a file", rate, verdict(rate >= 10.0));
+  printf("  %-48s %9.2fx  %s\n", "recorded pair <= 1.2x floor", ratio, bench_verdict(ratio <= 1.2));
+  printf("  %-48s %7.2f ns  %s\n", "not recording: one branch over the bare stack", offd, bench_verdict(offd <= 0.3));
+  printf("  %-48s %8.1f M  %s\n", "export >= 10 M events/s to a file", rate, bench_verdict(rate >= 10.0));
   printf("  %-48s %10.2f  %s\n", "16 bytes per event in memory", (double)s.used_bytes / (double)s.recorded,
-         verdict((double)s.used_bytes / (double)s.recorded < 16.5));
+         bench_verdict((double)s.used_bytes / (double)s.recorded < 16.5));
   return 0;
 }
