@@ -139,7 +139,7 @@ static char *escape_chars(char *o, const unsigned char **sp, size_t max_in) {
 char *lp__json_escape(char *o, const char *str) {
   const unsigned char *s = (const unsigned char *)str;
   *o++ = '"';
-  o = escape_chars(o, &s, SIZE_MAX - (uintptr_t)s); /* up to the terminating NUL */
+  o = escape_chars(o, &s, strlen(str));
   *o++ = '"';
   return o;
 }
