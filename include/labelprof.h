@@ -262,12 +262,33 @@ LP_EXPORT const lp_node_t *lp_node_find(const lp_node_t *n, const char *label);
  */
 typedef enum lp_trace_policy { LP_TRACE_DISCARD = 0, LP_TRACE_RING = 1 } lp_trace_policy_t;
 
+/*
+ * What stamps timeline events. Exported times are always CLOCK_MONOTONIC
+ * nanoseconds; this chooses what is read while recording.
+ *   LP_CLOCK_AUTO       the CPU's counter where it is sound, else CLOCK_MONOTONIC.
+ *                       Sound means: the counter is invariant (x86: CPUID says
+ *                       so; aarch64: the architecture guarantees it), and either
+ *                       the kernel itself uses it as its clocksource, or
+ *                       labelprof's own check passes (threads on every pair of
+ *                       allowed CPUs see no reading go backwards, and its rate
+ *                       matches CLOCK_MONOTONIC within 100 ppm). The check runs
+ *                       once, when the first timeline starts, in at most 20 ms.
+ *   LP_CLOCK_TSC        the CPU's counter (x86 TSC, aarch64 CNTVCT_EL0) even when
+ *                       the check fails; a warning on stderr says so.
+ *   LP_CLOCK_MONOTONIC  clock_gettime(CLOCK_MONOTONIC) for every event.
+ * The choice is made once per process, by the first timeline that starts;
+ * LABELPROF_CLOCK=auto|tsc|monotonic, when set, overrides the option. The
+ * exported file's otherData names the clock and why it was chosen.
+ */
+typedef enum lp_clock { LP_CLOCK_AUTO = 0, LP_CLOCK_TSC = 1, LP_CLOCK_MONOTONIC = 2 } lp_clock_t;
+
 /* Options for lp_trace_start(). Zero-initialise; a zero field means its default. */
 typedef struct lp_trace_opts {
   uint32_t levels;          /* LP_LEVEL_* bits to record; 0 means LP_LEVEL_STANDARD */
   lp_trace_policy_t policy; /* LP_TRACE_DISCARD (the default) or LP_TRACE_RING */
   uint64_t budget_bytes;    /* event memory for all threads and tracks; 0 means 64 MiB;
                                it is used in 16 KiB chunks, at least one */
+  lp_clock_t clock;         /* LP_CLOCK_AUTO (the default), LP_CLOCK_TSC or LP_CLOCK_MONOTONIC */
 } lp_trace_opts_t;
 
 /*
@@ -470,22 +491,21 @@ typedef struct lp_impl_event {
   uintptr_t tag; /* site pointer | event kind */
 } lp_impl_event_t;
 
-#ifdef __cplusplus
-#define LP_IMPL_ATOMIC(T) T
+/*
+ * Shared fields are plain types accessed only through the __atomic builtins
+ * (GCC and Clang, every C and C++ standard), so the header compiles cleanly
+ * under -std=c99 -pedantic and C++11 as well as C11.
+ */
 #define LP_IMPL_LOAD_RELAXED(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+#define LP_IMPL_LOAD_ACQUIRE(x) __atomic_load_n(&(x), __ATOMIC_ACQUIRE)
+#define LP_IMPL_STORE_RELAXED(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
 #define LP_IMPL_STORE_RELEASE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELEASE)
-#else
-#include <stdatomic.h>
-#define LP_IMPL_ATOMIC(T) _Atomic(T)
-#define LP_IMPL_LOAD_RELAXED(x) atomic_load_explicit(&(x), memory_order_relaxed)
-#define LP_IMPL_STORE_RELEASE(x, v) atomic_store_explicit(&(x), (v), memory_order_release)
-#endif
 
 typedef struct lp_impl_thread {
-  LP_IMPL_ATOMIC(uint64_t) word;          /* depth | change counter << 16 */
-  LP_IMPL_ATOMIC(lp_impl_event_t *) tcur; /* timeline: next free event slot */
+  uint64_t word;          /* depth | change counter << 16 */
+  lp_impl_event_t *tcur; /* timeline: next free event slot */
   lp_impl_event_t *tlim;                  /* timeline: end of the current chunk */
-  LP_IMPL_ATOMIC(uintptr_t) frames[LP_STACK_CAPACITY];
+  uintptr_t frames[LP_STACK_CAPACITY];
 } lp_impl_thread_t;
 
 /*
@@ -525,9 +545,9 @@ typedef struct lp_impl_scope {
  */
 LP_EXPORT extern __thread lp_impl_thread_t *lp_impl_self __attribute__((tls_model("initial-exec")));
 /* The trace levels being recorded; 0 when no timeline is recording. */
-LP_EXPORT extern LP_IMPL_ATOMIC(uint32_t) lp_impl_levels;
-/* 1 when events are stamped with the TSC; set before the first event, never changed after. */
-LP_EXPORT extern LP_IMPL_ATOMIC(int) lp_impl_clock_tsc;
+LP_EXPORT extern uint32_t lp_impl_levels;
+/* 1 when events are stamped with the CPU's counter; set before the first event, never changed after. */
+LP_EXPORT extern int lp_impl_clock_counter;
 
 LP_EXPORT uint32_t lp_impl_push_slow(uintptr_t tag);
 LP_EXPORT void lp_impl_pop_slow(uint32_t depth);
@@ -537,9 +557,16 @@ LP_EXPORT uint32_t lp_impl_emit_slow(uintptr_t tag);
 LP_EXPORT uint64_t lp_impl_ticks_slow(void);
 LP_EXPORT void lp_impl_counter(const lp_site_t *site, int64_t value);
 
+/* A timestamp in the session's ticks: the CPU's counter, or CLOCK_MONOTONIC ns through the library. */
 static inline uint64_t lp_impl_ticks(void) {
 #if defined(__x86_64__) || defined(__i386__)
-  if (LP_IMPL_LIKELY(LP_IMPL_LOAD_RELAXED(lp_impl_clock_tsc))) return __builtin_ia32_rdtsc();
+  if (LP_IMPL_LIKELY(LP_IMPL_LOAD_RELAXED(lp_impl_clock_counter))) return __builtin_ia32_rdtsc();
+#elif defined(__aarch64__)
+  if (LP_IMPL_LIKELY(LP_IMPL_LOAD_RELAXED(lp_impl_clock_counter))) {
+    uint64_t v;
+    __asm__ __volatile__("mrs %0, cntvct_el0" : "=r"(v));
+    return v;
+  }
 #endif
   return lp_impl_ticks_slow();
 }

@@ -26,11 +26,13 @@
 #include <cpuid.h>
 #endif
 
-LP_EXPORT _Atomic int lp_impl_clock_tsc;
+LP_EXPORT int lp_impl_clock_counter;
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
-static bool use_tsc;     /* written once inside `once` */
-static bool forced_mono; /* set before `once` runs */
+static bool use_tsc;                       /* written once inside `once` */
+static lp_clock_t env_clock = LP_CLOCK_AUTO; /* set at load, before any session */
+static lp_clock_t wanted = LP_CLOCK_AUTO;    /* the first session's option */
+static const char *reason = "";
 
 static inline uint64_t rdtsc(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -58,37 +60,41 @@ static bool tsc_trusted(void) {
 }
 
 static void decide(void) {
-  use_tsc = !forced_mono && tsc_trusted();
-  atomic_store_explicit(&lp_impl_clock_tsc, use_tsc, memory_order_release);
+  lp_clock_t c = env_clock != LP_CLOCK_AUTO ? env_clock : wanted;
+  use_tsc = c == LP_CLOCK_TSC || (c == LP_CLOCK_AUTO && tsc_trusted());
+  reason = use_tsc ? "tsc" : "clock_gettime";
+  LP_IMPL_STORE_RELEASE(lp_impl_clock_counter, (int)use_tsc);
 }
 
-void lp__clock_init(void) {
+void lp__clock_set_env(lp_clock_t c) { env_clock = c; }
+
+void lp__clock_choose(lp_clock_t want) {
+  wanted = want;
   int rc = pthread_once(&once, decide);
   if (rc != 0) lp__fatal("pthread_once", rc);
 }
 
-int lp__clock_force_monotonic(void) {
-  forced_mono = true;
-  lp__clock_init();
-  return use_tsc ? -EBUSY : 0;
-}
-
-bool lp__clock_is_tsc(void) {
-  lp__clock_init();
+bool lp__clock_is_counter(void) {
+  lp__clock_choose(LP_CLOCK_AUTO);
   return use_tsc;
 }
 
-const char *lp__clock_name(void) { return lp__clock_is_tsc() ? "tsc" : "clock_gettime"; }
+const char *lp__clock_name(void) { return lp__clock_is_counter() ? "tsc" : "clock_gettime"; }
+const char *lp__clock_reason(void) {
+  lp__clock_choose(LP_CLOCK_AUTO);
+  return reason;
+}
+uint64_t lp__clock_check_ns(void) { return 0; }
 
 uint64_t lp_impl_ticks_slow(void) {
   /* Reached while the inline flag still reads 0: before the choice, or on the fallback. */
-  return lp__clock_is_tsc() ? rdtsc() : lp__mono_ns();
+  return lp__clock_is_counter() ? rdtsc() : lp__mono_ns();
 }
 
 uint64_t lp_now_ns(void) { return lp__mono_ns(); }
 
 lp__sync_t lp__clock_sync(void) {
-  if (!lp__clock_is_tsc()) {
+  if (!lp__clock_is_counter()) {
     uint64_t ns = lp__mono_ns();
     return (lp__sync_t){ns, ns};
   }
@@ -113,9 +119,23 @@ static int sync_cmp(const void *a, const void *b) {
   return x->ns < y->ns ? -1 : x->ns > y->ns;
 }
 
-int lp__timemap_init(lp__timemap_t *m, lp__sync_t *pts, size_t n) {
+struct lp__timemap {
+  lp__sync_t *pts; /* sorted, strictly increasing; borrowed */
+  size_t n;
+  bool identity;
+  /* Per segment i (pts[i] to pts[i+1]): ns per tick as integer and 64-bit fraction. */
+  uint64_t *whole, *frac;
+};
+
+static void timemap_release(lp__timemap_t *m) {
+  free(m->whole);
+  free(m->frac);
+  m->whole = m->frac = NULL;
+}
+
+static int timemap_init(lp__timemap_t *m, lp__sync_t *pts, size_t n) {
   memset(m, 0, sizeof *m);
-  m->identity = !lp__clock_is_tsc();
+  m->identity = !lp__clock_is_counter();
   m->pts = pts;
   if (m->identity || n == 0) return 0;
   qsort(pts, n, sizeof *pts, sync_cmp);
@@ -131,7 +151,7 @@ int lp__timemap_init(lp__timemap_t *m, lp__sync_t *pts, size_t n) {
   m->whole = malloc((k - 1) * sizeof *m->whole);
   m->frac = malloc((k - 1) * sizeof *m->frac);
   if (!m->whole || !m->frac) {
-    lp__timemap_free(m);
+    timemap_release(m);
     return -ENOMEM;
   }
   for (size_t i = 0; i + 1 < k; i++) {
@@ -142,13 +162,33 @@ int lp__timemap_init(lp__timemap_t *m, lp__sync_t *pts, size_t n) {
   return 0;
 }
 
-void lp__timemap_free(lp__timemap_t *m) {
-  free(m->whole);
-  free(m->frac);
-  m->whole = m->frac = NULL;
+lp__timemap_t *lp__timemap_new(lp__sync_t *pts, size_t n) {
+  lp__timemap_t *m = malloc(sizeof *m);
+  if (m && timemap_init(m, pts, n) != 0) {
+    free(m);
+    return NULL;
+  }
+  return m;
 }
 
-uint64_t lp__timemap_ns(const lp__timemap_t *m, uint64_t ticks, size_t *cursor) {
+void lp__timemap_free(lp__timemap_t *m) {
+  if (!m) return;
+  timemap_release(m);
+  free(m);
+}
+
+size_t lp__timemap_jumps(const lp__timemap_t *m) {
+  (void)m;
+  return 0;
+}
+
+const char *lp__timemap_jump_text(const lp__timemap_t *m) {
+  (void)m;
+  return NULL;
+}
+
+uint64_t lp__timemap_ns(const lp__timemap_t *m, uint64_t ticks, lp__sync_t anchor, size_t *cursor) {
+  (void)anchor;
   if (m->identity) return ticks;
   if (m->n < 2) return m->n ? m->pts[0].ns : 0; /* a session always has a start and an export point */
   size_t i = *cursor < m->n - 1 ? *cursor : m->n - 2;

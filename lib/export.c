@@ -55,6 +55,7 @@ typedef struct fragment {
 typedef struct lane_writer {
   lp__jw_t *w;
   const lp__timemap_t *map;
+  lp__sync_t anchor; /* the sync point of the chunk being written */
   char ids[64]; /* ,"pid":P,"tid":T,"ts": */
   size_t idslen;
   size_t cursor;
@@ -125,7 +126,7 @@ static uint64_t lane_time(lane_writer_t *lw, uint64_t ns) {
 }
 
 static uint64_t mapped(lane_writer_t *lw, uint64_t ticks) {
-  return lane_time(lw, lp__timemap_ns(lw->map, ticks, &lw->cursor));
+  return lane_time(lw, lp__timemap_ns(lw->map, ticks, lw->anchor, &lw->cursor));
 }
 
 /*
@@ -189,7 +190,7 @@ static void scope_end(lane_writer_t *lw, const lp_site_t *site, uint64_t ticks) 
     event(lw, 'E', site_fragment(lw, site), mapped(lw, ticks), NULL, "");
     return;
   }
-  uint64_t ns = lp__timemap_ns(lw->map, ticks, &lw->cursor);
+  uint64_t ns = lp__timemap_ns(lw->map, ticks, lw->anchor, &lw->cursor);
   /* Scopes above the match lost their ends: they close here, innermost first. */
   while (lw->depth > k) {
     lw->depth--;
@@ -234,6 +235,7 @@ static void write_thread_lane(lane_writer_t *lw, const lp__snap_lane_t *l) {
   for (uint32_t k = 0; k < l->nchunks; k++) {
     const lp__chunk_t *c = l->chunks[k].chunk;
     uint32_t end = l->chunks[k].end;
+    lw->anchor = c->sync;
     for (uint32_t i = l->chunks[k].begin; i < end; i++) {
       lp_impl_event_t e = c->ev[i];
       const lp_site_t *site = (const lp_site_t *)(e.tag & ~(uintptr_t)LP_IMPL_EV_KIND);
@@ -303,8 +305,8 @@ static void levels_text(lp__jw_t *w, uint32_t levels) {
 }
 
 int lp__export_json(lp__jw_t *w, const lp__session_t *s, const char *process_name) {
-  lp__timemap_t map;
-  if (lp__timemap_init(&map, s->syncs, s->nsyncs) != 0) return -ENOMEM;
+  lp__timemap_t *map = lp__timemap_new(s->syncs, s->nsyncs);
+  if (!map) return -ENOMEM;
   int pid = (int)getpid();
   lp__jw_lit(w, "{\"traceEvents\":[\n{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":");
   lp__jw_i64(w, pid);
@@ -312,7 +314,7 @@ int lp__export_json(lp__jw_t *w, const lp__session_t *s, const char *process_nam
   lp__jw_str(w, process_name ? process_name : program_invocation_short_name);
   lp__jw_lit(w, "}}");
 
-  lane_writer_t lw = {.w = w, .map = &map};
+  lane_writer_t lw = {.w = w, .map = map};
   for (uint32_t i = 0; i < s->nlanes && !w->err; i++) {
     const lp__snap_lane_t *l = &s->lanes[i];
     metadata(w, pid, l->tid, l->name, i);
@@ -327,7 +329,7 @@ int lp__export_json(lp__jw_t *w, const lp__session_t *s, const char *process_nam
   }
   free(lw.stack);
   free_fragments(&lw);
-  lp__timemap_free(&map);
+  lp__timemap_free(map);
 
   lp__jw_lit(w, "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"library\":\"labelprof " LABELPROF_VERSION_STRING
                 "\",\"clock\":");

@@ -11,6 +11,8 @@
 #include "config.h"
 
 #include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -161,28 +163,100 @@ typedef struct lp__sync {
   uint64_t ticks, ns;
 } lp__sync_t;
 
-/* Chooses the tick source, once; before the first event. */
-void lp__clock_init(void);
-bool lp__clock_is_tsc(void);
-/* "tsc" or "clock_gettime". */
+/*
+ * Sets the clock LABELPROF_CLOCK asked for (env.c, at load); it overrides
+ * what the first session asks. LP_CLOCK_AUTO when the variable is unset.
+ */
+void lp__clock_set_env(lp_clock_t c);
+/*
+ * Chooses the tick source, once per process: the first call decides (want is
+ * the first timeline's option; LABELPROF_CLOCK overrides it), later calls
+ * change nothing. Called when a timeline starts, before its first event. In
+ * auto mode it may run the counter check (at most 20 ms).
+ */
+void lp__clock_choose(lp_clock_t want);
+/* Events are stamped with the CPU's counter (TSC, CNTVCT_EL0). Chooses with LP_CLOCK_AUTO if not yet chosen. */
+bool lp__clock_is_counter(void);
+/* "tsc", "cntvct" or "clock_gettime". */
 const char *lp__clock_name(void);
-/* Test hook: use CLOCK_MONOTONIC ticks. -EBUSY if the TSC was already chosen. */
-int lp__clock_force_monotonic(void);
+/*
+ * Why: one line for otherData, e.g. "tsc (the kernel's clocksource)",
+ * "tsc (verified: 2 CPUs, max skew 0 ns, rate within 3 ppm)",
+ * "clock_gettime (the TSC is not invariant)", "clock_gettime (LABELPROF_CLOCK=monotonic)".
+ */
+const char *lp__clock_reason(void);
+/* How long the counter check took when it ran, in ns (0 if it did not run). */
+uint64_t lp__clock_check_ns(void);
+/* A sync pair: the tightest of a few (counter, CLOCK_MONOTONIC, counter) brackets. */
 lp__sync_t lp__clock_sync(void);
 
-/* Ticks to ns: piecewise linear through sync points (identity for clock_gettime ticks). */
-typedef struct lp__timemap {
-  lp__sync_t *pts; /* sorted, strictly increasing; borrowed */
-  size_t n;
-  bool identity;
-  /* Per segment i (pts[i] to pts[i+1]): ns per tick as integer and 64-bit fraction. */
-  uint64_t *whole, *frac;
-} lp__timemap_t;
-/* Sorts and filters pts in place and keeps a pointer to them. -ENOMEM, or 0. */
-int lp__timemap_init(lp__timemap_t *m, lp__sync_t *pts, size_t n);
+/*
+ * Ticks to ns. Built at export from every sync point of the session; each
+ * event is mapped through the points of the stretch of time its own chunk's
+ * sync point belongs to, so that a jump of the counter against
+ * CLOCK_MONOTONIC (a VM migrated or restored, a TSC write) costs accuracy
+ * only inside the chunk where it happened, and mapped time never goes
+ * backwards within a chunk.
+ */
+typedef struct lp__timemap lp__timemap_t;
+/* Builds a map from n points (pts may be reordered). NULL on ENOMEM. */
+lp__timemap_t *lp__timemap_new(lp__sync_t *pts, size_t n);
 void lp__timemap_free(lp__timemap_t *m);
-/* cursor: a per-lane hint, 0 to start. */
-uint64_t lp__timemap_ns(const lp__timemap_t *m, uint64_t ticks, size_t *cursor);
+/*
+ * ns for ticks read in the chunk whose sync point is anchor (one of the
+ * points given to lp__timemap_new). cursor: a per-lane hint, 0 to start.
+ */
+uint64_t lp__timemap_ns(const lp__timemap_t *m, uint64_t ticks, lp__sync_t anchor, size_t *cursor);
+/* The number of jumps found between sync points, and a one-line description of the largest (NULL if none). */
+size_t lp__timemap_jumps(const lp__timemap_t *m);
+const char *lp__timemap_jump_text(const lp__timemap_t *m);
+
+/* ---- output.c: writing a report file ------------------------------------ */
+
+/*
+ * One place that opens, writes and atomically replaces output files (the
+ * timeline's JSON, the environment's reports).
+ *
+ * A regular file (or a path that does not exist yet) is written to a
+ * temporary file in the same directory, whose name always fits the file
+ * system's limits, and renamed over the target only when every write has
+ * succeeded; the temporary is removed on any failure. The replaced file's
+ * permission bits (and, where allowed, its owner and group) are kept; a
+ * replaced hard link becomes a new file. Symbolic links are followed to
+ * their target. /dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N, and
+ * symbolic links to any of them, write to that descriptor at its current
+ * offset; pipes, FIFOs and devices are written directly.
+ *
+ * From open to close, SIGPIPE and SIGXFSZ are blocked on the calling thread,
+ * so that a pipe without a reader gives -EPIPE and RLIMIT_FSIZE gives -EFBIG
+ * instead of killing the process; close consumes what the writes raised
+ * (never one that was pending before) and restores the mask. The process's
+ * signal dispositions are never changed.
+ */
+typedef struct lp__output {
+  int fd; /* write here */
+  /* private */
+  int dirfd;
+  bool tmpfile;   /* fd is an O_TMPFILE, linked into place at close */
+  char *tmp;      /* the temporary file's name in dirfd, or NULL */
+  char *final;    /* the target's name in dirfd, or NULL when writing directly */
+  bool replacing; /* a file was there: keep its mode, owner and group */
+  uint32_t mode, uid, gid;
+  FILE *stream;
+  bool masked;
+  sigset_t old_mask, pending_before;
+} lp__output_t;
+
+/* Opens path. Returns 0, or a negative errno (then nothing is left behind and o needs no close). */
+int lp__output_open(lp__output_t *o, const char *path);
+/* A stdio stream on o->fd (for reports printed with stdio); NULL with ENOMEM. Closed by lp__output_close. */
+FILE *lp__output_stream(lp__output_t *o);
+/*
+ * Flushes the stream if there is one, closes, and commits (rc == 0) or
+ * removes the temporary (rc != 0). Returns rc if it is an error, else the
+ * first error of flushing, closing or committing.
+ */
+int lp__output_close(lp__output_t *o, int rc);
 
 /* ---- trace.c: recording ------------------------------------------------- */
 

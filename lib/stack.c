@@ -25,13 +25,13 @@
 uint32_t lp_impl_push_slow(uintptr_t tag) {
   lp__thread_t *t = lp__thread_attach();
   if (!t) return LP_IMPL_NOT_PUSHED;
-  uint64_t w = atomic_load_explicit(&t->hot.word, memory_order_relaxed);
+  uint64_t w = LP_IMPL_LOAD_RELAXED(t->hot.word);
   uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
   if (d < LP_STACK_CAPACITY) return lp_impl_push(tag); /* just registered */
   lp__bump(&t->truncated);
   if (d >= LP__DEPTH_LIMIT) return LP_IMPL_NOT_PUSHED;
   /* Deeper than the frames: count the depth, write nothing. */
-  atomic_store_explicit(&t->hot.word, w + LP_IMPL_COUNT_ONE + 1, memory_order_release);
+  LP_IMPL_STORE_RELEASE(t->hot.word, w + LP_IMPL_COUNT_ONE + 1);
   return d;
 }
 
@@ -43,11 +43,10 @@ uint32_t lp_impl_push_slow(uintptr_t tag) {
  * depth found, so the caller knows whether its frame was still there.
  */
 static uint32_t heal(lp__thread_t *t, uint32_t depth) {
-  uint64_t w = atomic_load_explicit(&t->hot.word, memory_order_relaxed);
+  uint64_t w = LP_IMPL_LOAD_RELAXED(t->hot.word);
   uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
   lp__bump(&t->mismatched);
-  atomic_store_explicit(&t->hot.word, (w & ~(uint64_t)LP_IMPL_DEPTH_MASK) + LP_IMPL_COUNT_ONE + (d < depth ? d : depth),
-                        memory_order_release);
+  LP_IMPL_STORE_RELEASE(t->hot.word, (w & ~(uint64_t)LP_IMPL_DEPTH_MASK) + LP_IMPL_COUNT_ONE + (d < depth ? d : depth));
   return d;
 }
 
@@ -68,30 +67,29 @@ void lp_impl_leave_slow(const lp_site_t *site, uint32_t expect) {
 void lp_impl_end_slow(void) {
   lp__thread_t *t = lp__thread_current();
   if (!t) return; /* an unregistered thread has nothing open */
-  uint64_t w = atomic_load_explicit(&t->hot.word, memory_order_relaxed);
+  uint64_t w = LP_IMPL_LOAD_RELAXED(t->hot.word);
   uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
   if (d == 0) {
     lp__bump(&t->unmatched);
     return;
   }
   /* Deeper than the frames: the label is not stored, so no end event is possible. */
-  atomic_store_explicit(&t->hot.word, (w & ~(uint64_t)LP_IMPL_DEPTH_MASK) + LP_IMPL_COUNT_ONE + (d - 1),
-                        memory_order_release);
+  LP_IMPL_STORE_RELEASE(t->hot.word, (w & ~(uint64_t)LP_IMPL_DEPTH_MASK) + LP_IMPL_COUNT_ONE + (d - 1));
 }
 
 int lp__stack_snapshot(const lp__thread_t *t, uint64_t known, const lp_site_t **frames, uint32_t *depth,
                        uint64_t *word) {
   for (int i = 0; i < LP__SNAPSHOT_TRIES; i++) {
-    uint64_t w1 = atomic_load_explicit(&t->hot.word, memory_order_acquire);
+    uint64_t w1 = LP_IMPL_LOAD_ACQUIRE(t->hot.word);
     if (w1 == known) return 0;
     uint32_t d = (uint32_t)w1 & LP_IMPL_DEPTH_MASK;
     uint32_t n = d < LP_STACK_CAPACITY ? d : LP_STACK_CAPACITY;
     for (uint32_t k = 0; k < n; k++) {
-      uintptr_t tag = atomic_load_explicit(&t->hot.frames[k], memory_order_acquire);
+      uintptr_t tag = LP_IMPL_LOAD_ACQUIRE(t->hot.frames[k]);
       frames[k] = (const lp_site_t *)(tag & ~(uintptr_t)LP_IMPL_TRACED);
     }
     /* After the acquire loads: if a frame was new, this sees the pop that preceded it. */
-    uint64_t w2 = atomic_load_explicit(&t->hot.word, memory_order_relaxed);
+    uint64_t w2 = LP_IMPL_LOAD_RELAXED(t->hot.word);
     if (w1 == w2) {
       *depth = d;
       *word = w1;

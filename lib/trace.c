@@ -37,7 +37,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-LP_EXPORT _Atomic uint32_t lp_impl_levels;
+LP_EXPORT uint32_t lp_impl_levels;
 
 static pthread_mutex_t ctl_mu = PTHREAD_MUTEX_INITIALIZER;   /* start, stop, write */
 static pthread_mutex_t trace_mu = PTHREAD_MUTEX_INITIALIZER; /* everything below */
@@ -52,7 +52,7 @@ static bool ever; /* a session was started since load (or fork) */
 static lp__lane_t *lanes;
 static lp__lane_t *tracks[LP__MAX_TRACKS];
 static _Atomic uint32_t ntracks;
-static lp_trace_opts_t session_opts = {LP_LEVEL_STANDARD, LP_TRACE_DISCARD, 64u << 20};
+static lp_trace_opts_t session_opts = {LP_LEVEL_STANDARD, LP_TRACE_DISCARD, 64u << 20, LP_CLOCK_AUTO};
 static uint64_t used; /* bytes of chunks in use */
 static lp__chunk_t *oldest, *newest; /* every chunk in use, by the time it was started */
 static lp__sync_t start_sync, stop_sync;
@@ -69,7 +69,7 @@ static uint32_t count_payloads(const lp__chunk_t *c, uint32_t from, uint32_t to)
 /* The number of events in chunk c of lane l (c == l->last of a live thread: its published cursor). */
 static uint32_t chunk_end(const lp__lane_t *l, const lp__chunk_t *c) {
   if (l->owner && c == l->last) {
-    const lp_impl_event_t *e = atomic_load_explicit(&l->owner->hot.tcur, memory_order_acquire);
+    const lp_impl_event_t *e = LP_IMPL_LOAD_ACQUIRE(l->owner->hot.tcur);
     if (e >= c->ev && e <= c->ev + LP__CHUNK_EVENTS) return (uint32_t)(e - c->ev);
   }
   return c->count;
@@ -219,7 +219,7 @@ static uint32_t record_slow(uintptr_t tag, uint64_t payload, unsigned nslots) {
     goto out;
   }
   if (l->last) {
-    l->last->count = (uint32_t)(atomic_load_explicit(&t->hot.tcur, memory_order_relaxed) - l->last->ev);
+    l->last->count = (uint32_t)(LP_IMPL_LOAD_RELAXED(t->hot.tcur) - l->last->ev);
     /* The chunk it leaves can be taken. Written only when set: no shared line touched per chunk. */
     if (atomic_load_explicit(&starved, memory_order_relaxed)) atomic_store_explicit(&starved, 0, memory_order_relaxed);
   }
@@ -239,7 +239,7 @@ static uint32_t record_slow(uintptr_t tag, uint64_t payload, unsigned nslots) {
     c->payloads = 1;
   }
   t->hot.tlim = c->ev + LP__CHUNK_EVENTS;
-  atomic_store_explicit(&t->hot.tcur, c->ev + nslots, memory_order_release);
+  LP_IMPL_STORE_RELEASE(t->hot.tcur, c->ev + nslots);
   ok = 1;
 out:
   lp__unlock(&trace_mu);
@@ -250,7 +250,7 @@ uint32_t lp_impl_emit_slow(uintptr_t tag) { return record_slow(tag, 0, 1); }
 
 void lp_impl_counter(const lp_site_t *site, int64_t value) {
   lp_impl_thread_t *h = lp_impl_self;
-  lp_impl_event_t *e = atomic_load_explicit(&h->tcur, memory_order_relaxed);
+  lp_impl_event_t *e = LP_IMPL_LOAD_RELAXED(h->tcur);
   uintptr_t tag = (uintptr_t)site | LP_IMPL_EV_COUNTER;
   if (e && h->tlim - e >= 2) {
     e[0].ts = lp_impl_ticks();
@@ -258,7 +258,7 @@ void lp_impl_counter(const lp_site_t *site, int64_t value) {
     e[1].ts = (uint64_t)value;
     e[1].tag = LP__EV_PAYLOAD;
     ((lp__thread_t *)h)->lane->last->payloads++; /* a cursor means a lane and a current chunk */
-    atomic_store_explicit(&h->tcur, e + 2, memory_order_release);
+    LP_IMPL_STORE_RELEASE(h->tcur, e + 2);
     return;
   }
   record_slow(tag, (uint64_t)value, 2);
@@ -270,7 +270,7 @@ void lp__trace_thread_exit(lp__thread_t *t) {
   if (!t->lane) return;
   lp__lock(&trace_mu);
   lp__lane_t *l = t->lane;
-  if (l->last) l->last->count = (uint32_t)(atomic_load_explicit(&t->hot.tcur, memory_order_relaxed) - l->last->ev);
+  if (l->last) l->last->count = (uint32_t)(LP_IMPL_LOAD_RELAXED(t->hot.tcur) - l->last->ev);
   l->owner = NULL; /* the lane and its events stay until the next session starts */
   t->lane = NULL;
   atomic_store_explicit(&starved, 0, memory_order_relaxed); /* its chunk can be taken now */
@@ -340,7 +340,7 @@ int lp_trace_start(const lp_trace_opts_t *opts) {
       want.budget_bytes < LP__CHUNK_BYTES)
     return -EINVAL;
   lp__fork_init();
-  lp__clock_init(); /* before the first event: the tick source never changes after */
+  lp__clock_choose(want.clock); /* before the first event: the tick source never changes after */
   lp__lock(&ctl_mu);
   if (atomic_load(&tracing)) {
     lp__unlock(&ctl_mu);
@@ -357,7 +357,7 @@ int lp_trace_start(const lp_trace_opts_t *opts) {
   atomic_store(&starved, 0);
   atomic_store(&ring, want.policy == LP_TRACE_RING);
   atomic_store(&tracing, 1);
-  atomic_store_explicit(&lp_impl_levels, want.levels, memory_order_release);
+  LP_IMPL_STORE_RELEASE(lp_impl_levels, want.levels);
   lp__unlock(&trace_mu);
   lp__unlock(&ctl_mu);
   return 0;
@@ -369,7 +369,7 @@ int lp_trace_stop(void) {
     lp__unlock(&ctl_mu);
     return -EINVAL;
   }
-  atomic_store_explicit(&lp_impl_levels, 0, memory_order_release);
+  LP_IMPL_STORE_RELEASE(lp_impl_levels, 0u);
   lp__lock(&trace_mu);
   atomic_store(&tracing, 0);
   stop_sync = lp__clock_sync();
@@ -775,14 +775,14 @@ void lp__trace_atfork_child(void) {
   ctl_mu = fresh;
   trace_mu = fresh;
   /* The child records nothing until it starts a session of its own. */
-  atomic_store(&lp_impl_levels, 0);
+  LP_IMPL_STORE_RELEASE(lp_impl_levels, 0u);
   atomic_store(&tracing, 0);
   pinned = false;
   ever = false;
   lp__thread_t *self = lp__thread_current();
   if (self) {
     self->lane = NULL;
-    atomic_store(&self->hot.tcur, NULL);
+    LP_IMPL_STORE_RELEASE(self->hot.tcur, (lp_impl_event_t *)NULL);
     self->hot.tlim = NULL;
   }
   for (lp__lane_t *l = lanes, *n; l; l = n) {
