@@ -31,9 +31,9 @@ static void loop_scope(long n) {
 static void loop_stack_only(long n) {
   static const lp_site_t site = {"bench", __FILE__, "", 0, LP_LEVEL_RUNTIME};
   for (long i = 0; i < n; i++) {
-    uint32_t d = lp_impl_push((uintptr_t)&site);
+    lp_impl_scope_t s = {&site, lp_impl_push((uintptr_t)&site)};
     BENCH_BARRIER();
-    lp_impl_pop(d);
+    lp_impl_leave(&s);
   }
 }
 

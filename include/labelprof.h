@@ -198,8 +198,9 @@ typedef struct lp_profile_stats {
   uint64_t sampling_ns;      /* time spent inside sampling passes: the work per tick, without the wakeup */
   uint64_t duration_ns;      /* from start to stop */
   uint64_t tick_ns;          /* 1e9 / hz */
-  uint32_t threads;          /* threads with at least one sample */
-  uint32_t hz;
+  uint32_t threads;          /* threads with at least one sample (each thread of a merged record counts) */
+  uint32_t hz;               /* the rate the collector ran at */
+  uint32_t requested_hz;     /* the rate this profile asked for (a nested profile runs at the first one's) */
   uint64_t truncated;  /* label pushes deeper than LP_STACK_CAPACITY during the profile */
   uint64_t mismatched; /* scope ends that did not match the top of the stack (healed) */
   uint64_t unmatched;  /* LP_END() with nothing to end (ignored) */
@@ -215,11 +216,19 @@ LP_EXPORT int lp_profile_get_stats(const lp_profile_t *p, lp_profile_stats_t *ou
  */
 LP_EXPORT const lp_node_t *lp_profile_root(const lp_profile_t *p);
 
-/* One sampled thread of a profile. */
+/*
+ * One sampled thread of a profile. Threads that exited while the collector
+ * ran keep trees of their own, up to a point: once more than 64 exited
+ * threads are kept, the oldest are merged into one record per name (runs of
+ * digits in the name count as "*", so "worker-17" and "worker-18" share
+ * "worker-*"), and once there are 256 such names, into "(other exited
+ * threads)". Memory therefore stays bounded however many threads come and go.
+ */
 typedef struct lp_thread_info {
-  uint64_t tid;          /* the kernel's thread id */
+  uint64_t tid;          /* the kernel's thread id; 0 for a merged record */
   const char *name;      /* owned by the profile */
   uint64_t samples;      /* this thread's samples */
+  uint32_t merged;       /* 0 for one thread; for a merged record, how many exited threads it holds */
   const lp_node_t *root; /* this thread's tree, shaped like lp_profile_root() */
 } lp_thread_info_t;
 
@@ -437,8 +446,9 @@ LP_EXPORT int lp_track_complete(lp_track_t track, const char *name, uint64_t sta
 #define LP_INSTANT_L(lvl, text) \
   do { \
     static const lp_site_t lp_impl_instant_site = LP_IMPL_SITE(text, lvl); \
-    if (LP_IMPL_UNLIKELY(lp_impl_instant_site.level & LP_IMPL_LOAD_RELAXED(lp_impl_levels))) \
-      lp_impl_emit((uintptr_t)&lp_impl_instant_site | LP_IMPL_EV_INSTANT); \
+    uint32_t lp_impl_lv = LP_IMPL_LOAD_RELAXED(lp_impl_levels); \
+    if (LP_IMPL_UNLIKELY(lp_impl_instant_site.level & lp_impl_lv)) \
+      lp_impl_instant((uintptr_t)&lp_impl_instant_site | LP_IMPL_EV_INSTANT, lp_impl_lv); \
   } while (0)
 #define LP_COUNTER(name, value) LP_COUNTER_L(LP_LEVEL_RUNTIME, name, value)
 #define LP_COUNTER_L(lvl, text, value) \
@@ -480,17 +490,19 @@ LP_EXPORT int lp_track_complete(lp_track_t track, const char *name, uint64_t sta
  * between two reads of the word and keeps the copy only if the word did not
  * change: a frame is only rewritten after a pop has published a new word, and
  * the frame's release store carries that word to any reader that sees the
- * new frame, so an unchanged word means an untorn copy. On x86 all of this
- * compiles to plain moves.
+ * new frame, so an unchanged word means an untorn copy. The counter never
+ * goes back, so no word is ever published twice. On x86 all of this compiles
+ * to plain moves.
  *
  * Frames hold the site pointer with bit 0 set when the scope also recorded
  * a timeline begin event.
+ *
+ * Timeline cursor: events go to [tcur, tlim) of the current chunk. The room
+ * between tlim and tend is kept for the ends of the scopes whose begins this
+ * thread recorded and that are still open: a begin moves tlim down one slot,
+ * its end moves it back up, so an end always finds room, even after the
+ * budget is spent or the session has stopped.
  */
-typedef struct lp_impl_event {
-  uint64_t ts;   /* clock ticks, or a counter's value */
-  uintptr_t tag; /* site pointer | event kind */
-} lp_impl_event_t;
-
 /*
  * Shared fields are plain types accessed only through the __atomic builtins
  * (GCC and Clang, every C and C++ standard), so the header compiles cleanly
@@ -501,38 +513,55 @@ typedef struct lp_impl_event {
 #define LP_IMPL_STORE_RELAXED(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
 #define LP_IMPL_STORE_RELEASE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELEASE)
 
+typedef struct lp_impl_event {
+  uint64_t ts;   /* clock ticks, or a counter's value */
+  uintptr_t tag; /* site pointer | event kind; begins and ends also carry the depth in bits 56-63 */
+} lp_impl_event_t;
+
 typedef struct lp_impl_thread {
   uint64_t word;          /* depth | change counter << 16 */
-  lp_impl_event_t *tcur; /* timeline: next free event slot */
-  lp_impl_event_t *tlim;                  /* timeline: end of the current chunk */
+  lp_impl_event_t *tcur;  /* timeline: the next free slot, published with release */
+  lp_impl_event_t *tlim;  /* begins, instants and counters stop here */
+  lp_impl_event_t *tend;  /* the end of the chunk: ends may go up to here */
+  uint64_t dropped;       /* events dropped inline because the budget is spent */
   uintptr_t frames[LP_STACK_CAPACITY];
 } lp_impl_thread_t;
 
 /*
- * What a scope's end compares the stack's depth with: the depth after its
- * push (its own depth + 1), with LP_IMPL_EXPECT_TRACED added when it
- * recorded a begin event. That bit never matches a 16-bit depth, so a traced
- * scope ends in the cold branch of the compare (which records the end), and
- * an untraced one pays for tracing with nothing at its end: the one branch
- * is at its start.
+ * A scope keeps the word its push published, so that its end stores the
+ * next word computed from a register when nothing was pushed or popped in
+ * between: then the pop waits on no load of the word (on Intel a store
+ * forwarded to a dependent load costs about 5 cycles). It still loads the
+ * word, but only to compare, which a predicted branch takes off the chain.
+ * The word is published ^ LP_IMPL_TRACED_MARK when the scope recorded a
+ * begin (no published word has that bit in its depth, so a traced scope ends
+ * on its own branch), and LP_IMPL_NOT_PUSHED when nothing was pushed.
  */
 typedef struct lp_impl_scope {
   const lp_site_t *site;
-  uint32_t expect;
+  uint64_t word;
 } lp_impl_scope_t;
 
-#define LP_IMPL_DEPTH_MASK 0xffffu
-#define LP_IMPL_COUNT_ONE  0x10000u
-#define LP_IMPL_NOT_PUSHED 0xffffu /* +1 never equals a 16-bit depth */
-#define LP_IMPL_EXPECT_TRACED 0x100000u
-#define LP_IMPL_EXPECT_DEPTH 0x1ffffu
-#define LP_IMPL_TRACED     0x1u
-#define LP_IMPL_EV_BEGIN   0x0u /* event kinds, in the low bits of an event's tag */
-#define LP_IMPL_EV_END     0x1u
-#define LP_IMPL_EV_INSTANT 0x2u
-#define LP_IMPL_EV_COUNTER 0x3u /* followed by a slot holding the value */
-#define LP_IMPL_EV_KIND    0x7u
+#define LP_IMPL_DEPTH_MASK  0xffffu
+#define LP_IMPL_COUNT_ONE   0x10000u
+#define LP_IMPL_TRACED_MARK 0x8000u /* depths stay below it */
+#define LP_IMPL_NOT_PUSHED  0x7ffeu /* a depth no stack reaches; no published word equals it */
+#define LP_IMPL_TRACED      0x1u    /* in a frame: the scope recorded a begin */
+#define LP_IMPL_SPENT       0x80000000u /* in lp_impl_levels: the discard budget is spent */
+#define LP_IMPL_EV_BEGIN    0x0u /* event kinds, in the low bits of an event's tag */
+#define LP_IMPL_EV_END      0x1u
+#define LP_IMPL_EV_INSTANT  0x2u
+#define LP_IMPL_EV_COUNTER  0x3u /* followed by a slot holding the value */
+#define LP_IMPL_EV_KIND     0x7u
+#if UINTPTR_MAX > 0xffffffffu
+/* Depth 0..255 in the top byte (no user-space pointer reaches it); 255 means 255 or deeper. */
+#define LP_IMPL_DEPTH_TAG(d) ((uintptr_t)((d) < 255u ? (d) : 255u) << 56)
+#else
+#define LP_IMPL_DEPTH_TAG(d) ((uintptr_t)0 * (d))
+#endif
 
+/* The hot path is inlined whatever the compiler's size heuristics say: a call would double its cost. */
+#define LP_IMPL_INLINE static inline __attribute__((always_inline))
 #define LP_IMPL_LIKELY(x) __builtin_expect(!!(x), 1)
 #define LP_IMPL_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
@@ -544,21 +573,22 @@ typedef struct lp_impl_scope {
  * slow path, which registers the thread.
  */
 LP_EXPORT extern __thread lp_impl_thread_t *lp_impl_self __attribute__((tls_model("initial-exec")));
-/* The trace levels being recorded; 0 when no timeline is recording. */
+/* The trace levels being recorded (0 when no timeline is), and LP_IMPL_SPENT. */
 LP_EXPORT extern uint32_t lp_impl_levels;
 /* 1 when events are stamped with the CPU's counter; set before the first event, never changed after. */
 LP_EXPORT extern int lp_impl_clock_counter;
 
-LP_EXPORT uint32_t lp_impl_push_slow(uintptr_t tag);
-LP_EXPORT void lp_impl_pop_slow(uint32_t depth);
-LP_EXPORT void lp_impl_leave_slow(const lp_site_t *site, uint32_t expect);
+LP_EXPORT uint64_t lp_impl_push_slow(uintptr_t tag);
+LP_EXPORT uint64_t lp_impl_enter_slow(const lp_site_t *site, int manual);
+LP_EXPORT void lp_impl_leave_slow(const lp_site_t *site, uint64_t word);
 LP_EXPORT void lp_impl_end_slow(void);
-LP_EXPORT uint32_t lp_impl_emit_slow(uintptr_t tag);
+LP_EXPORT void lp_impl_end_event_slow(uintptr_t site, uint32_t depth);
+LP_EXPORT void lp_impl_instant_slow(uintptr_t tag);
 LP_EXPORT uint64_t lp_impl_ticks_slow(void);
 LP_EXPORT void lp_impl_counter(const lp_site_t *site, int64_t value);
 
 /* A timestamp in the session's ticks: the CPU's counter, or CLOCK_MONOTONIC ns through the library. */
-static inline uint64_t lp_impl_ticks(void) {
+LP_IMPL_INLINE uint64_t lp_impl_ticks(void) {
 #if defined(__x86_64__) || defined(__i386__)
   if (LP_IMPL_LIKELY(LP_IMPL_LOAD_RELAXED(lp_impl_clock_counter))) return __builtin_ia32_rdtsc();
 #elif defined(__aarch64__)
@@ -571,23 +601,6 @@ static inline uint64_t lp_impl_ticks(void) {
   return lp_impl_ticks_slow();
 }
 
-/*
- * Appends one event to the calling thread's current chunk and publishes it
- * with a release store of the cursor, which is all the exporter reads.
- * A full chunk, a thread without one, and an unregistered thread all look
- * the same here (cursor == limit) and go to the slow path. Returns 1 if the
- * event was recorded, 0 if it was dropped.
- */
-static inline uint32_t lp_impl_emit(uintptr_t tag) {
-  lp_impl_thread_t *t = lp_impl_self;
-  lp_impl_event_t *e = LP_IMPL_LOAD_RELAXED(t->tcur);
-  if (LP_IMPL_UNLIKELY(e == t->tlim)) return lp_impl_emit_slow(tag);
-  e->ts = lp_impl_ticks();
-  e->tag = tag;
-  LP_IMPL_STORE_RELEASE(t->tcur, e + 1);
-  return 1;
-}
-
 #define LP_IMPL_CAT2(a, b) a##b
 #define LP_IMPL_CAT(a, b) LP_IMPL_CAT2(a, b)
 #define LP_IMPL_SITE(label, level) { (label), __FILE__, __func__, (uint32_t)__LINE__, (uint32_t)(level) }
@@ -596,71 +609,104 @@ static inline uint32_t lp_impl_emit(uintptr_t tag) {
   lp_impl_scope_t LP_IMPL_CAT(lp_impl_scope_, n) __attribute__((cleanup(lp_impl_leave), unused)) = \
       lp_impl_enter(&LP_IMPL_CAT(lp_impl_site_, n))
 
-static inline uint32_t lp_impl_push(uintptr_t tag) {
+/* Pushes tag; returns the word published, or LP_IMPL_NOT_PUSHED. */
+LP_IMPL_INLINE uint64_t lp_impl_push(uintptr_t tag) {
   lp_impl_thread_t *t = lp_impl_self;
   uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
   uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
   if (LP_IMPL_UNLIKELY(d >= LP_STACK_CAPACITY)) return lp_impl_push_slow(tag);
   /* Release: a reader that sees this frame also sees every word published before it. */
   LP_IMPL_STORE_RELEASE(t->frames[d], tag);
-  LP_IMPL_STORE_RELEASE(t->word, w + LP_IMPL_COUNT_ONE + 1);
-  return d;
-}
-
-static inline void lp_impl_pop(uint32_t depth) {
-  lp_impl_thread_t *t = lp_impl_self;
-  uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
-  if (LP_IMPL_UNLIKELY(((uint32_t)w & LP_IMPL_DEPTH_MASK) != depth + 1)) {
-    lp_impl_pop_slow(depth);
-    return;
-  }
-  LP_IMPL_STORE_RELEASE(t->word, (w & ~(uint64_t)LP_IMPL_DEPTH_MASK) + LP_IMPL_COUNT_ONE + depth);
-}
-
-static inline lp_impl_scope_t lp_impl_enter(const lp_site_t *site) {
-  lp_impl_scope_t s;
-  s.site = site;
-  if (LP_IMPL_UNLIKELY(site->level & LP_IMPL_LOAD_RELAXED(lp_impl_levels))) {
-    /* Recording: a path of its own, so that the common one carries nothing of it. */
-    uint32_t traced = lp_impl_emit((uintptr_t)site | LP_IMPL_EV_BEGIN);
-    s.expect = (lp_impl_push((uintptr_t)site | traced) + 1) | (traced ? LP_IMPL_EXPECT_TRACED : 0);
-    return s;
-  }
-  s.expect = lp_impl_push((uintptr_t)site) + 1;
-  return s;
-}
-
-static inline void lp_impl_leave(lp_impl_scope_t *s) {
-  lp_impl_thread_t *t = lp_impl_self;
-  uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
-  uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
-  if (LP_IMPL_UNLIKELY(d != s->expect)) {
-    /* Recorded, with the stack as it should be: pop, then record the end. */
-    if (d == (s->expect & LP_IMPL_EXPECT_DEPTH) && (s->expect & LP_IMPL_EXPECT_TRACED)) {
-      LP_IMPL_STORE_RELEASE(t->word, (w & ~(uint64_t)LP_IMPL_DEPTH_MASK) + LP_IMPL_COUNT_ONE + (d - 1));
-      lp_impl_emit((uintptr_t)s->site | LP_IMPL_EV_END);
-      return;
-    }
-    lp_impl_leave_slow(s->site, s->expect); /* a stack to heal */
-    return;
-  }
-  LP_IMPL_STORE_RELEASE(t->word, (w & ~(uint64_t)LP_IMPL_DEPTH_MASK) + LP_IMPL_COUNT_ONE + (d - 1));
+  w += LP_IMPL_COUNT_ONE + 1;
+  LP_IMPL_STORE_RELEASE(t->word, w);
+  return w;
 }
 
 /*
- * Pushes first: a begin is recorded only for a frame that can hold the
- * "recorded" bit, so that the LP_END() that pops it knows to record the end.
- * Setting the bit rewrites the frame with the same site, which a reader
- * masks off: every copy it can make is still a stack that existed.
+ * A scope or manual pair whose level is being recorded: the begin event (its
+ * depth in the tag), then the push, with the frame marked as traced. The
+ * begin keeps one slot of room for its end (tlim moves down). Anything
+ * unusual (no chunk or a full one, a full stack, an unregistered thread)
+ * goes to the slow path; a spent budget is counted here, at almost the cost
+ * of an untraced scope.
  */
-static inline void lp_impl_begin(const lp_site_t *site) {
-  uint32_t d = lp_impl_push((uintptr_t)site);
-  if (LP_IMPL_UNLIKELY(site->level & LP_IMPL_LOAD_RELAXED(lp_impl_levels)) && d < LP_STACK_CAPACITY &&
-      lp_impl_emit((uintptr_t)site | LP_IMPL_EV_BEGIN))
-    LP_IMPL_STORE_RELEASE(lp_impl_self->frames[d], (uintptr_t)site | LP_IMPL_TRACED);
+LP_IMPL_INLINE uint64_t lp_impl_enter_traced(const lp_site_t *site, uint32_t levels, int manual) {
+  lp_impl_thread_t *t = lp_impl_self;
+  uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
+  uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
+  lp_impl_event_t *e = LP_IMPL_LOAD_RELAXED(t->tcur);
+  if (LP_IMPL_LIKELY(d < LP_STACK_CAPACITY && e < t->tlim)) {
+    e->ts = lp_impl_ticks();
+    e->tag = (uintptr_t)site | LP_IMPL_EV_BEGIN | LP_IMPL_DEPTH_TAG(d);
+    t->tlim = t->tlim - 1;
+    LP_IMPL_STORE_RELEASE(t->tcur, e + 1);
+    LP_IMPL_STORE_RELEASE(t->frames[d], (uintptr_t)site | LP_IMPL_TRACED);
+    w += LP_IMPL_COUNT_ONE + 1;
+    LP_IMPL_STORE_RELEASE(t->word, w);
+    return w ^ LP_IMPL_TRACED_MARK;
+  }
+  if (LP_IMPL_LIKELY(levels & LP_IMPL_SPENT) && d < LP_STACK_CAPACITY) {
+    LP_IMPL_STORE_RELAXED(t->dropped, LP_IMPL_LOAD_RELAXED(t->dropped) + 1);
+    return lp_impl_push((uintptr_t)site);
+  }
+  return lp_impl_enter_slow(site, manual);
 }
 
-static inline void lp_impl_end(void) {
+/* An end event at depth d, into the room its begin kept. */
+LP_IMPL_INLINE void lp_impl_end_event(lp_impl_thread_t *t, uintptr_t site, uint32_t d) {
+  lp_impl_event_t *e = LP_IMPL_LOAD_RELAXED(t->tcur);
+  if (LP_IMPL_LIKELY(e < t->tend)) {
+    e->ts = lp_impl_ticks();
+    e->tag = site | LP_IMPL_EV_END | LP_IMPL_DEPTH_TAG(d);
+    t->tlim = t->tlim + 1;
+    LP_IMPL_STORE_RELEASE(t->tcur, e + 1);
+    return;
+  }
+  lp_impl_end_event_slow(site, d);
+}
+
+LP_IMPL_INLINE lp_impl_scope_t lp_impl_enter(const lp_site_t *site) {
+  lp_impl_scope_t s;
+  uint32_t levels = LP_IMPL_LOAD_RELAXED(lp_impl_levels);
+  s.site = site;
+  /* Recording: a path of its own, so that the common one carries nothing of it. */
+  if (LP_IMPL_UNLIKELY(site->level & levels))
+    s.word = lp_impl_enter_traced(site, levels, 0);
+  else
+    s.word = lp_impl_push((uintptr_t)site);
+  return s;
+}
+
+LP_IMPL_INLINE void lp_impl_leave(lp_impl_scope_t *s) {
+  lp_impl_thread_t *t = lp_impl_self;
+  uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
+  uint64_t diff = (w ^ s->word) & LP_IMPL_DEPTH_MASK;
+  if (LP_IMPL_LIKELY(w == s->word)) { /* nothing pushed or popped since: the next word from a register */
+    LP_IMPL_STORE_RELEASE(t->word, s->word + LP_IMPL_COUNT_ONE - 1);
+    return;
+  }
+  if (LP_IMPL_LIKELY(diff == 0)) { /* scopes inside it came and went */
+    LP_IMPL_STORE_RELEASE(t->word, w + LP_IMPL_COUNT_ONE - 1);
+    return;
+  }
+  if (LP_IMPL_LIKELY(diff == LP_IMPL_TRACED_MARK)) { /* it recorded a begin, and the stack is as it should be */
+    uint32_t d = ((uint32_t)w & LP_IMPL_DEPTH_MASK) - 1;
+    LP_IMPL_STORE_RELEASE(t->word, w + LP_IMPL_COUNT_ONE - 1);
+    lp_impl_end_event(t, (uintptr_t)s->site, d);
+    return;
+  }
+  lp_impl_leave_slow(s->site, s->word); /* a stack to heal */
+}
+
+LP_IMPL_INLINE void lp_impl_begin(const lp_site_t *site) {
+  uint32_t levels = LP_IMPL_LOAD_RELAXED(lp_impl_levels);
+  if (LP_IMPL_UNLIKELY(site->level & levels))
+    (void)lp_impl_enter_traced(site, levels, 1);
+  else
+    (void)lp_impl_push((uintptr_t)site);
+}
+
+LP_IMPL_INLINE void lp_impl_end(void) {
   lp_impl_thread_t *t = lp_impl_self;
   uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
   uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
@@ -671,9 +717,25 @@ static inline void lp_impl_end(void) {
     return;
   }
   tag = LP_IMPL_LOAD_RELAXED(t->frames[d - 1]);
-  LP_IMPL_STORE_RELEASE(t->word, (w & ~(uint64_t)LP_IMPL_DEPTH_MASK) + LP_IMPL_COUNT_ONE + (d - 1));
-  if (LP_IMPL_UNLIKELY(tag & LP_IMPL_TRACED))
-    lp_impl_emit((tag & ~(uintptr_t)LP_IMPL_TRACED) | LP_IMPL_EV_END);
+  LP_IMPL_STORE_RELEASE(t->word, w + LP_IMPL_COUNT_ONE - 1);
+  if (LP_IMPL_UNLIKELY(tag & LP_IMPL_TRACED)) lp_impl_end_event(t, tag & ~(uintptr_t)LP_IMPL_TRACED, d - 1);
+}
+
+/* An instant: room before tlim, like a begin, but it keeps none. */
+LP_IMPL_INLINE void lp_impl_instant(uintptr_t tag, uint32_t levels) {
+  lp_impl_thread_t *t = lp_impl_self;
+  lp_impl_event_t *e = LP_IMPL_LOAD_RELAXED(t->tcur);
+  if (LP_IMPL_LIKELY(e < t->tlim)) {
+    e->ts = lp_impl_ticks();
+    e->tag = tag;
+    LP_IMPL_STORE_RELEASE(t->tcur, e + 1);
+    return;
+  }
+  if ((levels & LP_IMPL_SPENT) && e) { /* a thread without a chunk may not be registered yet */
+    LP_IMPL_STORE_RELAXED(t->dropped, LP_IMPL_LOAD_RELAXED(t->dropped) + 1);
+    return;
+  }
+  lp_impl_instant_slow(tag);
 }
 
 /* ------------------------------------------------------------------------ */

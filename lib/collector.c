@@ -1,19 +1,31 @@
 /*
- * collector.c: the profiler thread and the sampling pass.
+ * collector.c: profile sessions, the profiler thread and the sampling pass.
  *
- * lp_profile_start() creates the aggregation and a thread that wakes on
- * absolute CLOCK_MONOTONIC deadlines (so ticks never drift; a deadline that
- * passes while the thread is late is counted as missed, not made up). Each
- * wakeup is one sampling pass: under the registry lock, copy the list of
- * threads (and pick up renames); without it, snapshot each thread's stack
- * and add the sample to the aggregation at once.
+ * One collector serves every session. The first session to start creates
+ * the aggregation and a thread that wakes on absolute CLOCK_MONOTONIC
+ * deadlines (so ticks never drift; a deadline that passes while the thread is
+ * late is counted as missed, not made up). Each wakeup is one sampling pass:
+ * under the registry lock, copy the list of threads (and pick up renames);
+ * without it, snapshot each thread's stack and add the sample to the
+ * aggregation at once. A session is a mark of the aggregation's counts at
+ * its start; its profile is what was added since. The last session to stop
+ * stops the thread and frees the aggregation.
+ *
+ * Threads that exit while the collector runs keep their records, so their
+ * samples stay in the report. To keep memory bounded under thread churn, the
+ * oldest exited records beyond LP__KEEP_EXITED are merged into one record
+ * per thread name (digits folded, so that numbered pool threads share one),
+ * and the merged nodes are reused.
  *
  * The wait is pthread_cond_timedwait on a CLOCK_MONOTONIC condition variable
  * rather than clock_nanosleep: the same absolute deadline, but stop can wake
  * the thread at once instead of waiting out a tick that may be a second long.
+ * Its timer slack is set to the minimum, so that the kernel does not defer
+ * a wakeup by the default 50 µs, which at 1 kHz costs missed ticks.
  *
- * The sampling lock makes a pass atomic with respect to start, stop and the
- * test hook lp__profile_sample_now(); the hot path never takes any lock.
+ * The sampling lock makes a pass atomic with respect to session starts and
+ * stops and the test hook lp__profile_sample_now(); the hot path never takes
+ * any lock.
  */
 #include "internal.h"
 
@@ -21,9 +33,13 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 
-static pthread_mutex_t ctl_mu = PTHREAD_MUTEX_INITIALIZER;    /* start and stop */
+#define LP__KEEP_EXITED 64  /* exited threads kept with records of their own */
+#define LP__MAX_GROUPS 256  /* names exited threads are merged by; then one record for the rest */
+
+static pthread_mutex_t ctl_mu = PTHREAD_MUTEX_INITIALIZER;    /* sessions, the thread's life */
 static pthread_mutex_t sample_mu = PTHREAD_MUTEX_INITIALIZER; /* everything below it */
 static pthread_mutex_t wake_mu = PTHREAD_MUTEX_INITIALIZER;   /* stop_requested */
 static pthread_cond_t wake_cv;
@@ -31,18 +47,24 @@ static bool cv_ready;
 static bool stop_requested;
 static uint64_t stop_ns; /* when stop was asked for (wake_mu) */
 
-static atomic_int running;
 static bool have_thread; /* ctl_mu */
 static pthread_t collector;
 static uint64_t collector_cpu_ns; /* written by the collector before it exits; read after join */
 
+typedef struct psession {
+  bool running;
+  uint32_t requested_hz;
+  lp__mark_t mark;
+} psession_t;
+
 /* Under sample_mu. */
-static bool live;
+static bool live; /* the aggregation exists: some session runs */
 static lp__agg_t agg;
-static uint64_t session;
+static uint64_t run; /* collector runs so far: tells a thread's record of this run from a stale one */
 static uint64_t tick_ns, start_ns;
 static uint32_t hz;
-static uint64_t mistakes0[3];
+static psession_t sessions[LP__OWNERS];
+static uint32_t oldest_exited = LP__NONE, newest_exited = LP__NONE, nexited;
 typedef struct pick {
   lp__thread_t *t;
   uint32_t slot;
@@ -62,9 +84,90 @@ static void init_cv(void) {
 
 static pthread_once_t cv_once = PTHREAD_ONCE_INIT;
 
-/* The record of thread t in this session's aggregation, or -ENOMEM. Registry lock held. */
+/* ---- exited threads ------------------------------------------------------------ */
+
+/* The name exited threads are merged by: runs of digits become "*". */
+static void group_key(const char *name, char *key, size_t len) {
+  size_t n = 0;
+  for (const char *c = name; *c && n + 1 < len; c++) {
+    if (*c >= '0' && *c <= '9') {
+      if (n == 0 || key[n - 1] != '*') key[n++] = '*';
+      continue;
+    }
+    key[n++] = *c;
+  }
+  key[n] = '\0';
+}
+
+/* The record exited threads named like `name` are merged into, made on first use; LP__NONE on ENOMEM. */
+static uint32_t group_of(const char *name) {
+  char key[LP__NAME_MAX];
+  group_key(name, key, sizeof key);
+  uint32_t groups = 0, rest = LP__NONE;
+  for (uint32_t i = 0; i < agg.nthreads; i++) {
+    const lp__agg_thread_t *t = &agg.threads[i];
+    if (t->free || !t->group) continue;
+    if (strcmp(t->name, key) == 0) return i;
+    if (strcmp(t->name, "(other exited threads)") == 0) rest = i;
+    groups++;
+  }
+  if (groups >= LP__MAX_GROUPS) {
+    if (rest != LP__NONE) return rest;
+    snprintf(key, sizeof key, "%s", "(other exited threads)");
+  }
+  int slot = lp__agg_add_thread(&agg, 0, key);
+  if (slot < 0) return LP__NONE;
+  agg.threads[slot].group = true; /* its count of merged threads goes up as they come in */
+  return (uint32_t)slot;
+}
+
+static void marks_of_sessions(lp__mark_t **marks, size_t *n) {
+  *n = 0;
+  for (int o = 0; o < LP__OWNERS; o++)
+    if (sessions[o].running) marks[(*n)++] = &sessions[o].mark;
+}
+
+/* Merges the oldest exited records while more than LP__KEEP_EXITED are kept. sample_mu held. */
+static void merge_exited(void) {
+  while (nexited > LP__KEEP_EXITED) {
+    uint32_t from = oldest_exited;
+    lp__agg_thread_t *t = &agg.threads[from];
+    uint32_t to = group_of(t->name);
+    lp__mark_t *marks[LP__OWNERS];
+    size_t nmarks;
+    marks_of_sessions(marks, &nmarks);
+    uint32_t older = agg.threads[from].older;
+    if (to == LP__NONE || lp__agg_merge(&agg, from, to, marks, nmarks) != 0) return; /* kept as it is */
+    oldest_exited = older;
+    if (oldest_exited == LP__NONE) newest_exited = LP__NONE;
+    nexited--;
+  }
+}
+
+/* The registry frees an exited thread: its record, if it has one in this run, is final now. */
+static void thread_gone(lp__thread_t *t, void *arg) {
+  (void)arg;
+  if (t->prof_run != run) return;
+  lp__agg_thread_t *rec = &agg.threads[t->prof_slot];
+  if (rec->name_gen != t->name_gen) {
+    memcpy(rec->name, t->name, sizeof rec->name);
+    rec->name_gen = t->name_gen;
+  }
+  rec->exited = true;
+  rec->older = LP__NONE;
+  if (newest_exited != LP__NONE)
+    agg.threads[newest_exited].older = t->prof_slot;
+  else
+    oldest_exited = t->prof_slot;
+  newest_exited = t->prof_slot;
+  nexited++;
+}
+
+/* ---- sampling --------------------------------------------------------------------- */
+
+/* The record of thread t in this run's aggregation, or -ENOMEM. Registry lock held. */
 static int slot_of(lp__thread_t *t) {
-  if (t->prof_session == session) {
+  if (t->prof_run == run) {
     lp__agg_thread_t *rec = &agg.threads[t->prof_slot];
     if (rec->name_gen != t->name_gen) {
       memcpy(rec->name, t->name, sizeof rec->name);
@@ -75,7 +178,7 @@ static int slot_of(lp__thread_t *t) {
   int slot = lp__agg_add_thread(&agg, t->tid, t->name);
   if (slot < 0) return slot;
   agg.threads[slot].name_gen = t->name_gen;
-  t->prof_session = session;
+  t->prof_run = run;
   t->prof_slot = (uint32_t)slot;
   return slot;
 }
@@ -113,7 +216,7 @@ static void sample_pass(void) {
   uint32_t n = 0;
   uint64_t t0 = lp__mono_ns();
   lp__registry_lock();
-  lp__registry_reap(); /* no pointer from an earlier pass survives to here */
+  lp__registry_reap(thread_gone, NULL); /* no pointer from an earlier pass survives to here */
   for (lp__thread_t *t = lp__registry_head(); t; t = t->next) {
     if (n == cappicks) {
       uint32_t ncap = cappicks ? cappicks * 2 : 64;
@@ -133,6 +236,7 @@ static void sample_pass(void) {
     picks[n++] = (pick_t){t, (uint32_t)slot};
   }
   lp__registry_unlock();
+  merge_exited();
   for (uint32_t i = 0; i < n; i++) sample_one(picks[i].t, picks[i].slot);
   agg.ticks++;
   agg.sampling_ns += lp__mono_ns() - t0;
@@ -141,6 +245,8 @@ static void sample_pass(void) {
 static void *collector_main(void *arg) {
   (void)arg;
   struct timespec cpu;
+  /* The kernel may defer a timed wakeup by the thread's timer slack (50 µs by default). */
+  (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
   lp__lock(&wake_mu);
   uint64_t next = start_ns + tick_ns;
   while (!stop_requested) {
@@ -175,117 +281,221 @@ static void *collector_main(void *arg) {
   return NULL;
 }
 
-static int start(const lp_profile_opts_t *opts, bool with_thread) {
-  uint32_t want = opts && opts->hz ? opts->hz : 1000;
-  if (want > 100000) return -EINVAL;
-  lp__fork_init();
-  int rc = pthread_once(&cv_once, init_cv);
-  if (rc != 0) lp__fatal("pthread_once", rc);
-  lp__lock(&ctl_mu);
-  if (atomic_load(&running)) {
-    lp__unlock(&ctl_mu);
-    return -EBUSY;
-  }
-  lp__registry_mistakes(&mistakes0[0], &mistakes0[1], &mistakes0[2]);
+/* The collector thread's CPU time so far (ctl_mu held). */
+static uint64_t collector_cpu_now(void) {
+  clockid_t id;
+  struct timespec ts;
+  if (!have_thread) return 0;
+  if (pthread_getcpuclockid(collector, &id) != 0 || clock_gettime(id, &ts) != 0) return 0;
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- sessions ------------------------------------------------------------------ */
+
+static bool any_running(void) {
+  for (int o = 0; o < LP__OWNERS; o++)
+    if (sessions[o].running) return true;
+  return false;
+}
+
+/* Starts the collector for a first session. ctl_mu held. */
+static int start_collector(uint32_t want, bool with_thread) {
   lp__lock(&sample_mu);
-  rc = lp__agg_init(&agg);
+  int rc = lp__agg_init(&agg);
   if (rc == 0) {
-    session++;
+    run++;
     hz = want;
     tick_ns = 1000000000u / want;
     start_ns = lp__mono_ns();
+    oldest_exited = newest_exited = LP__NONE;
+    nexited = 0;
     live = true;
     lp__registry_lock();
-    lp__registry_set_sampling(true);
+    lp__registry_hold(true);
     lp__registry_unlock();
   }
   lp__unlock(&sample_mu);
-  if (rc == 0 && with_thread) {
-    sigset_t all, old;
-    lp__lock(&wake_mu);
-    stop_requested = false;
-    lp__unlock(&wake_mu);
-    collector_cpu_ns = 0;
-    /* The collector takes none of the program's signals. */
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    rc = -pthread_create(&collector, NULL, collector_main, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (rc != 0 || !with_thread) {
+    have_thread = false;
+    return rc;
+  }
+  sigset_t all, old;
+  lp__lock(&wake_mu);
+  stop_requested = false;
+  lp__unlock(&wake_mu);
+  collector_cpu_ns = 0;
+  /* The collector takes none of the program's signals. */
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  rc = -pthread_create(&collector, NULL, collector_main, NULL);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (rc == 0) {
+    have_thread = true;
+    pthread_setname_np(collector, "labelprof"); /* cosmetic: top and gdb show it */
+    return 0;
+  }
+  lp__lock(&sample_mu);
+  live = false;
+  lp__registry_lock();
+  lp__registry_hold(false);
+  lp__registry_unlock();
+  lp__agg_free(&agg);
+  lp__unlock(&sample_mu);
+  return rc;
+}
+
+/* Stops the collector thread, if there is one, after its last pass. ctl_mu held. */
+static void stop_thread(uint64_t asked) {
+  if (!have_thread) return;
+  lp__lock(&wake_mu);
+  stop_requested = true;
+  stop_ns = asked;
+  int rc = pthread_cond_signal(&wake_cv);
+  lp__unlock(&wake_mu);
+  if (rc != 0) lp__fatal("pthread_cond_signal", rc);
+  rc = pthread_join(collector, NULL);
+  if (rc != 0) lp__fatal("pthread_join", rc);
+}
+
+static int start(lp__owner_t who, const lp_profile_opts_t *opts, bool with_thread) {
+  uint32_t want = opts && opts->hz ? opts->hz : 1000;
+  if (want > 100000) return -EINVAL;
+  lp__lifecycle_init();
+  int rc = pthread_once(&cv_once, init_cv);
+  if (rc != 0) lp__fatal("pthread_once", rc);
+  lp__lock(&ctl_mu);
+  if (sessions[who].running) {
+    lp__unlock(&ctl_mu);
+    return -EBUSY;
+  }
+  lp__counters_t counters;
+  lp__registry_counters(&counters);
+  bool first = !any_running();
+  if (first) rc = start_collector(want, with_thread);
+  if (rc == 0) {
+    uint64_t cpu = collector_cpu_now();
+    lp__lock(&sample_mu);
+    psession_t *s = &sessions[who];
+    rc = lp__mark_take(&s->mark, &agg);
     if (rc == 0) {
-      pthread_setname_np(collector, "labelprof"); /* cosmetic: top and gdb show it */
-    } else {
+      s->mark.cpu_ns = cpu;
+      s->mark.start_ns = lp__mono_ns();
+      s->mark.counters = counters;
+      s->requested_hz = want;
+      s->running = true;
+    }
+    lp__unlock(&sample_mu);
+    if (rc != 0 && first) { /* undo the collector this session would have used */
+      stop_thread(lp__mono_ns());
       lp__lock(&sample_mu);
       live = false;
       lp__registry_lock();
-      lp__registry_set_sampling(false);
+      lp__registry_hold(false);
       lp__registry_unlock();
       lp__agg_free(&agg);
       lp__unlock(&sample_mu);
+      have_thread = false;
     }
-  }
-  if (rc == 0) {
-    have_thread = with_thread;
-    atomic_store(&running, 1);
   }
   lp__unlock(&ctl_mu);
   return rc;
 }
 
-int lp_profile_start(const lp_profile_opts_t *opts) { return start(opts, true); }
-int lp__profile_start_manual(const lp_profile_opts_t *opts) { return start(opts, false); }
+/* The session's figures: what was added since its mark. sample_mu held. */
+static void session_stats(const psession_t *s, uint64_t now, uint64_t cpu, const lp__counters_t *c,
+                          lp_profile_stats_t *st) {
+  const lp__mark_t *m = &s->mark;
+  memset(st, 0, sizeof *st);
+  st->samples = agg.samples - m->samples;
+  st->ticks = agg.ticks - m->ticks;
+  st->missed_ticks = agg.missed - m->missed;
+  st->skipped = agg.skipped - m->skipped;
+  st->collector_cpu_ns = cpu > m->cpu_ns ? cpu - m->cpu_ns : 0;
+  st->sampling_ns = agg.sampling_ns - m->sampling_ns;
+  st->duration_ns = now - m->start_ns;
+  st->tick_ns = tick_ns;
+  st->hz = hz;
+  st->requested_hz = s->requested_hz;
+  st->truncated = c->truncated - m->counters.truncated;
+  st->mismatched = c->mismatched - m->counters.mismatched;
+  st->unmatched = c->unmatched - m->counters.unmatched;
+}
 
-int lp_profile_stop(lp_profile_t **out) {
-  lp_profile_stats_t s;
-  uint64_t m[3];
+int lp__profile_stop(lp__owner_t who, lp_profile_t **out) {
+  lp_profile_stats_t st;
+  lp__counters_t c;
   lp__lock(&ctl_mu);
-  if (!atomic_load(&running)) {
+  psession_t *s = &sessions[who];
+  if (!s->running) {
     lp__unlock(&ctl_mu);
     return -EINVAL;
   }
   uint64_t asked = lp__mono_ns();
-  if (have_thread) {
-    lp__lock(&wake_mu);
-    stop_requested = true;
-    stop_ns = asked;
-    int rc = pthread_cond_signal(&wake_cv);
-    lp__unlock(&wake_mu);
-    if (rc != 0) lp__fatal("pthread_cond_signal", rc);
-    rc = pthread_join(collector, NULL);
-    if (rc != 0) lp__fatal("pthread_join", rc);
+  bool last = true;
+  for (int o = 0; o < LP__OWNERS; o++) last &= o == (int)who || !sessions[o].running;
+  uint64_t cpu = collector_cpu_now();
+  if (last) {
+    stop_thread(asked);
+    cpu = have_thread ? collector_cpu_ns : 0;
   }
-  lp__registry_mistakes(&m[0], &m[1], &m[2]);
+  lp__registry_counters(&c);
   lp__lock(&sample_mu);
-  memset(&s, 0, sizeof s);
-  s.samples = agg.samples;
-  s.ticks = agg.ticks;
-  s.missed_ticks = agg.missed;
-  s.skipped = agg.skipped;
-  s.collector_cpu_ns = have_thread ? collector_cpu_ns : 0;
-  s.sampling_ns = agg.sampling_ns;
-  s.duration_ns = asked - start_ns;
-  s.tick_ns = tick_ns;
-  s.hz = hz;
-  s.truncated = m[0] - mistakes0[0];
-  s.mismatched = m[1] - mistakes0[1];
-  s.unmatched = m[2] - mistakes0[2];
-  live = false;
-  lp__registry_lock();
-  lp__registry_set_sampling(false);
-  lp__registry_unlock();
-  lp_profile_t *p = out ? lp__profile_build(&agg, &s) : NULL;
-  lp__agg_free(&agg);
-  free(picks);
-  picks = NULL;
-  cappicks = 0;
+  session_stats(s, asked, cpu, &c, &st);
+  lp_profile_t *p = out ? lp__profile_build(&agg, &s->mark, &st) : NULL;
+  lp__mark_free(&s->mark);
+  s->running = false;
+  if (last) {
+    live = false;
+    lp__registry_lock();
+    lp__registry_hold(false);
+    lp__registry_unlock();
+    lp__agg_free(&agg);
+    free(picks);
+    picks = NULL;
+    cappicks = 0;
+    have_thread = false;
+  }
   lp__unlock(&sample_mu);
-  atomic_store(&running, 0);
   lp__unlock(&ctl_mu);
   if (out && !p) return -ENOMEM;
   if (out) *out = p;
   return 0;
 }
 
-int lp_profile_running(void) { return atomic_load(&running); }
+int lp__profile_peek(lp__owner_t who, lp_profile_t **out) {
+  lp_profile_stats_t st;
+  lp__counters_t c;
+  if (!out) return -EINVAL;
+  lp__lock(&ctl_mu);
+  psession_t *s = &sessions[who];
+  if (!s->running) {
+    lp__unlock(&ctl_mu);
+    return -EINVAL;
+  }
+  uint64_t cpu = collector_cpu_now();
+  lp__registry_counters(&c);
+  lp__lock(&sample_mu);
+  session_stats(s, lp__mono_ns(), cpu, &c, &st);
+  lp_profile_t *p = lp__profile_build(&agg, &s->mark, &st);
+  lp__unlock(&sample_mu);
+  lp__unlock(&ctl_mu);
+  if (!p) return -ENOMEM;
+  *out = p;
+  return 0;
+}
+
+bool lp__profile_running(lp__owner_t who) {
+  lp__lock(&ctl_mu);
+  bool r = sessions[who].running;
+  lp__unlock(&ctl_mu);
+  return r;
+}
+
+int lp__profile_start(lp__owner_t who, const lp_profile_opts_t *opts) { return start(who, opts, true); }
+int lp_profile_start(const lp_profile_opts_t *opts) { return start(LP__PROGRAM, opts, true); }
+int lp__profile_start_manual(const lp_profile_opts_t *opts) { return start(LP__PROGRAM, opts, false); }
+int lp_profile_stop(lp_profile_t **out) { return lp__profile_stop(LP__PROGRAM, out); }
+int lp_profile_running(void) { return lp__profile_running(LP__PROGRAM); }
 
 int lp__profile_sample_now(void) {
   lp__lock(&sample_mu);
@@ -300,7 +510,7 @@ int lp__profile_sample_now(void) {
 
 size_t lp__profile_node_count(void) {
   lp__lock(&sample_mu);
-  size_t n = live ? agg.nnodes : 0;
+  size_t n = live ? agg.nnodes - agg.nfree : 0;
   lp__unlock(&sample_mu);
   return n;
 }
@@ -312,7 +522,14 @@ size_t lp__profile_bytes(void) {
   return n;
 }
 
-/* ---- fork: see thread.c ---------------------------------------------------- */
+size_t lp__profile_thread_records(void) {
+  lp__lock(&sample_mu);
+  size_t n = live ? lp__agg_records(&agg) : 0;
+  lp__unlock(&sample_mu);
+  return n;
+}
+
+/* ---- fork: see lifecycle.c ---------------------------------------------------- */
 
 void lp__collector_atfork_prepare(void) {
   lp__lock(&ctl_mu);
@@ -332,10 +549,13 @@ void lp__collector_atfork_child(void) {
   if (cv_ready) init_cv(); /* a waiter in the parent may have left it in any state */
   /* The collector thread was not copied: the child starts with no profile. */
   if (live) lp__agg_free(&agg);
+  for (int o = 0; o < LP__OWNERS; o++) {
+    if (sessions[o].running) lp__mark_free(&sessions[o].mark);
+    sessions[o].running = false;
+  }
   live = false;
   free(picks);
   picks = NULL;
   cappicks = 0;
   have_thread = false;
-  atomic_store(&running, 0);
 }

@@ -187,9 +187,9 @@ static lp_trace_policy_t env_mode(void) {
 }
 
 static void trace_at_exit(void) {
-  int rc = lp_trace_stop();
-  if (rc == -EINVAL) return; /* the program stopped it itself */
-  rc = lp_trace_write_json(trace_path, NULL);
+  int rc = lp__trace_stop(LP__ENV);
+  if (rc == -EINVAL) return;
+  rc = lp__trace_write(LP__ENV, trace_path, NULL);
   if (rc) fprintf(stderr, "labelprof: cannot write the trace to '%s': %s\n", trace_path, lp_strerror(rc));
 }
 
@@ -198,7 +198,7 @@ static void at_exit(void) {
   if (trace_path) trace_at_exit();
   if (!profile_path && !folded_path) return;
   lp_profile_t *p = NULL;
-  int rc = lp_profile_stop(&p);
+  int rc = lp__profile_stop(LP__ENV, &p);
   if (rc == -EINVAL) return; /* the program stopped it itself */
   if (rc) {
     fprintf(stderr, "labelprof: could not finish the profile: %s\n", lp_strerror(rc));
@@ -211,7 +211,7 @@ static void at_exit(void) {
 
 static void start_trace(void) {
   lp_trace_opts_t o = {.levels = env_levels(), .policy = env_mode(), .budget_bytes = env_buffer()};
-  int rc = lp_trace_start(&o);
+  int rc = lp__trace_start(LP__ENV, &o);
   if (rc) {
     fprintf(stderr, "labelprof: cannot start the trace: %s\n", lp_strerror(rc));
     free(trace_path);
@@ -222,7 +222,7 @@ static void start_trace(void) {
 static void start_profile(void) {
   lp_profile_opts_t o = {.hz = env_hz()};
   env_report();
-  int rc = lp_profile_start(&o);
+  int rc = lp__profile_start(LP__ENV, &o);
   if (rc) {
     fprintf(stderr, "labelprof: cannot start the profile: %s\n", lp_strerror(rc));
     free(profile_path);
@@ -231,8 +231,7 @@ static void start_profile(void) {
   }
 }
 
-__attribute__((constructor)) static void load(void) {
-  lp__fork_init();
+void lp__env_load(void) {
   const char *prof = getenv("LABELPROF_PROFILE"), *fold = getenv("LABELPROF_FOLDED");
   const char *trace = getenv("LABELPROF_TRACE");
   bool want_prof = prof && *prof && strcmp(prof, "0") != 0;
@@ -251,3 +250,7 @@ __attribute__((constructor)) static void load(void) {
   if ((trace_path || profile_path || folded_path) && atexit(at_exit) != 0)
     fprintf(stderr, "labelprof: atexit failed; nothing will be reported at exit\n");
 }
+
+void lp__env_atfork_prepare(void) {}
+void lp__env_atfork_parent(void) {}
+void lp__env_atfork_child(void) {}

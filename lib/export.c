@@ -5,16 +5,24 @@
  * {...}}. A process_name metadata event, then for each lane with events a
  * thread_name and a thread_sort_index, then its events.
  *
- * A lane's events are read in recording order. Ticks become CLOCK_MONOTONIC
- * nanoseconds through the session's sync points, and each lane's times are
- * kept strictly increasing (a repeated or backward time moves to one
- * nanosecond after the previous one): then no two events of a lane share a
- * time, and a viewer's nesting never depends on file order. A begin is held
- * on a stack until its end arrives and the pair is written as one complete
- * event ("X"). An end whose begin is deeper in the stack closes the scopes
- * above it too, as a longjmp skipped their ends (they get
- * "args":{"unterminated":...}). An end with no begin is written as "E"; a
- * begin still open at the end of the lane as "B". Track lanes carry the
+ * A lane's events are read in recording order, and only those of the
+ * session's window and levels are written: stamped between its start and
+ * stop, plus the ends, recorded after the stop, of scopes that began inside.
+ * Ticks become CLOCK_MONOTONIC nanoseconds through the session's sync
+ * points, and each lane's times are kept strictly increasing (a repeated or
+ * backward time moves to one nanosecond after the previous one): then no two
+ * events of a lane share a time, and a viewer's nesting never depends on
+ * file order.
+ *
+ * Begins and ends carry their depth on the pseudo-stack, and an end closes
+ * the begin at its own depth: a begin is held until then and the pair is
+ * written as one complete event ("X"). Scopes above it that never ended (a
+ * longjmp skipped them) close at the same time, with
+ * "args":{"unterminated":...}. An end whose begin is not there (it came
+ * before the window, or the ring reused its chunk) gets a begin made up at
+ * the lane's start, marked "truncated", so that the scopes around what was
+ * kept still show; a first pass over the lane finds them. A begin still
+ * open at the end of the lane is written as "B". Track lanes carry the
  * caller's own times and are written as they were recorded.
  */
 #include "internal.h"
@@ -43,6 +51,8 @@ static const char *level_name(uint32_t level) {
 typedef struct open_scope {
   const lp_site_t *site;
   uint64_t ns;
+  uint32_t depth;
+  bool made_up; /* its begin was not recorded in the window */
 } open_scope_t;
 
 /* `"cat":"runtime","name":"kernel"`, escaped once per site (or track work name) and export. */
@@ -54,8 +64,10 @@ typedef struct fragment {
 
 typedef struct lane_writer {
   lp__jw_t *w;
+  const lp__session_t *s;
   const lp__timemap_t *map;
   lp__sync_t anchor; /* the sync point of the chunk being written */
+  uint64_t events;   /* events written */
   char ids[64]; /* ,"pid":P,"tid":T,"ts": */
   size_t idslen;
   size_t cursor;
@@ -174,23 +186,152 @@ static void event(lane_writer_t *lw, char ph, const fragment_t *f, uint64_t ts, 
 }
 
 static const fragment_t *site_fragment(lane_writer_t *lw, const lp_site_t *site) {
-  return fragment(lw, site, level_name(site->level), site->label);
+  return fragment(lw, site, level_name(site->level), lp__label(site));
 }
 
 static void complete(lane_writer_t *lw, const open_scope_t *o, uint64_t end, bool unterminated) {
   uint64_t dur = end - o->ns;
-  event(lw, 'X', site_fragment(lw, o->site), o->ns, &dur,
-        unterminated ? ",\"args\":{\"unterminated\":\"ended by an enclosing scope\"}" : "");
+  const char *args = "";
+  if (o->made_up)
+    args = ",\"args\":{\"truncated\":true}";
+  else if (unterminated)
+    args = ",\"args\":{\"unterminated\":\"ended by an enclosing scope\"}";
+  event(lw, 'X', site_fragment(lw, o->site), o->ns, &dur, args);
 }
 
-static void scope_end(lane_writer_t *lw, const lp_site_t *site, uint64_t ticks) {
-  size_t k = lw->depth;
-  while (k > 0 && lw->stack[k - 1].site != site) k--;
-  if (k == 0) { /* its begin is not in this session (or was overwritten) */
-    event(lw, 'E', site_fragment(lw, site), mapped(lw, ticks), NULL, "");
+static bool grow_stack(lane_writer_t *lw) {
+  if (lw->depth < lw->cap) return true;
+  size_t cap = lw->cap ? lw->cap * 2 : 64;
+  open_scope_t *s = realloc(lw->stack, cap * sizeof *s);
+  if (!s) {
+    lw->nomem = true;
+    return false;
+  }
+  lw->stack = s;
+  lw->cap = cap;
+  return true;
+}
+
+/*
+ * The open scope an end at depth d closes: the innermost at that depth (at
+ * 255, "that deep or deeper", also by site). 0 if none, else its index + 1.
+ */
+static size_t match(const open_scope_t *stack, size_t n, const lp_site_t *site, uint32_t d) {
+  for (size_t k = n; k > 0; k--) {
+    const open_scope_t *o = &stack[k - 1];
+    if (o->depth < d) return 0;
+    if (o->depth == d && (d < 255 || o->site == site)) return k;
+  }
+  return 0;
+}
+
+typedef struct lane_event {
+  const lp_site_t *site;
+  uint32_t kind, depth;
+  uint64_t ts;
+  bool in_window; /* stamped inside the window, of the session's levels */
+} lane_event_t;
+
+static lane_event_t decode(const lp__session_t *s, lp_impl_event_t e) {
+  lane_event_t v;
+  v.kind = (uint32_t)(e.tag & LP_IMPL_EV_KIND);
+  v.site = LP__TAG_SITE(e.tag);
+  v.depth = v.kind <= LP_IMPL_EV_END ? LP__TAG_DEPTH(e.tag) : 0;
+  v.ts = e.ts;
+  v.in_window = v.kind != LP__EV_PAYLOAD && e.ts >= s->start_ticks && e.ts <= s->stop_ticks &&
+                (v.site->level & s->opts.levels);
+  return v;
+}
+
+static int by_depth(const void *x, const void *y) {
+  const open_scope_t *a = x, *b = y;
+  return a->depth < b->depth ? -1 : a->depth > b->depth;
+}
+
+/*
+ * First pass: the ends whose begins are not in the window, as open scopes
+ * made up at the lane's start (outermost first), and the lane's first
+ * event. Returns false when out of memory.
+ */
+static bool find_made_up(lane_writer_t *lw, const lp__snap_lane_t *l, uint64_t *first_ticks, size_t *first_chunk) {
+  const lp__session_t *s = lw->s;
+  open_scope_t *open = NULL, *made = NULL;
+  size_t nopen = 0, capopen = 0, nmade = 0, capmade = 0;
+  bool ok = true, seen = false;
+  for (uint32_t k = 0; k < l->nchunks && ok; k++) {
+    const lp__chunk_t *c = l->chunks[k].chunk;
+    for (uint32_t i = 0; i < l->chunks[k].end && ok; i++) {
+      lane_event_t v = decode(s, c->ev[i]);
+      if (v.kind == LP_IMPL_EV_COUNTER) i++;
+      if (!v.in_window) continue;
+      if (!seen) {
+        seen = true;
+        *first_ticks = v.ts;
+        *first_chunk = k;
+      }
+      if (v.kind == LP_IMPL_EV_BEGIN) {
+        while (nopen > 0 && open[nopen - 1].depth >= v.depth) nopen--;
+        if (nopen == capopen) {
+          capopen = capopen ? capopen * 2 : 64;
+          open_scope_t *n = realloc(open, capopen * sizeof *n);
+          if (!n) {
+            ok = false;
+            break;
+          }
+          open = n;
+        }
+        open[nopen++] = (open_scope_t){v.site, 0, v.depth, false};
+      } else if (v.kind == LP_IMPL_EV_END) {
+        size_t m = match(open, nopen, v.site, v.depth);
+        if (m) {
+          nopen = m - 1;
+          continue;
+        }
+        /* Every such end was of a scope open at the lane's start, however it nested. */
+        while (nopen > 0 && open[nopen - 1].depth >= v.depth) nopen--;
+        if (nmade == capmade) {
+          capmade = capmade ? capmade * 2 : 16;
+          open_scope_t *n = realloc(made, capmade * sizeof *n);
+          if (!n) {
+            ok = false;
+            break;
+          }
+          made = n;
+        }
+        made[nmade++] = (open_scope_t){v.site, 0, v.depth, true};
+      }
+    }
+  }
+  /* Outermost first, as they were opened; they were found innermost first, as they ended. */
+  if (ok && nmade > 1) qsort(made, nmade, sizeof *made, by_depth);
+  for (size_t i = 0; ok && i < nmade; i++) {
+    if (!grow_stack(lw)) {
+      ok = false;
+      break;
+    }
+    lw->stack[lw->depth++] = made[i];
+  }
+  free(open);
+  free(made);
+  if (!ok) lw->nomem = true;
+  return ok;
+}
+
+/* A new begin at depth d: scopes at d or deeper never ended (a longjmp skipped their ends). */
+static void close_at_or_below(lane_writer_t *lw, uint32_t d, uint64_t ns) {
+  while (lw->depth > 0 && lw->stack[lw->depth - 1].depth >= d) {
+    lw->depth--;
+    complete(lw, &lw->stack[lw->depth], lane_time(lw, ns), true);
+  }
+}
+
+static void scope_end(lane_writer_t *lw, const lane_event_t *v) {
+  size_t k = match(lw->stack, lw->depth, v->site, v->depth);
+  if (k == 0) { /* recorded after the window, or the lane's odd mistake: a lone end */
+    if (v->in_window) event(lw, 'E', site_fragment(lw, v->site), mapped(lw, v->ts), NULL, "");
     return;
   }
-  uint64_t ns = lp__timemap_ns(lw->map, ticks, lw->anchor, &lw->cursor);
+  uint64_t ns = lp__timemap_ns(lw->map, v->ts, lw->anchor, &lw->cursor);
   /* Scopes above the match lost their ends: they close here, innermost first. */
   while (lw->depth > k) {
     lw->depth--;
@@ -200,18 +341,11 @@ static void scope_end(lane_writer_t *lw, const lp_site_t *site, uint64_t ticks) 
   complete(lw, &lw->stack[lw->depth], lane_time(lw, ns), false);
 }
 
-static void scope_begin(lane_writer_t *lw, const lp_site_t *site, uint64_t ticks) {
-  if (lw->depth == lw->cap) {
-    size_t cap = lw->cap ? lw->cap * 2 : 64;
-    open_scope_t *s = realloc(lw->stack, cap * sizeof *s);
-    if (!s) {
-      lw->nomem = true;
-      return;
-    }
-    lw->stack = s;
-    lw->cap = cap;
-  }
-  lw->stack[lw->depth++] = (open_scope_t){site, mapped(lw, ticks)};
+static void scope_begin(lane_writer_t *lw, const lane_event_t *v) {
+  uint64_t ns = mapped(lw, v->ts);
+  close_at_or_below(lw, v->depth, ns);
+  if (!grow_stack(lw)) return;
+  lw->stack[lw->depth++] = (open_scope_t){v->site, ns, v->depth, false};
 }
 
 static void metadata(lp__jw_t *w, int pid, uint64_t tid, const char *name, uint32_t sort_index) {
@@ -231,29 +365,53 @@ static void metadata(lp__jw_t *w, int pid, uint64_t tid, const char *name, uint3
 }
 
 static void write_thread_lane(lane_writer_t *lw, const lp__snap_lane_t *l) {
+  const lp__session_t *s = lw->s;
   char value[48];
+  uint64_t first_ticks = 0;
+  size_t first_chunk = 0;
+  if (!find_made_up(lw, l, &first_ticks, &first_chunk)) return;
+  if (lw->depth) {
+    /*
+     * Made-up begins: at the window's start, or, when the ring reused older
+     * chunks of the lane, just before its first remaining event; a
+     * nanosecond apart, outermost first.
+     */
+    lw->anchor = l->chunks[first_chunk].chunk->sync;
+    uint64_t first = lp__timemap_ns(lw->map, first_ticks, lw->anchor, &lw->cursor);
+    uint64_t t0 = l->lost || first < s->start_ns ? first : s->start_ns;
+    t0 = t0 > lw->depth ? t0 - lw->depth : 0;
+    for (size_t k = 0; k < lw->depth; k++) lw->stack[k].ns = lane_time(lw, t0 + k);
+  }
   for (uint32_t k = 0; k < l->nchunks; k++) {
     const lp__chunk_t *c = l->chunks[k].chunk;
     uint32_t end = l->chunks[k].end;
     lw->anchor = c->sync;
-    for (uint32_t i = l->chunks[k].begin; i < end; i++) {
-      lp_impl_event_t e = c->ev[i];
-      const lp_site_t *site = (const lp_site_t *)(e.tag & ~(uintptr_t)LP_IMPL_EV_KIND);
-      switch (e.tag & LP_IMPL_EV_KIND) {
+    for (uint32_t i = 0; i < end; i++) {
+      lane_event_t v = decode(s, c->ev[i]);
+      switch (v.kind) {
       case LP_IMPL_EV_BEGIN:
-        scope_begin(lw, site, e.ts);
+        if (!v.in_window) break;
+        lw->events++;
+        scope_begin(lw, &v);
         break;
       case LP_IMPL_EV_END:
-        scope_end(lw, site, e.ts);
+        /* After the stop, only the ends of scopes that began inside. */
+        if (v.ts < s->start_ticks || !(v.site->level & s->opts.levels)) break;
+        lw->events += v.in_window || match(lw->stack, lw->depth, v.site, v.depth) != 0;
+        scope_end(lw, &v);
         break;
       case LP_IMPL_EV_INSTANT:
-        event(lw, 'i', site_fragment(lw, site), mapped(lw, e.ts), NULL, ",\"s\":\"t\"");
+        if (!v.in_window) break;
+        lw->events++;
+        event(lw, 'i', site_fragment(lw, v.site), mapped(lw, v.ts), NULL, ",\"s\":\"t\"");
         break;
       case LP_IMPL_EV_COUNTER:
         if (i + 1 >= end) break; /* cannot happen: both slots are published together */
-        snprintf(value, sizeof value, ",\"args\":{\"value\":%lld}", (long long)(int64_t)c->ev[i + 1].ts);
-        event(lw, 'C', site_fragment(lw, site), mapped(lw, e.ts), NULL, value);
         i++;
+        if (!v.in_window) break;
+        lw->events++;
+        snprintf(value, sizeof value, ",\"args\":{\"value\":%lld}", (long long)(int64_t)c->ev[i].ts);
+        event(lw, 'C', site_fragment(lw, v.site), mapped(lw, v.ts), NULL, value);
         break;
       default: /* payload slots */
         break;
@@ -278,11 +436,15 @@ static void write_track_lane(lane_writer_t *lw, const lp__snap_lane_t *l) {
   for (uint32_t k = 0; k < l->nchunks; k++) {
     const lp__chunk_t *c = l->chunks[k].chunk;
     uint32_t end = l->chunks[k].end;
-    for (uint32_t i = l->chunks[k].begin; i + 1 < end; i++) {
+    for (uint32_t i = 0; i + 1 < end; i++) {
       lp_impl_event_t e = c->ev[i];
       if ((e.tag & LP_IMPL_EV_KIND) != LP__EV_TRACK) continue;
-      const char *name = l->work[e.tag >> 3];
+      uint64_t id = e.tag >> 3, rec_ticks = c->ev[i + 1].tag >> 3;
       uint64_t start = e.ts, dur = c->ev[++i].ts, item_end = start + dur;
+      /* An item belongs to the sessions that were recording when it was recorded. */
+      if (id >= l->nwork || rec_ticks < lw->s->start_ticks || rec_ticks > lw->s->stop_ticks) continue;
+      const char *name = l->work[id];
+      lw->events++;
       if (start == prev_end && dur > 0) {
         start++;
         dur--;
@@ -304,7 +466,33 @@ static void levels_text(lp__jw_t *w, uint32_t levels) {
   lp__jw_str(w, buf);
 }
 
-int lp__export_json(lp__jw_t *w, const lp__session_t *s, const char *process_name) {
+/* Whether a track lane has an item in the window. */
+static bool track_has_items(const lp__session_t *s, const lp__snap_lane_t *l) {
+  for (uint32_t k = 0; k < l->nchunks; k++) {
+    const lp__chunk_t *c = l->chunks[k].chunk;
+    for (uint32_t i = 0; i + 1 < l->chunks[k].end; i++) {
+      if ((c->ev[i].tag & LP_IMPL_EV_KIND) != LP__EV_TRACK) continue;
+      uint64_t rec_ticks = c->ev[i + 1].tag >> 3;
+      if (rec_ticks >= s->start_ticks && rec_ticks <= s->stop_ticks) return true;
+    }
+  }
+  return false;
+}
+
+/* Whether a thread lane has an event in the window. */
+static bool thread_has_events(const lp__session_t *s, const lp__snap_lane_t *l) {
+  for (uint32_t k = 0; k < l->nchunks; k++) {
+    const lp__chunk_t *c = l->chunks[k].chunk;
+    for (uint32_t i = 0; i < l->chunks[k].end; i++) {
+      lane_event_t v = decode(s, c->ev[i]);
+      if (v.in_window) return true;
+      if (v.kind == LP_IMPL_EV_COUNTER) i++;
+    }
+  }
+  return false;
+}
+
+int lp__export_json(lp__jw_t *w, const lp__session_t *s, const char *process_name, char *jump, size_t jump_len) {
   lp__timemap_t *map = lp__timemap_new(s->syncs, s->nsyncs);
   if (!map) return -ENOMEM;
   int pid = (int)getpid();
@@ -314,28 +502,41 @@ int lp__export_json(lp__jw_t *w, const lp__session_t *s, const char *process_nam
   lp__jw_str(w, process_name ? process_name : program_invocation_short_name);
   lp__jw_lit(w, "}}");
 
-  lane_writer_t lw = {.w = w, .map = map};
+  lane_writer_t lw = {.w = w, .s = s, .map = map};
+  uint32_t written = 0;
   for (uint32_t i = 0; i < s->nlanes && !w->err; i++) {
     const lp__snap_lane_t *l = &s->lanes[i];
-    metadata(w, pid, l->tid, l->name, i);
+    bool track = l->work != NULL;
+    if (!(track ? track_has_items(s, l) : thread_has_events(s, l))) continue;
+    metadata(w, pid, l->tid, l->name, written++);
     lw.idslen = (size_t)snprintf(lw.ids, sizeof lw.ids, ",\"pid\":%d,\"tid\":%llu,\"ts\":", pid,
                                  (unsigned long long)l->tid);
     lw.cursor = 0;
     lw.last = 0;
-    if (l->work)
+    if (track)
       write_track_lane(&lw, l);
     else
       write_thread_lane(&lw, l);
   }
   free(lw.stack);
   free_fragments(&lw);
-  lp__timemap_free(map);
 
   lp__jw_lit(w, "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"library\":\"labelprof " LABELPROF_VERSION_STRING
                 "\",\"clock\":");
   lp__jw_str(w, lp__clock_name());
-  lp__jw_lit(w, ",\"clock_domain\":\"CLOCK_MONOTONIC\",\"events_recorded\":");
-  lp__jw_u64(w, s->recorded);
+  lp__jw_lit(w, ",\"clock_reason\":");
+  lp__jw_str(w, lp__clock_reason());
+  lp__jw_lit(w, ",\"clock_domain\":\"CLOCK_MONOTONIC\"");
+  const char *jt = lp__timemap_jump_text(map);
+  if (jt) {
+    lp__jw_lit(w, ",\"clock_jumps\":");
+    lp__jw_u64(w, lp__timemap_jumps(map));
+    lp__jw_lit(w, ",\"clock_jump\":");
+    lp__jw_str(w, jt);
+    if (jump && jump_len) snprintf(jump, jump_len, "%s", jt);
+  }
+  lp__jw_lit(w, ",\"events_recorded\":");
+  lp__jw_u64(w, lw.events);
   lp__jw_lit(w, ",\"events_dropped\":");
   lp__jw_u64(w, s->dropped);
   lp__jw_lit(w, ",\"budget_bytes\":");
@@ -345,6 +546,7 @@ int lp__export_json(lp__jw_t *w, const lp__session_t *s, const char *process_nam
   lp__jw_lit(w, ",\"levels\":");
   levels_text(w, s->opts.levels);
   lp__jw_lit(w, "}}\n");
+  lp__timemap_free(map);
   if (lw.nomem && !w->err) return -ENOMEM;
   return w->err;
 }

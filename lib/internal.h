@@ -1,9 +1,23 @@
 /*
  * internal.h: private to the library, never installed.
  *
+ * Modules depend downwards only:
+ *
+ *   lifecycle.c   fork, thread exit and process exit across modules; the constructor
+ *   env.c         LABELPROF_* sessions; reports at exit and on a signal
+ *   collector.c   the profile: sessions, the sampling thread      tree.c: aggregation, reports
+ *   trace.c       the timeline: sessions, chunks, lanes, tracks   export.c, json.c, clock.c, output.c
+ *   stack.c       the pseudo-stack's slow paths and its reader
+ *   thread.c      the registry of threads; it calls nobody above it, its
+ *                 users register hooks (thread exit, rename) through lifecycle.c
+ *
  * Lock order, outermost first; nothing takes them the other way round:
  *   profile control (collector.c) > sampling (collector.c) > registry (thread.c)
- *   > trace control (trace.c) > trace (trace.c)
+ *   env (env.c) > profile control;  env > trace (trace.c)
+ * The registry lock and the trace lock are never held together: thread exit
+ * runs the trace's hook before it takes the registry lock, and the trace
+ * reads the registry's totals before it takes its own. fork() takes every
+ * lock in this order (lifecycle.c).
  */
 #ifndef LABELPROF_INTERNAL_H
 #define LABELPROF_INTERNAL_H
@@ -12,19 +26,22 @@
 
 #include <pthread.h>
 #include <signal.h>
-#include <stdio.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "labelprof.h"
 
 #define LP__NAME_MAX 64
-/* Depths stop growing here; a push beyond it is counted and ignored. */
-#define LP__DEPTH_LIMIT 0xfff0u
+/* Depths stop growing here; a push beyond it is counted and ignored. Below LP_IMPL_TRACED_MARK. */
+#define LP__DEPTH_LIMIT 0x7ff0u
 /* A word no thread publishes: its depth bits are all ones. */
 #define LP__NO_WORD UINT64_MAX
 #define LP__NONE UINT32_MAX
+
+/* Who started a session: the program through the public API, or the environment. They nest. */
+typedef enum lp__owner { LP__PROGRAM = 0, LP__ENV = 1, LP__OWNERS = 2 } lp__owner_t;
 
 /* ---- util.c ------------------------------------------------------------- */
 
@@ -39,7 +56,7 @@ static inline void lp__bump(_Atomic uint64_t *c) {
   atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1, memory_order_relaxed);
 }
 
-/* ---- thread.c ----------------------------------------------------------- */
+/* ---- thread.c: the registry ------------------------------------------- */
 
 typedef struct lp__thread lp__thread_t;
 typedef struct lp__lane lp__lane_t;
@@ -51,12 +68,15 @@ struct lp__thread {
   uint32_t name_gen;       /* registry lock */
   /* Instrumentation mistakes; the owner writes, anyone reads. */
   _Atomic uint64_t truncated, mismatched, unmatched;
-  /* Owned by whoever holds the sampling lock. */
-  uint64_t prof_session;
+  /* The collector's: which run's aggregation has this thread, and where (sampling lock). */
+  uint64_t prof_run;
   uint32_t prof_slot;
-  /* The thread's timeline lane; set by the owner under the trace lock. */
+  /* The trace's: the thread's timeline lane (trace lock). */
   lp__lane_t *lane;
 };
+
+/* The shared state of threads that have not used a label yet (read-only). */
+extern lp_impl_thread_t lp__unattached;
 
 /*
  * The calling thread's state, registering the thread on first use. NULL if
@@ -67,20 +87,43 @@ lp__thread_t *lp__thread_attach(void);
 /* The calling thread's state if it is registered, else NULL. Never registers. */
 lp__thread_t *lp__thread_current(void);
 
+/*
+ * What the registry's users want to hear, registered once (lifecycle.c).
+ * Both run on the thread concerned, with no library lock held.
+ */
+typedef struct lp__registry_hooks {
+  void (*exit)(lp__thread_t *t);    /* before the thread leaves the registry */
+  void (*renamed)(lp__thread_t *t); /* after lp_thread_set_name() */
+} lp__registry_hooks_t;
+void lp__registry_set_hooks(const lp__registry_hooks_t *h);
+
 void lp__registry_lock(void);
 void lp__registry_unlock(void);
 /* The first registered thread; follow ->next. Registry lock held. */
 lp__thread_t *lp__registry_head(void);
 /*
- * Sampling on: exiting threads are parked instead of freed, because a
- * sampler may hold pointers it copied from the registry. Sampling off frees
- * what was parked. Registry lock held; only the sampling lock's holder calls.
+ * Held: exiting threads are parked instead of freed, because a walker (the
+ * collector) may hold pointers it copied from the registry and read them
+ * without the lock. Released: what was parked is freed. Registry lock held.
  */
-void lp__registry_set_sampling(bool on);
-/* Frees parked threads. Registry lock held, by a sampler holding no stale pointers. */
-void lp__registry_reap(void);
-/* Totals of the instrumentation-mistake counters, live and exited threads. */
-void lp__registry_mistakes(uint64_t *truncated, uint64_t *mismatched, uint64_t *unmatched);
+void lp__registry_hold(bool on);
+/*
+ * Frees parked threads, calling visit on each first (the collector learns
+ * which threads exited). Registry lock held, by a walker that keeps no stale
+ * pointer. visit may be NULL.
+ */
+void lp__registry_reap(void (*visit)(lp__thread_t *t, void *arg), void *arg);
+
+/* Per-thread counters summed over live and exited threads. */
+typedef struct lp__counters {
+  uint64_t truncated, mismatched, unmatched; /* instrumentation mistakes */
+  uint64_t dropped;                          /* timeline events dropped inline (hot.dropped) */
+} lp__counters_t;
+void lp__registry_counters(lp__counters_t *out);
+
+void lp__registry_atfork_prepare(void);
+void lp__registry_atfork_parent(void);
+void lp__registry_atfork_child(void);
 
 /* ---- stack.c ------------------------------------------------------------ */
 
@@ -100,19 +143,25 @@ int lp__stack_snapshot(const lp__thread_t *t, uint64_t known, const lp_site_t **
 
 /* ---- tree.c: online aggregation ----------------------------------------- */
 
-/* One node per distinct (thread, path of call sites). */
+/* One node per distinct (thread record, path of call sites). */
 typedef struct lp__agg_node {
-  const lp_site_t *site; /* NULL for a thread's root */
-  uint32_t parent;       /* LP__NONE for a root */
-  uint32_t thread;       /* index into threads */
+  const lp_site_t *site; /* NULL for a thread's root, and for a free node */
+  uint32_t parent;       /* LP__NONE for a root and a free node */
+  uint32_t thread;       /* index into threads; LP__NONE for a free node */
+  uint32_t next;         /* the thread's next node in creation order (parents first); the free list */
+  uint32_t aux;          /* scratch for merges */
   uint64_t self;         /* samples that stopped here */
 } lp__agg_node_t;
 
 typedef struct lp__agg_thread {
-  uint64_t tid;
+  uint64_t tid;           /* 0 for a record that merges exited threads */
   char name[LP__NAME_MAX];
   uint32_t name_gen;
   uint32_t root;
+  uint32_t first, last;   /* its nodes, in creation order */
+  uint32_t merged;        /* exited threads merged into this record; 0 for one thread's own */
+  bool exited, free, group; /* group: a record exited threads are merged into */
+  uint32_t older;         /* exited records, oldest first (collector.c) */
   uint64_t samples;
   uint64_t last_word; /* the stack word of the last sample, LP__NO_WORD if none */
   uint32_t last_leaf; /* the node that sample ended at */
@@ -120,13 +169,26 @@ typedef struct lp__agg_thread {
 
 typedef struct lp__agg {
   lp__agg_node_t *nodes;
-  uint32_t nnodes, capnodes;
+  uint32_t nnodes, capnodes, free_nodes, nfree;
   uint32_t *slots; /* open addressing: node index + 1, 0 = empty */
   uint32_t mask;   /* slots - 1 */
   lp__agg_thread_t *threads;
-  uint32_t nthreads, capthreads;
+  uint32_t nthreads, capthreads, free_threads;
   uint64_t samples, skipped, ticks, missed, sampling_ns;
 } lp__agg_t;
+
+/*
+ * A profile session's start: the counts it will subtract. Node and thread
+ * counts are indexed like the aggregation's; entries past the end were 0.
+ */
+typedef struct lp__mark {
+  uint64_t *self;
+  uint32_t nself;
+  uint64_t *tsamples;
+  uint32_t nthreads;
+  uint64_t samples, skipped, ticks, missed, sampling_ns, cpu_ns, start_ns;
+  lp__counters_t counters;
+} lp__mark_t;
 
 /* The site a truncated stack ends with: "(deeper than 64 labels)". */
 extern const lp_site_t lp__truncated_site;
@@ -137,13 +199,39 @@ void lp__agg_free(lp__agg_t *a);
 int lp__agg_add_thread(lp__agg_t *a, uint64_t tid, const char *name);
 /* The node for this path under root, created as needed; LP__NONE if out of memory. */
 uint32_t lp__agg_path(lp__agg_t *a, uint32_t root, const lp_site_t *const *frames, uint32_t n);
+/*
+ * Moves thread record `from` (an exited thread) into record `to`: its
+ * samples go to the same paths under `to`, its nodes and record are freed
+ * for reuse, and the marks follow the counts they subtract. -ENOMEM leaves
+ * everything as it was.
+ */
+int lp__agg_merge(lp__agg_t *a, uint32_t from, uint32_t to, lp__mark_t *const *marks, size_t nmarks);
 /* Bytes held by the aggregation. */
 size_t lp__agg_bytes(const lp__agg_t *a);
+/* Records in use. */
+uint32_t lp__agg_records(const lp__agg_t *a);
 
-/* Builds the finished profile (label texts merged, counts summed, children sorted). NULL on ENOMEM. */
-lp_profile_t *lp__profile_build(const lp__agg_t *a, const lp_profile_stats_t *stats);
+int lp__mark_take(lp__mark_t *m, const lp__agg_t *a);
+void lp__mark_free(lp__mark_t *m);
 
-/* ---- collector.c -------------------------------------------------------- */
+/*
+ * Builds the finished profile from what the aggregation holds beyond mark
+ * (label texts merged, counts summed, children sorted). NULL on ENOMEM.
+ */
+lp_profile_t *lp__profile_build(const lp__agg_t *a, const lp__mark_t *mark, const lp_profile_stats_t *stats);
+
+/* ---- collector.c ------------------------------------------------------- */
+
+/*
+ * Profile sessions. The collector runs once for all of them; a session is a
+ * mark of the counts at its start, and its profile is what was added since.
+ * A second start by the same owner while its session runs is -EBUSY.
+ */
+int lp__profile_start(lp__owner_t who, const lp_profile_opts_t *opts);
+int lp__profile_stop(lp__owner_t who, lp_profile_t **out);
+/* The profile so far, without stopping (a dump). -EINVAL if who has no running session. */
+int lp__profile_peek(lp__owner_t who, lp_profile_t **out);
+bool lp__profile_running(lp__owner_t who);
 
 /*
  * lp_profile_start() without a collector thread: samples are taken only by
@@ -152,9 +240,14 @@ lp_profile_t *lp__profile_build(const lp__agg_t *a, const lp_profile_stats_t *st
 int lp__profile_start_manual(const lp_profile_opts_t *opts);
 /* One sampling pass over every registered thread, now, on the calling thread. -EINVAL if not running. */
 int lp__profile_sample_now(void);
-/* Nodes and bytes of the running profile's aggregation (0 if not running). */
+/* Nodes, bytes and thread records of the running aggregation (0 if not running). */
 size_t lp__profile_node_count(void);
 size_t lp__profile_bytes(void);
+size_t lp__profile_thread_records(void);
+
+void lp__collector_atfork_prepare(void);
+void lp__collector_atfork_parent(void);
+void lp__collector_atfork_child(void);
 
 /* ---- clock.c ------------------------------------------------------------ */
 
@@ -264,37 +357,51 @@ int lp__output_close(lp__output_t *o, int rc);
 #define LP__EV_TRACK 0x4u   /* a track's work: ts = start ns, tag = name id << 3 | 4; then a payload */
 #define LP__EV_PAYLOAD 0x7u /* the second slot of a counter or track event, or padding */
 #define LP__MAX_TRACKS 4096
-#define LP__MAX_WORK_NAMES 65536 /* distinct work names per track and session */
+#define LP__MAX_WORK_NAMES 65536 /* distinct work names per track and recording */
+/* The site pointer of a begin or end tag (the depth is in the top byte). */
+#define LP__TAG_SITE(tag) ((const lp_site_t *)((tag) & (UINTPTR_MAX >> 8) & ~(uintptr_t)LP_IMPL_EV_KIND))
+#if UINTPTR_MAX > 0xffffffffu
+#define LP__TAG_DEPTH(tag) ((uint32_t)((tag) >> 56))
+#else
+#define LP__TAG_DEPTH(tag) 255u
+#endif
 
 typedef struct lp__chunk lp__chunk_t;
 struct lp__chunk {
-  lp__chunk_t *next;          /* the lane's chunks, oldest first */
-  lp__chunk_t *older, *newer; /* every chunk in use, in the order it was started (ring mode reuses the oldest) */
-  lp__lane_t *lane;
+  lp__chunk_t *next;          /* the lane's chunks, oldest first; the pool's free list */
+  lp__chunk_t *older, *newer; /* every chunk in a lane, in the order it was started (ring mode reuses the oldest) */
+  lp__lane_t *lane;           /* NULL in the pool, and for a chunk only an export still holds */
   lp__sync_t sync;            /* read when the chunk was started */
-  uint32_t begin;     /* first event of the current session */
-  uint32_t count;     /* events written, once the owner has moved on (trace lock) */
-  /* Payload slots among the events: written by the filler, read once the chunk is closed. */
-  uint32_t payloads, payloads_before_begin;
+  uint32_t count;             /* events written, once the filler has moved on (trace lock) */
+  uint32_t payloads;          /* payload slots among them: written by the filler, read once it is closed */
+  uint32_t pins;              /* exports reading it (trace lock): not reused or freed while nonzero */
+  uint32_t pad_;
   lp_impl_event_t ev[];
 };
 #define LP__CHUNK_EVENTS ((LP__CHUNK_BYTES - sizeof(lp__chunk_t)) / sizeof(lp_impl_event_t))
 
 struct lp__lane {
-  lp__lane_t *next;     /* all thread lanes (trace lock) */
-  lp__thread_t *owner;  /* NULL once the thread has exited, and for tracks */
-  uint64_t tid;         /* the kernel's, or a synthetic one for a track */
-  char *name;           /* owned */
+  lp__lane_t *next, *prev; /* thread lanes, in the order they first recorded (trace lock) */
+  lp__thread_t *owner;     /* NULL once the thread has exited, and for tracks */
+  uint64_t tid;            /* the kernel's, or a synthetic one for a track */
+  char *name;              /* owned */
   lp__chunk_t *first, *last;
-  _Atomic uint64_t dropped; /* the owner adds without the lock (no read-modify-write); tracks use fetch_add */
-  uint64_t dropped_base;    /* `dropped` when the session started */
-  uint64_t overwritten;     /* ring: events lost to recycling, this session */
-  /* Tracks only: the write cursor (trace lock) and the interned work names. */
+  bool track;              /* a virtual track, not a thread */
+  bool lost;               /* ring: a chunk of it was reused in this recording */
+  /* Tracks only: the write cursor and the interned work names (trace lock). */
   lp_impl_event_t *cur, *lim;
   char **names;
   uint32_t nnames, capnames;
   uint32_t *name_slots, name_mask;
 };
+
+int lp__trace_start(lp__owner_t who, const lp_trace_opts_t *opts);
+int lp__trace_stop(lp__owner_t who);
+bool lp__trace_running(lp__owner_t who);
+/* Writes who's current or last session to path. */
+int lp__trace_write(lp__owner_t who, const char *path, const char *process_name);
+/* Bytes of chunks the recorder holds: in lanes, in the pool, and held by exports. */
+uint64_t lp__trace_held_bytes(void);
 
 void lp__trace_thread_exit(lp__thread_t *t);
 void lp__trace_thread_renamed(lp__thread_t *t);
@@ -338,20 +445,23 @@ void lp__jw_us(lp__jw_t *w, uint64_t ns);
 /* ---- export.c ----------------------------------------------------------- */
 
 /*
- * What an export writes: a snapshot of the session taken under the trace
- * lock (event ranges, names copied, counts, sync points), formatted after
- * the lock is released. The chunks it points into stay pinned meanwhile:
- * none is recycled or freed while an export runs.
+ * What an export writes: a snapshot of a session taken under the trace lock
+ * (chunks and how far they are filled, names copied, sync points, the
+ * session's window), formatted after the lock is released. The chunks are
+ * pinned meanwhile: none is reused or freed until the export releases them,
+ * whatever sessions start or stop in between.
  */
 typedef struct lp__snap_chunk {
   const lp__chunk_t *chunk;
-  uint32_t begin, end;
+  uint32_t end;
 } lp__snap_chunk_t;
 
 typedef struct lp__snap_lane {
   uint64_t tid;
-  char *name;          /* owned */
-  char **work;         /* tracks: the work names by id (owned array, borrowed strings); NULL for threads */
+  char *name;  /* owned */
+  char **work; /* tracks: the work names by id, owned copies; NULL for threads */
+  uint32_t nwork;
+  bool lost;   /* ring: older chunks of the lane were reused */
   lp__snap_chunk_t *chunks;
   uint32_t nchunks;
 } lp__snap_lane_t;
@@ -359,26 +469,37 @@ typedef struct lp__snap_lane {
 typedef struct lp__session {
   lp__snap_lane_t *lanes; /* threads first, then tracks */
   uint32_t nlanes, nthreads;
-  lp_trace_opts_t opts;
+  lp_trace_opts_t opts;   /* budget, policy and clock of the recording; levels of the session */
+  /* The window: events stamped from start to stop (UINT64_MAX while recording). */
+  uint64_t start_ticks, stop_ticks;
+  uint64_t start_ns; /* the start in ns */
   lp__sync_t *syncs;
   size_t nsyncs;
-  uint64_t recorded, dropped;
+  uint64_t dropped;
 } lp__session_t;
 
-/* Writes the whole JSON document to w. Returns w's error, or -ENOMEM. */
-int lp__export_json(lp__jw_t *w, const lp__session_t *s, const char *process_name);
+/*
+ * Writes the whole JSON document to w. Returns w's error, or -ENOMEM. When
+ * the clock jumped during the session, jump (of jump_len bytes) gets a
+ * one-line description for the caller to report; else it is left empty.
+ */
+int lp__export_json(lp__jw_t *w, const lp__session_t *s, const char *process_name, char *jump, size_t jump_len);
+/* A site's label for reports: "(null)" for a NULL label. */
+static inline const char *lp__label(const lp_site_t *site) { return site->label ? site->label : "(null)"; }
 
-/* ---- fork --------------------------------------------------------------- */
+/* ---- lifecycle.c ---------------------------------------------------------- */
 
-/* Registers the fork handlers once (called from the library constructor). */
-void lp__fork_init(void);
-void lp__collector_atfork_prepare(void);
-void lp__collector_atfork_parent(void);
-void lp__collector_atfork_child(void);
-void lp__registry_atfork_prepare(void);
-void lp__registry_atfork_parent(void);
-void lp__registry_atfork_child(void);
+/* Fork handlers and registry hooks, once; every entry point calls it first. */
+void lp__lifecycle_init(void);
 /* True in a child created by fork() from a process that had started labelprof. */
 bool lp__forked_child(void);
+
+/* ---- env.c ---------------------------------------------------------------- */
+
+/* Reads LABELPROF_*, starts what they ask for and arranges the reports (the constructor calls it). */
+void lp__env_load(void);
+void lp__env_atfork_prepare(void);
+void lp__env_atfork_parent(void);
+void lp__env_atfork_child(void);
 
 #endif /* LABELPROF_INTERNAL_H */

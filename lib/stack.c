@@ -5,8 +5,8 @@
  * publishes the stack word (depth | change counter) with a release store; a
  * pop only publishes a new word. They fall through to here when the depth is
  * out of range, which means one of: the thread is not registered yet (its
- * state is the shared `unattached` one), the thread has exited, the stack is
- * full, or a pop does not match the top.
+ * state is the shared `lp__unattached` one), the thread has exited, the stack
+ * is full, or a pop does not match the top.
  *
  * The reader (lp__stack_snapshot) is the seqlock's other half: read the word
  * with acquire, copy the frames with acquire loads, read the word again;
@@ -16,13 +16,18 @@
  * also sees that pop's word or a later one (Boehm 2012, with the pop's publish
  * playing the role of the odd sequence number, and release/acquire on the
  * frames instead of fences: no fence instruction on any architecture, and
- * visible to ThreadSanitizer).
+ * visible to ThreadSanitizer). The change counter only grows, so a word is
+ * never published twice and equal words cannot hide a change.
  */
 #include "internal.h"
 
 #include <errno.h>
 
-uint32_t lp_impl_push_slow(uintptr_t tag) {
+static inline uint64_t with_depth(uint64_t w, uint32_t d) {
+  return (w & ~(uint64_t)LP_IMPL_DEPTH_MASK) + LP_IMPL_COUNT_ONE + d;
+}
+
+uint64_t lp_impl_push_slow(uintptr_t tag) {
   lp__thread_t *t = lp__thread_attach();
   if (!t) return LP_IMPL_NOT_PUSHED;
   uint64_t w = LP_IMPL_LOAD_RELAXED(t->hot.word);
@@ -31,42 +36,55 @@ uint32_t lp_impl_push_slow(uintptr_t tag) {
   lp__bump(&t->truncated);
   if (d >= LP__DEPTH_LIMIT) return LP_IMPL_NOT_PUSHED;
   /* Deeper than the frames: count the depth, write nothing. */
-  LP_IMPL_STORE_RELEASE(t->hot.word, w + LP_IMPL_COUNT_ONE + 1);
-  return d;
+  w += LP_IMPL_COUNT_ONE + 1;
+  LP_IMPL_STORE_RELEASE(t->hot.word, w);
+  return w;
 }
 
 /*
- * A scope pushed at `depth` ends, and the top is not its frame. Either labels
- * it did not start are still open above it (a longjmp, a missing LP_END):
- * they go with it. Or its own frame was already ended by a stray LP_END:
- * never go back up, which would expose stale frames. Counted; returns the
- * depth found, so the caller knows whether its frame was still there.
+ * The ends of traced frames that a heal pops will never be recorded: give
+ * back the room their begins kept.
  */
-static uint32_t heal(lp__thread_t *t, uint32_t depth) {
+static void release_ends(lp__thread_t *t, uint32_t from, uint32_t to) {
+  uint32_t n = 0;
+  if (to > LP_STACK_CAPACITY) to = LP_STACK_CAPACITY;
+  for (uint32_t k = from; k < to; k++) n += (LP_IMPL_LOAD_RELAXED(t->hot.frames[k]) & LP_IMPL_TRACED) != 0;
+  if (n && t->hot.tlim) {
+    uint32_t room = (uint32_t)(t->hot.tend - t->hot.tlim);
+    t->hot.tlim += n < room ? n : room;
+  }
+}
+
+/*
+ * The scope whose frame is at `depth` ends, and the top is not its frame.
+ * Either labels it did not start are still open above it (a longjmp, a
+ * missing LP_END): they go with it. Or its own frame was already ended by a
+ * stray LP_END: never go back up, which would expose stale frames. Counted.
+ * Returns true if its frame was still there (and is now popped).
+ */
+static bool heal(lp__thread_t *t, uint32_t depth) {
   uint64_t w = LP_IMPL_LOAD_RELAXED(t->hot.word);
   uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
   lp__bump(&t->mismatched);
-  LP_IMPL_STORE_RELEASE(t->hot.word, (w & ~(uint64_t)LP_IMPL_DEPTH_MASK) + LP_IMPL_COUNT_ONE + (d < depth ? d : depth));
-  return d;
+  if (d > depth + 1) release_ends(t, depth + 1, d);
+  LP_IMPL_STORE_RELEASE(t->hot.word, with_depth(w, d <= depth ? d : depth));
+  return d > depth;
 }
 
-void lp_impl_pop_slow(uint32_t depth) {
+void lp_impl_leave_slow(const lp_site_t *site, uint64_t word) {
+  if ((uint32_t)(word & LP_IMPL_DEPTH_MASK) == LP_IMPL_NOT_PUSHED) return;
+  bool traced = (word & LP_IMPL_TRACED_MARK) != 0;
+  uint32_t depth = (uint32_t)((word ^ (traced ? LP_IMPL_TRACED_MARK : 0)) & LP_IMPL_DEPTH_MASK) - 1;
   lp__thread_t *t = lp__thread_current();
-  if (t && depth != LP_IMPL_NOT_PUSHED) heal(t, depth);
-}
-
-void lp_impl_leave_slow(const lp_site_t *site, uint32_t expect) {
-  uint32_t depth = (expect & LP_IMPL_EXPECT_DEPTH) - 1;
-  bool traced = (expect & LP_IMPL_EXPECT_TRACED) != 0;
-  lp__thread_t *t = lp__thread_current();
+  if (!t) return; /* the thread has exited: nothing to pop, nothing to record */
   /* The end is recorded when the begin was, unless a stray LP_END() already recorded it. */
-  bool frame_was_there = !t || depth == LP_IMPL_NOT_PUSHED || heal(t, depth) > depth;
-  if (traced && frame_was_there) lp_impl_emit((uintptr_t)site | LP_IMPL_EV_END);
+  if (heal(t, depth) && traced) lp_impl_end_event(&t->hot, (uintptr_t)site, depth);
 }
 
 void lp_impl_end_slow(void) {
-  lp__thread_t *t = lp__thread_current();
-  if (!t) return; /* an unregistered thread has nothing open */
+  /* Attach: an LP_END() on a thread that never used a label is a mistake to count too. */
+  lp__thread_t *t = lp__thread_attach();
+  if (!t) return;
   uint64_t w = LP_IMPL_LOAD_RELAXED(t->hot.word);
   uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
   if (d == 0) {
@@ -74,7 +92,7 @@ void lp_impl_end_slow(void) {
     return;
   }
   /* Deeper than the frames: the label is not stored, so no end event is possible. */
-  LP_IMPL_STORE_RELEASE(t->hot.word, (w & ~(uint64_t)LP_IMPL_DEPTH_MASK) + LP_IMPL_COUNT_ONE + (d - 1));
+  LP_IMPL_STORE_RELEASE(t->hot.word, with_depth(w, d - 1));
 }
 
 int lp__stack_snapshot(const lp__thread_t *t, uint64_t known, const lp_site_t **frames, uint32_t *depth,

@@ -2,17 +2,22 @@
  * thread.c: per-thread state and the registry of threads that use labels.
  *
  * A thread joins the first time it uses a label. lp_impl_self starts out
- * pointing at `unattached`, a shared state nobody writes whose depth is out
- * of range, so the first push falls into the slow path, which allocates the
- * thread's own state, links it into the registry and repoints lp_impl_self.
- * A pthread key destructor unlinks the state when the thread exits and points
- * lp_impl_self at `detached`, which the slow paths ignore.
+ * pointing at `lp__unattached`, a shared state nobody writes whose depth is
+ * out of range, so the first push falls into the slow path, which allocates
+ * the thread's own state, links it into the registry and repoints
+ * lp_impl_self. A pthread key destructor unlinks the state when the thread
+ * exits and points lp_impl_self at `detached`, which the slow paths ignore.
  *
- * The one tricky invariant: a sampler copies the registry's pointers under
- * the registry lock, then reads the states without it. So while sampling is
- * on, an exiting thread's state is parked, not freed, and it is freed only
- * by a sampler at the start of its next pass (lp__registry_reap), when that
- * sampler holds no pointer from an earlier pass, or when sampling stops.
+ * The registry calls nobody above it. Its users (the timeline) register
+ * hooks for thread exit and rename; the collector learns of exits when it
+ * reaps parked threads.
+ *
+ * The one tricky invariant: a walker (the collector) copies the registry's
+ * pointers under the registry lock, then reads the states without it. So
+ * while the registry is held, an exiting thread's state is parked, not
+ * freed, and it is freed only by a walker at the start of its next pass
+ * (lp__registry_reap), when that walker holds no pointer from an earlier
+ * pass, or when the hold is released.
  */
 #include "internal.h"
 
@@ -20,21 +25,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-/* Depth 0xffff: every push and LP_END goes slow, and no scope's depth + 1 matches it. */
-static lp_impl_thread_t unattached = {.word = LP_IMPL_DEPTH_MASK};
+/*
+ * Depth 0xffff: every push and LP_END goes slow, and no scope's word matches
+ * it. lp_impl_self (lifecycle.c) starts out pointing at lp__unattached.
+ */
+lp_impl_thread_t lp__unattached = {.word = LP_IMPL_DEPTH_MASK};
 static lp_impl_thread_t detached = {.word = LP_IMPL_DEPTH_MASK};
-
-LP_EXPORT __thread lp_impl_thread_t *lp_impl_self __attribute__((tls_model("initial-exec"))) = &unattached;
 
 static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
 static lp__thread_t *head, *tail; /* live threads, in order of registration */
-static lp__thread_t *parked;      /* exited while sampling; linked through ->next */
-static bool sampling;
-/* Mistake counters of threads that have exited. */
-static uint64_t exited_truncated, exited_mismatched, exited_unmatched;
+static lp__thread_t *parked;      /* exited while held; linked through ->next */
+static bool held;
+static lp__counters_t exited; /* counters of threads that have left */
+static lp__registry_hooks_t hooks;
 
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static pthread_key_t key;
@@ -43,6 +50,8 @@ static bool key_ok;
 static void thread_exit(void *arg);
 
 static void make_key(void) { key_ok = pthread_key_create(&key, thread_exit) == 0; }
+
+void lp__registry_set_hooks(const lp__registry_hooks_t *h) { hooks = *h; }
 
 static void unlink_thread(lp__thread_t *t) {
   if (t->prev)
@@ -56,15 +65,16 @@ static void unlink_thread(lp__thread_t *t) {
   t->next = t->prev = NULL;
 }
 
-static void add_mistakes(const lp__thread_t *t) {
-  exited_truncated += atomic_load_explicit(&t->truncated, memory_order_relaxed);
-  exited_mismatched += atomic_load_explicit(&t->mismatched, memory_order_relaxed);
-  exited_unmatched += atomic_load_explicit(&t->unmatched, memory_order_relaxed);
+static void add_counters(lp__counters_t *c, const lp__thread_t *t) {
+  c->truncated += atomic_load_explicit(&t->truncated, memory_order_relaxed);
+  c->mismatched += atomic_load_explicit(&t->mismatched, memory_order_relaxed);
+  c->unmatched += atomic_load_explicit(&t->unmatched, memory_order_relaxed);
+  c->dropped += LP_IMPL_LOAD_RELAXED(t->hot.dropped);
 }
 
 lp__thread_t *lp__thread_attach(void) {
   lp_impl_thread_t *self = lp_impl_self;
-  if (self != &unattached) return self == &detached ? NULL : (lp__thread_t *)self;
+  if (self != &lp__unattached) return self == &detached ? NULL : (lp__thread_t *)self;
   if (pthread_once(&key_once, make_key) != 0 || !key_ok) goto fail;
   /* Own cache lines: the owner's stores never share a line with another thread's. */
   size_t size = (sizeof(lp__thread_t) + 63) & ~(size_t)63;
@@ -72,7 +82,11 @@ lp__thread_t *lp__thread_attach(void) {
   if (!t) goto fail;
   memset(t, 0, size);
   t->tid = (uint64_t)syscall(SYS_gettid);
-  if (pthread_getname_np(pthread_self(), t->name, sizeof t->name) != 0 || !t->name[0])
+  /* The calling thread's own name: no file to read, unlike pthread_getname_np on another thread. */
+  char comm[17] = "";
+  if (prctl(PR_GET_NAME, comm) == 0 && comm[0])
+    snprintf(t->name, sizeof t->name, "%s", comm);
+  else
     snprintf(t->name, sizeof t->name, "thread %llu", (unsigned long long)t->tid);
   if (pthread_setspecific(key, t) != 0) {
     free(t);
@@ -96,17 +110,17 @@ fail:
 
 lp__thread_t *lp__thread_current(void) {
   lp_impl_thread_t *self = lp_impl_self;
-  return self == &unattached || self == &detached ? NULL : (lp__thread_t *)self;
+  return self == &lp__unattached || self == &detached ? NULL : (lp__thread_t *)self;
 }
 
 static void thread_exit(void *arg) {
   lp__thread_t *t = arg;
   lp_impl_self = &detached; /* labels in later destructors are ignored */
-  lp__trace_thread_exit(t); /* its timeline lane outlives it */
+  if (hooks.exit) hooks.exit(t);
   lp__lock(&registry_mu);
   unlink_thread(t);
-  add_mistakes(t);
-  if (sampling) {
+  add_counters(&exited, t);
+  if (held) {
     t->next = parked;
     parked = t;
   } else {
@@ -123,7 +137,7 @@ int lp_thread_set_name(const char *name) {
   snprintf(t->name, sizeof t->name, "%s", name);
   t->name_gen++;
   lp__unlock(&registry_mu);
-  lp__trace_thread_renamed(t);
+  if (hooks.renamed) hooks.renamed(t);
   return 0;
 }
 
@@ -131,31 +145,26 @@ void lp__registry_lock(void) { lp__lock(&registry_mu); }
 void lp__registry_unlock(void) { lp__unlock(&registry_mu); }
 lp__thread_t *lp__registry_head(void) { return head; }
 
-void lp__registry_reap(void) {
+void lp__registry_reap(void (*visit)(lp__thread_t *t, void *arg), void *arg) {
   while (parked) {
     lp__thread_t *t = parked;
     parked = t->next;
+    if (visit) visit(t, arg);
     free(t);
   }
 }
 
-void lp__registry_set_sampling(bool on) {
-  sampling = on;
-  if (!on) lp__registry_reap();
+void lp__registry_hold(bool on) {
+  held = on;
+  if (!on) lp__registry_reap(NULL, NULL);
 }
 
-void lp__registry_mistakes(uint64_t *truncated, uint64_t *mismatched, uint64_t *unmatched) {
+void lp__registry_counters(lp__counters_t *out) {
   lp__lock(&registry_mu);
-  uint64_t tr = exited_truncated, mm = exited_mismatched, um = exited_unmatched;
-  for (lp__thread_t *t = head; t; t = t->next) {
-    tr += atomic_load_explicit(&t->truncated, memory_order_relaxed);
-    mm += atomic_load_explicit(&t->mismatched, memory_order_relaxed);
-    um += atomic_load_explicit(&t->unmatched, memory_order_relaxed);
-  }
+  lp__counters_t c = exited;
+  for (lp__thread_t *t = head; t; t = t->next) add_counters(&c, t);
   lp__unlock(&registry_mu);
-  *truncated = tr;
-  *mismatched = mm;
-  *unmatched = um;
+  *out = c;
 }
 
 /* ---- fork ----------------------------------------------------------------
@@ -164,56 +173,21 @@ void lp__registry_mistakes(uint64_t *truncated, uint64_t *mismatched, uint64_t *
  * forking thread's, and start with a clean lock.
  */
 
-static bool forked;
-
-bool lp__forked_child(void) { return forked; }
-
 void lp__registry_atfork_prepare(void) { lp__lock(&registry_mu); }
 void lp__registry_atfork_parent(void) { lp__unlock(&registry_mu); }
 
 void lp__registry_atfork_child(void) {
   pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
   lp__thread_t *self = lp__thread_current();
-  forked = true;
   registry_mu = fresh;
-  lp__registry_reap();
-  sampling = false;
+  lp__registry_reap(NULL, NULL);
+  held = false;
   for (lp__thread_t *t = head, *next; t; t = next) {
     next = t->next;
     if (t == self) continue;
-    add_mistakes(t);
+    add_counters(&exited, t);
     free(t);
   }
   head = tail = self;
   if (self) self->next = self->prev = NULL;
-}
-
-/* Every library lock, taken in the lock order (internal.h), released after. */
-static void atfork_prepare(void) {
-  lp__collector_atfork_prepare();
-  lp__registry_atfork_prepare();
-  lp__trace_atfork_prepare();
-}
-static void atfork_parent(void) {
-  lp__trace_atfork_parent();
-  lp__registry_atfork_parent();
-  lp__collector_atfork_parent();
-}
-static void atfork_child(void) {
-  lp__registry_atfork_child();
-  lp__collector_atfork_child();
-  lp__trace_atfork_child();
-}
-
-static void register_handlers(void) {
-  /* Without the handlers a forked child would try to join a collector it does not have. */
-  int rc = pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
-  if (rc != 0)
-    fprintf(stderr, "labelprof: pthread_atfork failed (%s); do not fork while profiling\n", lp_strerror(-rc));
-}
-
-void lp__fork_init(void) {
-  static pthread_once_t once = PTHREAD_ONCE_INIT;
-  int rc = pthread_once(&once, register_handlers);
-  if (rc != 0) lp__fatal("pthread_once", rc);
 }

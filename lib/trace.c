@@ -1,29 +1,36 @@
 /*
  * trace.c: recording the timeline.
  *
- * Each thread appends 16-byte events (raw ticks, site pointer | kind) to the
- * current chunk of its lane, inline and without a lock (labelprof.h): store
- * the event, publish the cursor with a release store. Only when the chunk is
- * full does it come here, to the slow path, which takes the trace lock and
- * gets the next chunk: a new one while the session's memory budget allows,
- * else, in ring mode, the oldest chunk of the whole session that no thread is
- * still filling (its events are counted as overwritten; it is always the
- * first of its lane, so every lane keeps its newest events, and threads that
- * exited or went quiet cannot hold the budget against new ones), else
- * nothing (discard mode: every later event is counted as dropped, without
- * the lock). A chunk records a clock sync point when it is
- * started; the exporter turns ticks into nanoseconds with them.
+ * One recording serves every session. Each thread appends 16-byte events
+ * (raw ticks, site pointer | kind) to the current chunk of its lane, inline
+ * and without a lock (labelprof.h). Only when the chunk is full does it come
+ * here, to the slow path, which takes the trace lock and gets the next chunk:
+ * one from the pool or a new one while the budget allows, else, in ring
+ * mode, the oldest chunk of any lane that nobody is filling and no export is
+ * reading (its events are counted as overwritten; it is always the first of
+ * its lane, so every lane keeps its newest events), else nothing (discard
+ * mode: the budget is spent, and every later event is counted inline at
+ * almost no cost). A chunk records a clock sync point when it is started.
  *
- * An export takes a snapshot under the trace lock (full chunks up to their
- * final count, each live thread's current chunk up to its published cursor,
- * names copied) and writes the file after releasing it. Until it is done the
- * chunks are pinned: nothing is recycled (a ring-mode thread that would need
- * to recycle drops and counts instead) and nothing is freed (only a new
- * session frees, and it waits for the export).
+ * Sessions are windows onto the recording. The program's session
+ * (lp_trace_start) and the environment's (LABELPROF_TRACE) may run at once:
+ * the recorded levels are the union of theirs, the budget, policy and clock
+ * are those of the session that started the recording, and each export
+ * writes the events stamped inside its own session's window, of its own
+ * levels. A session that starts when nothing is recording starts a new
+ * recording: the chunks of the last one go back to the pool (already
+ * touched, so a new session does not take page faults in its hot loop).
  *
- * Lanes of exited threads stay until the next lp_trace_start(), which frees
- * them and every chunk except the one each live thread is writing into (its
- * cursor stays valid; the session starts at the cursor).
+ * An export takes a snapshot under the trace lock (the chunks of each lane
+ * and how far they are filled, names copied) and writes the file after
+ * releasing it. The chunks it holds are pinned: a ring does not reuse them
+ * and a new recording does not take them back until the export is done.
+ *
+ * Lanes of exited threads are retired as soon as they hold no chunk: at
+ * once when the thread recorded nothing, when a ring reuses their last
+ * chunk, or when a new recording starts. Memory is the budget, plus one
+ * chunk per live thread that keeps its current chunk across recordings,
+ * plus what exports still pin.
  */
 #include "internal.h"
 
@@ -39,34 +46,53 @@
 
 LP_EXPORT uint32_t lp_impl_levels;
 
-static pthread_mutex_t ctl_mu = PTHREAD_MUTEX_INITIALIZER;   /* start, stop, write */
 static pthread_mutex_t trace_mu = PTHREAD_MUTEX_INITIALIZER; /* everything below */
-static atomic_int tracing;   /* a session is recording */
-static atomic_int exhausted; /* discard mode: the budget is spent */
-static atomic_int ring;      /* the session's policy is LP_TRACE_RING */
-static atomic_int starved;   /* ring mode: the last thread without a chunk found none to take */
-static bool pinned;          /* an export is reading the chunks (trace lock) */
-static _Atomic uint64_t orphan_dropped;
 
-static bool ever; /* a session was started since load (or fork) */
-static lp__lane_t *lanes;
+/* The recording (trace lock). */
+static struct {
+  uint32_t recording;   /* sessions recording now */
+  lp_trace_opts_t opts; /* budget, policy and clock of the session that started it */
+  uint64_t gen;         /* recordings started so far */
+  bool spent;           /* discard mode: the budget is spent */
+} rec = {0, {LP_LEVEL_STANDARD, LP_TRACE_DISCARD, 64u << 20, LP_CLOCK_AUTO}, 0, false};
+
+static atomic_int starved;            /* ring: the last thread without a chunk found none to take */
+static uint64_t used;                 /* bytes of chunks in lanes */
+static uint64_t lock_dropped;         /* events dropped under the lock (tracks, threads without state) */
+static lp__chunk_t *oldest, *newest;  /* chunks in lanes, in the order they were started */
+static lp__chunk_t *pool;             /* free chunks, linked through ->next */
+static uint64_t pooled;               /* bytes in the pool */
+static lp__chunk_t *released;         /* taken back while an export pinned them; linked through older/newer */
+static uint64_t released_bytes;
+static lp__lane_t *lanes, *lanes_tail; /* thread lanes */
 static lp__lane_t *tracks[LP__MAX_TRACKS];
 static _Atomic uint32_t ntracks;
-static lp_trace_opts_t session_opts = {LP_LEVEL_STANDARD, LP_TRACE_DISCARD, 64u << 20, LP_CLOCK_AUTO};
-static uint64_t used; /* bytes of chunks in use */
-static lp__chunk_t *oldest, *newest; /* every chunk in use, by the time it was started */
-static lp__sync_t start_sync, stop_sync;
-static bool stopped;
 
-/* ---- chunks ------------------------------------------------------------------- */
+typedef struct session {
+  bool exists, running;
+  uint32_t levels;
+  uint64_t gen; /* the recording it belongs to */
+  uint64_t start_ticks, stop_ticks;
+  lp__sync_t start_sync, stop_sync;
+  uint64_t drops0, drops1; /* the drop total at its start and stop */
+  uint64_t overwritten;    /* ring: events of its window reused */
+} session_t;
+static session_t sessions[LP__OWNERS];
 
-static uint32_t count_payloads(const lp__chunk_t *c, uint32_t from, uint32_t to) {
-  uint32_t n = 0;
-  for (uint32_t i = from; i < to; i++) n += (c->ev[i].tag & LP_IMPL_EV_KIND) == LP__EV_PAYLOAD;
-  return n;
+/* ---- levels -------------------------------------------------------------------- */
+
+/* The union of the recording sessions' levels, and the spent bit. Trace lock held. */
+static void publish_levels(void) {
+  uint32_t lv = 0;
+  for (int o = 0; o < LP__OWNERS; o++)
+    if (sessions[o].running) lv |= sessions[o].levels;
+  if (lv && rec.spent) lv |= LP_IMPL_SPENT;
+  LP_IMPL_STORE_RELEASE(lp_impl_levels, lv);
 }
 
-/* The number of events in chunk c of lane l (c == l->last of a live thread: its published cursor). */
+/* ---- chunks -------------------------------------------------------------------- */
+
+/* The number of slots used in chunk c of lane l (c == l->last of a live thread: its published cursor). */
 static uint32_t chunk_end(const lp__lane_t *l, const lp__chunk_t *c) {
   if (l->owner && c == l->last) {
     const lp_impl_event_t *e = LP_IMPL_LOAD_ACQUIRE(l->owner->hot.tcur);
@@ -75,15 +101,15 @@ static uint32_t chunk_end(const lp__lane_t *l, const lp__chunk_t *c) {
   return c->count;
 }
 
-static void age_unlink(lp__chunk_t *c) {
+static void age_unlink(lp__chunk_t **first, lp__chunk_t **last, lp__chunk_t *c) {
   if (c->older)
     c->older->newer = c->newer;
   else
-    oldest = c->newer;
+    *first = c->newer;
   if (c->newer)
     c->newer->older = c->older;
   else
-    newest = c->older;
+    *last = c->older;
   c->older = c->newer = NULL;
 }
 
@@ -97,49 +123,120 @@ static void age_append(lp__chunk_t *c) {
   newest = c;
 }
 
+/* A chunk no lane needs any more: to the pool while the budget allows, else freed. */
+static void pool_put(lp__chunk_t *c) {
+  c->lane = NULL;
+  if (used + pooled + LP__CHUNK_BYTES > rec.opts.budget_bytes) {
+    free(c);
+    return;
+  }
+  c->next = pool;
+  pool = c;
+  pooled += LP__CHUNK_BYTES;
+}
+
+/* Takes c out of the recording (it is in no lane any more): pooled, or kept aside while an export pins it. */
+static void release(lp__chunk_t *c) {
+  age_unlink(&oldest, &newest, c);
+  used -= LP__CHUNK_BYTES;
+  c->lane = NULL;
+  if (c->pins) {
+    c->older = NULL;
+    c->newer = released;
+    if (released) released->older = c;
+    released = c;
+    released_bytes += LP__CHUNK_BYTES;
+    return;
+  }
+  pool_put(c);
+}
+
+static lp__chunk_t *chunk_get(void) {
+  lp__chunk_t *c = pool;
+  if (c) {
+    pool = c->next;
+    pooled -= LP__CHUNK_BYTES;
+    return c;
+  }
+  return aligned_alloc(64, LP__CHUNK_BYTES);
+}
+
+static void retire(lp__lane_t *l);
+
+/* When an event was recorded: its stamp, or for a track's item the stamp in its payload's tag. */
+static uint64_t recorded_at(const lp__chunk_t *c, uint32_t i) {
+  if ((c->ev[i].tag & LP_IMPL_EV_KIND) == LP__EV_TRACK) return i + 1 < c->count ? c->ev[i + 1].tag >> 3 : 0;
+  return c->ev[i].ts;
+}
+
+/* Events of c (closed: count and payloads are final) recorded inside [start, stop]. */
+static uint64_t events_between(const lp__chunk_t *c, uint64_t start, uint64_t stop) {
+  uint64_t n = 0;
+  if (c->count == 0) return 0;
+  if (c->sync.ticks >= start && stop == UINT64_MAX) return c->count - c->payloads;
+  for (uint32_t i = 0; i < c->count; i++) {
+    if ((c->ev[i].tag & LP_IMPL_EV_KIND) == LP__EV_PAYLOAD) continue;
+    uint64_t t = recorded_at(c, i);
+    n += t >= start && t <= stop;
+  }
+  return n;
+}
+
+/*
+ * Ring mode: takes the first chunk of its lane for reuse. Its events are
+ * counted as overwritten in every session of this recording whose window
+ * they fall in.
+ */
 static lp__chunk_t *take(lp__chunk_t *c) {
   lp__lane_t *l = c->lane;
   assert(l->first == c);
-  /* Closed: its count and payloads are final. */
-  l->overwritten += (c->count - c->begin) - (c->payloads - c->payloads_before_begin);
+  for (int o = 0; o < LP__OWNERS; o++) {
+    session_t *s = &sessions[o];
+    if (!s->exists || s->gen != rec.gen) continue;
+    s->overwritten += events_between(c, s->start_ticks, s->running ? UINT64_MAX : s->stop_ticks);
+  }
   l->first = c->next;
   if (!l->first) l->last = NULL;
-  age_unlink(c);
+  l->lost = true;
+  age_unlink(&oldest, &newest, c);
+  used -= LP__CHUNK_BYTES;
+  if (!l->owner && !l->first && !l->track) retire(l);
   return c;
 }
 
 /*
- * Ring mode: the oldest chunk nobody is filling. A lane's last chunk is the
- * one its thread (or track) fills, and the asker keeps its own too while any
- * other can be had. A lane's chunks are in the global order, so whatever is
- * found first is the oldest of its lane.
+ * Ring mode: the oldest chunk nobody is filling and no export is reading. A
+ * lane's last chunk is the one its thread (or track) fills, and the asker
+ * keeps its own too while any other can be had. A lane's chunks are in the
+ * global order, so whatever is found first is the oldest of its lane.
  */
 static lp__chunk_t *take_oldest(lp__lane_t *asking) {
-  if (pinned) return NULL;
   for (lp__chunk_t *c = oldest; c; c = c->newer) {
     lp__lane_t *l = c->lane;
+    if (c->pins || c != l->first) continue;
     if (c == l->last && (l->owner || l->cur || l == asking)) continue;
     return take(c);
   }
   /* Nothing else: the asker reuses the one chunk it has. */
-  if (asking->first && asking->first == asking->last) return take(asking->first);
+  if (asking->first && asking->first == asking->last && !asking->first->pins) return take(asking->first);
   return NULL;
 }
 
-/* The lane's next chunk: a new one within the budget, else (ring) the oldest one free, else NULL. */
+/* The lane's next chunk: one within the budget, else (ring) the oldest one free, else NULL. Trace lock held. */
 static lp__chunk_t *next_chunk(lp__lane_t *l) {
   lp__chunk_t *c = NULL;
-  if (used + LP__CHUNK_BYTES <= session_opts.budget_bytes && (c = aligned_alloc(64, LP__CHUNK_BYTES)) != NULL)
-    used += LP__CHUNK_BYTES;
-  else if (session_opts.policy == LP_TRACE_RING)
+  if (used + LP__CHUNK_BYTES <= rec.opts.budget_bytes && (c = chunk_get()) != NULL)
+    ;
+  else if (rec.opts.policy == LP_TRACE_RING)
     c = take_oldest(l);
   if (!c) return NULL;
+  used += LP__CHUNK_BYTES;
   c->next = NULL;
   c->lane = l;
   c->sync = lp__clock_sync();
-  c->begin = 0;
   c->count = 0;
-  c->payloads = c->payloads_before_begin = 0;
+  c->payloads = 0;
+  c->pins = 0;
   if (l->last)
     l->last->next = c;
   else
@@ -149,20 +246,27 @@ static lp__chunk_t *next_chunk(lp__lane_t *l) {
   return c;
 }
 
-static void free_chunks(lp__lane_t *l) {
-  for (lp__chunk_t *c = l->first, *n; c; c = n) {
-    n = c->next;
-    age_unlink(c);
-    free(c);
-  }
-  l->first = l->last = NULL;
-}
+/* ---- lanes --------------------------------------------------------------------- */
 
-static void free_lane(lp__lane_t *l) {
-  free_chunks(l);
+static void free_names(lp__lane_t *l) {
   for (uint32_t i = 0; i < l->nnames; i++) free(l->names[i]);
   free(l->names);
   free(l->name_slots);
+  l->names = NULL;
+  l->name_slots = NULL;
+  l->nnames = l->capnames = l->name_mask = 0;
+}
+
+/* A thread lane that holds nothing and whose thread has exited: gone, in O(1). Trace lock held. */
+static void retire(lp__lane_t *l) {
+  if (l->prev)
+    l->prev->next = l->next;
+  else
+    lanes = l->next;
+  if (l->next)
+    l->next->prev = l->prev;
+  else
+    lanes_tail = l->prev;
   free(l->name);
   free(l);
 }
@@ -175,62 +279,63 @@ static lp__lane_t *new_lane(lp__thread_t *t) {
   }
   l->owner = t;
   l->tid = t->tid;
-  l->dropped_base = 0;
-  /* Append: lanes are written in the order threads first recorded. */
-  lp__lane_t **pp = &lanes;
-  while (*pp) pp = &(*pp)->next;
-  *pp = l;
+  /* Appended: lanes are written in the order threads first recorded. */
+  l->prev = lanes_tail;
+  if (lanes_tail)
+    lanes_tail->next = l;
+  else
+    lanes = l;
+  lanes_tail = l;
   t->lane = l;
   return l;
 }
 
-static void drop(lp__lane_t *l) {
-  if (l)
-    lp__bump(&l->dropped);
-  else
-    atomic_fetch_add_explicit(&orphan_dropped, 1, memory_order_relaxed);
+/* ---- recording: the slow paths ---------------------------------------------------- */
+
+enum { EV_OTHER, EV_BEGIN, EV_END };
+
+/* Counts an event the calling thread could not record (the owner's own counter: no read-modify-write). */
+static void drop_own(lp__thread_t *t) {
+  LP_IMPL_STORE_RELAXED(t->hot.dropped, LP_IMPL_LOAD_RELAXED(t->hot.dropped) + 1);
 }
 
-/* The slow path of every event: the chunk is full, or the thread has none. */
-static uint32_t record_slow(uintptr_t tag, uint64_t payload, unsigned nslots) {
-  lp__thread_t *t = lp__thread_attach();
-  if (!t) return 0;
+/*
+ * Records an event of nslots slots (a counter's value as the second) for the
+ * calling thread, whose current chunk has no room for it: closes that chunk,
+ * gets the next, and carries over the room kept for the ends of the begins
+ * still open. Returns 1 if recorded, 0 if dropped (counted).
+ */
+static uint32_t record_slow(lp__thread_t *t, uintptr_t tag, uint64_t payload, unsigned nslots, int kind) {
+  lp_impl_thread_t *h = &t->hot;
   lp__lane_t *l = t->lane;
   /*
-   * Nothing to be had, known without the lock: count and leave. Discard mode
-   * with the budget spent; or ring mode, no chunk of its own, and the last
-   * thread in that state found none to take (reset when a chunk frees up).
-   * A live thread's lane->last changes only by its own hand.
+   * Known without the lock: discard mode with the budget spent; or ring mode,
+   * no chunk of its own, and the last thread in that state found none to take.
    */
-  if (l && (atomic_load_explicit(&ring, memory_order_relaxed)
-                ? !l->last && atomic_load_explicit(&starved, memory_order_relaxed)
-                : atomic_load_explicit(&exhausted, memory_order_relaxed))) {
-    lp__bump(&l->dropped);
+  if ((kind != EV_END && (LP_IMPL_LOAD_RELAXED(lp_impl_levels) & LP_IMPL_SPENT)) ||
+      (l && !l->last && atomic_load_explicit(&starved, memory_order_relaxed))) {
+    drop_own(t);
     return 0;
   }
   lp__lock(&trace_mu);
   uint32_t ok = 0;
-  if (!atomic_load_explicit(&tracing, memory_order_relaxed)) {
-    if (l) lp__bump(&l->dropped); /* the end of a scope that outlived the session */
-    goto out;
-  }
-  if (!l && !(l = new_lane(t))) {
-    drop(NULL);
-    goto out;
-  }
+  if (!rec.recording && kind != EV_END) goto drop;
+  if (!l && !(l = new_lane(t))) goto drop;
+  uint32_t owed = h->tend ? (uint32_t)(h->tend - h->tlim) - 1 : 0;
   if (l->last) {
-    l->last->count = (uint32_t)(LP_IMPL_LOAD_RELAXED(t->hot.tcur) - l->last->ev);
+    l->last->count = (uint32_t)(LP_IMPL_LOAD_RELAXED(h->tcur) - l->last->ev);
     /* The chunk it leaves can be taken. Written only when set: no shared line touched per chunk. */
     if (atomic_load_explicit(&starved, memory_order_relaxed)) atomic_store_explicit(&starved, 0, memory_order_relaxed);
   }
-  lp__chunk_t *c = next_chunk(l);
+  lp__chunk_t *c = rec.recording ? next_chunk(l) : NULL;
   if (!c) {
-    if (!atomic_load_explicit(&ring, memory_order_relaxed))
-      atomic_store(&exhausted, 1);
-    else if (!l->last)
+    if (rec.recording && rec.opts.policy == LP_TRACE_DISCARD) {
+      rec.spent = true;
+      publish_levels();
+    } else if (rec.recording && !l->last) {
       atomic_store_explicit(&starved, 1, memory_order_relaxed);
-    lp__bump(&l->dropped);
-    goto out;
+    }
+    goto drop;
   }
   c->ev[0].ts = lp_impl_ticks();
   c->ev[0].tag = tag;
@@ -238,15 +343,67 @@ static uint32_t record_slow(uintptr_t tag, uint64_t payload, unsigned nslots) {
     c->ev[1] = (lp_impl_event_t){payload, LP__EV_PAYLOAD};
     c->payloads = 1;
   }
-  t->hot.tlim = c->ev + LP__CHUNK_EVENTS;
-  LP_IMPL_STORE_RELEASE(t->hot.tcur, c->ev + nslots);
+  if (owed > LP__CHUNK_EVENTS / 2) owed = LP__CHUNK_EVENTS / 2; /* ends that will never come (a longjmp) */
+  if (kind == EV_BEGIN) owed++;
+  if (kind == EV_END && owed) owed--;
+  h->tend = c->ev + LP__CHUNK_EVENTS;
+  h->tlim = h->tend - owed - 1;
+  LP_IMPL_STORE_RELEASE(h->tcur, c->ev + nslots);
   ok = 1;
-out:
   lp__unlock(&trace_mu);
   return ok;
+drop:
+  lp__unlock(&trace_mu);
+  drop_own(t);
+  return 0;
 }
 
-uint32_t lp_impl_emit_slow(uintptr_t tag) { return record_slow(tag, 0, 1); }
+uint64_t lp_impl_enter_slow(const lp_site_t *site, int manual) {
+  lp__thread_t *t = lp__thread_attach();
+  if (!t) return LP_IMPL_NOT_PUSHED;
+  uint32_t d = (uint32_t)LP_IMPL_LOAD_RELAXED(t->hot.word) & LP_IMPL_DEPTH_MASK;
+  uint32_t levels = LP_IMPL_LOAD_RELAXED(lp_impl_levels);
+  if (d >= LP_STACK_CAPACITY) {
+    /* Deeper than the frames: a scope's own word carries "traced"; a manual pair has nowhere to. */
+    uint64_t w = lp_impl_push_slow((uintptr_t)site);
+    if (manual || (uint32_t)(w & LP_IMPL_DEPTH_MASK) == LP_IMPL_NOT_PUSHED || !(site->level & levels)) return w;
+    lp_impl_event_t *e = LP_IMPL_LOAD_RELAXED(t->hot.tcur);
+    uintptr_t tag = (uintptr_t)site | LP_IMPL_EV_BEGIN | LP_IMPL_DEPTH_TAG(d);
+    if (e < t->hot.tlim) {
+      e->ts = lp_impl_ticks();
+      e->tag = tag;
+      t->hot.tlim--;
+      LP_IMPL_STORE_RELEASE(t->hot.tcur, e + 1);
+    } else if ((levels & LP_IMPL_SPENT) || !record_slow(t, tag, 0, 1, EV_BEGIN)) {
+      if (levels & LP_IMPL_SPENT) drop_own(t);
+      return w;
+    }
+    return w ^ LP_IMPL_TRACED_MARK;
+  }
+  if (!(site->level & levels)) return lp_impl_push((uintptr_t)site); /* the session stopped meanwhile */
+  lp_impl_event_t *e = LP_IMPL_LOAD_RELAXED(t->hot.tcur);
+  if (e < t->hot.tlim) return lp_impl_enter_traced(site, levels, manual); /* just registered, with room */
+  if (levels & LP_IMPL_SPENT) {
+    drop_own(t);
+    return lp_impl_push((uintptr_t)site);
+  }
+  if (!record_slow(t, (uintptr_t)site | LP_IMPL_EV_BEGIN | LP_IMPL_DEPTH_TAG(d), 0, 1, EV_BEGIN))
+    return lp_impl_push((uintptr_t)site);
+  LP_IMPL_STORE_RELEASE(t->hot.frames[d], (uintptr_t)site | LP_IMPL_TRACED);
+  uint64_t w = LP_IMPL_LOAD_RELAXED(t->hot.word) + LP_IMPL_COUNT_ONE + 1;
+  LP_IMPL_STORE_RELEASE(t->hot.word, w);
+  return w ^ LP_IMPL_TRACED_MARK;
+}
+
+void lp_impl_end_event_slow(uintptr_t site, uint32_t depth) {
+  lp__thread_t *t = lp__thread_current();
+  if (t) record_slow(t, site | LP_IMPL_EV_END | LP_IMPL_DEPTH_TAG(depth), 0, 1, EV_END);
+}
+
+void lp_impl_instant_slow(uintptr_t tag) {
+  lp__thread_t *t = lp__thread_attach();
+  if (t) record_slow(t, tag, 0, 1, EV_OTHER);
+}
 
 void lp_impl_counter(const lp_site_t *site, int64_t value) {
   lp_impl_thread_t *h = lp_impl_self;
@@ -261,7 +418,12 @@ void lp_impl_counter(const lp_site_t *site, int64_t value) {
     LP_IMPL_STORE_RELEASE(h->tcur, e + 2);
     return;
   }
-  record_slow(tag, (uint64_t)value, 2);
+  lp__thread_t *t = lp__thread_attach();
+  if (!t) return;
+  if (LP_IMPL_LOAD_RELAXED(lp_impl_levels) & LP_IMPL_SPENT)
+    drop_own(t);
+  else
+    record_slow(t, tag, (uint64_t)value, 2, EV_OTHER);
 }
 
 /* ---- threads ------------------------------------------------------------------- */
@@ -271,222 +433,329 @@ void lp__trace_thread_exit(lp__thread_t *t) {
   lp__lock(&trace_mu);
   lp__lane_t *l = t->lane;
   if (l->last) l->last->count = (uint32_t)(LP_IMPL_LOAD_RELAXED(t->hot.tcur) - l->last->ev);
-  l->owner = NULL; /* the lane and its events stay until the next session starts */
+  l->owner = NULL;
   t->lane = NULL;
   atomic_store_explicit(&starved, 0, memory_order_relaxed); /* its chunk can be taken now */
+  if (!l->first) retire(l);
   lp__unlock(&trace_mu);
 }
 
 void lp__trace_thread_renamed(lp__thread_t *t) {
-  if (!t->lane) return;
-  char *n = strdup(t->name);
-  if (!n) return; /* keeps the old name */
   lp__lock(&trace_mu);
-  free(t->lane->name);
-  t->lane->name = n;
+  if (t->lane) {
+    char *n = strdup(t->name);
+    if (n) { /* else the lane keeps the old name */
+      free(t->lane->name);
+      t->lane->name = n;
+    }
+  }
   lp__unlock(&trace_mu);
 }
 
 /* ---- sessions ------------------------------------------------------------------ */
 
-/* Drops the last session: exited lanes go, live lanes keep only the chunk their cursor is in. */
-static void reset(void) {
-  used = 0;
-  for (lp__lane_t **pp = &lanes; *pp;) {
-    lp__lane_t *l = *pp;
-    if (!l->owner) {
-      *pp = l->next;
-      free_lane(l);
-      continue;
-    }
-    lp__chunk_t *keep = l->last;
+/*
+ * A new recording: what the last one recorded goes back to the pool, but for
+ * the chunk each live thread is filling (its cursor stays valid; the new
+ * window starts after what it holds). Lanes of exited threads go. Trace lock
+ * held, nothing recording.
+ */
+static void reset(const lp_trace_opts_t *opts) {
+  rec.gen++;
+  rec.opts = *opts;
+  rec.spent = false;
+  atomic_store(&starved, 0);
+  for (lp__lane_t *l = lanes, *next; l; l = next) {
+    next = l->next;
+    lp__chunk_t *keep = l->owner ? l->last : NULL;
     for (lp__chunk_t *c = l->first, *n; c && c != keep; c = n) {
       n = c->next;
-      age_unlink(c);
-      free(c);
+      release(c);
     }
     l->first = keep;
-    if (keep) {
-      keep->begin = chunk_end(l, keep);
-      keep->payloads_before_begin = count_payloads(keep, 0, keep->begin);
-      used += LP__CHUNK_BYTES;
+    l->last = keep;
+    l->lost = false;
+    if (!keep) {
+      l->last = NULL;
+      if (!l->owner) retire(l);
     }
-    l->dropped_base = atomic_load_explicit(&l->dropped, memory_order_relaxed);
-    l->overwritten = 0;
-    pp = &l->next;
   }
   uint32_t n = atomic_load(&ntracks);
   for (uint32_t i = 0; i < n; i++) {
     lp__lane_t *l = tracks[i];
-    free_chunks(l);
-    /* No event refers to a work name any more. */
-    for (uint32_t k = 0; k < l->nnames; k++) free(l->names[k]);
-    free(l->names);
-    free(l->name_slots);
-    l->names = NULL;
-    l->name_slots = NULL;
-    l->nnames = l->capnames = l->name_mask = 0;
+    for (lp__chunk_t *c = l->first, *next; c; c = next) {
+      next = c->next;
+      release(c);
+    }
+    l->first = l->last = NULL;
     l->cur = l->lim = NULL;
-    l->dropped_base = atomic_load_explicit(&l->dropped, memory_order_relaxed);
-    l->overwritten = 0;
+    l->lost = false;
+    free_names(l); /* exports hold copies */
+  }
+  /* The pool never holds more than the new budget leaves room for. */
+  while (pool && used + pooled > rec.opts.budget_bytes) {
+    lp__chunk_t *c = pool;
+    pool = c->next;
+    pooled -= LP__CHUNK_BYTES;
+    free(c);
   }
 }
 
-int lp_trace_start(const lp_trace_opts_t *opts) {
-  lp_trace_opts_t want = opts ? *opts : (lp_trace_opts_t){0};
-  if (!want.levels) want.levels = LP_LEVEL_STANDARD;
-  if (!want.budget_bytes) want.budget_bytes = 64u << 20;
-  if ((want.levels & ~LP_LEVEL_ALL) || (want.policy != LP_TRACE_DISCARD && want.policy != LP_TRACE_RING) ||
-      want.budget_bytes < LP__CHUNK_BYTES)
+static int check_opts(const lp_trace_opts_t *opts, lp_trace_opts_t *want) {
+  *want = opts ? *opts : (lp_trace_opts_t){0};
+  if (!want->levels) want->levels = LP_LEVEL_STANDARD;
+  if (!want->budget_bytes) want->budget_bytes = 64u << 20;
+  if ((want->levels & ~LP_LEVEL_ALL) || (want->policy != LP_TRACE_DISCARD && want->policy != LP_TRACE_RING) ||
+      want->budget_bytes < LP__CHUNK_BYTES ||
+      (want->clock != LP_CLOCK_AUTO && want->clock != LP_CLOCK_TSC && want->clock != LP_CLOCK_MONOTONIC))
     return -EINVAL;
-  lp__fork_init();
+  return 0;
+}
+
+/* Every drop so far: inline ones from the registry (read first, without the trace lock), then the lock's. */
+static uint64_t drop_total(const lp__counters_t *c) { return c->dropped + lock_dropped; }
+
+int lp__trace_start(lp__owner_t who, const lp_trace_opts_t *opts) {
+  lp_trace_opts_t want;
+  if (check_opts(opts, &want) != 0) return -EINVAL;
+  lp__lifecycle_init();
   lp__clock_choose(want.clock); /* before the first event: the tick source never changes after */
-  lp__lock(&ctl_mu);
-  if (atomic_load(&tracing)) {
-    lp__unlock(&ctl_mu);
+  lp__counters_t c;
+  lp__registry_counters(&c);
+  lp__lock(&trace_mu);
+  session_t *s = &sessions[who];
+  if (s->running) {
+    lp__unlock(&trace_mu);
     return -EBUSY;
   }
-  lp__lock(&trace_mu);
-  reset();
-  session_opts = want;
-  ever = true;
-  stopped = false;
-  start_sync = lp__clock_sync();
-  atomic_store(&orphan_dropped, 0);
-  atomic_store(&exhausted, 0);
-  atomic_store(&starved, 0);
-  atomic_store(&ring, want.policy == LP_TRACE_RING);
-  atomic_store(&tracing, 1);
-  LP_IMPL_STORE_RELEASE(lp_impl_levels, want.levels);
+  if (!rec.recording) reset(&want);
+  memset(s, 0, sizeof *s);
+  s->exists = s->running = true;
+  s->levels = want.levels;
+  s->gen = rec.gen;
+  s->start_sync = lp__clock_sync();
+  s->start_ticks = s->start_sync.ticks;
+  s->drops0 = drop_total(&c);
+  rec.recording++;
+  publish_levels();
   lp__unlock(&trace_mu);
-  lp__unlock(&ctl_mu);
   return 0;
 }
 
-int lp_trace_stop(void) {
-  lp__lock(&ctl_mu);
-  if (!atomic_load(&tracing)) {
-    lp__unlock(&ctl_mu);
+int lp__trace_stop(lp__owner_t who) {
+  lp__counters_t c;
+  lp__registry_counters(&c);
+  lp__lock(&trace_mu);
+  session_t *s = &sessions[who];
+  if (!s->running) {
+    lp__unlock(&trace_mu);
     return -EINVAL;
   }
-  LP_IMPL_STORE_RELEASE(lp_impl_levels, 0u);
-  lp__lock(&trace_mu);
-  atomic_store(&tracing, 0);
-  stop_sync = lp__clock_sync();
-  stopped = true;
+  s->running = false;
+  s->stop_sync = lp__clock_sync();
+  s->stop_ticks = s->stop_sync.ticks;
+  s->drops1 = drop_total(&c);
+  rec.recording--;
+  publish_levels();
   lp__unlock(&trace_mu);
-  lp__unlock(&ctl_mu);
   return 0;
 }
 
-int lp_trace_running(void) { return atomic_load(&tracing); }
-
-/* Events (payload slots not counted) in [begin, end) of c. */
-static uint64_t events_in(const lp__chunk_t *c, uint32_t begin, uint32_t end) {
-  return (end - begin) - count_payloads(c, begin, end);
+bool lp__trace_running(lp__owner_t who) {
+  lp__lock(&trace_mu);
+  bool r = sessions[who].running;
+  lp__unlock(&trace_mu);
+  return r;
 }
 
-static uint64_t lane_dropped(const lp__lane_t *l) {
-  return atomic_load_explicit(&l->dropped, memory_order_relaxed) - l->dropped_base + l->overwritten;
-}
+int lp_trace_start(const lp_trace_opts_t *opts) { return lp__trace_start(LP__PROGRAM, opts); }
+int lp_trace_stop(void) { return lp__trace_stop(LP__PROGRAM); }
+int lp_trace_running(void) { return lp__trace_running(LP__PROGRAM); }
+
+/* ---- snapshots ------------------------------------------------------------------ */
 
 static void free_session(lp__session_t *s) {
   for (uint32_t i = 0; i < s->nlanes; i++) {
-    free(s->lanes[i].name);
-    free(s->lanes[i].work);
-    free(s->lanes[i].chunks);
+    lp__snap_lane_t *l = &s->lanes[i];
+    free(l->name);
+    for (uint32_t k = 0; l->work && k < l->nwork; k++) free(l->work[k]);
+    free(l->work);
+    free(l->chunks);
   }
   free(s->lanes);
   free(s->syncs);
   memset(s, 0, sizeof *s);
 }
 
-/* Adds lane l to the snapshot if it has events. Trace lock held. */
-static int snap_lane(lp__session_t *s, const lp__lane_t *l) {
+/* Adds lane l to the snapshot, pinning its chunks that may hold events of the window. Trace lock held. */
+static int snap_lane(lp__session_t *s, const lp__lane_t *l, bool track) {
   uint32_t n = 0;
   for (const lp__chunk_t *c = l->first; c; c = c->next) n++;
   lp__snap_lane_t *sl = &s->lanes[s->nlanes];
   memset(sl, 0, sizeof *sl);
-  sl->chunks = calloc(n + 1, sizeof *sl->chunks);
+  if (!n) return 0;
+  sl->chunks = calloc(n, sizeof *sl->chunks);
   if (!sl->chunks) return -ENOMEM;
-  uint64_t events = 0;
-  for (const lp__chunk_t *c = l->first; c; c = c->next) {
+  for (lp__chunk_t *c = l->first; c; c = c->next) {
     uint32_t end = chunk_end(l, c);
-    if (end <= c->begin) continue;
-    sl->chunks[sl->nchunks++] = (lp__snap_chunk_t){c, c->begin, end};
-    events += events_in(c, c->begin, end);
+    /* Entirely before the window: its events precede the next chunk's sync point. */
+    if (!end || (c->next && c->next->sync.ticks < s->start_ticks)) continue;
+    sl->chunks[sl->nchunks++] = (lp__snap_chunk_t){c, end};
+    s->syncs[s->nsyncs++] = c->sync;
   }
-  s->recorded += events;
-  s->dropped += lane_dropped(l);
   if (!sl->nchunks) {
     free(sl->chunks);
+    sl->chunks = NULL;
     return 0;
   }
   sl->tid = l->tid;
+  sl->lost = l->lost;
   if (!(sl->name = strdup(l->name))) goto nomem;
-  if (!l->owner && l->names) { /* a track: its work names as they are now */
-    if (!(sl->work = malloc((l->nnames + 1) * sizeof *sl->work))) goto nomem;
-    memcpy(sl->work, l->names, l->nnames * sizeof *sl->work);
+  if (track) { /* the work names as they are now: copies, since a new recording frees them */
+    sl->work = calloc(l->nnames + 1, sizeof *sl->work);
+    if (!sl->work) goto nomem;
+    for (uint32_t i = 0; i < l->nnames; i++, sl->nwork++)
+      if (!(sl->work[i] = strdup(l->names[i]))) goto nomem;
   }
+  for (uint32_t k = 0; k < sl->nchunks; k++) ((lp__chunk_t *)sl->chunks[k].chunk)->pins++;
   s->nlanes++;
   return 0;
 nomem:
+  for (uint32_t k = 0; sl->work && k < sl->nwork; k++) free(sl->work[k]);
+  free(sl->work);
   free(sl->name);
   free(sl->chunks);
+  memset(sl, 0, sizeof *sl);
   return -ENOMEM;
 }
 
-/* The session as an export sees it. Trace lock held; *s is freed with free_session(). */
-static int snapshot(lp__session_t *s) {
+static void unpin(lp__session_t *s) {
+  lp__lock(&trace_mu);
+  for (uint32_t i = 0; i < s->nlanes; i++)
+    for (uint32_t k = 0; k < s->lanes[i].nchunks; k++) {
+      lp__chunk_t *c = (lp__chunk_t *)s->lanes[i].chunks[k].chunk;
+      if (--c->pins == 0 && !c->lane) { /* taken back by a new recording meanwhile */
+        age_unlink(&released, &(lp__chunk_t *){NULL}, c);
+        released_bytes -= LP__CHUNK_BYTES;
+        pool_put(c);
+      }
+    }
+  atomic_store_explicit(&starved, 0, memory_order_relaxed); /* chunks can be taken again */
+  lp__unlock(&trace_mu);
+}
+
+/*
+ * The session of `who` as an export sees it: its window, and the chunks of
+ * this recording that may hold its events, pinned. -EINVAL if who never
+ * started one. Free with unpin() and free_session().
+ */
+static int snapshot(lp__owner_t who, lp__session_t *s) {
   memset(s, 0, sizeof *s);
+  lp__counters_t cnt;
+  lp__registry_counters(&cnt);
+  lp__lock(&trace_mu);
+  const session_t *ss = &sessions[who];
+  if (!ss->exists) {
+    lp__unlock(&trace_mu);
+    return -EINVAL;
+  }
+  s->opts = rec.opts;
+  s->opts.levels = ss->levels;
+  s->start_ticks = ss->start_ticks;
+  s->stop_ticks = ss->running ? UINT64_MAX : ss->stop_ticks;
+  s->start_ns = ss->start_sync.ns;
+  s->dropped = (ss->running ? drop_total(&cnt) : ss->drops1) - ss->drops0 + ss->overwritten;
+  bool current = ss->gen == rec.gen; /* else a later recording took its events back */
   uint32_t nlanes = atomic_load(&ntracks), nchunks = 0;
   for (const lp__lane_t *l = lanes; l; l = l->next) {
     nlanes++;
     for (const lp__chunk_t *c = l->first; c; c = c->next) nchunks++;
   }
-  s->opts = session_opts;
+  for (uint32_t i = 0; i < atomic_load(&ntracks); i++)
+    for (const lp__chunk_t *c = tracks[i]->first; c; c = c->next) nchunks++;
   s->lanes = calloc(nlanes + 1, sizeof *s->lanes);
   s->syncs = malloc((nchunks + 3) * sizeof *s->syncs);
   if (!s->lanes || !s->syncs) goto nomem;
-  s->syncs[s->nsyncs++] = start_sync;
-  if (stopped) s->syncs[s->nsyncs++] = stop_sync;
+  s->syncs[s->nsyncs++] = ss->start_sync;
+  if (!ss->running) s->syncs[s->nsyncs++] = ss->stop_sync;
   s->syncs[s->nsyncs++] = lp__clock_sync();
-  for (const lp__lane_t *l = lanes; l; l = l->next) {
-    for (const lp__chunk_t *c = l->first; c; c = c->next) s->syncs[s->nsyncs++] = c->sync;
-    if (snap_lane(s, l) != 0) goto nomem;
+  if (current) {
+    for (const lp__lane_t *l = lanes; l; l = l->next)
+      if (snap_lane(s, l, false) != 0) goto nomem;
+    s->nthreads = s->nlanes;
+    for (uint32_t i = 0; i < atomic_load(&ntracks); i++)
+      if (snap_lane(s, tracks[i], true) != 0) goto nomem;
   }
-  s->nthreads = s->nlanes;
-  for (uint32_t i = 0; i < atomic_load(&ntracks); i++)
-    if (snap_lane(s, tracks[i]) != 0) goto nomem;
-  s->dropped += atomic_load(&orphan_dropped);
+  lp__unlock(&trace_mu);
   return 0;
 nomem:
+  lp__unlock(&trace_mu);
+  unpin(s);
   free_session(s);
   return -ENOMEM;
+}
+
+/* ---- statistics ------------------------------------------------------------------- */
+
+/* Events of a snapshot inside its window (payload slots and, for threads, events outside it not counted). */
+static void count_window(const lp__session_t *s, uint64_t *events, uint32_t *threads) {
+  *events = 0;
+  *threads = 0;
+  for (uint32_t i = 0; i < s->nlanes; i++) {
+    uint64_t before = *events;
+    const lp__snap_lane_t *l = &s->lanes[i];
+    for (uint32_t k = 0; k < l->nchunks; k++) {
+      const lp__chunk_t *c = l->chunks[k].chunk;
+      for (uint32_t e = 0; e < l->chunks[k].end; e++) {
+        uintptr_t kind = c->ev[e].tag & LP_IMPL_EV_KIND;
+        if (kind == LP__EV_PAYLOAD) continue;
+        if (i >= s->nthreads) {
+          uint64_t rec_ticks = e + 1 < l->chunks[k].end ? (uint64_t)(c->ev[e + 1].tag >> 3) : 0;
+          *events += kind == LP__EV_TRACK && rec_ticks >= s->start_ticks && rec_ticks <= s->stop_ticks;
+          continue;
+        }
+        uint64_t ts = c->ev[e].ts;
+        const lp_site_t *site = LP__TAG_SITE(c->ev[e].tag);
+        *events += ts >= s->start_ticks && ts <= s->stop_ticks && (site->level & s->opts.levels);
+      }
+    }
+    *threads += i < s->nthreads && *events > before;
+  }
 }
 
 int lp_trace_get_stats(lp_trace_stats_t *out) {
   if (!out) return -EINVAL;
   memset(out, 0, sizeof *out);
+  lp__session_t s;
+  /* The program's session; under LABELPROF_TRACE alone, the environment's. */
+  int rc = snapshot(LP__PROGRAM, &s);
+  if (rc == -EINVAL) rc = snapshot(LP__ENV, &s);
+  if (rc == -EINVAL) {
+    lp__lock(&trace_mu);
+    out->budget_bytes = rec.opts.budget_bytes;
+    out->used_bytes = used;
+    out->tracks = atomic_load(&ntracks);
+    lp__unlock(&trace_mu);
+    return 0;
+  }
+  if (rc != 0) return rc;
+  count_window(&s, &out->recorded, &out->threads);
+  out->dropped = s.dropped;
+  out->budget_bytes = s.opts.budget_bytes;
+  unpin(&s);
+  free_session(&s);
   lp__lock(&trace_mu);
-  /* Counted in place: a snapshot would allocate. */
-  for (const lp__lane_t *l = lanes; l; l = l->next) {
-    uint64_t before = out->recorded;
-    for (const lp__chunk_t *c = l->first; c; c = c->next) out->recorded += events_in(c, c->begin, chunk_end(l, c));
-    out->threads += out->recorded > before;
-    out->dropped += lane_dropped(l);
-  }
-  uint32_t n = atomic_load(&ntracks);
-  for (uint32_t i = 0; i < n; i++) {
-    for (const lp__chunk_t *c = tracks[i]->first; c; c = c->next) out->recorded += events_in(c, c->begin, c->count);
-    out->dropped += lane_dropped(tracks[i]);
-  }
-  out->dropped += atomic_load(&orphan_dropped);
-  out->budget_bytes = session_opts.budget_bytes;
   out->used_bytes = used;
-  out->tracks = n;
+  out->tracks = atomic_load(&ntracks);
   lp__unlock(&trace_mu);
   return 0;
+}
+
+uint64_t lp__trace_held_bytes(void) {
+  lp__lock(&trace_mu);
+  uint64_t n = used + pooled + released_bytes;
+  lp__unlock(&trace_mu);
+  return n;
 }
 
 /* ---- writing ------------------------------------------------------------------- */
@@ -604,7 +873,7 @@ static int close_output(output_t *o, int rc) {
  * instead of killing the process; the signal it raised is then consumed,
  * unless one was already pending.
  */
-static int write_snapshot(int fd, const lp__session_t *s, const char *process_name) {
+static int write_snapshot(int fd, const lp__session_t *s, const char *process_name, char *jump, size_t jump_len) {
   sigset_t pipe_only, old, pending;
   sigemptyset(&pipe_only);
   sigaddset(&pipe_only, SIGPIPE);
@@ -613,7 +882,7 @@ static int write_snapshot(int fd, const lp__session_t *s, const char *process_na
   if (rc != 0) return -rc;
   lp__jw_t w;
   rc = lp__jw_init(&w, fd);
-  if (rc == 0) rc = lp__export_json(&w, s, process_name);
+  if (rc == 0) rc = lp__export_json(&w, s, process_name, jump, jump_len);
   int frc = lp__jw_finish(&w);
   if (rc == 0) rc = frc;
   if (rc == -EPIPE && !was_pending) {
@@ -624,36 +893,26 @@ static int write_snapshot(int fd, const lp__session_t *s, const char *process_na
   return rc;
 }
 
-int lp_trace_write_json(const char *path, const char *process_name) {
+
+int lp__trace_write(lp__owner_t who, const char *path, const char *process_name) {
   if (!path) return -EINVAL;
-  lp__lock(&ctl_mu);
-  if (!ever) {
-    lp__unlock(&ctl_mu);
-    return -EINVAL;
-  }
-  output_t out;
-  int rc = open_output(path, &out);
-  if (rc != 0) {
-    close_output(&out, rc);
-    lp__unlock(&ctl_mu);
-    return rc;
-  }
   lp__session_t s;
-  lp__lock(&trace_mu);
-  rc = snapshot(&s);
-  pinned = rc == 0;
-  lp__unlock(&trace_mu);
-  if (rc == 0) {
-    rc = write_snapshot(out.fd, &s, process_name);
-    lp__lock(&trace_mu);
-    pinned = false;
-    atomic_store_explicit(&starved, 0, memory_order_relaxed); /* chunks can be taken again */
-    lp__unlock(&trace_mu);
-    free_session(&s);
-  }
+  int rc = snapshot(who, &s);
+  if (rc != 0) return rc;
+  /* No lock from here on: the file may take its time (a FIFO waiting for its reader, a slow disk). */
+  output_t out;
+  char jump[256] = "";
+  rc = open_output(path, &out);
+  if (rc == 0) rc = write_snapshot(out.fd, &s, process_name, jump, sizeof jump);
   rc = close_output(&out, rc);
-  lp__unlock(&ctl_mu);
+  unpin(&s);
+  free_session(&s);
+  if (jump[0]) fprintf(stderr, "labelprof: %s: %s\n", path, jump);
   return rc;
+}
+
+int lp_trace_write_json(const char *path, const char *process_name) {
+  return lp__trace_write(LP__PROGRAM, path, process_name);
 }
 
 /* ---- tracks -------------------------------------------------------------------- */
@@ -665,15 +924,18 @@ lp_track_t lp_track_create(const char *name) {
     free(l);
     return -ENOMEM;
   }
+  lp__lifecycle_init();
   lp__lock(&trace_mu);
   uint32_t n = atomic_load(&ntracks);
   if (n == LP__MAX_TRACKS) {
     lp__unlock(&trace_mu);
-    free_lane(l);
+    free(l->name);
+    free(l);
     return -ENOMEM;
   }
   /* Synthetic ids far above any kernel thread id (pid_max is at most 2^22). */
   l->tid = 1000000000u + n;
+  l->track = true;
   tracks[n] = l;
   atomic_store_explicit(&ntracks, n + 1, memory_order_release);
   lp__unlock(&trace_mu);
@@ -730,66 +992,84 @@ int lp_track_complete(lp_track_t track, const char *name, uint64_t start_ns, uin
       dur_ns > UINT64_MAX - start_ns)
     return -EINVAL;
   lp__lane_t *l = tracks[track];
-  if (!atomic_load_explicit(&tracing, memory_order_relaxed)) return 0;
+  if (!LP_IMPL_LOAD_RELAXED(lp_impl_levels)) return 0; /* nothing recording: known without the lock */
   lp__lock(&trace_mu);
-  if (atomic_load_explicit(&tracing, memory_order_relaxed)) {
+  if (rec.recording) {
     uint32_t id = intern(l, name);
     if (id != LP__NONE && (!l->cur || l->lim - l->cur < 2)) {
+      if (l->last) l->last->count = (uint32_t)(l->cur - l->last->ev);
       lp__chunk_t *c = next_chunk(l);
       if (c) {
         l->cur = c->ev;
         l->lim = c->ev + LP__CHUNK_EVENTS;
       } else {
-        if (session_opts.policy == LP_TRACE_DISCARD) atomic_store(&exhausted, 1);
+        if (rec.opts.policy == LP_TRACE_DISCARD && !rec.spent) {
+          rec.spent = true;
+          publish_levels();
+        }
         l->cur = l->lim = NULL;
       }
     }
     if (id != LP__NONE && l->cur) {
       l->cur[0] = (lp_impl_event_t){start_ns, ((uintptr_t)id << 3) | LP__EV_TRACK};
-      l->cur[1] = (lp_impl_event_t){dur_ns, LP__EV_PAYLOAD};
+      /* The payload's tag carries when the item was recorded: it belongs to the sessions recording then. */
+      l->cur[1] = (lp_impl_event_t){dur_ns, (uintptr_t)(lp_impl_ticks() << 3) | LP__EV_PAYLOAD};
       l->cur += 2;
       l->last->payloads++;
       l->last->count = (uint32_t)(l->cur - l->last->ev);
     } else {
-      atomic_fetch_add_explicit(&l->dropped, 1, memory_order_relaxed);
+      lock_dropped++;
     }
   }
   lp__unlock(&trace_mu);
   return 0;
 }
 
-/* ---- fork: see thread.c -------------------------------------------------------- */
+/* ---- fork: see lifecycle.c -------------------------------------------------------- */
 
-void lp__trace_atfork_prepare(void) {
-  lp__lock(&ctl_mu);
-  lp__lock(&trace_mu);
-}
+void lp__trace_atfork_prepare(void) { lp__lock(&trace_mu); }
+void lp__trace_atfork_parent(void) { lp__unlock(&trace_mu); }
 
-void lp__trace_atfork_parent(void) {
-  lp__unlock(&trace_mu);
-  lp__unlock(&ctl_mu);
+static void free_chain(lp__chunk_t *c, bool by_next) {
+  while (c) {
+    lp__chunk_t *n = by_next ? c->next : c->newer;
+    free(c);
+    c = n;
+  }
 }
 
 void lp__trace_atfork_child(void) {
   pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
-  ctl_mu = fresh;
   trace_mu = fresh;
-  /* The child records nothing until it starts a session of its own. */
+  /* The child records nothing until it starts a session of its own; exports in flight were the parent's. */
   LP_IMPL_STORE_RELEASE(lp_impl_levels, 0u);
-  atomic_store(&tracing, 0);
-  pinned = false;
-  ever = false;
+  memset(sessions, 0, sizeof sessions);
+  rec.recording = 0;
+  rec.spent = false;
   lp__thread_t *self = lp__thread_current();
   if (self) {
     self->lane = NULL;
     LP_IMPL_STORE_RELEASE(self->hot.tcur, (lp_impl_event_t *)NULL);
-    self->hot.tlim = NULL;
+    self->hot.tlim = self->hot.tend = NULL;
   }
   for (lp__lane_t *l = lanes, *n; l; l = n) {
     n = l->next;
-    free_lane(l);
+    free_chain(l->first, true);
+    free(l->name);
+    free(l);
   }
-  lanes = NULL;
-  reset(); /* empties the tracks */
-  oldest = newest = NULL;
+  lanes = lanes_tail = NULL;
+  uint32_t nt = atomic_load(&ntracks);
+  for (uint32_t i = 0; i < nt; i++) {
+    lp__lane_t *l = tracks[i];
+    free_chain(l->first, true);
+    l->first = l->last = NULL;
+    l->cur = l->lim = NULL;
+    free_names(l);
+  }
+  free_chain(pool, true);
+  free_chain(released, false);
+  pool = released = oldest = newest = NULL;
+  pooled = released_bytes = used = 0;
+  atomic_store(&starved, 0);
 }

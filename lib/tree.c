@@ -50,6 +50,8 @@ static int grow(void **arr, uint32_t *cap, size_t elem, uint32_t need) {
 int lp__agg_init(lp__agg_t *a) {
   memset(a, 0, sizeof *a);
   a->mask = 255;
+  a->free_nodes = LP__NONE;
+  a->free_threads = LP__NONE;
   a->slots = calloc((size_t)a->mask + 1, sizeof *a->slots);
   return a->slots ? 0 : -ENOMEM;
 }
@@ -66,28 +68,71 @@ size_t lp__agg_bytes(const lp__agg_t *a) {
          (size_t)a->capthreads * sizeof *a->threads;
 }
 
+uint32_t lp__agg_records(const lp__agg_t *a) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < a->nthreads; i++) n += !a->threads[i].free;
+  return n;
+}
+
+/* A node for thread record `thread`, from the free list or the end of the array. */
 static uint32_t new_node(lp__agg_t *a, const lp_site_t *site, uint32_t parent, uint32_t thread) {
-  if (grow((void **)&a->nodes, &a->capnodes, sizeof *a->nodes, a->nnodes + 1) != 0) return LP__NONE;
-  lp__agg_node_t *n = &a->nodes[a->nnodes];
+  uint32_t idx;
+  if (a->free_nodes != LP__NONE) {
+    idx = a->free_nodes;
+    a->free_nodes = a->nodes[idx].next;
+    a->nfree--;
+  } else {
+    if (grow((void **)&a->nodes, &a->capnodes, sizeof *a->nodes, a->nnodes + 1) != 0) return LP__NONE;
+    idx = a->nnodes++;
+  }
+  lp__agg_node_t *n = &a->nodes[idx];
   n->site = site;
   n->parent = parent;
   n->thread = thread;
+  n->next = LP__NONE;
+  n->aux = LP__NONE;
   n->self = 0;
-  return a->nnodes++;
+  /* Appended to its thread's list: parents come before their children there. */
+  if (thread != LP__NONE) {
+    lp__agg_thread_t *t = &a->threads[thread];
+    if (t->last != LP__NONE)
+      a->nodes[t->last].next = idx;
+    else
+      t->first = idx;
+    t->last = idx;
+  }
+  return idx;
 }
 
 int lp__agg_add_thread(lp__agg_t *a, uint64_t tid, const char *name) {
-  if (grow((void **)&a->threads, &a->capthreads, sizeof *a->threads, a->nthreads + 1) != 0) return -ENOMEM;
-  uint32_t root = new_node(a, NULL, LP__NONE, a->nthreads);
-  if (root == LP__NONE) return -ENOMEM;
-  lp__agg_thread_t *t = &a->threads[a->nthreads];
+  uint32_t i;
+  if (a->free_threads != LP__NONE) {
+    i = a->free_threads;
+  } else {
+    if (grow((void **)&a->threads, &a->capthreads, sizeof *a->threads, a->nthreads + 1) != 0) return -ENOMEM;
+    i = a->nthreads;
+  }
+  lp__agg_thread_t *t = &a->threads[i];
+  uint32_t next_free = t->older; /* a free record keeps the free list there */
   memset(t, 0, sizeof *t);
   t->tid = tid;
   snprintf(t->name, sizeof t->name, "%s", name);
-  t->root = root;
+  t->first = t->last = LP__NONE;
   t->last_word = LP__NO_WORD;
   t->last_leaf = LP__NONE;
-  return (int)a->nthreads++;
+  t->older = LP__NONE;
+  uint32_t root = new_node(a, NULL, LP__NONE, i);
+  if (root == LP__NONE) return -ENOMEM; /* the record is not taken: nothing refers to it */
+  t->root = root;
+  if (i == a->free_threads)
+    a->free_threads = next_free;
+  else
+    a->nthreads++;
+  return (int)i;
+}
+
+static uint32_t slot_home(const lp__agg_t *a, uint32_t node, uint32_t mask) {
+  return hash2(a->nodes[node].parent, (uintptr_t)a->nodes[node].site) & mask;
 }
 
 static int rehash(lp__agg_t *a) {
@@ -96,8 +141,8 @@ static int rehash(lp__agg_t *a) {
   if (!ns) return -ENOMEM;
   for (uint32_t i = 0; i < a->nnodes; i++) {
     const lp__agg_node_t *n = &a->nodes[i];
-    if (n->parent == LP__NONE) continue;
-    uint32_t h = hash2(n->parent, (uintptr_t)n->site) & nmask;
+    if (n->parent == LP__NONE) continue; /* roots and free nodes are not in the table */
+    uint32_t h = slot_home(a, i, nmask);
     while (ns[h]) h = (h + 1) & nmask;
     ns[h] = i + 1;
   }
@@ -117,7 +162,7 @@ static uint32_t child(lp__agg_t *a, uint32_t parent, const lp_site_t *site) {
     h = (h + 1) & a->mask;
   }
   /* Keep the table at most half full. */
-  if ((uint64_t)(a->nnodes + 1) * 2 > (uint64_t)a->mask + 1) {
+  if ((uint64_t)(a->nnodes - a->nfree + 1) * 2 > (uint64_t)a->mask + 1) {
     if (rehash(a) != 0) return LP__NONE;
     return child(a, parent, site);
   }
@@ -131,6 +176,120 @@ uint32_t lp__agg_path(lp__agg_t *a, uint32_t root, const lp_site_t *const *frame
   uint32_t cur = root;
   for (uint32_t i = 0; i < n && cur != LP__NONE; i++) cur = child(a, cur, frames[i]);
   return cur;
+}
+
+/* Takes node i out of the table (linear probing: later entries of its run move back) and frees it. */
+static void free_node(lp__agg_t *a, uint32_t i) {
+  if (a->nodes[i].parent != LP__NONE) {
+    uint32_t h = slot_home(a, i, a->mask);
+    while (a->slots[h] != i + 1) h = (h + 1) & a->mask;
+    for (uint32_t j = h;;) {
+      j = (j + 1) & a->mask;
+      if (!a->slots[j]) break;
+      uint32_t home = slot_home(a, a->slots[j] - 1, a->mask);
+      /* Move it back unless its home lies cyclically in (h, j]. */
+      bool stays = h <= j ? (home > h && home <= j) : (home > h || home <= j);
+      if (!stays) {
+        a->slots[h] = a->slots[j];
+        h = j;
+      }
+    }
+    a->slots[h] = 0;
+  }
+  lp__agg_node_t *n = &a->nodes[i];
+  n->site = NULL;
+  n->parent = LP__NONE;
+  n->thread = LP__NONE;
+  n->self = 0;
+  n->next = a->free_nodes;
+  a->free_nodes = i;
+  a->nfree++;
+}
+
+/* Room in a mark's arrays for index i (they grow with the aggregation). */
+static int mark_cover(uint64_t **arr, uint32_t *n, uint32_t i) {
+  if (i < *n) return 0;
+  uint32_t want = i + 1 > *n * 2 ? i + 1 : *n * 2;
+  uint64_t *g = realloc(*arr, (size_t)want * sizeof *g);
+  if (!g) return -ENOMEM;
+  memset(g + *n, 0, (size_t)(want - *n) * sizeof *g);
+  *arr = g;
+  *n = want;
+  return 0;
+}
+
+int lp__agg_merge(lp__agg_t *a, uint32_t from, uint32_t to, lp__mark_t *const *marks, size_t nmarks) {
+  lp__agg_thread_t *f = &a->threads[from];
+  /* First every target node, so that running out of memory changes nothing that counts. */
+  for (uint32_t i = f->first; i != LP__NONE; i = a->nodes[i].next) {
+    lp__agg_node_t *n = &a->nodes[i];
+    uint32_t target = n->parent == LP__NONE ? a->threads[to].root : child(a, a->nodes[n->parent].aux, n->site);
+    if (target == LP__NONE) return -ENOMEM;
+    n = &a->nodes[i]; /* child() may have moved the array */
+    n->aux = target;
+    for (size_t m = 0; m < nmarks; m++) {
+      if (i >= marks[m]->nself || !marks[m]->self[i]) continue;
+      if (mark_cover(&marks[m]->self, &marks[m]->nself, target) != 0) return -ENOMEM;
+    }
+  }
+  for (size_t m = 0; m < nmarks; m++)
+    if (from < marks[m]->nthreads && marks[m]->tsamples[from] &&
+        mark_cover(&marks[m]->tsamples, &marks[m]->nthreads, to) != 0)
+      return -ENOMEM;
+  /* Then move the counts, the marks' with them. */
+  for (uint32_t i = f->first; i != LP__NONE; i = a->nodes[i].next) {
+    uint32_t target = a->nodes[i].aux;
+    a->nodes[target].self += a->nodes[i].self;
+    for (size_t m = 0; m < nmarks; m++) {
+      if (i >= marks[m]->nself) continue;
+      marks[m]->self[target] += marks[m]->self[i];
+      marks[m]->self[i] = 0;
+    }
+  }
+  a->threads[to].samples += f->samples;
+  a->threads[to].merged += f->merged ? f->merged : 1;
+  for (size_t m = 0; m < nmarks; m++) {
+    if (from >= marks[m]->nthreads) continue;
+    marks[m]->tsamples[to] += marks[m]->tsamples[from];
+    marks[m]->tsamples[from] = 0;
+  }
+  /* Its nodes leave the table and go to the free list; nothing refers to them any more. */
+  for (uint32_t i = f->first, next; i != LP__NONE; i = next) {
+    next = a->nodes[i].next;
+    free_node(a, i);
+  }
+  memset(f, 0, sizeof *f);
+  f->free = true;
+  f->first = f->last = f->root = LP__NONE;
+  f->older = a->free_threads;
+  a->free_threads = from;
+  return 0;
+}
+
+int lp__mark_take(lp__mark_t *m, const lp__agg_t *a) {
+  memset(m, 0, sizeof *m);
+  m->nself = a->nnodes;
+  m->nthreads = a->nthreads;
+  m->self = calloc((size_t)m->nself + 1, sizeof *m->self);
+  m->tsamples = calloc((size_t)m->nthreads + 1, sizeof *m->tsamples);
+  if (!m->self || !m->tsamples) {
+    lp__mark_free(m);
+    return -ENOMEM;
+  }
+  for (uint32_t i = 0; i < m->nself; i++) m->self[i] = a->nodes[i].self;
+  for (uint32_t i = 0; i < m->nthreads; i++) m->tsamples[i] = a->threads[i].samples;
+  m->samples = a->samples;
+  m->skipped = a->skipped;
+  m->ticks = a->ticks;
+  m->missed = a->missed;
+  m->sampling_ns = a->sampling_ns;
+  return 0;
+}
+
+void lp__mark_free(lp__mark_t *m) {
+  free(m->self);
+  free(m->tsamples);
+  memset(m, 0, sizeof *m);
 }
 
 /* ---- the finished profile -------------------------------------------------- */
@@ -147,6 +306,7 @@ typedef struct lp__pthread {
   uint64_t tid;
   const char *name;
   uint64_t samples;
+  uint32_t merged;
   const lp_node_t *root;
 } lp__pthread_t;
 
@@ -238,7 +398,7 @@ static int cmp_threads(const void *x, const void *y) {
   return a->tid < b->tid ? -1 : a->tid > b->tid;
 }
 
-lp_profile_t *lp__profile_build(const lp__agg_t *a, const lp_profile_stats_t *stats) {
+lp_profile_t *lp__profile_build(const lp__agg_t *a, const lp__mark_t *mark, const lp_profile_stats_t *stats) {
   builder_t b = {0};
   lp_profile_t *p = calloc(1, sizeof *p), *done = NULL;
   uint32_t *map_all = calloc((size_t)a->nnodes + 1, sizeof *map_all);
@@ -253,21 +413,26 @@ lp_profile_t *lp__profile_build(const lp__agg_t *a, const lp_profile_stats_t *st
   for (uint32_t i = 0; i < a->nthreads; i++)
     if ((troot[i] = bnode_new(&b, LP__NONE, LP__NONE)) == LP__NONE) goto fail;
 
-  /* Parents come before children in the aggregation, so one pass maps every node. */
-  for (uint32_t i = 0; i < a->nnodes; i++) {
-    const lp__agg_node_t *n = &a->nodes[i];
-    if (n->parent == LP__NONE) {
-      map_all[i] = 0;
-      map_thr[i] = troot[n->thread];
-    } else {
-      uint32_t label = intern(&b, n->site->label);
-      if (label == LP__NONE) goto fail;
-      map_all[i] = bchild(&b, map_all[n->parent], label);
-      map_thr[i] = bchild(&b, map_thr[n->parent], label);
-      if (map_all[i] == LP__NONE || map_thr[i] == LP__NONE) goto fail;
+  /* Each record's nodes in creation order: a parent is mapped before its children. */
+  for (uint32_t t = 0; t < a->nthreads; t++) {
+    if (a->threads[t].free) continue;
+    for (uint32_t i = a->threads[t].first; i != LP__NONE; i = a->nodes[i].next) {
+      const lp__agg_node_t *n = &a->nodes[i];
+      if (n->parent == LP__NONE) {
+        map_all[i] = 0;
+        map_thr[i] = troot[t];
+      } else {
+        uint32_t label = intern(&b, lp__label(n->site));
+        if (label == LP__NONE) goto fail;
+        map_all[i] = bchild(&b, map_all[n->parent], label);
+        map_thr[i] = bchild(&b, map_thr[n->parent], label);
+        if (map_all[i] == LP__NONE || map_thr[i] == LP__NONE) goto fail;
+      }
+      /* What the session saw: the count beyond its mark. */
+      uint64_t self = n->self - (mark && i < mark->nself ? mark->self[i] : 0);
+      b.nodes[map_all[i]].self += self;
+      b.nodes[map_thr[i]].self += self;
     }
-    b.nodes[map_all[i]].self += n->self;
-    b.nodes[map_thr[i]].self += n->self;
   }
   /* Totals bottom-up: a child's index is always above its parent's. */
   for (uint32_t i = b.nnodes; i-- > 0;) {
@@ -278,7 +443,7 @@ lp_profile_t *lp__profile_build(const lp__agg_t *a, const lp_profile_stats_t *st
   tname = calloc((size_t)a->nthreads + 1, sizeof *tname);
   if (!tname) goto fail;
   for (uint32_t i = 0; i < a->nthreads; i++)
-    if ((tname[i] = intern(&b, a->threads[i].name)) == LP__NONE) goto fail;
+    if (!a->threads[i].free && (tname[i] = intern(&b, a->threads[i].name)) == LP__NONE) goto fail;
 
   p->stats = *stats;
   p->nnodes = b.nnodes;
@@ -312,18 +477,21 @@ lp_profile_t *lp__profile_build(const lp__agg_t *a, const lp_profile_stats_t *st
   for (uint32_t i = 0; i < b.nnodes; i++)
     if (p->nodes[i].nkids > 1) qsort(p->nodes[i].kids, p->nodes[i].nkids, sizeof *p->nodes[i].kids, cmp_kids);
 
-  /* Threads with samples, heaviest first. */
+  /* Threads with samples, heaviest first; a record of merged exited threads counts for each of them. */
+  p->stats.threads = 0;
   for (uint32_t i = 0; i < a->nthreads; i++) {
     const lp__agg_thread_t *t = &a->threads[i];
-    if (t->samples == 0) continue;
+    uint64_t samples = t->samples - (mark && i < mark->nthreads ? mark->tsamples[i] : 0);
+    if (t->free || samples == 0) continue;
     lp__pthread_t *pt = &p->threads[p->nthreads++];
     pt->tid = t->tid;
     pt->name = p->strings + tname[i];
-    pt->samples = t->samples;
+    pt->samples = samples;
+    pt->merged = t->merged;
     pt->root = &p->nodes[troot[i]];
+    p->stats.threads += t->merged ? t->merged : 1;
   }
   qsort(p->threads, p->nthreads, sizeof *p->threads, cmp_threads);
-  p->stats.threads = p->nthreads;
   done = p;
   p = NULL;
 fail:
@@ -365,6 +533,7 @@ int lp_profile_thread(const lp_profile_t *p, size_t i, lp_thread_info_t *out) {
   out->tid = p->threads[i].tid;
   out->name = p->threads[i].name;
   out->samples = p->threads[i].samples;
+  out->merged = p->threads[i].merged;
   out->root = p->threads[i].root;
   return 0;
 }

@@ -21,9 +21,9 @@ static uint32_t own_stack(const char **labels, uint32_t cap) {
 }
 
 static uint64_t mistakes(int which) {
-  uint64_t v[3];
-  lp__registry_mistakes(&v[0], &v[1], &v[2]);
-  return v[which];
+  lp__counters_t c;
+  lp__registry_counters(&c);
+  return which == 0 ? c.truncated : which == 1 ? c.mismatched : c.unmatched;
 }
 enum { TRUNCATED, MISMATCHED, UNMATCHED };
 

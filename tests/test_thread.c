@@ -128,16 +128,25 @@ static void test_thread_1000_threads_come_and_go_while_sampled(void) {
   const lp_node_t *inner = lp_node_find(lp_node_find(lp_profile_root(p), "churn"), "inner");
   CU_ASSERT_PTR_NOT_NULL_FATAL(inner);
   CU_ASSERT(lp_node_samples(inner) >= CHURN_THREADS);
-  CU_ASSERT(lp_profile_thread_count(p) >= CHURN_THREADS);
-  uint64_t sum = 0;
+  /* Every thread counted; exited ones beyond the 64 newest merged into one record for their shared name. */
+  CU_ASSERT(s.threads >= CHURN_THREADS);
+  CU_ASSERT(lp_profile_thread_count(p) <= 64 + 2 + 1);
+  uint64_t sum = 0, threads = 0, merged_records = 0;
   lp_thread_info_t info;
   for (size_t i = 0; i < lp_profile_thread_count(p); i++) {
     CU_ASSERT_EQUAL(lp_profile_thread(p, i, &info), 0);
     sum += info.samples;
+    threads += info.merged ? info.merged : 1;
+    if (info.merged) {
+      merged_records++;
+      CU_ASSERT_EQUAL(info.tid, 0);
+      CU_ASSERT(lp_node_samples(lp_node_find(lp_node_find(info.root, "churn"), "inner")) >= info.merged);
+    }
   }
+  CU_ASSERT_EQUAL(merged_records, 1);
   CU_ASSERT_EQUAL(sum, s.samples);
   CU_ASSERT_EQUAL(lp_node_samples(lp_profile_root(p)), s.samples);
-  CU_ASSERT_EQUAL(s.threads, lp_profile_thread_count(p));
+  CU_ASSERT_EQUAL(s.threads, threads);
   printf("\n    %zu threads, %llu samples in %llu ticks ", lp_profile_thread_count(p),
          (unsigned long long)s.samples, (unsigned long long)s.ticks);
   lp_profile_free(p);

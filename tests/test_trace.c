@@ -280,18 +280,45 @@ static void test_trace_manual_pairs_and_open_scopes(void) {
   json_decref(root);
 }
 
-/* A begin that the ring overwrote leaves its end unmatched: written as "E". */
-static void test_trace_unmatched_end_is_written_as_e(void) {
+/*
+ * A begin that the ring overwrote: its end gets a begin made up before the
+ * lane's first remaining event, marked "truncated", so the enclosing scopes
+ * still show around what was kept, properly nested.
+ */
+static void test_trace_ring_overwritten_begins_are_made_up(void) {
   lp_trace_opts_t o = {.budget_bytes = 32 * 1024, .policy = LP_TRACE_RING};
   CU_ASSERT_EQUAL_FATAL(lp_trace_start(&o), 0);
   {
-    LP_SCOPE("begin overwritten");
-    for (int i = 0; i < 20000; i++) LP_INSTANT("pushes it out");
+    LP_SCOPE("outer overwritten");
+    {
+      LP_SCOPE("begin overwritten");
+      for (int i = 0; i < 20000; i++) LP_INSTANT("pushes it out");
+      LP_SCOPE("kept inside");
+    }
   }
   CU_ASSERT_EQUAL(lp_trace_stop(), 0);
   json_t *root = written();
-  CU_ASSERT_EQUAL(trace_count(trace_events(root), "E", "begin overwritten"), 1);
-  CU_ASSERT_EQUAL(trace_count(trace_events(root), "X", "begin overwritten"), 0);
+  json_t *ev = trace_events(root);
+  CU_ASSERT_EQUAL(trace_count(ev, "E", NULL), 0);
+  CU_ASSERT_EQUAL(trace_count(ev, "B", NULL), 0);
+  json_t *outer = trace_find(ev, "X", "outer overwritten"), *mid = trace_find(ev, "X", "begin overwritten");
+  json_t *kept = trace_find(ev, "X", "kept inside");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(outer);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(mid);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(kept);
+  CU_ASSERT(json_is_true(json_object_get(json_object_get(outer, "args"), "truncated")));
+  CU_ASSERT(json_is_true(json_object_get(json_object_get(mid, "args"), "truncated")));
+  CU_ASSERT_PTR_NULL(json_object_get(kept, "args"));
+  /* Both made-up begins come before every instant that was kept, the outer one first. */
+  int64_t first_instant = INT64_MAX;
+  size_t i;
+  json_t *e;
+  json_array_foreach(ev, i, e) if (ev_is(e, "i", "pushes it out") && ev_ns(e, "ts") < first_instant)
+      first_instant = ev_ns(e, "ts");
+  CU_ASSERT(ev_ns(outer, "ts") < ev_ns(mid, "ts"));
+  CU_ASSERT(ev_ns(mid, "ts") < first_instant);
+  CU_ASSERT(ev_ns(kept, "ts") + ev_ns(kept, "dur") <= ev_ns(mid, "ts") + ev_ns(mid, "dur"));
+  CU_ASSERT(other_data(root, "events_dropped") > 0);
   json_decref(root);
 }
 
@@ -655,7 +682,7 @@ int main(void) {
       LP_TEST(test_trace_restart_discards_the_old_session),
       LP_TEST(test_trace_scope_ending_after_stop_is_complete),
       LP_TEST(test_trace_manual_pairs_and_open_scopes),
-      LP_TEST(test_trace_unmatched_end_is_written_as_e),
+      LP_TEST(test_trace_ring_overwritten_begins_are_made_up),
       LP_TEST(test_trace_longjmp_closes_skipped_scopes),
       LP_TEST(test_trace_write_failures_leave_nothing),
       LP_TEST(test_trace_write_while_recording),

@@ -1,0 +1,65 @@
+/*
+ * lifecycle.c: what spans modules at fork, thread exit and load.
+ *
+ * The registry (thread.c) never calls up into its users; this file wires
+ * them together: it registers the timeline's hooks for thread exit and
+ * rename, and the fork handlers, which take every library lock in the one
+ * order written down in internal.h and release or reinitialise them after.
+ *
+ * It also defines lp_impl_self. Every label reads it, so every program that
+ * uses labelprof links this object, and with it the constructor that reads
+ * LABELPROF_*: with the static library, an object nothing refers to is left
+ * out of the program, and the environment would be ignored.
+ */
+#include "internal.h"
+
+#include <stdio.h>
+
+LP_EXPORT __thread lp_impl_thread_t *lp_impl_self __attribute__((tls_model("initial-exec"))) = &lp__unattached;
+
+static bool forked;
+
+bool lp__forked_child(void) { return forked; }
+
+/* Every library lock, taken in the lock order (internal.h), released in reverse. */
+static void atfork_prepare(void) {
+  lp__env_atfork_prepare();
+  lp__collector_atfork_prepare();
+  lp__registry_atfork_prepare();
+  lp__trace_atfork_prepare();
+}
+
+static void atfork_parent(void) {
+  lp__trace_atfork_parent();
+  lp__registry_atfork_parent();
+  lp__collector_atfork_parent();
+  lp__env_atfork_parent();
+}
+
+static void atfork_child(void) {
+  forked = true;
+  lp__registry_atfork_child();
+  lp__collector_atfork_child();
+  lp__trace_atfork_child();
+  lp__env_atfork_child();
+}
+
+static void init(void) {
+  static const lp__registry_hooks_t hooks = {lp__trace_thread_exit, lp__trace_thread_renamed};
+  lp__registry_set_hooks(&hooks);
+  /* Without the handlers a forked child would try to join a collector it does not have. */
+  int rc = pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+  if (rc != 0)
+    fprintf(stderr, "labelprof: pthread_atfork failed (%s); do not fork while profiling\n", lp_strerror(-rc));
+}
+
+void lp__lifecycle_init(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  int rc = pthread_once(&once, init);
+  if (rc != 0) lp__fatal("pthread_once", rc);
+}
+
+__attribute__((constructor)) static void load(void) {
+  lp__lifecycle_init();
+  lp__env_load();
+}
