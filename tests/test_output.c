@@ -410,6 +410,34 @@ static void test_output_replaced_hard_link_becomes_a_new_file(void) {
   unlink(other);
 }
 
+/*
+ * The commit renames in the directory the temporary was made in: a relative
+ * path stays relative to the working directory at open, even if the program
+ * changes directory before close.
+ */
+static void test_output_commit_lands_where_it_was_opened(void) {
+  char target[PATH_MAX];
+  int here = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  CU_ASSERT_FATAL(here >= 0);
+  path_in(target, sizeof target, "relative.json");
+  for (int way = 0; way < 2; way++) {
+    use_way(way);
+    lp__output_t o;
+    CU_ASSERT_EQUAL_FATAL(chdir(dir), 0);
+    CU_ASSERT_EQUAL_FATAL(lp__output_open(&o, "relative.json"), 0);
+    CU_ASSERT(fcntl(o.fd, F_GETFD) & FD_CLOEXEC); /* a child the program starts meanwhile does not inherit it */
+    CU_ASSERT_EQUAL(chdir("/"), 0);
+    CU_ASSERT_EQUAL(lp__output_close(&o, write_all(o.fd, "here\n", 5)), 0);
+    CU_ASSERT_EQUAL(fchdir(here), 0);
+    CU_ASSERT_STRING_EQUAL(contents(target), "here\n");
+    CU_ASSERT_EQUAL(access("/relative.json", F_OK), -1);
+    CU_ASSERT_EQUAL(dir_entries(dir), 1);
+    unlink(target);
+  }
+  close(here);
+  use_way(0);
+}
+
 /* ---- where a path leads ----------------------------------------------------------- */
 
 /* A chain of links, relative and absolute, across directories: the links stay, the file at the end is written. */
@@ -552,11 +580,11 @@ static void test_output_named_descriptors(void) {
   CU_ASSERT_EQUAL_FATAL(pipe(fds), 0);
   snprintf(name, sizeof name, "/proc/%ld/fd/%d", (long)getpid(), fds[1]);
   CU_ASSERT_EQUAL(output_text(name, "via proc"), 0);
+  close(fds[1]); /* so that the read ends, whatever was written */
   memset(buf, 0, sizeof buf);
   CU_ASSERT_EQUAL(read(fds[0], buf, sizeof buf - 1), 8);
   CU_ASSERT_STRING_EQUAL(buf, "via proc");
   close(fds[0]);
-  close(fds[1]);
   CU_ASSERT_EQUAL(dir_entries(dir), 0);
 }
 
@@ -664,14 +692,18 @@ static void test_output_fifo_waits_for_its_reader(void) {
   CU_ASSERT_EQUAL(output_text(other, "not held up\n"), 0);
   CU_ASSERT_STRING_EQUAL(contents(other), "not held up\n");
   CU_ASSERT_EQUAL(atomic_load(&writer_opened), 0);
-  int rd = open(fifo_path, O_RDONLY | O_CLOEXEC);
-  CU_ASSERT_FATAL(rd >= 0);
-  size_t len = 0;
-  ssize_t n;
-  while ((n = read(rd, got + len, sizeof got - 1 - len)) > 0) len += (size_t)n;
-  got[len] = '\0';
-  close(rd);
+  alarm(60); /* a writer that never opens would hold the reader's open forever: end in SIGALRM instead */
+  if (!atomic_load(&writer_opened)) { /* else it failed without waiting, and nobody would come */
+    int rd = open(fifo_path, O_RDONLY | O_CLOEXEC);
+    CU_ASSERT_FATAL(rd >= 0);
+    size_t len = 0;
+    ssize_t n;
+    while ((n = read(rd, got + len, sizeof got - 1 - len)) > 0) len += (size_t)n;
+    got[len] = '\0';
+    close(rd);
+  }
   CU_ASSERT_EQUAL(pthread_join(th, NULL), 0);
+  alarm(0);
   CU_ASSERT_EQUAL(writer_rc, 0);
   CU_ASSERT_STRING_EQUAL(got, "through the fifo\n");
   close(writer_ready[0]);
@@ -809,6 +841,7 @@ int main(void) {
       LP_TEST(test_output_keeps_owner_and_group),
       LP_TEST(test_output_owner_not_allowed_is_no_error),
       LP_TEST(test_output_replaced_hard_link_becomes_a_new_file),
+      LP_TEST(test_output_commit_lands_where_it_was_opened),
       LP_TEST(test_output_follows_a_chain_of_links),
       LP_TEST(test_output_link_limit_and_cycles),
       LP_TEST(test_output_link_to_stdout_that_is_a_pipe),
