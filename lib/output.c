@@ -220,10 +220,11 @@ static int open_replacement(lp__output_t *o, const struct stat *old) {
 }
 
 /*
- * Opens what fd was opened by name, directly: a FIFO (which waits for a
- * reader), a device, a magic link in /proc. If it turns out to be a regular
- * file after all (it was replaced since we looked), *st says so and the
- * caller replaces it instead.
+ * Opens name in dirfd to be written directly: a FIFO (which waits for a
+ * reader), a device, a magic link in /proc (flags O_TRUNC: a regular file
+ * behind it is written in place, as no temporary can be made there). If a
+ * FIFO or device turns out to be a regular file after all (it was replaced
+ * since we looked), o->fd stays -1 and *st says so: the caller replaces it.
  */
 static int open_direct(lp__output_t *o, int dirfd, const char *name, int flags, struct stat *st) {
   int fd = open_at(dirfd, name, O_WRONLY | O_NOCTTY | O_CLOEXEC | flags, 0);
@@ -285,7 +286,7 @@ static int resolve_and_open(lp__output_t *o, const char *path) {
       break;
     }
     if (S_ISLNK(st.st_mode) && on_procfs(dirfd)) {
-      /* /proc/PID/fd/N and the like: the kernel opens the file the link stands for; truncated, as a fresh report should be. */
+      /* /proc/PID/fd/N and the like: the kernel opens the file the link stands for. */
       err = open_direct(o, dirfd, name, O_TRUNC, &st);
       close(dirfd);
       free(name);
