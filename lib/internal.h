@@ -329,20 +329,28 @@ const char *lp__timemap_jump_text(const lp__timemap_t *m);
 typedef struct lp__output {
   int fd; /* write here */
   /* private */
-  int dirfd;
-  bool tmpfile;   /* fd is an O_TMPFILE, linked into place at close */
-  char *tmp;      /* the temporary file's name in dirfd, or NULL */
+  int dirfd;      /* the target's directory (O_PATH), or -1 when writing directly */
   char *final;    /* the target's name in dirfd, or NULL when writing directly */
-  bool replacing; /* a file was there: keep its mode, owner and group */
-  uint32_t mode, uid, gid;
+  char tmp[48];   /* the temporary's name in dirfd while it has one, else "" */
+  bool tmpfile;   /* fd is an O_TMPFILE, given the name tmp at close */
   FILE *stream;
-  bool masked;
+  int stream_err; /* the stream's first write error (negative errno), 0 if none */
+  bool masked;    /* old_mask is to be restored */
   sigset_t old_mask, pending_before;
 } lp__output_t;
 
-/* Opens path. Returns 0, or a negative errno (then nothing is left behind and o needs no close). */
+/*
+ * Opens path. Returns 0, or a negative errno (then nothing is left behind and
+ * o needs no close). Opening a FIFO waits for its reader. Call open, write
+ * and close on one thread: the signal mask is the calling thread's.
+ */
 int lp__output_open(lp__output_t *o, const char *path);
-/* A stdio stream on o->fd (for reports printed with stdio); NULL with ENOMEM. Closed by lp__output_close. */
+/*
+ * A stdio stream that writes to o->fd (for reports printed with stdio); the
+ * same stream on every call. NULL with errno set (ENOMEM). Closed by
+ * lp__output_close, which reports the first write error with its errno. The
+ * stream refers to o: o must not be moved or copied while it is open.
+ */
 FILE *lp__output_stream(lp__output_t *o);
 /*
  * Flushes the stream if there is one, closes, and commits (rc == 0) or
@@ -350,6 +358,8 @@ FILE *lp__output_stream(lp__output_t *o);
  * first error of flushing, closing or committing.
  */
 int lp__output_close(lp__output_t *o, int rc);
+/* Tests only: a named temporary even where O_TMPFILE works, so that both ways are exercised. */
+extern bool lp__output_named_temp_only;
 
 /* ---- trace.c: recording ------------------------------------------------- */
 

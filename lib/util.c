@@ -1,14 +1,17 @@
 /*
  * util.c: error strings, locking that cannot fail, the monotonic clock.
  *
- * lp_strerror() answers from one table of the errors this library returns,
- * so it is thread-safe and never allocates.
+ * lp_strerror() answers from the library's own wording for the values it
+ * returns, then from the C library's static descriptions of every other
+ * errno value, so it is thread-safe and never allocates.
  */
 #include "internal.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 void lp__fatal(const char *what, int rc) {
@@ -33,40 +36,134 @@ uint64_t lp__mono_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-#define LP__ERRORS(X) \
-  X(0, "success") \
-  X(EBUSY, "already running") \
-  X(EINVAL, "invalid argument, or not running") \
-  X(ENOMEM, "out of memory") \
-  X(EIO, "input/output error") \
-  X(ENOSPC, "no space left on device") \
-  X(EDQUOT, "disk quota exceeded") \
-  X(EFBIG, "file too large") \
-  X(ENOENT, "no such file or directory") \
-  X(ENOTDIR, "a component of the path is not a directory") \
-  X(EISDIR, "is a directory") \
-  X(EACCES, "permission denied") \
-  X(EPERM, "operation not permitted") \
-  X(EROFS, "read-only file system") \
-  X(ENAMETOOLONG, "file name too long") \
-  X(EMFILE, "too many open files") \
-  X(ENFILE, "too many open files in the system") \
-  X(EAGAIN, "resource temporarily unavailable") \
-  X(EEXIST, "file exists") \
-  X(EPIPE, "broken pipe") \
-  X(EXDEV, "cross-device link") \
-  X(ENOTSUP, "not supported") \
-  X(ERANGE, "result out of range")
+/*
+ * The library's own wording: values with a meaning of their own here (EBUSY
+ * is "already running", EINVAL also "not running"), and those it returns
+ * itself, worded as its messages are. Searched first.
+ */
+static const struct lp__errtext {
+  int code;
+  const char *text;
+} own_errors[] = {
+    {0, "success"},
+    {EBUSY, "already running"},
+    {EINVAL, "invalid argument, or not running"},
+    {ENOTSUP, "not supported"},
+    {ENOMEM, "out of memory"},
+    {EIO, "input/output error"},
+    {ENOSPC, "no space left on device"},
+    {EDQUOT, "disk quota exceeded"},
+    {EFBIG, "file too large"},
+    {ENOENT, "no such file or directory"},
+    {ENOTDIR, "a component of the path is not a directory"},
+    {EISDIR, "is a directory"},
+    {EACCES, "permission denied"},
+    {EPERM, "operation not permitted"},
+    {EROFS, "read-only file system"},
+    {ENAMETOOLONG, "file name too long"},
+    {EMFILE, "too many open files"},
+    {ENFILE, "too many open files in the system"},
+    {EAGAIN, "resource temporarily unavailable"},
+    {EEXIST, "file exists"},
+    {EPIPE, "broken pipe"},
+    {EXDEV, "cross-device link"},
+    {ERANGE, "result out of range"},
+};
+
+#ifndef HAVE_STRERRORDESC_NP
+/*
+ * Without glibc's strerrordesc_np (before 2.32, or another C library): the
+ * rest of POSIX's error numbers. strerror() is not thread-safe and
+ * strerror_r() fills a buffer the caller would have to own, so a table it is.
+ * A value two names share (EWOULDBLOCK, EOPNOTSUPP on Linux) is found under
+ * the first.
+ */
+static const struct lp__errtext posix_errors[] = {
+    {E2BIG, "argument list too long"},
+    {EADDRINUSE, "address already in use"},
+    {EADDRNOTAVAIL, "address not available"},
+    {EAFNOSUPPORT, "address family not supported"},
+    {EALREADY, "connection already in progress"},
+    {EBADF, "bad file descriptor"},
+    {EBADMSG, "bad message"},
+    {ECANCELED, "operation canceled"},
+    {ECHILD, "no child processes"},
+    {ECONNABORTED, "connection aborted"},
+    {ECONNREFUSED, "connection refused"},
+    {ECONNRESET, "connection reset"},
+    {EDEADLK, "resource deadlock would occur"},
+    {EDESTADDRREQ, "destination address required"},
+    {EDOM, "mathematics argument out of domain of function"},
+    {EFAULT, "bad address"},
+    {EHOSTUNREACH, "host is unreachable"},
+    {EIDRM, "identifier removed"},
+    {EILSEQ, "illegal byte sequence"},
+    {EINPROGRESS, "operation in progress"},
+    {EINTR, "interrupted function call"},
+    {EISCONN, "socket is connected"},
+    {ELOOP, "too many levels of symbolic links"},
+    {EMLINK, "too many links"},
+    {EMSGSIZE, "message too long"},
+    {ENETDOWN, "network is down"},
+    {ENETRESET, "connection aborted by network"},
+    {ENETUNREACH, "network unreachable"},
+    {ENOBUFS, "no buffer space available"},
+    {ENODEV, "no such device"},
+    {ENOEXEC, "executable file format error"},
+    {ENOLCK, "no locks available"},
+    {ENOMSG, "no message of the desired type"},
+    {ENOPROTOOPT, "protocol not available"},
+    {ENOSYS, "function not implemented"},
+    {ENOTCONN, "the socket is not connected"},
+    {ENOTEMPTY, "directory not empty"},
+    {ENOTRECOVERABLE, "state not recoverable"},
+    {ENOTSOCK, "not a socket"},
+    {ENOTTY, "inappropriate I/O control operation"},
+    {ENXIO, "no such device or address"},
+    {EOPNOTSUPP, "operation not supported on socket"},
+    {EOVERFLOW, "value too large to be stored in data type"},
+    {EOWNERDEAD, "previous owner died"},
+    {EPROTO, "protocol error"},
+    {EPROTONOSUPPORT, "protocol not supported"},
+    {EPROTOTYPE, "protocol wrong type for socket"},
+    {ESPIPE, "invalid seek"},
+    {ESRCH, "no such process"},
+    {ESTALE, "stale file handle"},
+    {ETIMEDOUT, "connection timed out"},
+    {ETXTBSY, "text file busy"},
+    {EWOULDBLOCK, "operation would block"},
+#ifdef ENODATA /* obsolescent in POSIX: STREAMS */
+    {ENODATA, "no data available"},
+#endif
+#ifdef ETIME
+    {ETIME, "timer expired"},
+#endif
+#ifdef EMULTIHOP
+    {EMULTIHOP, "multihop attempted"},
+#endif
+#ifdef ENOLINK
+    {ENOLINK, "link has been severed"},
+#endif
+};
+#endif
+
+static const char *lookup(const struct lp__errtext *t, size_t n, unsigned e) {
+  for (size_t i = 0; i < n; i++)
+    if ((unsigned)t[i].code == e) return t[i].text;
+  return NULL;
+}
 
 const char *lp_strerror(int err) {
-  int e = err < 0 ? -err : err;
-  switch (e) {
-#define LP__CASE(code, text) \
-  case code: \
-    return text;
-    LP__ERRORS(LP__CASE)
-#undef LP__CASE
-  default:
-    return "unknown error";
-  }
+  /* In unsigned arithmetic, so that INT_MIN has a magnitude too. */
+  unsigned e = err < 0 ? 0u - (unsigned)err : (unsigned)err;
+  const char *s = lookup(own_errors, sizeof own_errors / sizeof own_errors[0], e);
+  if (s) return s;
+  if (e > INT_MAX) return "unknown error";
+#ifdef HAVE_STRERRORDESC_NP
+  /* The C library's description of any value it knows: a static string, no locale, no buffer. */
+  s = strerrordesc_np((int)e);
+#else
+  s = lookup(posix_errors, sizeof posix_errors / sizeof posix_errors[0], e);
+#endif
+  return s ? s : "unknown error";
 }
