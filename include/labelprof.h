@@ -398,6 +398,24 @@ LP_EXPORT lp_track_t lp_track_create(const char *name);
 LP_EXPORT int lp_track_complete(lp_track_t track, const char *name, uint64_t start_ns, uint64_t dur_ns);
 
 /* ------------------------------------------------------------------------ */
+/* The environment's sessions                                               */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Writes what the LABELPROF_* variables asked for, so far, without stopping
+ * anything: the profile's reports (LABELPROF_PROFILE, LABELPROF_FOLDED) and
+ * the timeline (LABELPROF_TRACE), to their files, with %n in a path replaced
+ * by the report's sequence number (1, 2, ...; the report at exit takes the
+ * next one). Without %n each dump replaces the file, and the report at exit
+ * replaces it last. LABELPROF_DUMP_SIGNAL=USR2 (any signal name or number)
+ * does the same on that signal: its handler only wakes a thread of the
+ * library, which writes. Returns 0; -EINVAL if the environment asked for no
+ * report (or the process is exiting); a negative errno if the profile could
+ * not be built. A file that cannot be written is reported on stderr.
+ */
+LP_EXPORT int lp_dump(void);
+
+/* ------------------------------------------------------------------------ */
 /* The macros                                                               */
 /* ------------------------------------------------------------------------ */
 
@@ -771,6 +789,7 @@ LP_IMPL_INLINE void lp_impl_instant(uintptr_t tag, uint32_t levels) {
 #define lp_trace_write_json(p, n) lp_impl_disabled_int2((const void *)(p), (const void *)(n))
 #define lp_trace_get_stats(o) lp_impl_disabled_int1((const void *)(o))
 #define lp_now_ns() ((uint64_t)0)
+#define lp_dump() (-ENOTSUP)
 #define lp_track_create(n) ((lp_track_t)lp_impl_disabled_int1((const void *)(n)))
 #define lp_track_complete(t, n, s, d) \
   ((void)(t), (void)(s), (void)(d), lp_impl_disabled_int1((const void *)(n)))

@@ -1,40 +1,278 @@
 /*
  * env.c: profiling without touching main.
  *
- * When the library loads, a constructor reads the LABELPROF_* variables; if
- * they ask for a profile it starts the collector and registers an atexit
- * handler that stops it and writes the report. A bad value gets one message
- * on stderr naming the variable and the default used instead, and the
- * program runs on. In a child created by fork() nothing is reported: the
- * parent owns the session and its output files.
+ * When the library loads, the constructor (lifecycle.c) calls lp__env_load,
+ * which reads every LABELPROF_* variable, warns about bad values and unknown
+ * names, and starts what they ask for as the environment's own sessions.
+ * They nest with the program's: a program that starts and stops its own
+ * profile or timeline gets exactly its own window, and the environment's
+ * reports still cover the whole run.
  *
- *   LABELPROF_PROFILE=1|path   the tree on stdout, or in a file ("%p" = pid)
- *   LABELPROF_FOLDED=path      folded stacks too
- *   LABELPROF_HZ=n             samples per second (1..100000, default 1000)
- *   LABELPROF_REPORT=threads,counts,min=P   report options
- *   LABELPROF_TRACE=path       record a timeline from load, write it at exit
- *   LABELPROF_LEVELS=request,runtime,operator,debug | standard | all
- *   LABELPROF_TRACE_BUFFER=MiB event memory (default 64)
- *   LABELPROF_TRACE_MODE=discard|ring
+ * Reports are written at exit by an atexit handler, in this order: stop the
+ * environment's profile (so that writing the trace is not sampled), stop and
+ * write the timeline, then write the profile's reports. A signal named by
+ * LABELPROF_DUMP_SIGNAL, or lp_dump(), writes the profile and the timeline so
+ * far without stopping either: the handler only posts a semaphore, and a
+ * thread of ours does the writing, off the signal's context.
+ *
+ * Paths are made absolute when the library loads, so that a program that
+ * changes directory still writes where the user asked; %p is the process id,
+ * %n the report's sequence number (dumps and the exit report count 1, 2...).
+ * Reports asked for with LABELPROF_PROFILE=1 go to stderr, so that they
+ * never mix with the program's own output; "-" asks for stdout.
+ *
+ *   LABELPROF_PROFILE=1|-|path  LABELPROF_FOLDED=path      LABELPROF_HZ=n
+ *   LABELPROF_REPORT=threads,counts,min=P                  LABELPROF_TRACE=path
+ *   LABELPROF_LEVELS=list       LABELPROF_TRACE_BUFFER=MiB LABELPROF_TRACE_MODE=discard|ring
+ *   LABELPROF_CLOCK=auto|tsc|monotonic                     LABELPROF_DUMP_SIGNAL=USR2
  */
 #include "internal.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-static char *profile_path; /* "-" for stdout */
+extern char **environ;
+
+static pthread_mutex_t env_mu = PTHREAD_MUTEX_INITIALIZER; /* everything below, and one report at a time */
+static char *profile_path; /* absolute, %p expanded, %n kept; /dev/stderr for LABELPROF_PROFILE=1 */
 static char *folded_path;
 static char *trace_path;
 static lp_print_opts_t report_opts;
+static bool profiling, tracing;
+static unsigned seq; /* reports written so far */
+static bool at_exit_done;
 
-/* Copies a path, replacing %p with the pid and %% with %. NULL on ENOMEM. */
-static char *expand(const char *v) {
-  size_t cap = strlen(v) + 32, n = 0;
+static int dump_signal;
+static sem_t dump_sem;
+static pthread_t dump_thread;
+
+static void warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void warn(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("labelprof: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+}
+
+/* ---- the variables ------------------------------------------------------------ */
+
+static const char *const known[] = {
+    "LABELPROF_PROFILE",      "LABELPROF_FOLDED",     "LABELPROF_HZ",    "LABELPROF_REPORT",
+    "LABELPROF_TRACE",        "LABELPROF_LEVELS",     "LABELPROF_TRACE_BUFFER",
+    "LABELPROF_TRACE_MODE",   "LABELPROF_CLOCK",      "LABELPROF_DUMP_SIGNAL",
+};
+#define NKNOWN (sizeof known / sizeof known[0])
+
+/* Edit distance between a and b (short names: a small table on the stack). */
+static size_t distance(const char *a, const char *b) {
+  size_t la = strlen(a), lb = strlen(b);
+  if (la > 63 || lb > 63) return 64;
+  size_t row[64];
+  for (size_t j = 0; j <= lb; j++) row[j] = j;
+  for (size_t i = 1; i <= la; i++) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= lb; j++) {
+      size_t up = row[j];
+      size_t best = diag + (a[i - 1] != b[j - 1]);
+      if (up + 1 < best) best = up + 1;
+      if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+      row[j] = best;
+      diag = up;
+    }
+  }
+  return row[lb];
+}
+
+/* One warning per LABELPROF_* name nobody reads: a misspelt variable should not be silently ignored. */
+static void warn_unknown(void) {
+  for (char **e = environ; e && *e; e++) {
+    if (strncmp(*e, "LABELPROF_", 10) != 0) continue;
+    const char *eq = strchr(*e, '=');
+    size_t len = eq ? (size_t)(eq - *e) : strlen(*e);
+    char name[64];
+    if (len >= sizeof name) len = sizeof name - 1;
+    memcpy(name, *e, len);
+    name[len] = '\0';
+    size_t best = SIZE_MAX, which = 0;
+    bool ok = false;
+    for (size_t i = 0; i < NKNOWN; i++) {
+      if (strcmp(name, known[i]) == 0) ok = true;
+      size_t d = distance(name, known[i]);
+      if (d < best) best = d, which = i;
+    }
+    if (ok) continue;
+    if (best <= 3)
+      warn("%s is not a labelprof variable; did you mean %s?", name, known[which]);
+    else
+      warn("%s is not a labelprof variable; ignoring it", name);
+  }
+}
+
+static const char *value_of(const char *name) {
+  const char *v = getenv(name);
+  return v && *v ? v : NULL;
+}
+
+/* The next item of a comma-separated list, spaces around it trimmed; NULL at the end. */
+static char *next_item(char **cursor) {
+  char *s = *cursor;
+  if (!s) return NULL;
+  char *comma = strchr(s, ',');
+  *cursor = comma ? comma + 1 : NULL;
+  if (comma) *comma = '\0';
+  while (isspace((unsigned char)*s)) s++;
+  char *end = s + strlen(s);
+  while (end > s && isspace((unsigned char)end[-1])) *--end = '\0';
+  return s;
+}
+
+/* A whole number in [lo, hi] and nothing else; else a warning and def. */
+static unsigned long number(const char *name, unsigned long lo, unsigned long hi, unsigned long def,
+                            const char *unit) {
+  const char *v = value_of(name);
+  if (!v) return def;
+  char *end;
+  errno = 0;
+  unsigned long n = strtoul(v, &end, 10);
+  while (isspace((unsigned char)*end)) end++;
+  if (errno || *end || end == v || n < lo || n > hi || strchr(v, '-')) {
+    warn("%s='%s' is not a whole number%s from %lu to %lu; using the default, %lu", name, v, unit, lo, hi, def);
+    return def;
+  }
+  return n;
+}
+
+/* A percentage from 0 to 100, the whole string. */
+static bool parse_percent(const char *v, double *out) {
+  char *end;
+  errno = 0;
+  double d = strtod(v, &end);
+  if (errno || end == v || *end || !(d >= 0.0 && d <= 100.0)) return false;
+  *out = d;
+  return true;
+}
+
+static void parse_report(void) {
+  const char *v = value_of("LABELPROF_REPORT");
+  if (!v) return;
+  char *copy = strdup(v), *cur = copy, *item;
+  if (!copy) return;
+  while ((item = next_item(&cur)) != NULL) {
+    if (!*item) continue;
+    if (strcmp(item, "threads") == 0)
+      report_opts.flags |= LP_PRINT_THREADS;
+    else if (strcmp(item, "counts") == 0)
+      report_opts.flags |= LP_PRINT_COUNTS;
+    else if (!(strncmp(item, "min=", 4) == 0 && parse_percent(item + 4, &report_opts.min_percent)))
+      warn("LABELPROF_REPORT: '%s' not understood (expected threads, counts, min=PERCENT from 0 to 100); "
+           "ignoring it",
+           item);
+  }
+  free(copy);
+}
+
+static uint32_t parse_levels(void) {
+  const char *v = value_of("LABELPROF_LEVELS");
+  if (!v) return LP_LEVEL_STANDARD;
+  static const struct {
+    const char *name;
+    uint32_t bits;
+  } names[] = {{"request", LP_LEVEL_REQUEST}, {"runtime", LP_LEVEL_RUNTIME},   {"operator", LP_LEVEL_OPERATOR},
+               {"debug", LP_LEVEL_DEBUG},     {"standard", LP_LEVEL_STANDARD}, {"all", LP_LEVEL_ALL}};
+  char *copy = strdup(v), *cur = copy, *item;
+  uint32_t levels = 0;
+  bool bad = !copy;
+  while (copy && (item = next_item(&cur)) != NULL) {
+    bool found = false;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+      if (strcmp(item, names[i].name) == 0) {
+        levels |= names[i].bits;
+        found = true;
+      }
+    bad |= !found;
+  }
+  free(copy);
+  if (bad || !levels) {
+    warn("LABELPROF_LEVELS='%s' is not a list of request, runtime, operator, debug, standard, all; using the "
+         "default, standard (runtime,operator)",
+         v);
+    return LP_LEVEL_STANDARD;
+  }
+  return levels;
+}
+
+static lp_trace_policy_t parse_mode(void) {
+  const char *v = value_of("LABELPROF_TRACE_MODE");
+  if (!v || strcmp(v, "discard") == 0) return LP_TRACE_DISCARD;
+  if (strcmp(v, "ring") == 0) return LP_TRACE_RING;
+  warn("LABELPROF_TRACE_MODE='%s' is neither discard nor ring; using the default, discard", v);
+  return LP_TRACE_DISCARD;
+}
+
+static lp_clock_t parse_clock(void) {
+  const char *v = value_of("LABELPROF_CLOCK");
+  if (!v || strcmp(v, "auto") == 0) return LP_CLOCK_AUTO;
+  if (strcmp(v, "tsc") == 0) return LP_CLOCK_TSC;
+  if (strcmp(v, "monotonic") == 0) return LP_CLOCK_MONOTONIC;
+  warn("LABELPROF_CLOCK='%s' is not auto, tsc or monotonic; using the default, auto", v);
+  return LP_CLOCK_AUTO;
+}
+
+/* A signal by name (USR2, SIGUSR2, RTMIN+3) or number; 0 if it is not one we may take. */
+static int signal_number(const char *v) {
+  static const struct {
+    const char *name;
+    int sig;
+  } names[] = {{"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2},
+               {"ALRM", SIGALRM}, {"TERM", SIGTERM}, {"CHLD", SIGCHLD}, {"CONT", SIGCONT}, {"TSTP", SIGTSTP},
+               {"TTIN", SIGTTIN}, {"TTOU", SIGTTOU}, {"URG", SIGURG},   {"WINCH", SIGWINCH}, {"IO", SIGIO},
+               {"PWR", SIGPWR},   {"PROF", SIGPROF}, {"VTALRM", SIGVTALRM}};
+  if (strncmp(v, "SIG", 3) == 0) v += 3;
+  char *end;
+  if (isdigit((unsigned char)*v)) {
+    long n = strtol(v, &end, 10);
+    return *end || n < 1 || n > SIGRTMAX || n == SIGKILL || n == SIGSTOP ? 0 : (int)n;
+  }
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (strcmp(v, names[i].name) == 0) return names[i].sig;
+  if (strncmp(v, "RTMIN", 5) == 0 || strncmp(v, "RTMAX", 5) == 0) {
+    long off = 0;
+    if (v[5]) {
+      off = strtol(v + 5, &end, 10);
+      if (*end || (v[5] != '+' && v[5] != '-')) return 0;
+    }
+    long n = (v[3] == 'I' ? SIGRTMIN : SIGRTMAX) + off;
+    return n < SIGRTMIN || n > SIGRTMAX ? 0 : (int)n;
+  }
+  return 0;
+}
+
+/*
+ * A path as it will be written: %p becomes the pid and %% a %, %n is kept
+ * for the report's number, and a relative path is made absolute against the
+ * working directory now. NULL on ENOMEM.
+ */
+static char *resolve(const char *v) {
+  char cwd[4096] = "";
+  bool relative = v[0] != '/';
+  if (relative && !getcwd(cwd, sizeof cwd)) {
+    warn("cannot read the working directory (%s); '%s' stays relative", lp_strerror(-errno), v);
+    relative = false;
+  }
+  size_t cap = strlen(cwd) + strlen(v) + 32, n = 0;
   char *out = malloc(cap);
   if (!out) return NULL;
+  if (relative) n = (size_t)snprintf(out, cap, "%s/", cwd);
   for (const char *c = v; *c; c++) {
     if (n + 24 >= cap) {
       char *o = realloc(out, cap *= 2);
@@ -48,6 +286,27 @@ static char *expand(const char *v) {
       n += (size_t)snprintf(out + n, cap - n, "%ld", (long)getpid());
       c++;
     } else if (c[0] == '%' && c[1] == '%') {
+      memcpy(out + n, "%%", 2); /* kept escaped for the %n pass */
+      n += 2;
+      c++;
+    } else {
+      out[n++] = *c;
+    }
+  }
+  out[n] = '\0';
+  return out;
+}
+
+/* path with %n as the report's number and %% as %. NULL on ENOMEM. */
+static char *numbered(const char *path, unsigned number) {
+  size_t cap = strlen(path) + 24, n = 0;
+  char *out = malloc(cap);
+  if (!out) return NULL;
+  for (const char *c = path; *c; c++) {
+    if (c[0] == '%' && c[1] == 'n') {
+      n += (size_t)snprintf(out + n, cap - n, "%u", number);
+      c++;
+    } else if (c[0] == '%' && c[1] == '%') {
       out[n++] = '%';
       c++;
     } else {
@@ -58,199 +317,208 @@ static char *expand(const char *v) {
   return out;
 }
 
-static uint32_t env_hz(void) {
-  const char *v = getenv("LABELPROF_HZ");
-  if (!v || !*v) return 1000;
-  char *end;
-  errno = 0;
-  unsigned long n = strtoul(v, &end, 10);
-  if (errno || *end || end == v || n < 1 || n > 100000 || v[0] == '-') {
-    fprintf(stderr, "labelprof: LABELPROF_HZ='%s' is not a whole number from 1 to 100000; using the default, 1000\n",
-            v);
-    return 1000;
-  }
-  return (uint32_t)n;
-}
-
-/* A percentage from 0 to 100, the whole string. */
-static bool parse_percent(const char *v, double *out) {
-  char *end;
-  errno = 0;
-  double d = strtod(v, &end);
-  if (errno || end == v || *end || !(d >= 0.0 && d <= 100.0)) return false;
-  *out = d;
-  return true;
-}
-
-static void env_report(void) {
-  const char *v = getenv("LABELPROF_REPORT");
-  if (!v || !*v) return;
-  char *copy = strdup(v), *save = NULL, bad[256] = "";
-  if (!copy) return;
-  for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-    if (strcmp(tok, "threads") == 0) {
-      report_opts.flags |= LP_PRINT_THREADS;
-    } else if (strcmp(tok, "counts") == 0) {
-      report_opts.flags |= LP_PRINT_COUNTS;
-    } else if (!(strncmp(tok, "min=", 4) == 0 && parse_percent(tok + 4, &report_opts.min_percent))) {
-      size_t used = strlen(bad);
-      snprintf(bad + used, sizeof bad - used, "%s'%s'", used ? ", " : "", tok);
-    }
-  }
-  if (bad[0])
-    fprintf(stderr,
-            "labelprof: LABELPROF_REPORT: %s not understood (expected threads, counts, min=PERCENT); "
-            "ignoring it\n",
-            bad);
-  free(copy);
-}
-
-/* Prints with fn to path ("-" is stdout); reports failures on stderr. */
-static void write_report(const char *path, const char *what, const lp_profile_t *p,
-                         int (*fn)(const lp_profile_t *, FILE *, const lp_print_opts_t *)) {
-  if (strcmp(path, "-") == 0) {
-    int rc = fn(p, stdout, &report_opts);
-    if (rc) fprintf(stderr, "labelprof: writing the %s to stdout failed: %s\n", what, lp_strerror(rc));
-    return;
-  }
-  FILE *f = fopen(path, "w");
-  if (!f) {
-    fprintf(stderr, "labelprof: cannot write the %s to '%s': %s\n", what, path, lp_strerror(-errno));
-    return;
-  }
-  int rc = fn(p, f, &report_opts);
-  if (fclose(f) != 0 && rc == 0) rc = -errno;
-  if (rc) fprintf(stderr, "labelprof: writing the %s to '%s' failed: %s\n", what, path, lp_strerror(rc));
-}
+/* ---- reports ---------------------------------------------------------------------- */
 
 static int folded_fn(const lp_profile_t *p, FILE *f, const lp_print_opts_t *o) {
   (void)o;
   return lp_profile_write_folded(p, f);
 }
 
-static uint32_t env_levels(void) {
-  const char *v = getenv("LABELPROF_LEVELS");
-  if (!v || !*v) return LP_LEVEL_STANDARD;
-  if (strcmp(v, "standard") == 0) return LP_LEVEL_STANDARD;
-  if (strcmp(v, "all") == 0) return LP_LEVEL_ALL;
-  static const struct {
-    const char *name;
-    uint32_t bit;
-  } names[] = {{"request", LP_LEVEL_REQUEST}, {"runtime", LP_LEVEL_RUNTIME}, {"operator", LP_LEVEL_OPERATOR},
-               {"debug", LP_LEVEL_DEBUG}};
-  char *copy = strdup(v), *save = NULL;
-  uint32_t levels = 0;
-  bool bad = !copy;
-  for (char *tok = copy ? strtok_r(copy, ",", &save) : NULL; tok; tok = strtok_r(NULL, ",", &save)) {
-    bool known = false;
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-      if (strcmp(tok, names[i].name) == 0) {
-        levels |= names[i].bit;
-        known = true;
-      }
-    bad |= !known;
+/* Writes one report through the output layer; a failure is one stderr line naming the file and why. */
+static void write_report(const char *path, const char *what, const lp_profile_t *p,
+                         int (*fn)(const lp_profile_t *, FILE *, const lp_print_opts_t *)) {
+  lp__output_t out;
+  int rc = lp__output_open(&out, path);
+  if (rc == 0) {
+    FILE *f = lp__output_stream(&out);
+    rc = f ? fn(p, f, &report_opts) : -ENOMEM;
+    rc = lp__output_close(&out, rc);
   }
-  free(copy);
-  if (bad || !levels) {
-    fprintf(stderr,
-            "labelprof: LABELPROF_LEVELS='%s' is not a list of request, runtime, operator, debug (or standard, "
-            "all); using the default, standard (runtime,operator)\n",
-            v);
-    return LP_LEVEL_STANDARD;
-  }
-  return levels;
+  if (rc) warn("cannot write the %s to '%s': %s", what, path, lp_strerror(rc));
 }
 
-static uint64_t env_buffer(void) {
-  const char *v = getenv("LABELPROF_TRACE_BUFFER");
-  if (!v || !*v) return 64u << 20;
-  char *end;
-  errno = 0;
-  unsigned long n = strtoul(v, &end, 10);
-  if (errno || *end || end == v || v[0] == '-' || n < 1 || n > 1048576) {
-    fprintf(stderr,
-            "labelprof: LABELPROF_TRACE_BUFFER='%s' is not a whole number of MiB from 1 to 1048576; using the "
-            "default, 64\n",
-            v);
-    return 64u << 20;
-  }
-  return (uint64_t)n << 20;
+static void write_profile(const lp_profile_t *p, unsigned number) {
+  char *pp = profile_path ? numbered(profile_path, number) : NULL;
+  char *fp = folded_path ? numbered(folded_path, number) : NULL;
+  if (pp) write_report(pp, "profile", p, lp_profile_print_ex);
+  if (fp) write_report(fp, "folded stacks", p, folded_fn);
+  if ((profile_path && !pp) || (folded_path && !fp)) warn("out of memory naming a report");
+  double got;
+  uint32_t want;
+  if (lp__profile_rate_low(p, &got, &want))
+    warn("the collector achieved only %.0f of the %u samples per second asked for (%.0f%%); see the report's "
+         "header",
+         got, want, 100.0 * got / want);
+  free(pp);
+  free(fp);
 }
 
-static lp_trace_policy_t env_mode(void) {
-  const char *v = getenv("LABELPROF_TRACE_MODE");
-  if (!v || !*v || strcmp(v, "discard") == 0) return LP_TRACE_DISCARD;
-  if (strcmp(v, "ring") == 0) return LP_TRACE_RING;
-  fprintf(stderr, "labelprof: LABELPROF_TRACE_MODE='%s' is neither discard nor ring; using the default, discard\n",
-          v);
-  return LP_TRACE_DISCARD;
-}
-
-static void trace_at_exit(void) {
-  int rc = lp__trace_stop(LP__ENV);
-  if (rc == -EINVAL) return;
-  rc = lp__trace_write(LP__ENV, trace_path, NULL);
-  if (rc) fprintf(stderr, "labelprof: cannot write the trace to '%s': %s\n", trace_path, lp_strerror(rc));
-}
-
-static void at_exit(void) {
-  if (lp__forked_child()) return;
-  if (trace_path) trace_at_exit();
-  if (!profile_path && !folded_path) return;
-  lp_profile_t *p = NULL;
-  int rc = lp__profile_stop(LP__ENV, &p);
-  if (rc == -EINVAL) return; /* the program stopped it itself */
-  if (rc) {
-    fprintf(stderr, "labelprof: could not finish the profile: %s\n", lp_strerror(rc));
+static void write_trace(unsigned number) {
+  char *tp = numbered(trace_path, number);
+  if (!tp) {
+    warn("out of memory naming the trace");
     return;
   }
-  if (profile_path) write_report(profile_path, "profile", p, lp_profile_print_ex);
-  if (folded_path) write_report(folded_path, "folded stacks", p, folded_fn);
+  int rc = lp__trace_write(LP__ENV, tp, NULL);
+  if (rc) warn("cannot write the trace to '%s': %s", tp, lp_strerror(rc));
+  free(tp);
+}
+
+/* The profile and the timeline so far, without stopping either. env_mu held. */
+static int dump_locked(void) {
+  if (!profiling && !tracing) return -EINVAL;
+  unsigned number = ++seq;
+  int rc = 0;
+  if (tracing) write_trace(number);
+  if (profiling) {
+    lp_profile_t *p = NULL;
+    rc = lp__profile_peek(LP__ENV, &p);
+    if (rc == 0) write_profile(p, number);
+    lp_profile_free(p);
+  }
+  return rc;
+}
+
+int lp_dump(void) {
+  lp__lock(&env_mu);
+  int rc = at_exit_done ? -EINVAL : dump_locked();
+  lp__unlock(&env_mu);
+  return rc;
+}
+
+static void *dump_main(void *arg) {
+  (void)arg;
+  for (;;) {
+    if (sem_wait(&dump_sem) != 0) continue; /* EINTR */
+    lp_dump();
+  }
+  return NULL;
+}
+
+/* Async-signal-safe: the handler only wakes the dump thread. */
+static void on_dump_signal(int sig) {
+  (void)sig;
+  int saved = errno;
+  sem_post(&dump_sem);
+  errno = saved;
+}
+
+static void start_dumps(int sig) {
+  if (sem_init(&dump_sem, 0, 0) != 0) {
+    warn("LABELPROF_DUMP_SIGNAL: cannot create a semaphore (%s); no dumps", lp_strerror(-errno));
+    return;
+  }
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old); /* the dump thread takes none of the program's signals */
+  int rc = pthread_create(&dump_thread, NULL, dump_main, NULL);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (rc != 0) {
+    warn("LABELPROF_DUMP_SIGNAL: cannot start the dump thread (%s); no dumps", lp_strerror(-rc));
+    return;
+  }
+  pthread_setname_np(dump_thread, "labelprof-dump");
+  pthread_detach(dump_thread);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_dump_signal;
+  sa.sa_flags = SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  if (sigaction(sig, &sa, NULL) != 0) {
+    warn("LABELPROF_DUMP_SIGNAL: cannot install the handler (%s); no dumps", lp_strerror(-errno));
+    return;
+  }
+  dump_signal = sig;
+}
+
+/*
+ * At exit: the collector stops first, so that writing the trace is not
+ * sampled as time outside of any label; then the timeline is stopped and
+ * written; then the profile's reports. Labels used after this (later atexit
+ * handlers, destructors) still work; they are simply not recorded.
+ */
+static void at_exit(void) {
+  if (lp__forked_child()) return; /* the parent owns the sessions and their files */
+  lp__lock(&env_mu);
+  at_exit_done = true;
+  if (dump_signal) signal(dump_signal, SIG_IGN);
+  fflush(NULL); /* the program's buffered output comes before a report sent to the same place */
+  unsigned number = ++seq;
+  lp_profile_t *p = NULL;
+  if (profiling) {
+    int rc = lp__profile_stop(LP__ENV, &p);
+    if (rc) warn("could not finish the profile: %s", lp_strerror(rc));
+  }
+  if (tracing) {
+    lp__trace_stop(LP__ENV);
+    write_trace(number);
+  }
+  if (p) write_profile(p, number);
   lp_profile_free(p);
+  profiling = tracing = false;
+  lp__unlock(&env_mu);
 }
 
-static void start_trace(void) {
-  lp_trace_opts_t o = {.levels = env_levels(), .policy = env_mode(), .budget_bytes = env_buffer()};
-  int rc = lp__trace_start(LP__ENV, &o);
-  if (rc) {
-    fprintf(stderr, "labelprof: cannot start the trace: %s\n", lp_strerror(rc));
-    free(trace_path);
-    trace_path = NULL;
-  }
-}
-
-static void start_profile(void) {
-  lp_profile_opts_t o = {.hz = env_hz()};
-  env_report();
-  int rc = lp__profile_start(LP__ENV, &o);
-  if (rc) {
-    fprintf(stderr, "labelprof: cannot start the profile: %s\n", lp_strerror(rc));
-    free(profile_path);
-    free(folded_path);
-    profile_path = folded_path = NULL;
-  }
-}
+/* ---- load -------------------------------------------------------------------------- */
 
 void lp__env_load(void) {
-  const char *prof = getenv("LABELPROF_PROFILE"), *fold = getenv("LABELPROF_FOLDED");
-  const char *trace = getenv("LABELPROF_TRACE");
-  bool want_prof = prof && *prof && strcmp(prof, "0") != 0;
-  bool want_fold = fold && *fold;
-  bool want_trace = trace && *trace;
-  if (!want_prof && !want_fold && !want_trace) return;
-  profile_path = want_prof ? (strcmp(prof, "1") == 0 ? strdup("-") : expand(prof)) : NULL;
-  folded_path = want_fold ? expand(fold) : NULL;
-  trace_path = want_trace ? expand(trace) : NULL;
-  if ((want_prof && !profile_path) || (want_fold && !folded_path) || (want_trace && !trace_path)) {
-    fprintf(stderr, "labelprof: out of memory reading the LABELPROF_* variables; not profiling\n");
+  warn_unknown();
+  /* Every value is checked, whether or not an output variable is set. */
+  const char *prof = value_of("LABELPROF_PROFILE"), *fold = value_of("LABELPROF_FOLDED");
+  const char *trace = value_of("LABELPROF_TRACE"), *sig = value_of("LABELPROF_DUMP_SIGNAL");
+  uint32_t hz = (uint32_t)number("LABELPROF_HZ", 1, 100000, 1000, "");
+  parse_report();
+  lp_trace_opts_t topts = {.levels = parse_levels(),
+                           .policy = parse_mode(),
+                           .budget_bytes = (uint64_t)number("LABELPROF_TRACE_BUFFER", 1, 1048576, 64, " of MiB") << 20,
+                           .clock = parse_clock()};
+  lp__clock_set_env(topts.clock);
+  int dsig = 0;
+  if (sig && !(dsig = signal_number(sig)))
+    warn("LABELPROF_DUMP_SIGNAL='%s' is not a signal name (such as USR2 or RTMIN+1) or number; no dumps", sig);
+  bool want_prof = prof && strcmp(prof, "0") != 0;
+  if (!want_prof && !fold && !trace) {
+    if (dsig) warn("LABELPROF_DUMP_SIGNAL is set, but no report is: nothing to dump");
     return;
   }
-  if (want_trace) start_trace();
-  if (want_prof || want_fold) start_profile();
-  if ((trace_path || profile_path || folded_path) && atexit(at_exit) != 0)
-    fprintf(stderr, "labelprof: atexit failed; nothing will be reported at exit\n");
+  lp__lock(&env_mu);
+  if (want_prof) profile_path = strcmp(prof, "1") == 0 ? strdup("/dev/stderr") : strcmp(prof, "-") == 0 ? strdup("/dev/stdout") : resolve(prof);
+  if (fold) folded_path = resolve(fold);
+  if (trace) trace_path = resolve(trace);
+  if ((want_prof && !profile_path) || (fold && !folded_path) || (trace && !trace_path)) {
+    warn("out of memory reading the LABELPROF_* variables; not profiling");
+    lp__unlock(&env_mu);
+    return;
+  }
+  if (trace) {
+    int rc = lp__trace_start(LP__ENV, &topts);
+    if (rc)
+      warn("cannot start the trace: %s", lp_strerror(rc));
+    else
+      tracing = true;
+  }
+  if (want_prof || fold) {
+    lp_profile_opts_t popts = {.hz = hz};
+    int rc = lp__profile_start(LP__ENV, &popts);
+    if (rc)
+      warn("cannot start the profile: %s", lp_strerror(rc));
+    else
+      profiling = true;
+  }
+  lp__unlock(&env_mu);
+  if ((profiling || tracing) && atexit(at_exit) != 0) warn("atexit failed; nothing will be reported at exit");
+  if (dsig && (profiling || tracing)) start_dumps(dsig);
 }
 
-void lp__env_atfork_prepare(void) {}
-void lp__env_atfork_parent(void) {}
-void lp__env_atfork_child(void) {}
+/* ---- fork: see lifecycle.c ---------------------------------------------------- */
+
+/*
+ * Not taken around fork: a dump may hold it while its file waits for a
+ * reader, and fork must not wait for that. The child reports nothing
+ * (at_exit checks) and has no dump thread, so it only needs a usable lock.
+ */
+void lp__env_atfork_child(void) {
+  pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+  env_mu = fresh;
+  profiling = tracing = false;
+}

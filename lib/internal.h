@@ -13,7 +13,7 @@
  *
  * Lock order, outermost first; nothing takes them the other way round:
  *   profile control (collector.c) > sampling (collector.c) > registry (thread.c)
- *   env (env.c) > profile control;  env > trace (trace.c)
+ *   env (env.c) > profile control;  env > trace (trace.c); fork does not take env
  * The registry lock and the trace lock are never held together: thread exit
  * runs the trace's hook before it takes the registry lock, and the trace
  * reads the registry's totals before it takes its own. fork() takes every
@@ -219,6 +219,10 @@ void lp__mark_free(lp__mark_t *m);
  * (label texts merged, counts summed, children sorted). NULL on ENOMEM.
  */
 lp_profile_t *lp__profile_build(const lp__agg_t *a, const lp__mark_t *mark, const lp_profile_stats_t *stats);
+/* Test hook: replaces a profile's figures, so that a report's header can be checked exactly. */
+void lp__profile_test_set_stats(lp_profile_t *p, const lp_profile_stats_t *s);
+/* Whether the collector kept under 90% of the rate asked for; the achieved and requested rates. */
+bool lp__profile_rate_low(const lp_profile_t *p, double *achieved, uint32_t *requested);
 
 /* ---- collector.c ------------------------------------------------------- */
 
@@ -508,8 +512,6 @@ bool lp__forked_child(void);
 
 /* Reads LABELPROF_*, starts what they ask for and arranges the reports (the constructor calls it). */
 void lp__env_load(void);
-void lp__env_atfork_prepare(void);
-void lp__env_atfork_parent(void);
 void lp__env_atfork_child(void);
 
 #endif /* LABELPROF_INTERNAL_H */

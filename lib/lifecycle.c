@@ -21,9 +21,12 @@ static bool forked;
 
 bool lp__forked_child(void) { return forked; }
 
-/* Every library lock, taken in the lock order (internal.h), released in reverse. */
+/*
+ * Every library lock that guards state the child keeps, taken in the lock
+ * order (internal.h), released in reverse. env.c's is not taken: a report
+ * may hold it while its file waits for a reader.
+ */
 static void atfork_prepare(void) {
-  lp__env_atfork_prepare();
   lp__collector_atfork_prepare();
   lp__registry_atfork_prepare();
   lp__trace_atfork_prepare();
@@ -33,7 +36,6 @@ static void atfork_parent(void) {
   lp__trace_atfork_parent();
   lp__registry_atfork_parent();
   lp__collector_atfork_parent();
-  lp__env_atfork_parent();
 }
 
 static void atfork_child(void) {

@@ -36,13 +36,9 @@
 
 #include <assert.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 LP_EXPORT uint32_t lp_impl_levels;
 
@@ -760,139 +756,14 @@ uint64_t lp__trace_held_bytes(void) {
 
 /* ---- writing ------------------------------------------------------------------- */
 
-typedef struct output {
-  int fd;
-  char *tmp;   /* the temporary file, renamed over `final` at the end; NULL when writing directly */
-  char *final; /* the path to rename to: the user's, or the file a symbolic link points at */
-} output_t;
-
-/* /dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N: the descriptor they name, or -1. */
-static int named_fd(const char *path) {
-  const char *num = NULL;
-  if (strcmp(path, "/dev/stdout") == 0) return 1;
-  if (strcmp(path, "/dev/stderr") == 0) return 2;
-  if (strncmp(path, "/dev/fd/", 8) == 0) num = path + 8;
-  if (strncmp(path, "/proc/self/fd/", 14) == 0) num = path + 14;
-  if (!num || !*num) return -1;
-  char *end;
-  long n = strtol(num, &end, 10);
-  return *end || n < 0 || n > INT32_MAX ? -1 : (int)n;
-}
-
-/*
- * Follows symbolic links from path to the file they end at, which may not
- * exist yet (a link to the trace to be written). NULL with errno on failure.
- */
-static char *follow_links(const char *path) {
-  char *cur = strdup(path);
-  if (!cur) {
-    errno = ENOMEM;
-    return NULL;
-  }
-  for (int hop = 0; hop < 40; hop++) {
-    struct stat st;
-    if (lstat(cur, &st) != 0 || !S_ISLNK(st.st_mode)) return cur; /* the end: a file, or nothing yet */
-    char target[4096];
-    ssize_t n = readlink(cur, target, sizeof target - 1);
-    if (n < 0) {
-      int err = errno;
-      free(cur);
-      errno = err;
-      return NULL;
-    }
-    target[n] = '\0';
-    /* A relative target is relative to the link's directory. */
-    const char *slash = strrchr(cur, '/');
-    size_t dirlen = target[0] == '/' || !slash ? 0 : (size_t)(slash - cur) + 1;
-    char *next = malloc(dirlen + (size_t)n + 1);
-    if (!next) {
-      free(cur);
-      errno = ENOMEM;
-      return NULL;
-    }
-    memcpy(next, cur, dirlen);
-    memcpy(next + dirlen, target, (size_t)n + 1);
-    free(cur);
-    cur = next;
-  }
-  free(cur);
-  errno = ELOOP;
-  return NULL;
-}
-
-/*
- * Opens what the JSON goes to. A descriptor named by path (/dev/stdout...) is
- * duplicated and written at its current offset, as a shell redirect expects.
- * A symbolic link is followed to its target. A regular file, or a path that
- * does not exist yet, gets a temporary sibling that is renamed over it at the
- * end; anything else (a pipe, a device) is written directly.
- */
-static int open_output(const char *path, output_t *o) {
-  struct stat st;
-  memset(o, 0, sizeof *o);
-  int named = named_fd(path);
-  if (named >= 0) {
-    o->fd = fcntl(named, F_DUPFD_CLOEXEC, 3);
-    return o->fd >= 0 ? 0 : -errno;
-  }
-  if (!(o->final = follow_links(path))) return -errno;
-  if (stat(o->final, &st) == 0 && !S_ISREG(st.st_mode)) {
-    o->fd = open(o->final, O_WRONLY | O_CLOEXEC);
-    return o->fd >= 0 ? 0 : -errno;
-  }
-  size_t len = strlen(o->final) + 48;
-  if (!(o->tmp = malloc(len))) return -ENOMEM;
-  static _Atomic unsigned serial;
-  for (int attempt = 0; attempt < 100; attempt++) {
-    snprintf(o->tmp, len, "%s.tmp-%ld-%u", o->final, (long)getpid(), atomic_fetch_add(&serial, 1));
-    o->fd = open(o->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (o->fd >= 0) return 0;
-    if (errno != EEXIST) break;
-  }
-  int err = errno == EEXIST ? -EEXIST : -errno;
-  free(o->tmp);
-  o->tmp = NULL;
-  return err;
-}
-
-/* Closes, and renames or removes the temporary file; returns rc or the first error of these. */
-static int close_output(output_t *o, int rc) {
-  if (o->fd >= 0 && close(o->fd) != 0 && rc == 0) rc = -errno;
-  if (o->tmp) {
-    if (rc == 0 && rename(o->tmp, o->final) != 0) rc = -errno;
-    if (rc != 0) unlink(o->tmp);
-  }
-  free(o->tmp);
-  free(o->final);
-  return rc;
-}
-
-/*
- * Formats and writes a snapshot. SIGPIPE is blocked for the calling thread
- * meanwhile, so that a pipe whose reader has gone makes this return -EPIPE
- * instead of killing the process; the signal it raised is then consumed,
- * unless one was already pending.
- */
+/* Formats a snapshot onto fd. */
 static int write_snapshot(int fd, const lp__session_t *s, const char *process_name, char *jump, size_t jump_len) {
-  sigset_t pipe_only, old, pending;
-  sigemptyset(&pipe_only);
-  sigaddset(&pipe_only, SIGPIPE);
-  bool was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE);
-  int rc = pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
-  if (rc != 0) return -rc;
   lp__jw_t w;
-  rc = lp__jw_init(&w, fd);
+  int rc = lp__jw_init(&w, fd);
   if (rc == 0) rc = lp__export_json(&w, s, process_name, jump, jump_len);
   int frc = lp__jw_finish(&w);
-  if (rc == 0) rc = frc;
-  if (rc == -EPIPE && !was_pending) {
-    struct timespec zero = {0, 0};
-    sigtimedwait(&pipe_only, NULL, &zero);
-  }
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
-  return rc;
+  return rc ? rc : frc;
 }
-
 
 int lp__trace_write(lp__owner_t who, const char *path, const char *process_name) {
   if (!path) return -EINVAL;
@@ -900,11 +771,10 @@ int lp__trace_write(lp__owner_t who, const char *path, const char *process_name)
   int rc = snapshot(who, &s);
   if (rc != 0) return rc;
   /* No lock from here on: the file may take its time (a FIFO waiting for its reader, a slow disk). */
-  output_t out;
+  lp__output_t out;
   char jump[256] = "";
-  rc = open_output(path, &out);
-  if (rc == 0) rc = write_snapshot(out.fd, &s, process_name, jump, sizeof jump);
-  rc = close_output(&out, rc);
+  rc = lp__output_open(&out, path);
+  if (rc == 0) rc = lp__output_close(&out, write_snapshot(out.fd, &s, process_name, jump, sizeof jump));
   unpin(&s);
   free_session(&s);
   if (jump[0]) fprintf(stderr, "labelprof: %s: %s\n", path, jump);

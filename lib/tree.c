@@ -518,6 +518,8 @@ void lp_profile_free(lp_profile_t *p) {
 
 /* ---- accessors --------------------------------------------------------------- */
 
+void lp__profile_test_set_stats(lp_profile_t *p, const lp_profile_stats_t *s) { p->stats = *s; }
+
 int lp_profile_get_stats(const lp_profile_t *p, lp_profile_stats_t *out) {
   if (!p || !out) return -EINVAL;
   *out = p->stats;
@@ -556,8 +558,8 @@ const lp_node_t *lp_node_find(const lp_node_t *n, const char *label) {
 
 typedef struct printer {
   FILE *out;
-  uint64_t denom;   /* 100% */
-  uint64_t tick_ns;
+  uint64_t denom; /* 100% */
+  double tick_ns; /* the time a sample stands for: the achieved tick */
   double min_percent;
   bool counts;
   bool failed;
@@ -571,12 +573,25 @@ static void emit(printer_t *pr, const char *fmt, ...) {
   va_end(ap);
 }
 
+/*
+ * A label or name as one line's worth of text: control characters become
+ * '?' (a newline in a label must not start a line of its own), and in
+ * folded stacks ';' becomes ':', the separator being theirs.
+ */
+static void put_text(printer_t *pr, const char *s, bool folded) {
+  for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+    int ch = *c < 0x20 || *c == 0x7f ? '?' : folded && *c == ';' ? ':' : *c;
+    if (putc(ch, pr->out) == EOF) pr->failed = true;
+  }
+}
+
 static double pct(const printer_t *pr, uint64_t n) { return pr->denom ? 100.0 * (double)n / (double)pr->denom : 0.0; }
 
 static void line(printer_t *pr, unsigned depth, uint64_t samples, const char *label) {
-  emit(pr, "%*s%.2f%% %s", (int)(depth * 4), "", pct(pr, samples), label);
+  emit(pr, "%*s%.2f%% ", (int)(depth * 4), "", pct(pr, samples));
+  put_text(pr, label, false);
   if (pr->counts) {
-    double ns = (double)samples * (double)pr->tick_ns;
+    double ns = (double)samples * pr->tick_ns;
     if (ns >= 1e9)
       emit(pr, " [%" PRIu64 " samples, %.3f s]", samples, ns / 1e9);
     else if (ns >= 1e6)
@@ -587,7 +602,11 @@ static void line(printer_t *pr, unsigned depth, uint64_t samples, const char *la
   emit(pr, "\n");
 }
 
-/* Prints n's children and its "other"; returns nothing, records failure in pr. */
+/*
+ * Prints n's children and its "other". A hidden child's samples count in
+ * its parent's "other"; at the root, hidden labels get a line of their own,
+ * since they are not outside of any label.
+ */
 static void print_children(printer_t *pr, const lp_node_t *n, unsigned depth) {
   uint64_t hidden = 0;
   uint32_t shown = 0;
@@ -601,10 +620,12 @@ static void print_children(printer_t *pr, const lp_node_t *n, unsigned depth) {
     line(pr, depth, k->samples, k->label);
     if (k->nkids) print_children(pr, k, depth + 1);
   }
-  if (!n->label)
-    line(pr, depth, n->self + hidden, "other (outside of any label)");
-  else if (shown)
+  if (!n->label) {
+    if (hidden) line(pr, depth, hidden, "other (hidden labels)");
+    line(pr, depth, n->self, "other (outside of any label)");
+  } else if (shown) {
     line(pr, depth, n->self + hidden, "other");
+  }
 }
 
 static int finish(printer_t *pr) {
@@ -612,20 +633,46 @@ static int finish(printer_t *pr) {
   return pr->failed ? -EIO : 0;
 }
 
+/* Samples per second the collector achieved; 0 for a profile too short to tell. */
+static double achieved_hz(const lp_profile_stats_t *s) {
+  return s->duration_ns ? (double)s->ticks * 1e9 / (double)s->duration_ns : 0.0;
+}
+
+bool lp__profile_rate_low(const lp_profile_t *p, double *achieved, uint32_t *requested) {
+  const lp_profile_stats_t *s = &p->stats;
+  *achieved = achieved_hz(s);
+  *requested = s->requested_hz ? s->requested_hz : s->hz;
+  /* A tenth of a second at least, so that a short profile's few ticks do not cry wolf. */
+  return s->duration_ns >= 100000000u && *achieved < 0.9 * (double)*requested;
+}
+
 int lp_profile_print_ex(const lp_profile_t *p, FILE *out, const lp_print_opts_t *opts) {
   if (!p || !out) return -EINVAL;
   lp_print_opts_t o = opts ? *opts : (lp_print_opts_t){0};
-  printer_t pr = {out, p->nodes[0].samples, p->stats.tick_ns, o.min_percent, (o.flags & LP_PRINT_COUNTS) != 0,
-                  false};
+  if (!(o.min_percent >= 0.0 && o.min_percent <= 100.0)) return -EINVAL; /* NaN fails both */
   const lp_profile_stats_t *s = &p->stats;
-  emit(&pr, "labelprof profile (%u threads, %" PRIu64 " samples", s->threads, p->nodes[0].samples);
-  if (pr.counts) emit(&pr, ", %u Hz", s->hz);
-  emit(&pr, ")\n");
+  double hz = achieved_hz(s);
+  printer_t pr = {out, p->nodes[0].samples, hz > 0 ? 1e9 / hz : (double)s->tick_ns, o.min_percent,
+                  (o.flags & LP_PRINT_COUNTS) != 0, false};
+  emit(&pr, "labelprof profile (%u threads, %" PRIu64 " samples)\n", s->threads, p->nodes[0].samples);
+  /* What the profile cost and how well it kept its rate: on a VM each wakeup can cost tens of µs. */
+  uint32_t requested = s->requested_hz ? s->requested_hz : s->hz;
+  emit(&pr, "%.2f s at %u Hz requested", (double)s->duration_ns / 1e9, requested);
+  if (requested != s->hz) emit(&pr, " (sampled at %u Hz, the rate of an enclosing profile)", s->hz);
+  emit(&pr, ", %.0f Hz achieved, %" PRIu64 " missed ticks; collector %.1f%% of one CPU\n", hz, s->missed_ticks,
+       s->duration_ns ? 100.0 * (double)s->collector_cpu_ns / (double)s->duration_ns : 0.0);
   if (o.flags & LP_PRINT_THREADS) {
     uint64_t all = pr.denom;
     for (uint32_t i = 0; i < p->nthreads; i++) {
       const lp__pthread_t *t = &p->threads[i];
-      emit(&pr, "thread %" PRIu64 " \"%s\" (%" PRIu64 " samples, %.2f%% of all)\n", t->tid, t->name, t->samples,
+      if (t->merged)
+        emit(&pr, "threads \"");
+      else
+        emit(&pr, "thread %" PRIu64 " \"", t->tid);
+      put_text(&pr, t->name, false);
+      emit(&pr, "\" (");
+      if (t->merged) emit(&pr, "%u exited threads merged, ", t->merged);
+      emit(&pr, "%" PRIu64 " samples, %.2f%% of all)\n", t->samples,
            all ? 100.0 * (double)t->samples / (double)all : 0.0);
       pr.denom = t->samples;
       print_children(&pr, t->root, 0);
@@ -633,6 +680,11 @@ int lp_profile_print_ex(const lp_profile_t *p, FILE *out, const lp_print_opts_t 
   } else {
     print_children(&pr, &p->nodes[0], 0);
   }
+  double got;
+  uint32_t want;
+  if (lp__profile_rate_low(p, &got, &want))
+    emit(&pr, "note: the collector achieved %.0f%% of the requested rate (a busy machine, or slow timers); "
+              "each sample stands for %.3f ms\n", 100.0 * got / want, pr.tick_ns / 1e6);
   if (s->skipped)
     emit(&pr, "note: %" PRIu64 " samples skipped: the stack changed during every read\n", s->skipped);
   if (s->truncated)
@@ -641,8 +693,6 @@ int lp_profile_print_ex(const lp_profile_t *p, FILE *out, const lp_print_opts_t 
   if (s->mismatched)
     emit(&pr, "note: %" PRIu64 " label ends did not match the innermost label (stack healed)\n", s->mismatched);
   if (s->unmatched) emit(&pr, "note: %" PRIu64 " LP_END() calls had no label to end\n", s->unmatched);
-  if (pr.counts && s->missed_ticks)
-    emit(&pr, "note: %" PRIu64 " ticks missed: the collector woke late\n", s->missed_ticks);
   return finish(&pr);
 }
 
@@ -652,48 +702,31 @@ int lp_profile_print(const lp_profile_t *p, FILE *out) { return lp_profile_print
 
 typedef struct folder {
   printer_t pr;
-  char *path;
-  size_t len, cap;
+  const lp_node_t *path[LP_STACK_CAPACITY + 2]; /* the nodes from the root's child down */
+  unsigned depth;
 } folder_t;
-
-static bool path_push(folder_t *f, const char *label) {
-  size_t need = f->len + strlen(label) + 2;
-  if (need > f->cap) {
-    size_t ncap = need * 2;
-    char *n = realloc(f->path, ncap);
-    if (!n) return false;
-    f->path = n;
-    f->cap = ncap;
-  }
-  if (f->len) f->path[f->len++] = ';';
-  for (const char *c = label; *c; c++) {
-    unsigned char ch = (unsigned char)*c;
-    f->path[f->len++] = ch == ';' ? ':' : (ch < 0x20 || ch == 0x7f) ? '?' : (char)ch;
-  }
-  f->path[f->len] = '\0';
-  return true;
-}
 
 static void fold(folder_t *f, const lp_node_t *n) {
   for (uint32_t i = 0; i < n->nkids && !f->pr.failed; i++) {
     const lp_node_t *k = n->kids[i];
-    size_t keep = f->len;
-    if (!path_push(f, k->label)) {
-      f->pr.failed = true;
-      return;
+    f->path[f->depth++] = k;
+    if (k->self) {
+      /* A separator between every two labels, even empty ones. */
+      for (unsigned d = 0; d < f->depth; d++) {
+        if (d && putc(';', f->pr.out) == EOF) f->pr.failed = true;
+        put_text(&f->pr, f->path[d]->label, true);
+      }
+      emit(&f->pr, " %" PRIu64 "\n", k->self);
     }
-    if (k->self) emit(&f->pr, "%s %" PRIu64 "\n", f->path, k->self);
-    fold(f, k);
-    f->len = keep;
-    f->path[keep] = '\0';
+    if (f->depth < sizeof f->path / sizeof f->path[0]) fold(f, k);
+    f->depth--;
   }
 }
 
 int lp_profile_write_folded(const lp_profile_t *p, FILE *out) {
   if (!p || !out) return -EINVAL;
-  folder_t f = {{out, 0, 0, 0.0, false, false}, NULL, 0, 0};
+  folder_t f = {{out, 0, 0, 0.0, false, false}, {NULL}, 0};
   fold(&f, &p->nodes[0]);
   if (p->nodes[0].self) emit(&f.pr, "(outside of any label) %" PRIu64 "\n", p->nodes[0].self);
-  free(f.path);
   return finish(&f.pr);
 }

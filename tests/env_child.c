@@ -1,12 +1,33 @@
 /*
- * env_child.c: a program that uses labels and nothing else, run by
- * test_env.c under LABELPROF_* variables. It never calls the API: the
- * environment alone must make it report.
+ * env_child.c: a program that uses labels, run by test_env.c (and, linked
+ * with the static library, by test_static.c) under LABELPROF_* variables.
+ *
+ *   env_child DURATION [MODE [ARG]]
+ *
+ * DURATION: 10 ms of labelled work per character ("xxx" = 30 ms), inside
+ * "env request" (request level) > "env work" > "env inner".
+ * MODE, what it does besides:
+ *   plain    nothing else (the default)
+ *   own      then runs a profile and a timeline of its own, as a program that
+ *            knows nothing of the environment would: prints its own profile
+ *            and writes its own trace to ARG
+ *   chdir    changes to / before it exits
+ *   dump     calls lp_dump(), then raises SIGUSR2 and waits (bounded) until
+ *            the file ARG exists, then works again
+ *   atexit   uses labels in an atexit handler of its own, in a destructor,
+ *            and on a thread that keeps using them while the process exits
+ *   many     records many short scopes, so that the trace is large
+ * The exit status is 0 when every call it makes returns what it should.
  */
 #include <labelprof.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 static double now_s(void) {
   struct timespec ts;
@@ -15,17 +36,104 @@ static double now_s(void) {
 }
 
 static volatile unsigned long sink;
+static int failures;
+static const char *mode = "plain";
+
+static void spin(double seconds, int inner_iterations) {
+  double t0 = now_s();
+  while (now_s() - t0 < seconds) {
+    LP_SCOPE("env inner");
+    for (int i = 0; i < inner_iterations; i++) sink += (unsigned long)i;
+  }
+}
+
+static void check(const char *what, int rc) {
+  if (rc == 0) return;
+  fprintf(stderr, "env_child: %s returned %d\n", what, rc);
+  failures++;
+}
+
+static void own_sessions(const char *trace_path) {
+  lp_profile_t *p = NULL;
+  check("lp_profile_start", lp_profile_start(NULL));
+  {
+    LP_SCOPE("own work");
+    double t0 = now_s();
+    while (now_s() - t0 < 0.05) sink++;
+  }
+  check("lp_profile_stop", lp_profile_stop(&p));
+  if (p) {
+    printf("own profile:\n");
+    check("lp_profile_print", lp_profile_print(p, stdout));
+    lp_profile_free(p);
+  }
+  check("lp_trace_start", lp_trace_start(NULL));
+  {
+    LP_SCOPE("own traced");
+    spin(0.01, 1000);
+  }
+  check("lp_trace_stop", lp_trace_stop());
+  check("lp_trace_write_json", lp_trace_write_json(trace_path, "own"));
+}
+
+static void wait_for_file(const char *path) {
+  struct stat st;
+  double t0 = now_s();
+  while (stat(path, &st) != 0) {
+    if (now_s() - t0 > 10.0) {
+      fprintf(stderr, "env_child: %s never appeared\n", path);
+      failures++;
+      return;
+    }
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL); /* polling a state that another thread brings about */
+  }
+}
+
+static void at_program_exit(void) {
+  LP_SCOPE("program atexit"); /* before labelprof's handler: recorded */
+  spin(0.005, 1000);
+}
+
+/* Before labelprof's exit handler with the shared library, after it with the static one. */
+__attribute__((destructor)) static void late(void) {
+  if (strcmp(mode, "atexit") != 0) return;
+  LP_SCOPE("destructor");
+  spin(0.002, 1000);
+}
+
+/* Labels on a thread that runs on through exit(), after labelprof's handler has written its reports. */
+static void *still_running(void *arg) {
+  (void)arg;
+  for (;;) {
+    LP_SCOPE("still running");
+    sink++;
+  }
+  return NULL;
+}
 
 int main(int argc, char **argv) {
-  double ms = argc > 1 ? (double)strlen(argv[1]) * 10.0 : 100.0; /* "xxx" = 30 ms */
-  double t0 = now_s();
-  {
-    LP_SCOPE("env work");
-    while (now_s() - t0 < ms / 1000.0) {
-      LP_SCOPE("env inner");
-      for (int i = 0; i < 1000; i++) sink += (unsigned long)i;
-    }
+  double seconds = argc > 1 ? (double)strlen(argv[1]) * 0.01 : 0.1;
+  const char *arg = argc > 3 ? argv[3] : NULL;
+  if (argc > 2) mode = argv[2];
+  if (strcmp(mode, "atexit") == 0) {
+    pthread_t th;
+    if (atexit(at_program_exit) != 0 || pthread_create(&th, NULL, still_running, NULL) != 0) failures++;
   }
+  {
+    LP_SCOPE_L(LP_LEVEL_REQUEST, "env request");
+    LP_SCOPE("env work");
+    spin(seconds, strcmp(mode, "many") == 0 ? 10 : 1000);
+  }
+  if (strcmp(mode, "own") == 0 && arg) own_sessions(arg);
+  if (strcmp(mode, "dump") == 0 && arg) {
+    check("lp_dump", lp_dump());
+    if (raise(SIGUSR2) != 0) failures++;
+    wait_for_file(arg);
+    LP_SCOPE("env work");
+    spin(seconds, 1000);
+  }
+  if (strcmp(mode, "chdir") == 0 && chdir("/") != 0) failures++;
   printf("child done\n");
-  return 0;
+  return failures ? 1 : 0;
 }

@@ -22,6 +22,23 @@ static void kernel_site_two(int n) {
 }
 
 /*
+ * Gives a profile fixed figures (a manual profile's time and ticks are
+ * whatever the test took): 20 ms, 10 ticks at 1000 Hz requested, so 500 Hz
+ * achieved, 1 missed tick and 0.2 ms of collector CPU. The header's second
+ * line is then exactly HEADER2.
+ */
+#define HEADER2 "0.02 s at 1000 Hz requested, 500 Hz achieved, 1 missed ticks; collector 1.0% of one CPU\n"
+static void fix_figures(lp_profile_t *p, uint64_t duration_ns, uint64_t ticks) {
+  lp_profile_stats_t s;
+  CU_ASSERT_EQUAL_FATAL(lp_profile_get_stats(p, &s), 0);
+  s.duration_ns = duration_ns;
+  s.ticks = ticks;
+  s.missed_ticks = 1;
+  s.collector_cpu_ns = duration_ns / 100;
+  lp__profile_test_set_stats(p, &s);
+}
+
+/*
  * 10 samples: matmul 8 = kernel 5 (two call sites: 3 + 2) + pack 2 + self 1;
  * io 1; outside any label 1.
  */
@@ -46,6 +63,7 @@ static lp_profile_t *make_profile(void) {
     sample(1);
   }
   CU_ASSERT_EQUAL_FATAL(lp_profile_stop(&p), 0);
+  fix_figures(p, 20000000, 10);
   return p;
 }
 
@@ -91,7 +109,7 @@ static void test_tree_print_gemmlowp_layout(void) {
   lp_profile_t *p = make_profile();
   char *out = print_to_string(p, NULL, 0);
   CU_ASSERT_STRING_EQUAL(out,
-                         "labelprof profile (1 threads, 10 samples)\n"
+                         "labelprof profile (1 threads, 10 samples)\n" HEADER2
                          "80.00% matmul\n"
                          "    50.00% kernel\n"
                          "    20.00% pack\n"
@@ -116,23 +134,25 @@ static void test_tree_print_min_percent_folds_into_other(void) {
   lp_profile_t *p = make_profile();
   lp_print_opts_t o = {.min_percent = 15.0};
   char *out = print_to_string(p, &o, 0);
-  /* io (10%) is hidden and counted in the root's other; "other" lines are always shown */
+  /* io (10%) is hidden: a top-level label on a line of its own, never outside of any label */
   CU_ASSERT_STRING_EQUAL(out,
-                         "labelprof profile (1 threads, 10 samples)\n"
+                         "labelprof profile (1 threads, 10 samples)\n" HEADER2
                          "80.00% matmul\n"
                          "    50.00% kernel\n"
                          "    20.00% pack\n"
                          "    10.00% other\n"
-                         "20.00% other (outside of any label)\n");
+                         "10.00% other (hidden labels)\n"
+                         "10.00% other (outside of any label)\n");
   free(out);
   o.min_percent = 30.0; /* hides pack too: it joins matmul's other */
   out = print_to_string(p, &o, 0);
   CU_ASSERT_STRING_EQUAL(out,
-                         "labelprof profile (1 threads, 10 samples)\n"
+                         "labelprof profile (1 threads, 10 samples)\n" HEADER2
                          "80.00% matmul\n"
                          "    50.00% kernel\n"
                          "    30.00% other\n"
-                         "20.00% other (outside of any label)\n");
+                         "10.00% other (hidden labels)\n"
+                         "10.00% other (outside of any label)\n");
   free(out);
   lp_profile_free(p);
 }
@@ -142,13 +162,14 @@ static void test_tree_print_counts_and_time(void) {
   lp_print_opts_t o = {.flags = LP_PRINT_COUNTS};
   char *out = print_to_string(p, &o, 0);
   CU_ASSERT_STRING_EQUAL(out,
-                         "labelprof profile (1 threads, 10 samples, 1000 Hz)\n"
-                         "80.00% matmul [8 samples, 8.000 ms]\n"
-                         "    50.00% kernel [5 samples, 5.000 ms]\n"
-                         "    20.00% pack [2 samples, 2.000 ms]\n"
-                         "    10.00% other [1 samples, 1.000 ms]\n"
-                         "10.00% io [1 samples, 1.000 ms]\n"
-                         "10.00% other (outside of any label) [1 samples, 1.000 ms]\n");
+                         "labelprof profile (1 threads, 10 samples)\n" HEADER2
+                         /* Time is samples x the achieved tick (20 ms / 10 ticks), not the nominal 1 ms. */
+                         "80.00% matmul [8 samples, 16.000 ms]\n"
+                         "    50.00% kernel [5 samples, 10.000 ms]\n"
+                         "    20.00% pack [2 samples, 4.000 ms]\n"
+                         "    10.00% other [1 samples, 2.000 ms]\n"
+                         "10.00% io [1 samples, 2.000 ms]\n"
+                         "10.00% other (outside of any label) [1 samples, 2.000 ms]\n");
   free(out);
   lp_profile_free(p);
 }
@@ -162,6 +183,7 @@ static void test_tree_print_per_thread(void) {
   char expected[1024];
   snprintf(expected, sizeof expected,
            "labelprof profile (1 threads, 10 samples)\n"
+           "0.02 s at 1000 Hz requested, 500 Hz achieved, 1 missed ticks; collector 1.0%% of one CPU\n"
            "thread %llu \"%s\" (10 samples, 100.00%% of all)\n"
            "80.00%% matmul\n"
            "    50.00%% kernel\n"
@@ -234,8 +256,9 @@ static void test_tree_empty_profile_prints(void) {
   lp_profile_t *p = NULL;
   CU_ASSERT_EQUAL_FATAL(lp__profile_start_manual(NULL), 0);
   CU_ASSERT_EQUAL_FATAL(lp_profile_stop(&p), 0);
+  fix_figures(p, 20000000, 10);
   char *out = print_to_string(p, NULL, 0);
-  CU_ASSERT_STRING_EQUAL(out, "labelprof profile (0 threads, 0 samples)\n0.00% other (outside of any label)\n");
+  CU_ASSERT_STRING_EQUAL(out, "labelprof profile (0 threads, 0 samples)\n" HEADER2 "0.00% other (outside of any label)\n");
   free(out);
   out = print_to_string(p, NULL, 1);
   CU_ASSERT_STRING_EQUAL(out, "");
@@ -286,6 +309,85 @@ static void test_tree_bad_arguments_and_write_errors(void) {
   lp_profile_free(p);
 }
 
+/* min_percent is a percentage: anything else is refused, not silently applied. */
+static void test_tree_print_rejects_bad_min_percent(void) {
+  lp_profile_t *p = make_profile();
+  const double bad[] = {-1.0, 100.5, 1.0 / 0.0, -1.0 / 0.0, 0.0 / 0.0};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    lp_print_opts_t o = {.min_percent = bad[i]};
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    CU_ASSERT_EQUAL(lp_profile_print_ex(p, f, &o), -EINVAL);
+    fclose(f);
+    CU_ASSERT_EQUAL(len, 0);
+    free(buf);
+  }
+  lp_print_opts_t all = {.min_percent = 100.0};
+  char *out = print_to_string(p, &all, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "90.00% other (hidden labels)\n10.00% other (outside of any label)\n"));
+  free(out);
+  lp_profile_free(p);
+}
+
+/* A label with a newline or control characters stays on its own line of the report. */
+static void test_tree_print_escapes_labels(void) {
+  lp_profile_t *p = NULL;
+  CU_ASSERT_EQUAL_FATAL(lp__profile_start_manual(NULL), 0);
+  {
+    LP_SCOPE("two\nlines\x1b[31m");
+    sample(2);
+  }
+  CU_ASSERT_EQUAL_FATAL(lp_profile_stop(&p), 0);
+  fix_figures(p, 20000000, 10);
+  char *out = print_to_string(p, NULL, 0);
+  CU_ASSERT_STRING_EQUAL(out, "labelprof profile (1 threads, 2 samples)\n" HEADER2
+                              "100.00% two?lines?[31m\n"
+                              "0.00% other (outside of any label)\n");
+  free(out);
+  lp_profile_free(p);
+}
+
+/* Under 90% of the requested rate, the report says so, and what a sample then stands for. */
+static void test_tree_print_notes_a_low_rate(void) {
+  lp_profile_t *p = make_profile();
+  fix_figures(p, 1000000000, 410); /* 410 ticks in 1 s at 1000 Hz requested */
+  char *out = print_to_string(p, NULL, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "1.00 s at 1000 Hz requested, 410 Hz achieved, 1 missed ticks"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "note: the collector achieved 41% of the requested rate"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "each sample stands for 2.439 ms\n"));
+  free(out);
+  fix_figures(p, 1000000000, 950);
+  out = print_to_string(p, NULL, 0);
+  CU_ASSERT_PTR_NULL(strstr(out, "note: the collector achieved"));
+  free(out);
+  lp_profile_free(p);
+}
+
+/* An empty label keeps its separator in folded stacks; a NULL label is "(null)". */
+static void test_tree_folded_empty_and_null_labels(void) {
+  lp_profile_t *p = NULL;
+  CU_ASSERT_EQUAL_FATAL(lp__profile_start_manual(NULL), 0);
+  {
+    LP_SCOPE("");
+    {
+      LP_SCOPE("child");
+      sample(2);
+    }
+    {
+      LP_SCOPE(NULL);
+      sample(1);
+    }
+  }
+  CU_ASSERT_EQUAL_FATAL(lp_profile_stop(&p), 0);
+  char *out = print_to_string(p, NULL, 1);
+  CU_ASSERT_STRING_EQUAL(out, ";child 2\n;(null) 1\n");
+  free(out);
+  CU_ASSERT_PTR_NOT_NULL(lp_node_find(lp_node_child(lp_profile_root(p), 0), "(null)"));
+  lp_profile_free(p);
+}
+
 static void test_tree_strerror_names_errors(void) {
   CU_ASSERT_STRING_EQUAL(lp_strerror(0), "success");
   CU_ASSERT_PTR_NOT_NULL(strstr(lp_strerror(-EBUSY), "already"));
@@ -307,6 +409,10 @@ int main(void) {
       LP_TEST(test_tree_empty_profile_prints),
       LP_TEST(test_tree_reports_instrumentation_mistakes),
       LP_TEST(test_tree_bad_arguments_and_write_errors),
+      LP_TEST(test_tree_print_rejects_bad_min_percent),
+      LP_TEST(test_tree_print_escapes_labels),
+      LP_TEST(test_tree_print_notes_a_low_rate),
+      LP_TEST(test_tree_folded_empty_and_null_labels),
       LP_TEST(test_tree_strerror_names_errors),
       CU_TEST_INFO_NULL,
   };
