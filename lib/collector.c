@@ -163,6 +163,14 @@ static void thread_gone(lp__thread_t *t, void *arg) {
   nexited++;
 }
 
+/* Learns of the threads that exited since the last pass, and merges. sample_mu held, no stale pointers kept. */
+static void reap_exited(void) {
+  lp__registry_lock();
+  lp__registry_reap(thread_gone, NULL);
+  lp__registry_unlock();
+  merge_exited();
+}
+
 /* ---- sampling --------------------------------------------------------------------- */
 
 /* The record of thread t in this run's aggregation, or -ENOMEM. Registry lock held. */
@@ -440,6 +448,7 @@ int lp__profile_stop(lp__owner_t who, lp_profile_t **out) {
   }
   lp__registry_counters(&c);
   lp__lock(&sample_mu);
+  reap_exited(); /* the collector has stopped: no pass holds a pointer */
   session_stats(s, asked, cpu, &c, &st);
   lp_profile_t *p = out ? lp__profile_build(&agg, &s->mark, &st) : NULL;
   lp__mark_free(&s->mark);

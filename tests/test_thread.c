@@ -129,6 +129,7 @@ static void test_thread_1000_threads_come_and_go_while_sampled(void) {
   CU_ASSERT_PTR_NOT_NULL_FATAL(inner);
   CU_ASSERT(lp_node_samples(inner) >= CHURN_THREADS);
   /* Every thread counted; exited ones beyond the 64 newest merged into one record for their shared name. */
+  printf("\n    %zu thread records ", lp_profile_thread_count(p));
   CU_ASSERT(s.threads >= CHURN_THREADS);
   CU_ASSERT(lp_profile_thread_count(p) <= 64 + 2 + 1);
   uint64_t sum = 0, threads = 0, merged_records = 0;
