@@ -7,7 +7,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define BENCH_RUNS 7
 #define BENCH_BARRIER() __asm__ volatile("" ::: "memory")
@@ -16,6 +18,47 @@ static inline double bench_now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+/* The first line of a file, without its newline; "?" if it cannot be read. */
+static inline const char *bench_read_line(const char *path, const char *prefix, char *buf, size_t len) {
+  FILE *f = fopen(path, "r");
+  snprintf(buf, len, "?");
+  if (!f) return buf;
+  char line[256];
+  while (fgets(line, sizeof line, f)) {
+    if (prefix && strncmp(line, prefix, strlen(prefix)) != 0) continue;
+    char *v = prefix ? strchr(line, ':') : NULL;
+    v = v ? v + 1 : line;
+    while (*v == ' ' || *v == '\t') v++;
+    v[strcspn(v, "\n")] = '\0';
+    size_t n = strlen(v) < len - 1 ? strlen(v) : len - 1;
+    memcpy(buf, v, n);
+    buf[n] = '\0';
+    break;
+  }
+  fclose(f);
+  return buf;
+}
+
+/* What every table states: the CPU and the kernel's clocksource (the TSC's cost and soundness differ). */
+static inline void bench_print_machine(void) {
+  char cpu[128], cs[64];
+  bench_read_line("/proc/cpuinfo", "model name", cpu, sizeof cpu);
+  if (strcmp(cpu, "?") == 0) bench_read_line("/proc/cpuinfo", "CPU part", cpu, sizeof cpu); /* aarch64 */
+  bench_read_line("/sys/devices/system/clocksource/clocksource0/current_clocksource", NULL, cs, sizeof cs);
+  printf("CPU: %s; %ld CPUs online; kernel clocksource: %s\n", cpu, sysconf(_SC_NPROCESSORS_ONLN), cs);
+}
+
+/* Resident memory of this process, in bytes. */
+static inline double bench_rss(void) {
+  long pages = 0, resident = 0;
+  FILE *f = fopen("/proc/self/statm", "r");
+  if (f) {
+    if (fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    fclose(f);
+  }
+  return (double)resident * (double)sysconf(_SC_PAGESIZE);
 }
 
 /* How a figure stands against its target, for the tables. */

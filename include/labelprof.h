@@ -353,6 +353,9 @@ typedef struct lp_trace_stats {
   uint64_t used_bytes;   /* chunks allocated now */
   uint32_t threads;      /* thread lanes with events, including exited threads */
   uint32_t tracks;       /* tracks created */
+  const char *clock;        /* what stamps events: "tsc", "cntvct" or "clock_gettime"; NULL before any session */
+  const char *clock_reason; /* why, e.g. "tsc (verified: 2 CPUs, max skew 0 ns, ...)"; static strings */
+  uint64_t clock_check_ns;  /* what labelprof's check of the counter cost, once per process; 0 if it did not run */
 } lp_trace_stats_t;
 
 /* Fills *out. Returns 0, or -EINVAL if out is NULL. */

@@ -735,6 +735,9 @@ int lp_trace_get_stats(lp_trace_stats_t *out) {
     return 0;
   }
   if (rc != 0) return rc;
+  out->clock = lp__clock_name(); /* a session has started: the choice is made */
+  out->clock_reason = lp__clock_reason();
+  out->clock_check_ns = lp__clock_check_ns();
   count_window(&s, &out->recorded, &out->threads);
   out->dropped = s.dropped;
   out->budget_bytes = s.opts.budget_bytes;
