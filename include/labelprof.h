@@ -655,7 +655,19 @@ LP_IMPL_INLINE uint64_t lp_impl_enter_traced(const lp_site_t *site, uint32_t lev
   lp_impl_thread_t *t = lp_impl_self;
   uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
   uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
-  lp_impl_event_t *e = LP_IMPL_LOAD_RELAXED(t->tcur);
+  lp_impl_event_t *e;
+  if (LP_IMPL_UNLIKELY(levels & LP_IMPL_SPENT)) {
+    /* Recording has stopped: count the drop, push as an untraced scope would. A new thread goes slow. */
+    if (LP_IMPL_LIKELY(d < LP_STACK_CAPACITY)) {
+      LP_IMPL_STORE_RELAXED(t->dropped, LP_IMPL_LOAD_RELAXED(t->dropped) + 1);
+      LP_IMPL_STORE_RELEASE(t->frames[d], (uintptr_t)site);
+      w += LP_IMPL_COUNT_ONE + 1;
+      LP_IMPL_STORE_RELEASE(t->word, w);
+      return w;
+    }
+    return lp_impl_enter_slow(site, manual);
+  }
+  e = LP_IMPL_LOAD_RELAXED(t->tcur);
   if (LP_IMPL_LIKELY(d < LP_STACK_CAPACITY && e < t->tlim)) {
     e->ts = lp_impl_ticks();
     e->tag = (uintptr_t)site | LP_IMPL_EV_BEGIN | LP_IMPL_DEPTH_TAG(d);
@@ -665,10 +677,6 @@ LP_IMPL_INLINE uint64_t lp_impl_enter_traced(const lp_site_t *site, uint32_t lev
     w += LP_IMPL_COUNT_ONE + 1;
     LP_IMPL_STORE_RELEASE(t->word, w);
     return w ^ LP_IMPL_TRACED_MARK;
-  }
-  if (LP_IMPL_LIKELY(levels & LP_IMPL_SPENT) && d < LP_STACK_CAPACITY) {
-    LP_IMPL_STORE_RELAXED(t->dropped, LP_IMPL_LOAD_RELAXED(t->dropped) + 1);
-    return lp_impl_push((uintptr_t)site);
   }
   return lp_impl_enter_slow(site, manual);
 }
@@ -746,7 +754,7 @@ LP_IMPL_INLINE void lp_impl_end(void) {
 LP_IMPL_INLINE void lp_impl_instant(uintptr_t tag, uint32_t levels) {
   lp_impl_thread_t *t = lp_impl_self;
   lp_impl_event_t *e = LP_IMPL_LOAD_RELAXED(t->tcur);
-  if (LP_IMPL_LIKELY(e < t->tlim)) {
+  if (LP_IMPL_LIKELY(e < t->tlim && !(levels & LP_IMPL_SPENT))) {
     e->ts = lp_impl_ticks();
     e->tag = tag;
     LP_IMPL_STORE_RELEASE(t->tcur, e + 1);

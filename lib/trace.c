@@ -405,7 +405,7 @@ void lp_impl_counter(const lp_site_t *site, int64_t value) {
   lp_impl_thread_t *h = lp_impl_self;
   lp_impl_event_t *e = LP_IMPL_LOAD_RELAXED(h->tcur);
   uintptr_t tag = (uintptr_t)site | LP_IMPL_EV_COUNTER;
-  if (e && h->tlim - e >= 2) {
+  if (e && h->tlim - e >= 2 && !(LP_IMPL_LOAD_RELAXED(lp_impl_levels) & LP_IMPL_SPENT)) {
     e[0].ts = lp_impl_ticks();
     e[0].tag = tag;
     e[1].ts = (uint64_t)value;
