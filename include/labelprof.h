@@ -92,7 +92,10 @@ typedef struct lp_site {
 
 /*
  * A short English description of a value returned by this library (0 or a
- * negative errno such as -EBUSY). Never NULL; the string is static.
+ * negative errno such as -EBUSY; the sign does not matter), in the library's
+ * own words where a value has a meaning of its own (-EBUSY: already
+ * running), else the system's description of that errno. Never NULL; the
+ * string is static; safe from any thread.
  */
 LP_EXPORT const char *lp_strerror(int err);
 
@@ -125,40 +128,52 @@ typedef struct lp_profile_opts {
 } lp_profile_opts_t;
 
 /*
- * Starts the collector: a thread that wakes hz times a second on absolute
- * deadlines and samples the pseudo-stack of every thread that uses labels.
- * opts may be NULL for the defaults. Threads need no registration; they join
- * the first time they use a label. Returns 0; -EBUSY if a profile is already
- * running; -EINVAL for an out-of-range option; -ENOMEM; or the negative
- * error pthread_create() gave.
+ * Starts the program's profile: a collector thread that wakes hz times a
+ * second on absolute deadlines and samples the pseudo-stack of every thread
+ * that uses labels. opts may be NULL for the defaults. Threads need no
+ * registration; they join the first time they use a label.
+ *
+ * The program's profile and the environment's (LABELPROF_PROFILE) nest: one
+ * collector serves both, and each profile holds exactly the samples taken
+ * between its own start and stop. If the environment's profile is already
+ * running, the collector keeps its rate (lp_profile_stats_t tells both
+ * rates) and the program's start and stop work as if it were alone.
+ *
+ * Returns 0; -EBUSY if the program's profile is already running;
+ * -EINVAL for an out-of-range option; -ENOMEM; or the negative error
+ * pthread_create() gave.
  */
 LP_EXPORT int lp_profile_start(const lp_profile_opts_t *opts);
 
 /*
- * Stops the collector, waits for it to finish its last tick, and hands over
- * the profile in *out (free it with lp_profile_free()). out may be NULL to
- * discard the profile. Returns 0; -EINVAL if no profile is running (nothing
- * is written to *out); -ENOMEM if the tree could not be built (the samples
- * are lost, the collector is stopped).
+ * Stops the program's profile and hands it over in *out (free it with
+ * lp_profile_free()); the collector stops after its last tick unless the
+ * environment's profile still runs. out may be NULL to discard the profile.
+ * Returns 0; -EINVAL if the program's profile is not running (nothing is
+ * written to *out); -ENOMEM if the tree could not be built (the samples are
+ * lost, the profile is stopped).
  */
 LP_EXPORT int lp_profile_stop(lp_profile_t **out);
 
-/* 1 if a profile is running, 0 if not. */
+/* 1 if the program's profile is running, 0 if not (the environment's does not count). */
 LP_EXPORT int lp_profile_running(void);
 
 /* Report options for lp_profile_print_ex(). Zero-initialise. */
 typedef struct lp_print_opts {
   uint32_t flags;     /* LP_PRINT_* bits */
-  double min_percent; /* hide nodes under this percentage; their samples count as their parent's "other" */
+  double min_percent; /* 0 to 100: hide nodes under this percentage (see lp_profile_print) */
 } lp_print_opts_t;
 
 #define LP_PRINT_THREADS 0x1u /* one tree per thread, percentages of that thread's samples */
-#define LP_PRINT_COUNTS  0x2u /* sample counts and estimated time (samples x tick) on every line */
+/* Sample counts and the time they stand for on every line: samples x the achieved tick (duration / ticks). */
+#define LP_PRINT_COUNTS  0x2u
 
 /*
- * Prints the tree in the gemmlowp layout:
+ * Prints the tree in the gemmlowp layout, under a line that states what the
+ * profile cost and how well the collector kept its rate:
  *
  *     labelprof profile (2 threads, 2000 samples)
+ *     2.01 s at 1000 Hz requested, 998 Hz achieved, 3 missed ticks; collector 0.9% of one CPU
  *     100.00% matmul
  *         62.10% kernel
  *         ...
@@ -168,8 +183,17 @@ typedef struct lp_print_opts {
  * Percentages are of all samples, not of the parent. Children are sorted by
  * weight, heaviest first; "other" closes every node that has children and
  * holds the samples that stopped at that node. Labels with the same text are
- * merged even when they come from different call sites. Returns 0; -EINVAL if
- * p or out is NULL; -EIO if writing to out failed.
+ * merged even when they come from different call sites. Control characters
+ * in labels and thread names are printed as '?'. When the collector achieved
+ * under 90% of the requested rate, a "note:" line says so.
+ *
+ * With min_percent, a node under that share is hidden and its samples count
+ * in its parent's "other"; hidden top-level labels are summed on a line of
+ * their own, "other (hidden labels)", since they are not outside of any
+ * label.
+ *
+ * Returns 0; -EINVAL if p or out is NULL, or min_percent is not a number
+ * from 0 to 100 (nothing is written); -EIO if writing to out failed.
  */
 LP_EXPORT int lp_profile_print(const lp_profile_t *p, FILE *out);
 
@@ -301,47 +325,83 @@ typedef struct lp_trace_opts {
 } lp_trace_opts_t;
 
 /*
- * Starts recording a timeline: from now on every scope, instant and counter
- * whose level is enabled records events into its thread's buffer (no lock,
- * about 16 bytes an event, names resolved only at export). Anything recorded
- * by an earlier session and not needed any more is discarded. opts may be
- * NULL for the defaults. Returns 0; -EBUSY if already tracing; -EINVAL for a
- * level outside LP_LEVEL_ALL, an unknown policy, or a budget under 16 KiB.
+ * Starts the program's timeline: from now on every scope, instant and
+ * counter whose level is enabled records events into its thread's buffer
+ * (no lock, 16 bytes an event, names resolved only at export). opts may be
+ * NULL for the defaults.
+ *
+ * Sessions are windows onto one recording. When nothing is recording, a
+ * start begins a new recording with this session's budget, policy and clock
+ * (the clock only at the first start of the process, see lp_clock_t), and
+ * what earlier sessions recorded is discarded (its memory is kept for the
+ * new one, already touched, so a new session records at full speed). When
+ * the environment's timeline (LABELPROF_TRACE) is already recording, this
+ * session joins it: the levels recorded become the union of both, the
+ * budget and policy stay the environment's, and each export writes only its
+ * own session's window and levels. Nothing one session does takes data from
+ * the other; but one budget serves both, so in discard mode a spent budget
+ * stops both, and in ring mode the ring may reuse what a stopped session has
+ * not written yet.
+ *
+ * Returns 0; -EBUSY if the program's timeline is already recording;
+ * -EINVAL for a level outside LP_LEVEL_ALL, an unknown policy or clock, or a
+ * budget under 16 KiB.
  */
 LP_EXPORT int lp_trace_start(const lp_trace_opts_t *opts);
 
 /*
- * Stops recording. What was recorded stays until lp_trace_start() is called
- * again, for lp_trace_write_json(). A scope that began while recording and
- * ends after the stop still records its end. Returns 0, or -EINVAL if not
- * tracing.
+ * Stops the program's timeline. What it recorded stays for
+ * lp_trace_write_json() until a start begins a new recording. A scope that
+ * began while recording and ends after the stop still records its end: each
+ * recorded begin keeps room for its end, so that it is never lost, not even
+ * when the budget is spent. Returns 0, or -EINVAL if the program's timeline
+ * is not recording.
  */
 LP_EXPORT int lp_trace_stop(void);
 
-/* 1 if a timeline is recording, 0 if not. */
+/* 1 if the program's timeline is recording, 0 if not (the environment's does not count). */
 LP_EXPORT int lp_trace_running(void);
 
 /*
- * Writes everything the current (or last) session recorded, of every thread
- * including those that have exited and of every track, as Chrome Trace Event
- * JSON (the object form, with metadata) to path. process_name names the
- * process lane; NULL means the program's name.
+ * Writes the program's current (or last) session as Chrome Trace Event JSON
+ * (the object form, with metadata) to path: the events stamped inside its
+ * window, of its levels, of every thread including those that have exited,
+ * and of every track (an item belongs to the sessions that were recording
+ * when lp_track_complete() recorded it). process_name names the process
+ * lane; NULL means the program's name. A scope whose begin the window does
+ * not hold (it began before the session, or the ring reused its chunk) gets
+ * a begin made up at the lane's start, with "args":{"truncated":true}, so
+ * that what encloses the kept events still shows.
  *
  * A regular file appears complete or not at all: the JSON goes to a
- * temporary file in the same directory, renamed over path when every write
- * has succeeded, and removed on any failure (readers never see a partial
- * file; the data is not forced to disk). A symbolic link is followed to its
- * target. /dev/stdout, /dev/stderr, /dev/fd/N and /proc/self/fd/N write to
- * that descriptor at its current offset; pipes and devices are written
- * directly. A pipe whose reader has gone gives -EPIPE, not SIGPIPE.
+ * temporary file in the same directory (an unnamed one where the file
+ * system allows, so that not even a crash leaves one behind; its name
+ * always fits, however long path's is), renamed over path when every write
+ * has succeeded, and removed on any failure. Readers never see a partial
+ * file; the data is not forced to disk. A file that is replaced keeps its
+ * permission bits, and its owner and group where the caller may set them;
+ * a replaced hard link becomes a new file (other links keep the old
+ * content). Symbolic links are followed to their target. /dev/stdout,
+ * /dev/stderr, /dev/fd/N, /proc/self/fd/N, and links to them, write to that
+ * descriptor at its current offset; pipes, FIFOs and devices are written
+ * directly. While writing, SIGPIPE and SIGXFSZ are blocked on the calling
+ * thread (the process's dispositions are not touched), so a pipe whose
+ * reader has gone gives -EPIPE and a file over RLIMIT_FSIZE gives -EFBIG,
+ * instead of killing the process.
  *
- * It may be called while recording. The session is snapshotted under a lock
- * held for microseconds and written without it; until the write is done no
- * chunk is reused, so in ring mode a thread that would have to reuse one
- * drops its events (counted). Nothing else waits for the file.
- * Returns 0; -EINVAL if path is NULL or nothing was ever recorded; -ENOMEM;
- * or the negative errno of the open, write or rename that failed (-ENOENT
- * for a missing directory, -ENOSPC for a full disk, -EPIPE...).
+ * It may be called while recording, and blocks nobody else: the session is
+ * snapshotted under a lock held for microseconds, and the file is opened
+ * and written without it, however long it takes (a FIFO waiting for its
+ * reader, a slow disk). The chunks it holds are pinned until it is done: the
+ * ring does not reuse them and a new recording does not take them back, so
+ * the file holds the session that was current when it was called, even if
+ * the program starts another meanwhile. When the clock jumped during the
+ * session (a VM migrated or restored), otherData and one stderr line say so.
+ *
+ * Returns 0; -EINVAL if path is NULL or the program never started a
+ * timeline; -ENOMEM; or the negative errno of the open, write or rename that
+ * failed (-ENOENT for a missing directory, -ENOSPC for a full disk, -EFBIG,
+ * -EPIPE...).
  */
 LP_EXPORT int lp_trace_write_json(const char *path, const char *process_name);
 
@@ -429,11 +489,14 @@ LP_EXPORT int lp_dump(void);
  *
  * LP_SCOPE_L(level, "label"): the same with an LP_LEVEL_* bit.
  *
+ * A label is a constant expression: a string literal, or the address of a
+ * static array. NULL is accepted and reported as "(null)".
+ *
  * LP_BEGIN("label") ... LP_END(): a manual pair, for code that cannot use a
  * block. LP_END() ends the innermost label of the calling thread, whichever
- * it is. An LP_END() with nothing to end is counted and ignored. (A manual
- * pair deeper than LP_STACK_CAPACITY is on the pseudo-stack but not on the
- * timeline.)
+ * it is. An LP_END() with nothing to end (also on a thread that never used a
+ * label) is counted and ignored. (A manual pair deeper than
+ * LP_STACK_CAPACITY is on the pseudo-stack but not on the timeline.)
  *
  * Labels are not async-signal-safe: do not use them in signal handlers. A
  * thread's first label allocates, and a handler's label could interleave
@@ -441,7 +504,15 @@ LP_EXPORT int lp_dump(void);
  *
  * The pseudo-stack survives mistakes: a scope that ends while labels it did
  * not start are still open above it (a longjmp, a missing LP_END) pops them
- * too, and counts a mismatch. Nothing is ever written beyond the stack.
+ * too, and counts a mismatch. Nothing is ever written beyond the stack. On
+ * the timeline, begins and ends carry their depth, so the scopes a longjmp
+ * skipped are closed where the scope that caught it ends, even in recursion.
+ *
+ * At exit: labels keep working after the environment's reports are written
+ * (in destructors, in atexit handlers that run later, on threads still
+ * running); they are simply not recorded. The program's own atexit handlers
+ * run before labelprof's and are recorded; its destructor functions run
+ * before it with the shared library and after it with the static one.
  *
  * For the timeline only (they are not on the pseudo-stack):
  *
