@@ -36,6 +36,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,16 +120,22 @@ static void age_append(lp__chunk_t *c) {
   newest = c;
 }
 
-/* A chunk no lane needs any more: to the pool while the budget allows, else freed. */
+/* A chunk no lane needs any more, to the pool (already touched: no page fault when it is used again). */
 static void pool_put(lp__chunk_t *c) {
   c->lane = NULL;
-  if (used + pooled + LP__CHUNK_BYTES > rec.opts.budget_bytes) {
-    free(c);
-    return;
-  }
   c->next = pool;
   pool = c;
   pooled += LP__CHUNK_BYTES;
+}
+
+/* The pool never holds more than the budget leaves room for beside the chunks in lanes. */
+static void pool_trim(void) {
+  while (pool && used + pooled > rec.opts.budget_bytes) {
+    lp__chunk_t *c = pool;
+    pool = c->next;
+    pooled -= LP__CHUNK_BYTES;
+    free(c);
+  }
 }
 
 /* Takes c out of the recording (it is in no lane any more): pooled, or kept aside while an export pins it. */
@@ -317,7 +324,9 @@ static uint32_t record_slow(lp__thread_t *t, uintptr_t tag, uint64_t payload, un
   uint32_t ok = 0;
   if (!rec.recording && kind != EV_END) goto drop;
   if (!l && !(l = new_lane(t))) goto drop;
-  uint32_t owed = h->tend ? (uint32_t)(h->tend - h->tlim) - 1 : 0;
+  /* The room kept for ends still owed (none if something gave it back twice). */
+  ptrdiff_t kept = h->tend ? h->tend - h->tlim - 1 : 0;
+  uint32_t owed = kept > 0 ? (uint32_t)kept : 0;
   if (l->last) {
     l->last->count = (uint32_t)(LP_IMPL_LOAD_RELAXED(h->tcur) - l->last->ev);
     /* The chunk it leaves can be taken. Written only when set: no shared line touched per chunk. */
@@ -488,13 +497,7 @@ static void reset(const lp_trace_opts_t *opts) {
     l->lost = false;
     free_names(l); /* exports hold copies */
   }
-  /* The pool never holds more than the new budget leaves room for. */
-  while (pool && used + pooled > rec.opts.budget_bytes) {
-    lp__chunk_t *c = pool;
-    pool = c->next;
-    pooled -= LP__CHUNK_BYTES;
-    free(c);
-  }
+  pool_trim(); /* once every chunk is back: a new session keeps as many as its budget allows */
 }
 
 static int check_opts(const lp_trace_opts_t *opts, lp_trace_opts_t *want) {
@@ -636,6 +639,7 @@ static void unpin(lp__session_t *s) {
         pool_put(c);
       }
     }
+  pool_trim();
   atomic_store_explicit(&starved, 0, memory_order_relaxed); /* chunks can be taken again */
   lp__unlock(&trace_mu);
 }
