@@ -55,7 +55,13 @@ static run_t run_child(const char *arg, const char *const *vars) {
   for (; vars && vars[n] && n < 6; n++) envp[n] = (char *)vars[n];
   envp[n++] = "PATH=/usr/bin:/bin";
   envp[n] = NULL;
-  char *argv[] = {"tests/env_child", (char *)arg, NULL};
+  /* The child works 10 ms per character of arg; LP_TEST_SLOW times longer under emulation. */
+  char work[256];
+  size_t len = strlen(arg) * lp_test_slow();
+  if (len >= sizeof work) len = sizeof work - 1;
+  memset(work, 'x', len);
+  work[len] = '\0';
+  char *argv[] = {"tests/env_child", work, NULL};
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 1, outp, O_WRONLY | O_CREAT | O_TRUNC, 0600);

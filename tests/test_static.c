@@ -72,7 +72,13 @@ static void test_static_env_writes_profile_folded_and_trace(void) {
   snprintf(fv, sizeof fv, "LABELPROF_FOLDED=%s", fold);
   snprintf(tv, sizeof tv, "LABELPROF_TRACE=%s", trace);
   char *envp[] = {pv, fv, tv, "PATH=/usr/bin:/bin", NULL};
-  char *argv[] = {CHILD, "xxxxxxxxxx", NULL}; /* 100 ms of labelled work */
+  /* 10 ms of labelled work per character: 100 ms, LP_TEST_SLOW times longer under emulation. */
+  char work[256];
+  size_t len = 10 * lp_test_slow();
+  if (len >= sizeof work) len = sizeof work - 1;
+  memset(work, 'x', len);
+  work[len] = '\0';
+  char *argv[] = {CHILD, work, NULL};
 
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
