@@ -552,13 +552,26 @@ LP_EXPORT int lp_dump(void);
 
 #else /* LABELPROF_DISABLE */
 
-#define LP_SCOPE(label) ((void)0)
-#define LP_SCOPE_L(level, label) ((void)0)
-#define LP_BEGIN(label) ((void)0)
-#define LP_BEGIN_L(level, label) ((void)0)
+/*
+ * Compiled out, the macros keep their grammar: LP_SCOPE and LP_SCOPE_L are
+ * still declarations, so that `LP_SCOPE("f"); int s = 0;` is as clean under
+ * -Wdeclaration-after-statement as in the enabled build, and the others are
+ * still statements. A scope becomes an enumeration constant whose value is
+ * the size of a call to lp_impl_disabled_site(): the level and the label are
+ * checked as the enabled build checks them, nothing is evaluated, nothing is
+ * left unused, and the function is never defined or linked (a sizeof operand
+ * is not evaluated).
+ */
+int lp_impl_disabled_site(uint32_t level, const char *label);
+#define LP_IMPL_DISABLED_SITE(level, label) sizeof(lp_impl_disabled_site((uint32_t)(level), (label)))
+#define LP_SCOPE(label) LP_SCOPE_L(LP_LEVEL_RUNTIME, label)
+#define LP_SCOPE_L(level, label) \
+  enum { LP_IMPL_CAT(lp_impl_disabled_scope_, __COUNTER__) = LP_IMPL_DISABLED_SITE(level, label) }
+#define LP_BEGIN(label) LP_BEGIN_L(LP_LEVEL_RUNTIME, label)
+#define LP_BEGIN_L(level, label) ((void)LP_IMPL_DISABLED_SITE(level, label))
 #define LP_END() ((void)0)
-#define LP_INSTANT(label) ((void)0)
-#define LP_INSTANT_L(level, label) ((void)0)
+#define LP_INSTANT(label) LP_INSTANT_L(LP_LEVEL_RUNTIME, label)
+#define LP_INSTANT_L(level, label) ((void)LP_IMPL_DISABLED_SITE(level, label))
 /*
  * The value is never evaluated, yet what only feeds a counter still counts as
  * used (no unused-variable or unneeded-function warnings), and it is checked

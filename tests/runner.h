@@ -43,4 +43,26 @@ static inline int lp_test_main(const char *suite, CU_TestInfo *tests) {
 #define LP_TEST_SANITIZED 0
 #endif
 
+/*
+ * LP_TEST_SLOW=N (1 to 1000): the tests run about N times slower than
+ * natively, as under qemu-user emulation (CI's aarch64 stage sets it). Tests
+ * whose loops or timing bands assume native speed scale them by N; none is
+ * skipped. Set it only where the tests really are that slow: a native run
+ * told it is slow does N times the work. Unset or empty means 1; any other
+ * value stops the test with a hard error (exit 99).
+ * (Not a LABELPROF_* name: those are the library's.)
+ */
+static inline unsigned lp_test_slow(void) {
+  const char *s = getenv("LP_TEST_SLOW");
+  char *end;
+  unsigned long n;
+  if (!s || !*s) return 1;
+  n = strtoul(s, &end, 10);
+  if (*end || n < 1 || n > 1000) {
+    fprintf(stderr, "LP_TEST_SLOW=%s: expected a whole number from 1 to 1000\n", s);
+    exit(99);
+  }
+  return (unsigned)n;
+}
+
 #endif

@@ -150,7 +150,7 @@ static void test_collector_accuracy_three_to_one(void) {
     pthread_t th[2];
     CU_ASSERT_EQUAL_FATAL(lp_profile_start(&o), 0);
     for (int i = 0; i < 2; i++)
-      CU_ASSERT_EQUAL_FATAL(pthread_create(&th[i], NULL, three_to_one, (void *)(intptr_t)1500), 0);
+      CU_ASSERT_EQUAL_FATAL(pthread_create(&th[i], NULL, three_to_one, (void *)(intptr_t)(1500 * lp_test_slow())), 0);
     for (int i = 0; i < 2; i++) CU_ASSERT_EQUAL(pthread_join(th[i], NULL), 0);
     CU_ASSERT_EQUAL_FATAL(lp_profile_stop(&p), 0);
     const lp_node_t *w = lp_node_find(lp_profile_root(p), "worker");

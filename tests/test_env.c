@@ -85,7 +85,13 @@ static run_t spawn_child(const spawn_opts_t *o, const char *const *vars) {
   for (; vars && vars[n] && n < 10; n++) envp[n] = (char *)vars[n];
   envp[n++] = "PATH=/usr/bin:/bin";
   envp[n] = NULL;
-  char *argv[] = {child_path, (char *)o->duration, (char *)(o->mode ? o->mode : "plain"), (char *)o->arg, NULL};
+  /* The child works 10 ms per character of its duration; LP_TEST_SLOW times longer under emulation. */
+  char work[256];
+  size_t len = strlen(o->duration) * lp_test_slow();
+  if (len >= sizeof work) len = sizeof work - 1;
+  memset(work, 'x', len);
+  work[len] = '\0';
+  char *argv[] = {child_path, work, (char *)(o->mode ? o->mode : "plain"), (char *)o->arg, NULL};
   pid_t pid = fork();
   CU_ASSERT_FATAL(pid >= 0);
   if (pid == 0) {

@@ -1,0 +1,110 @@
+#!/bin/sh
+# header_check.sh: include/labelprof.h must compile without a single warning
+# wherever users compile it. tests/header_use.c and tests/header_use.cc use
+# every macro and a few functions; this compiles them under C99, C11, C17
+# (with -Wdeclaration-after-statement) and C++11, C++17, with gcc and clang,
+# with and without -DLABELPROF_DISABLE, under -Wall -Wextra -pedantic
+# -Werror: 20 builds. Enabled builds are compiled only (-c): nothing needs
+# linking. Disabled builds are also linked, without liblabelprof, since the
+# point of LABELPROF_DISABLE is that nothing needs the library.
+#
+# When cross-compiling (LP_CROSS_COMPILING=yes, LP_HOST_ALIAS=aarch64-linux-gnu,
+# set by the Makefile), it uses $host-gcc, $host-g++ and clang --target=$host.
+#
+# A compiler that is not installed is skipped, loudly, and the test reports
+# SKIP (77) rather than PASS; with LP_TEST_ALL_COMPILERS=1 (set by CI)
+# a missing compiler is a failure.
+set -eu
+
+src=${srcdir:-.}
+if [ ! -f "$src/tests/header_use.c" ]; then
+  echo "header_check: cannot find tests/header_use.c under srcdir '$src'" >&2
+  exit 99
+fi
+
+gcc_prefix=""
+target=""
+if [ "${LP_CROSS_COMPILING:-no}" = yes ]; then
+  if [ -z "${LP_HOST_ALIAS:-}" ]; then
+    echo "header_check: cross-compiling, but LP_HOST_ALIAS (configure's --host) is empty" >&2
+    exit 99
+  fi
+  gcc_prefix="$LP_HOST_ALIAS-"
+  target="--target=$LP_HOST_ALIAS"
+fi
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/lp-header-check.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+
+builds=0
+failed=0
+missing=""
+
+# build FAMILY LANG STD DISABLE: compiles one configuration; any output at all
+# (a warning, a note, a linker message) fails it.
+build() {
+  family=$1 lang=$2 std=$3 disable=$4
+  case $family/$lang in
+    gcc/c) set -- "${gcc_prefix}gcc" ;;
+    gcc/c++) set -- "${gcc_prefix}g++" ;;
+    clang/c) set -- clang ${target:+"$target"} ;;
+    clang/c++) set -- clang++ ${target:+"$target"} ;;
+  esac
+  compiler="$*"
+  set -- "$@" -std="$std" -Wall -Wextra -pedantic -Werror -I"$src/include"
+  if [ "$lang" = c ]; then
+    set -- "$@" -Wdeclaration-after-statement "$src/tests/header_use.c"
+  else
+    set -- "$@" "$src/tests/header_use.cc"
+  fi
+  if [ "$disable" = yes ]; then
+    set -- "$@" -DLABELPROF_DISABLE -o "$tmp/header_use"
+    what="$compiler -std=$std -DLABELPROF_DISABLE, linked without liblabelprof"
+  else
+    set -- "$@" -c -o "$tmp/header_use.o"
+    what="$compiler -std=$std"
+  fi
+  builds=$((builds + 1))
+  if "$@" >"$tmp/out" 2>&1 && [ ! -s "$tmp/out" ]; then
+    echo "ok:   $what"
+  else
+    failed=$((failed + 1))
+    echo "FAIL: $what"
+    echo "  command: $*"
+    sed 's/^/  | /' "$tmp/out"
+  fi
+  rm -f "$tmp/header_use" "$tmp/header_use.o"
+}
+
+for family in gcc clang; do
+  if [ "$family" = gcc ]; then cc="${gcc_prefix}gcc" cxx="${gcc_prefix}g++"; else cc=clang cxx=clang++; fi
+  for driver in "$cc" "$cxx"; do
+    if ! command -v "$driver" >/dev/null 2>&1; then
+      missing="$missing $driver"
+      echo "######## SKIPPED: $driver is not installed; its configurations are NOT checked ########"
+    fi
+  done
+  for disable in no yes; do
+    if command -v "$cc" >/dev/null 2>&1; then
+      for std in c99 c11 c17; do build "$family" c "$std" "$disable"; done
+    fi
+    if command -v "$cxx" >/dev/null 2>&1; then
+      for std in c++11 c++17; do build "$family" c++ "$std" "$disable"; done
+    fi
+  done
+done
+
+echo "header_check: $builds builds, $failed failed${missing:+, not installed:$missing}"
+if [ "$failed" -ne 0 ]; then
+  echo "header_check: FAIL: include/labelprof.h warns or fails in $failed configuration(s), shown above" >&2
+  exit 1
+fi
+if [ -n "$missing" ]; then
+  if [ "${LP_TEST_ALL_COMPILERS:-0}" = 1 ]; then
+    echo "header_check: FAIL: compilers missing:$missing (LP_TEST_ALL_COMPILERS=1 requires all four)" >&2
+    exit 1
+  fi
+  echo "header_check: SKIP: compilers missing:$missing; install them (./install-deps) to check every configuration" >&2
+  exit 77
+fi
+exit 0

@@ -1,0 +1,72 @@
+/*
+ * header_use.c: every macro of labelprof.h and a few of its functions, the
+ * way a user's C code would use them. tests/header_check.sh compiles it under
+ * C99, C11 and C17 with gcc and clang, with and without LABELPROF_DISABLE,
+ * with -Wall -Wextra -pedantic -Wdeclaration-after-statement -Werror: the
+ * header must not make a careful user's build fail. Compiled (and, when
+ * disabled, linked without liblabelprof); never run.
+ *
+ * Declarations come first in every block, as -Wdeclaration-after-statement
+ * wants: LP_SCOPE and LP_SCOPE_L must count as declarations, enabled or not.
+ */
+#include <labelprof.h>
+
+static int kernel(const int *v, int n) {
+  LP_SCOPE("kernel");
+  LP_SCOPE_L(LP_LEVEL_OPERATOR, "kernel inner");
+  int sum = 0; /* a declaration right after two scopes */
+  int i;
+  for (i = 0; i < n; i++) {
+    LP_SCOPE("element");
+    sum += v[i];
+  }
+  if (sum > 100) {
+    LP_SCOPE("big"); LP_SCOPE("big again"); /* two on one line */
+    return sum;
+  }
+  return -sum;
+}
+
+static int step(int n) {
+  static const int v[4] = {1, 2, 3, 4};
+  int queued = n * 2; /* used by a counter only */
+  int total;
+  LP_BEGIN("step manual");
+  total = kernel(v, 4);
+  LP_END();
+  LP_BEGIN_L(LP_LEVEL_DEBUG, "step debug");
+  LP_END();
+  LP_INSTANT("step instant");
+  LP_INSTANT_L(LP_LEVEL_REQUEST, "step request instant");
+  LP_COUNTER("queued", queued);
+  LP_COUNTER_L(LP_LEVEL_DEBUG, "total", total);
+  return total;
+}
+
+int main(void) {
+  lp_trace_opts_t opts = {0};
+  lp_print_opts_t print = {0};
+  lp_profile_t *p = NULL;
+  lp_track_t track;
+  uint64_t t0;
+  int rc;
+  opts.levels = LP_LEVEL_ALL;
+  opts.policy = LP_TRACE_RING;
+  print.flags = LP_PRINT_THREADS | LP_PRINT_COUNTS;
+  rc = lp_thread_set_name("main");
+  rc |= lp_profile_start(NULL);
+  rc |= lp_trace_start(&opts);
+  t0 = lp_now_ns();
+  track = lp_track_create("device");
+  rc |= step(3) < 0;
+  rc |= lp_track_complete(track, "device work", t0, lp_now_ns() - t0);
+  rc |= lp_trace_stop();
+  rc |= lp_trace_write_json("/dev/null", "header_use");
+  if (lp_profile_stop(&p) == 0) {
+    rc |= lp_profile_print_ex(p, stdout, &print);
+    rc |= lp_node_find(lp_profile_root(p), "kernel") == NULL;
+    lp_profile_free(p);
+  }
+  if (rc != 0) fprintf(stderr, "%s\n", lp_strerror(rc));
+  return rc != 0;
+}

@@ -1,0 +1,74 @@
+// header_use.cc: every macro of labelprof.h and a few of its functions, the
+// way a user's C++ code would use them: in member functions, templates and
+// lambdas. tests/header_check.sh compiles it under C++11 and C++17 with g++
+// and clang++, with and without LABELPROF_DISABLE, with -Wall -Wextra
+// -pedantic -Werror. Compiled (and, when disabled, linked without
+// liblabelprof); never run.
+#include <labelprof.h>
+
+namespace {
+
+class Engine {
+ public:
+  int run(int n) const {
+    LP_SCOPE("engine run");
+    LP_SCOPE_L(LP_LEVEL_OPERATOR, "engine inner");
+    int sum = 0;  // a declaration right after two scopes
+    for (int i = 0; i < n; i++) {
+      LP_SCOPE("element"); LP_SCOPE("element again");  // two on one line
+      sum += i;
+    }
+    return sum;
+  }
+};
+
+template <typename T>
+T twice(T x) {
+  LP_SCOPE_L(LP_LEVEL_DEBUG, "twice");
+  return x + x;
+}
+
+int step(int n) {
+  int queued = n * 2;  // used by a counter only
+  LP_BEGIN("step manual");
+  int total = Engine().run(n);
+  LP_END();
+  LP_BEGIN_L(LP_LEVEL_DEBUG, "step debug");
+  LP_END();
+  auto lambda = [](double d) {
+    LP_SCOPE("lambda");
+    return d * 2.0;
+  };
+  LP_INSTANT("step instant");
+  LP_INSTANT_L(LP_LEVEL_REQUEST, "step request instant");
+  LP_COUNTER("queued", queued);
+  LP_COUNTER_L(LP_LEVEL_DEBUG, "total", total);
+  return total + twice(1) + static_cast<int>(lambda(1.5));
+}
+
+}  // namespace
+
+int main() {
+  lp_trace_opts_t opts = {};
+  opts.levels = LP_LEVEL_ALL;
+  opts.policy = LP_TRACE_RING;
+  lp_print_opts_t print = {};
+  print.flags = LP_PRINT_THREADS | LP_PRINT_COUNTS;
+  int rc = lp_thread_set_name("main");
+  rc |= lp_profile_start(nullptr);
+  rc |= lp_trace_start(&opts);
+  uint64_t t0 = lp_now_ns();
+  lp_track_t track = lp_track_create("device");
+  rc |= step(3) < 0;
+  rc |= lp_track_complete(track, "device work", t0, lp_now_ns() - t0);
+  rc |= lp_trace_stop();
+  rc |= lp_trace_write_json("/dev/null", "header_use");
+  lp_profile_t *p = nullptr;
+  if (lp_profile_stop(&p) == 0) {
+    rc |= lp_profile_print_ex(p, stdout, &print);
+    rc |= lp_node_find(lp_profile_root(p), "engine run") == nullptr;
+    lp_profile_free(p);
+  }
+  if (rc != 0) fprintf(stderr, "%s\n", lp_strerror(rc));
+  return rc != 0;
+}

@@ -1,0 +1,146 @@
+/*
+ * test_static.c: a program linked with liblabelprof.a honours the LABELPROF_*
+ * variables as one linked with the shared library does. It runs
+ * tests/env_child_static (tests/env_child.c linked statically against
+ * labelprof, dynamically against libc) with LABELPROF_PROFILE,
+ * LABELPROF_FOLDED and LABELPROF_TRACE set, and reads the three files back.
+ * The environment is read by a load-time constructor; if the object that
+ * holds it is not pulled out of the archive, nothing is written.
+ */
+#include "config.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "runner.h"
+#include "trace_json.h"
+
+#define CHILD "tests/env_child_static"
+
+static char dir[] = "/tmp/lp-static-XXXXXX";
+/* Everything the test may leave in dir: the reports and the child's output. */
+static char prof[64], fold[64], trace[64], out[64], err[64];
+static char *const files[] = {prof, fold, trace, out, err};
+
+/* The whole file as a string, or NULL if it cannot be read. */
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) return NULL;
+  char *buf = NULL;
+  size_t cap = 0, len = 0, n;
+  char chunk[4096];
+  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+    if (len + n + 1 > cap) {
+      cap = (len + n + 1) * 2;
+      char *nb = realloc(buf, cap);
+      if (!nb) break;
+      buf = nb;
+    }
+    memcpy(buf + len, chunk, n);
+    len += n;
+  }
+  fclose(f);
+  if (!buf) buf = calloc(1, 1);
+  else buf[len] = '\0';
+  return buf;
+}
+
+/*
+ * The child must be a real program: a libtool wrapper script means libtool
+ * linked it against the uninstalled shared library, and the test would
+ * prove nothing about the static one.
+ */
+static void test_static_child_is_linked_statically(void) {
+  char magic[4] = {0};
+  FILE *f = fopen(CHILD, "rb");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  CU_ASSERT_EQUAL(fread(magic, 1, sizeof magic, f), sizeof magic);
+  fclose(f);
+  if (memcmp(magic, "\177ELF", 4) != 0)
+    fprintf(stderr, "\n    %s is not an ELF program (a libtool wrapper script?)\n", CHILD);
+  CU_ASSERT(memcmp(magic, "\177ELF", 4) == 0);
+}
+
+static void test_static_env_writes_profile_folded_and_trace(void) {
+  char pv[96], fv[96], tv[96];
+  snprintf(pv, sizeof pv, "LABELPROF_PROFILE=%s", prof);
+  snprintf(fv, sizeof fv, "LABELPROF_FOLDED=%s", fold);
+  snprintf(tv, sizeof tv, "LABELPROF_TRACE=%s", trace);
+  char *envp[] = {pv, fv, tv, "PATH=/usr/bin:/bin", NULL};
+  /* 10 ms of labelled work per character: 100 ms, LP_TEST_SLOW times longer under emulation. */
+  char work[256];
+  size_t len = 10 * lp_test_slow();
+  if (len >= sizeof work) len = sizeof work - 1;
+  memset(work, 'x', len);
+  work[len] = '\0';
+  char *argv[] = {CHILD, work, NULL};
+
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_addopen(&fa, 2, err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  pid_t pid;
+  int rc = posix_spawn(&pid, CHILD, &fa, NULL, argv, envp);
+  posix_spawn_file_actions_destroy(&fa);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  int status = -1;
+  CU_ASSERT_EQUAL_FATAL(waitpid(pid, &status, 0), pid);
+  CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+  char *o = slurp(out), *e = slurp(err);
+  CU_ASSERT(o && strcmp(o, "child done\n") == 0);
+  CU_ASSERT(e && strcmp(e, "") == 0);
+  if (e && *e) fprintf(stderr, "\n    the child's stderr: %s\n", e);
+  free(o);
+  free(e);
+
+  char *p = slurp(prof), *f = slurp(fold);
+  if (!p) fprintf(stderr, "\n    %s was not written: the environment was ignored\n", prof);
+  if (!f) fprintf(stderr, "\n    %s was not written: the environment was ignored\n", fold);
+  CU_ASSERT(p && strncmp(p, "labelprof profile (", 19) == 0);
+  CU_ASSERT(p && strstr(p, "% env work\n") != NULL);
+  CU_ASSERT(f && strstr(f, "env work") != NULL);
+  free(p);
+  free(f);
+
+  if (access(trace, F_OK) != 0) fprintf(stderr, "\n    %s was not written: the environment was ignored\n", trace);
+  json_t *root = access(trace, F_OK) == 0 ? trace_load(trace) : NULL;
+  CU_ASSERT_PTR_NOT_NULL(root);
+  if (root) {
+    json_t *ev = trace_events(root);
+    CU_ASSERT_EQUAL(trace_count(ev, "X", "env work"), 1);
+    CU_ASSERT(trace_count(ev, "X", "env inner") > 0);
+    CU_ASSERT_PTR_NULL(trace_check_lanes(ev));
+    json_decref(root);
+  }
+}
+
+int main(void) {
+#ifdef LP_TEST_NO_STATIC_LIB
+  fprintf(stderr, "SKIP: liblabelprof.a is not built (configure --disable-static); nothing to test\n");
+  return 77;
+#endif
+  if (!mkdtemp(dir)) return 2;
+  snprintf(prof, sizeof prof, "%s/p.txt", dir);
+  snprintf(fold, sizeof fold, "%s/p.folded", dir);
+  snprintf(trace, sizeof trace, "%s/t.json", dir);
+  snprintf(out, sizeof out, "%s/stdout", dir);
+  snprintf(err, sizeof err, "%s/stderr", dir);
+  CU_TestInfo tests[] = {
+      LP_TEST(test_static_child_is_linked_statically),
+      LP_TEST(test_static_env_writes_profile_folded_and_trace),
+      CU_TEST_INFO_NULL,
+  };
+  int rc = lp_test_main("static", tests);
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) unlink(files[i]);
+  if (rmdir(dir) != 0) {
+    perror(dir);
+    rc = rc ? rc : 1;
+  }
+  return rc;
+}
