@@ -27,11 +27,21 @@
  * incomplete" and clock_gettime, never a long stall or an unseen CPU.
  *
  * Ticks become nanoseconds at export through sync points: (ticks, ns) pairs
- * read back to back when a session starts and stops, when a buffer chunk is
- * started, and when the export runs. Between two points the mapping is a
- * straight line; points that would make it decrease are dropped, so mapped
- * time never goes backwards, and the mapping follows any slewing of
- * CLOCK_MONOTONIC instead of assuming one fixed TSC frequency.
+ * read back to back when a session starts and stops, when any chunk is
+ * started and when the export runs. The map sorts them by ns (the clock to
+ * trust), fits the counter's rate, and splits them into epochs wherever a
+ * point disagrees with its predecessor by more than the tolerance (a jump:
+ * a VM migrated or restored, a TSC written). Within an epoch the map is the
+ * straight line between neighbouring points, so it follows the slewing of
+ * CLOCK_MONOTONIC instead of assuming one fixed frequency.
+ *
+ * The tricky invariant: an event is mapped through the epoch of its own
+ * chunk's sync point (its anchor), never through points of another epoch,
+ * and for a given anchor the mapping never decreases as ticks grow. A
+ * chunk's events are read by one thread in order, so their times never go
+ * backwards (unless the counter itself stepped back inside that chunk), and
+ * a jump costs accuracy only in the chunks that were being filled when it
+ * happened.
  */
 #include "internal.h"
 
@@ -795,54 +805,234 @@ int lp__clock_test_jump(int64_t ticks) {
   return 0;
 }
 
-/* ---- ticks to nanoseconds ------------------------------------------------- */
+/* ---- ticks to nanoseconds ------------------------------------------------------- */
+
+/*
+ * When is a sync point a jump? Between two neighbouring points (by ns) the
+ * counter must advance by the fitted rate times the elapsed ns, within:
+ *   JUMP_PPM of the elapsed time: CLOCK_MONOTONIC is slewed by NTP at no more
+ *     than 500 ppm, so its rate against the counter can wander that much
+ *     from the session's average; 100 ppm more covers the fitted rate's own
+ *     error and what the check allowed the counter's rate to wander;
+ *   JUMP_NOISE_NS: each point is a bracket a few tens of ns wide, two points
+ *     may come from CPUs whose counters differ by less than the check can
+ *     see (an exchange's latency, some hundreds of ns), and a point taken
+ *     while the hypervisor was stealing the CPU can be a little off.
+ * A smaller step is not told from slewing; it simply bends one segment of
+ * the map, by less than the allowance.
+ */
+#define JUMP_PPM 600.0
+#define JUMP_NOISE_NS 2000.0
+
+/* 32 bytes: what mapping one tick reads, two to a cache line. */
+typedef struct tm_point {
+  uint64_t ticks, ns;
+  /* ns per tick from here on (integer and 64-bit fraction): to the next point of the epoch, or the fitted rate. */
+  uint64_t whole, frac;
+} tm_point_t;
+
+typedef struct tm_epoch {
+  size_t lo, hi;     /* its points, inclusive */
+  uint64_t start_ns; /* anchors from here on (to the next epoch's start) belong to it */
+  uint64_t limit_ns; /* the next epoch's start_ns; UINT64_MAX for the last */
+} tm_epoch_t;
+
+struct lp__timemap {
+  bool identity;
+  tm_point_t *pt;
+  uint32_t *pt_epoch; /* the epoch of each point */
+  size_t n;
+  tm_epoch_t *ep;
+  size_t nep;
+  size_t jumps;
+  char text[200];
+};
 
 static int sync_cmp(const void *a, const void *b) {
   const lp__sync_t *x = a, *y = b;
-  if (x->ticks != y->ticks) return x->ticks < y->ticks ? -1 : 1;
-  return x->ns < y->ns ? -1 : x->ns > y->ns;
+  if (x->ns != y->ns) return x->ns < y->ns ? -1 : 1;
+  return x->ticks < y->ticks ? -1 : x->ticks > y->ticks;
 }
 
-struct lp__timemap {
-  lp__sync_t *pts; /* sorted, strictly increasing; borrowed */
-  size_t n;
-  bool identity;
-  /* Per segment i (pts[i] to pts[i+1]): ns per tick as integer and 64-bit fraction. */
-  uint64_t *whole, *frac;
-};
+static int dbl_cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double dabs(double x) { return x < 0 ? -x : x; }
+
+/* Signed tick step from a to b, and the ns that passed (b.ns >= a.ns). */
+static double step_ticks(const lp__sync_t *a, const lp__sync_t *b) { return (double)(int64_t)(b->ticks - a->ticks); }
+static double step_ns(const lp__sync_t *a, const lp__sync_t *b) { return (double)(b->ns - a->ns); }
+
+/* How far the counter's step from a to b is off the rate, in ns (positive: it ran ahead). */
+static double deviation(const lp__sync_t *a, const lp__sync_t *b, double rate) {
+  return step_ticks(a, b) / rate - step_ns(a, b);
+}
+
+static bool is_jump(const lp__sync_t *a, const lp__sync_t *b, double rate) {
+  return dabs(deviation(a, b, rate)) > JUMP_PPM * 1e-6 * step_ns(a, b) + JUMP_NOISE_NS;
+}
+
+/* The counter's rate: ticks per ns, and when it came from whole sums, those sums (for an exact slope). */
+typedef struct tm_rate {
+  double r;
+  uint64_t ticks, ns; /* 0 when r has no exact form */
+} tm_rate_t;
+
+/*
+ * The counter's rate from the points themselves (sorted by ns), robust to
+ * jumps: the median of the segments' rates gives a first guess, good enough
+ * to set aside the segments that hold a jump; the rate is then the sum of
+ * the remaining segments' ticks over their ns, a baseline as long as the
+ * session. r is 0 when no segment moves forward.
+ */
+static tm_rate_t fit_rate(const lp__sync_t *p, size_t n, double *scratch) {
+  tm_rate_t out = {0, 0, 0};
+  size_t k = 0;
+  for (size_t i = 1; i < n; i++)
+    if (p[i].ns > p[i - 1].ns && p[i].ticks > p[i - 1].ticks)
+      scratch[k++] = step_ticks(&p[i - 1], &p[i]) / step_ns(&p[i - 1], &p[i]);
+  if (k == 0) return out;
+  qsort(scratch, k, sizeof *scratch, dbl_cmp);
+  double med = scratch[k / 2];
+  for (size_t i = 0; i < k; i++) scratch[i] = dabs(scratch[i] - med);
+  qsort(scratch, k, sizeof *scratch, dbl_cmp);
+  /* Short segments are noisy: widen this first pass by their spread. */
+  double loose = JUMP_PPM * 1e-6 + 3 * scratch[k / 2] / med;
+  __int128 st = 0, sn = 0;
+  for (size_t i = 1; i < n; i++) {
+    if (dabs(deviation(&p[i - 1], &p[i], med)) <= loose * step_ns(&p[i - 1], &p[i]) + JUMP_NOISE_NS) {
+      st += (int64_t)(p[i].ticks - p[i - 1].ticks);
+      sn += p[i].ns - p[i - 1].ns;
+    }
+  }
+  out.r = med;
+  if (st > 0 && sn > 0 && st <= (__int128)UINT64_MAX && sn <= (__int128)UINT64_MAX) {
+    out.ticks = (uint64_t)st;
+    out.ns = (uint64_t)sn;
+    out.r = (double)out.ticks / (double)out.ns;
+  }
+  return out;
+}
+
+/* What to use when the points give no rate: the check's, the architecture's, or the process's so far. */
+static double nominal_rate(void) {
+  if (check_rate > 0) return check_rate;
+#if defined(__aarch64__)
+  uint64_t f;
+  __asm__ __volatile__("mrs %0, cntfrq_el0" : "=r"(f));
+  if (f) return (double)f / 1e9;
+#endif
+  lp__sync_t now = lp__clock_sync();
+  if (now.ns > origin.ns && now.ticks > origin.ticks) return step_ticks(&origin, &now) / step_ns(&origin, &now);
+  return 1.0;
+}
+
+/*
+ * ns per tick as integer and 64-bit fraction, from dn ns over dt ticks (dt >
+ * 0). The fraction is rounded up, so that a whole number of ns comes out
+ * whole (a third of 3 ticks is 1, not 0.999...) and the far end of a segment
+ * is reached exactly, never passed.
+ */
+static void slope_exact(tm_point_t *p, uint64_t dn, uint64_t dt) {
+  p->whole = dn / dt;
+  p->frac = (uint64_t)((((unsigned __int128)(dn % dt) << 64) + dt - 1) / dt);
+}
+
+static void slope_rate(tm_point_t *p, double ticks_per_ns) {
+  double x = 1.0 / ticks_per_ns;
+  p->whole = (uint64_t)x;
+  p->frac = (uint64_t)((x - (double)p->whole) * 18446744073709551616.0);
+}
+
+static inline uint64_t eval(const tm_point_t *a, uint64_t ticks) {
+  if (ticks >= a->ticks) {
+    uint64_t d = ticks - a->ticks;
+    return a->ns + d * a->whole + (uint64_t)(((unsigned __int128)d * a->frac) >> 64);
+  }
+  uint64_t d = a->ticks - ticks;
+  uint64_t off = d * a->whole + (uint64_t)(((unsigned __int128)d * a->frac) >> 64);
+  return off < a->ns ? a->ns - off : 0;
+}
+
+static void describe_jump(lp__timemap_t *m, const lp__sync_t *a, const lp__sync_t *b, double dev) {
+  char amount[32];
+  fmt_duration(amount, sizeof amount, dev);
+  snprintf(m->text, sizeof m->text,
+           "the %s jumped %s by %s against CLOCK_MONOTONIC between ts %llu.%03llu and %llu.%03llu (us)", COUNTER_NAME,
+           dev > 0 ? "forward" : "backward", amount, (unsigned long long)(a->ns / 1000),
+           (unsigned long long)(a->ns % 1000), (unsigned long long)(b->ns / 1000), (unsigned long long)(b->ns % 1000));
+}
 
 static void timemap_release(lp__timemap_t *m) {
-  free(m->whole);
-  free(m->frac);
-  m->whole = m->frac = NULL;
+  free(m->pt);
+  free(m->pt_epoch);
+  free(m->ep);
+  m->pt = NULL;
+  m->pt_epoch = NULL;
+  m->ep = NULL;
 }
 
 static int timemap_init(lp__timemap_t *m, lp__sync_t *pts, size_t n) {
   memset(m, 0, sizeof *m);
   m->identity = !lp__clock_is_counter();
-  m->pts = pts;
   if (m->identity || n == 0) return 0;
+  /* By ns: a counter that stepped back must not interleave the points of its two epochs. */
   qsort(pts, n, sizeof *pts, sync_cmp);
-  /* Keep a strictly increasing chain: the mapping can then never go backwards. */
-  size_t k = 0;
-  for (size_t i = 0; i < n; i++) {
-    if (k > 0 && (pts[i].ticks <= pts[k - 1].ticks || pts[i].ns <= pts[k - 1].ns)) continue;
-    pts[k++] = pts[i];
-  }
-  m->n = k;
-  if (k < 2) return 0;
-  /* Each segment's slope once, so that mapping a tick is two multiplications, no division. */
-  m->whole = malloc((k - 1) * sizeof *m->whole);
-  m->frac = malloc((k - 1) * sizeof *m->frac);
-  if (!m->whole || !m->frac) {
+  size_t u = 0;
+  for (size_t i = 0; i < n; i++)
+    if (u == 0 || pts[i].ns != pts[u - 1].ns || pts[i].ticks != pts[u - 1].ticks) pts[u++] = pts[i];
+  n = u;
+  double *scratch = malloc(n * sizeof *scratch);
+  m->pt = malloc(n * sizeof *m->pt);
+  m->pt_epoch = malloc(n * sizeof *m->pt_epoch);
+  m->ep = malloc(n * sizeof *m->ep);
+  if (!scratch || !m->pt || !m->pt_epoch || !m->ep) {
+    free(scratch);
     timemap_release(m);
     return -ENOMEM;
   }
-  for (size_t i = 0; i + 1 < k; i++) {
-    uint64_t dn = pts[i + 1].ns - pts[i].ns, dt = pts[i + 1].ticks - pts[i].ticks;
-    m->whole[i] = dn / dt;
-    m->frac[i] = (uint64_t)(((unsigned __int128)(dn % dt) << 64) / dt);
+  tm_rate_t fit = fit_rate(pts, n, scratch);
+  free(scratch);
+  double rate = fit.r > 0 ? fit.r : nominal_rate();
+
+  /* Epochs: a new one wherever a point is off its predecessor by more than the tolerance. */
+  double worst = 0;
+  size_t worst_at = 0;
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    bool jump = i > 0 && is_jump(&pts[i - 1], &pts[i], rate);
+    if (i == 0 || jump) {
+      if (jump) {
+        m->jumps++;
+        double dev = deviation(&pts[i - 1], &pts[i], rate);
+        if (dabs(dev) > dabs(worst)) {
+          worst = dev;
+          worst_at = i;
+        }
+        m->ep[m->nep - 1].limit_ns = pts[i].ns;
+      }
+      m->ep[m->nep++] = (tm_epoch_t){k, k, pts[i].ns, UINT64_MAX};
+    } else if (pts[i].ticks <= m->pt[k - 1].ticks || pts[i].ns <= m->pt[k - 1].ns) {
+      continue; /* within an epoch keep a strictly increasing chain: the map can never go backwards */
+    }
+    m->pt[k] = (tm_point_t){pts[i].ticks, pts[i].ns, 0, 0};
+    m->pt_epoch[k] = (uint32_t)(m->nep - 1);
+    m->ep[m->nep - 1].hi = k++;
   }
+  m->n = k;
+  /* Each segment's slope once, so that mapping a tick is two multiplications and no division. */
+  for (size_t e = 0; e < m->nep; e++) {
+    for (size_t i = m->ep[e].lo; i < m->ep[e].hi; i++)
+      slope_exact(&m->pt[i], m->pt[i + 1].ns - m->pt[i].ns, m->pt[i + 1].ticks - m->pt[i].ticks);
+    /* Past its last point: the fitted rate. */
+    if (fit.ticks)
+      slope_exact(&m->pt[m->ep[e].hi], fit.ns, fit.ticks);
+    else
+      slope_rate(&m->pt[m->ep[e].hi], rate);
+  }
+  if (m->jumps) describe_jump(m, &pts[worst_at - 1], &pts[worst_at], worst);
   return 0;
 }
 
@@ -861,28 +1051,82 @@ void lp__timemap_free(lp__timemap_t *m) {
   free(m);
 }
 
-size_t lp__timemap_jumps(const lp__timemap_t *m) {
-  (void)m;
-  return 0;
+size_t lp__timemap_jumps(const lp__timemap_t *m) { return m->jumps; }
+
+const char *lp__timemap_jump_text(const lp__timemap_t *m) { return m->jumps ? m->text : NULL; }
+
+/* The epoch an anchor belongs to: the last one that starts at or before it. */
+static const tm_epoch_t *epoch_of(const lp__timemap_t *m, uint64_t ns) {
+  size_t lo = 0, hi = m->nep;
+  while (hi - lo > 1) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (m->ep[mid].start_ns <= ns)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  return &m->ep[lo];
 }
 
-const char *lp__timemap_jump_text(const lp__timemap_t *m) {
-  (void)m;
-  return NULL;
+/* The point of epoch e whose segment holds ticks: the last one at or before it, else the first. */
+static size_t point_of(const lp__timemap_t *m, const tm_epoch_t *e, uint64_t ticks) {
+  size_t lo = e->lo, hi = e->hi + 1;
+  while (hi - lo > 1) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (m->pt[mid].ticks <= ticks)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+/*
+ * Past the next epoch's start: only events read after a forward jump get
+ * here (before it, the epoch's own line stays below that start). The next
+ * epoch's line gives their exact time once it is past its own start; in
+ * between the time is held at that start. min(own, max(start, next)) keeps
+ * the mapping monotonic in ticks, and a backward jump leaves it as it was.
+ */
+__attribute__((noinline)) static uint64_t past_epoch(const lp__timemap_t *m, const tm_epoch_t *e, uint64_t ticks, uint64_t own) {
+  const tm_epoch_t *next = e + 1;
+  uint64_t there = eval(&m->pt[point_of(m, next, ticks)], ticks);
+  uint64_t held = there > e->limit_ns ? there : e->limit_ns;
+  return own < held ? own : held;
+}
+
+/* A lane's first event, or its first in another epoch: find the anchor's epoch, and the point there. */
+__attribute__((noinline)) static uint64_t map_searching(const lp__timemap_t *m, uint64_t ticks, lp__sync_t anchor,
+                                                        size_t *cursor) {
+  if (m->n == 0) return 0; /* a session always has a start and an export point */
+  const tm_epoch_t *e = epoch_of(m, anchor.ns);
+  size_t i = point_of(m, e, ticks);
+  *cursor = i + 1;
+  uint64_t ns = eval(&m->pt[i], ticks);
+  return ns >= e->limit_ns ? past_epoch(m, e, ticks, ns) : ns;
 }
 
 uint64_t lp__timemap_ns(const lp__timemap_t *m, uint64_t ticks, lp__sync_t anchor, size_t *cursor) {
-  (void)anchor;
   if (m->identity) return ticks;
-  if (m->n < 2) return m->n ? m->pts[0].ns : 0; /* a session always has a start and an export point */
-  size_t i = *cursor < m->n - 1 ? *cursor : m->n - 2;
+  /* No event of a chunk is read before the chunk's own sync point. */
+  if (ticks < anchor.ticks) ticks = anchor.ticks;
+  /*
+   * The cursor is the lane's last point + 1 (0: none yet). It stays valid
+   * while the anchor stays in its epoch, which is always the case without
+   * jumps, and the common path is then a short walk and one evaluation.
+   */
+  size_t i = *cursor - 1;
+  if (i >= m->n) return map_searching(m, ticks, anchor, cursor);
+  const tm_epoch_t *e = m->ep;
+  if (m->nep > 1) {
+    e = &m->ep[m->pt_epoch[i]];
+    if (anchor.ns < e->start_ns || anchor.ns >= e->limit_ns) return map_searching(m, ticks, anchor, cursor);
+  }
   /* Events of a lane come in order, so the segment moves forward a step at a time. */
-  while (i + 2 < m->n && ticks >= m->pts[i + 1].ticks) i++;
-  while (i > 0 && ticks < m->pts[i].ticks) i--;
-  *cursor = i;
-  const lp__sync_t *a = &m->pts[i];
-  uint64_t d = ticks >= a->ticks ? ticks - a->ticks : a->ticks - ticks;
-  uint64_t off = d * m->whole[i] + (uint64_t)(((unsigned __int128)d * m->frac[i]) >> 64);
-  if (ticks >= a->ticks) return a->ns + off;
-  return off < a->ns ? a->ns - off : 0;
+  while (i < e->hi && ticks >= m->pt[i + 1].ticks) i++;
+  while (i > e->lo && ticks < m->pt[i].ticks) i--;
+  *cursor = i + 1;
+  uint64_t ns = eval(&m->pt[i], ticks);
+  if (__builtin_expect(ns >= e->limit_ns, 0)) ns = past_epoch(m, e, ticks, ns);
+  return ns;
 }

@@ -343,6 +343,146 @@ static void body_check_bounded(void) {
 
 static void test_clock_check_is_bounded(void) { CHILD(LP_CLOCK_AUTO, NO_CHOICE, body_check_bounded); }
 
+/* ---- the map -------------------------------------------------------------------------- */
+
+/* Synthetic points: every 100 us from 1 s, at 3 ticks per ns, from jump_at on moved by jump ns. */
+#define NPTS 200
+#define STEP 100000u
+static void points(lp__sync_t *p, size_t n, size_t jump_at, int64_t jump_ns) {
+  for (size_t i = 0; i < n; i++) {
+    p[i].ns = 1000000000u + i * STEP;
+    p[i].ticks = 5000000000u + 3 * (p[i].ns - 1000000000u);
+    if (i >= jump_at) p[i].ticks += (uint64_t)(3 * jump_ns);
+  }
+}
+
+static void body_map_steady(void) {
+  lp__sync_t p[NPTS], q[NPTS];
+  points(p, NPTS, NPTS, 0);
+  /* NTP slewing: each segment's rate off by up to +-450 ppm, which is no jump. */
+  for (size_t i = 1; i < NPTS; i++) p[i].ticks += (uint64_t)(int64_t)(i % 2 ? 135 : -135);
+  memcpy(q, p, sizeof p);
+  lp__timemap_t *m = lp__timemap_new(q, NPTS);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  CU_ASSERT_EQUAL(lp__timemap_jumps(m), 0);
+  CU_ASSERT_PTR_NULL(lp__timemap_jump_text(m));
+  size_t cur = 0;
+  int off = 0, back = 0;
+  uint64_t prev = 0;
+  for (size_t i = 0; i < NPTS; i++) {
+    /* Exact at the points, through any anchor up to them. */
+    if (lp__timemap_ns(m, p[i].ticks, p[i / 2], &cur) != p[i].ns) off++;
+  }
+  cur = 0;
+  for (uint64_t t = p[0].ticks; t < p[NPTS - 1].ticks; t += 977) {
+    uint64_t ns = lp__timemap_ns(m, t, p[0], &cur);
+    if (ns < prev) back++;
+    prev = ns;
+  }
+  CU_ASSERT_EQUAL(off, 0);
+  CU_ASSERT_EQUAL(back, 0);
+  /* Past the last point and before the anchor: the fitted rate, and no event precedes its chunk's point. */
+  cur = 0;
+  uint64_t past = lp__timemap_ns(m, p[NPTS - 1].ticks + 3000000, p[NPTS - 1], &cur);
+  CU_ASSERT(past >= p[NPTS - 1].ns + 999000 && past <= p[NPTS - 1].ns + 1001000);
+  CU_ASSERT_EQUAL(lp__timemap_ns(m, p[10].ticks - 500, p[10], &cur), p[10].ns);
+  lp__timemap_free(m);
+  /* A single point maps with the rate the process measured; none at all still answers. */
+  lp__sync_t one = lp__clock_sync();
+  m = lp__timemap_new(&one, 1);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  cur = 0;
+  uint64_t later = lp__timemap_ns(m, one.ticks + 1000, one, &cur);
+  CU_ASSERT(later > one.ns && later < one.ns + 10000);
+  lp__timemap_free(m);
+  m = lp__timemap_new(NULL, 0);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  CU_ASSERT_EQUAL(lp__timemap_jumps(m), 0);
+  lp__timemap_free(m);
+}
+
+static void test_clock_map_follows_slewing_without_jumps(void) { CHILD(LP_CLOCK_AUTO, LP_CLOCK_TSC, body_map_steady); }
+
+/* A jump of d ns at point 100: found, described, and each side mapped through its own points. */
+static void map_jump(int64_t d, const char *text) {
+  lp__sync_t p[NPTS], q[NPTS];
+  points(p, NPTS, 100, d);
+  memcpy(q, p, sizeof p);
+  lp__timemap_t *m = lp__timemap_new(q, NPTS);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  CU_ASSERT_EQUAL(lp__timemap_jumps(m), 1);
+  const char *t = lp__timemap_jump_text(m);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+  printf("\n    %s ", t);
+  CU_ASSERT_PTR_NOT_NULL(strstr(t, text));
+  CU_ASSERT_PTR_NOT_NULL(strstr(t, "between ts 1009900.000 and 1010000.000"));
+  size_t cur = 0;
+  int off = 0;
+  for (size_t i = 0; i < NPTS; i++) {
+    /* Events halfway to the next point, anchored at their chunk's point. */
+    uint64_t ns = lp__timemap_ns(m, p[i].ticks + 3 * STEP / 2, p[i], &cur);
+    if (ns != p[i].ns + STEP / 2) off++;
+  }
+  CU_ASSERT_EQUAL(off, 0);
+  /*
+   * The chunk the jump happened in (anchored at point 99) goes on past it:
+   * its readings stay monotonic; before the jump they are exact, and once
+   * past the next epoch's first point they are exact again.
+   */
+  cur = 0;
+  int back = 0;
+  uint64_t prev = 0;
+  for (uint64_t tk = p[99].ticks; tk < p[99].ticks + 3 * 4 * STEP + (uint64_t)(d > 0 ? 3 * d : 0); tk += 101) {
+    uint64_t ns = lp__timemap_ns(m, tk, p[99], &cur);
+    if (ns < prev) back++;
+    prev = ns;
+  }
+  CU_ASSERT_EQUAL(back, 0);
+  cur = 0;
+  CU_ASSERT_EQUAL(lp__timemap_ns(m, p[99].ticks + 3 * STEP / 2, p[99], &cur), p[99].ns + STEP / 2);
+  if (d > 0) CU_ASSERT_EQUAL(lp__timemap_ns(m, p[101].ticks + 300, p[99], &cur), p[101].ns + 100);
+  lp__timemap_free(m);
+}
+
+static void body_map_jumps(void) {
+  map_jump(50000000, "jumped forward by 50.000 ms");
+  /* Backwards: the new epoch's ticks overlap the old one's, and sorting by ns keeps them apart. */
+  map_jump(-50000000, "jumped backward by 50.000 ms");
+  map_jump(-3000, "jumped backward by 3.000 us");
+}
+
+static void test_clock_map_finds_jumps_both_ways(void) { CHILD(LP_CLOCK_AUTO, LP_CLOCK_TSC, body_map_jumps); }
+
+/* The tolerance: 600 ppm of the time between the points plus 2 us. */
+static void body_map_tolerance(void) {
+  lp__sync_t p[NPTS];
+  /* Over 100 us between points the tolerance is 2.06 us. */
+  const int64_t steps[] = {2200, -2200, 1900, -1900};
+  const size_t want[] = {1, 1, 0, 0};
+  for (size_t k = 0; k < 4; k++) {
+    points(p, NPTS, 100, steps[k]);
+    lp__timemap_t *m = lp__timemap_new(p, NPTS);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    CU_ASSERT_EQUAL(lp__timemap_jumps(m), want[k]);
+    lp__timemap_free(m);
+  }
+  /* Two jumps, the larger described; points given in any order. */
+  points(p, NPTS, 50, 1000000);
+  for (size_t i = 150; i < NPTS; i++) p[i].ticks += 3 * 7000000;
+  for (size_t i = 0; i < NPTS / 2; i++) {
+    lp__sync_t s = p[i];
+    p[i] = p[NPTS - 1 - i];
+    p[NPTS - 1 - i] = s;
+  }
+  lp__timemap_t *m = lp__timemap_new(p, NPTS);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  CU_ASSERT_EQUAL(lp__timemap_jumps(m), 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(lp__timemap_jump_text(m), "forward by 7.000 ms"));
+  lp__timemap_free(m);
+}
+
+static void test_clock_map_tolerance(void) { CHILD(LP_CLOCK_AUTO, LP_CLOCK_TSC, body_map_tolerance); }
+
 /* ---- sessions ------------------------------------------------------------------------ */
 
 static void filler(int n) {
@@ -423,6 +563,98 @@ static void test_clock_events_agree_with_clock_gettime(void) {
 
 static void test_clock_events_agree_with_the_counter(void) { CHILD(LP_CLOCK_AUTO, LP_CLOCK_TSC, body_events_agree); }
 
+/* The hook itself: readings move by the offset on every path, and the inline read is sent to the slow path. */
+static void body_jump_hook(void) {
+  if (!HAVE_COUNTER) return;
+  double rate = counter_rate();
+  int64_t d = (int64_t)(50e6 * rate);
+  CU_ASSERT_EQUAL(lp_impl_clock_counter, 1);
+  CU_ASSERT_EQUAL(lp__clock_test_jump(d), 0);
+  CU_ASSERT_EQUAL(lp_impl_clock_counter, 0);
+  uint64_t a = raw_counter(), t = lp_impl_ticks();
+  lp__sync_t s = lp__clock_sync();
+  uint64_t b = raw_counter();
+  CU_ASSERT(t >= a + (uint64_t)d && t <= b + (uint64_t)d);
+  CU_ASSERT(s.ticks >= a + (uint64_t)d && s.ticks <= b + (uint64_t)d);
+  CU_ASSERT_EQUAL(lp__clock_test_jump(-d), 0);
+  CU_ASSERT_EQUAL(lp_impl_clock_counter, 1); /* no offset left: the inline read again */
+}
+
+static void test_clock_jump_hook(void) { CHILD(LP_CLOCK_AUTO, LP_CLOCK_TSC, body_jump_hook); }
+
+/*
+ * A jump of 50 ms of ticks, forward or backward, in the middle of a session:
+ * the map reports it, and the exported times stay within 1 us of lp_now_ns()
+ * readings around scopes on both sides of it, with more than a chunk of
+ * events between the jump and the bracketed scope after it. The filler
+ * scopes, in recording order, keep strictly increasing times.
+ */
+static void jump_session(int dir) {
+  double rate = counter_rate();
+  int64_t d = (int64_t)(dir * 50e6 * rate);
+  uint64_t before[2], after[2];
+  size_t chunk = LP__CHUNK_EVENTS;
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(NULL), 0);
+  lp__sync_t pts[4];
+  pts[0] = lp__clock_sync();
+  before[0] = lp_now_ns();
+  {
+    LP_SCOPE("known");
+  }
+  after[0] = lp_now_ns();
+  filler((int)chunk); /* two events a scope: two chunks */
+  pts[1] = lp__clock_sync();
+  uint64_t jumped_at = lp_now_ns();
+  CU_ASSERT_EQUAL(lp__clock_test_jump(d), 0);
+  pts[2] = lp__clock_sync();
+  filler((int)chunk);
+  before[1] = lp_now_ns();
+  {
+    LP_SCOPE("known");
+  }
+  after[1] = lp_now_ns();
+  filler((int)chunk);
+  pts[3] = lp__clock_sync();
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  json_t *root = write_and_load(dir > 0 ? "forward.json" : "backward.json");
+  CU_ASSERT_EQUAL(lp__clock_test_jump(-d), 0);
+
+  /* The map over these sync points finds the one jump. */
+  lp__timemap_t *m = lp__timemap_new(pts, 4);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  CU_ASSERT_EQUAL(lp__timemap_jumps(m), 1);
+  const char *text = lp__timemap_jump_text(m);
+  printf("\n    %s ", text ? text : "(no jump)");
+  CU_ASSERT_PTR_NOT_NULL(text && strstr(text, dir > 0 ? "forward by 5" : "backward by 5"));
+  lp__timemap_free(m);
+
+  check_probes(root, "known", before, after, 2, 1000);
+  /* Fillers in recording order: strictly increasing, each ending before the next starts, none far off. */
+  static int64_t ts[4096], end[4096];
+  size_t n = collect(trace_events(root), "filler", ts, end, 4096);
+  CU_ASSERT_EQUAL(n, 3 * chunk);
+  int back = 0, outside = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (i > 0 && (ts[i] <= ts[i - 1] || ts[i] < end[i - 1])) back++;
+    if (ts[i] < (int64_t)after[0] || end[i] > (int64_t)(i < chunk ? jumped_at : mono()) + 1000) outside++;
+  }
+  CU_ASSERT_EQUAL(back, 0);
+  CU_ASSERT_EQUAL(outside, 0);
+  json_decref(root);
+}
+
+static void body_jump_forward(void) {
+  if (HAVE_COUNTER) jump_session(1);
+}
+
+static void body_jump_backward(void) {
+  if (HAVE_COUNTER) jump_session(-1);
+}
+
+static void test_clock_jump_forward_mid_session(void) { CHILD(LP_CLOCK_AUTO, LP_CLOCK_TSC, body_jump_forward); }
+
+static void test_clock_jump_backward_mid_session(void) { CHILD(LP_CLOCK_AUTO, LP_CLOCK_TSC, body_jump_backward); }
+
 int main(void) {
   if (!mkdtemp(tmpdir)) return 2;
   CU_TestInfo tests[] = {
@@ -436,8 +668,14 @@ int main(void) {
       LP_TEST(test_clock_check_rejects_a_skewed_counter),
       LP_TEST(test_clock_check_rejects_a_wrong_rate),
       LP_TEST(test_clock_check_is_bounded),
+      LP_TEST(test_clock_map_follows_slewing_without_jumps),
+      LP_TEST(test_clock_map_finds_jumps_both_ways),
+      LP_TEST(test_clock_map_tolerance),
       LP_TEST(test_clock_events_agree_with_clock_gettime),
       LP_TEST(test_clock_events_agree_with_the_counter),
+      LP_TEST(test_clock_jump_hook),
+      LP_TEST(test_clock_jump_forward_mid_session),
+      LP_TEST(test_clock_jump_backward_mid_session),
       CU_TEST_INFO_NULL,
   };
   int rc = lp_test_main("clock", tests);
