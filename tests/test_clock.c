@@ -230,6 +230,21 @@ static void test_clock_concurrent_first_choices_agree(void) { CHILD(LP_CLOCK_AUT
 /* A budget that a busy machine (other builds, sanitizers) still fits enough exchanges into. */
 #define ROOMY 1000000000u
 
+/*
+ * The check, run again while its verdict is "incomplete": that verdict says
+ * the machine was too busy to run both threads of a pair at once, not
+ * anything about the counter, which is what these tests judge.
+ */
+static int check_until_complete(const lp__clock_test_check_t *t, char *v, size_t len, uint64_t *took) {
+  int rc = 0;
+  for (int i = 0; i < 5; i++) {
+    rc = lp__clock_test_check(t, v, len, took);
+    if (!starts_with(v, "verification incomplete")) break;
+    printf("\n    (busy: %s; again) ", v);
+  }
+  return rc;
+}
+
 static void body_check_accepts(void) {
   if (!HAVE_COUNTER) {
     CU_ASSERT_EQUAL(lp__clock_test_check(NULL, NULL, 0, NULL), -ENOTSUP);
@@ -241,7 +256,7 @@ static void body_check_accepts(void) {
   size_t n = allowed_cpu_count(&first, &second);
   /* The real CPU list. */
   lp__clock_test_check_t t = {.budget_ns = ROOMY};
-  int rc = lp__clock_test_check(&t, v, sizeof v, &took);
+  int rc = check_until_complete(&t, v, sizeof v, &took);
   printf("\n    all CPUs: %s (%.3f ms) ", v, (double)took / 1e6);
   CU_ASSERT_EQUAL(rc, 1);
   char want[64];
@@ -251,14 +266,14 @@ static void body_check_accepts(void) {
   int same[2] = {first, first};
   t.cpus = same;
   t.ncpus = 2;
-  rc = lp__clock_test_check(&t, v, sizeof v, &took);
+  rc = check_until_complete(&t, v, sizeof v, &took);
   CU_ASSERT_EQUAL(rc, 1);
   CU_ASSERT(starts_with(v, "verified: 2 CPUs, max skew 0 ns, rate within "));
   /* A CPU the process cannot have is left out, and said so. */
   int gone[3] = {first, first, 1 << 19};
   t.ncpus = 3;
   t.cpus = gone;
-  rc = lp__clock_test_check(&t, v, sizeof v, &took);
+  rc = check_until_complete(&t, v, sizeof v, &took);
   printf("\n    with a CPU that does not exist: %s ", v);
   CU_ASSERT_EQUAL(rc, 1);
   CU_ASSERT_PTR_NOT_NULL(strstr(v, "cannot be pinned"));
