@@ -640,7 +640,7 @@ static void jump_session(int dir) {
   CU_ASSERT_EQUAL(lp__timemap_jumps(m), 1);
   const char *text = lp__timemap_jump_text(m);
   printf("\n    %s ", text ? text : "(no jump)");
-  CU_ASSERT_PTR_NOT_NULL(text && strstr(text, dir > 0 ? "forward by 5" : "backward by 5"));
+  CU_ASSERT(text && strstr(text, dir > 0 ? "forward by 5" : "backward by 5"));
   lp__timemap_free(m);
 
   check_probes(root, "known", before, after, 2, 1000);
