@@ -82,6 +82,15 @@ static size_t allowed_cpu_count(int *first, int *second) {
   return n;
 }
 
+/*
+ * The check's own waits all end within its 20 ms budget; what a machine
+ * shared with other builds (and a sanitizer's slower thread start) adds on
+ * top is the scheduler's delay in waking the caller up. The bound still
+ * catches what matters: a caller waiting on a helper thread that gets no
+ * CPU time, which used to take seconds.
+ */
+#define CHECK_BOUND_NS (20000000u + (LP_TEST_SANITIZED ? 200000000u : 100000000u))
+
 /* ---- running a body in a child -------------------------------------------------- */
 
 #define NO_CHOICE (-1)
@@ -200,7 +209,7 @@ static void body_auto(void) {
   } else if (!strstr(why, "not invariant")) {
     /* The check ran, lazily here and not at load, within its budget (plus a busy machine's wake-up delays). */
     CU_ASSERT(starts_with(why, COUNTER " (verified: ") || starts_with(why, "clock_gettime (verification "));
-    CU_ASSERT(took > 0 && took <= 20000000u + (LP_TEST_SANITIZED ? 40000000u : 15000000u));
+    CU_ASSERT(took > 0 && took <= CHECK_BOUND_NS);
   }
 }
 
@@ -352,8 +361,7 @@ static void body_check_bounded(void) {
   CU_ASSERT(rc == 0 || rc == 1);
   CU_ASSERT(took <= wall);
   CU_ASSERT(starts_with(v, rc ? "verified: " : "verification "));
-  /* 20 ms of work; what a loaded machine adds is wake-up delay, allowed for here. */
-  CU_ASSERT(took <= 20000000u + (LP_TEST_SANITIZED ? 40000000u : 15000000u));
+  CU_ASSERT(took <= CHECK_BOUND_NS);
 }
 
 static void test_clock_check_is_bounded(void) { CHILD(LP_CLOCK_AUTO, NO_CHOICE, body_check_bounded); }
