@@ -180,11 +180,15 @@ typedef struct check {
   uint64_t pivot;    /* __atomic: from this raw reading on, the test rate applies; 0 = not yet */
   uint64_t slice_ns; /* each pair's share of the time */
   uint64_t hard_end; /* CLOCK_MONOTONIC ns by which every pair has stopped */
-  /* The exchange, under `lock`: the last reading, when and by whom, and the largest warp so far. */
-  int lock;
-  int owner;
-  uint64_t last, last_ns, exchanges;
+  /*
+   * The exchange: turn (__atomic) says which side reads next, and the other
+   * fields belong to that side until it hands the turn over (release).
+   */
+  int turn;
+  uint64_t last, last_ns, exchanges; /* last_ns 0: no reading yet this round */
   int pair[2];       /* the CPUs of sides 0 and 1 this round */
+  /* The largest warp so far, under `lock`: the caller reads it while a side may still run. */
+  int lock;
   uint64_t max_warp; /* ticks */
   int behind, ahead;
   /* Control, all __atomic. B publishes a round once it is pinned; A follows it. */
@@ -226,33 +230,39 @@ static uint64_t check_read(check_t *c, size_t slot) {
   return t;
 }
 
-/* The tightest of BRACKETS (counter, CLOCK_MONOTONIC, counter) readings; *width gets its width in ticks. */
-static lp__sync_t check_bracket(check_t *c, uint64_t *width) {
+/*
+ * The tightest of BRACKETS (counter, CLOCK_MONOTONIC, counter) readings.
+ * *unsure gets how far its ticks can be from the ns read: half its width,
+ * plus the counter's step, the smallest advance seen between two readings
+ * (a counter that moves in coarse steps, as under an emulator, is off by up
+ * to a step however tight the bracket); UINT64_MAX if it never advanced.
+ */
+static lp__sync_t check_bracket(check_t *c, uint64_t *unsure) {
   lp__sync_t best = {0, 0};
-  *width = UINT64_MAX;
+  uint64_t width = UINT64_MAX, step = UINT64_MAX, prev = 0;
   for (int i = 0; i < BRACKETS; i++) {
     uint64_t t0 = check_read(c, SIZE_MAX), ns = lp__mono_ns(), t1 = check_read(c, SIZE_MAX);
-    if (t1 >= t0 && t1 - t0 < *width) {
-      *width = t1 - t0;
+    if (i > 0 && t0 > prev && t0 - prev < step) step = t0 - prev;
+    if (t1 > t0 && t1 - t0 < step) step = t1 - t0;
+    prev = t1;
+    if (t1 >= t0 && t1 - t0 < width) {
+      width = t1 - t0;
       best = (lp__sync_t){t0 + (t1 - t0) / 2, ns};
     }
   }
+  *unsure = step == UINT64_MAX || width == UINT64_MAX ? UINT64_MAX : width / 2 + step;
   return best;
 }
 
 static bool over(check_t *c) { return __atomic_load_n(&c->quit, __ATOMIC_ACQUIRE) || lp__mono_ns() >= c->hard_end; }
 
-/*
- * Takes the exchange's lock; false if the check ended first (a holder that
- * does not get to run again). until: give up then as well (0: never).
- */
-static bool spin_lock(check_t *c, bool yield, uint64_t until) {
+/* Takes the warp record's lock; false if `until` passed first (a holder that does not get to run). */
+static bool spin_lock(check_t *c, uint64_t until) {
   unsigned spins = 0;
   while (__atomic_exchange_n(&c->lock, 1, __ATOMIC_ACQUIRE)) {
     while (__atomic_load_n(&c->lock, __ATOMIC_RELAXED)) {
-      /* On one CPU (or when the holder was preempted) spinning only delays the holder. */
-      if (yield || ++spins > 1000) {
-        if (until ? lp__mono_ns() >= until : over(c)) return false;
+      if (++spins > 1000) { /* the holder was preempted: spinning only delays it */
+        if (lp__mono_ns() >= until) return false;
         sched_yield();
         spins = 0;
       } else {
@@ -266,35 +276,50 @@ static bool spin_lock(check_t *c, bool yield, uint64_t until) {
 static void spin_unlock(check_t *c) { __atomic_store_n(&c->lock, 0, __ATOMIC_RELEASE); }
 
 /*
- * One side of a pair's exchange, until the round stops: take the lock, read
- * the counter, compare with the other side's last reading. The fences keep
- * the read inside the critical section, so a reading smaller than one the
- * other CPU took before handing the lock over is a real warp. A hand-over
- * counts towards the minimum only when the two readings were close in time
- * (TIGHT_NS): a skew is only visible when it exceeds the time between them,
- * and on a busy machine most hand-overs can be scheduler-sized.
+ * One side of a pair's exchange, until the round stops: wait for the turn,
+ * read the counter, compare with the other side's last reading, hand the
+ * turn over. Strict turns make every reading a hand-over between the two
+ * CPUs (a lock would mostly be taken again by the CPU that just released
+ * it). The fences keep the read after the turn was seen, so a reading
+ * smaller than the one the other CPU took before handing over is a real
+ * warp. A hand-over counts towards the minimum only when the two readings
+ * were close in time (TIGHT_NS): a skew shows only when it exceeds the time
+ * between them, and on a busy machine a turn can wait a whole time slice.
  */
 static void exchange(check_t *c, int side, size_t slot) {
   bool yield = c->same_cpu;
+  unsigned spins = 0;
   while (!__atomic_load_n(&c->stop, __ATOMIC_RELAXED)) {
-    if (!spin_lock(c, yield, 0)) break;
+    if (__atomic_load_n(&c->turn, __ATOMIC_ACQUIRE) != side) {
+      /* Sharing a CPU with the other side, or it is not running: give way, and notice the end. */
+      if (yield || ++spins > 1000) {
+        spins = 0;
+        if (over(c)) break;
+        sched_yield();
+      } else {
+        cpu_relax();
+      }
+      continue;
+    }
     uint64_t now = check_read(c, slot), ns = lp__mono_ns();
-    if (c->owner == 1 - side) {
-      if (ns - c->last_ns <= TIGHT_NS) c->exchanges++;
-      if (now < c->last && c->last - now > c->max_warp) {
-        c->max_warp = c->last - now;
-        c->behind = c->pair[side]; /* it read the smaller value */
-        c->ahead = c->pair[1 - side];
+    if (c->last_ns) {
+      int64_t gap = (int64_t)(ns - c->last_ns);
+      if (gap >= -(int64_t)TIGHT_NS && gap <= (int64_t)TIGHT_NS) c->exchanges++;
+      if (now < c->last && spin_lock(c, UINT64_MAX)) {
+        if (c->last - now > c->max_warp) {
+          c->max_warp = c->last - now;
+          c->behind = c->pair[side]; /* it read the smaller value */
+          c->ahead = c->pair[1 - side];
+        }
+        spin_unlock(c);
       }
     }
     c->last = now;
     c->last_ns = ns;
-    c->owner = side;
-    uint64_t done = c->exchanges;
-    spin_unlock(c);
-    if (yield) sched_yield(); /* sharing a CPU: let the other side take its turn */
-    if (ns >= c->hard_end || (ns >= c->slice_end && done >= PAIR_MIN_EXCHANGES) || __atomic_load_n(&c->quit, __ATOMIC_RELAXED))
-      break;
+    bool end = ns >= c->hard_end || (ns >= c->slice_end && c->exchanges >= PAIR_MIN_EXCHANGES) ||
+               __atomic_load_n(&c->quit, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->turn, 1 - side, __ATOMIC_RELEASE);
+    if (end) break;
   }
   __atomic_store_n(&c->stop, 1, __ATOMIC_RELAXED);
 }
@@ -351,7 +376,7 @@ static void drive_rounds(check_t *c) {
   int st;
   while ((st = __atomic_load_n(&c->a_state, __ATOMIC_ACQUIRE)) == 0) {
     if (over(c)) {
-      short_of(c, c->cpu[0], 0, 0);
+      short_of(c, -1, 0, 0); /* A never got to run */
       return;
     }
     sched_yield();
@@ -372,13 +397,10 @@ static void drive_rounds(check_t *c) {
       }
       continue;
     }
-    /* A is between rounds; the caller may be reading the warp: reset under the lock. */
-    if (!spin_lock(c, false, 0)) {
-      short_of(c, c->cpu[k], 0, 0);
-      return;
-    }
-    c->owner = -1;
+    /* A is between rounds (its a_done was acquired): the exchange is ours to set up. B reads first. */
+    __atomic_store_n(&c->turn, 1, __ATOMIC_RELAXED);
     c->last = c->last_ns = c->exchanges = 0;
+    if (!spin_lock(c, UINT64_MAX)) return; /* cannot fail without a deadline */
     c->pair[0] = c->cpu[first];
     c->pair[1] = c->cpu[k];
     spin_unlock(c);
@@ -484,7 +506,6 @@ static check_t *check_new(const check_opts_t *o, char *err, size_t errlen) {
   check_t *c = calloc(1, sizeof *c);
   if (!c) goto nomem;
   c->refs = 1;
-  c->owner = -1;
   c->rate_ppm = o->rate_ppm;
   if (o->cpus) {
     c->ncpu = o->ncpus;
@@ -568,8 +589,8 @@ static void run_check(const check_opts_t *o, check_result_t *r) {
   uint64_t span = cross > 2 * RATE_HALF_NS ? cross : 2 * RATE_HALF_NS;
   if (span > avail) span = avail;
 
-  uint64_t w0, w1, w2;
-  lp__sync_t p0 = check_bracket(c, &w0);
+  uint64_t u0, u1, u2;
+  lp__sync_t p0 = check_bracket(c, &u0);
   int rc = 0;
   bool done = true;
   if (pairs) {
@@ -577,21 +598,21 @@ static void run_check(const check_opts_t *o, check_result_t *r) {
       __atomic_store_n(&c->quit, 1, __ATOMIC_RELEASE); /* A alone: let it go */
   }
   sleep_until(t0 + span / 2);
-  lp__sync_t p1 = check_bracket(c, &w1);
+  lp__sync_t p1 = check_bracket(c, &u1);
   __atomic_store_n(&c->pivot, p1.ticks, __ATOMIC_RELAXED);
   if (pairs && rc == 0) done = wait_done(c, t0 + budget - CHECK_MARGIN_NS);
   __atomic_store_n(&c->quit, 1, __ATOMIC_RELEASE);
   /* A warp decides even when the pairing did not finish; read it under the helpers' lock, briefly. */
   uint64_t max_warp = 0;
   int behind = -1, ahead = -1;
-  if (pairs && rc == 0 && spin_lock(c, false, lp__mono_ns() + 100000)) {
+  if (pairs && rc == 0 && spin_lock(c, lp__mono_ns() + 100000)) {
     max_warp = c->max_warp;
     behind = c->behind;
     ahead = c->ahead;
     spin_unlock(c);
   }
   sleep_until(t0 + span);
-  lp__sync_t p2 = check_bracket(c, &w2);
+  lp__sync_t p2 = check_bracket(c, &u2);
 
   /* The rate over each half, in ticks per ns. */
   double d1t = (double)(int64_t)(p1.ticks - p0.ticks), d1n = (double)(p1.ns - p0.ns);
@@ -600,14 +621,16 @@ static void run_check(const check_opts_t *o, check_result_t *r) {
   double ppm = r1 > 0 && r2 > 0 ? (r2 / r1 - 1) * 1e6 : 0;
   if (ppm < 0) ppm = -ppm;
   /*
-   * What the brackets leave uncertain: each point is off by at most half its
-   * width, so each half's rate by the two half-widths over its length. A
-   * change only fails the check when it exceeds 100 ppm by more than that
-   * (tens of ppm on hardware; far more under an emulator, whose clock reads
-   * are system calls).
+   * What the brackets leave uncertain: each half's rate is off by its two
+   * points' uncertainty over its length. A change only fails the check when
+   * it exceeds 100 ppm by more than that (some ppm on hardware; far more
+   * under an emulator, whose counter moves in steps of many microseconds).
    */
-  double unsure = d1t > 0 && d2t > 0 ? ((double)(w0 + w1) / 2 / d1t + (double)(w1 + w2) / 2 / d2t) * 1e6 : 0;
-  r->ticks_per_ns = r1 > 0 ? r1 : 0;
+  double unsure = 1e300;
+  if (d1t > 0 && d2t > 0 && u0 != UINT64_MAX && u1 != UINT64_MAX && u2 != UINT64_MAX)
+    unsure = ((double)(u0 + u1) / d1t + (double)(u1 + u2) / d2t) * 1e6;
+  r->ticks_per_ns = r1 > 0 && unsure <= RATE_UNMEASURABLE_PPM ? r1 : 0; /* a rate for the map, if it is one */
+
   /* CPUs whose counters were compared: the first and each one paired with it (none if A found no CPU). */
   bool anchored = done && pairs && __atomic_load_n(&c->a_state, __ATOMIC_ACQUIRE) > 0;
   unsigned checked = !pairs ? 1 : anchored ? 1 + c->paired : 0;
@@ -630,13 +653,19 @@ static void run_check(const check_opts_t *o, check_result_t *r) {
       snprintf(r->text, sizeof r->text,
                "verification incomplete: %llu exchanges between CPU %d and CPU %d in %s (%u needed)",
                (unsigned long long)c->weak_exchanges, c->cpu[c->a_slot], c->weak_cpu, amount, PAIR_MIN_EXCHANGES);
-    else
+    else if (c->weak_cpu >= 0 && anchored)
       snprintf(r->text, sizeof r->text, "verification incomplete: no time left to pair CPU %d with CPU %d",
-               c->cpu[anchored ? c->a_slot : 0], c->weak_cpu);
+               c->cpu[c->a_slot], c->weak_cpu);
+    else
+      snprintf(r->text, sizeof r->text, "verification incomplete: its threads did not get to run in time");
   } else if (r1 <= 0 || r2 <= 0) {
     snprintf(r->text, sizeof r->text, "verification failed: the counter did not advance");
   } else if (unsure > RATE_UNMEASURABLE_PPM) {
-    snprintf(r->text, sizeof r->text, "verification failed: its rate could not be measured (to %.0f ppm)", unsure);
+    if (unsure < 1e9)
+      snprintf(r->text, sizeof r->text, "verification failed: its rate could not be measured (only to %.0f ppm)",
+               unsure);
+    else
+      snprintf(r->text, sizeof r->text, "verification failed: its rate could not be measured (it did not advance)");
   } else if (ppm > RATE_MAX_PPM + unsure) {
     snprintf(r->text, sizeof r->text,
              "verification failed: its rate against CLOCK_MONOTONIC changed by %.0f ppm during the check", ppm);

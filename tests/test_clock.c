@@ -51,12 +51,23 @@ static uint64_t mono(void) {
 
 static bool starts_with(const char *s, const char *prefix) { return s && strncmp(s, prefix, strlen(prefix)) == 0; }
 
-/* The counter's rate in ticks per ns, measured over 2 ms of busy waiting (no choice needed). */
+/*
+ * The counter's rate in ticks per ns over 10 ms of busy waiting (no choice
+ * needed). Both ends are taken just as the counter moves, so that one that
+ * moves in coarse steps (qemu's) is measured as well as a fine one.
+ */
 static double counter_rate(void) {
-  uint64_t t0 = raw_counter(), n0 = mono(), n1;
-  while ((n1 = mono()) - n0 < 2000000) {
+  uint64_t t = raw_counter(), t0, t1, n0, n1;
+  while ((t0 = raw_counter()) == t) {
   }
-  return (double)(raw_counter() - t0) / (double)(n1 - n0);
+  n0 = mono();
+  while (mono() - n0 < 10000000) {
+  }
+  t = raw_counter();
+  while ((t1 = raw_counter()) == t) {
+  }
+  n1 = mono();
+  return (double)(t1 - t0) / (double)(n1 - n0);
 }
 
 /* The kernel's current clocksource, without the newline. */
@@ -240,15 +251,17 @@ static void test_clock_concurrent_first_choices_agree(void) { CHILD(LP_CLOCK_AUT
 #define ROOMY 1000000000u
 
 /*
- * The check, run again while its verdict is "incomplete": that verdict says
- * the machine was too busy to run both threads of a pair at once, not
- * anything about the counter, which is what these tests judge.
+ * The check, run again while its verdict says the machine got in the way:
+ * "incomplete" (too busy to run both threads of a pair at once) or a rate
+ * that "could not be measured" (every bracket stretched by a burst of
+ * load). Neither says anything about the counter, which is what these tests
+ * judge.
  */
 static int check_until_complete(const lp__clock_test_check_t *t, char *v, size_t len, uint64_t *took) {
   int rc = 0;
   for (int i = 0; i < 5; i++) {
     rc = lp__clock_test_check(t, v, len, took);
-    if (!starts_with(v, "verification incomplete")) break;
+    if (!starts_with(v, "verification incomplete") && !strstr(v, "could not be measured")) break;
     printf("\n    (busy: %s; again) ", v);
   }
   return rc;
@@ -337,15 +350,15 @@ static void body_check_rate(void) {
   allowed_cpu_count(&first, &second);
   /* One CPU: the rate alone. */
   lp__clock_test_check_t t = {.cpus = &first, .ncpus = 1, .rate_ppm = 5000, .budget_ns = ROOMY};
-  CU_ASSERT_EQUAL(lp__clock_test_check(&t, v, sizeof v, NULL), 0);
+  CU_ASSERT_EQUAL(check_until_complete(&t, v, sizeof v, NULL), 0);
   printf("\n    +5000 ppm: %s ", v);
   CU_ASSERT(starts_with(v, "verification failed: its rate against CLOCK_MONOTONIC changed by "));
   t.rate_ppm = -5000;
-  CU_ASSERT_EQUAL(lp__clock_test_check(&t, v, sizeof v, NULL), 0);
+  CU_ASSERT_EQUAL(check_until_complete(&t, v, sizeof v, NULL), 0);
   CU_ASSERT(starts_with(v, "verification failed: its rate against CLOCK_MONOTONIC changed by "));
   /* Within the tolerance: a change of 20 ppm passes. */
   t.rate_ppm = 20;
-  CU_ASSERT_EQUAL(lp__clock_test_check(&t, v, sizeof v, NULL), 1);
+  CU_ASSERT_EQUAL(check_until_complete(&t, v, sizeof v, NULL), 1);
   printf("\n    +20 ppm: %s ", v);
 }
 
@@ -650,7 +663,10 @@ static void jump_session(int dir) {
   CU_ASSERT_EQUAL(lp__timemap_jumps(m), 1);
   const char *text = lp__timemap_jump_text(m);
   printf("\n    %s ", text ? text : "(no jump)");
-  CU_ASSERT(text && strstr(text, dir > 0 ? "forward by 5" : "backward by 5"));
+  /* Its size as the map measured it: 50 ms, give or take the rate this test measured. */
+  const char *by = text ? strstr(text, dir > 0 ? "forward by " : "backward by ") : NULL;
+  double ms = 0;
+  CU_ASSERT(by && sscanf(strchr(by, 'y') + 2, "%lf ms", &ms) == 1 && ms > 49.5 && ms < 50.5);
   lp__timemap_free(m);
 
   check_probes(root, "known", before, after, 2, 1000);
