@@ -155,6 +155,7 @@ typedef struct check_opts {
   const int64_t *skew;  /* test: ticks added to readings taken on cpus[i] */
   double rate_ppm;      /* test: the counter runs this much faster from the middle of the check */
   uint64_t budget_ns;
+  uint64_t rate_ns;     /* test: how long to measure the rate; 0: as planned */
 } check_opts_t;
 
 typedef struct check_result {
@@ -586,7 +587,7 @@ static void run_check(const check_opts_t *o, check_result_t *r) {
     cross = c->slice_ns * pairs;
   }
   c->hard_end = t0 + avail;
-  uint64_t span = cross > 2 * RATE_HALF_NS ? cross : 2 * RATE_HALF_NS;
+  uint64_t span = o->rate_ns ? o->rate_ns : cross > 2 * RATE_HALF_NS ? cross : 2 * RATE_HALF_NS;
   if (span > avail) span = avail;
 
   uint64_t u0, u1, u2;
@@ -822,6 +823,7 @@ int lp__clock_test_check(const lp__clock_test_check_t *t, char *verdict, size_t 
     o.skew = t->skew;
     o.rate_ppm = t->rate_ppm;
     o.budget_ns = t->budget_ns;
+    o.rate_ns = t->rate_ns;
   }
   if (o.cpus && o.ncpus == 0) return -EINVAL;
   if (o.skew && !o.cpus) return -EINVAL; /* a skew is given per listed CPU */

@@ -218,6 +218,7 @@ typedef struct lp__clock_test_check {
   const int64_t *skew;  /* ticks added to every reading taken on cpus[i]; NULL: none (needs cpus) */
   double rate_ppm;      /* the counter runs this much faster from the middle of the check on */
   uint64_t budget_ns;   /* 0: the real check's 20 ms */
+  uint64_t rate_ns;     /* how long the rate is measured (within the budget); 0: as the real check plans it */
 } lp__clock_test_check_t;
 /*
  * Runs the counter check now (t may be NULL: the real one), whatever was
