@@ -108,14 +108,6 @@ static inline uint64_t counter_raw(void) { return 0; }
 static inline uint64_t counter_fenced(void) { return 0; }
 #endif
 
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ __volatile__("yield");
-#endif
-}
-
 /* ---- the choice ------------------------------------------------------------- */
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -136,7 +128,33 @@ static inline uint64_t counter_now(void) {
 
 void lp__clock_set_env(lp_clock_t c) { __atomic_store_n(&env_clock, (int)c, __ATOMIC_RELAXED); }
 
+/* "812 ns", "3.250 us", "50.000 ms", "2.000 s". */
+static void fmt_duration(char *buf, size_t len, double ns) {
+  if (ns < 0) ns = -ns;
+  if (ns < 1e3)
+    snprintf(buf, len, "%.0f ns", ns);
+  else if (ns < 1e6)
+    snprintf(buf, len, "%.3f us", ns / 1e3);
+  else if (ns < 1e9)
+    snprintf(buf, len, "%.3f ms", ns / 1e6);
+  else
+    snprintf(buf, len, "%.3f s", ns / 1e9);
+}
+
 /* ---- the check ------------------------------------------------------------------ */
+
+#if HAVE_COUNTER
+
+/* Lets another thread run on this CPU. sched_yield() always succeeds on Linux: there is no result to check. */
+static void give_way(void) { (void)sched_yield(); }
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
 
 #define CHECK_BUDGET_NS 20000000u   /* the whole check, whatever the CPU count */
 #define CHECK_RESERVE_NS 3000000u   /* kept out of the pairs' time: thread start, waking up, the last bracket */
@@ -215,8 +233,10 @@ typedef struct check {
 
 static void check_unref(check_t *c) {
   if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
-  pthread_cond_destroy(&c->cv);
-  pthread_mutex_destroy(&c->mu);
+  /* Nobody else holds or waits on them now: failing here means corrupt memory. */
+  int rc = pthread_cond_destroy(&c->cv);
+  if (rc != 0) lp__fatal("pthread_cond_destroy", rc);
+  if ((rc = pthread_mutex_destroy(&c->mu)) != 0) lp__fatal("pthread_mutex_destroy", rc);
   free(c->cpu);
   free(c->skew);
   free(c);
@@ -264,7 +284,7 @@ static bool spin_lock(check_t *c, uint64_t until) {
     while (__atomic_load_n(&c->lock, __ATOMIC_RELAXED)) {
       if (++spins > 1000) { /* the holder was preempted: spinning only delays it */
         if (lp__mono_ns() >= until) return false;
-        sched_yield();
+        give_way();
         spins = 0;
       } else {
         cpu_relax();
@@ -296,7 +316,7 @@ static void exchange(check_t *c, int side, size_t slot) {
       if (yield || ++spins > 1000) {
         spins = 0;
         if (over(c)) break;
-        sched_yield();
+        give_way();
       } else {
         cpu_relax();
       }
@@ -354,7 +374,7 @@ static void *helper_a(void *arg) {
   for (unsigned seen = 0; slot < c->ncpu;) {
     unsigned r;
     while ((r = __atomic_load_n(&c->round, __ATOMIC_ACQUIRE)) == seen && !__atomic_load_n(&c->quit, __ATOMIC_ACQUIRE))
-      sched_yield();
+      give_way();
     if (r == seen) break; /* the check is over */
     seen = r;
     exchange(c, 0, slot);
@@ -380,7 +400,7 @@ static void drive_rounds(check_t *c) {
       short_of(c, -1, 0, 0); /* A never got to run */
       return;
     }
-    sched_yield();
+    give_way();
   }
   if (st < 0) return;
   size_t first = c->a_slot;
@@ -416,7 +436,7 @@ static void drive_rounds(check_t *c) {
         short_of(c, c->cpu[k], 0, lp__mono_ns() - t);
         return;
       }
-      sched_yield();
+      give_way();
     }
     c->paired++;
     if (c->exchanges < PAIR_MIN_EXCHANGES) short_of(c, c->cpu[k], c->exchanges, lp__mono_ns() - t);
@@ -470,19 +490,6 @@ static int allowed_cpus(int **out, size_t *n) {
   return -EINVAL;
 }
 
-/* "812 ns", "3.250 us", "50.000 ms", "2.000 s". */
-static void fmt_duration(char *buf, size_t len, double ns) {
-  if (ns < 0) ns = -ns;
-  if (ns < 1e3)
-    snprintf(buf, len, "%.0f ns", ns);
-  else if (ns < 1e6)
-    snprintf(buf, len, "%.3f us", ns / 1e3);
-  else if (ns < 1e9)
-    snprintf(buf, len, "%.3f ms", ns / 1e6);
-  else
-    snprintf(buf, len, "%.3f s", ns / 1e9);
-}
-
 /* A detached helper that holds a reference; its signals blocked, so that none meant for the process lands there. */
 static int start_helper(void *(*fn)(void *), check_t *c) {
   pthread_attr_t attr;
@@ -498,8 +505,9 @@ static int start_helper(void *(*fn)(void *), check_t *c) {
   if (rc != 0) __atomic_sub_fetch(&c->refs, 1, __ATOMIC_RELAXED); /* never started: the caller still holds one */
   int rc2 = pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (rc2 != 0) lp__fatal("pthread_sigmask", rc2); /* restoring a mask just read cannot fail */
-out:
-  pthread_attr_destroy(&attr);
+out:;
+  int rc3 = pthread_attr_destroy(&attr);
+  if (rc3 != 0) lp__fatal("pthread_attr_destroy", rc3); /* an attribute object we initialised */
   return rc;
 }
 
@@ -529,9 +537,13 @@ static check_t *check_new(const check_opts_t *o, char *err, size_t errlen) {
   if (rc == 0) {
     rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     if (rc == 0) rc = pthread_cond_init(&c->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    int rc2 = pthread_condattr_destroy(&ca);
+    if (rc2 != 0) lp__fatal("pthread_condattr_destroy", rc2); /* an attribute object we initialised */
   }
-  if (rc == 0 && (rc = pthread_mutex_init(&c->mu, NULL)) != 0) pthread_cond_destroy(&c->cv);
+  if (rc == 0 && (rc = pthread_mutex_init(&c->mu, NULL)) != 0) {
+    int rc2 = pthread_cond_destroy(&c->cv); /* just made, never used */
+    if (rc2 != 0) lp__fatal("pthread_cond_destroy", rc2);
+  }
   if (rc != 0) {
     snprintf(err, errlen, "verification failed: %s", strerror(rc));
     free(c->cpu);
@@ -690,14 +702,13 @@ static void run_check(const check_opts_t *o, check_result_t *r) {
 
 /* ---- deciding ------------------------------------------------------------------- */
 
-#if HAVE_COUNTER
 /* The kernel's current clocksource is our counter: it watches it and stops using it when it misbehaves. */
 static bool kernel_uses_counter(void) {
   char buf[64] = "";
   FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "re");
   if (!f) return false;
   bool ok = fgets(buf, sizeof buf, f) != NULL && strcmp(buf, COUNTER_CLOCKSOURCE "\n") == 0;
-  fclose(f);
+  (void)fclose(f); /* read only: nothing is lost if closing fails */
   return ok;
 }
 
@@ -798,11 +809,11 @@ lp__sync_t lp__clock_sync(void) {
     uint64_t ns = lp__mono_ns();
     return (lp__sync_t){ns, ns};
   }
-  /* The tightest of four brackets: ns was read between t0 and t1; a preemption spoils at most one. */
+  /* The tightest of three brackets: ns was read between t0 and t1; a preemption spoils at most one. */
   int64_t off = __atomic_load_n(&jump_offset, __ATOMIC_RELAXED);
   lp__sync_t best = {0, 0};
   uint64_t width = UINT64_MAX;
-  for (int i = 0; i < 4; i++) {
+  for (int i = 0; i < 3; i++) {
     uint64_t t0 = counter_fenced(), ns = lp__mono_ns(), t1 = counter_fenced();
     if (t1 >= t0 && t1 - t0 < width) {
       width = t1 - t0;
