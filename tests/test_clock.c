@@ -57,6 +57,7 @@ static bool starts_with(const char *s, const char *prefix) { return s && strncmp
  * moves in coarse steps (qemu's) is measured as well as a fine one.
  */
 static double counter_rate(void) {
+  if (!HAVE_COUNTER) return 1; /* ticks are ns */
   uint64_t t = raw_counter(), t0, t1, n0, n1;
   while ((t0 = raw_counter()) == t) {
   }
@@ -396,7 +397,22 @@ static void points(lp__sync_t *p, size_t n, size_t jump_at, int64_t jump_ns) {
   }
 }
 
+/* Without a counter the map is the identity, whatever the points. */
+static bool map_is_identity(void) {
+  if (HAVE_COUNTER) return false;
+  lp__sync_t p[NPTS];
+  points(p, NPTS, 100, 50000000);
+  lp__timemap_t *m = lp__timemap_new(p, NPTS);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  size_t cur = 0;
+  CU_ASSERT_EQUAL(lp__timemap_ns(m, 12345, p[0], &cur), 12345);
+  CU_ASSERT_EQUAL(lp__timemap_jumps(m), 0);
+  lp__timemap_free(m);
+  return true;
+}
+
 static void body_map_steady(void) {
+  if (map_is_identity()) return;
   lp__sync_t p[NPTS], q[NPTS];
   points(p, NPTS, NPTS, 0);
   /* NTP slewing: each segment's rate off by up to +-450 ppm, which is no jump. */
@@ -486,6 +502,7 @@ static void map_jump(int64_t d, const char *text) {
 }
 
 static void body_map_jumps(void) {
+  if (map_is_identity()) return;
   map_jump(50000000, "jumped forward by 50.000 ms");
   /* Backwards: the new epoch's ticks overlap the old one's, and sorting by ns keeps them apart. */
   map_jump(-50000000, "jumped backward by 50.000 ms");
@@ -496,6 +513,7 @@ static void test_clock_map_finds_jumps_both_ways(void) { CHILD(LP_CLOCK_AUTO, LP
 
 /* The tolerance: 600 ppm of the time between the points plus 2 us. */
 static void body_map_tolerance(void) {
+  if (map_is_identity()) return;
   lp__sync_t p[NPTS];
   /* Over 100 us between points the tolerance is 2.06 us. */
   const int64_t steps[] = {2200, -2200, 1900, -1900};
