@@ -159,6 +159,7 @@ static inline void cpu_relax(void) {
 #define CHECK_BUDGET_NS 20000000u   /* the whole check, whatever the CPU count */
 #define CHECK_RESERVE_NS 3000000u   /* kept out of the pairs' time: thread start, waking up, the last bracket */
 #define CHECK_MARGIN_NS 500000u     /* the caller stops waiting for the helpers this long before the budget ends */
+#define CHECK_POLL_NS 200000u       /* how often the caller looks whether the helpers are done */
 #define PAIR_MAX_NS 8000000u        /* one pair never gets more than this */
 #define PAIR_MIN_EXCHANGES 200u     /* tight hand-overs from one CPU to the other, per pair */
 #define TIGHT_NS 10000u             /* a hand-over counts when the two readings are at most this far apart */
@@ -221,10 +222,8 @@ typedef struct check {
   bool same_cpu;
   unsigned unpinned;
   int unpin_err, unpin_cpu;
-  /* B's results, final once `done` is set under `mu`. */
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  bool done;
+  /* B's results, final once B sets `done` (__atomic, release). */
+  int done;
   unsigned paired;   /* CPUs checked against the first one */
   bool incomplete;
   uint64_t weak_exchanges, weak_ns;
@@ -233,10 +232,6 @@ typedef struct check {
 
 static void check_unref(check_t *c) {
   if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
-  /* Nobody else holds or waits on them now: failing here means corrupt memory. */
-  int rc = pthread_cond_destroy(&c->cv);
-  if (rc != 0) lp__fatal("pthread_cond_destroy", rc);
-  if ((rc = pthread_mutex_destroy(&c->mu)) != 0) lp__fatal("pthread_mutex_destroy", rc);
   free(c->cpu);
   free(c->skew);
   free(c);
@@ -447,11 +442,7 @@ static void *helper_b(void *arg) {
   check_t *c = arg;
   drive_rounds(c);
   __atomic_store_n(&c->quit, 1, __ATOMIC_RELEASE); /* A leaves too */
-  lp__lock(&c->mu);
-  c->done = true;
-  int rc = pthread_cond_signal(&c->cv);
-  if (rc != 0) lp__fatal("pthread_cond_signal", rc);
-  lp__unlock(&c->mu);
+  __atomic_store_n(&c->done, 1, __ATOMIC_RELEASE);
   check_unref(c);
   return NULL;
 }
@@ -532,25 +523,6 @@ static check_t *check_new(const check_opts_t *o, char *err, size_t errlen) {
       return NULL;
     }
   }
-  pthread_condattr_t ca;
-  int rc = pthread_condattr_init(&ca);
-  if (rc == 0) {
-    rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    if (rc == 0) rc = pthread_cond_init(&c->cv, &ca);
-    int rc2 = pthread_condattr_destroy(&ca);
-    if (rc2 != 0) lp__fatal("pthread_condattr_destroy", rc2); /* an attribute object we initialised */
-  }
-  if (rc == 0 && (rc = pthread_mutex_init(&c->mu, NULL)) != 0) {
-    int rc2 = pthread_cond_destroy(&c->cv); /* just made, never used */
-    if (rc2 != 0) lp__fatal("pthread_cond_destroy", rc2);
-  }
-  if (rc != 0) {
-    snprintf(err, errlen, "verification failed: %s", strerror(rc));
-    free(c->cpu);
-    free(c->skew);
-    free(c);
-    return NULL;
-  }
   return c;
 nomem:
   snprintf(err, errlen, "verification failed: out of memory");
@@ -562,18 +534,19 @@ nomem:
   return NULL;
 }
 
-/* Waits for B's results until `until`; true if they are final. */
+/*
+ * Waits for B's results until `until`; true if they are final. It polls
+ * rather than waits on anything a helper holds: a helper preempted while
+ * holding a mutex (it is pinned to a CPU that may be busy) would hold the
+ * caller up for as long as it stays off that CPU.
+ */
 static bool wait_done(check_t *c, uint64_t until) {
-  struct timespec ts = {(time_t)(until / 1000000000u), (long)(until % 1000000000u)};
-  lp__lock(&c->mu);
-  while (!c->done) {
-    int rc = pthread_cond_timedwait(&c->cv, &c->mu, &ts);
-    if (rc == ETIMEDOUT) break;
-    if (rc != 0 && rc != EINTR) lp__fatal("pthread_cond_timedwait", rc);
+  for (;;) {
+    if (__atomic_load_n(&c->done, __ATOMIC_ACQUIRE)) return true;
+    uint64_t now = lp__mono_ns();
+    if (now >= until) return false;
+    sleep_until(now + CHECK_POLL_NS < until ? now + CHECK_POLL_NS : until);
   }
-  bool done = c->done;
-  lp__unlock(&c->mu);
-  return done;
 }
 
 /*
