@@ -308,6 +308,30 @@ uint64_t lp__timemap_ns(const lp__timemap_t *m, uint64_t ticks, lp__sync_t ancho
 size_t lp__timemap_jumps(const lp__timemap_t *m);
 const char *lp__timemap_jump_text(const lp__timemap_t *m);
 
+/* Test hooks (tests/test_clock.c only). */
+typedef struct lp__clock_test_check {
+  const int *cpus;      /* CPUs to pair, the first against each other (one may repeat); NULL: the allowed ones */
+  size_t ncpus;
+  const int64_t *skew;  /* ticks added to every reading taken on cpus[i]; NULL: none (needs cpus) */
+  double rate_ppm;      /* the counter runs this much faster from the middle of the check on */
+  uint64_t budget_ns;   /* 0: the real check's 20 ms */
+  uint64_t rate_ns;     /* how long the rate is measured (within the budget); 0: as the real check plans it */
+} lp__clock_test_check_t;
+/*
+ * Runs the counter check now (t may be NULL: the real one), whatever was
+ * chosen. Returns 1 if it passes, 0 if not (verdict gets the reason, as
+ * lp__clock_reason() would show it, took_ns its duration), -EINVAL for a
+ * bad t, -ENOTSUP without a counter.
+ */
+int lp__clock_test_check(const lp__clock_test_check_t *t, char *verdict, size_t len, uint64_t *took_ns);
+/*
+ * Adds ticks to every counter reading from now on (cumulative): a jump of
+ * the counter against CLOCK_MONOTONIC. While the total is not zero the
+ * inline read is sent to lp_impl_ticks_slow(), which adds it, as
+ * lp__clock_sync() does. -EINVAL unless the counter is in use.
+ */
+int lp__clock_test_jump(int64_t ticks);
+
 /* ---- output.c: writing a report file ------------------------------------ */
 
 /*
