@@ -229,17 +229,47 @@ typedef struct lane_event {
   const lp_site_t *site;
   uint32_t kind, depth;
   uint64_t ts;
-  bool in_window; /* stamped inside the window, of the session's levels */
+  bool after_start; /* stamped after the window's start */
+  bool in_window;   /* stamped inside the window, of the session's levels */
 } lane_event_t;
 
-static lane_event_t decode(const lp__session_t *s, lp_impl_event_t e) {
+/* A chunk as the window sees it: where it stands, and the sync point its ticks map through. */
+typedef struct chunk_view {
+  lp__span_t span;
+  lp__sync_t anchor;
+} chunk_view_t;
+
+static chunk_view_t view_of(const lane_writer_t *lw, const lp__snap_chunk_t *sc) {
+  chunk_view_t cv = {lp__chunk_span(lw->s->start, lw->s->stop, sc->chunk->sync.ns, sc->end_ns), sc->chunk->sync};
+  return cv;
+}
+
+/*
+ * Whether ticks recorded in a chunk fall after the window's start and before
+ * its stop. Only a chunk that straddles a bound maps them, through the
+ * clock's stretches, to compare in ns.
+ */
+static void in_time(const lane_writer_t *lw, const chunk_view_t *cv, uint64_t ticks, bool *after, bool *before) {
+  uint64_t ns = 0;
+  if (cv->span.after_start == LP__EACH || cv->span.before_stop == LP__EACH) {
+    size_t cursor = 0;
+    ns = lp__timemap_ns(lw->map, ticks, cv->anchor, &cursor);
+  }
+  *after = cv->span.after_start == LP__ALL_IN || (cv->span.after_start == LP__EACH && ns >= lw->s->start.ns);
+  *before = cv->span.before_stop == LP__ALL_IN || (cv->span.before_stop == LP__EACH && ns <= lw->s->stop.ns);
+}
+
+static lane_event_t decode(const lane_writer_t *lw, const chunk_view_t *cv, lp_impl_event_t e) {
   lane_event_t v;
+  bool before;
   v.kind = (uint32_t)(e.tag & LP_IMPL_EV_KIND);
   v.site = LP__TAG_SITE(e.tag);
   v.depth = v.kind <= LP_IMPL_EV_END ? LP__TAG_DEPTH(e.tag) : 0;
   v.ts = e.ts;
-  v.in_window = v.kind != LP__EV_PAYLOAD && e.ts >= s->start_ticks && e.ts <= s->stop_ticks &&
-                (v.site->level & s->opts.levels);
+  v.after_start = v.in_window = false;
+  if (v.kind == LP__EV_PAYLOAD || !(v.site->level & lw->s->opts.levels)) return v;
+  in_time(lw, cv, e.ts, &v.after_start, &before);
+  v.in_window = v.after_start && before;
   return v;
 }
 
@@ -254,14 +284,14 @@ static int by_depth(const void *x, const void *y) {
  * event. Returns false when out of memory.
  */
 static bool find_made_up(lane_writer_t *lw, const lp__snap_lane_t *l, uint64_t *first_ticks, size_t *first_chunk) {
-  const lp__session_t *s = lw->s;
   open_scope_t *open = NULL, *made = NULL;
   size_t nopen = 0, capopen = 0, nmade = 0, capmade = 0;
   bool ok = true, seen = false;
   for (uint32_t k = 0; k < l->nchunks && ok; k++) {
     const lp__chunk_t *c = l->chunks[k].chunk;
+    chunk_view_t cv = view_of(lw, &l->chunks[k]);
     for (uint32_t i = 0; i < l->chunks[k].end && ok; i++) {
-      lane_event_t v = decode(s, c->ev[i]);
+      lane_event_t v = decode(lw, &cv, c->ev[i]);
       if (v.kind == LP_IMPL_EV_COUNTER) i++;
       if (!v.in_window) continue;
       if (!seen) {
@@ -378,16 +408,17 @@ static void write_thread_lane(lane_writer_t *lw, const lp__snap_lane_t *l) {
      */
     lw->anchor = l->chunks[first_chunk].chunk->sync;
     uint64_t first = lp__timemap_ns(lw->map, first_ticks, lw->anchor, &lw->cursor);
-    uint64_t t0 = l->lost || first < s->start_ns ? first : s->start_ns;
+    uint64_t t0 = l->lost || first < s->start.ns ? first : s->start.ns;
     t0 = t0 > lw->depth ? t0 - lw->depth : 0;
     for (size_t k = 0; k < lw->depth; k++) lw->stack[k].ns = lane_time(lw, t0 + k);
   }
   for (uint32_t k = 0; k < l->nchunks; k++) {
     const lp__chunk_t *c = l->chunks[k].chunk;
     uint32_t end = l->chunks[k].end;
+    chunk_view_t cv = view_of(lw, &l->chunks[k]);
     lw->anchor = c->sync;
     for (uint32_t i = 0; i < end; i++) {
-      lane_event_t v = decode(s, c->ev[i]);
+      lane_event_t v = decode(lw, &cv, c->ev[i]);
       switch (v.kind) {
       case LP_IMPL_EV_BEGIN:
         if (!v.in_window) break;
@@ -396,7 +427,7 @@ static void write_thread_lane(lane_writer_t *lw, const lp__snap_lane_t *l) {
         break;
       case LP_IMPL_EV_END:
         /* After the stop, only the ends of scopes that began inside. */
-        if (v.ts < s->start_ticks || !(v.site->level & s->opts.levels)) break;
+        if (!v.after_start) break;
         lw->events += v.in_window || match(lw->stack, lw->depth, v.site, v.depth) != 0;
         scope_end(lw, &v);
         break;
@@ -436,13 +467,16 @@ static void write_track_lane(lane_writer_t *lw, const lp__snap_lane_t *l) {
   for (uint32_t k = 0; k < l->nchunks; k++) {
     const lp__chunk_t *c = l->chunks[k].chunk;
     uint32_t end = l->chunks[k].end;
+    chunk_view_t cv = view_of(lw, &l->chunks[k]);
     for (uint32_t i = 0; i + 1 < end; i++) {
       lp_impl_event_t e = c->ev[i];
       if ((e.tag & LP_IMPL_EV_KIND) != LP__EV_TRACK) continue;
       uint64_t id = e.tag >> 3, rec_ticks = c->ev[i + 1].tag >> 3;
       uint64_t start = e.ts, dur = c->ev[++i].ts, item_end = start + dur;
       /* An item belongs to the sessions that were recording when it was recorded. */
-      if (id >= l->nwork || rec_ticks < lw->s->start_ticks || rec_ticks > lw->s->stop_ticks) continue;
+      bool after, before;
+      in_time(lw, &cv, rec_ticks, &after, &before);
+      if (id >= l->nwork || !after || !before) continue;
       const char *name = l->work[id];
       lw->events++;
       if (start == prev_end && dur > 0) {
@@ -467,24 +501,27 @@ static void levels_text(lp__jw_t *w, uint32_t levels) {
 }
 
 /* Whether a track lane has an item in the window. */
-static bool track_has_items(const lp__session_t *s, const lp__snap_lane_t *l) {
+static bool track_has_items(const lane_writer_t *lw, const lp__snap_lane_t *l) {
   for (uint32_t k = 0; k < l->nchunks; k++) {
     const lp__chunk_t *c = l->chunks[k].chunk;
+    chunk_view_t cv = view_of(lw, &l->chunks[k]);
     for (uint32_t i = 0; i + 1 < l->chunks[k].end; i++) {
       if ((c->ev[i].tag & LP_IMPL_EV_KIND) != LP__EV_TRACK) continue;
-      uint64_t rec_ticks = c->ev[i + 1].tag >> 3;
-      if (rec_ticks >= s->start_ticks && rec_ticks <= s->stop_ticks) return true;
+      bool after, before;
+      in_time(lw, &cv, c->ev[i + 1].tag >> 3, &after, &before);
+      if (after && before) return true;
     }
   }
   return false;
 }
 
 /* Whether a thread lane has an event in the window. */
-static bool thread_has_events(const lp__session_t *s, const lp__snap_lane_t *l) {
+static bool thread_has_events(const lane_writer_t *lw, const lp__snap_lane_t *l) {
   for (uint32_t k = 0; k < l->nchunks; k++) {
     const lp__chunk_t *c = l->chunks[k].chunk;
+    chunk_view_t cv = view_of(lw, &l->chunks[k]);
     for (uint32_t i = 0; i < l->chunks[k].end; i++) {
-      lane_event_t v = decode(s, c->ev[i]);
+      lane_event_t v = decode(lw, &cv, c->ev[i]);
       if (v.in_window) return true;
       if (v.kind == LP_IMPL_EV_COUNTER) i++;
     }
@@ -507,7 +544,7 @@ int lp__export_json(lp__jw_t *w, const lp__session_t *s, const char *process_nam
   for (uint32_t i = 0; i < s->nlanes && !w->err; i++) {
     const lp__snap_lane_t *l = &s->lanes[i];
     bool track = l->work != NULL;
-    if (!(track ? track_has_items(s, l) : thread_has_events(s, l))) continue;
+    if (!(track ? track_has_items(&lw, l) : thread_has_events(&lw, l))) continue;
     metadata(w, pid, l->tid, l->name, written++);
     lw.idslen = (size_t)snprintf(lw.ids, sizeof lw.ids, ",\"pid\":%d,\"tid\":%llu,\"ts\":", pid,
                                  (unsigned long long)l->tid);
@@ -526,6 +563,8 @@ int lp__export_json(lp__jw_t *w, const lp__session_t *s, const char *process_nam
   lp__jw_str(w, lp__clock_name());
   lp__jw_lit(w, ",\"clock_reason\":");
   lp__jw_str(w, lp__clock_reason());
+  lp__jw_lit(w, ",\"clock_check_ns\":");
+  lp__jw_u64(w, lp__clock_check_ns());
   lp__jw_lit(w, ",\"clock_domain\":\"CLOCK_MONOTONIC\"");
   const char *jt = lp__timemap_jump_text(map);
   if (jt) {
@@ -533,7 +572,11 @@ int lp__export_json(lp__jw_t *w, const lp__session_t *s, const char *process_nam
     lp__jw_u64(w, lp__timemap_jumps(map));
     lp__jw_lit(w, ",\"clock_jump\":");
     lp__jw_str(w, jt);
-    if (jump && jump_len) snprintf(jump, jump_len, "%s", jt);
+    if (jump && jump_len)
+      snprintf(jump, jump_len,
+               "the timeline's clock jumped %zu time(s) during the session; the largest: %s; events recorded "
+               "in the chunk where it happened may be off by up to that much",
+               lp__timemap_jumps(map), jt);
   }
   lp__jw_lit(w, ",\"events_recorded\":");
   lp__jw_u64(w, lw.events);

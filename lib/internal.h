@@ -433,6 +433,26 @@ struct lp__lane {
   uint32_t *name_slots, name_mask;
 };
 
+/*
+ * Where a chunk stands against a session's window [start, stop]. A chunk
+ * spans from its sync point to the next chunk's of its lane (end_ns,
+ * UINT64_MAX for a lane's last chunk); all of that is compared in
+ * CLOCK_MONOTONIC ns, since raw ticks compare only within a stretch of time
+ * without a clock jump. A chunk wholly on one side of a bound is decided at
+ * once; only one that straddles it (at most one per lane and bound) is
+ * decided event by event.
+ */
+enum { LP__NONE_IN = 0, LP__ALL_IN = 1, LP__EACH = 2 };
+typedef struct lp__span {
+  uint8_t after_start, before_stop; /* LP__NONE_IN, LP__ALL_IN or LP__EACH */
+} lp__span_t;
+static inline lp__span_t lp__chunk_span(lp__sync_t start, lp__sync_t stop, uint64_t begin_ns, uint64_t end_ns) {
+  lp__span_t v;
+  v.after_start = begin_ns >= start.ns ? LP__ALL_IN : end_ns <= start.ns ? LP__NONE_IN : LP__EACH;
+  v.before_stop = stop.ns == UINT64_MAX || end_ns <= stop.ns ? LP__ALL_IN : begin_ns > stop.ns ? LP__NONE_IN : LP__EACH;
+  return v;
+}
+
 int lp__trace_start(lp__owner_t who, const lp_trace_opts_t *opts);
 int lp__trace_stop(lp__owner_t who);
 bool lp__trace_running(lp__owner_t who);
@@ -491,7 +511,8 @@ void lp__jw_us(lp__jw_t *w, uint64_t ns);
  */
 typedef struct lp__snap_chunk {
   const lp__chunk_t *chunk;
-  uint32_t end;
+  uint32_t end;    /* slots filled */
+  uint64_t end_ns; /* when the lane's next chunk started; UINT64_MAX for its last */
 } lp__snap_chunk_t;
 
 typedef struct lp__snap_lane {
@@ -508,9 +529,8 @@ typedef struct lp__session {
   lp__snap_lane_t *lanes; /* threads first, then tracks */
   uint32_t nlanes, nthreads;
   lp_trace_opts_t opts;   /* budget, policy and clock of the recording; levels of the session */
-  /* The window: events stamped from start to stop (UINT64_MAX while recording). */
-  uint64_t start_ticks, stop_ticks;
-  uint64_t start_ns; /* the start in ns */
+  /* The window: from start to stop, as sync points (stop.ns is UINT64_MAX while recording). */
+  lp__sync_t start, stop;
   lp__sync_t *syncs;
   size_t nsyncs;
   uint64_t dropped;

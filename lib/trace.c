@@ -69,8 +69,7 @@ typedef struct session {
   bool exists, running;
   uint32_t levels;
   uint64_t gen; /* the recording it belongs to */
-  uint64_t start_ticks, stop_ticks;
-  lp__sync_t start_sync, stop_sync;
+  lp__sync_t start_sync, stop_sync; /* stop_sync.ns is UINT64_MAX while it runs */
   uint64_t drops0, drops1; /* the drop total at its start and stop */
   uint64_t overwritten;    /* ring: events of its window reused */
 } session_t;
@@ -172,16 +171,25 @@ static uint64_t recorded_at(const lp__chunk_t *c, uint32_t i) {
   return c->ev[i].ts;
 }
 
-/* Events of c (closed: count and payloads are final) recorded inside [start, stop]. */
-static uint64_t events_between(const lp__chunk_t *c, uint64_t start, uint64_t stop) {
+/*
+ * Whether an event of a chunk recorded at `ticks` is inside a window, given
+ * where the chunk stands; a straddling chunk compares ticks, which is exact
+ * unless the clock jumped inside that very chunk (then a count may be off
+ * by the events of that chunk; the export itself maps through the clock).
+ */
+static bool inside(lp__span_t v, uint64_t ticks, lp__sync_t start, lp__sync_t stop) {
+  return (v.after_start == LP__ALL_IN || (v.after_start == LP__EACH && ticks >= start.ticks)) &&
+         (v.before_stop == LP__ALL_IN || (v.before_stop == LP__EACH && ticks <= stop.ticks));
+}
+
+/* Events of c (closed: count and payloads are final) recorded inside the window [start, stop]. */
+static uint64_t events_between(const lp__chunk_t *c, lp__sync_t start, lp__sync_t stop) {
   uint64_t n = 0;
-  if (c->count == 0) return 0;
-  if (c->sync.ticks >= start && stop == UINT64_MAX) return c->count - c->payloads;
-  for (uint32_t i = 0; i < c->count; i++) {
-    if ((c->ev[i].tag & LP_IMPL_EV_KIND) == LP__EV_PAYLOAD) continue;
-    uint64_t t = recorded_at(c, i);
-    n += t >= start && t <= stop;
-  }
+  lp__span_t v = lp__chunk_span(start, stop, c->sync.ns, c->next ? c->next->sync.ns : UINT64_MAX);
+  if (c->count == 0 || !v.after_start || !v.before_stop) return 0;
+  if (v.after_start == LP__ALL_IN && v.before_stop == LP__ALL_IN) return c->count - c->payloads;
+  for (uint32_t i = 0; i < c->count; i++)
+    if ((c->ev[i].tag & LP_IMPL_EV_KIND) != LP__EV_PAYLOAD) n += inside(v, recorded_at(c, i), start, stop);
   return n;
 }
 
@@ -196,7 +204,7 @@ static lp__chunk_t *take(lp__chunk_t *c) {
   for (int o = 0; o < LP__OWNERS; o++) {
     session_t *s = &sessions[o];
     if (!s->exists || s->gen != rec.gen) continue;
-    s->overwritten += events_between(c, s->start_ticks, s->running ? UINT64_MAX : s->stop_ticks);
+    s->overwritten += events_between(c, s->start_sync, s->stop_sync);
   }
   l->first = c->next;
   if (!l->first) l->last = NULL;
@@ -533,7 +541,7 @@ int lp__trace_start(lp__owner_t who, const lp_trace_opts_t *opts) {
   s->levels = want.levels;
   s->gen = rec.gen;
   s->start_sync = lp__clock_sync();
-  s->start_ticks = s->start_sync.ticks;
+  s->stop_sync = (lp__sync_t){UINT64_MAX, UINT64_MAX};
   s->drops0 = drop_total(&c);
   rec.recording++;
   publish_levels();
@@ -552,7 +560,6 @@ int lp__trace_stop(lp__owner_t who) {
   }
   s->running = false;
   s->stop_sync = lp__clock_sync();
-  s->stop_ticks = s->stop_sync.ticks;
   s->drops1 = drop_total(&c);
   rec.recording--;
   publish_levels();
@@ -598,8 +605,8 @@ static int snap_lane(lp__session_t *s, const lp__lane_t *l, bool track) {
   for (lp__chunk_t *c = l->first; c; c = c->next) {
     uint32_t end = chunk_end(l, c);
     /* Entirely before the window: its events precede the next chunk's sync point. */
-    if (!end || (c->next && c->next->sync.ticks < s->start_ticks)) continue;
-    sl->chunks[sl->nchunks++] = (lp__snap_chunk_t){c, end};
+    if (!end || (c->next && c->next->sync.ns < s->start.ns)) continue;
+    sl->chunks[sl->nchunks++] = (lp__snap_chunk_t){c, end, c->next ? c->next->sync.ns : UINT64_MAX};
     s->syncs[s->nsyncs++] = c->sync;
   }
   if (!sl->nchunks) {
@@ -661,9 +668,8 @@ static int snapshot(lp__owner_t who, lp__session_t *s) {
   }
   s->opts = rec.opts;
   s->opts.levels = ss->levels;
-  s->start_ticks = ss->start_ticks;
-  s->stop_ticks = ss->running ? UINT64_MAX : ss->stop_ticks;
-  s->start_ns = ss->start_sync.ns;
+  s->start = ss->start_sync;
+  s->stop = ss->stop_sync;
   s->dropped = (ss->running ? drop_total(&cnt) : ss->drops1) - ss->drops0 + ss->overwritten;
   bool current = ss->gen == rec.gen; /* else a later recording took its events back */
   uint32_t nlanes = atomic_load(&ntracks), nchunks = 0;
@@ -706,17 +712,18 @@ static void count_window(const lp__session_t *s, uint64_t *events, uint32_t *thr
     const lp__snap_lane_t *l = &s->lanes[i];
     for (uint32_t k = 0; k < l->nchunks; k++) {
       const lp__chunk_t *c = l->chunks[k].chunk;
+      lp__span_t v = lp__chunk_span(s->start, s->stop, c->sync.ns, l->chunks[k].end_ns);
       for (uint32_t e = 0; e < l->chunks[k].end; e++) {
         uintptr_t kind = c->ev[e].tag & LP_IMPL_EV_KIND;
         if (kind == LP__EV_PAYLOAD) continue;
         if (i >= s->nthreads) {
           uint64_t rec_ticks = e + 1 < l->chunks[k].end ? (uint64_t)(c->ev[e + 1].tag >> 3) : 0;
-          *events += kind == LP__EV_TRACK && rec_ticks >= s->start_ticks && rec_ticks <= s->stop_ticks;
+          *events += kind == LP__EV_TRACK && inside(v, rec_ticks, s->start, s->stop);
           continue;
         }
         uint64_t ts = c->ev[e].ts;
         const lp_site_t *site = LP__TAG_SITE(c->ev[e].tag);
-        *events += ts >= s->start_ticks && ts <= s->stop_ticks && (site->level & s->opts.levels);
+        *events += inside(v, ts, s->start, s->stop) && (site->level & s->opts.levels);
       }
     }
     *threads += i < s->nthreads && *events > before;
@@ -779,7 +786,7 @@ int lp__trace_write(lp__owner_t who, const char *path, const char *process_name)
   if (rc != 0) return rc;
   /* No lock from here on: the file may take its time (a FIFO waiting for its reader, a slow disk). */
   lp__output_t out;
-  char jump[256] = "";
+  char jump[512] = "";
   rc = lp__output_open(&out, path);
   if (rc == 0) rc = lp__output_close(&out, write_snapshot(out.fd, &s, process_name, jump, sizeof jump));
   unpin(&s);

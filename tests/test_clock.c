@@ -712,7 +712,12 @@ static void jump_session(int dir) {
   int back = 0, outside = 0;
   for (size_t i = 0; i < n; i++) {
     if (i > 0 && (ts[i] <= ts[i - 1] || ts[i] < end[i - 1])) back++;
-    if (ts[i] < (int64_t)after[0] || end[i] > (int64_t)(i < chunk ? jumped_at : mono()) + 1000) outside++;
+    if (ts[i] < (int64_t)after[0] || end[i] > (int64_t)(i < chunk ? jumped_at : mono()) + 1000) {
+      if (outside < 3)
+        printf("\n    filler %zu of %zu: %lld..%lld, known scope ended %lld, jump at %lld ", i, n, (long long)ts[i],
+               (long long)end[i], (long long)after[0], (long long)jumped_at);
+      outside++;
+    }
   }
   CU_ASSERT_EQUAL(back, 0);
   CU_ASSERT_EQUAL(outside, 0);
