@@ -15,9 +15,10 @@
  * The check (auto mode, once, at the first timeline start, never at load).
  * Two helper threads, one pinned to the first allowed CPU and the other to
  * each other allowed CPU in turn (the pairs the kernel's own TSC sync check
- * uses), take turns under a spinlock to read the counter with fences and
- * compare each reading with the other CPU's last one; a smaller reading is
- * a warp, and any warp fails. Meanwhile the calling thread measures the
+ * uses), take strict turns (a spinlock lets the CPU that just released it
+ * take it again, and hardly ever hands over) to read the counter with fences
+ * and compare each reading with the other CPU's last one; a smaller reading
+ * is a warp, and any warp fails. Meanwhile the calling thread measures the
  * counter's rate against CLOCK_MONOTONIC over each half of the check; the
  * two must agree within 100 ppm. It all ends within 20 ms whatever the CPU
  * count: the pairs share the time, each must make a minimum number of
