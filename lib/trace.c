@@ -19,7 +19,10 @@
  * writes the events stamped inside its own session's window, of its own
  * levels. A session that starts when nothing is recording starts a new
  * recording: the chunks of the last one go back to the pool (already
- * touched, so a new session does not take page faults in its hot loop).
+ * touched, so a new session does not take page faults in its hot loop),
+ * and a thread of the library keeps a stock of new chunks touched ahead of
+ * need, within the budget, so that not even the first recording of a
+ * process stalls on the kernel inside the scopes it measures.
  *
  * An export takes a snapshot under the trace lock (the chunks of each lane
  * and how far they are filled, names copied) and writes the file after
@@ -38,6 +41,7 @@
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -153,8 +157,84 @@ static void release(lp__chunk_t *c) {
   pool_put(c);
 }
 
+/* ---- the refill: chunks touched off the hot path ------------------------------ */
+
+/*
+ * A chunk fresh from the kernel costs four page faults on first touch (2 µs
+ * each on a VM), which would land inside whatever scope is open and stretch
+ * it. So a thread of the library keeps a small stock of touched chunks in
+ * the pool, within the budget, while a recording runs: woken when the stock
+ * runs low, it allocates and touches chunks without the lock, then adds
+ * them. A thread that finds the pool empty still allocates its own.
+ */
+#define REFILL_LOW 16  /* wake the refill below this many chunks in the pool */
+#define REFILL_HIGH 64 /* and fill up to this many (1 MiB), as the budget allows */
+
+static pthread_cond_t refill_cv = PTHREAD_COND_INITIALIZER; /* with trace_mu */
+static bool refill_started, refill_wanted;
+
+/* How many chunks the refill should add now. Trace lock held. */
+static uint32_t refill_need(void) {
+  if (!rec.recording) return 0;
+  uint64_t have = pooled / LP__CHUNK_BYTES, room = 0;
+  if (used + pooled < rec.opts.budget_bytes) room = (rec.opts.budget_bytes - used - pooled) / LP__CHUNK_BYTES;
+  uint64_t want = have < REFILL_HIGH ? REFILL_HIGH - have : 0;
+  return (uint32_t)(want < room ? want : room);
+}
+
+static void *refill_main(void *arg) {
+  (void)arg;
+  lp__lock(&trace_mu);
+  for (;;) {
+    while (!refill_wanted) {
+      int rc = pthread_cond_wait(&refill_cv, &trace_mu);
+      if (rc != 0) lp__fatal("pthread_cond_wait", rc);
+    }
+    refill_wanted = false;
+    uint32_t n = refill_need();
+    lp__unlock(&trace_mu);
+    lp__chunk_t *got = NULL;
+    for (uint32_t i = 0; i < n; i++) {
+      lp__chunk_t *c = aligned_alloc(64, LP__CHUNK_BYTES);
+      if (!c) break; /* the recording threads will try for themselves */
+      memset(c, 0, LP__CHUNK_BYTES); /* the touch: the page faults happen here */
+      c->next = got;
+      got = c;
+    }
+    lp__lock(&trace_mu);
+    while (got) {
+      lp__chunk_t *c = got;
+      got = c->next;
+      pool_put(c);
+    }
+    pool_trim(); /* a new recording with a smaller budget may have started meanwhile */
+  }
+  return NULL;
+}
+
+/* Asks the refill for more, starting it the first time. Trace lock held. */
+static void refill_wake(void) {
+  if (!refill_need()) return;
+  if (!refill_started) {
+    pthread_t th;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old); /* it takes none of the program's signals */
+    int rc = pthread_create(&th, NULL, refill_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) return; /* no refill: threads allocate their own chunks, as they can anyway */
+    pthread_setname_np(th, "labelprof-pool");
+    pthread_detach(th);
+    refill_started = true;
+  }
+  refill_wanted = true;
+  int rc = pthread_cond_signal(&refill_cv);
+  if (rc != 0) lp__fatal("pthread_cond_signal", rc);
+}
+
 static lp__chunk_t *chunk_get(void) {
   lp__chunk_t *c = pool;
+  if (pooled / LP__CHUNK_BYTES <= REFILL_LOW) refill_wake();
   if (c) {
     pool = c->next;
     pooled -= LP__CHUNK_BYTES;
@@ -545,6 +625,7 @@ int lp__trace_start(lp__owner_t who, const lp_trace_opts_t *opts) {
   s->drops0 = drop_total(&c);
   rec.recording++;
   publish_levels();
+  refill_wake(); /* a stock of touched chunks before the first ones are needed */
   lp__unlock(&trace_mu);
   return 0;
 }
@@ -924,7 +1005,10 @@ static void free_chain(lp__chunk_t *c, bool by_next) {
 
 void lp__trace_atfork_child(void) {
   pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+  pthread_cond_t fresh_cv = PTHREAD_COND_INITIALIZER;
   trace_mu = fresh;
+  refill_cv = fresh_cv; /* the refill thread was not copied: the child starts its own if it records */
+  refill_started = refill_wanted = false;
   /* The child records nothing until it starts a session of its own; exports in flight were the parent's. */
   LP_IMPL_STORE_RELEASE(lp_impl_levels, 0u);
   memset(sessions, 0, sizeof sessions);
