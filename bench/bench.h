@@ -80,13 +80,14 @@ typedef void (*bench_loop_fn)(long iters);
 typedef struct bench_job {
   bench_loop_fn fn;
   long iters;
+  int warm;
   pthread_barrier_t *start;
   double ns;
 } bench_job_t;
 
 static void *bench_thread(void *arg) {
   bench_job_t *j = arg;
-  j->fn(j->iters / 100); /* warm: registration, caches */
+  if (j->warm) j->fn(j->iters / 100); /* warm: registration, caches */
   pthread_barrier_wait(j->start);
   double t0 = bench_now_ns();
   j->fn(j->iters);
@@ -94,14 +95,14 @@ static void *bench_thread(void *arg) {
   return NULL;
 }
 
-static inline double bench_run(bench_loop_fn fn, long iters, int threads) {
+static inline double bench_run_as(bench_loop_fn fn, long iters, int threads, int warm) {
   pthread_t th[8];
   bench_job_t jobs[8];
   pthread_barrier_t start;
   double sum = 0;
   if (threads < 1 || threads > 8 || pthread_barrier_init(&start, NULL, (unsigned)threads) != 0) return -1;
   for (int i = 0; i < threads; i++) {
-    jobs[i] = (bench_job_t){fn, iters, &start, 0};
+    jobs[i] = (bench_job_t){fn, iters, warm, &start, 0};
     if (pthread_create(&th[i], NULL, bench_thread, &jobs[i]) != 0) {
       fprintf(stderr, "bench: pthread_create failed\n");
       exit(1);
@@ -113,6 +114,13 @@ static inline double bench_run(bench_loop_fn fn, long iters, int threads) {
   }
   pthread_barrier_destroy(&start);
   return sum / threads;
+}
+
+static inline double bench_run(bench_loop_fn fn, long iters, int threads) { return bench_run_as(fn, iters, threads, 1); }
+
+/* Without the warm-up: for what must start cold, such as a session's first events. */
+static inline double bench_run_cold(bench_loop_fn fn, long iters, int threads) {
+  return bench_run_as(fn, iters, threads, 0);
 }
 
 /*

@@ -107,40 +107,6 @@ static double file_size(const char *path) {
   return stat(path, &st) == 0 ? (double)st.st_size : -1;
 }
 
-/* Threads started together running fn once each, with no warm-up: for sessions that must start cold. */
-typedef struct cold_job {
-  long iters;
-  pthread_barrier_t *start;
-  double ns;
-} cold_job_t;
-
-static void *cold_thread(void *arg) {
-  cold_job_t *j = arg;
-  pthread_barrier_wait(j->start);
-  double t0 = bench_now_ns();
-  loop_scope(j->iters);
-  j->ns = (bench_now_ns() - t0) / (double)j->iters;
-  return NULL;
-}
-
-static double cold_run(long iters, int threads) {
-  pthread_t th[2];
-  cold_job_t jobs[2];
-  pthread_barrier_t start;
-  double sum = 0;
-  if (pthread_barrier_init(&start, NULL, (unsigned)threads) != 0) exit(1);
-  for (int i = 0; i < threads; i++) {
-    jobs[i] = (cold_job_t){iters, &start, 0};
-    if (pthread_create(&th[i], NULL, cold_thread, &jobs[i]) != 0) exit(1);
-  }
-  for (int i = 0; i < threads; i++) {
-    pthread_join(th[i], NULL);
-    sum += jobs[i].ns;
-  }
-  pthread_barrier_destroy(&start);
-  return sum / threads;
-}
-
 /*
  * A fresh session (started after another, so its chunks come from the pool)
  * against a warm ring that has wrapped, paired run by run. Each side records
@@ -151,11 +117,11 @@ static void fresh_vs_warm(long iters, int threads, double *fresh, double *warm, 
   lp_trace_opts_t ring = {.policy = LP_TRACE_RING, .budget_bytes = BUDGET};
   for (int r = 0; r < BENCH_RUNS; r++) {
     if (lp_trace_start(&ring) != 0) exit(1);
-    cold_run((long)BUDGET / 32 / threads + 100000, threads); /* fills and wraps the ring */
-    vw[r] = cold_run(iters, threads);
+    bench_run_cold(loop_scope, (long)BUDGET / 32 / threads + 100000, threads); /* fills and wraps the ring */
+    vw[r] = bench_run_cold(loop_scope, iters, threads);
     lp_trace_stop();
     if (lp_trace_start(&ring) != 0) exit(1);
-    vf[r] = cold_run(iters, threads);
+    vf[r] = bench_run_cold(loop_scope, iters, threads);
     lp_trace_stop();
     vr[r] = vf[r] / vw[r];
   }
@@ -196,7 +162,7 @@ int main(int argc, char **argv) {
 
   /* The first session of the process: nothing touched yet, every chunk comes from the kernel. */
   if (lp_trace_start(&ring) != 0) return 1;
-  double first = cold_run(1000000, 1);
+  double first = bench_run_cold(loop_scope, 1000000, 1);
   lp_trace_get_stats(&s);
   lp_trace_stop();
 

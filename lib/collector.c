@@ -306,6 +306,18 @@ static bool any_running(void) {
   return false;
 }
 
+/* The last session is gone: the aggregation and the registry's hold go with it. sample_mu held. */
+static void drop_aggregation(void) {
+  live = false;
+  lp__registry_lock();
+  lp__registry_hold(false);
+  lp__registry_unlock();
+  lp__agg_free(&agg);
+  free(picks);
+  picks = NULL;
+  cappicks = 0;
+}
+
 /* Starts the collector for a first session. ctl_mu held. */
 static int start_collector(uint32_t want, bool with_thread) {
   lp__lock(&sample_mu);
@@ -343,11 +355,7 @@ static int start_collector(uint32_t want, bool with_thread) {
     return 0;
   }
   lp__lock(&sample_mu);
-  live = false;
-  lp__registry_lock();
-  lp__registry_hold(false);
-  lp__registry_unlock();
-  lp__agg_free(&agg);
+  drop_aggregation();
   lp__unlock(&sample_mu);
   return rc;
 }
@@ -396,11 +404,7 @@ static int start(lp__owner_t who, const lp_profile_opts_t *opts, bool with_threa
     if (rc != 0 && first) { /* undo the collector this session would have used */
       stop_thread(lp__mono_ns());
       lp__lock(&sample_mu);
-      live = false;
-      lp__registry_lock();
-      lp__registry_hold(false);
-      lp__registry_unlock();
-      lp__agg_free(&agg);
+      drop_aggregation();
       lp__unlock(&sample_mu);
       have_thread = false;
     }
@@ -454,14 +458,7 @@ int lp__profile_stop(lp__owner_t who, lp_profile_t **out) {
   lp__mark_free(&s->mark);
   s->running = false;
   if (last) {
-    live = false;
-    lp__registry_lock();
-    lp__registry_hold(false);
-    lp__registry_unlock();
-    lp__agg_free(&agg);
-    free(picks);
-    picks = NULL;
-    cappicks = 0;
+    drop_aggregation();
     have_thread = false;
   }
   lp__unlock(&sample_mu);

@@ -10,6 +10,7 @@
 #include <CUnit/Basic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define LP_TEST(fn) {#fn, fn}
 
@@ -63,6 +64,31 @@ static inline unsigned lp_test_slow(void) {
     exit(99);
   }
   return (unsigned)n;
+}
+
+/* The whole file as a string (free it), or NULL if it cannot be read. */
+static inline char *lp_test_slurp(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) return NULL;
+  char *buf = NULL;
+  size_t cap = 0, len = 0, n;
+  char chunk[4096];
+  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+    if (len + n + 1 > cap) {
+      cap = (len + n + 1) * 2;
+      char *nb = (char *)realloc(buf, cap);
+      if (!nb) break;
+      buf = nb;
+    }
+    memcpy(buf + len, chunk, n);
+    len += n;
+  }
+  fclose(f);
+  if (!buf)
+    buf = (char *)calloc(1, 1);
+  else
+    buf[len] = '\0';
+  return buf;
 }
 
 #endif

@@ -27,29 +27,6 @@ typedef struct run {
   char *out, *err;
 } run_t;
 
-static char *slurp(const char *path) {
-  FILE *f = fopen(path, "r");
-  if (!f) return NULL;
-  char *buf = NULL;
-  size_t cap = 0, len = 0, n;
-  char chunk[4096];
-  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
-    if (len + n + 1 > cap) {
-      cap = (len + n + 1) * 2;
-      char *nb = realloc(buf, cap);
-      if (!nb) break;
-      buf = nb;
-    }
-    memcpy(buf + len, chunk, n);
-    len += n;
-  }
-  fclose(f);
-  if (!buf)
-    buf = calloc(1, 1);
-  else
-    buf[len] = '\0';
-  return buf;
-}
 
 /*
  * The collector's warning that it kept under 90% of its rate depends on how
@@ -105,8 +82,8 @@ static run_t spawn_child(const spawn_opts_t *o, const char *const *vars) {
   }
   r.pid = pid;
   CU_ASSERT_EQUAL_FATAL(waitpid(pid, &r.status, 0), pid);
-  r.out = slurp(outp);
-  r.err = slurp(errp);
+  r.out = lp_test_slurp(outp);
+  r.err = lp_test_slurp(errp);
   CU_ASSERT_PTR_NOT_NULL_FATAL(r.out);
   CU_ASSERT_PTR_NOT_NULL_FATAL(r.err);
   strip_rate_warning(r.err);
@@ -176,7 +153,7 @@ static void test_env_profile_path_and_folded_files(void) {
   CU_ASSERT(exited_ok(&r));
   CU_ASSERT_STRING_EQUAL(r.out, "child done\n");
   CU_ASSERT_STRING_EQUAL(r.err, "");
-  char *p = slurp(prof), *f = slurp(fold);
+  char *p = lp_test_slurp(prof), *f = lp_test_slurp(fold);
   CU_ASSERT(p && strncmp(p, "labelprof profile (", 19) == 0);
   CU_ASSERT(f && strstr(f, "env work;env inner ") != NULL);
   free(p);
@@ -188,7 +165,7 @@ static void test_env_profile_path_and_folded_files(void) {
   const char *only[] = {fv, NULL};
   r = run_child("xxxxxxxxxx", only);
   CU_ASSERT_STRING_EQUAL(r.out, "child done\n");
-  f = slurp(fold);
+  f = lp_test_slurp(fold);
   CU_ASSERT(f && strstr(f, "env work") != NULL);
   free(f);
   run_free(&r);
@@ -202,7 +179,7 @@ static void test_env_pid_in_path(void) {
   run_t r = run_child("xx", vars);
   CU_ASSERT(exited_ok(&r));
   snprintf(expect, sizeof expect, "%s/p-%ld.txt", dir, (long)r.pid);
-  char *c = slurp(expect);
+  char *c = lp_test_slurp(expect);
   CU_ASSERT(c && strncmp(c, "labelprof profile (", 19) == 0);
   free(c);
   unlink(expect);
@@ -389,7 +366,7 @@ static void test_env_relative_paths_resolved_at_start(void) {
   snprintf(p, sizeof p, "%s/rel.tree", dir);
   snprintf(t, sizeof t, "%s/rel-%ld.json", dir, (long)r.pid);
   snprintf(wrong, sizeof wrong, "/rel-%ld.json", (long)r.pid);
-  char *c = slurp(p);
+  char *c = lp_test_slurp(p);
   CU_ASSERT(c && strncmp(c, "labelprof profile (", 19) == 0);
   free(c);
   json_t *root = trace_load(t);
@@ -443,7 +420,7 @@ static void test_env_sessions_nest_with_the_programs_own(void) {
   CU_ASSERT_PTR_NULL(trace_check_lanes(trace_events(root)));
   json_decref(root);
   /* The environment's: the whole run. */
-  char *c = slurp(pr);
+  char *c = lp_test_slurp(pr);
   CU_ASSERT_PTR_NOT_NULL_FATAL(c);
   CU_ASSERT(report_percent(c, "env request") > 0);
   CU_ASSERT(report_percent(c, "own work") > 0);
@@ -479,7 +456,7 @@ static void test_env_dumps_on_signal_and_lp_dump(void) {
     char p[128], t[128];
     snprintf(p, sizeof p, "%s/dump-%d.txt", dir, n);
     snprintf(t, sizeof t, "%s/dump-%d.json", dir, n);
-    char *c = slurp(p);
+    char *c = lp_test_slurp(p);
     CU_ASSERT(c && sscanf(c, "labelprof profile (%*u threads, %" SCNu64 " samples)", &samples[n]) == 1);
     free(c);
     json_t *root = trace_load(t);
@@ -513,7 +490,7 @@ static void test_env_exit_order(void) {
   run_t r = spawn_child(&o, vars);
   CU_ASSERT(exited_ok(&r));
   CU_ASSERT_STRING_EQUAL(r.err, "");
-  char *c = slurp(pr);
+  char *c = lp_test_slurp(pr);
   CU_ASSERT_PTR_NOT_NULL_FATAL(c);
   double outside = report_percent(c, "other (outside of any label)");
   printf("\n    %.2f%% outside of any label with a large trace written at exit ", outside);

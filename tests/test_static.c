@@ -27,28 +27,6 @@ static char dir[] = "/tmp/lp-static-XXXXXX";
 static char prof[64], fold[64], trace[64], out[64], err[64];
 static char *const files[] = {prof, fold, trace, out, err};
 
-/* The whole file as a string, or NULL if it cannot be read. */
-static char *slurp(const char *path) {
-  FILE *f = fopen(path, "r");
-  if (!f) return NULL;
-  char *buf = NULL;
-  size_t cap = 0, len = 0, n;
-  char chunk[4096];
-  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
-    if (len + n + 1 > cap) {
-      cap = (len + n + 1) * 2;
-      char *nb = realloc(buf, cap);
-      if (!nb) break;
-      buf = nb;
-    }
-    memcpy(buf + len, chunk, n);
-    len += n;
-  }
-  fclose(f);
-  if (!buf) buf = calloc(1, 1);
-  else buf[len] = '\0';
-  return buf;
-}
 
 /*
  * The child must be a real program: a libtool wrapper script means libtool
@@ -111,7 +89,7 @@ static void test_static_env_writes_profile_folded_and_trace(void) {
   char *envp[] = {pv, fv, tv, "PATH=/usr/bin:/bin", NULL};
   CU_ASSERT_EQUAL(run_static(envp, "plain"), 0);
 
-  char *o = slurp(out), *e = slurp(err);
+  char *o = lp_test_slurp(out), *e = lp_test_slurp(err);
   strip_rate_warning(e);
   CU_ASSERT(o && strcmp(o, "child done\n") == 0);
   CU_ASSERT(e && strcmp(e, "") == 0);
@@ -119,7 +97,7 @@ static void test_static_env_writes_profile_folded_and_trace(void) {
   free(o);
   free(e);
 
-  char *p = slurp(prof), *f = slurp(fold);
+  char *p = lp_test_slurp(prof), *f = lp_test_slurp(fold);
   if (!p) fprintf(stderr, "\n    %s was not written: the environment was ignored\n", prof);
   if (!f) fprintf(stderr, "\n    %s was not written: the environment was ignored\n", fold);
   CU_ASSERT(p && strncmp(p, "labelprof profile (", 19) == 0);
