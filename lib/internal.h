@@ -460,6 +460,8 @@ bool lp__trace_running(lp__owner_t who);
 int lp__trace_write(lp__owner_t who, const char *path, const char *process_name);
 /* Bytes of chunks the recorder holds: in lanes, in the pool, and held by exports. */
 uint64_t lp__trace_held_bytes(void);
+/* Thread lanes the recorder keeps (live and exited threads). */
+uint32_t lp__trace_lane_count(void);
 
 void lp__trace_thread_exit(lp__thread_t *t);
 void lp__trace_thread_renamed(lp__thread_t *t);

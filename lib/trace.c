@@ -842,6 +842,14 @@ int lp_trace_get_stats(lp_trace_stats_t *out) {
   return 0;
 }
 
+uint32_t lp__trace_lane_count(void) {
+  uint32_t n = 0;
+  lp__lock(&trace_mu);
+  for (const lp__lane_t *l = lanes; l; l = l->next) n++;
+  lp__unlock(&trace_mu);
+  return n;
+}
+
 uint64_t lp__trace_held_bytes(void) {
   lp__lock(&trace_mu);
   uint64_t n = used + pooled + released_bytes;

@@ -136,6 +136,21 @@ static void test_stack_end_without_begin(void) {
   CU_ASSERT_EQUAL(own_stack(l, 8), 1);
 }
 
+/* LP_END() on a thread that never used a label is a mistake like any other: counted. */
+static void *end_on_a_new_thread(void *arg) {
+  (void)arg;
+  LP_END();
+  return NULL;
+}
+
+static void test_stack_end_on_a_thread_without_labels_is_counted(void) {
+  pthread_t th;
+  uint64_t before = mistakes(UNMATCHED);
+  CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, end_on_a_new_thread, NULL), 0);
+  CU_ASSERT_EQUAL(pthread_join(th, NULL), 0);
+  CU_ASSERT_EQUAL(mistakes(UNMATCHED) - before, 1);
+}
+
 static void test_stack_scope_heals_labels_left_open(void) {
   const char *l[8];
   uint64_t before = mistakes(MISMATCHED);
@@ -309,6 +324,7 @@ int main(void) {
       LP_TEST(test_stack_begin_end_pairs),
       LP_TEST(test_stack_deeper_than_capacity),
       LP_TEST(test_stack_end_without_begin),
+      LP_TEST(test_stack_end_on_a_thread_without_labels_is_counted),
       LP_TEST(test_stack_scope_heals_labels_left_open),
       LP_TEST(test_stack_scope_heals_an_extra_end),
       LP_TEST(test_stack_longjmp_over_scopes),

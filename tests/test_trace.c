@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <fcntl.h>
+#include <stdatomic.h>
+#include <sys/syscall.h>
 
 #include "runner.h"
 #include "trace_json.h"
@@ -668,6 +670,238 @@ static void test_trace_fork_while_recording(void) {
   unlink(child_path);
 }
 
+/* ---- hardening -------------------------------------------------------------------- */
+
+static char fifo_path[160];
+static int export_rc = 1;
+static _Atomic int export_done, exporter_tid;
+
+static void *export_to_fifo(void *arg) {
+  (void)arg;
+  atomic_store(&exporter_tid, (int)syscall(SYS_gettid));
+  export_rc = lp_trace_write_json(fifo_path, "fifo");
+  atomic_store(&export_done, 1);
+  return NULL;
+}
+
+/* True once thread tid sleeps in the kernel (here: in the FIFO's open, waiting for a reader). */
+static bool sleeping(int tid) {
+  char p[96], buf[512];
+  snprintf(p, sizeof p, "/proc/self/task/%d/stat", tid);
+  FILE *f = fopen(p, "r");
+  if (!f) return false;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  const char *paren = strrchr(buf, ')');
+  return paren && paren[1] == ' ' && paren[2] == 'S';
+}
+
+static double elapsed_ms(double t0) { return (double)(lp_now_ns() - (uint64_t)t0) / 1e6; }
+
+/*
+ * An export waiting for its FIFO's reader blocks nobody: stopping, starting
+ * a second session, fork, and a profile's start and stop each return at once
+ * (well under 100 ms). Once a reader comes, the file holds the session that
+ * was current when the export was called, though a new recording started
+ * meanwhile.
+ */
+static void test_trace_export_waiting_for_a_fifo_blocks_nobody(void) {
+  pthread_t th;
+  snprintf(fifo_path, sizeof fifo_path, "%s/fifo", dir);
+  CU_ASSERT_EQUAL_FATAL(mkfifo(fifo_path, 0600), 0);
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(NULL), 0);
+  for (int i = 0; i < 5000; i++) {
+    LP_SCOPE("first session");
+  }
+  atomic_store(&export_done, 0);
+  atomic_store(&exporter_tid, 0);
+  CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, export_to_fifo, NULL), 0);
+  /* Until the exporter sleeps in the FIFO's open: the kernel says when, polled every millisecond, up to 10 s. */
+  bool waiting = false;
+  for (int i = 0; i < 10000 && !waiting; i++) {
+    int tid = atomic_load(&exporter_tid);
+    waiting = tid && sleeping(tid);
+    if (!waiting) nanosleep(&(struct timespec){0, 1000000}, NULL);
+  }
+  CU_ASSERT_FATAL(waiting);
+  double worst = 0, t0;
+#define TIMED(call) (t0 = (double)lp_now_ns(), (call), worst = elapsed_ms(t0) > worst ? elapsed_ms(t0) : worst)
+  TIMED(CU_ASSERT_EQUAL(lp_trace_stop(), 0));
+  TIMED(CU_ASSERT_EQUAL(lp_trace_start(NULL), 0)); /* a new recording: the export's chunks must survive it */
+  for (int i = 0; i < 5000; i++) {
+    LP_SCOPE("second session");
+  }
+  TIMED(CU_ASSERT_EQUAL(lp_trace_stop(), 0));
+  pid_t pid;
+  TIMED(pid = fork());
+  if (pid == 0) _exit(0);
+  CU_ASSERT(pid > 0);
+  int status = -1;
+  CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
+  TIMED(CU_ASSERT_EQUAL(lp_profile_start(NULL), 0));
+  TIMED(CU_ASSERT_EQUAL(lp_profile_stop(NULL), 0));
+#undef TIMED
+  printf("\n    slowest call while the export waited: %.3f ms ", worst);
+  CU_ASSERT(worst < 100.0);
+  CU_ASSERT_EQUAL(atomic_load(&export_done), 0);
+  /* The reader comes: the export completes, with the first session's events. */
+  alarm(60);
+  int rd = open(fifo_path, O_RDONLY | O_CLOEXEC);
+  CU_ASSERT_FATAL(rd >= 0);
+  char *buf = NULL;
+  size_t len = 0, cap = 0;
+  for (;;) {
+    if (len + 65536 > cap) {
+      cap = (len + 65536) * 2;
+      char *nb = realloc(buf, cap);
+      CU_ASSERT_PTR_NOT_NULL_FATAL(nb);
+      buf = nb;
+    }
+    ssize_t n = read(rd, buf + len, cap - len);
+    if (n <= 0) break;
+    len += (size_t)n;
+  }
+  close(rd);
+  CU_ASSERT_EQUAL(pthread_join(th, NULL), 0);
+  alarm(0);
+  CU_ASSERT_EQUAL(export_rc, 0);
+  json_error_t err;
+  json_t *root = json_loadb(buf, len, 0, &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(root);
+  CU_ASSERT_EQUAL(trace_count(trace_events(root), "X", "first session"), 5000);
+  CU_ASSERT_EQUAL(trace_count(trace_events(root), "X", "second session"), 0);
+  json_decref(root);
+  free(buf);
+  unlink(fifo_path);
+}
+
+static void *one_scope_thread(void *arg) {
+  (void)arg;
+  LP_SCOPE("short-lived");
+  return NULL;
+}
+
+/*
+ * Lanes of exited threads retire once the ring has reused their chunks:
+ * memory stays within the budget and the lanes kept stay few, however many
+ * threads came and went.
+ */
+static void test_trace_lanes_of_exited_threads_retire(void) {
+  const int threads = LP_TEST_SANITIZED ? 1000 : 5000;
+  lp_trace_opts_t o = {.policy = LP_TRACE_RING, .budget_bytes = 8 * LP__CHUNK_BYTES};
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(&o), 0);
+  for (int i = 0; i < threads; i++) {
+    pthread_t th;
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, one_scope_thread, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(pthread_join(th, NULL), 0);
+  }
+  uint32_t lanes = lp__trace_lane_count();
+  uint64_t held = lp__trace_held_bytes();
+  printf("\n    %d threads: %u lanes kept, %llu bytes of chunks held ", threads, lanes,
+         (unsigned long long)held);
+  CU_ASSERT(lanes <= 8 + 1); /* one a chunk at most, and this thread's */
+  CU_ASSERT(held <= o.budget_bytes);
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  json_t *root = written();
+  CU_ASSERT(trace_count(trace_events(root), "X", "short-lived") >= 1);
+  CU_ASSERT(trace_count(trace_events(root), "M", "thread_name") <= 9);
+  json_decref(root);
+}
+
+/*
+ * A scope that began while recording and ends after the stop gets its end,
+ * even when its thread's chunk was full and the budget spent: its begin kept
+ * the room.
+ */
+static void test_trace_end_after_stop_has_room_in_a_full_chunk(void) {
+  lp_trace_opts_t o = {.policy = LP_TRACE_DISCARD, .budget_bytes = LP__CHUNK_BYTES};
+  lp_trace_stats_t s;
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(&o), 0);
+  {
+    LP_SCOPE("open across the stop");
+    LP_BEGIN("manual across the stop");
+    {
+      LP_SCOPE("nested across the stop");
+      for (int i = 0; i < 2 * (int)LP__CHUNK_EVENTS; i++) LP_INSTANT("fills the chunk");
+      CU_ASSERT_EQUAL(lp_trace_get_stats(&s), 0);
+      CU_ASSERT(s.dropped > 0); /* the chunk is full and the budget spent */
+      CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+    }
+    LP_END();
+  }
+  json_t *root = written();
+  json_t *ev = trace_events(root);
+  CU_ASSERT_EQUAL(trace_count(ev, "X", "open across the stop"), 1);
+  CU_ASSERT_EQUAL(trace_count(ev, "X", "manual across the stop"), 1);
+  CU_ASSERT_EQUAL(trace_count(ev, "X", "nested across the stop"), 1);
+  CU_ASSERT_EQUAL(trace_count(ev, "B", NULL), 0);
+  json_decref(root);
+}
+
+/* longjmp out of a recursive labelled function: ends match begins by depth, so the copies nest as they ran. */
+static jmp_buf rec_jump;
+static void recurse(int n, int catch_at);
+static void catch_recursion(int n) {
+  if (setjmp(rec_jump) == 0) recurse(n, -1);
+}
+static void recurse(int n, int catch_at) {
+  LP_SCOPE("recursive");
+  if (n == catch_at)
+    catch_recursion(n - 1);
+  else if (n == 0)
+    longjmp(rec_jump, 1);
+  else
+    recurse(n - 1, catch_at);
+}
+
+static void test_trace_longjmp_out_of_recursion_nests_by_depth(void) {
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(NULL), 0);
+  recurse(4, 2); /* depths 0..4; the jump from depth 4 lands in the frame at depth 2 */
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  json_t *root = written(); /* checks that complete events nest */
+  json_t *ev = trace_events(root), *e, *catcher = NULL;
+  size_t i, n = 0, unterminated = 0;
+  int64_t depth2_end = -1;
+  json_array_foreach(ev, i, e) {
+    if (!ev_is(e, "X", "recursive")) continue;
+    n++;
+    if (json_object_get(json_object_get(e, "args"), "unterminated")) unterminated++;
+  }
+  CU_ASSERT_EQUAL(n, 5);
+  CU_ASSERT_EQUAL(unterminated, 2); /* the two the jump skipped, at depths 3 and 4 */
+  /* The scope at depth 2 (third by start time) ends where the skipped ones were closed. */
+  int64_t starts[5];
+  size_t k = 0;
+  json_array_foreach(ev, i, e) if (ev_is(e, "X", "recursive") && k < 5) starts[k++] = ev_ns(e, "ts");
+  qsort(starts, k, sizeof starts[0], i64_cmp);
+  json_array_foreach(ev, i, e) if (ev_is(e, "X", "recursive") && k == 5 && ev_ns(e, "ts") == starts[2]) catcher = e;
+  CU_ASSERT_PTR_NOT_NULL_FATAL(catcher);
+  CU_ASSERT_PTR_NULL(json_object_get(json_object_get(catcher, "args"), "unterminated"));
+  depth2_end = ev_ns(catcher, "ts") + ev_ns(catcher, "dur");
+  json_array_foreach(ev, i, e) {
+    if (!ev_is(e, "X", "recursive") || !json_object_get(json_object_get(e, "args"), "unterminated")) continue;
+    CU_ASSERT(ev_ns(e, "ts") > ev_ns(catcher, "ts"));
+    CU_ASSERT(ev_ns(e, "ts") + ev_ns(e, "dur") <= depth2_end);
+    CU_ASSERT(ev_ns(e, "ts") + ev_ns(e, "dur") >= depth2_end - 3);
+  }
+  json_decref(root);
+}
+
+/* A NULL label is written as "(null)", not a crash. */
+static void test_trace_null_label(void) {
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(NULL), 0);
+  {
+    LP_SCOPE(NULL);
+    LP_INSTANT(NULL);
+  }
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  json_t *root = written();
+  CU_ASSERT_EQUAL(trace_count(trace_events(root), "X", "(null)"), 1);
+  CU_ASSERT_EQUAL(trace_count(trace_events(root), "i", "(null)"), 1);
+  json_decref(root);
+}
+
 int main(void) {
   if (!mkdtemp(dir)) return 2;
   snprintf(path, sizeof path, "%s/trace.json", dir);
@@ -695,6 +929,11 @@ int main(void) {
       LP_TEST(test_trace_many_lanes_and_tracks),
       LP_TEST(test_trace_export_to_own_pipe_does_not_block_others),
       LP_TEST(test_trace_fork_while_recording),
+      LP_TEST(test_trace_export_waiting_for_a_fifo_blocks_nobody),
+      LP_TEST(test_trace_lanes_of_exited_threads_retire),
+      LP_TEST(test_trace_end_after_stop_has_room_in_a_full_chunk),
+      LP_TEST(test_trace_longjmp_out_of_recursion_nests_by_depth),
+      LP_TEST(test_trace_null_label),
       CU_TEST_INFO_NULL,
   };
   int rc = lp_test_main("trace", tests);
