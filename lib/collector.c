@@ -548,9 +548,14 @@ void lp__collector_atfork_parent(void) {
 }
 
 void lp__collector_atfork_child(void) {
+  /*
+   * The locks prepare took belong to this thread, the child's only one: they
+   * are released as usual. wake_mu was not taken (the collector may have held
+   * it, and it does not exist here): it starts again.
+   */
   pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
-  ctl_mu = fresh;
-  sample_mu = fresh;
+  lp__unlock(&sample_mu);
+  lp__unlock(&ctl_mu);
   wake_mu = fresh;
   if (cv_ready) init_cv(); /* a waiter in the parent may have left it in any state */
   /* The collector thread was not copied: the child starts with no profile. */

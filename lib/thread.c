@@ -170,16 +170,14 @@ void lp__registry_counters(lp__counters_t *out) {
 /* ---- fork ----------------------------------------------------------------
  * The child of fork() has one thread. The states of the parent's other
  * threads were copied but their threads do not exist: free them, keep the
- * forking thread's, and start with a clean lock.
+ * forking thread's, and release the lock prepare took on this thread.
  */
 
 void lp__registry_atfork_prepare(void) { lp__lock(&registry_mu); }
 void lp__registry_atfork_parent(void) { lp__unlock(&registry_mu); }
 
 void lp__registry_atfork_child(void) {
-  pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
   lp__thread_t *self = lp__thread_current();
-  registry_mu = fresh;
   lp__registry_reap(NULL, NULL);
   held = false;
   for (lp__thread_t *t = head, *next; t; t = next) {
@@ -190,4 +188,5 @@ void lp__registry_atfork_child(void) {
   }
   head = tail = self;
   if (self) self->next = self->prev = NULL;
+  lp__unlock(&registry_mu); /* taken by prepare on this thread, the child's only one */
 }

@@ -1012,9 +1012,7 @@ static void free_chain(lp__chunk_t *c, bool by_next) {
 }
 
 void lp__trace_atfork_child(void) {
-  pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
   pthread_cond_t fresh_cv = PTHREAD_COND_INITIALIZER;
-  trace_mu = fresh;
   refill_cv = fresh_cv; /* the refill thread was not copied: the child starts its own if it records */
   refill_started = refill_wanted = false;
   /* The child records nothing until it starts a session of its own; exports in flight were the parent's. */
@@ -1048,4 +1046,5 @@ void lp__trace_atfork_child(void) {
   pool = released = oldest = newest = NULL;
   pooled = released_bytes = used = 0;
   atomic_store(&starved, 0);
+  lp__unlock(&trace_mu); /* taken by prepare on this thread, the child's only one */
 }
