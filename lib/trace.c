@@ -215,6 +215,12 @@ static void *refill_main(void *arg) {
 /* Asks the refill for more, starting it the first time. Trace lock held. */
 static void refill_wake(void) {
   if (!refill_need()) return;
+  /*
+   * Not in a child forked from a threaded process: POSIX promises it only
+   * async-signal-safe calls, and starting a thread is not one. Its
+   * recording threads allocate their chunks themselves, as they can anyway.
+   */
+  if (!refill_started && lp__forked_child()) return;
   if (!refill_started) {
     pthread_t th;
     sigset_t all, old;
