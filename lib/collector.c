@@ -395,7 +395,8 @@ static int start(lp__owner_t who, const lp_profile_opts_t *opts, bool with_threa
     rc = lp__mark_take(&s->mark, &agg);
     if (rc == 0) {
       s->mark.cpu_ns = cpu;
-      s->mark.start_ns = lp__mono_ns();
+      /* The first session starts when the deadlines do, so that its ticks and missed ticks fit its duration. */
+      s->mark.start_ns = first ? start_ns : lp__mono_ns();
       s->mark.counters = counters;
       s->requested_hz = want;
       s->running = true;
