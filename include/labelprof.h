@@ -765,13 +765,18 @@ LP_IMPL_INLINE uint64_t lp_impl_enter_traced(const lp_site_t *site, uint32_t lev
   return lp_impl_enter_slow(site, manual);
 }
 
-/* An end event at depth d, into the room its begin kept. */
+/*
+ * An end event at depth d, into the room its begin kept, which it gives
+ * back. Scopes deeper than the frames keep no room (a longjmp out of them
+ * could not give it back), and a mistake (a stray LP_END, then a new scope
+ * at the same depth) must not push the limit past the chunk's end.
+ */
 LP_IMPL_INLINE void lp_impl_end_event(lp_impl_thread_t *t, uintptr_t site, uint32_t d) {
   lp_impl_event_t *e = LP_IMPL_LOAD_RELAXED(t->tcur);
   if (LP_IMPL_LIKELY(e < t->tend)) {
     e->ts = lp_impl_ticks();
     e->tag = site | LP_IMPL_EV_END | LP_IMPL_DEPTH_TAG(d);
-    t->tlim = t->tlim + 1;
+    if (LP_IMPL_LIKELY(d < LP_STACK_CAPACITY && t->tlim + 1 < t->tend)) t->tlim = t->tlim + 1;
     LP_IMPL_STORE_RELEASE(t->tcur, e + 1);
     return;
   }
@@ -804,9 +809,13 @@ LP_IMPL_INLINE void lp_impl_leave(lp_impl_scope_t *s) {
   }
   if (LP_IMPL_LIKELY(diff == LP_IMPL_TRACED_MARK)) { /* it recorded a begin, and the stack is as it should be */
     uint32_t d = ((uint32_t)w & LP_IMPL_DEPTH_MASK) - 1;
-    LP_IMPL_STORE_RELEASE(t->word, w + LP_IMPL_COUNT_ONE - 1);
-    lp_impl_end_event(t, (uintptr_t)s->site, d);
-    return;
+    /* ...unless a stray LP_END ended it and another label took its place: the slow path sorts that out. */
+    if (LP_IMPL_LIKELY(d >= LP_STACK_CAPACITY ||
+                       LP_IMPL_LOAD_RELAXED(t->frames[d]) == ((uintptr_t)s->site | LP_IMPL_TRACED))) {
+      LP_IMPL_STORE_RELEASE(t->word, w + LP_IMPL_COUNT_ONE - 1);
+      lp_impl_end_event(t, (uintptr_t)s->site, d);
+      return;
+    }
   }
   lp_impl_leave_slow(s->site, s->word); /* a stack to heal */
 }

@@ -293,8 +293,13 @@ static bool find_made_up(lane_writer_t *lw, const lp__snap_lane_t *l, uint64_t *
     for (uint32_t i = 0; i < l->chunks[k].end && ok; i++) {
       lane_event_t v = decode(lw, &cv, c->ev[i]);
       if (v.kind == LP_IMPL_EV_COUNTER) i++;
-      if (!v.in_window) continue;
-      if (!seen) {
+      /*
+       * Begins and ends after the stop are followed too: an end there that
+       * matches nothing is of a scope that enclosed the whole window.
+       */
+      bool scope_event = v.kind == LP_IMPL_EV_BEGIN || v.kind == LP_IMPL_EV_END;
+      if (!v.in_window && !(scope_event && v.after_start)) continue;
+      if (!seen && v.in_window) {
         seen = true;
         *first_ticks = v.ts;
         *first_chunk = k;
@@ -362,6 +367,8 @@ static void scope_end(lane_writer_t *lw, const lane_event_t *v) {
     return;
   }
   uint64_t ns = lp__timemap_ns(lw->map, v->ts, lw->anchor, &lw->cursor);
+  /* A made-up scope that ended after the stop enclosed the whole window: it is shown up to the stop. */
+  if (!v->in_window && lw->stack[k - 1].made_up && ns > lw->s->stop.ns) ns = lw->s->stop.ns;
   /* Scopes above the match lost their ends: they close here, innermost first. */
   while (lw->depth > k) {
     lw->depth--;

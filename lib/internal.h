@@ -536,6 +536,7 @@ typedef struct lp__session {
   lp__sync_t *syncs;
   size_t nsyncs;
   uint64_t dropped;
+  bool pinned; /* counted among the exports in flight */
 } lp__session_t;
 
 /*

@@ -77,6 +77,13 @@ void lp_impl_leave_slow(const lp_site_t *site, uint64_t word) {
   uint32_t depth = (uint32_t)((word ^ (traced ? LP_IMPL_TRACED_MARK : 0)) & LP_IMPL_DEPTH_MASK) - 1;
   lp__thread_t *t = lp__thread_current();
   if (!t) return; /* the thread has exited: nothing to pop, nothing to record */
+  uint32_t d = (uint32_t)LP_IMPL_LOAD_RELAXED(t->hot.word) & LP_IMPL_DEPTH_MASK;
+  if (traced && d == depth + 1 && depth < LP_STACK_CAPACITY &&
+      LP_IMPL_LOAD_RELAXED(t->hot.frames[depth]) != ((uintptr_t)site | LP_IMPL_TRACED)) {
+    /* A stray LP_END() ended it (and recorded its end), and another label took its depth: not ours to pop. */
+    lp__bump(&t->mismatched);
+    return;
+  }
   /* The end is recorded when the begin was, unless a stray LP_END() already recorded it. */
   if (heal(t, depth) && traced) lp_impl_end_event(&t->hot, (uintptr_t)site, depth);
 }

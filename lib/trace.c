@@ -57,7 +57,8 @@ static struct {
   bool spent;           /* discard mode: the budget is spent */
 } rec = {0, {LP_LEVEL_STANDARD, LP_TRACE_DISCARD, 64u << 20, LP_CLOCK_AUTO}, 0, false};
 
-static atomic_int starved;            /* ring: the last thread without a chunk found none to take */
+static atomic_int starved;            /* ring: the last thread that needed a chunk found none to take */
+static atomic_int exports;            /* exports in flight, holding pins */
 static uint64_t used;                 /* bytes of chunks in lanes */
 static uint64_t lock_dropped;         /* events dropped under the lock (tracks, threads without state) */
 static lp__chunk_t *oldest, *newest;  /* chunks in lanes, in the order they were started */
@@ -319,13 +320,21 @@ static lp__chunk_t *take_oldest(lp__lane_t *asking) {
   return NULL;
 }
 
-/* The lane's next chunk: one within the budget, else (ring) the oldest one free, else NULL. Trace lock held. */
-static lp__chunk_t *next_chunk(lp__lane_t *l) {
+/*
+ * The lane's next chunk: one within the budget, else (ring) the oldest one
+ * free, else NULL, with *spent telling whether that is because the budget
+ * is spent (discard) rather than memory short. Trace lock held.
+ */
+static lp__chunk_t *next_chunk(lp__lane_t *l, bool *spent) {
   lp__chunk_t *c = NULL;
-  if (used + LP__CHUNK_BYTES <= rec.opts.budget_bytes && (c = chunk_get()) != NULL)
+  bool room = used + LP__CHUNK_BYTES <= rec.opts.budget_bytes;
+  *spent = false;
+  if (room && (c = chunk_get()) != NULL)
     ;
   else if (rec.opts.policy == LP_TRACE_RING)
     c = take_oldest(l);
+  else
+    *spent = !room;
   if (!c) return NULL;
   used += LP__CHUNK_BYTES;
   c->next = NULL;
@@ -389,7 +398,8 @@ static lp__lane_t *new_lane(lp__thread_t *t) {
 
 /* ---- recording: the slow paths ---------------------------------------------------- */
 
-enum { EV_OTHER, EV_BEGIN, EV_END };
+/* What the slow path records: room kept for the end of a begin, given back by an end, or neither. */
+enum { EV_OTHER, EV_BEGIN, EV_END, EV_END_DEEP };
 
 /* Counts an event the calling thread could not record (the owner's own counter: no read-modify-write). */
 static void drop_own(lp__thread_t *t) {
@@ -407,16 +417,21 @@ static uint32_t record_slow(lp__thread_t *t, uintptr_t tag, uint64_t payload, un
   lp__lane_t *l = t->lane;
   /*
    * Known without the lock: discard mode with the budget spent; or ring mode,
-   * no chunk of its own, and the last thread in that state found none to take.
+   * and the last thread that needed a chunk found none to take.
    */
-  if ((kind != EV_END && (LP_IMPL_LOAD_RELAXED(lp_impl_levels) & LP_IMPL_SPENT)) ||
-      (l && !l->last && atomic_load_explicit(&starved, memory_order_relaxed))) {
+  /*
+   * (A thread that has a chunk can always reuse its own, unless an export
+   * pins it: then it too has nothing to take until the export is done.)
+   */
+  if ((kind != EV_END && kind != EV_END_DEEP && (LP_IMPL_LOAD_RELAXED(lp_impl_levels) & LP_IMPL_SPENT)) ||
+      (l && atomic_load_explicit(&starved, memory_order_relaxed) &&
+       (!l->last || atomic_load_explicit(&exports, memory_order_relaxed)))) {
     drop_own(t);
     return 0;
   }
   lp__lock(&trace_mu);
   uint32_t ok = 0;
-  if (!rec.recording && kind != EV_END) goto drop;
+  if (!rec.recording && kind != EV_END && kind != EV_END_DEEP) goto drop;
   if (!l && !(l = new_lane(t))) goto drop;
   /* The room kept for ends still owed (none if something gave it back twice). */
   ptrdiff_t kept = h->tend ? h->tend - h->tlim - 1 : 0;
@@ -426,12 +441,13 @@ static uint32_t record_slow(lp__thread_t *t, uintptr_t tag, uint64_t payload, un
     /* The chunk it leaves can be taken. Written only when set: no shared line touched per chunk. */
     if (atomic_load_explicit(&starved, memory_order_relaxed)) atomic_store_explicit(&starved, 0, memory_order_relaxed);
   }
-  lp__chunk_t *c = rec.recording ? next_chunk(l) : NULL;
+  bool spent = false;
+  lp__chunk_t *c = rec.recording ? next_chunk(l, &spent) : NULL;
   if (!c) {
-    if (rec.recording && rec.opts.policy == LP_TRACE_DISCARD) {
+    if (spent) { /* not on a failed allocation: that drops this event only */
       rec.spent = true;
       publish_levels();
-    } else if (rec.recording && !l->last) {
+    } else if (rec.recording && rec.opts.policy == LP_TRACE_RING) {
       atomic_store_explicit(&starved, 1, memory_order_relaxed);
     }
     goto drop;
@@ -466,14 +482,14 @@ uint64_t lp_impl_enter_slow(const lp_site_t *site, int manual) {
     /* Deeper than the frames: a scope's own word carries "traced"; a manual pair has nowhere to. */
     uint64_t w = lp_impl_push_slow((uintptr_t)site);
     if (manual || (uint32_t)(w & LP_IMPL_DEPTH_MASK) == LP_IMPL_NOT_PUSHED || !(site->level & levels)) return w;
+    /* Recorded like an instant: no room kept for its end, which no frame could give back after a longjmp. */
     lp_impl_event_t *e = LP_IMPL_LOAD_RELAXED(t->hot.tcur);
     uintptr_t tag = (uintptr_t)site | LP_IMPL_EV_BEGIN | LP_IMPL_DEPTH_TAG(d);
     if (e < t->hot.tlim) {
       e->ts = lp_impl_ticks();
       e->tag = tag;
-      t->hot.tlim--;
       LP_IMPL_STORE_RELEASE(t->hot.tcur, e + 1);
-    } else if ((levels & LP_IMPL_SPENT) || !record_slow(t, tag, 0, 1, EV_BEGIN)) {
+    } else if ((levels & LP_IMPL_SPENT) || !record_slow(t, tag, 0, 1, EV_OTHER)) {
       if (levels & LP_IMPL_SPENT) drop_own(t);
       return w;
     }
@@ -496,7 +512,9 @@ uint64_t lp_impl_enter_slow(const lp_site_t *site, int manual) {
 
 void lp_impl_end_event_slow(uintptr_t site, uint32_t depth) {
   lp__thread_t *t = lp__thread_current();
-  if (t) record_slow(t, site | LP_IMPL_EV_END | LP_IMPL_DEPTH_TAG(depth), 0, 1, EV_END);
+  if (t)
+    record_slow(t, site | LP_IMPL_EV_END | LP_IMPL_DEPTH_TAG(depth), 0, 1,
+                depth < LP_STACK_CAPACITY ? EV_END : EV_END_DEEP);
 }
 
 void lp_impl_instant_slow(uintptr_t tag) {
@@ -572,12 +590,10 @@ static void reset(const lp_trace_opts_t *opts) {
       release(c);
     }
     l->first = keep;
-    l->last = keep;
+    /* A live thread reads its own lane's last without the lock: it is the same chunk, so not written. */
+    if (l->last != keep) l->last = keep;
     l->lost = false;
-    if (!keep) {
-      l->last = NULL;
-      if (!l->owner) retire(l);
-    }
+    if (!keep && !l->owner) retire(l);
   }
   uint32_t n = atomic_load(&ntracks);
   for (uint32_t i = 0; i < n; i++) {
@@ -607,6 +623,12 @@ static int check_opts(const lp_trace_opts_t *opts, lp_trace_opts_t *want) {
 
 /* Every drop so far: inline ones from the registry (read first, without the trace lock), then the lock's. */
 static uint64_t drop_total(const lp__counters_t *c) { return c->dropped + lock_dropped; }
+
+/*
+ * later - earlier, or 0: the registry's totals are read before the trace lock
+ * is taken, so a start that raced ahead may have read a larger one.
+ */
+static uint64_t since(uint64_t later, uint64_t earlier) { return later > earlier ? later - earlier : 0; }
 
 int lp__trace_start(lp__owner_t who, const lp_trace_opts_t *opts) {
   lp_trace_opts_t want;
@@ -724,6 +746,8 @@ nomem:
 
 static void unpin(lp__session_t *s) {
   lp__lock(&trace_mu);
+  if (s->pinned) atomic_fetch_sub_explicit(&exports, 1, memory_order_relaxed);
+  s->pinned = false;
   for (uint32_t i = 0; i < s->nlanes; i++)
     for (uint32_t k = 0; k < s->lanes[i].nchunks; k++) {
       lp__chunk_t *c = (lp__chunk_t *)s->lanes[i].chunks[k].chunk;
@@ -757,7 +781,7 @@ static int snapshot(lp__owner_t who, lp__session_t *s) {
   s->opts.levels = ss->levels;
   s->start = ss->start_sync;
   s->stop = ss->stop_sync;
-  s->dropped = (ss->running ? drop_total(&cnt) : ss->drops1) - ss->drops0 + ss->overwritten;
+  s->dropped = since(ss->running ? drop_total(&cnt) : ss->drops1, ss->drops0) + ss->overwritten;
   bool current = ss->gen == rec.gen; /* else a later recording took its events back */
   uint32_t nlanes = atomic_load(&ntracks), nchunks = 0;
   for (const lp__lane_t *l = lanes; l; l = l->next) {
@@ -773,6 +797,8 @@ static int snapshot(lp__owner_t who, lp__session_t *s) {
   if (!ss->running) s->syncs[s->nsyncs++] = ss->stop_sync;
   s->syncs[s->nsyncs++] = lp__clock_sync();
   if (current) {
+    atomic_fetch_add_explicit(&exports, 1, memory_order_relaxed);
+    s->pinned = true;
     for (const lp__lane_t *l = lanes; l; l = l->next)
       if (snap_lane(s, l, false) != 0) goto nomem;
     s->nthreads = s->nlanes;
@@ -976,13 +1002,14 @@ int lp_track_complete(lp_track_t track, const char *name, uint64_t start_ns, uin
   if (rec.recording) {
     uint32_t id = intern(l, name);
     if (id != LP__NONE && (!l->cur || l->lim - l->cur < 2)) {
-      if (l->last) l->last->count = (uint32_t)(l->cur - l->last->ev);
-      lp__chunk_t *c = next_chunk(l);
+      /* (The count of the chunk it leaves is already current: it is set after every item.) */
+      bool spent = false;
+      lp__chunk_t *c = next_chunk(l, &spent);
       if (c) {
         l->cur = c->ev;
         l->lim = c->ev + LP__CHUNK_EVENTS;
       } else {
-        if (rec.opts.policy == LP_TRACE_DISCARD && !rec.spent) {
+        if (spent && !rec.spent) {
           rec.spent = true;
           publish_levels();
         }
@@ -1031,6 +1058,7 @@ void lp__trace_atfork_child(void) {
     self->lane = NULL;
     LP_IMPL_STORE_RELEASE(self->hot.tcur, (lp_impl_event_t *)NULL);
     self->hot.tlim = self->hot.tend = NULL;
+    /* The ends of scopes it inherited give back no room here: lp_impl_end_event keeps tlim below tend. */
   }
   for (lp__lane_t *l = lanes, *n; l; l = n) {
     n = l->next;
@@ -1047,6 +1075,7 @@ void lp__trace_atfork_child(void) {
     l->cur = l->lim = NULL;
     free_names(l);
   }
+  atomic_store(&exports, 0);
   free_chain(pool, true);
   free_chain(released, false);
   pool = released = oldest = newest = NULL;

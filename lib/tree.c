@@ -113,7 +113,7 @@ int lp__agg_add_thread(lp__agg_t *a, uint64_t tid, const char *name) {
     i = a->nthreads;
   }
   lp__agg_thread_t *t = &a->threads[i];
-  uint32_t next_free = t->older; /* a free record keeps the free list there */
+  lp__agg_thread_t keep = *t; /* a free record keeps the free list in ->older */
   memset(t, 0, sizeof *t);
   t->tid = tid;
   snprintf(t->name, sizeof t->name, "%s", name);
@@ -122,7 +122,11 @@ int lp__agg_add_thread(lp__agg_t *a, uint64_t tid, const char *name) {
   t->last_leaf = LP__NONE;
   t->older = LP__NONE;
   uint32_t root = new_node(a, NULL, LP__NONE, i);
-  if (root == LP__NONE) return -ENOMEM; /* the record is not taken: nothing refers to it */
+  if (root == LP__NONE) {
+    *t = keep; /* not taken: still free, still on the free list */
+    return -ENOMEM;
+  }
+  uint32_t next_free = keep.older;
   t->root = root;
   if (i == a->free_threads)
     a->free_threads = next_free;
@@ -241,7 +245,8 @@ int lp__agg_merge(lp__agg_t *a, uint32_t from, uint32_t to, lp__mark_t *const *m
     uint32_t target = a->nodes[i].aux;
     a->nodes[target].self += a->nodes[i].self;
     for (size_t m = 0; m < nmarks; m++) {
-      if (i >= marks[m]->nself) continue;
+      /* Only nonzero marks were given room at the target above. */
+      if (i >= marks[m]->nself || !marks[m]->self[i]) continue;
       marks[m]->self[target] += marks[m]->self[i];
       marks[m]->self[i] = 0;
     }
@@ -249,7 +254,7 @@ int lp__agg_merge(lp__agg_t *a, uint32_t from, uint32_t to, lp__mark_t *const *m
   a->threads[to].samples += f->samples;
   a->threads[to].merged += f->merged ? f->merged : 1;
   for (size_t m = 0; m < nmarks; m++) {
-    if (from >= marks[m]->nthreads) continue;
+    if (from >= marks[m]->nthreads || !marks[m]->tsamples[from]) continue;
     marks[m]->tsamples[to] += marks[m]->tsamples[from];
     marks[m]->tsamples[from] = 0;
   }

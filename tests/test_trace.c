@@ -910,6 +910,181 @@ static void test_trace_null_label(void) {
   json_decref(root);
 }
 
+/* ---- found in review ------------------------------------------------------------ */
+
+/* A track that keeps recording after a discard budget is spent: the chunk's count stays sound. */
+static void test_trace_track_after_the_budget_is_spent(void) {
+  /* A few chunks: live threads keep the chunk they are filling across recordings, within the budget. */
+  lp_trace_opts_t o = {.policy = LP_TRACE_DISCARD, .budget_bytes = 4 * LP__CHUNK_BYTES};
+  lp_trace_stats_t s;
+  const int items = 4 * (int)LP__CHUNK_EVENTS; /* two slots each: twice what the budget holds */
+  lp_track_t q = lp_track_create("spent queue");
+  CU_ASSERT_FATAL(q >= 0);
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(&o), 0);
+  uint64_t t0 = lp_now_ns();
+  for (int i = 0; i < items; i++) CU_ASSERT_EQUAL(lp_track_complete(q, "item", t0 + 10u * (uint64_t)i, 5), 0);
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  CU_ASSERT_EQUAL(lp_trace_get_stats(&s), 0);
+  CU_ASSERT(s.recorded > 0 && s.recorded < (uint64_t)items);
+  CU_ASSERT_EQUAL(s.recorded + s.dropped, (uint64_t)items);
+  json_t *root = written();
+  CU_ASSERT_EQUAL(trace_count(trace_events(root), "X", "item"), s.recorded);
+  json_decref(root);
+}
+
+/* The room kept for ends never passes the end of the chunk, and none of it leaks. */
+static int room_ok(void) {
+  const lp_impl_thread_t *h = lp_impl_self;
+  return !h->tend || (h->tlim < h->tend && h->tcur <= h->tend);
+}
+
+static void deep_traced(int n) {
+  LP_SCOPE("deep");
+  if (n > 0) deep_traced(n - 1);
+}
+
+static jmp_buf deep_jump;
+static void deep_then_jump(int n) {
+  LP_SCOPE("deep jump");
+  if (n < 0) return; /* never: but the recursion must have a way out that returns */
+  if (n == 0) longjmp(deep_jump, 1);
+  deep_then_jump(n - 1);
+}
+static void catch_deep(int n) {
+  if (setjmp(deep_jump) == 0) deep_then_jump(n);
+}
+
+/* Each on a thread of its own, whose pseudo-stack the mistakes may leave in any state. */
+static void *deep_and_instants(void *arg) {
+  int *bad = arg;
+  deep_traced(800); /* scopes far deeper than the frames */
+  *bad |= !room_ok();
+  for (int i = 0; i < 2000; i++) LP_INSTANT("after the deep scopes");
+  *bad |= !room_ok() << 1;
+  /* longjmps out of deep recursion: the scope around them heals, giving back the room of all they skipped */
+  for (int i = 0; i < 3; i++) {
+    LP_SCOPE("catcher");
+    catch_deep(300);
+  }
+  const lp_impl_thread_t *h = lp_impl_self;
+  *bad |= (!h->tend || h->tend - h->tlim > 1) << 2; /* nothing is open: only the margin of one slot */
+  return NULL;
+}
+
+static void *stray_ends(void *arg) {
+  int *bad = arg;
+  /* A stray LP_END ends a recorded scope, and another label takes its depth, again and again. */
+  for (int i = 0; i < 3000; i++) {
+    LP_SCOPE("ended twice");
+    LP_END();
+    LP_BEGIN("takes its depth");
+  }
+  *bad |= !room_ok();
+  for (int i = 0; i < 2000; i++) LP_INSTANT("after the stray ends");
+  *bad |= !room_ok() << 1;
+  return NULL;
+}
+
+static void test_trace_room_for_ends_stays_inside_the_chunk(void) {
+  void *(*const cases[])(void *) = {deep_and_instants, stray_ends};
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(NULL), 0);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    pthread_t th;
+    int bad = 0;
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, cases[i], &bad), 0);
+    CU_ASSERT_EQUAL(pthread_join(th, NULL), 0);
+    if (bad) printf("\n    case %zu: %d ", i, bad);
+    CU_ASSERT_EQUAL(bad, 0);
+  }
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+}
+
+/* A child forked inside recorded scopes may record; their ends give back no room it did not keep. */
+static void test_trace_fork_inside_recorded_scopes(void) {
+  char child_path[160];
+  snprintf(child_path, sizeof child_path, "%s/forked.json", dir);
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(NULL), 0);
+  int status = -1;
+  pid_t pid;
+  {
+    LP_SCOPE("a");
+    LP_SCOPE("b");
+    LP_SCOPE("c");
+    pid = fork();
+    CU_ASSERT_FATAL(pid >= 0);
+    if (pid == 0) {
+      int bad = lp_trace_start(NULL) != 0;
+      for (int i = 0; i < 100; i++) LP_INSTANT("in the child");
+      bad |= !room_ok();
+      _exit(bad); /* the inherited scopes end in the parent's code below, which the child does not run */
+    }
+  }
+  CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
+  CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  pid = fork();
+  CU_ASSERT_FATAL(pid >= 0);
+  if (pid == 0) {
+    int bad = lp_trace_start(NULL) != 0; /* the child records, and forks again inside recorded scopes */
+    {
+      LP_SCOPE("open at fork");
+      LP_SCOPE("also open");
+      pid_t inner = fork(); /* a grandchild that ends the scopes it inherited while it records */
+      if (inner == 0) {
+        bad = lp_trace_start(NULL) != 0;
+      } else if (inner < 0 || waitpid(inner, &status, 0) != inner || !WIFEXITED(status) || WEXITSTATUS(status)) {
+        _exit(2);
+      } else {
+        _exit(0);
+      }
+    }
+    for (int i = 0; i < 100; i++) LP_INSTANT("after");
+    bad |= !room_ok();
+    bad |= lp_trace_stop() != 0;
+    bad |= lp_trace_write_json(child_path, NULL) != 0;
+    _exit(bad);
+  }
+  CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
+  CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  json_t *child = trace_load(child_path);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(child);
+  /* Begun in the parent, ended in the grandchild's window: made up there, enclosing what it recorded. */
+  CU_ASSERT_EQUAL(trace_count(trace_events(child), "X", "also open"), 1);
+  json_decref(child);
+  unlink(child_path);
+}
+
+/*
+ * A scope that encloses a whole nested session (it began before the
+ * program's start, under the environment's recording, and ends after its
+ * stop) still shows in the program's file, made up and clipped to its window.
+ */
+static void test_trace_scope_enclosing_a_nested_window(void) {
+  CU_ASSERT_EQUAL_FATAL(lp__trace_start(LP__ENV, NULL), 0);
+  {
+    LP_SCOPE("encloses the window");
+    CU_ASSERT_EQUAL(lp_trace_start(NULL), 0);
+    {
+      LP_SCOPE("inside the window");
+    }
+    CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  }
+  {
+    LP_SCOPE("after the window");
+  }
+  json_t *root = written();
+  json_t *ev = trace_events(root);
+  json_t *outer = trace_find(ev, "X", "encloses the window"), *inner = trace_find(ev, "X", "inside the window");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(outer);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(inner);
+  CU_ASSERT(json_is_true(json_object_get(json_object_get(outer, "args"), "truncated")));
+  CU_ASSERT(ev_ns(outer, "ts") < ev_ns(inner, "ts"));
+  CU_ASSERT(ev_ns(outer, "ts") + ev_ns(outer, "dur") >= ev_ns(inner, "ts") + ev_ns(inner, "dur"));
+  CU_ASSERT_EQUAL(trace_count(ev, "X", "after the window"), 0);
+  json_decref(root);
+  CU_ASSERT_EQUAL(lp__trace_stop(LP__ENV), 0);
+}
+
 int main(void) {
   if (!mkdtemp(dir)) return 2;
   snprintf(path, sizeof path, "%s/trace.json", dir);
@@ -942,6 +1117,10 @@ int main(void) {
       LP_TEST(test_trace_end_after_stop_has_room_in_a_full_chunk),
       LP_TEST(test_trace_longjmp_out_of_recursion_nests_by_depth),
       LP_TEST(test_trace_null_label),
+      LP_TEST(test_trace_track_after_the_budget_is_spent),
+      LP_TEST(test_trace_room_for_ends_stays_inside_the_chunk),
+      LP_TEST(test_trace_fork_inside_recorded_scopes),
+      LP_TEST(test_trace_scope_enclosing_a_nested_window),
       CU_TEST_INFO_NULL,
   };
   int rc = lp_test_main("trace", tests);

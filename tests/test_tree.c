@@ -388,6 +388,48 @@ static void test_tree_folded_empty_and_null_labels(void) {
   lp_profile_free(p);
 }
 
+/*
+ * Merging an exited thread's record under a session's mark moves the mark
+ * with the counts, also onto nodes and records made after the mark (reused
+ * free nodes among them). Run under ASan, this also checks every mark
+ * access stays in bounds.
+ */
+static void test_tree_merge_moves_marks_with_counts(void) {
+  static const lp_site_t s1 = {"s1", "f", "f", 1, LP_LEVEL_RUNTIME}, s2 = {"s2", "f", "f", 2, LP_LEVEL_RUNTIME};
+  const lp_site_t *p1[] = {&s1}, *p2[] = {&s2};
+  lp__agg_t a;
+  lp__mark_t m;
+  CU_ASSERT_EQUAL_FATAL(lp__agg_init(&a), 0);
+  int x = lp__agg_add_thread(&a, 1, "x");
+  CU_ASSERT_FATAL(x >= 0);
+  uint32_t n = lp__agg_path(&a, a.threads[x].root, p1, 1);
+  a.nodes[n].self += 3;
+  a.threads[x].samples += 3;
+  int g = lp__agg_add_thread(&a, 0, "g");
+  CU_ASSERT_FATAL(g >= 0);
+  a.threads[g].group = true;
+  CU_ASSERT_EQUAL(lp__agg_merge(&a, (uint32_t)x, (uint32_t)g, NULL, 0), 0); /* frees x's nodes */
+  CU_ASSERT_EQUAL_FATAL(lp__mark_take(&m, &a), 0);                          /* the session starts */
+  int y = lp__agg_add_thread(&a, 2, "y");                                   /* reuses freed nodes */
+  CU_ASSERT_FATAL(y >= 0);
+  n = lp__agg_path(&a, a.threads[y].root, p2, 1);
+  a.nodes[n].self += 5;
+  a.threads[y].samples += 5;
+  int h = lp__agg_add_thread(&a, 0, "h"); /* a record and nodes made after the mark */
+  CU_ASSERT_FATAL(h >= 0);
+  lp__mark_t *marks[] = {&m};
+  CU_ASSERT_EQUAL(lp__agg_merge(&a, (uint32_t)y, (uint32_t)h, marks, 1), 0);
+  lp_profile_stats_t st = {0};
+  lp_profile_t *p = lp__profile_build(&a, &m, &st);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+  /* The session sees y's 5 samples, now in h's record, and none of x's from before its mark. */
+  CU_ASSERT_EQUAL(lp_node_samples(lp_node_find(lp_profile_root(p), "s2")), 5);
+  CU_ASSERT_PTR_NULL(lp_node_find(lp_profile_root(p), "s1"));
+  lp_profile_free(p);
+  lp__mark_free(&m);
+  lp__agg_free(&a);
+}
+
 static void test_tree_strerror_names_errors(void) {
   CU_ASSERT_STRING_EQUAL(lp_strerror(0), "success");
   CU_ASSERT_PTR_NOT_NULL(strstr(lp_strerror(-EBUSY), "already"));
@@ -413,6 +455,7 @@ int main(void) {
       LP_TEST(test_tree_print_escapes_labels),
       LP_TEST(test_tree_print_notes_a_low_rate),
       LP_TEST(test_tree_folded_empty_and_null_labels),
+      LP_TEST(test_tree_merge_moves_marks_with_counts),
       LP_TEST(test_tree_strerror_names_errors),
       CU_TEST_INFO_NULL,
   };
