@@ -52,7 +52,7 @@ typedef struct open_scope {
   const lp_site_t *site;
   uint64_t ns;
   uint32_t depth;
-  bool made_up; /* its begin was not recorded in the window */
+  bool shadow; /* begun after the stop: followed so that its end is known for what it is, never written */
 } open_scope_t;
 
 /* `"cat":"runtime","name":"kernel"`, escaped once per site (or track work name) and export. */
@@ -68,6 +68,7 @@ typedef struct lane_writer {
   const lp__timemap_t *map;
   lp__sync_t anchor; /* the sync point of the chunk being written */
   uint64_t events;   /* events written */
+  uint64_t made_up_base; /* made-up begins start here, plus their depth (UINT64_MAX: not known yet) */
   char ids[64]; /* ,"pid":P,"tid":T,"ts": */
   size_t idslen;
   size_t cursor;
@@ -191,12 +192,9 @@ static const fragment_t *site_fragment(lane_writer_t *lw, const lp_site_t *site)
 
 static void complete(lane_writer_t *lw, const open_scope_t *o, uint64_t end, bool unterminated) {
   uint64_t dur = end - o->ns;
-  const char *args = "";
-  if (o->made_up)
-    args = ",\"args\":{\"truncated\":true}";
-  else if (unterminated)
-    args = ",\"args\":{\"unterminated\":\"ended by an enclosing scope\"}";
-  event(lw, 'X', site_fragment(lw, o->site), o->ns, &dur, args);
+  if (o->shadow) return;
+  event(lw, 'X', site_fragment(lw, o->site), o->ns, &dur,
+        unterminated ? ",\"args\":{\"unterminated\":\"ended by an enclosing scope\"}" : "");
 }
 
 static bool grow_stack(lane_writer_t *lw) {
@@ -249,7 +247,8 @@ static chunk_view_t view_of(const lane_writer_t *lw, const lp__snap_chunk_t *sc)
  * its stop. Only a chunk that straddles a bound maps them, through the
  * clock's stretches, to compare in ns.
  */
-static void in_time(const lane_writer_t *lw, const chunk_view_t *cv, uint64_t ticks, bool *after, bool *before) {
+static inline void in_time(const lane_writer_t *lw, const chunk_view_t *cv, uint64_t ticks, bool *after,
+                           bool *before) {
   uint64_t ns = 0;
   if (cv->span.after_start == LP__EACH || cv->span.before_stop == LP__EACH) {
     size_t cursor = 0;
@@ -259,7 +258,7 @@ static void in_time(const lane_writer_t *lw, const chunk_view_t *cv, uint64_t ti
   *before = cv->span.before_stop == LP__ALL_IN || (cv->span.before_stop == LP__EACH && ns <= lw->s->stop.ns);
 }
 
-static lane_event_t decode(const lane_writer_t *lw, const chunk_view_t *cv, lp_impl_event_t e) {
+static inline lane_event_t decode(const lane_writer_t *lw, const chunk_view_t *cv, lp_impl_event_t e) {
   lane_event_t v;
   bool before;
   v.kind = (uint32_t)(e.tag & LP_IMPL_EV_KIND);
@@ -273,85 +272,6 @@ static lane_event_t decode(const lane_writer_t *lw, const chunk_view_t *cv, lp_i
   return v;
 }
 
-static int by_depth(const void *x, const void *y) {
-  const open_scope_t *a = x, *b = y;
-  return a->depth < b->depth ? -1 : a->depth > b->depth;
-}
-
-/*
- * First pass: the ends whose begins are not in the window, as open scopes
- * made up at the lane's start (outermost first), and the lane's first
- * event. Returns false when out of memory.
- */
-static bool find_made_up(lane_writer_t *lw, const lp__snap_lane_t *l, uint64_t *first_ticks, size_t *first_chunk) {
-  open_scope_t *open = NULL, *made = NULL;
-  size_t nopen = 0, capopen = 0, nmade = 0, capmade = 0;
-  bool ok = true, seen = false;
-  for (uint32_t k = 0; k < l->nchunks && ok; k++) {
-    const lp__chunk_t *c = l->chunks[k].chunk;
-    chunk_view_t cv = view_of(lw, &l->chunks[k]);
-    for (uint32_t i = 0; i < l->chunks[k].end && ok; i++) {
-      lane_event_t v = decode(lw, &cv, c->ev[i]);
-      if (v.kind == LP_IMPL_EV_COUNTER) i++;
-      /*
-       * Begins and ends after the stop are followed too: an end there that
-       * matches nothing is of a scope that enclosed the whole window.
-       */
-      bool scope_event = v.kind == LP_IMPL_EV_BEGIN || v.kind == LP_IMPL_EV_END;
-      if (!v.in_window && !(scope_event && v.after_start)) continue;
-      if (!seen && v.in_window) {
-        seen = true;
-        *first_ticks = v.ts;
-        *first_chunk = k;
-      }
-      if (v.kind == LP_IMPL_EV_BEGIN) {
-        while (nopen > 0 && open[nopen - 1].depth >= v.depth) nopen--;
-        if (nopen == capopen) {
-          capopen = capopen ? capopen * 2 : 64;
-          open_scope_t *n = realloc(open, capopen * sizeof *n);
-          if (!n) {
-            ok = false;
-            break;
-          }
-          open = n;
-        }
-        open[nopen++] = (open_scope_t){v.site, 0, v.depth, false};
-      } else if (v.kind == LP_IMPL_EV_END) {
-        size_t m = match(open, nopen, v.site, v.depth);
-        if (m) {
-          nopen = m - 1;
-          continue;
-        }
-        /* Every such end was of a scope open at the lane's start, however it nested. */
-        while (nopen > 0 && open[nopen - 1].depth >= v.depth) nopen--;
-        if (nmade == capmade) {
-          capmade = capmade ? capmade * 2 : 16;
-          open_scope_t *n = realloc(made, capmade * sizeof *n);
-          if (!n) {
-            ok = false;
-            break;
-          }
-          made = n;
-        }
-        made[nmade++] = (open_scope_t){v.site, 0, v.depth, true};
-      }
-    }
-  }
-  /* Outermost first, as they were opened; they were found innermost first, as they ended. */
-  if (ok && nmade > 1) qsort(made, nmade, sizeof *made, by_depth);
-  for (size_t i = 0; ok && i < nmade; i++) {
-    if (!grow_stack(lw)) {
-      ok = false;
-      break;
-    }
-    lw->stack[lw->depth++] = made[i];
-  }
-  free(open);
-  free(made);
-  if (!ok) lw->nomem = true;
-  return ok;
-}
-
 /* A new begin at depth d: scopes at d or deeper never ended (a longjmp skipped their ends). */
 static void close_at_or_below(lane_writer_t *lw, uint32_t d, uint64_t ns) {
   while (lw->depth > 0 && lw->stack[lw->depth - 1].depth >= d) {
@@ -360,15 +280,29 @@ static void close_at_or_below(lane_writer_t *lw, uint32_t d, uint64_t ns) {
   }
 }
 
+/*
+ * An end whose begin the window does not hold: the scope was open when the
+ * window (or, after the ring reused older chunks, what is left of the lane)
+ * begins. Its begin is made up there, marked "truncated". Made-up begins
+ * come before every real event of the lane, a nanosecond per level apart,
+ * outermost first, so that they nest whatever order their ends come in.
+ */
+static void made_up(lane_writer_t *lw, const lane_event_t *v, uint64_t end) {
+  uint64_t ts = lw->made_up_base + (v->depth < 255 ? v->depth : 255);
+  uint64_t dur = end > ts ? end - ts : 0;
+  event(lw, 'X', site_fragment(lw, v->site), ts, &dur, ",\"args\":{\"truncated\":true}");
+}
+
 static void scope_end(lane_writer_t *lw, const lane_event_t *v) {
   size_t k = match(lw->stack, lw->depth, v->site, v->depth);
-  if (k == 0) { /* recorded after the window, or the lane's odd mistake: a lone end */
-    if (v->in_window) event(lw, 'E', site_fragment(lw, v->site), mapped(lw, v->ts), NULL, "");
+  uint64_t ns = lp__timemap_ns(lw->map, v->ts, lw->anchor, &lw->cursor);
+  if (k == 0) {
+    /* Scopes above its depth lost their ends, as when it is matched; then its own begin is made up. */
+    close_at_or_below(lw, v->depth + 1, ns);
+    if (!v->in_window) ns = lw->s->stop.ns; /* it enclosed the whole window: shown up to the stop */
+    made_up(lw, v, lane_time(lw, ns));
     return;
   }
-  uint64_t ns = lp__timemap_ns(lw->map, v->ts, lw->anchor, &lw->cursor);
-  /* A made-up scope that ended after the stop enclosed the whole window: it is shown up to the stop. */
-  if (!v->in_window && lw->stack[k - 1].made_up && ns > lw->s->stop.ns) ns = lw->s->stop.ns;
   /* Scopes above the match lost their ends: they close here, innermost first. */
   while (lw->depth > k) {
     lw->depth--;
@@ -378,11 +312,11 @@ static void scope_end(lane_writer_t *lw, const lane_event_t *v) {
   complete(lw, &lw->stack[lw->depth], lane_time(lw, ns), false);
 }
 
-static void scope_begin(lane_writer_t *lw, const lane_event_t *v) {
-  uint64_t ns = mapped(lw, v->ts);
+static void scope_begin(lane_writer_t *lw, const lane_event_t *v, bool shadow) {
+  uint64_t ns = shadow ? lw->last : mapped(lw, v->ts);
   close_at_or_below(lw, v->depth, ns);
   if (!grow_stack(lw)) return;
-  lw->stack[lw->depth++] = (open_scope_t){v->site, ns, v->depth, false};
+  lw->stack[lw->depth++] = (open_scope_t){v->site, ns, v->depth, shadow};
 }
 
 static void metadata(lp__jw_t *w, int pid, uint64_t tid, const char *name, uint32_t sort_index) {
@@ -404,21 +338,7 @@ static void metadata(lp__jw_t *w, int pid, uint64_t tid, const char *name, uint3
 static void write_thread_lane(lane_writer_t *lw, const lp__snap_lane_t *l) {
   const lp__session_t *s = lw->s;
   char value[48];
-  uint64_t first_ticks = 0;
-  size_t first_chunk = 0;
-  if (!find_made_up(lw, l, &first_ticks, &first_chunk)) return;
-  if (lw->depth) {
-    /*
-     * Made-up begins: at the window's start, or, when the ring reused older
-     * chunks of the lane, just before its first remaining event; a
-     * nanosecond apart, outermost first.
-     */
-    lw->anchor = l->chunks[first_chunk].chunk->sync;
-    uint64_t first = lp__timemap_ns(lw->map, first_ticks, lw->anchor, &lw->cursor);
-    uint64_t t0 = l->lost || first < s->start.ns ? first : s->start.ns;
-    t0 = t0 > lw->depth ? t0 - lw->depth : 0;
-    for (size_t k = 0; k < lw->depth; k++) lw->stack[k].ns = lane_time(lw, t0 + k);
-  }
+  lw->made_up_base = UINT64_MAX;
   for (uint32_t k = 0; k < l->nchunks; k++) {
     const lp__chunk_t *c = l->chunks[k].chunk;
     uint32_t end = l->chunks[k].end;
@@ -426,27 +346,37 @@ static void write_thread_lane(lane_writer_t *lw, const lp__snap_lane_t *l) {
     lw->anchor = c->sync;
     for (uint32_t i = 0; i < end; i++) {
       lane_event_t v = decode(lw, &cv, c->ev[i]);
+      if (v.kind == LP_IMPL_EV_COUNTER) i++;
+      if (!v.after_start) continue;
+      if (lw->made_up_base == UINT64_MAX && v.in_window) {
+        /* Before the lane's first event: at the window's start, or just before what the ring left. */
+        uint64_t first = lp__timemap_ns(lw->map, v.ts, lw->anchor, &lw->cursor);
+        uint64_t base = l->lost || first < s->start.ns ? first : s->start.ns;
+        lw->made_up_base = base > 256 ? base - 256 : 0;
+      }
       switch (v.kind) {
       case LP_IMPL_EV_BEGIN:
-        if (!v.in_window) break;
-        lw->events++;
-        scope_begin(lw, &v);
+        /* After the stop, followed (not written) so that its end is not taken for an enclosing scope's. */
+        scope_begin(lw, &v, !v.in_window);
+        lw->events += v.in_window;
         break;
-      case LP_IMPL_EV_END:
-        /* After the stop, only the ends of scopes that began inside. */
-        if (!v.after_start) break;
-        lw->events += v.in_window || match(lw->stack, lw->depth, v.site, v.depth) != 0;
+      case LP_IMPL_EV_END: {
+        size_t m = match(lw->stack, lw->depth, v.site, v.depth);
+        if (!v.in_window && (lw->made_up_base == UINT64_MAX || (m && lw->stack[m - 1].shadow))) {
+          if (m) scope_end(lw, &v); /* a scope begun after the stop: pops its shadow, writes nothing */
+          break;
+        }
+        lw->events += v.in_window || m != 0;
         scope_end(lw, &v);
         break;
+      }
       case LP_IMPL_EV_INSTANT:
         if (!v.in_window) break;
         lw->events++;
         event(lw, 'i', site_fragment(lw, v.site), mapped(lw, v.ts), NULL, ",\"s\":\"t\"");
         break;
       case LP_IMPL_EV_COUNTER:
-        if (i + 1 >= end) break; /* cannot happen: both slots are published together */
-        i++;
-        if (!v.in_window) break;
+        if (!v.in_window || i >= end) break;
         lw->events++;
         snprintf(value, sizeof value, ",\"args\":{\"value\":%lld}", (long long)(int64_t)c->ev[i].ts);
         event(lw, 'C', site_fragment(lw, v.site), mapped(lw, v.ts), NULL, value);
@@ -456,8 +386,9 @@ static void write_thread_lane(lane_writer_t *lw, const lp__snap_lane_t *l) {
       }
     }
   }
-  /* Still open: unmatched begins. */
-  for (size_t k = 0; k < lw->depth; k++) event(lw, 'B', site_fragment(lw, lw->stack[k].site), lw->stack[k].ns, NULL, "");
+  /* Still open: unmatched begins (shadows are not written). */
+  for (size_t k = 0; k < lw->depth; k++)
+    if (!lw->stack[k].shadow) event(lw, 'B', site_fragment(lw, lw->stack[k].site), lw->stack[k].ns, NULL, "");
   lw->depth = 0;
 }
 
