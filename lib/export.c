@@ -409,7 +409,7 @@ static void write_track_lane(lane_writer_t *lw, const lp__snap_lane_t *l) {
     for (uint32_t i = 0; i + 1 < end; i++) {
       lp_impl_event_t e = c->ev[i];
       if ((e.tag & LP_IMPL_EV_KIND) != LP__EV_TRACK) continue;
-      uint64_t id = e.tag >> 3, rec_ticks = c->ev[i + 1].tag >> 3;
+      uint64_t id = e.tag >> 3, rec_ticks = lp__track_recorded(c->ev[i + 1]);
       uint64_t start = e.ts, dur = c->ev[++i].ts, item_end = start + dur;
       /* An item belongs to the sessions that were recording when it was recorded. */
       bool after, before;
@@ -446,7 +446,7 @@ static bool track_has_items(const lane_writer_t *lw, const lp__snap_lane_t *l) {
     for (uint32_t i = 0; i + 1 < l->chunks[k].end; i++) {
       if ((c->ev[i].tag & LP_IMPL_EV_KIND) != LP__EV_TRACK) continue;
       bool after, before;
-      in_time(lw, &cv, c->ev[i + 1].tag >> 3, &after, &before);
+      in_time(lw, &cv, lp__track_recorded(c->ev[i + 1]), &after, &before);
       if (after && before) return true;
     }
   }

@@ -404,6 +404,14 @@ extern bool lp__output_named_temp_only;
 #define LP__TAG_DEPTH(tag) 255u
 #endif
 
+/*
+ * A track item's payload slot holds its duration, and in its tag the ticks
+ * when it was recorded: an item belongs to the sessions that were recording
+ * then, whatever device times it carries.
+ */
+static inline uintptr_t lp__track_payload_tag(uint64_t ticks) { return (uintptr_t)(ticks << 3) | LP__EV_PAYLOAD; }
+static inline uint64_t lp__track_recorded(lp_impl_event_t payload) { return (uint64_t)(payload.tag >> 3); }
+
 typedef struct lp__chunk lp__chunk_t;
 struct lp__chunk {
   lp__chunk_t *next;          /* the lane's chunks, oldest first; the pool's free list */

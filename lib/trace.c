@@ -254,7 +254,7 @@ static void retire(lp__lane_t *l);
 
 /* When an event was recorded: its stamp, or for a track's item the stamp in its payload's tag. */
 static uint64_t recorded_at(const lp__chunk_t *c, uint32_t i) {
-  if ((c->ev[i].tag & LP_IMPL_EV_KIND) == LP__EV_TRACK) return i + 1 < c->count ? c->ev[i + 1].tag >> 3 : 0;
+  if ((c->ev[i].tag & LP_IMPL_EV_KIND) == LP__EV_TRACK) return i + 1 < c->count ? lp__track_recorded(c->ev[i + 1]) : 0;
   return c->ev[i].ts;
 }
 
@@ -830,7 +830,7 @@ static void count_window(const lp__session_t *s, uint64_t *events, uint32_t *thr
         uintptr_t kind = c->ev[e].tag & LP_IMPL_EV_KIND;
         if (kind == LP__EV_PAYLOAD) continue;
         if (i >= s->nthreads) {
-          uint64_t rec_ticks = e + 1 < l->chunks[k].end ? (uint64_t)(c->ev[e + 1].tag >> 3) : 0;
+          uint64_t rec_ticks = e + 1 < l->chunks[k].end ? lp__track_recorded(c->ev[e + 1]) : 0;
           *events += kind == LP__EV_TRACK && inside(v, rec_ticks, s->start, s->stop);
           continue;
         }
@@ -1018,8 +1018,7 @@ int lp_track_complete(lp_track_t track, const char *name, uint64_t start_ns, uin
     }
     if (id != LP__NONE && l->cur) {
       l->cur[0] = (lp_impl_event_t){start_ns, ((uintptr_t)id << 3) | LP__EV_TRACK};
-      /* The payload's tag carries when the item was recorded: it belongs to the sessions recording then. */
-      l->cur[1] = (lp_impl_event_t){dur_ns, (uintptr_t)(lp_impl_ticks() << 3) | LP__EV_PAYLOAD};
+      l->cur[1] = (lp_impl_event_t){dur_ns, lp__track_payload_tag(lp_impl_ticks())};
       l->cur += 2;
       l->last->payloads++;
       l->last->count = (uint32_t)(l->cur - l->last->ev);
