@@ -908,26 +908,50 @@ typedef struct tm_rate {
   uint64_t ticks, ns; /* 0 when r has no exact form */
 } tm_rate_t;
 
+/* A segment's rate (ticks per ns) and its weight, the ns it spans. */
+typedef struct tm_seg {
+  double rate, ns;
+} tm_seg_t;
+
+static int seg_cmp(const void *a, const void *b) { return dbl_cmp(&((const tm_seg_t *)a)->rate, &((const tm_seg_t *)b)->rate); }
+
+/* The rate that half the segments' time lies at or below (k > 0, total > 0); sorts seg by rate. */
+static double weighted_median(tm_seg_t *seg, size_t k, double total) {
+  qsort(seg, k, sizeof *seg, seg_cmp);
+  double acc = 0;
+  for (size_t i = 0; i < k; i++) {
+    acc += seg[i].ns;
+    if (acc * 2 >= total) return seg[i].rate;
+  }
+  return seg[k - 1].rate;
+}
+
 /*
  * The counter's rate from the points themselves (sorted by ns), robust to
- * jumps: the median of the segments' rates gives a first guess, good enough
- * to set aside the segments that hold a jump; the rate is then the sum of
- * the remaining segments' ticks over their ns, a baseline as long as the
+ * jumps. A first guess is the median of the segments' rates weighted by the
+ * time each spans: a session's points come in bursts (a chunk started a
+ * microsecond after another), and the rate of such a short segment is off
+ * by a percent from the bracket's width alone, so counting segments instead
+ * of time lets a handful of them outvote the one that spans the session,
+ * and that one then looks like a jump. The guess is good enough to set
+ * aside the segments that hold a jump; the rate is then the sum of the
+ * remaining segments' ticks over their ns, a baseline as long as the
  * session. r is 0 when no segment moves forward.
  */
-static tm_rate_t fit_rate(const lp__sync_t *p, size_t n, double *scratch) {
+static tm_rate_t fit_rate(const lp__sync_t *p, size_t n, tm_seg_t *seg) {
   tm_rate_t out = {0, 0, 0};
   size_t k = 0;
+  double total = 0;
   for (size_t i = 1; i < n; i++)
-    if (p[i].ns > p[i - 1].ns && p[i].ticks > p[i - 1].ticks)
-      scratch[k++] = step_ticks(&p[i - 1], &p[i]) / step_ns(&p[i - 1], &p[i]);
+    if (p[i].ns > p[i - 1].ns && p[i].ticks > p[i - 1].ticks) {
+      seg[k] = (tm_seg_t){step_ticks(&p[i - 1], &p[i]) / step_ns(&p[i - 1], &p[i]), step_ns(&p[i - 1], &p[i])};
+      total += seg[k++].ns;
+    }
   if (k == 0) return out;
-  qsort(scratch, k, sizeof *scratch, dbl_cmp);
-  double med = scratch[k / 2];
-  for (size_t i = 0; i < k; i++) scratch[i] = dabs(scratch[i] - med);
-  qsort(scratch, k, sizeof *scratch, dbl_cmp);
-  /* Short segments are noisy: widen this first pass by their spread. */
-  double loose = JUMP_PPM * 1e-6 + 3 * scratch[k / 2] / med;
+  double med = weighted_median(seg, k, total);
+  for (size_t i = 0; i < k; i++) seg[i].rate = dabs(seg[i].rate - med);
+  /* The spread, weighted the same way, widens this first pass where the segments are noisy. */
+  double loose = JUMP_PPM * 1e-6 + 3 * weighted_median(seg, k, total) / med;
   __int128 st = 0, sn = 0;
   for (size_t i = 1; i < n; i++) {
     if (dabs(deviation(&p[i - 1], &p[i], med)) <= loose * step_ns(&p[i - 1], &p[i]) + JUMP_NOISE_NS) {
@@ -1012,7 +1036,7 @@ static int timemap_init(lp__timemap_t *m, lp__sync_t *pts, size_t n) {
   for (size_t i = 0; i < n; i++)
     if (u == 0 || pts[i].ns != pts[u - 1].ns || pts[i].ticks != pts[u - 1].ticks) pts[u++] = pts[i];
   n = u;
-  double *scratch = malloc(n * sizeof *scratch);
+  tm_seg_t *scratch = malloc(n * sizeof *scratch);
   m->pt = malloc(n * sizeof *m->pt);
   m->pt_epoch = malloc(n * sizeof *m->pt_epoch);
   m->ep = malloc(n * sizeof *m->ep);

@@ -556,6 +556,40 @@ static void body_map_tolerance(void) {
 
 static void test_clock_map_tolerance(void) { CHILD(LP_CLOCK_AUTO, LP_CLOCK_TSC, body_map_tolerance); }
 
+/*
+ * A session's usual shape: its start, then (tens of ms later) a burst of
+ * points a few hundred ns apart (its stop, its last chunk, the export).
+ * Each bracket is tens of ns wide, so the burst's segments have rates off by
+ * percents; the one long segment must still set the rate, with no jump
+ * found and the times along it exact.
+ */
+static void body_map_burst(void) {
+  if (map_is_identity()) return;
+  /* 3 ticks per ns; the burst's rates, 2.88, 2.89 and 2.9, agree with each other but not with it. */
+  const uint64_t t0 = 7000000000u, n0 = 2000000000u, len = 30000000;
+  lp__sync_t p[5] = {{t0, n0},
+                     {t0 + 3 * len, n0 + len},
+                     {t0 + 3 * len + 1440, n0 + len + 500},
+                     {t0 + 3 * len + 1440 + 1734, n0 + len + 1100},
+                     {t0 + 3 * len + 1440 + 1734 + 1450, n0 + len + 1600}};
+  lp__sync_t q[5];
+  memcpy(q, p, sizeof p);
+  lp__timemap_t *m = lp__timemap_new(q, 5);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  CU_ASSERT_EQUAL(lp__timemap_jumps(m), 0);
+  size_t cur = 0;
+  CU_ASSERT_EQUAL(lp__timemap_ns(m, t0 + 3 * (len / 2), p[0], &cur), n0 + len / 2);
+  /* Past the last point: the long segment's rate, not the burst's. */
+  cur = 0;
+  uint64_t past = lp__timemap_ns(m, p[4].ticks + 3 * 1000000, p[4], &cur);
+  CU_ASSERT(past >= p[4].ns + 999000 && past <= p[4].ns + 1001000);
+  lp__timemap_free(m);
+}
+
+static void test_clock_map_short_segments_do_not_outvote_long_ones(void) {
+  CHILD(LP_CLOCK_AUTO, LP_CLOCK_TSC, body_map_burst);
+}
+
 /* ---- sessions ------------------------------------------------------------------------ */
 
 static void filler(int n) {
@@ -752,6 +786,7 @@ int main(void) {
       LP_TEST(test_clock_map_follows_slewing_without_jumps),
       LP_TEST(test_clock_map_finds_jumps_both_ways),
       LP_TEST(test_clock_map_tolerance),
+      LP_TEST(test_clock_map_short_segments_do_not_outvote_long_ones),
       LP_TEST(test_clock_events_agree_with_clock_gettime),
       LP_TEST(test_clock_events_agree_with_the_counter),
       LP_TEST(test_clock_jump_hook),
