@@ -57,7 +57,7 @@ static void loop_debug_scope(long n) {
 
 /* The pseudo-stack alone: LP_SCOPE without its trace-level check. */
 static void loop_stack_only(long n) {
-  static const lp_site_t site = {"bench", __FILE__, "", 0, LP_LEVEL_RUNTIME};
+  static const lp_site_t site = {"bench", __FILE__, "", 0, LP_LEVEL_RUNTIME, 0, 0, 0, 0};
   for (long i = 0; i < n; i++) {
     lp_impl_scope_t s = {&site, lp_impl_push((uintptr_t)&site)};
     BENCH_BARRIER();
@@ -69,7 +69,7 @@ static __thread lp_impl_event_t *floor_buf;
 static __thread size_t floor_pos;
 
 static void loop_floor(long n) {
-  static const lp_site_t site = {"bench", __FILE__, "", 0, LP_LEVEL_RUNTIME};
+  static const lp_site_t site = {"bench", __FILE__, "", 0, LP_LEVEL_RUNTIME, 0, 0, 0, 0};
   const size_t mask = BUDGET / sizeof(lp_impl_event_t) - 1;
   if (!floor_buf) {
     floor_buf = aligned_alloc(64, BUDGET);

@@ -77,7 +77,64 @@ typedef struct lp_site {
   const char *func;  /* __func__ of the call site */
   uint32_t line;     /* __LINE__ of the call site */
   uint32_t level;    /* one LP_LEVEL_* bit */
+  /* ---- layers and phases (LP_SCOPE_PHASE, LP_PHASE_SWITCH, LP_SCOPE_SUBTRACT) ---- */
+  uint8_t layer; /* LP_LAYER_*; LP_LAYER_NONE (0) for a label without a layer */
+  uint8_t phase; /* LP_PHASE_*; meaningful only with a layer */
+  uint8_t mode;  /* LP_MODE_SCOPE, LP_MODE_SWITCH or LP_MODE_SUBTRACT */
+  uint8_t reserved_layers; /* zero */
+  /* ---- end of layers and phases ---- */
 } __attribute__((aligned(8))) lp_site_t;
+
+/* ---- layers and phases ----------------------------------------------------
+ *
+ * The vocabulary of Android's NNAPI tracing (NNTRACE_*), for any program:
+ * a labelled scope may say which layer of the software runs in it and in
+ * which phase of the work. The timeline then carries both (Chrome JSON
+ * "cat":"runtime,preparation"; systrace tags [NN_LR_PP]), and tools
+ * (`labelprof layers`, AOSP's parse_systrace.py for systrace files) add up
+ * self and total times per layer and phase.
+ *
+ * Layers, from the top: the application, the runtime (a framework or
+ * library the application calls), IPC (the client side of calls into
+ * another process), the driver (the server side: the process doing the
+ * work), the CPU (work done on the CPU instead of an accelerator), and
+ * utility code, whose time stays with whoever called it.
+ */
+#define LP_LAYER_NONE        0 /* a plain label: not attributed */
+#define LP_LAYER_APPLICATION 1 /* systrace tag LA */
+#define LP_LAYER_RUNTIME     2 /* LR */
+#define LP_LAYER_IPC         3 /* LI */
+#define LP_LAYER_DRIVER      4 /* LD */
+#define LP_LAYER_CPU         5 /* LC */
+#define LP_LAYER_UTILITY     6 /* LU */
+
+/*
+ * Phases. UNSPECIFIED takes the enclosing scope's phase. EXECUTION has four
+ * subphases (I/O, transformation, computation, results) whose time also
+ * counts in EXECUTION. OVERALL, WARMUP and BENCHMARK belong to the
+ * application layer: a whole run, and its warm-up and measured parts.
+ * INITIALIZATION is one-time work: its time is moved out of whatever phase
+ * encloses it.
+ */
+#define LP_PHASE_UNSPECIFIED    0  /* PU: the enclosing scope's phase */
+#define LP_PHASE_INITIALIZATION 1  /* PI */
+#define LP_PHASE_PREPARATION    2  /* PP */
+#define LP_PHASE_COMPILATION    3  /* PC */
+#define LP_PHASE_EXECUTION      4  /* PE */
+#define LP_PHASE_IO             5  /* PIO, a subphase of execution */
+#define LP_PHASE_TRANSFORMATION 6  /* PTR, a subphase of execution */
+#define LP_PHASE_COMPUTATION    7  /* PCO, a subphase of execution */
+#define LP_PHASE_RESULTS        8  /* PR, a subphase of execution */
+#define LP_PHASE_TERMINATION    9  /* PT */
+#define LP_PHASE_OVERALL        10 /* PO, application only */
+#define LP_PHASE_WARMUP         11 /* PWU, application only */
+#define LP_PHASE_BENCHMARK      12 /* PBM, application only */
+
+/* What kind of scope a site opens (lp_site_t.mode). */
+#define LP_MODE_SCOPE    0 /* LP_SCOPE_PHASE, and every plain label */
+#define LP_MODE_SWITCH   1 /* LP_PHASE_SWITCH: systrace prefix [SW] */
+#define LP_MODE_SUBTRACT 2 /* LP_SCOPE_SUBTRACT: systrace prefix [SUB] */
+/* ---- end of layers and phases ---- */
 
 /*
  * The deepest pseudo-stack recorded per thread. Deeper scopes still nest and
@@ -405,6 +462,67 @@ LP_EXPORT int lp_trace_running(void);
  */
 LP_EXPORT int lp_trace_write_json(const char *path, const char *process_name);
 
+/* ---- layers and phases: systrace ------------------------------------------
+ *
+ * Writes the program's current (or last) session, the same events as
+ * lp_trace_write_json() writes (its window, its levels, every thread), as
+ * systrace text: the kernel's ftrace text format with the TGID column, the
+ * form Android's systrace captures and `atrace` write, read by AOSP's NNAPI
+ * parse_systrace.py, catapult's trace viewer, Perfetto's UI and trace
+ * processor, and `labelprof nnapi` / `labelprof layers`:
+ *
+ *     # tracer: nop
+ *     #
+ *     # entries-in-buffer/entries-written: 4/4   #P:2
+ *     #
+ *     ...
+ *     #           TASK-PID    TGID   CPU#  ||||    TIMESTAMP  FUNCTION
+ *     #              | |        |      |   ||||       |         |
+ *                 model-4711  ( 4711) [000] ...1  5210.000100: tracing_mark_write: B|4711|[NN_LR_PP]prepare
+ *      worker with a l-4712  ( 4711) [000] ...1  5210.000200: tracing_mark_write: B|4711|kernel
+ *      worker with a l-4712  ( 4711) [000] ...1  5210.001200: tracing_mark_write: E|4711
+ *                 model-4711  ( 4711) [000] ...1  5210.002100: tracing_mark_write: E|4711
+ *
+ * One B line per begin, one E line per end, of all threads, in time order
+ * (CLOCK_MONOTONIC seconds with microseconds, truncated as the kernel does;
+ * a thread's events keep their order). The task column is the thread's name
+ * cut to the 15 bytes the kernel keeps (an empty name is "<...>", a
+ * one-byte name gets a trailing space so that AOSP's parser reads it;
+ * control characters become '?'), then its thread id; TGID and the B|pid
+ * field are the process id. The CPU column is always [000]: labelprof does
+ * not record CPUs. A scope with a layer is tagged as NNAPI tags it:
+ * [NN_<layer>_<phase>] with layers LA LR LI LD LC LU and phases PU PI PP PC
+ * PE PIO PTR PCO PR PT PO PWU PBM, prefixed by [SW] for LP_PHASE_SWITCH and
+ * [SUB] for LP_SCOPE_SUBTRACT; a plain label is written as it is (control
+ * characters become '?'). A switch first ends the scope it replaces: its B
+ * follows that scope's E at the same time. Ends whose begins the window
+ * does not hold get begins made up at the window's start, and scopes a
+ * longjmp skipped end where the scope that caught it ends, as in the JSON;
+ * a scope still open when the session is written has a B and no E.
+ * Instants, counters and tracks are not written (ftrace text has no lanes
+ * for them).
+ *
+ * The file is written as lp_trace_write_json() writes its own, with the
+ * same guarantees (a regular file appears complete or not at all; pipes,
+ * /dev/stdout, /dev/fd/N; SIGPIPE and SIGXFSZ blocked while writing).
+ * Returns 0; -EINVAL if path is NULL or the program never started a
+ * timeline; -ENOMEM; or the negative errno of the open, write or rename
+ * that failed.
+ */
+LP_EXPORT int lp_trace_write_systrace(const char *path);
+
+/*
+ * The lowercase names of a layer and of a phase, as the JSON's "cat" and
+ * args and `labelprof layers` write them: "application", "runtime", "ipc",
+ * "driver", "cpu", "utility"; "unspecified", "initialization",
+ * "preparation", "compilation", "execution", "io", "transformation",
+ * "computation", "results", "termination", "overall", "warmup",
+ * "benchmark". NULL for LP_LAYER_NONE and for values out of range.
+ */
+LP_EXPORT const char *lp_layer_name(int layer);
+LP_EXPORT const char *lp_phase_name(int phase);
+/* ---- end of layers and phases: systrace ---- */
+
 /* Counters of the current (or last) session. */
 typedef struct lp_trace_stats {
   uint64_t recorded;     /* events in the buffers, ready to write */
@@ -516,6 +634,33 @@ LP_EXPORT int lp_dump(void);
  *
  * For the timeline only (they are not on the pseudo-stack):
  *
+ * ---- layers and phases ----
+ *
+ * LP_SCOPE_PHASE(layer, phase, "label"): LP_SCOPE with an LP_LAYER_* and an
+ * LP_PHASE_* (NNAPI's NNTRACE_FULL). It costs what LP_SCOPE costs.
+ *
+ * LP_PHASE_SWITCH(layer, phase, "label"): ends the innermost label that is
+ * open (on the calling thread: the one opened last in this block, when the
+ * block's labels are used as they should be) and continues, from here to
+ * the end of this block, as a new scope with this layer, phase and label
+ * (NNAPI's NNTRACE_*_SWITCH, for a function that first transforms, then
+ * computes). On the timeline the two are siblings: the first ends where the
+ * second begins. In the sampled tree the label is replaced. Several
+ * switches may follow each other in one block; each replaces the previous.
+ * With no label open it is a plain LP_SCOPE_PHASE. A switch is a call into
+ * the library (it is not for the hottest loops); the scope it replaces ends
+ * as cheaply as ever.
+ *
+ * LP_SCOPE_SUBTRACT(layer, phase, "label"): a scope whose time is taken out
+ * of its enclosing scopes' layer and counted in its own (NNAPI's
+ * NNTRACE_FULL_SUBTRACT, for code where the layers' nesting is violated:
+ * runtime work called from inside an IPC scope). Recorded like
+ * LP_SCOPE_PHASE; the attribution is the readers' (systrace [SUB]).
+ *
+ * All three record at LP_LEVEL_RUNTIME. Labels without a layer are
+ * untouched by any of this: same tree, same timeline, same files.
+ * ---- end of layers and phases ----
+ *
  * LP_INSTANT("label"), LP_INSTANT_L(level, "label"): a point in time on the
  * calling thread's lane.
  *
@@ -550,6 +695,12 @@ LP_EXPORT int lp_dump(void);
       lp_impl_counter(&lp_impl_counter_site, (int64_t)(value)); \
   } while (0)
 
+/* ---- layers and phases ---- */
+#define LP_SCOPE_PHASE(layer, phase, label) LP_IMPL_SCOPE_LP(layer, phase, LP_MODE_SCOPE, label, __COUNTER__)
+#define LP_SCOPE_SUBTRACT(layer, phase, label) LP_IMPL_SCOPE_LP(layer, phase, LP_MODE_SUBTRACT, label, __COUNTER__)
+#define LP_PHASE_SWITCH(layer, phase, label) LP_IMPL_SWITCH(layer, phase, label, __COUNTER__)
+/* ---- end of layers and phases ---- */
+
 #else /* LABELPROF_DISABLE */
 
 /*
@@ -579,6 +730,14 @@ int lp_impl_disabled_site(uint32_t level, const char *label);
  */
 #define LP_COUNTER(name, value) ((void)(1 ? 0 : (int64_t)(value)))
 #define LP_COUNTER_L(level, name, value) ((void)(1 ? 0 : (int64_t)(value)))
+/* ---- layers and phases: compiled out, checked like LP_SCOPE_L ---- */
+#define LP_IMPL_DISABLED_LP(layer, phase, label) \
+  enum { LP_IMPL_CAT(lp_impl_disabled_scope_, __COUNTER__) = \
+             LP_IMPL_DISABLED_SITE((layer) * 0 + (phase) * 0 + LP_LEVEL_RUNTIME, label) }
+#define LP_SCOPE_PHASE(layer, phase, label) LP_IMPL_DISABLED_LP(layer, phase, label)
+#define LP_SCOPE_SUBTRACT(layer, phase, label) LP_IMPL_DISABLED_LP(layer, phase, label)
+#define LP_PHASE_SWITCH(layer, phase, label) LP_IMPL_DISABLED_LP(layer, phase, label)
+/* ---- end of layers and phases ---- */
 
 #endif /* LABELPROF_DISABLE */
 
@@ -691,6 +850,10 @@ LP_EXPORT void lp_impl_end_event_slow(uintptr_t site, uint32_t depth);
 LP_EXPORT void lp_impl_instant_slow(uintptr_t tag);
 LP_EXPORT uint64_t lp_impl_ticks_slow(void);
 LP_EXPORT void lp_impl_counter(const lp_site_t *site, int64_t value);
+/* ---- layers and phases ---- */
+LP_EXPORT lp_impl_scope_t lp_impl_switch_enter(const lp_site_t *site);
+LP_EXPORT void lp_impl_switch_leave(lp_impl_scope_t *s);
+/* ---- end of layers and phases ---- */
 
 /* A timestamp in the session's ticks: the CPU's counter, or CLOCK_MONOTONIC ns through the library. */
 LP_IMPL_INLINE uint64_t lp_impl_ticks(void) {
@@ -708,7 +871,27 @@ LP_IMPL_INLINE uint64_t lp_impl_ticks(void) {
 
 #define LP_IMPL_CAT2(a, b) a##b
 #define LP_IMPL_CAT(a, b) LP_IMPL_CAT2(a, b)
-#define LP_IMPL_SITE(label, level) { (label), __FILE__, __func__, (uint32_t)__LINE__, (uint32_t)(level) }
+#define LP_IMPL_SITE(label, level) LP_IMPL_SITE_LP(label, level, LP_LAYER_NONE, LP_PHASE_UNSPECIFIED, LP_MODE_SCOPE)
+/* ---- layers and phases ---- */
+#define LP_IMPL_SITE_LP(label, level, layer, phase, mode) \
+  { (label), __FILE__, __func__, (uint32_t)__LINE__, (uint32_t)(level), (uint8_t)(layer), (uint8_t)(phase), \
+    (uint8_t)(mode), 0 }
+#define LP_IMPL_SCOPE_LP(layer, phase, mode, label, n) \
+  static const lp_site_t LP_IMPL_CAT(lp_impl_site_, n) = LP_IMPL_SITE_LP(label, LP_LEVEL_RUNTIME, layer, phase, mode); \
+  lp_impl_scope_t LP_IMPL_CAT(lp_impl_scope_, n) __attribute__((cleanup(lp_impl_leave), unused)) = \
+      lp_impl_enter(&LP_IMPL_CAT(lp_impl_site_, n))
+/*
+ * A switch's scope: lp_impl_switch_enter ends the innermost open label and
+ * puts the switch's site in its frame; lp_impl_switch_leave records the
+ * switch's end and leaves the frame to the scope it replaced, whose own end
+ * pops it (without recording a second end). Both are calls: a switch is rare.
+ */
+#define LP_IMPL_SWITCH(layer, phase, label, n) \
+  static const lp_site_t LP_IMPL_CAT(lp_impl_site_, n) = \
+      LP_IMPL_SITE_LP(label, LP_LEVEL_RUNTIME, layer, phase, LP_MODE_SWITCH); \
+  lp_impl_scope_t LP_IMPL_CAT(lp_impl_scope_, n) __attribute__((cleanup(lp_impl_switch_leave), unused)) = \
+      lp_impl_switch_enter(&LP_IMPL_CAT(lp_impl_site_, n))
+/* ---- end of layers and phases ---- */
 #define LP_IMPL_SCOPE(level, label, n) \
   static const lp_site_t LP_IMPL_CAT(lp_impl_site_, n) = LP_IMPL_SITE(label, level); \
   lp_impl_scope_t LP_IMPL_CAT(lp_impl_scope_, n) __attribute__((cleanup(lp_impl_leave), unused)) = \
@@ -891,6 +1074,11 @@ LP_IMPL_INLINE void lp_impl_instant(uintptr_t tag, uint32_t levels) {
 #define lp_trace_stop() (-ENOTSUP)
 #define lp_trace_running() 0
 #define lp_trace_write_json(p, n) lp_impl_disabled_int2((const void *)(p), (const void *)(n))
+/* ---- layers and phases ---- */
+#define lp_trace_write_systrace(p) lp_impl_disabled_int1((const void *)(p))
+#define lp_layer_name(l) ((void)(l), (const char *)0)
+#define lp_phase_name(p) ((void)(p), (const char *)0)
+/* ---- end of layers and phases ---- */
 #define lp_trace_get_stats(o) lp_impl_disabled_int1((const void *)(o))
 #define lp_now_ns() ((uint64_t)0)
 #define lp_dump() (-ENOTSUP)

@@ -60,6 +60,7 @@ typedef struct fragment {
   const void *key;
   char *text;
   size_t len;
+  const char *args; /* a layered site's args members: "layer":"runtime","phase":"execution"; else "" */
 } fragment_t;
 
 typedef struct lane_writer {
@@ -80,8 +81,8 @@ typedef struct lane_writer {
   bool nomem;
 } lane_writer_t;
 
-static fragment_t build_fragment(const void *key, const char *cat, const char *name) {
-  fragment_t f = {key, malloc(6 * strlen(name) + strlen(cat) + 24), 0};
+static fragment_t build_fragment(const void *key, const char *cat, const char *name, const char *args) {
+  fragment_t f = {key, malloc(6 * strlen(name) + strlen(cat) + strlen(args) + 26), 0, NULL};
   if (!f.text) return f;
   char *o = f.text;
   memcpy(o, "\"cat\":\"", 7);
@@ -91,11 +92,16 @@ static fragment_t build_fragment(const void *key, const char *cat, const char *n
   memcpy(o, "\",\"name\":", 9);
   o = lp__json_escape(o + 9, name);
   f.len = (size_t)(o - f.text);
+  /* The args members live in the same allocation, after the text. */
+  *o++ = '\0';
+  memcpy(o, args, strlen(args) + 1);
+  f.args = o;
   return f;
 }
 
 /* The fragment for key, built on first use; NULL when out of memory. */
-static const fragment_t *fragment(lane_writer_t *lw, const void *key, const char *cat, const char *name) {
+static const fragment_t *fragment(lane_writer_t *lw, const void *key, const char *cat, const char *name,
+                                  const char *args) {
   if (lw->frags) {
     uint32_t h = (uint32_t)(((uintptr_t)key >> 3) * 0x9e3779b1u) & lw->fmask;
     for (;; h = (h + 1) & lw->fmask) {
@@ -117,7 +123,7 @@ static const fragment_t *fragment(lane_writer_t *lw, const void *key, const char
     lw->frags = nf;
     lw->fmask = mask;
   }
-  fragment_t f = build_fragment(key, cat, name);
+  fragment_t f = build_fragment(key, cat, name, args);
   if (!f.text) return NULL;
   uint32_t h = (uint32_t)(((uintptr_t)key >> 3) * 0x9e3779b1u) & lw->fmask;
   while (lw->frags[h].key) h = (h + 1) & lw->fmask;
@@ -186,15 +192,38 @@ static void event(lane_writer_t *lw, char ph, const fragment_t *f, uint64_t ts, 
   w->len = (size_t)(o - w->buf);
 }
 
+/* ---- layers and phases: "cat":"runtime,preparation", "args":{"layer":...,"phase":...[,"mode":...]} ---- */
 static const fragment_t *site_fragment(lane_writer_t *lw, const lp_site_t *site) {
-  return fragment(lw, site, level_name(site->level), lp__label(site));
+  if (!lp__site_has_layer(site)) return fragment(lw, site, level_name(site->level), lp__label(site), "");
+  const char *layer = lp_layer_name(site->layer), *phase = lp_phase_name(site->phase);
+  char cat[64], args[128];
+  snprintf(cat, sizeof cat, "%s,%s", layer, phase);
+  snprintf(args, sizeof args, "\"layer\":\"%s\",\"phase\":\"%s\"%s", layer, phase,
+           site->mode == LP_MODE_SWITCH     ? ",\"mode\":\"switch\""
+           : site->mode == LP_MODE_SUBTRACT ? ",\"mode\":\"subtract\""
+                                            : "");
+  return fragment(lw, site, cat, lp__label(site), args);
 }
+
+/* An event's tail: the site's args members (if any) and one more, in one "args" object. */
+static const char *args_tail(char *buf, size_t size, const fragment_t *f, const char *extra) {
+  if (!f || !f->args[0]) {
+    if (!extra) return "";
+    snprintf(buf, size, ",\"args\":{%s}", extra);
+  } else {
+    snprintf(buf, size, ",\"args\":{%s%s%s}", f->args, extra ? "," : "", extra ? extra : "");
+  }
+  return buf;
+}
+/* ---- end of layers and phases ---- */
 
 static void complete(lane_writer_t *lw, const open_scope_t *o, uint64_t end, bool unterminated) {
   uint64_t dur = end - o->ns;
+  char tail[256];
   if (o->shadow) return;
-  event(lw, 'X', site_fragment(lw, o->site), o->ns, &dur,
-        unterminated ? ",\"args\":{\"unterminated\":\"ended by an enclosing scope\"}" : "");
+  const fragment_t *f = site_fragment(lw, o->site);
+  event(lw, 'X', f, o->ns, &dur,
+        args_tail(tail, sizeof tail, f, unterminated ? "\"unterminated\":\"ended by an enclosing scope\"" : NULL));
 }
 
 static bool grow_stack(lane_writer_t *lw) {
@@ -290,7 +319,9 @@ static void close_at_or_below(lane_writer_t *lw, uint32_t d, uint64_t ns) {
 static void made_up(lane_writer_t *lw, const lane_event_t *v, uint64_t end) {
   uint64_t ts = lw->made_up_base + (v->depth < 255 ? v->depth : 255);
   uint64_t dur = end > ts ? end - ts : 0;
-  event(lw, 'X', site_fragment(lw, v->site), ts, &dur, ",\"args\":{\"truncated\":true}");
+  char tail[256];
+  const fragment_t *f = site_fragment(lw, v->site);
+  event(lw, 'X', f, ts, &dur, args_tail(tail, sizeof tail, f, "\"truncated\":true"));
 }
 
 static void scope_end(lane_writer_t *lw, const lane_event_t *v) {
@@ -387,8 +418,12 @@ static void write_thread_lane(lane_writer_t *lw, const lp__snap_lane_t *l) {
     }
   }
   /* Still open: unmatched begins (shadows are not written). */
-  for (size_t k = 0; k < lw->depth; k++)
-    if (!lw->stack[k].shadow) event(lw, 'B', site_fragment(lw, lw->stack[k].site), lw->stack[k].ns, NULL, "");
+  for (size_t k = 0; k < lw->depth; k++) {
+    char tail[256];
+    const fragment_t *f = lw->stack[k].shadow ? NULL : site_fragment(lw, lw->stack[k].site);
+    if (f) event(lw, 'B', f, lw->stack[k].ns, NULL, args_tail(tail, sizeof tail, f, NULL));
+    else if (!lw->stack[k].shadow) lw->nomem = true;
+  }
   lw->depth = 0;
 }
 
@@ -422,7 +457,7 @@ static void write_track_lane(lane_writer_t *lw, const lp__snap_lane_t *l) {
         dur--;
       }
       prev_end = item_end;
-      event(lw, 'X', fragment(lw, name, "track", name), start, &dur, "");
+      event(lw, 'X', fragment(lw, name, "track", name, ""), start, &dur, "");
     }
   }
 }
@@ -531,3 +566,350 @@ int lp__export_json(lp__jw_t *w, const lp__session_t *s, const char *process_nam
   if (lw.nomem && !w->err) return -ENOMEM;
   return w->err;
 }
+
+/* ---- layers and phases: systrace text -------------------------------------------
+ *
+ * The same lanes, window and matching as the JSON, written as ftrace text
+ * lines (see lp_trace_write_systrace). Lines must come in time order across
+ * threads, so each lane's begins and ends are first turned into records
+ * (times already mapped and strictly increasing within the lane, made-up
+ * begins in front), then the lanes' runs are merged by time through a
+ * heap and formatted: a line is a lane's fixed prefix, the time, and the
+ * site's tagged label (escaped once per site), copied into the buffer.
+ */
+
+typedef struct st_rec {
+  uint64_t ns;
+  const lp_site_t *site; /* NULL for an end */
+} st_rec_t;
+
+typedef struct st_writer {
+  lane_writer_t lw; /* the lane, window and time state shared with the JSON's code */
+  st_rec_t *recs;
+  size_t n, cap;
+  st_rec_t *made; /* made-up begins of the current lane */
+  size_t nmade, capmade;
+} st_writer_t;
+
+static bool st_push(st_rec_t **a, size_t *n, size_t *cap, uint64_t ns, const lp_site_t *site) {
+  if (*n == *cap) {
+    size_t c = *cap ? *cap * 2 : 4096;
+    st_rec_t *r = realloc(*a, c * sizeof *r);
+    if (!r) return false;
+    *a = r;
+    *cap = c;
+  }
+  (*a)[(*n)++] = (st_rec_t){ns, site};
+  return true;
+}
+
+static void st_rec(st_writer_t *sw, uint64_t ns, const lp_site_t *site) {
+  if (!st_push(&sw->recs, &sw->n, &sw->cap, ns, site)) sw->lw.nomem = true;
+}
+
+/* Open scopes at depth d or deeper never ended: they end now. */
+static void st_close_at_or_below(st_writer_t *sw, uint32_t d, uint64_t ns) {
+  lane_writer_t *lw = &sw->lw;
+  while (lw->depth > 0 && lw->stack[lw->depth - 1].depth >= d) {
+    lw->depth--;
+    if (!lw->stack[lw->depth].shadow) st_rec(sw, lane_time(lw, ns), NULL);
+  }
+}
+
+static void st_end(st_writer_t *sw, const lane_event_t *v) {
+  lane_writer_t *lw = &sw->lw;
+  size_t k = match(lw->stack, lw->depth, v->site, v->depth);
+  uint64_t ns = lp__timemap_ns(lw->map, v->ts, lw->anchor, &lw->cursor);
+  if (k == 0) {
+    st_close_at_or_below(sw, v->depth + 1, ns);
+    if (!v->in_window) ns = lw->s->stop.ns;
+    uint64_t b = lw->made_up_base + (v->depth < 255 ? v->depth : 255);
+    if (!st_push(&sw->made, &sw->nmade, &sw->capmade, b, v->site)) lw->nomem = true;
+    st_rec(sw, lane_time(lw, ns), NULL);
+    return;
+  }
+  while (lw->depth > k) {
+    lw->depth--;
+    if (!lw->stack[lw->depth].shadow) st_rec(sw, lane_time(lw, ns), NULL);
+  }
+  lw->depth--;
+  if (!lw->stack[lw->depth].shadow) st_rec(sw, lane_time(lw, ns), NULL);
+}
+
+static void st_begin(st_writer_t *sw, const lane_event_t *v, bool shadow) {
+  lane_writer_t *lw = &sw->lw;
+  uint64_t ns = shadow ? lw->last : mapped(lw, v->ts);
+  st_close_at_or_below(sw, v->depth, ns);
+  if (!grow_stack(lw)) return;
+  lw->stack[lw->depth++] = (open_scope_t){v->site, ns, v->depth, shadow};
+  if (!shadow) st_rec(sw, ns, v->site);
+}
+
+static int st_cmp_ns(const void *a, const void *b) {
+  const st_rec_t *x = a, *y = b;
+  return x->ns < y->ns ? -1 : x->ns > y->ns;
+}
+
+/* A thread lane's records, appended to sw->recs: made-up begins first, then the lane in order. */
+static void st_lane(st_writer_t *sw, const lp__snap_lane_t *l) {
+  lane_writer_t *lw = &sw->lw;
+  const lp__session_t *s = lw->s;
+  size_t first = sw->n;
+  lw->made_up_base = UINT64_MAX;
+  sw->nmade = 0;
+  for (uint32_t k = 0; k < l->nchunks; k++) {
+    const lp__chunk_t *c = l->chunks[k].chunk;
+    uint32_t end = l->chunks[k].end;
+    chunk_view_t cv = view_of(lw, &l->chunks[k]);
+    lw->anchor = c->sync;
+    for (uint32_t i = 0; i < end; i++) {
+      lane_event_t v = decode(lw, &cv, c->ev[i]);
+      if (v.kind == LP_IMPL_EV_COUNTER) i++;
+      if (!v.after_start || v.kind > LP_IMPL_EV_END) continue;
+      if (lw->made_up_base == UINT64_MAX && v.in_window) {
+        uint64_t f = lp__timemap_ns(lw->map, v.ts, lw->anchor, &lw->cursor);
+        uint64_t base = l->lost || f < s->start.ns ? f : s->start.ns;
+        lw->made_up_base = base > 256 ? base - 256 : 0;
+      }
+      if (v.kind == LP_IMPL_EV_BEGIN) {
+        st_begin(sw, &v, !v.in_window);
+        lw->events += v.in_window;
+      } else {
+        size_t m = match(lw->stack, lw->depth, v.site, v.depth);
+        if (!v.in_window && (lw->made_up_base == UINT64_MAX || (m && lw->stack[m - 1].shadow))) {
+          if (m) st_end(sw, &v);
+          continue;
+        }
+        lw->events += v.in_window || m != 0;
+        st_end(sw, &v);
+      }
+    }
+  }
+  lw->depth = 0;
+  if (!sw->nmade || lw->nomem) return;
+  /* Made-up begins go in front, outermost (earliest) first. */
+  qsort(sw->made, sw->nmade, sizeof *sw->made, st_cmp_ns);
+  size_t n = sw->n - first;
+  for (size_t k = 0; k < sw->nmade; k++) st_rec(sw, 0, NULL); /* room */
+  if (lw->nomem) return;
+  memmove(sw->recs + first + sw->nmade, sw->recs + first, n * sizeof *sw->recs);
+  memcpy(sw->recs + first, sw->made, sw->nmade * sizeof *sw->made);
+}
+
+/* A label as systrace text: the tag, then the label with control characters and DEL as '?'. */
+static char *st_label_text(const lp_site_t *site, size_t *len) {
+  const char *label = lp__label(site);
+  size_t n = strlen(label);
+  char *t = malloc(n + LP__TAG_MAX + 1);
+  if (!t) return NULL;
+  size_t o = lp__site_tag(site, t, LP__TAG_MAX);
+  for (size_t i = 0; i < n; i++) {
+    unsigned char ch = (unsigned char)label[i];
+    t[o++] = ch < 0x20 || ch == 0x7f ? '?' : (char)ch;
+  }
+  t[o] = '\0';
+  *len = o;
+  return t;
+}
+
+/* A thread's task column as the kernel prints it: "%16s-%-5d (%5d) [000] ...1 ", the name cut to 15 bytes. */
+static size_t st_prefix(char *buf, size_t size, const char *name, uint64_t tid, int pid) {
+  char comm[17];
+  size_t n = 0;
+  for (; name && name[n] && n < 15; n++) {
+    unsigned char ch = (unsigned char)name[n];
+    comm[n] = ch < 0x20 || ch == 0x7f ? '?' : (char)ch;
+  }
+  if (n == 0) {
+    memcpy(comm, "<...>", 5);
+    n = 5;
+  } else if (n == 1) {
+    comm[n++] = ' '; /* AOSP's parser needs two characters before "-tid" */
+  }
+  comm[n] = '\0';
+  int r = snprintf(buf, size, "%16s-%-5llu (%5d) [000] ...1 ", comm, (unsigned long long)tid, pid);
+  return r > 0 && (size_t)r < size ? (size_t)r : 0;
+}
+
+/* " %5lu.%06lu" of ns, as the kernel prints its timestamps (truncated to microseconds). */
+static char *st_put_time(char *o, uint64_t ns) {
+  uint64_t sec = ns / 1000000000u, us = (ns % 1000000000u) / 1000u;
+  char d[24];
+  int k = 0;
+  do d[k++] = (char)('0' + sec % 10);
+  while ((sec /= 10) > 0);
+  *o++ = ' ';
+  for (int pad = 5 - k; pad > 0; pad--) *o++ = ' ';
+  while (k > 0) *o++ = d[--k];
+  *o++ = '.';
+  for (int i = 5; i >= 0; i--) {
+    o[i] = (char)('0' + us % 10);
+    us /= 10;
+  }
+  return o + 6;
+}
+
+typedef struct st_lane_out {
+  size_t pos, end; /* its records in sw->recs */
+  char prefix[64];
+  size_t plen;
+} st_lane_out_t;
+
+typedef struct st_label {
+  const lp_site_t *site;
+  char *text;
+  size_t len;
+} st_label_t;
+
+/* The site's label text, from an open-addressed table; NULL when out of memory. */
+static const st_label_t *st_label(st_label_t **tab, uint32_t *mask, uint32_t *count, const lp_site_t *site) {
+  if (*tab) {
+    for (uint32_t h = (uint32_t)(((uintptr_t)site >> 3) * 0x9e3779b1u) & *mask;; h = (h + 1) & *mask) {
+      if (!(*tab)[h].site) break;
+      if ((*tab)[h].site == site) return &(*tab)[h];
+    }
+  }
+  if (!*tab || (*count + 1) * 2 > *mask + 1) {
+    uint32_t m = *tab ? *mask * 2 + 1 : 255;
+    st_label_t *nt = calloc((size_t)m + 1, sizeof *nt);
+    if (!nt) return NULL;
+    for (uint32_t i = 0; *tab && i <= *mask; i++) {
+      if (!(*tab)[i].site) continue;
+      uint32_t h = (uint32_t)(((uintptr_t)(*tab)[i].site >> 3) * 0x9e3779b1u) & m;
+      while (nt[h].site) h = (h + 1) & m;
+      nt[h] = (*tab)[i];
+    }
+    free(*tab);
+    *tab = nt;
+    *mask = m;
+  }
+  st_label_t e = {site, NULL, 0};
+  if (!(e.text = st_label_text(site, &e.len))) return NULL;
+  uint32_t h = (uint32_t)(((uintptr_t)site >> 3) * 0x9e3779b1u) & *mask;
+  while ((*tab)[h].site) h = (h + 1) & *mask;
+  (*tab)[h] = e;
+  (*count)++;
+  return &(*tab)[h];
+}
+
+static const char st_header[] =
+    "#                                      _-----=> irqs-off\n"
+    "#                                     / _----=> need-resched\n"
+    "#                                    | / _---=> hardirq/softirq\n"
+    "#                                    || / _--=> preempt-depth\n"
+    "#                                    ||| /     delay\n"
+    "#           TASK-PID    TGID   CPU#  ||||    TIMESTAMP  FUNCTION\n"
+    "#              | |        |      |   ||||       |         |\n";
+
+/* Heap of lanes ordered by their next record's time (then by lane order). */
+static bool st_less(const st_writer_t *sw, const st_lane_out_t *lo, uint32_t a, uint32_t b) {
+  uint64_t x = sw->recs[lo[a].pos].ns, y = sw->recs[lo[b].pos].ns;
+  return x < y || (x == y && a < b);
+}
+
+static void st_sift(const st_writer_t *sw, const st_lane_out_t *lo, uint32_t *heap, uint32_t n, uint32_t i) {
+  for (;;) {
+    uint32_t l = 2 * i + 1, r = l + 1, m = i;
+    if (l < n && st_less(sw, lo, heap[l], heap[m])) m = l;
+    if (r < n && st_less(sw, lo, heap[r], heap[m])) m = r;
+    if (m == i) return;
+    uint32_t t = heap[i];
+    heap[i] = heap[m];
+    heap[m] = t;
+    i = m;
+  }
+}
+
+int lp__export_systrace(lp__jw_t *w, const lp__session_t *s) {
+  lp__timemap_t *map = lp__timemap_new(s->syncs, s->nsyncs);
+  if (!map) return -ENOMEM;
+  int pid = (int)getpid();
+  st_writer_t sw = {.lw = {.w = w, .s = s, .map = map}};
+  st_lane_out_t *lo = calloc(s->nlanes ? s->nlanes : 1, sizeof *lo);
+  uint32_t *heap = calloc(s->nlanes ? s->nlanes : 1, sizeof *heap);
+  st_label_t *labels = NULL;
+  uint32_t lmask = 0, lcount = 0, nheap = 0;
+  int rc = 0;
+  if (!lo || !heap) {
+    rc = -ENOMEM;
+    goto out;
+  }
+  for (uint32_t i = 0; i < s->nlanes && !sw.lw.nomem; i++) {
+    const lp__snap_lane_t *l = &s->lanes[i];
+    if (l->work) continue; /* tracks: ftrace text has no lanes for them */
+    sw.lw.cursor = 0;
+    sw.lw.last = 0;
+    lo[i].pos = sw.n;
+    st_lane(&sw, l);
+    lo[i].end = sw.n;
+    lo[i].plen = st_prefix(lo[i].prefix, sizeof lo[i].prefix, l->name, l->tid, pid);
+    if (lo[i].end > lo[i].pos) heap[nheap++] = i;
+  }
+  if (sw.lw.nomem) {
+    rc = -ENOMEM;
+    goto out;
+  }
+  char pidtext[24], line[160];
+  int pidlen = snprintf(pidtext, sizeof pidtext, "%d", pid);
+  snprintf(line, sizeof line, "# tracer: nop\n#\n# entries-in-buffer/entries-written: %zu/%zu   #P:%ld\n#\n", sw.n,
+           sw.n, sysconf(_SC_NPROCESSORS_ONLN));
+  lp__jw_raw(w, line, strlen(line));
+  lp__jw_raw(w, st_header, sizeof st_header - 1);
+  for (uint32_t i = nheap / 2; i-- > 0;) st_sift(&sw, lo, heap, nheap, i);
+  while (nheap > 0 && !w->err) {
+    st_lane_out_t *o = &lo[heap[0]];
+    const st_rec_t *r = &sw.recs[o->pos];
+    const st_label_t *lab = NULL;
+    if (r->site && !(lab = st_label(&labels, &lmask, &lcount, r->site))) {
+      rc = -ENOMEM;
+      break;
+    }
+    size_t need = o->plen + 48 + (size_t)pidlen + (lab ? lab->len : 0);
+    char *p = lp__jw_reserve(w, need);
+    char *big = NULL, *start;
+    if (p)
+      start = p;
+    else if (w->err)
+      break;
+    else if (!(start = p = big = malloc(need))) { /* a label longer than the buffer */
+      rc = -ENOMEM;
+      break;
+    }
+    memcpy(p, o->prefix, o->plen);
+    p = st_put_time(p + o->plen - 1, r->ns); /* the prefix's last space is the time's leading one */
+    if (lab) {
+      memcpy(p, ": tracing_mark_write: B|", 24);
+      p += 24;
+      memcpy(p, pidtext, (size_t)pidlen);
+      p += pidlen;
+      *p++ = '|';
+      memcpy(p, lab->text, lab->len);
+      p += lab->len;
+    } else {
+      memcpy(p, ": tracing_mark_write: E|", 24);
+      p += 24;
+      memcpy(p, pidtext, (size_t)pidlen);
+      p += pidlen;
+    }
+    *p++ = '\n';
+    if (start == w->buf + w->len)
+      w->len += (size_t)(p - start);
+    else
+      lp__jw_raw(w, start, (size_t)(p - start));
+    free(big);
+    if (++o->pos == o->end)
+      heap[0] = heap[--nheap];
+    st_sift(&sw, lo, heap, nheap, 0);
+  }
+out:
+  for (uint32_t i = 0; labels && i <= lmask; i++) free(labels[i].text);
+  free(labels);
+  free(lo);
+  free(heap);
+  free(sw.recs);
+  free(sw.made);
+  free(sw.lw.stack);
+  lp__timemap_free(map);
+  return rc ? rc : w->err;
+}
+/* ---- end of layers and phases: systrace text ---- */

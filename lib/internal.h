@@ -389,6 +389,22 @@ int lp__output_close(lp__output_t *o, int rc);
 /* Tests only: a named temporary even where O_TMPFILE works, so that both ways are exercised. */
 extern bool lp__output_named_temp_only;
 
+/* ---- layers.c: layers and phases ---------------------------------------- */
+
+/* The low bits of a frame that are not the site's address (the site is 8-byte aligned). */
+#define LP__FRAME_BITS 0x7u
+/* The longest systrace tag: "[SUB][NN_LA_PWU]". */
+#define LP__TAG_MAX 24
+/* Systrace codes: "LR", "PCO"; NULL out of range (LP_LAYER_NONE has none). */
+const char *lp__layer_tag(int layer);
+const char *lp__phase_tag(int phase);
+/* Whether a site carries a known layer and phase. */
+bool lp__site_has_layer(const lp_site_t *site);
+/* Writes the site's systrace tag ("[SW][NN_LC_PCO]") into buf (LP__TAG_MAX bytes); its length, 0 for none. */
+size_t lp__site_tag(const lp_site_t *site, char *buf, size_t size);
+/* Whether a frame is a switch's, whose end is already recorded: the replaced scope's end pops it quietly. */
+bool lp__switch_frame(uintptr_t frame);
+
 /* ---- trace.c: recording ------------------------------------------------- */
 
 #define LP__CHUNK_BYTES 16384u
@@ -466,6 +482,8 @@ int lp__trace_stop(lp__owner_t who);
 bool lp__trace_running(lp__owner_t who);
 /* Writes who's current or last session to path. */
 int lp__trace_write(lp__owner_t who, const char *path, const char *process_name);
+/* ---- layers and phases: the same, as systrace text ---- */
+int lp__trace_write_systrace(lp__owner_t who, const char *path);
 /* Bytes of chunks the recorder holds: in lanes, in the pool, and held by exports. */
 uint64_t lp__trace_held_bytes(void);
 /* Thread lanes the recorder keeps (live and exited threads). */
@@ -553,6 +571,9 @@ typedef struct lp__session {
  * one-line description for the caller to report; else it is left empty.
  */
 int lp__export_json(lp__jw_t *w, const lp__session_t *s, const char *process_name, char *jump, size_t jump_len);
+/* ---- layers and phases: the session as systrace text (lp_trace_write_systrace) ---- */
+int lp__export_systrace(lp__jw_t *w, const lp__session_t *s);
+/* ---- end of layers and phases ---- */
 /* A site's label for reports: "(null)" for a NULL label. */
 static inline const char *lp__label(const lp_site_t *site) { return site->label ? site->label : "(null)"; }
 

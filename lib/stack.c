@@ -77,7 +77,15 @@ void lp_impl_leave_slow(const lp_site_t *site, uint64_t word) {
   uint32_t depth = (uint32_t)((word ^ (traced ? LP_IMPL_TRACED_MARK : 0)) & LP_IMPL_DEPTH_MASK) - 1;
   lp__thread_t *t = lp__thread_current();
   if (!t) return; /* the thread has exited: nothing to pop, nothing to record */
-  uint32_t d = (uint32_t)LP_IMPL_LOAD_RELAXED(t->hot.word) & LP_IMPL_DEPTH_MASK;
+  uint64_t now = LP_IMPL_LOAD_RELAXED(t->hot.word);
+  uint32_t d = (uint32_t)now & LP_IMPL_DEPTH_MASK;
+  /* ---- layers and phases: an LP_PHASE_SWITCH replaced it and recorded both ends; pop quietly ---- */
+  if (traced && d == depth + 1 && depth < LP_STACK_CAPACITY &&
+      lp__switch_frame(LP_IMPL_LOAD_RELAXED(t->hot.frames[depth]))) {
+    LP_IMPL_STORE_RELEASE(t->hot.word, with_depth(now, depth));
+    return;
+  }
+  /* ---- end of layers and phases ---- */
   if (traced && d == depth + 1 && depth < LP_STACK_CAPACITY &&
       LP_IMPL_LOAD_RELAXED(t->hot.frames[depth]) != ((uintptr_t)site | LP_IMPL_TRACED)) {
     /* A stray LP_END() ended it (and recorded its end), and another label took its depth: not ours to pop. */

@@ -891,16 +891,18 @@ uint64_t lp__trace_held_bytes(void) {
 
 /* ---- writing ------------------------------------------------------------------- */
 
-/* Formats a snapshot onto fd. */
-static int write_snapshot(int fd, const lp__session_t *s, const char *process_name, char *jump, size_t jump_len) {
+/* Formats a snapshot onto fd: JSON, or systrace text when systrace is set. */
+static int write_snapshot(int fd, const lp__session_t *s, const char *process_name, bool systrace, char *jump,
+                          size_t jump_len) {
   lp__jw_t w;
   int rc = lp__jw_init(&w, fd);
-  if (rc == 0) rc = lp__export_json(&w, s, process_name, jump, jump_len);
+  if (rc == 0) rc = systrace ? lp__export_systrace(&w, s) : lp__export_json(&w, s, process_name, jump, jump_len);
   int frc = lp__jw_finish(&w);
   return rc ? rc : frc;
 }
 
-int lp__trace_write(lp__owner_t who, const char *path, const char *process_name) {
+/* One way out for both formats: the same snapshot, the same output file handling (output.c). */
+static int trace_write(lp__owner_t who, const char *path, const char *process_name, bool systrace) {
   if (!path) return -EINVAL;
   lp__session_t s;
   int rc = snapshot(who, &s);
@@ -909,16 +911,30 @@ int lp__trace_write(lp__owner_t who, const char *path, const char *process_name)
   lp__output_t out;
   char jump[512] = "";
   rc = lp__output_open(&out, path);
-  if (rc == 0) rc = lp__output_close(&out, write_snapshot(out.fd, &s, process_name, jump, sizeof jump));
+  if (rc == 0) rc = lp__output_close(&out, write_snapshot(out.fd, &s, process_name, systrace, jump, sizeof jump));
   unpin(&s);
   free_session(&s);
   if (jump[0]) fprintf(stderr, "labelprof: %s: %s\n", path, jump);
   return rc;
 }
 
+int lp__trace_write(lp__owner_t who, const char *path, const char *process_name) {
+  return trace_write(who, path, process_name, false);
+}
+
 int lp_trace_write_json(const char *path, const char *process_name) {
   return lp__trace_write(LP__PROGRAM, path, process_name);
 }
+
+/* ---- layers and phases ---- */
+int lp__trace_write_systrace(lp__owner_t who, const char *path) {
+  return trace_write(who, path, NULL, true);
+}
+
+int lp_trace_write_systrace(const char *path) {
+  return lp__trace_write_systrace(LP__PROGRAM, path);
+}
+/* ---- end of layers and phases ---- */
 
 /* ---- tracks -------------------------------------------------------------------- */
 

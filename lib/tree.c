@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-const lp_site_t lp__truncated_site = {"(deeper than 64 labels)", __FILE__, "", 0, 0};
+const lp_site_t lp__truncated_site = {"(deeper than 64 labels)", __FILE__, "", 0, 0, 0, 0, 0, 0};
 
 static uint32_t hash2(uint64_t a, uint64_t b) {
   uint64_t h = a * 0x9e3779b97f4a7c15ull ^ (b + 0x632be59bd9b4e019ull);
