@@ -53,6 +53,7 @@ typedef struct open_scope {
   uint64_t ns;
   uint32_t depth;
   bool shadow; /* begun after the stop: followed so that its end is known for what it is, never written */
+  uint32_t extra; /* systrace: the ends of the scopes switches replaced, written with this one's */
 } open_scope_t;
 
 /* `"cat":"runtime","name":"kernel"`, escaped once per site (or track work name) and export. */
@@ -347,7 +348,7 @@ static void scope_begin(lane_writer_t *lw, const lane_event_t *v, bool shadow) {
   uint64_t ns = shadow ? lw->last : mapped(lw, v->ts);
   close_at_or_below(lw, v->depth, ns);
   if (!grow_stack(lw)) return;
-  lw->stack[lw->depth++] = (open_scope_t){v->site, ns, v->depth, shadow};
+  lw->stack[lw->depth++] = (open_scope_t){v->site, ns, v->depth, shadow, 0};
 }
 
 static void metadata(lp__jw_t *w, int pid, uint64_t tid, const char *name, uint32_t sort_index) {
@@ -581,6 +582,8 @@ int lp__export_json(lp__jw_t *w, const lp__session_t *s, const char *process_nam
 typedef struct st_rec {
   uint64_t ns;
   const lp_site_t *site; /* NULL for an end */
+  uint32_t ends;         /* an end: how many E lines (a switch's end also ends what it replaced) */
+  bool plain;            /* a switch's begin without its [SW]: it replaced nothing that was written */
 } st_rec_t;
 
 typedef struct st_writer {
@@ -589,6 +592,9 @@ typedef struct st_writer {
   size_t n, cap;
   st_rec_t *made; /* made-up begins of the current lane */
   size_t nmade, capmade;
+  /* The last record, if it is the end of a scope at last_depth: a switch that follows takes its place. */
+  size_t last_end;
+  uint32_t last_depth, last_extra;
 } st_writer_t;
 
 static bool st_push(st_rec_t **a, size_t *n, size_t *cap, uint64_t ns, const lp_site_t *site) {
@@ -599,12 +605,24 @@ static bool st_push(st_rec_t **a, size_t *n, size_t *cap, uint64_t ns, const lp_
     *a = r;
     *cap = c;
   }
-  (*a)[(*n)++] = (st_rec_t){ns, site};
+  (*a)[(*n)++] = (st_rec_t){ns, site, 1, false};
   return true;
 }
 
 static void st_rec(st_writer_t *sw, uint64_t ns, const lp_site_t *site) {
+  sw->last_end = SIZE_MAX;
   if (!st_push(&sw->recs, &sw->n, &sw->cap, ns, site)) sw->lw.nomem = true;
+}
+
+/* The end of an open scope: one E line, plus one for each scope that switches replaced on the way. */
+static void st_rec_end(st_writer_t *sw, uint64_t ns, const open_scope_t *o) {
+  if (o->shadow) return;
+  st_rec(sw, ns, NULL);
+  if (sw->lw.nomem) return;
+  sw->recs[sw->n - 1].ends = 1 + o->extra;
+  sw->last_end = sw->n - 1;
+  sw->last_depth = o->depth;
+  sw->last_extra = o->extra;
 }
 
 /* Open scopes at depth d or deeper never ended: they end now. */
@@ -612,7 +630,7 @@ static void st_close_at_or_below(st_writer_t *sw, uint32_t d, uint64_t ns) {
   lane_writer_t *lw = &sw->lw;
   while (lw->depth > 0 && lw->stack[lw->depth - 1].depth >= d) {
     lw->depth--;
-    if (!lw->stack[lw->depth].shadow) st_rec(sw, lane_time(lw, ns), NULL);
+    st_rec_end(sw, lane_time(lw, ns), &lw->stack[lw->depth]);
   }
 }
 
@@ -625,15 +643,18 @@ static void st_end(st_writer_t *sw, const lane_event_t *v) {
     if (!v->in_window) ns = lw->s->stop.ns;
     uint64_t b = lw->made_up_base + (v->depth < 255 ? v->depth : 255);
     if (!st_push(&sw->made, &sw->nmade, &sw->capmade, b, v->site)) lw->nomem = true;
-    st_rec(sw, lane_time(lw, ns), NULL);
+    /* Its begin is not in the window: written plain, so its end is one E. */
+    else if (v->site->mode == LP_MODE_SWITCH) sw->made[sw->nmade - 1].plain = true;
+    open_scope_t o = {v->site, 0, v->depth, false, 0};
+    st_rec_end(sw, lane_time(lw, ns), &o);
     return;
   }
   while (lw->depth > k) {
     lw->depth--;
-    if (!lw->stack[lw->depth].shadow) st_rec(sw, lane_time(lw, ns), NULL);
+    st_rec_end(sw, lane_time(lw, ns), &lw->stack[lw->depth]);
   }
   lw->depth--;
-  if (!lw->stack[lw->depth].shadow) st_rec(sw, lane_time(lw, ns), NULL);
+  st_rec_end(sw, lane_time(lw, ns), &lw->stack[lw->depth]);
 }
 
 static void st_begin(st_writer_t *sw, const lane_event_t *v, bool shadow) {
@@ -641,8 +662,26 @@ static void st_begin(st_writer_t *sw, const lane_event_t *v, bool shadow) {
   uint64_t ns = shadow ? lw->last : mapped(lw, v->ts);
   st_close_at_or_below(sw, v->depth, ns);
   if (!grow_stack(lw)) return;
-  lw->stack[lw->depth++] = (open_scope_t){v->site, ns, v->depth, shadow};
-  if (!shadow) st_rec(sw, ns, v->site);
+  /*
+   * A switch: its begin follows the end of the scope it replaced. NNAPI's
+   * readers end that scope themselves when they see [SW], and expect one
+   * more E when the switch ends: the replaced scope's end moves there.
+   */
+  uint32_t extra = 0;
+  bool plain = false;
+  if (!shadow && v->site->mode == LP_MODE_SWITCH) {
+    if (sw->last_end == sw->n - 1 && sw->last_end != SIZE_MAX && sw->last_depth == v->depth) {
+      extra = sw->last_extra + 1;
+      sw->n--;
+    } else {
+      plain = true;
+    }
+  }
+  lw->stack[lw->depth++] = (open_scope_t){v->site, ns, v->depth, shadow, extra};
+  if (!shadow) {
+    st_rec(sw, ns, v->site);
+    if (!lw->nomem) sw->recs[sw->n - 1].plain = plain;
+  }
 }
 
 static int st_cmp_ns(const void *a, const void *b) {
@@ -657,6 +696,7 @@ static void st_lane(st_writer_t *sw, const lp__snap_lane_t *l) {
   size_t first = sw->n;
   lw->made_up_base = UINT64_MAX;
   sw->nmade = 0;
+  sw->last_end = SIZE_MAX;
   for (uint32_t k = 0; k < l->nchunks; k++) {
     const lp__chunk_t *c = l->chunks[k].chunk;
     uint32_t end = l->chunks[k].end;
@@ -851,8 +891,10 @@ int lp__export_systrace(lp__jw_t *w, const lp__session_t *s) {
   }
   char pidtext[24], line[160];
   int pidlen = snprintf(pidtext, sizeof pidtext, "%d", pid);
-  snprintf(line, sizeof line, "# tracer: nop\n#\n# entries-in-buffer/entries-written: %zu/%zu   #P:%ld\n#\n", sw.n,
-           sw.n, sysconf(_SC_NPROCESSORS_ONLN));
+  size_t lines = 0;
+  for (size_t i = 0; i < sw.n; i++) lines += sw.recs[i].site ? 1 : sw.recs[i].ends;
+  snprintf(line, sizeof line, "# tracer: nop\n#\n# entries-in-buffer/entries-written: %zu/%zu   #P:%ld\n#\n", lines,
+           lines, sysconf(_SC_NPROCESSORS_ONLN));
   lp__jw_raw(w, line, strlen(line));
   lp__jw_raw(w, st_header, sizeof st_header - 1);
   for (uint32_t i = nheap / 2; i-- > 0;) st_sift(&sw, lo, heap, nheap, i);
@@ -864,7 +906,7 @@ int lp__export_systrace(lp__jw_t *w, const lp__session_t *s) {
       rc = -ENOMEM;
       break;
     }
-    size_t need = o->plen + 48 + (size_t)pidlen + (lab ? lab->len : 0);
+    size_t need = (o->plen + 48 + (size_t)pidlen) * (r->site ? 1 : r->ends) + (lab ? lab->len : 0);
     char *p = lp__jw_reserve(w, need);
     char *big = NULL, *start;
     if (p)
@@ -878,20 +920,27 @@ int lp__export_systrace(lp__jw_t *w, const lp__session_t *s) {
     memcpy(p, o->prefix, o->plen);
     p = st_put_time(p + o->plen - 1, r->ns); /* the prefix's last space is the time's leading one */
     if (lab) {
+      size_t skip = r->plain && lab->len >= 4 && memcmp(lab->text, "[SW]", 4) == 0 ? 4 : 0;
       memcpy(p, ": tracing_mark_write: B|", 24);
       p += 24;
       memcpy(p, pidtext, (size_t)pidlen);
       p += pidlen;
       *p++ = '|';
-      memcpy(p, lab->text, lab->len);
-      p += lab->len;
+      memcpy(p, lab->text + skip, lab->len - skip);
+      p += lab->len - skip;
+      *p++ = '\n';
     } else {
       memcpy(p, ": tracing_mark_write: E|", 24);
       p += 24;
       memcpy(p, pidtext, (size_t)pidlen);
       p += pidlen;
+      *p++ = '\n';
+      size_t len = (size_t)(p - start);
+      for (uint32_t k = 1; k < r->ends; k++) {
+        memmove(p, start, len);
+        p += len;
+      }
     }
-    *p++ = '\n';
     if (start == w->buf + w->len)
       w->len += (size_t)(p - start);
     else
