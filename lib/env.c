@@ -25,6 +25,14 @@
  *   LABELPROF_REPORT=threads,counts,min=P                  LABELPROF_TRACE=path
  *   LABELPROF_LEVELS=list       LABELPROF_TRACE_BUFFER=MiB LABELPROF_TRACE_MODE=discard|ring
  *   LABELPROF_CLOCK=auto|tsc|monotonic                     LABELPROF_DUMP_SIGNAL=USR2
+ *   LABELPROF_SYSTRACE=path     LABELPROF_TRACE_MARKER=1|path
+ *
+ * LABELPROF_SYSTRACE writes the environment's timeline as systrace text, at
+ * exit and at dumps, beside or instead of LABELPROF_TRACE's JSON: one
+ * recording serves both. LABELPROF_TRACE_MARKER writes every recorded begin
+ * and end, as it happens, to the kernel's trace_marker (1) or to a file; it
+ * starts the environment's timeline if no other variable does, in ring mode
+ * unless LABELPROF_TRACE_MODE says otherwise, so that it never stops.
  */
 #include "internal.h"
 
@@ -44,6 +52,7 @@ static pthread_mutex_t env_mu = PTHREAD_MUTEX_INITIALIZER; /* everything below, 
 static char *profile_path; /* absolute, %p expanded, %n kept; /dev/stderr for LABELPROF_PROFILE=1 */
 static char *folded_path;
 static char *trace_path;
+static char *systrace_path; /* layers and phases: LABELPROF_SYSTRACE */
 static lp_print_opts_t report_opts;
 static bool profiling, tracing;
 static unsigned seq; /* reports written so far */
@@ -69,6 +78,7 @@ static const char *const known[] = {
     "LABELPROF_PROFILE",      "LABELPROF_FOLDED",     "LABELPROF_HZ",    "LABELPROF_REPORT",
     "LABELPROF_TRACE",        "LABELPROF_LEVELS",     "LABELPROF_TRACE_BUFFER",
     "LABELPROF_TRACE_MODE",   "LABELPROF_CLOCK",      "LABELPROF_DUMP_SIGNAL",
+    "LABELPROF_SYSTRACE",     "LABELPROF_TRACE_MARKER",
 };
 #define NKNOWN (sizeof known / sizeof known[0])
 
@@ -354,14 +364,26 @@ static void write_profile(const lp_profile_t *p, unsigned number) {
 }
 
 static void write_trace(unsigned number) {
-  char *tp = numbered(trace_path, number);
-  if (!tp) {
-    warn("out of memory naming the trace");
-    return;
+  if (trace_path) {
+    char *tp = numbered(trace_path, number);
+    if (!tp) {
+      warn("out of memory naming the trace");
+    } else {
+      int rc = lp__trace_write(LP__ENV, tp, NULL);
+      if (rc) warn("cannot write the trace to '%s': %s", tp, lp_strerror(rc));
+      free(tp);
+    }
   }
-  int rc = lp__trace_write(LP__ENV, tp, NULL);
-  if (rc) warn("cannot write the trace to '%s': %s", tp, lp_strerror(rc));
-  free(tp);
+  if (systrace_path) {
+    char *sp = numbered(systrace_path, number);
+    if (!sp) {
+      warn("out of memory naming the systrace file");
+    } else {
+      int rc = lp__trace_write_systrace(LP__ENV, sp);
+      if (rc) warn("cannot write the systrace file to '%s': %s", sp, lp_strerror(rc));
+      free(sp);
+    }
+  }
 }
 
 /* The profile and the timeline so far, without stopping either. env_mu held. */
@@ -466,6 +488,7 @@ void lp__env_load(void) {
   /* Every value is checked, whether or not an output variable is set. */
   const char *prof = value_of("LABELPROF_PROFILE"), *fold = value_of("LABELPROF_FOLDED");
   const char *trace = value_of("LABELPROF_TRACE"), *sig = value_of("LABELPROF_DUMP_SIGNAL");
+  const char *systrace = value_of("LABELPROF_SYSTRACE"), *marker = value_of("LABELPROF_TRACE_MARKER");
   uint32_t hz = (uint32_t)number("LABELPROF_HZ", 1, 100000, 1000, "");
   parse_report();
   lp_trace_opts_t topts = {.levels = parse_levels(),
@@ -477,7 +500,20 @@ void lp__env_load(void) {
   if (sig && !(dsig = signal_number(sig)))
     warn("LABELPROF_DUMP_SIGNAL='%s' is not a signal name (such as USR2 or RTMIN+1) or number; no dumps", sig);
   bool want_prof = prof && strcmp(prof, "0") != 0;
-  if (!want_prof && !fold && !trace) {
+  /* ---- layers and phases: the live trace_marker, opened before anything records ---- */
+  bool want_marker = false;
+  if (marker && strcmp(marker, "0") != 0) {
+    char why[512];
+    int rc = lp__marker_open(marker, why, sizeof why);
+    if (rc)
+      warn("LABELPROF_TRACE_MARKER: cannot open %s (%s); labels are not written to it",
+           strcmp(marker, "1") == 0 ? "the kernel's trace_marker" : "the file", why);
+    else
+      want_marker = true;
+    if (want_marker && !trace && !systrace && !value_of("LABELPROF_TRACE_MODE")) topts.policy = LP_TRACE_RING;
+  }
+  /* ---- end of layers and phases ---- */
+  if (!want_prof && !fold && !trace && !systrace && !want_marker) {
     if (dsig) warn("LABELPROF_DUMP_SIGNAL is set, but no report is: nothing to dump");
     return;
   }
@@ -485,12 +521,14 @@ void lp__env_load(void) {
   if (want_prof) profile_path = strcmp(prof, "1") == 0 ? strdup("/dev/stderr") : strcmp(prof, "-") == 0 ? strdup("/dev/stdout") : resolve(prof);
   if (fold) folded_path = resolve(fold);
   if (trace) trace_path = resolve(trace);
-  if ((want_prof && !profile_path) || (fold && !folded_path) || (trace && !trace_path)) {
+  if (systrace) systrace_path = resolve(systrace);
+  if ((want_prof && !profile_path) || (fold && !folded_path) || (trace && !trace_path) ||
+      (systrace && !systrace_path)) {
     warn("out of memory reading the LABELPROF_* variables; not profiling");
     lp__unlock(&env_mu);
     return;
   }
-  if (trace) {
+  if (trace || systrace || want_marker) {
     int rc = lp__trace_start(LP__ENV, &topts);
     if (rc)
       warn("cannot start the trace: %s", lp_strerror(rc));

@@ -73,6 +73,13 @@ struct lp__thread {
   uint32_t prof_slot;
   /* The trace's: the thread's timeline lane (trace lock). */
   lp__lane_t *lane;
+  /* ---- layers and phases: the live trace_marker (owner only) ---- */
+  bool mark_hidden;                     /* tlim and tend hold the cursor, the real limits are here */
+  bool mark_switching;                  /* a switch is ending the scope it replaces: no E line */
+  bool mark_replaced;                   /* ...and it did (the switch's B gets its [SW]) */
+  lp_impl_event_t *mark_tlim, *mark_tend;
+  uint8_t mark_extra[LP_STACK_CAPACITY]; /* E lines owed at this depth's end for scopes switches replaced */
+  /* ---- end of layers and phases ---- */
 };
 
 /* The shared state of threads that have not used a label yet (read-only). */
@@ -402,6 +409,22 @@ const char *lp__phase_tag(int phase);
 bool lp__site_has_layer(const lp_site_t *site);
 /* Writes the site's systrace tag ("[SW][NN_LC_PCO]") into buf (LP__TAG_MAX bytes); its length, 0 for none. */
 size_t lp__site_tag(const lp_site_t *site, char *buf, size_t size);
+/*
+ * The live trace_marker (LABELPROF_TRACE_MARKER). While it is open, every
+ * recording thread's tlim and tend equal its cursor, so that every begin,
+ * end, instant and counter takes the slow path; the slow paths unhide the
+ * real limits (kept in the thread), record, write the marker line, and hide
+ * them again. lp__marker_fd is set once, before any timeline starts.
+ */
+extern int lp__marker_fd;
+/* Opens the marker ("1": the kernel's trace_marker) ; 0 or a negative errno, with a message in why. */
+int lp__marker_open(const char *value, char *why, size_t why_len);
+void lp__marker_unhide(lp__thread_t *t);
+void lp__marker_hide(lp__thread_t *t);
+/* One B line for site at depth d, or n E lines. */
+void lp__marker_begin(lp__thread_t *t, const lp_site_t *site, uint32_t d);
+void lp__marker_end(lp__thread_t *t, uint32_t d);
+void lp__marker_atfork_child(void);
 /* Whether a frame is a switch's, whose end is already recorded: the replaced scope's end pops it quietly. */
 bool lp__switch_frame(uintptr_t frame);
 

@@ -49,6 +49,20 @@ static void release_ends(lp__thread_t *t, uint32_t from, uint32_t to) {
   uint32_t n = 0;
   if (to > LP_STACK_CAPACITY) to = LP_STACK_CAPACITY;
   for (uint32_t k = from; k < to; k++) n += (LP_IMPL_LOAD_RELAXED(t->hot.frames[k]) & LP_IMPL_TRACED) != 0;
+  /* ---- layers and phases: the live trace_marker ends them (innermost first), on the real limits ---- */
+  if (LP_IMPL_UNLIKELY(lp__marker_fd >= 0)) {
+    for (uint32_t k = to; k-- > from;)
+      if (LP_IMPL_LOAD_RELAXED(t->hot.frames[k]) & LP_IMPL_TRACED) lp__marker_end(t, k);
+    bool hidden = t->mark_hidden;
+    lp__marker_unhide(t);
+    if (n && t->hot.tlim) {
+      uint32_t room = (uint32_t)(t->hot.tend - t->hot.tlim);
+      t->hot.tlim += n < room ? n : room;
+    }
+    if (hidden) lp__marker_hide(t);
+    return;
+  }
+  /* ---- end of layers and phases ---- */
   if (n && t->hot.tlim) {
     uint32_t room = (uint32_t)(t->hot.tend - t->hot.tlim);
     t->hot.tlim += n < room ? n : room;

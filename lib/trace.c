@@ -473,9 +473,25 @@ drop:
   return 0;
 }
 
+static uint64_t enter_slow(lp__thread_t *t, const lp_site_t *site, int manual);
+
 uint64_t lp_impl_enter_slow(const lp_site_t *site, int manual) {
   lp__thread_t *t = lp__thread_attach();
   if (!t) return LP_IMPL_NOT_PUSHED;
+  if (LP_IMPL_LIKELY(lp__marker_fd < 0)) return enter_slow(t, site, manual);
+  /* ---- layers and phases: the live trace_marker sees every recorded begin ---- */
+  uint32_t d = (uint32_t)LP_IMPL_LOAD_RELAXED(t->hot.word) & LP_IMPL_DEPTH_MASK;
+  lp__marker_unhide(t);
+  uint64_t w = enter_slow(t, site, manual);
+  if ((uint32_t)(w & LP_IMPL_DEPTH_MASK) != LP_IMPL_NOT_PUSHED && (w & LP_IMPL_TRACED_MARK))
+    lp__marker_begin(t, site, d);
+  else if (manual && d < LP_STACK_CAPACITY && (LP_IMPL_LOAD_RELAXED(t->hot.frames[d]) & LP_IMPL_TRACED))
+    lp__marker_begin(t, site, d); /* a manual pair's begin: its frame says it was recorded */
+  lp__marker_hide(t);
+  return w;
+}
+
+static uint64_t enter_slow(lp__thread_t *t, const lp_site_t *site, int manual) {
   uint32_t d = (uint32_t)LP_IMPL_LOAD_RELAXED(t->hot.word) & LP_IMPL_DEPTH_MASK;
   uint32_t levels = LP_IMPL_LOAD_RELAXED(lp_impl_levels);
   if (d >= LP_STACK_CAPACITY) {
@@ -512,14 +528,38 @@ uint64_t lp_impl_enter_slow(const lp_site_t *site, int manual) {
 
 void lp_impl_end_event_slow(uintptr_t site, uint32_t depth) {
   lp__thread_t *t = lp__thread_current();
-  if (t)
-    record_slow(t, site | LP_IMPL_EV_END | LP_IMPL_DEPTH_TAG(depth), 0, 1,
-                depth < LP_STACK_CAPACITY ? EV_END : EV_END_DEEP);
+  if (!t) return;
+  if (LP_IMPL_UNLIKELY(lp__marker_fd >= 0)) {
+    /* ---- layers and phases: the live trace_marker sees every recorded end ---- */
+    lp__marker_unhide(t);
+    lp_impl_event_t *e = LP_IMPL_LOAD_RELAXED(t->hot.tcur);
+    if (e && e < t->hot.tend)
+      lp_impl_end_event(&t->hot, site, depth);
+    else
+      record_slow(t, site | LP_IMPL_EV_END | LP_IMPL_DEPTH_TAG(depth), 0, 1,
+                  depth < LP_STACK_CAPACITY ? EV_END : EV_END_DEEP);
+    lp__marker_end(t, depth);
+    lp__marker_hide(t);
+    return;
+  }
+  record_slow(t, site | LP_IMPL_EV_END | LP_IMPL_DEPTH_TAG(depth), 0, 1, depth < LP_STACK_CAPACITY ? EV_END : EV_END_DEEP);
 }
 
 void lp_impl_instant_slow(uintptr_t tag) {
   lp__thread_t *t = lp__thread_attach();
-  if (t) record_slow(t, tag, 0, 1, EV_OTHER);
+  if (!t) return;
+  if (LP_IMPL_UNLIKELY(lp__marker_fd >= 0)) {
+    lp__marker_unhide(t);
+    lp_impl_event_t *e = LP_IMPL_LOAD_RELAXED(t->hot.tcur);
+    uint32_t levels = LP_IMPL_LOAD_RELAXED(lp_impl_levels);
+    if (e && e < t->hot.tlim && !(levels & LP_IMPL_SPENT))
+      lp_impl_instant(tag, levels);
+    else
+      record_slow(t, tag, 0, 1, EV_OTHER);
+    lp__marker_hide(t);
+    return;
+  }
+  record_slow(t, tag, 0, 1, EV_OTHER);
 }
 
 void lp_impl_counter(const lp_site_t *site, int64_t value) {
@@ -537,6 +577,12 @@ void lp_impl_counter(const lp_site_t *site, int64_t value) {
   }
   lp__thread_t *t = lp__thread_attach();
   if (!t) return;
+  if (LP_IMPL_UNLIKELY(t->mark_hidden)) { /* the live trace_marker: the real limits, then hidden again */
+    lp__marker_unhide(t);
+    lp_impl_counter(site, value);
+    lp__marker_hide(t);
+    return;
+  }
   if (LP_IMPL_LOAD_RELAXED(lp_impl_levels) & LP_IMPL_SPENT)
     drop_own(t);
   else
@@ -1060,6 +1106,7 @@ static void free_chain(lp__chunk_t *c, bool by_next) {
 }
 
 void lp__trace_atfork_child(void) {
+  lp__marker_atfork_child();
   pthread_cond_t fresh_cv = PTHREAD_COND_INITIALIZER;
   refill_cv = fresh_cv; /* the refill thread was not copied: the child starts its own if it records */
   refill_started = refill_wanted = false;
@@ -1073,6 +1120,8 @@ void lp__trace_atfork_child(void) {
     self->lane = NULL;
     LP_IMPL_STORE_RELEASE(self->hot.tcur, (lp_impl_event_t *)NULL);
     self->hot.tlim = self->hot.tend = NULL;
+    self->mark_hidden = false;
+    self->mark_tlim = self->mark_tend = NULL;
     /* The ends of scopes it inherited give back no room here: lp_impl_end_event keeps tlim below tend. */
   }
   for (lp__lane_t *l = lanes, *n; l; l = n) {
