@@ -188,5 +188,7 @@ void lp__registry_atfork_child(void) {
   }
   head = tail = self;
   if (self) self->next = self->prev = NULL;
+  /* The child's only thread has a thread id of its own: its lane (systrace's TASK-PID) must say so. */
+  if (self) self->tid = (uint64_t)syscall(SYS_gettid);
   lp__unlock(&registry_mu); /* taken by prepare on this thread, the child's only one */
 }

@@ -17,6 +17,10 @@
  *   atexit   uses labels in an atexit handler of its own, in a destructor,
  *            and on a thread that keeps using them while the process exits
  *   many     records many short scopes, so that the trace is large
+ *   layers   then labels with layers and phases, on a thread named
+ *            "layered worker thread": a runtime preparation scope holding a
+ *            CPU transformation that switches to computation, and a
+ *            subtracted runtime compilation scope
  * The exit status is 0 when every call it makes returns what it should.
  */
 #include <labelprof.h>
@@ -117,6 +121,22 @@ static void *still_running(void *arg) {
   return NULL;
 }
 
+static void *layered(void *unused) {
+  (void)unused;
+  check("lp_thread_set_name", lp_thread_set_name("layered worker thread"));
+  LP_SCOPE_PHASE(LP_LAYER_RUNTIME, LP_PHASE_PREPARATION, "prepare");
+  {
+    LP_SCOPE_PHASE(LP_LAYER_CPU, LP_PHASE_TRANSFORMATION, "convert");
+    spin(0.002, 1000);
+    LP_PHASE_SWITCH(LP_LAYER_CPU, LP_PHASE_COMPUTATION, "convert");
+    spin(0.002, 1000);
+  }
+  {
+    LP_SCOPE_SUBTRACT(LP_LAYER_RUNTIME, LP_PHASE_COMPILATION, "compile");
+  }
+  return NULL;
+}
+
 int main(int argc, char **argv) {
   double seconds = argc > 1 ? (double)strlen(argv[1]) * 0.01 : 0.1;
   const char *arg = argc > 3 ? argv[3] : NULL;
@@ -139,6 +159,10 @@ int main(int argc, char **argv) {
     spin(seconds, 1000);
   }
   if (strcmp(mode, "chdir") == 0 && chdir("/") != 0) failures++;
+  if (strcmp(mode, "layers") == 0) {
+    pthread_t th;
+    if (pthread_create(&th, NULL, layered, NULL) != 0 || pthread_join(th, NULL) != 0) failures++;
+  }
   printf("child done\n");
   return failures ? 1 : 0;
 }
