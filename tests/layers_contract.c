@@ -291,9 +291,10 @@ static void run_ipc(const char *out) {
     /* device->prepareModel(...); cb->wait(): the driver works meanwhile */
     {
       LP_SCOPE("HIDL::IDevice::prepareModel_1_1::client");
-      if (write(to_driver[1], &c, 1) != 1) failures++;
+      work(0.1);
     }
-    if (read(to_app[0], &c, 1) != 1) failures++;
+    /* The transaction is sent once the client mark has ended, so that the merged file's order is fixed. */
+    if (write(to_driver[1], &c, 1) != 1 || read(to_app[0], &c, 1) != 1) failures++;
   }
   int status = 0;
   if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) failures++;

@@ -395,7 +395,8 @@ static void test_tree_folded_empty_and_null_labels(void) {
  * access stays in bounds.
  */
 static void test_tree_merge_moves_marks_with_counts(void) {
-  static const lp_site_t s1 = {"s1", "f", "f", 1, LP_LEVEL_RUNTIME}, s2 = {"s2", "f", "f", 2, LP_LEVEL_RUNTIME};
+  static const lp_site_t s1 = {"s1", "f", "f", 1, LP_LEVEL_RUNTIME, 0, 0, 0, 0},
+                         s2 = {"s2", "f", "f", 2, LP_LEVEL_RUNTIME, 0, 0, 0, 0};
   const lp_site_t *p1[] = {&s1}, *p2[] = {&s2};
   lp__agg_t a;
   lp__mark_t m;
