@@ -771,21 +771,45 @@ static size_t st_prefix(char *buf, size_t size, const char *name, uint64_t tid, 
   return r > 0 && (size_t)r < size ? (size_t)r : 0;
 }
 
-/* " %5lu.%06lu" of ns, as the kernel prints its timestamps (truncated to microseconds). */
-static char *st_put_time(char *o, uint64_t ns) {
-  uint64_t sec = ns / 1000000000u, us = (ns % 1000000000u) / 1000u;
-  char d[24];
-  int k = 0;
-  do d[k++] = (char)('0' + sec % 10);
-  while ((sec /= 10) > 0);
-  *o++ = ' ';
-  for (int pad = 5 - k; pad > 0; pad--) *o++ = ' ';
-  while (k > 0) *o++ = d[--k];
-  *o++ = '.';
-  for (int i = 5; i >= 0; i--) {
-    o[i] = (char)('0' + us % 10);
-    us /= 10;
+/*
+ * " %5lu.%06lu" of ns, as the kernel prints its timestamps (truncated to
+ * microseconds). The seconds' text is kept from one line to the next (they
+ * rarely change), the microseconds are written two digits at a time.
+ */
+typedef struct st_clock_text {
+  uint64_t sec;
+  char text[32];
+  size_t len;
+} st_clock_text_t;
+
+static const char st_pairs[] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
+static char *st_put_time(char *o, uint64_t ns, st_clock_text_t *ct) {
+  uint64_t sec = ns / 1000000000u;
+  uint32_t us = (uint32_t)((ns % 1000000000u) / 1000u);
+  if (sec != ct->sec || !ct->len) {
+    char d[24];
+    int k = 0;
+    uint64_t v = sec;
+    do d[k++] = (char)('0' + v % 10);
+    while ((v /= 10) > 0);
+    size_t n = 0;
+    ct->text[n++] = ' ';
+    for (int pad = 5 - k; pad > 0; pad--) ct->text[n++] = ' ';
+    while (k > 0) ct->text[n++] = d[--k];
+    ct->text[n++] = '.';
+    ct->sec = sec;
+    ct->len = n;
   }
+  memcpy(o, ct->text, ct->len);
+  o += ct->len;
+  uint32_t hi = us / 10000u, mid = (us / 100u) % 100u, lo = us % 100u;
+  memcpy(o, st_pairs + 2 * hi, 2);
+  memcpy(o + 2, st_pairs + 2 * mid, 2);
+  memcpy(o + 4, st_pairs + 2 * lo, 2);
   return o + 6;
 }
 
@@ -869,8 +893,15 @@ int lp__export_systrace(lp__jw_t *w, const lp__session_t *s) {
   uint32_t *heap = calloc(s->nlanes ? s->nlanes : 1, sizeof *heap);
   st_label_t *labels = NULL;
   uint32_t lmask = 0, lcount = 0, nheap = 0;
+  st_clock_text_t clock_text = {0, "", 0};
   int rc = 0;
-  if (!lo || !heap) {
+  /* Room for every record at once: at most one per recorded slot, plus made-up begins (grown if needed). */
+  size_t slots = 0;
+  for (uint32_t i = 0; i < s->nlanes; i++)
+    for (uint32_t k = 0; !s->lanes[i].work && k < s->lanes[i].nchunks; k++) slots += s->lanes[i].chunks[k].end;
+  sw.cap = slots + 64;
+  sw.recs = malloc(sw.cap * sizeof *sw.recs);
+  if (!lo || !heap || !sw.recs) {
     rc = -ENOMEM;
     goto out;
   }
@@ -918,7 +949,7 @@ int lp__export_systrace(lp__jw_t *w, const lp__session_t *s) {
       break;
     }
     memcpy(p, o->prefix, o->plen);
-    p = st_put_time(p + o->plen - 1, r->ns); /* the prefix's last space is the time's leading one */
+    p = st_put_time(p + o->plen - 1, r->ns, &clock_text); /* the prefix's last space is the time's leading one */
     if (lab) {
       size_t skip = r->plain && lab->len >= 4 && memcmp(lab->text, "[SW]", 4) == 0 ? 4 : 0;
       memcpy(p, ": tracing_mark_write: B|", 24);
