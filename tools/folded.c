@@ -1,0 +1,9 @@
+/* folded.c: `labelprof folded` (being written). */
+#include "config.h"
+
+#include "cmd.h"
+
+int lp_cmd_folded(int argc, char **argv) {
+  (void)argc;
+  return lp_usage_error(argv[0], "not implemented yet");
+}

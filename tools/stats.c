@@ -1,0 +1,9 @@
+/* stats.c: `labelprof stats` (being written). */
+#include "config.h"
+
+#include "cmd.h"
+
+int lp_cmd_stats(int argc, char **argv) {
+  (void)argc;
+  return lp_usage_error(argv[0], "not implemented yet");
+}
