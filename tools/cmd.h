@@ -19,6 +19,8 @@ int lp_cmd_stats(int argc, char **argv);
 int lp_cmd_tree(int argc, char **argv);
 int lp_cmd_diff(int argc, char **argv);
 int lp_cmd_folded(int argc, char **argv);
+int lp_cmd_nnapi(int argc, char **argv);
+int lp_cmd_layers(int argc, char **argv);
 int lp_cmd_help(int argc, char **argv);
 
 /* One row of the dispatch table in tools/labelprof.c. */

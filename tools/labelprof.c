@@ -74,6 +74,50 @@ static const char folded_usage[] =
     "stack (main;matmul;kernel 123456): the input of flamegraph.pl, inferno,\n"
     "speedscope and Pyroscope. ';' in a label becomes ':'.\n";
 
+static const char nnapi_usage[] =
+    "usage: labelprof nnapi [--total-times] [--per-execution] [--json] FILE\n"
+    "\n"
+    "NNAPI's timing summary of a systrace capture: time per layer (application,\n"
+    "runtime, IPC, driver, CPU) and phase (initialization, preparation,\n"
+    "compilation, execution with its I/O, compute and results, termination), as\n"
+    "Android's parse_systrace.py prints it, byte for byte, its quirks included.\n"
+    "A table per run; a run starts at each [NN_LA_PO] mark.\n"
+    "\n"
+    "  --total-times    total times instead of self times (a layer's self time is\n"
+    "                   its total minus the nearest lower layer's)\n"
+    "  --per-execution  the execution columns only, divided by the number of\n"
+    "                   executions (of the benchmark when it has warmup and benchmark)\n"
+    "  --json           the numbers as JSON, one object per run in a list\n"
+    "\n"
+    "FILE is the systrace viewer's HTML or ftrace text: Android's header, Linux 5's\n"
+    "(with or without TGID), trace-cmd report output; - is standard input.\n"
+    "\"No NNAPI Runtime trace present\" and \"Incomplete trace\" go to stderr, as\n"
+    "Android's parser writes them.\n"
+    "\n"
+    "Exit status: 0; 1 where Android's parser fails (a nesting violation, an\n"
+    "unmatched end, a warmup without a benchmark, an unreadable mark line), with\n"
+    "a message naming the line and the rule; 2 when FILE cannot be read.\n";
+
+static const char layers_usage[] =
+    "usage: labelprof layers [--total-times] FILE\n"
+    "\n"
+    "Time per layer and phase for any program labelled with LP_SCOPE_PHASE,\n"
+    "LP_PHASE_SWITCH and LP_SCOPE_SUBTRACT: NNAPI's attribution without its\n"
+    "NNAPI-specific rules and quirks. FILE is labelprof's JSON (\"cat\" and\n"
+    "args layer/phase/mode) or its systrace ([NN_LR_PP]label marks).\n"
+    "\n"
+    "Rows are layers (application, runtime, ipc, driver, cpu), columns phases.\n"
+    "A layer's total time in a phase is the wall time of its outermost scopes of\n"
+    "that phase; nested scopes of the same layer are detail. One-time\n"
+    "initialization is counted at the top level, a subtract scope is taken out\n"
+    "of its callers, execution's subphases roll up into execution.\n"
+    "\n"
+    "  --total-times  total times instead of self times (total minus the\n"
+    "                 nearest lower layer with time in the phase)\n"
+    "\n"
+    "Exit status: 0; 1 for a nesting violation (a message names the line or\n"
+    "event and the rule); 2 for bad input.\n";
+
 static const char help_usage[] =
     "usage: labelprof help [SUBCOMMAND]\n"
     "\n"
@@ -84,6 +128,8 @@ const lp_cmd_t lp_cmds[] = {
     {"tree", lp_cmd_tree, "the tree of time, in the layout of the sampled profile", tree_usage},
     {"diff", lp_cmd_diff, "compare two traces label by label; a regression gate", diff_usage},
     {"folded", lp_cmd_folded, "folded stacks weighted by self time, for flame graphs", folded_usage},
+    {"nnapi", lp_cmd_nnapi, "NNAPI's timing summary of a systrace, as Android's parser prints it", nnapi_usage},
+    {"layers", lp_cmd_layers, "time per layer and phase (LP_SCOPE_PHASE) as a table", layers_usage},
     {"help", lp_cmd_help, "list the subcommands, or show one's usage", help_usage},
     {NULL, NULL, NULL, NULL},
 };
