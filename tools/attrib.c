@@ -399,6 +399,41 @@ static int in_sub(int parent, int p) {
 }
 static int pe_set(int p) { return p == AT_PE || in_sub(AT_PE, p); }
 
+/* Pushes a scope (section 3's begin after the mark is read). nm: a section 7 name, -1 none, -2 unreadable. */
+static int push_scope(at_ctx_t *c, thr_t *t, double ts, int layer, int phase, int subtract, int nm, long line,
+                      at_error_t *err) {
+  node_t *nd = alloc_node(c);
+  if (!nd) {
+    seterr(err, line, 0, "out of memory");
+    return -1;
+  }
+  if (layer == AT_LA && (phase == AT_PWU || phase == AT_PBM)) {
+    nd->pushed_app = 1;
+    nd->prev_app = c->cur_app;
+    c->cur_app = phase == AT_PWU ? AT_APWU : AT_APBM;
+  }
+  if (layer == AT_LA && phase == AT_PE) t->la_pe_count[c->cur_app]++;
+  nd->start = ts;
+  nd->layer = layer;
+  nd->phase = phase;
+  nd->app = c->cur_app;
+  nd->subtract = (unsigned char)subtract;
+  nd->line = line;
+  if (nm == -2)
+    nd->bad_name = 1;
+  else
+    nd->name = (signed char)nm;
+  return push(t, nd, line, err);
+}
+
+int at_begin_codes(at_ctx_t *c, int th, double ts, int layer, int phase, int subtract, long line, at_error_t *err) {
+  if (layer < 0 || layer >= AT_NLAYERS_KNOWN || phase < 0 || phase >= AT_NPHASES_KNOWN) {
+    seterr(err, line, 0, "unknown layer or phase");
+    return -1;
+  }
+  return push_scope(c, c->th[th], ts, layer, phase, subtract, -1, line, err);
+}
+
 int at_begin(at_ctx_t *c, int th, double ts, const char *mark0, size_t len0, long line, at_error_t *err) {
   thr_t *t = c->th[th];
   char *own = NULL;
@@ -507,31 +542,10 @@ nocopy:
       phase = AT_PI;
     if (layer == AT_LD && !t->driver) layer = AT_LC;
   }
-  node_t *nd = alloc_node(c);
-  if (!nd) {
-    seterr(err, line, 0, "out of memory");
-    goto out;
+  {
+    int nm = c->compat ? name_of(m, n) : -1;
+    if (push_scope(c, t, ts, layer, phase, subtract, nm, line, err) < 0) goto out;
   }
-  if (layer == AT_LA && (phase == AT_PWU || phase == AT_PBM)) {
-    nd->pushed_app = 1;
-    nd->prev_app = c->cur_app;
-    c->cur_app = phase == AT_PWU ? AT_APWU : AT_APBM;
-  }
-  if (layer == AT_LA && phase == AT_PE) t->la_pe_count[c->cur_app]++;
-  nd->start = ts;
-  nd->layer = layer;
-  nd->phase = phase;
-  nd->app = c->cur_app;
-  nd->subtract = (unsigned char)subtract;
-  nd->line = line;
-  if (c->compat) {
-    int nm = name_of(m, n);
-    if (nm == -2)
-      nd->bad_name = 1;
-    else
-      nd->name = (signed char)nm;
-  }
-  if (push(t, nd, line, err) < 0) goto out;
   rc = 0;
 out:
   free(own);

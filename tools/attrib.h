@@ -68,6 +68,8 @@ size_t at_nthreads(const at_ctx_t *c);
  * parent). Returns 0, or -1 with *err filled.
  */
 int at_begin(at_ctx_t *c, int th, double t, const char *mark, size_t len, long line, at_error_t *err);
+/* A begin with a known layer and phase (AT_LA.., AT_PU..), as labelprof's JSON gives them. */
+int at_begin_codes(at_ctx_t *c, int th, double t, int layer, int phase, int subtract, long line, at_error_t *err);
 /* An end on thread th at t seconds. Returns 0, or -1 (nothing open). */
 int at_end(at_ctx_t *c, int th, double t, long line, at_error_t *err);
 
