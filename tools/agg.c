@@ -744,3 +744,39 @@ void lp_agg_free(lp_agg_t *a) {
   free(a->pname_files);
   memset(a, 0, sizeof *a);
 }
+
+void lp_agg_lane_tree(const lp_agg_t *a, lp_lane_t *l) {
+  int64_t span = l->has_span ? l->last - l->first : 0;
+  l->tree.nodes[0].total = span;
+  l->tree.nodes[0].self = span > l->in_label ? span - l->in_label : 0;
+  lp_tree_link(&l->tree, (const char *const *)a->labels);
+}
+
+int lp_agg_merged_tree(const lp_agg_t *a, lp_tree_t *m) {
+  if (lp_tree_init(m)) return -1;
+  for (uint32_t k = 0; k < a->nlanes; k++) {
+    const lp_lane_t *l = a->lanes[k];
+    uint32_t *map = malloc((size_t)l->tree.n * sizeof *map);
+    if (!map) return -1;
+    map[0] = 0;
+    /* A node's parent was made before it, so one pass in order maps every node. */
+    for (uint32_t j = 1; j < l->tree.n; j++) {
+      const lp_tnode_t *n = &l->tree.nodes[j];
+      uint32_t to = lp_tree_child(m, map[n->parent], n->label);
+      if (to == UINT32_MAX) {
+        free(map);
+        return -1;
+      }
+      map[j] = to;
+      m->nodes[to].calls += n->calls;
+      m->nodes[to].total += n->total;
+      m->nodes[to].self += n->self;
+    }
+    free(map);
+    int64_t span = l->has_span ? l->last - l->first : 0;
+    m->nodes[0].total += span;
+    m->nodes[0].self += span > l->in_label ? span - l->in_label : 0;
+  }
+  lp_tree_link(m, (const char *const *)a->labels);
+  return 0;
+}

@@ -123,3 +123,13 @@ int64_t lp_agg_wall(const lp_agg_t *a);
 const char *lp_lane_title(const lp_agg_t *a, const lp_lane_t *l, char *buf, size_t len);
 
 #endif
+
+/*
+ * The tree of all lanes merged by label text (as the sampled profile merges
+ * threads): into m, initialised by the call; the root's total is the traced
+ * wall time and its self the time outside any label. 0, or -1 when out of
+ * memory. Linked (lp_tree_link) and ready to walk.
+ */
+int lp_agg_merged_tree(const lp_agg_t *a, lp_tree_t *m);
+/* One lane's tree with its root's total and self set the same way, linked. */
+void lp_agg_lane_tree(const lp_agg_t *a, lp_lane_t *l);

@@ -56,7 +56,7 @@ static const char tree_usage[] =
     "  --counts         [N calls, T] on every line\n";
 
 static const char diff_usage[] =
-    "usage: labelprof diff [--fail-above PCT] [--min-time T] [--format table|csv|json] BASE NEW\n"
+    "usage: labelprof diff [--fail-above PCT] [--min-time T] [--strict] BASE NEW\n"
     "\n"
     "Per label: calls, total and self time in BASE and NEW, the change in self\n"
     "time and its percentage, sorted by the size of the change in self time.\n"
