@@ -46,3 +46,22 @@ void lp_cmd_usage(const char *name, FILE *out);
 int lp_usage_error(const char *name, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif
+
+/* ---- helpers shared by the subcommands (tools/labelprof.c) ---- */
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * Option parsing: if argv[*i] is `name` (then the value is argv[*i + 1]) or
+ * `name=VALUE`, sets *value, advances *i past it and returns 1; returns -1
+ * (after a usage message) when the value is missing, 0 when it is another
+ * argument.
+ */
+int lp_opt_value(const char *cmd, int argc, char **argv, int *i, const char *name, const char **value);
+/* A duration in human units with 3 significant digits: "812 ns", "12.3 us", "1.23 s". */
+const char *lp_fmt_ns(int64_t ns, char *buf, size_t len);
+/* Writes s as a JSON string (with quotes) / as a CSV field (quoted when needed). */
+void lp_put_json_string(FILE *out, const char *s);
+void lp_put_csv_field(FILE *out, const char *s);
+/* Parses a non-negative number; 1 on success. */
+int lp_parse_double(const char *s, double *v);

@@ -9,7 +9,9 @@
 
 #include "cmd.h"
 
+#include <errno.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -54,7 +56,7 @@ static const char tree_usage[] =
     "  --counts         [N calls, T] on every line\n";
 
 static const char diff_usage[] =
-    "usage: labelprof diff [--fail-above PCT] [--min-time T] [--format table|csv|json] BASE NEW\n"
+    "usage: labelprof diff [--fail-above PCT] [--min-time T] [--strict] BASE NEW\n"
     "\n"
     "Per label: calls, total and self time in BASE and NEW, the change in self\n"
     "time and its percentage, sorted by the size of the change in self time.\n"
@@ -154,6 +156,75 @@ int lp_usage_error(const char *name, const char *fmt, ...) {
   fputs("\n", stderr);
   lp_cmd_usage(name, stderr);
   return LP_EXIT_BAD;
+}
+
+int lp_opt_value(const char *cmd, int argc, char **argv, int *i, const char *name, const char **value) {
+  size_t n = strlen(name);
+  const char *a = argv[*i];
+  if (strncmp(a, name, n) != 0) return 0;
+  if (a[n] == '=') {
+    *value = a + n + 1;
+    return 1;
+  }
+  if (a[n] != '\0') return 0;
+  if (*i + 1 >= argc) {
+    lp_usage_error(cmd, "%s needs a value", name);
+    return -1;
+  }
+  *value = argv[++*i];
+  return 1;
+}
+
+const char *lp_fmt_ns(int64_t ns, char *buf, size_t len) {
+  double v = (double)ns;
+  static const char *const units[] = {"ns", "us", "ms", "s"};
+  unsigned u = 0;
+  while (u < 3 && (v >= 999.5 || v <= -999.5)) {
+    v /= 1000.0;
+    u++;
+  }
+  if (u == 0)
+    snprintf(buf, len, "%lld ns", (long long)ns);
+  else if (v >= 99.95 || v <= -99.95)
+    snprintf(buf, len, "%.0f %s", v, units[u]);
+  else if (v >= 9.995 || v <= -9.995)
+    snprintf(buf, len, "%.1f %s", v, units[u]);
+  else
+    snprintf(buf, len, "%.2f %s", v, units[u]);
+  return buf;
+}
+
+void lp_put_json_string(FILE *out, const char *s) {
+  putc('"', out);
+  for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+    if (*c == '"' || *c == '\\')
+      fprintf(out, "\\%c", *c);
+    else if (*c < 0x20)
+      fprintf(out, "\\u%04x", *c);
+    else
+      putc(*c, out);
+  }
+  putc('"', out);
+}
+
+void lp_put_csv_field(FILE *out, const char *s) {
+  if (!strpbrk(s, ",\"\r\n")) {
+    fputs(s, out);
+    return;
+  }
+  putc('"', out);
+  for (const char *c = s; *c; c++) {
+    if (*c == '"') putc('"', out);
+    putc(*c, out);
+  }
+  putc('"', out);
+}
+
+int lp_parse_double(const char *s, double *v) {
+  char *end;
+  errno = 0;
+  *v = strtod(s, &end);
+  return *s && !*end && !errno && *v >= 0 && *v < 1e300;
 }
 
 static void overview(FILE *out) {
