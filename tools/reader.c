@@ -33,6 +33,7 @@ struct lp_input {
 };
 
 const lp_reader_t *const lp_readers[] = {
+    &lp_systrace_reader,
     &lp_json_reader,
     NULL,
 };

@@ -113,6 +113,7 @@ typedef struct lp_reader {
 } lp_reader_t;
 
 extern const lp_reader_t lp_json_reader;
+extern const lp_reader_t lp_systrace_reader; /* tools/systrace_reader.c: systrace HTML, ftrace text */
 
 /* The readers, in the order they are tried; ended by NULL. */
 extern const lp_reader_t *const lp_readers[];

@@ -485,6 +485,11 @@ int lp_st_scan(const char *buf, size_t len, lp_st_mark_cb cb, void *ctx, int *nh
 int lp_st_sniff(const char *buf, size_t len) {
   size_t n = len < 65536 ? len : 65536;
   if (has(buf, n, "TASK-PID") || has(buf, n, "tracing_mark_write") || has(buf, n, "trace-data")) return 1;
+  /* the systrace viewer's HTML: no Chrome JSON starts with '<' */
+  size_t i = 0;
+  while (i < n && (buf[i] == ' ' || buf[i] == '\t' || buf[i] == '\r' || buf[i] == '\n')) i++;
+  if (i < n && buf[i] == '<') return 1;
+  if (n - i >= 8 && memcmp(buf + i, "# tracer", 8) == 0) return 1;
   if ((n >= 5 && memcmp(buf, "cpus=", 5) == 0) || (n >= 10 && memcmp(buf, "version = ", 10) == 0)) return 1;
   return 0;
 }
