@@ -15,7 +15,6 @@
 #include "attrib.h"
 #include "cmd.h"
 #include "nnapi.h"
-#include "reader.h"
 #include "systrace.h"
 
 #include <errno.h>
@@ -595,25 +594,32 @@ static int pass2(void *ctx, const struct lp_st_mark *m) {
   return 0;
 }
 
-static const char *nnapi_usage_name = "nnapi";
 
 int lp_nnapi_run(const char *path, int total_times, int per_execution, int json, FILE *out) {
-  nnrun_t r;
-  memset(&r, 0, sizeof r);
-  r.file = strcmp(path, "-") == 0 ? "<stdin>" : path;
-  r.o.total_times = total_times;
-  r.o.per_execution = per_execution;
-  r.o.json = json;
-  r.out = out;
   struct lp_st_file f;
   char msg[600];
   if (lp_st_load(path, &f, msg, sizeof msg) < 0) {
     fprintf(stderr, "labelprof nnapi: %s\n", msg);
     return LP_EXIT_BAD;
   }
+  int rc = lp_nnapi_buffer(strcmp(path, "-") == 0 ? "<stdin>" : path, f.data, f.len, total_times, per_execution,
+                           json, out);
+  lp_st_unload(&f);
+  return rc;
+}
+
+int lp_nnapi_buffer(const char *name, const char *data, size_t len, int total_times, int per_execution, int json,
+                    FILE *out) {
+  nnrun_t r;
+  memset(&r, 0, sizeof r);
+  r.file = name;
+  r.o.total_times = total_times;
+  r.o.per_execution = per_execution;
+  r.o.json = json;
+  r.out = out;
   struct lp_st_error se = {0};
   int hdr;
-  int rc = lp_st_scan(f.data, f.len, pass1, &r, &hdr, &se);
+  int rc = lp_st_scan(data, len, pass1, &r, &hdr, &se);
   if (rc < 0) fail(&r, se.lineno, "%s", se.msg);
   if (rc == 0) {
     if (!r.any_lr) fputs("\n*** No NNAPI Runtime trace present - check your systrace setup ***\n\n", stderr);
@@ -629,7 +635,7 @@ int lp_nnapi_run(const char *path, int total_times, int per_execution, int json,
         if (at_thread(r.at, r.order[i], drv) < 0) fail(&r, 0, "out of memory");
       }
       if (!r.status) {
-        rc = lp_st_scan(f.data, f.len, pass2, &r, &hdr, &se);
+        rc = lp_st_scan(data, len, pass2, &r, &hdr, &se);
         if (rc < 0) fail(&r, se.lineno, "%s", se.msg);
         if (rc == 0) emit(&r);
         if (!r.status && json) fputs("]\n", out);
@@ -643,34 +649,5 @@ int lp_nnapi_run(const char *path, int total_times, int per_execution, int json,
   for (size_t i = 0; i < r.ndrivers; i++) free(r.drivers[i]);
   free(r.drivers);
   free(r.title);
-  lp_st_unload(&f);
   return r.status;
-}
-
-int lp_cmd_nnapi(int argc, char **argv) {
-  int tt = 0, pe = 0, js = 0;
-  const char *file = NULL;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-      lp_cmd_usage(nnapi_usage_name, stdout);
-      return LP_EXIT_OK;
-    } else if (strcmp(a, "--total-times") == 0) {
-      tt = 1;
-    } else if (strcmp(a, "--per-execution") == 0) {
-      pe = 1;
-    } else if (strcmp(a, "--json") == 0) {
-      js = 1;
-    } else if (strcmp(a, "--") == 0 && i + 1 < argc && !file && i + 2 == argc) {
-      file = argv[++i];
-    } else if (a[0] == '-' && a[1]) {
-      return lp_usage_error(nnapi_usage_name, "unknown option '%s'", a);
-    } else if (file) {
-      return lp_usage_error(nnapi_usage_name, "one FILE only");
-    } else {
-      file = a;
-    }
-  }
-  if (!file) return lp_usage_error(nnapi_usage_name, "FILE is missing");
-  return lp_nnapi_run(file, tt, pe, js, stdout);
 }

@@ -15,6 +15,10 @@
  */
 int lp_nnapi_run(const char *path, int total_times, int per_execution, int json, FILE *out);
 
+/* The same over a buffer in memory; name is shown in messages. */
+int lp_nnapi_buffer(const char *name, const char *data, size_t len, int total_times, int per_execution, int json,
+                    FILE *out);
+
 /* Python's repr() of a float (the form json.dumps writes), into out. */
 void lp_py_float(char *out, size_t outlen, double v);
 
