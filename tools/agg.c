@@ -346,6 +346,7 @@ static lp_lane_t *lane_get(lp_agg_t *a, int64_t pid, int64_t tid) {
   l->pid = pid;
   l->tid = tid;
   l->last_start = INT64_MIN;
+  l->closed = INT64_MIN;
   l->buffered = a->file_buffered;
   uint32_t k = a->nlanes++;
   a->lanes[k] = l;
@@ -413,6 +414,7 @@ static int pop(lp_agg_t *a, lp_lane_t *l, int64_t end) {
     a->overlaps++;
   }
   int64_t dur = end > f->start ? end - f->start : 0;
+  if (end > l->closed) l->closed = end;
   int64_t self = dur - f->kids;
   if (self < 0) self = 0;
   lp_tnode_t *n = &l->tree.nodes[f->node];
@@ -446,6 +448,10 @@ static int push(lp_agg_t *a, lp_lane_t *l, uint32_t label, int64_t start, int64_
     return LP_READ_BAD;
   }
   if (grow((void **)&l->stack, &l->stack_cap, sizeof *l->stack, l->depth + 1)) return oom();
+  if (l->depth && end != OPEN_END && l->stack[l->depth - 1].end != OPEN_END && end > l->stack[l->depth - 1].end) {
+    end = l->stack[l->depth - 1].end; /* a child cannot outlast its parent */
+    a->overlaps++;
+  }
   uint32_t parent = l->depth ? l->stack[l->depth - 1].node : 0;
   uint32_t node = lp_tree_child(&l->tree, parent, label);
   if (node == UINT32_MAX) return oom();
@@ -458,6 +464,7 @@ static int push(lp_agg_t *a, lp_lane_t *l, uint32_t label, int64_t start, int64_
 }
 
 static void warn_pos(lp_agg_t *a, const lp_pos_t *pos, const char *what) {
+  if (a->file_buffered && pos->offset <= a->reported_upto) return; /* said in the first pass */
   if (a->warned++ < MAX_WARN) lp_warn(pos, "%s", what);
 }
 
@@ -497,6 +504,7 @@ static int rec_add(lp_lane_t *l, int64_t start, int64_t end, uint32_t label) {
 static int on_event(void *ctx, const lp_event_t *ev) {
   lp_agg_t *a = ctx;
   a->events++;
+  if (!a->file_buffered) a->reported_upto = ev->pos.offset;
   if (ev->kind == LP_EV_SKIPPED) {
     a->skipped++;
     return 0;
@@ -562,7 +570,8 @@ static int on_event(void *ctx, const lp_event_t *ev) {
   if (ev->kind == LP_EV_END) return end_scope(a, l, ev->ts, &ev->pos);
   /* A scope starts: the lane must be in order of starts, a parent before its children. */
   int64_t end = ev->kind == LP_EV_COMPLETE ? ev->ts + ev->dur : OPEN_END;
-  bool late = ev->ts < l->last_start;
+  /* Before an end already seen: written at its end, or B/E out of order. */
+  bool late = ev->ts < l->last_start || ev->ts < l->closed;
   if (!late && l->depth && ev->kind == LP_EV_COMPLETE) {
     const lp_frame_t *t = &l->stack[l->depth - 1];
     late = t->start == ev->ts && t->end != OPEN_END && t->end < end; /* same start, and this one is longer */
@@ -605,6 +614,11 @@ static int finish_file(lp_agg_t *a, unsigned file) {
       qsort(l->recs, l->nrecs, sizeof *l->recs, cmp_rec);
       for (size_t i = 0; i < l->nrecs; i++) {
         if ((rc = settle(a, l, l->recs[i].start))) return rc;
+        if (l->recs[i].start < l->closed) { /* overlaps a scope it is not inside of: starts at its end */
+          l->recs[i].start = l->closed;
+          if (l->recs[i].end < l->recs[i].start) l->recs[i].end = l->recs[i].start;
+          a->overlaps++;
+        }
         lp_pos_t pos = {a->file, 0, 0, 0};
         if ((rc = push(a, l, l->recs[i].label, l->recs[i].start, l->recs[i].end, &pos))) return rc;
       }
@@ -700,7 +714,7 @@ int lp_agg_file(lp_agg_t *a, const char *path) {
     a->unmatched_ends = saved_counts.unmatched_ends;
     a->unclosed_begins = saved_counts.unclosed_begins;
     a->overlaps = saved_counts.overlaps;
-    a->warned = saved_counts.warned;
+    /* warnings already printed are not printed again, nor counted twice */
     a->file_buffered = true;
     a->restart = false;
     if (lp_input_rewind(in) != 0) {

@@ -78,6 +78,7 @@ typedef struct lp_lane {
   struct lp_frame *stack;
   uint32_t depth, stack_cap;
   int64_t last_start;
+  int64_t closed;      /* the latest end of a scope already popped: nothing new may start before it */
   bool buffered;
   struct lp_rec *recs; /* buffered scopes */
   size_t nrecs, recs_cap;
@@ -111,6 +112,7 @@ typedef struct lp_agg {
   bool file_buffered; /* this file's lanes are buffered */
   bool restart;       /* the file must be read again, buffered */
   int warned;
+  uint64_t reported_upto; /* the first pass's last event: its warnings are not repeated */
 } lp_agg_t;
 
 void lp_agg_init(lp_agg_t *a);

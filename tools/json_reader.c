@@ -78,6 +78,11 @@ typedef struct jr {
 
 /* Offset of the byte yajl has consumed up to, in the whole input. */
 static uint64_t here(jr_t *r) { return r->chunk_base + yajl_get_bytes_consumed(r->h); }
+/* The last byte of the token just read: where a message about a value points. */
+static uint64_t tok(jr_t *r) {
+  uint64_t h = here(r);
+  return h ? h - 1 : 0;
+}
 
 static lp_pos_t pos_at(jr_t *r, uint64_t off) {
   if (off == r->ev_pos.offset && off < r->scan) return r->ev_pos;
@@ -110,7 +115,7 @@ static int fail(jr_t *r, uint64_t off, const char *fmt, ...) {
 }
 
 static int sb_set(jr_t *r, strbuf_t *b, const unsigned char *s, size_t n) {
-  if (n > MAX_STRING) return fail(r, here(r), "a string of %zu bytes; at most %u are expected", n, MAX_STRING);
+  if (n > MAX_STRING) return fail(r, tok(r), "a string of %zu bytes; at most %u are expected", n, MAX_STRING);
   if (n + 1 > b->cap) {
     size_t cap = b->cap ? b->cap : 64;
     while (cap < n + 1) cap *= 2;
@@ -235,15 +240,15 @@ static int wrong_type(jr_t *r, const char *found) {
                        : r->key == F_ARGS                                   ? "an object"
                        : r->key == F_PID || r->key == F_TID                 ? "an integer"
                                                                             : "a number";
-    return fail(r, here(r), "expected %s for \"%s\", found %s", want, field_name(r->key), found);
+    return fail(r, tok(r), "expected %s for \"%s\", found %s", want, field_name(r->key), found);
   }
-  return fail(r, here(r), "expected an event object in the trace's array, found %s", found);
+  return fail(r, tok(r), "expected an event object in the trace's array, found %s", found);
 }
 
 /* Where a scalar lands: 1 = in the event's fields, 2 = in its args, 0 = nowhere of interest, -1 error. */
 static int scalar_place(jr_t *r, const char *what) {
   if (r->depth == 0) {
-    fail(r, here(r), "expected a JSON object or array, found %s", what);
+    fail(r, tok(r), "expected a JSON object or array, found %s", what);
     return -1;
   }
   if (r->ev_depth && !r->events_done && r->depth == r->ev_depth && !r->in_event) {
@@ -251,7 +256,7 @@ static int scalar_place(jr_t *r, const char *what) {
     return -1;
   }
   if (r->form == FORM_OBJECT && r->depth == 1 && r->top_key_events) {
-    fail(r, here(r), "expected an array for \"traceEvents\", found %s", what);
+    fail(r, tok(r), "expected an array for \"traceEvents\", found %s", what);
     return -1;
   }
   if (in_fields(r)) return 1;
@@ -285,7 +290,7 @@ static int cb_number(void *ctx, const char *s, size_t n) {
     case F_TID: {
       int64_t v;
       if (!parse_int(s, n, &v))
-        return fail(r, here(r), "expected an integer for \"%s\", found %.*s", field_name(r->key), (int)(n > 40 ? 40 : n), s);
+        return fail(r, tok(r), "expected an integer for \"%s\", found %.*s", field_name(r->key), (int)(n > 40 ? 40 : n), s);
       if (r->key == F_PID) r->pid = v, r->has_pid = true;
       else r->tid = v, r->has_tid = true;
       return 1;
@@ -294,7 +299,7 @@ static int cb_number(void *ctx, const char *s, size_t n) {
     case F_DUR: {
       int64_t v;
       if (!parse_us(s, n, &v))
-        return fail(r, here(r), "expected microseconds for \"%s\" (at most %.0f), found %.*s", field_name(r->key),
+        return fail(r, tok(r), "expected microseconds for \"%s\" (at most %.0f), found %.*s", field_name(r->key),
                     NS_LIMIT / 1000.0, (int)(n > 40 ? 40 : n), s);
       if (r->key == F_TS) r->ts = v, r->has_ts = true;
       else r->dur = v, r->has_dur = true;

@@ -121,7 +121,9 @@ static ssize_t raw_read(lp_input_t *in, void *buf, size_t n) {
     if (got < 0) {
       int err;
       const char *msg = gzerror(in->gz, &err);
-      fprintf(stderr, "labelprof: %s: gzip: %s\n", shown(in), err == Z_ERRNO ? strerror(errno) : msg);
+      const char *colon = msg ? strstr(msg, ": ") : NULL; /* zlib names the descriptor: "<fd:4>: ..." */
+      if (colon && msg[0] == '<') msg = colon + 2;
+      fprintf(stderr, "labelprof: %s: invalid gzip data (%s)\n", shown(in), err == Z_ERRNO ? strerror(errno) : msg);
       return -1;
     }
     return got;

@@ -116,7 +116,8 @@ int lp_cmd_tree(int argc, char **argv) {
   FILE *out = stdout;
   printer_t pr = {out, &a, NULL, wall, min_percent, counts};
   fprintf(out, "labelprof trace (%u threads, %" PRIu64 " scopes)\n", a.nlanes, a.scopes);
-  fprintf(out, "%.2f s traced wall time: the sum over lanes of first to last event\n", (double)wall / 1e9);
+  char wb[32];
+  fprintf(out, "%s traced wall time: the sum over lanes of first to last event\n", lp_fmt_ns(wall, wb, sizeof wb));
   int status = LP_EXIT_OK;
   if (threads) {
     lp_lane_t **lanes = malloc((a.nlanes ? a.nlanes : 1) * sizeof *lanes);
