@@ -1,0 +1,210 @@
+/*
+ * fuzz_reader.c: mutates the seed traces of tests/data/cmd (and its fuzz/
+ * directory of earlier crashers and odd shapes) and feeds every mutant to the
+ * reader and the engine, as `labelprof stats` does. A mutant must end with
+ * status 0 or 2, never a crash, a sanitizer report or a hang; a trace read
+ * successfully must have its self times add up to no more than its wall time.
+ *
+ * The mutations come from a fixed-seed generator, so a run is reproducible;
+ * it stops after LP_FUZZ_SECONDS (default 8) or LP_FUZZ_RUNS mutants. A
+ * failing input is kept in the temporary directory, named on stderr: copy
+ * it into tests/data/cmd/fuzz/ as a regression seed.
+ *
+ * Built with clang's -fsanitize=fuzzer and -DLP_LIBFUZZER, the same target
+ * is a libFuzzer entry point instead.
+ */
+#include "config.h"
+
+#include "agg.h"
+#include "reader.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static char path[256];
+
+/* One input through the engine: 0 when it behaved. */
+static int one(const uint8_t *data, size_t len, int strict) {
+  FILE *f = fopen(path, "wb");
+  if (!f || fwrite(data, 1, len, f) != len || fclose(f) != 0) {
+    perror("fuzz_reader: writing the input");
+    exit(2);
+  }
+  lp_agg_t a;
+  lp_agg_init(&a);
+  a.strict = strict;
+  a.lane_hists = strict;
+  int rc = lp_agg_file(&a, path);
+  int bad = rc != 0 && rc != LP_READ_BAD;
+  if (rc == 0) {
+    int64_t self = 0;
+    for (uint32_t i = 0; i < a.nlabels; i++) self += a.gstats[i].self;
+    if (self > lp_agg_wall(&a)) bad = 1;
+    lp_tree_t m;
+    if (lp_agg_merged_tree(&a, &m) == 0 && m.nodes[0].total != lp_agg_wall(&a)) bad = 1;
+    lp_tree_free(&m);
+  }
+  lp_agg_free(&a);
+  return bad;
+}
+
+#ifdef LP_LIBFUZZER
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len) {
+  if (!path[0]) snprintf(path, sizeof path, "/tmp/lp-fuzz-%d.json", (int)getpid());
+  if (one(data, len, 0)) abort();
+  return 0;
+}
+#else
+
+typedef struct buf {
+  uint8_t *p;
+  size_t len;
+} buf_t;
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static uint32_t rnd(uint32_t n) {
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return n ? (uint32_t)(rng % n) : 0;
+}
+
+static const char *const tokens[] = {"{", "}", "[", "]", ",", ":", "\"", "\"ph\":\"B\"", "\"ph\":\"E\"", "\"ph\":\"X\"",
+                                     "\"ts\":", "\"dur\":", "1e400", "-1", "99999999999999999999", "0.0005", "null",
+                                     "true", "\"\\u0000\"", "\"tid\":", "\"pid\":", "\"args\":{", "\"name\":",
+                                     "\"traceEvents\":[", "\x1f\x8b", "\n", "\xff"};
+
+static void mutate(buf_t *b, const buf_t *other, size_t cap) {
+  unsigned kind = rnd(7);
+  size_t at = b->len ? rnd((uint32_t)b->len) : 0;
+  switch (kind) {
+  case 0: /* flip a byte */
+    if (b->len) b->p[at] ^= (uint8_t)(1u << rnd(8));
+    break;
+  case 1: { /* insert a token */
+    const char *t = tokens[rnd(sizeof tokens / sizeof *tokens)];
+    size_t n = strlen(t);
+    if (b->len + n > cap) break;
+    memmove(b->p + at + n, b->p + at, b->len - at);
+    memcpy(b->p + at, t, n);
+    b->len += n;
+    break;
+  }
+  case 2: { /* delete a range */
+    size_t n = rnd(64) + 1;
+    if (at + n > b->len) n = b->len - at;
+    memmove(b->p + at, b->p + at + n, b->len - at - n);
+    b->len -= n;
+    break;
+  }
+  case 3: { /* duplicate a range */
+    size_t n = rnd(256) + 1;
+    if (at + n > b->len) n = b->len - at;
+    if (b->len + n > cap) break;
+    memmove(b->p + at + n, b->p + at, b->len - at);
+    b->len += n;
+    break;
+  }
+  case 4: /* truncate */
+    b->len = at;
+    break;
+  case 5: { /* splice the tail of another seed */
+    if (!other->len) break;
+    size_t from = rnd((uint32_t)other->len), n = other->len - from;
+    if (at + n > cap) n = cap - at;
+    memcpy(b->p + at, other->p + from, n);
+    b->len = at + n;
+    break;
+  }
+  default: /* a digit changed: times out of order, depths */
+    for (size_t i = at; i < b->len; i++)
+      if (b->p[i] >= '0' && b->p[i] <= '9') {
+        b->p[i] = (uint8_t)('0' + rnd(10));
+        break;
+      }
+    break;
+  }
+}
+
+static int load_dir(const char *dir, buf_t *seeds, int n, int max) {
+  DIR *d = opendir(dir);
+  if (!d) return n;
+  struct dirent *e;
+  while ((e = readdir(d)) && n < max) {
+    size_t l = strlen(e->d_name);
+    if (l < 5 || strcmp(e->d_name + l - 5, ".json") != 0) continue;
+    char p[1024];
+    snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+    FILE *f = fopen(p, "rb");
+    if (!f) continue;
+    seeds[n].p = malloc(1 << 16);
+    seeds[n].len = seeds[n].p ? fread(seeds[n].p, 1, 1 << 16, f) : 0;
+    fclose(f);
+    if (seeds[n].p) n++;
+  }
+  closedir(d);
+  return n;
+}
+
+int main(void) {
+  char dir[] = "/tmp/lp-fuzz-XXXXXX";
+  if (!mkdtemp(dir)) {
+    perror("fuzz_reader: mkdtemp");
+    return 2;
+  }
+  snprintf(path, sizeof path, "%s/input.json", dir);
+  buf_t seeds[64];
+  int n = load_dir(LP_TEST_DATA, seeds, 0, 64);
+  n = load_dir(LP_TEST_DATA "/fuzz", seeds, n, 64);
+  if (n < 5) {
+    fprintf(stderr, "fuzz_reader: only %d seeds in %s\n", n, LP_TEST_DATA);
+    return 2;
+  }
+  const char *s = getenv("LP_FUZZ_SECONDS"), *r = getenv("LP_FUZZ_RUNS");
+  double seconds = s ? atof(s) : 8.0;
+  long runs = r ? atol(r) : 1000000;
+  /* The reader reports every bad input on stderr: thousands of lines nobody needs here. */
+  int saved = dup(2), null = open("/dev/null", O_WRONLY);
+  if (saved < 0 || null < 0 || dup2(null, 2) < 0) return 2;
+  struct timespec t0, t;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  size_t cap = 1 << 17;
+  buf_t b = {malloc(cap), 0};
+  long done = 0, failures = 0;
+  /* The seeds themselves first: earlier crashers are regression tests. */
+  for (int i = 0; i < n; i++) failures += one(seeds[i].p, seeds[i].len, 0) + one(seeds[i].p, seeds[i].len, 1);
+  for (; b.p && done < runs && !failures; done++) {
+    if (done % 64 == 0) {
+      clock_gettime(CLOCK_MONOTONIC, &t);
+      if ((double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) / 1e9 > seconds) break;
+    }
+    const buf_t *seed = &seeds[rnd((uint32_t)n)];
+    memcpy(b.p, seed->p, seed->len);
+    b.len = seed->len;
+    for (unsigned m = rnd(4) + 1; m > 0; m--) mutate(&b, &seeds[rnd((uint32_t)n)], cap);
+    if (one(b.p, b.len, (int)(done & 1))) {
+      failures++;
+      char keep[300];
+      snprintf(keep, sizeof keep, "%s/failed-%ld.json", dir, done);
+      rename(path, keep);
+      dup2(saved, 2);
+      fprintf(stderr, "fuzz_reader: a bad outcome on %s\n", keep);
+      dup2(null, 2);
+    }
+  }
+  dup2(saved, 2);
+  printf("fuzz_reader: %d seeds, %ld mutants, %ld failures\n", n, done, failures);
+  unlink(path);
+  if (!failures) rmdir(dir);
+  for (int i = 0; i < n; i++) free(seeds[i].p);
+  free(b.p);
+  return failures ? 1 : (done > 100 ? 0 : 1);
+}
+#endif

@@ -1,0 +1,115 @@
+#!/bin/sh
+# nnapi_cli.sh: `labelprof nnapi` against AOSP's own outputs, byte for byte,
+# and `labelprof nnapi`, `layers` and `stats` on malformed systrace input.
+#
+# tests/data/nnapi/MANIFEST.tsv lists each trace, its flags, the expected
+# exit status and outcome (ok, incomplete, fatal) and the file with the
+# expected standard output. For a fatal outcome AOSP's parser dies with a
+# traceback; labelprof must exit 1 with a message naming the line.
+srcdir=${srcdir:-.}
+data=$srcdir/tests/data/nnapi
+lp=./tools/labelprof
+tmp=${TMPDIR:-/tmp}/nnapi_cli.$$
+mkdir -p "$tmp" || exit 99
+trap 'rm -rf "$tmp"' EXIT
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+# (empty fields: awk keeps them, read with a tab IFS would merge them)
+awk -F '\t' '{ print $1 "|" $2 "|" $3 "|" $4 "|" $6 }' "$data/MANIFEST.tsv" >"$tmp/manifest"
+while IFS='|' read -r input flags status outcome expected; do
+  [ "$input" = input ] && continue
+  [ "$flags" = - ] && flags=
+  # shellcheck disable=SC2086
+  $lp nnapi $flags "$data/$input" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  case $outcome in
+    fatal)
+      if [ $rc -eq 1 ] && grep -q "$input:[0-9]*: " "$tmp/err"; then ok; else bad "$input $flags: exit $rc, want 1 and a message with a line"; cat "$tmp/err"; fi ;;
+    *)
+      if [ $rc -ne "$status" ]; then bad "$input $flags: exit $rc, want $status"; cat "$tmp/err"
+      elif ! cmp -s "$tmp/out" "$data/$expected"; then bad "$input $flags: output differs from $expected"; diff "$data/$expected" "$tmp/out" | head -20
+      elif [ "$outcome" = incomplete ] && ! grep -q '^Incomplete trace, not able to print all statistics$' "$tmp/err"; then bad "$input $flags: no Incomplete notice"
+      else ok; fi ;;
+  esac
+done <"$tmp/manifest"
+
+hdr='#           TASK-PID    TGID   CPU#  ||||    TIMESTAMP  FUNCTION'
+# expect STATUS PATTERN SUBCOMMAND FILE: exit status and a stderr line matching PATTERN
+expect() {
+  want=$1 pat=$2
+  shift 2
+  "$lp" "$@" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  if [ $rc -ne "$want" ]; then bad "$*: exit $rc, want $want"; cat "$tmp/err"
+  elif [ -n "$pat" ] && ! grep -q -- "$pat" "$tmp/err"; then bad "$*: stderr lacks '$pat'"; cat "$tmp/err"
+  else ok; fi
+}
+
+# empty file: AOSP's notice and an empty table; stats: not a trace
+: >"$tmp/empty.txt"
+expect 0 'No NNAPI Runtime trace present' nnapi "$tmp/empty.txt"
+expect 2 'empty.txt' stats "$tmp/empty.txt"
+# garbage
+printf '\001\002garbage\377\376\n<<<>>>\n' >"$tmp/garbage.txt"
+expect 0 'No NNAPI Runtime trace present' nnapi "$tmp/garbage.txt"
+# an E with nothing open
+printf '%s\n  p-100  (  100) [000] ...1  10.000000: tracing_mark_write: E|100\n  p-100  (  100) [000] ...1  10.000001: tracing_mark_write: B|100|[NN_LR_PP]x\n' "$hdr" >"$tmp/e.txt"
+expect 1 'e.txt:2: unmatched end' nnapi "$tmp/e.txt"
+expect 2 'e.txt:2:1: an end (E) with nothing open' layers "$tmp/e.txt"
+# a B without a pid where the process must come from the mark (old header, no TGID column)
+printf '#           TASK-PID   CPU#  ||||    TIMESTAMP  FUNCTION\n  p-100  [000] ...1  10.000000: tracing_mark_write: B\n' >"$tmp/nopid.txt"
+expect 1 'nopid.txt:2: no process id' nnapi "$tmp/nopid.txt"
+expect 2 'nopid.txt:2:1: no process id' stats "$tmp/nopid.txt"
+# a truncated mark line (no timestamp fraction, cut before the mark)
+printf '%s\n  p-100  (  100) [000] ...1  10: tracing_mark_write: B|100|[NN_LR_PP]x\n' "$hdr" >"$tmp/trunc.txt"
+expect 1 'trunc.txt:2: unreadable line' nnapi "$tmp/trunc.txt"
+expect 2 'trunc.txt:2:1: unreadable line' stats "$tmp/trunc.txt"
+printf '%s\n  p-100  (  100) [000] ...1  10.000000: tracing_mark_write: B|100|[NN_LR_PP]x\n  p-100  (  100) [0' "$hdr" >"$tmp/cut.txt"
+expect 0 'Incomplete trace' nnapi "$tmp/cut.txt"
+# a bad tag, a nesting violation, a warmup without a benchmark
+printf '%s\n  p-100  (  100) [000] ...1  10.000000: tracing_mark_write: B|100|[NN_LR]x\n' "$hdr" >"$tmp/tag.txt"
+expect 1 'tag.txt:2: bad tag' nnapi "$tmp/tag.txt"
+printf '%s\n  p-100  (  100) [000] ...1  10.000000: tracing_mark_write: B|100|[NN_LA_PWU]w\n  p-100  (  100) [000] ...1  10.000001: tracing_mark_write: B|100|[NN_LA_PE]e\n  p-100  (  100) [000] ...1  10.000002: tracing_mark_write: E|100\n  p-100  (  100) [000] ...1  10.000003: tracing_mark_write: E|100\n' "$hdr" >"$tmp/wu.txt"
+expect 1 'warmup without benchmark' nnapi "$tmp/wu.txt"
+expect 0 '' layers "$tmp/wu.txt"
+
+# beyond AOSP: Linux 5's header with TGID dashes, long task names, trace-cmd report
+{
+  echo '#           TASK-PID     TGID     CPU#  |||||  TIMESTAMP  FUNCTION'
+  echo '            app-100     (    100) [001] .....    10.000000: tracing_mark_write: B|100|[NN_LR_PP]prepare'
+  echo ' a_much_longer_task_name-101 (-------) [001] .....    10.001000: tracing_mark_write: B|100|[NN_LR_PC]compile'
+  echo ' a_much_longer_task_name-101 (-------) [001] .....    10.004000: tracing_mark_write: E|100'
+  echo '            app-100     (    100) [001] .....    10.002000: tracing_mark_write: E|100'
+} >"$tmp/linux5.txt"
+$lp nnapi --total-times "$tmp/linux5.txt" >"$tmp/out" 2>"$tmp/err"
+if grep -q '^Runtime  *-  *2.00  *3.00 ' "$tmp/out"; then ok; else bad "linux5 header: want Runtime 2.00 / 3.00"; cat "$tmp/out" "$tmp/err"; fi
+{
+  echo 'cpus=2'
+  echo '             app-100   [001]    10.000000: print:                tracing_mark_write: B|100|[NN_LR_PP]prepare'
+  echo '             app-100   [001]    10.002500: print:                tracing_mark_write: E|100'
+} >"$tmp/tracecmd.txt"
+$lp nnapi --total-times "$tmp/tracecmd.txt" >"$tmp/out" 2>"$tmp/err"
+if grep -q '^Runtime  *-  *2.50 ' "$tmp/out"; then ok; else bad "trace-cmd report: want Runtime 2.50"; cat "$tmp/out" "$tmp/err"; fi
+# HTML: the trace data inside <script>, \r\n line ends; stats reads it too
+{
+  printf '<!DOCTYPE html>\r\n<html><head></head><body>\r\n<script class="trace-data" type="application/text">\r\n'
+  printf '# tracer: nop\r\n%s\r\n' "$hdr"
+  printf '  p-100  (  100) [000] ...1  10.000000: tracing_mark_write: B|100|[NN_LR_PP]prepare\r\n'
+  printf '  p-100  (  100) [000] ...1  10.004000: tracing_mark_write: E|100\r\n'
+  printf '  </script>\r\n'
+  printf '  p-100  (  100) [000] ...1  11.000000: tracing_mark_write: B|100|[NN_LR_PP]after\r\n</body></html>\r\n'
+} >"$tmp/trace.html"
+$lp nnapi "$tmp/trace.html" >"$tmp/out" 2>"$tmp/err"
+if grep -q '^Runtime  *-  *4.00 ' "$tmp/out"; then ok; else bad "html: want Runtime 4.00"; cat "$tmp/out" "$tmp/err"; fi
+$lp stats --format csv "$tmp/trace.html" >"$tmp/out" 2>"$tmp/err"
+if grep -q '^prepare,1,4000000,4000000' "$tmp/out" && ! grep -q after "$tmp/out"; then ok; else bad "stats on html"; cat "$tmp/out" "$tmp/err"; fi
+gzip -c "$tmp/trace.html" >"$tmp/trace.html.gz" 2>/dev/null && {
+  $lp stats --format csv "$tmp/trace.html.gz" >"$tmp/out" 2>"$tmp/err"
+  if grep -q '^prepare,1,4000000' "$tmp/out"; then ok; else bad "stats on gzipped html"; cat "$tmp/out" "$tmp/err"; fi
+}
+
+echo "nnapi_cli: $pass passed, $fail failed"
+[ $fail -eq 0 ]

@@ -1,0 +1,796 @@
+/*
+ * agg.c: the engine every view runs on: per-lane stacks of open scopes,
+ * label statistics, trees of call paths.
+ *
+ * Each lane (file, pid, tid) keeps a stack of frames. A scope is pushed when
+ * it starts; a complete event (X) knows its end already and is popped when
+ * a later event starts at or after that end ("settling"), an open one (B)
+ * when its E comes. Popping a frame is where everything is counted:
+ *
+ *   duration = end - start               (calls, min, max, mean, histogram)
+ *   self     = duration - direct children (on the same lane)
+ *   total    = duration, but only when no frame of the same label is below
+ *              it on the stack: a label nested in itself counts once
+ *
+ * and the frame's duration goes into its parent's children time, or into
+ * the lane's time inside any label. The stack depth is bounded
+ * (MAX_DEPTH), so is everything else: memory is labels, paths and lanes.
+ *
+ * Order: a lane must see its scopes in the order of their starts. When an X
+ * arrives that starts before the last start (a writer that puts each X at
+ * its end), the pass stops, the file's lanes are dropped, and the file is
+ * read again with its lanes buffered as 24-byte records, sorted at the end
+ * and fed to the same engine. stderr says so.
+ */
+#include "config.h"
+
+#include "agg.h"
+#include "reader.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_DEPTH 10000
+#define OPEN_END INT64_MIN
+#define MAX_WARN 5
+
+typedef struct lp_frame {
+  uint32_t label, node;
+  int64_t start, end; /* end: OPEN_END for a B */
+  int64_t kids;       /* time in direct children */
+  bool top;           /* the outermost frame of its label on this stack */
+  uint64_t line, col, off; /* where it began, for the message if it never ends */
+} lp_frame_t;
+
+typedef struct lp_rec {
+  int64_t start, end;
+  uint32_t label;
+  uint32_t seq;
+} lp_rec_t;
+
+typedef struct lp_open {
+  uint32_t label;
+  int64_t start;
+  lp_pos_t pos;
+} lp_open_t;
+
+static uint32_t hash64(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  x ^= x >> 33;
+  return (uint32_t)x;
+}
+
+static uint32_t hash_str(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return hash64(h);
+}
+
+static int grow(void **p, uint32_t *cap, size_t elem, uint32_t need) {
+  if (need <= *cap) return 0;
+  uint32_t n = *cap ? *cap : 8;
+  while (n < need) {
+    if (n > UINT32_MAX / 4) return -1;
+    n *= 2;
+  }
+  void *q = realloc(*p, (size_t)n * elem);
+  if (!q) return -1;
+  *p = q;
+  *cap = n;
+  return 0;
+}
+
+static int oom(void) {
+  fprintf(stderr, "labelprof: out of memory\n");
+  return LP_READ_BAD;
+}
+
+/* ---- histograms ---------------------------------------------------------------- */
+
+static void hist_slot(int64_t v, unsigned *oct, unsigned *sub) {
+  uint64_t u = v < 0 ? 0 : (uint64_t)v;
+  if (u < LP_HIST_SUB) {
+    *oct = 0;
+    *sub = (unsigned)u;
+    return;
+  }
+  unsigned e = 63u - (unsigned)__builtin_clzll(u);
+  *oct = e;
+  *sub = (unsigned)(u >> (e - 7)) & (LP_HIST_SUB - 1);
+}
+
+int lp_hist_add(lp_hist_t *h, int64_t v) {
+  unsigned o, s;
+  hist_slot(v, &o, &s);
+  if (!h->oct[o] && !(h->oct[o] = calloc(LP_HIST_SUB, sizeof(uint32_t)))) return -1;
+  if (h->oct[o][s] == UINT32_MAX) return 0; /* saturated: 4 billion calls of one size */
+  h->oct[o][s]++;
+  h->count++;
+  return 0;
+}
+
+int lp_hist_merge(lp_hist_t *to, const lp_hist_t *from) {
+  for (unsigned o = 0; o < 64; o++) {
+    if (!from->oct[o]) continue;
+    if (!to->oct[o] && !(to->oct[o] = calloc(LP_HIST_SUB, sizeof(uint32_t)))) return -1;
+    for (unsigned s = 0; s < LP_HIST_SUB; s++) {
+      uint64_t sum = (uint64_t)to->oct[o][s] + from->oct[o][s];
+      to->oct[o][s] = sum > UINT32_MAX ? UINT32_MAX : (uint32_t)sum;
+    }
+  }
+  to->count += from->count;
+  return 0;
+}
+
+int64_t lp_hist_percentile(const lp_hist_t *h, double p, int64_t min, int64_t max) {
+  if (!h->count) return 0;
+  uint64_t rank = (uint64_t)((p / 100.0) * (double)h->count + 0.999999999);
+  if (rank < 1) rank = 1;
+  if (rank > h->count) rank = h->count;
+  uint64_t seen = 0;
+  for (unsigned o = 0; o < 64; o++) {
+    if (!h->oct[o]) continue;
+    for (unsigned s = 0; s < LP_HIST_SUB; s++) {
+      seen += h->oct[o][s];
+      if (seen < rank) continue;
+      int64_t v;
+      if (o == 0) {
+        v = s;
+      } else {
+        uint64_t lo = ((uint64_t)(LP_HIST_SUB + s)) << (o - 7), width = 1ull << (o - 7);
+        v = (int64_t)(lo + width / 2);
+      }
+      return v < min ? min : v > max ? max : v;
+    }
+  }
+  return max;
+}
+
+void lp_hist_free(lp_hist_t *h) {
+  for (unsigned o = 0; o < 64; o++) free(h->oct[o]);
+  memset(h, 0, sizeof *h);
+}
+
+/* ---- trees of call paths -------------------------------------------------------- */
+
+int lp_tree_init(lp_tree_t *t) {
+  memset(t, 0, sizeof *t);
+  if (grow((void **)&t->nodes, &t->cap, sizeof *t->nodes, 16)) return -1;
+  t->nodes[0] = (lp_tnode_t){UINT32_MAX, UINT32_MAX, 0, 0, 0, UINT32_MAX, UINT32_MAX};
+  t->n = 1;
+  return 0;
+}
+
+static uint32_t node_hash(uint32_t parent, uint32_t label) { return hash64(((uint64_t)parent << 32) | label); }
+
+uint32_t lp_tree_child(lp_tree_t *t, uint32_t parent, uint32_t label) {
+  if (t->nslots) {
+    for (uint32_t i = node_hash(parent, label) & (t->nslots - 1);; i = (i + 1) & (t->nslots - 1)) {
+      uint32_t s = t->slots[i];
+      if (!s) break;
+      if (t->nodes[s - 1].parent == parent && t->nodes[s - 1].label == label) return s - 1;
+    }
+  }
+  if ((t->n + 1) * 2 > t->nslots) { /* rehash at half full */
+    uint32_t ns = t->nslots ? t->nslots * 2 : 64;
+    uint32_t *slots = calloc(ns, sizeof *slots);
+    if (!slots) return UINT32_MAX;
+    for (uint32_t k = 1; k < t->n; k++) {
+      uint32_t i = node_hash(t->nodes[k].parent, t->nodes[k].label) & (ns - 1);
+      while (slots[i]) i = (i + 1) & (ns - 1);
+      slots[i] = k + 1;
+    }
+    free(t->slots);
+    t->slots = slots;
+    t->nslots = ns;
+  }
+  if (grow((void **)&t->nodes, &t->cap, sizeof *t->nodes, t->n + 1)) return UINT32_MAX;
+  uint32_t k = t->n++;
+  t->nodes[k] = (lp_tnode_t){label, parent, 0, 0, 0, UINT32_MAX, UINT32_MAX};
+  uint32_t i = node_hash(parent, label) & (t->nslots - 1);
+  while (t->slots[i]) i = (i + 1) & (t->nslots - 1);
+  t->slots[i] = k + 1;
+  return k;
+}
+
+static const char *const *sort_labels;
+static const lp_tnode_t *sort_nodes;
+static int cmp_kid(const void *x, const void *y) {
+  const lp_tnode_t *a = &sort_nodes[*(const uint32_t *)x], *b = &sort_nodes[*(const uint32_t *)y];
+  if (a->total != b->total) return a->total > b->total ? -1 : 1;
+  return strcmp(sort_labels[a->label], sort_labels[b->label]);
+}
+
+void lp_tree_link(lp_tree_t *t, const char *const *labels) {
+  uint32_t *order = malloc((size_t)t->n * sizeof *order);
+  for (uint32_t k = 0; k < t->n; k++) t->nodes[k].first_kid = t->nodes[k].next_sib = UINT32_MAX;
+  if (!order) { /* unsorted, but linked */
+    for (uint32_t k = t->n; k-- > 1;) {
+      lp_tnode_t *p = &t->nodes[t->nodes[k].parent];
+      t->nodes[k].next_sib = p->first_kid;
+      p->first_kid = k;
+    }
+    return;
+  }
+  uint32_t m = 0;
+  for (uint32_t k = 1; k < t->n; k++) order[m++] = k;
+  sort_labels = labels;
+  sort_nodes = t->nodes;
+  qsort(order, m, sizeof *order, cmp_kid);
+  for (uint32_t i = m; i-- > 0;) {
+    uint32_t k = order[i];
+    lp_tnode_t *p = &t->nodes[t->nodes[k].parent];
+    t->nodes[k].next_sib = p->first_kid;
+    p->first_kid = k;
+  }
+  free(order);
+}
+
+void lp_tree_free(lp_tree_t *t) {
+  free(t->nodes);
+  free(t->slots);
+  memset(t, 0, sizeof *t);
+}
+
+/* ---- labels and lanes --------------------------------------------------------------- */
+
+static uint32_t intern(lp_agg_t *a, const char *s) {
+  uint32_t h = hash_str(s);
+  if (a->label_nslots) {
+    for (uint32_t i = h & (a->label_nslots - 1);; i = (i + 1) & (a->label_nslots - 1)) {
+      uint32_t k = a->label_slots[i];
+      if (!k) break;
+      if (strcmp(a->labels[k - 1], s) == 0) return k - 1;
+    }
+  }
+  if ((a->nlabels + 1) * 2 > a->label_nslots) {
+    uint32_t ns = a->label_nslots ? a->label_nslots * 2 : 256;
+    uint32_t *slots = calloc(ns, sizeof *slots);
+    if (!slots) return UINT32_MAX;
+    for (uint32_t k = 0; k < a->nlabels; k++) {
+      uint32_t i = hash_str(a->labels[k]) & (ns - 1);
+      while (slots[i]) i = (i + 1) & (ns - 1);
+      slots[i] = k + 1;
+    }
+    free(a->label_slots);
+    a->label_slots = slots;
+    a->label_nslots = ns;
+  }
+  uint32_t cap = a->labels_cap;
+  if (grow((void **)&a->labels, &a->labels_cap, sizeof *a->labels, a->nlabels + 1)) return UINT32_MAX;
+  if (a->labels_cap != cap) {
+    uint32_t gcap = cap;
+    if (grow((void **)&a->gstats, &gcap, sizeof *a->gstats, a->labels_cap)) return UINT32_MAX;
+  }
+  char *copy = strdup(s);
+  if (!copy) return UINT32_MAX;
+  uint32_t k = a->nlabels++;
+  a->labels[k] = copy;
+  a->gstats[k] = (lp_lstat_t){.label = k, .min = INT64_MAX};
+  uint32_t i = h & (a->label_nslots - 1);
+  while (a->label_slots[i]) i = (i + 1) & (a->label_nslots - 1);
+  a->label_slots[i] = k + 1;
+  return k;
+}
+
+static lp_lstat_t *lane_stat(lp_lane_t *l, uint32_t label) {
+  if (l->stats_cap) {
+    for (uint32_t i = hash64(label) & (l->stats_cap - 1);; i = (i + 1) & (l->stats_cap - 1)) {
+      if (l->stats[i].label == label) return &l->stats[i];
+      if (l->stats[i].label == UINT32_MAX) break;
+    }
+  }
+  if ((l->nstats + 1) * 2 > l->stats_cap) {
+    uint32_t ns = l->stats_cap ? l->stats_cap * 2 : 16;
+    lp_lstat_t *t = malloc((size_t)ns * sizeof *t);
+    if (!t) return NULL;
+    for (uint32_t i = 0; i < ns; i++) t[i].label = UINT32_MAX;
+    for (uint32_t j = 0; j < l->stats_cap; j++) {
+      if (l->stats[j].label == UINT32_MAX) continue;
+      uint32_t i = hash64(l->stats[j].label) & (ns - 1);
+      while (t[i].label != UINT32_MAX) i = (i + 1) & (ns - 1);
+      t[i] = l->stats[j];
+    }
+    free(l->stats);
+    l->stats = t;
+    l->stats_cap = ns;
+  }
+  uint32_t i = hash64(label) & (l->stats_cap - 1);
+  while (l->stats[i].label != UINT32_MAX) i = (i + 1) & (l->stats_cap - 1);
+  l->stats[i] = (lp_lstat_t){.label = label, .min = INT64_MAX};
+  l->nstats++;
+  return &l->stats[i];
+}
+
+static uint32_t lane_hash(unsigned file, int64_t pid, int64_t tid) {
+  return hash64((uint64_t)pid * 0x9e3779b97f4a7c15ull ^ (uint64_t)tid ^ ((uint64_t)file << 48));
+}
+
+static lp_lane_t *lane_get(lp_agg_t *a, int64_t pid, int64_t tid) {
+  unsigned file = a->nfiles - 1;
+  uint32_t h = lane_hash(file, pid, tid);
+  if (a->lane_nslots) {
+    for (uint32_t i = h & (a->lane_nslots - 1);; i = (i + 1) & (a->lane_nslots - 1)) {
+      uint32_t k = a->lane_slots[i];
+      if (!k) break;
+      lp_lane_t *l = a->lanes[k - 1];
+      if (l->file == file && l->pid == pid && l->tid == tid) return l;
+    }
+  }
+  if ((a->nlanes + 1) * 2 > a->lane_nslots) {
+    uint32_t ns = a->lane_nslots ? a->lane_nslots * 2 : 64;
+    uint32_t *slots = calloc(ns, sizeof *slots);
+    if (!slots) return NULL;
+    for (uint32_t k = 0; k < a->nlanes; k++) {
+      lp_lane_t *l = a->lanes[k];
+      uint32_t i = lane_hash(l->file, l->pid, l->tid) & (ns - 1);
+      while (slots[i]) i = (i + 1) & (ns - 1);
+      slots[i] = k + 1;
+    }
+    free(a->lane_slots);
+    a->lane_slots = slots;
+    a->lane_nslots = ns;
+  }
+  if (grow((void **)&a->lanes, &a->lanes_cap, sizeof *a->lanes, a->nlanes + 1)) return NULL;
+  lp_lane_t *l = calloc(1, sizeof *l);
+  if (!l) return NULL;
+  if (lp_tree_init(&l->tree)) {
+    free(l);
+    return NULL;
+  }
+  l->file = file;
+  l->pid = pid;
+  l->tid = tid;
+  l->last_start = INT64_MIN;
+  l->closed = INT64_MIN;
+  l->buffered = a->file_buffered;
+  uint32_t k = a->nlanes++;
+  a->lanes[k] = l;
+  uint32_t i = h & (a->lane_nslots - 1);
+  while (a->lane_slots[i]) i = (i + 1) & (a->lane_nslots - 1);
+  a->lane_slots[i] = k + 1;
+  return l;
+}
+
+static void lane_free(lp_lane_t *l) {
+  for (uint32_t i = 0; i < l->stats_cap; i++)
+    if (l->stats[i].label != UINT32_MAX) lp_hist_free(&l->stats[i].hist);
+  free(l->stats);
+  lp_tree_free(&l->tree);
+  free(l->stack);
+  free(l->recs);
+  free(l->opens);
+  free(l->name);
+  free(l);
+}
+
+const char *lp_lane_title(const lp_agg_t *a, const lp_lane_t *l, char *buf, size_t len) {
+  const char *pname = NULL;
+  for (uint32_t i = 0; i < a->npnames; i++)
+    if (a->pname_files[i] == l->file && a->pname_pids[i] == l->pid) pname = a->pnames[i];
+  char file[32] = "";
+  if (a->nfiles > 1) snprintf(file, sizeof file, "file %u, ", l->file + 1);
+  if (l->name)
+    snprintf(buf, len, "%s (%s%s%spid %lld, tid %lld)", l->name, file, pname ? pname : "", pname ? " " : "",
+             (long long)l->pid, (long long)l->tid);
+  else
+    snprintf(buf, len, "%s%s%spid %lld, tid %lld", file, pname ? pname : "", pname ? " " : "", (long long)l->pid,
+             (long long)l->tid);
+  return buf;
+}
+
+/* ---- the engine ----------------------------------------------------------------------- */
+
+static void span(lp_lane_t *l, int64_t t) {
+  if (!l->has_span) {
+    l->first = l->last = t;
+    l->has_span = true;
+    return;
+  }
+  if (t < l->first) l->first = t;
+  if (t > l->last) l->last = t;
+}
+
+static int count_call(lp_lstat_t *s, int64_t dur, int64_t self, bool top, bool hist) {
+  s->calls++;
+  s->sum += dur;
+  s->self += self;
+  if (top) s->total += dur;
+  if (dur < s->min) s->min = dur;
+  if (dur > s->max) s->max = dur;
+  if (hist && lp_hist_add(&s->hist, dur)) return oom();
+  return 0;
+}
+
+/* Pops the top frame, ending at `end`, and counts it. */
+static int pop(lp_agg_t *a, lp_lane_t *l, int64_t end) {
+  lp_frame_t *f = &l->stack[--l->depth];
+  if (l->depth && l->stack[l->depth - 1].end != OPEN_END && end > l->stack[l->depth - 1].end) {
+    end = l->stack[l->depth - 1].end; /* a child cannot outlast its parent */
+    a->overlaps++;
+  }
+  int64_t dur = end > f->start ? end - f->start : 0;
+  if (end > l->closed) l->closed = end;
+  int64_t self = dur - f->kids;
+  if (self < 0) self = 0;
+  lp_tnode_t *n = &l->tree.nodes[f->node];
+  n->calls++;
+  n->total += dur;
+  n->self += self;
+  if (l->depth)
+    l->stack[l->depth - 1].kids += dur;
+  else
+    l->in_label += dur;
+  lp_lstat_t *ls = lane_stat(l, f->label);
+  if (!ls) return oom();
+  a->scopes++;
+  return count_call(ls, dur, self, f->top, true);
+}
+
+/* Pops the complete scopes that have ended by t. */
+static int settle(lp_agg_t *a, lp_lane_t *l, int64_t t) {
+  while (l->depth && l->stack[l->depth - 1].end != OPEN_END && l->stack[l->depth - 1].end <= t) {
+    int rc = pop(a, l, l->stack[l->depth - 1].end);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+static int push(lp_agg_t *a, lp_lane_t *l, uint32_t label, int64_t start, int64_t end, const lp_pos_t *pos) {
+  if (l->depth >= MAX_DEPTH) {
+    char t[256];
+    lp_report(pos, "scopes nested deeper than %d on lane %s: expected their ends", MAX_DEPTH,
+              lp_lane_title(a, l, t, sizeof t));
+    return LP_READ_BAD;
+  }
+  if (grow((void **)&l->stack, &l->stack_cap, sizeof *l->stack, l->depth + 1)) return oom();
+  if (l->depth && end != OPEN_END && l->stack[l->depth - 1].end != OPEN_END && end > l->stack[l->depth - 1].end) {
+    end = l->stack[l->depth - 1].end; /* a child cannot outlast its parent */
+    a->overlaps++;
+  }
+  uint32_t parent = l->depth ? l->stack[l->depth - 1].node : 0;
+  uint32_t node = lp_tree_child(&l->tree, parent, label);
+  if (node == UINT32_MAX) return oom();
+  bool top = true;
+  for (uint32_t i = 0; i < l->depth && top; i++) top = l->stack[i].label != label;
+  lp_frame_t *f = &l->stack[l->depth++];
+  *f = (lp_frame_t){label, node, start, end, 0, top, pos ? pos->line : 0, pos ? pos->column : 0, pos ? pos->offset : 0};
+  if (start > l->last_start) l->last_start = start;
+  return 0;
+}
+
+static void warn_pos(lp_agg_t *a, const lp_pos_t *pos, const char *what) {
+  if (a->file_buffered && pos->offset <= a->reported_upto) return; /* said in the first pass */
+  if (a->warned++ < MAX_WARN) lp_warn(pos, "%s", what);
+}
+
+static int end_scope(lp_agg_t *a, lp_lane_t *l, int64_t t, const lp_pos_t *pos) {
+  int rc = settle(a, l, t);
+  if (rc) return rc;
+  uint32_t b = l->depth;
+  while (b && l->stack[b - 1].end != OPEN_END) b--;
+  if (!b) {
+    a->unmatched_ends++;
+    if (a->strict) {
+      lp_report(pos, "an \"E\" event with no open \"B\" on its lane (pid %lld, tid %lld)", (long long)l->pid,
+                (long long)l->tid);
+      return LP_READ_BAD;
+    }
+    warn_pos(a, pos, "an \"E\" event with no open \"B\" on its lane: ignored");
+    return 0;
+  }
+  while (l->depth >= b) /* complete scopes still open inside the B end with it */
+    if ((rc = pop(a, l, t))) return rc;
+  return 0;
+}
+
+static int rec_add(lp_lane_t *l, int64_t start, int64_t end, uint32_t label) {
+  if (l->nrecs == l->recs_cap) {
+    size_t n = l->recs_cap ? l->recs_cap * 2 : 1024;
+    lp_rec_t *r = realloc(l->recs, n * sizeof *r);
+    if (!r) return oom();
+    l->recs = r;
+    l->recs_cap = n;
+  }
+  l->recs[l->nrecs] = (lp_rec_t){start, end, label, (uint32_t)l->nrecs};
+  l->nrecs++;
+  return 0;
+}
+
+static int on_event(void *ctx, const lp_event_t *ev) {
+  lp_agg_t *a = ctx;
+  a->events++;
+  if (!a->file_buffered) a->reported_upto = ev->pos.offset;
+  if (ev->kind == LP_EV_SKIPPED) {
+    a->skipped++;
+    return 0;
+  }
+  if (ev->kind == LP_EV_PROCESS_NAME) {
+    for (uint32_t i = 0; i < a->npnames; i++)
+      if (a->pname_files[i] == a->nfiles - 1 && a->pname_pids[i] == ev->pid) return 0;
+    uint32_t n = a->npnames + 1;
+    char **p = realloc(a->pnames, n * sizeof *p);
+    if (p) a->pnames = p;
+    int64_t *q = realloc(a->pname_pids, n * sizeof *q);
+    if (q) a->pname_pids = q;
+    unsigned *f = realloc(a->pname_files, n * sizeof *f);
+    if (f) a->pname_files = f;
+    char *s = strdup(ev->name);
+    if (!p || !q || !f || !s) {
+      free(s);
+      return oom();
+    }
+    a->pnames[a->npnames] = s;
+    a->pname_pids[a->npnames] = ev->pid;
+    a->pname_files[a->npnames++] = a->nfiles - 1;
+    return 0;
+  }
+  lp_lane_t *l = lane_get(a, ev->pid, ev->tid);
+  if (!l) return oom();
+  switch (ev->kind) {
+  case LP_EV_THREAD_NAME:
+    if (!l->name && !(l->name = strdup(ev->name))) return oom();
+    return 0;
+  case LP_EV_INSTANT: a->instants++; span(l, ev->ts); return 0;
+  case LP_EV_COUNTER: a->counters++; span(l, ev->ts); return 0;
+  default: break;
+  }
+  span(l, ev->ts);
+  if (ev->kind == LP_EV_COMPLETE) span(l, ev->ts + ev->dur);
+  if (l->buffered) {
+    if (ev->kind == LP_EV_END) {
+      if (!l->nopens) {
+        a->unmatched_ends++;
+        if (a->strict) {
+          lp_report(&ev->pos, "an \"E\" event with no open \"B\" on its lane (pid %lld, tid %lld)",
+                    (long long)l->pid, (long long)l->tid);
+          return LP_READ_BAD;
+        }
+        warn_pos(a, &ev->pos, "an \"E\" event with no open \"B\" on its lane: ignored");
+        return 0;
+      }
+      lp_open_t *o = &l->opens[--l->nopens];
+      return rec_add(l, o->start, ev->ts < o->start ? o->start : ev->ts, o->label);
+    }
+    uint32_t label = intern(a, ev->name);
+    if (label == UINT32_MAX) return oom();
+    if (ev->kind == LP_EV_COMPLETE) return rec_add(l, ev->ts, ev->ts + ev->dur, label);
+    if (l->nopens >= MAX_DEPTH) {
+      lp_report(&ev->pos, "\"B\" events nested deeper than %d on one lane: expected their ends", MAX_DEPTH);
+      return LP_READ_BAD;
+    }
+    if (grow((void **)&l->opens, &l->opens_cap, sizeof *l->opens, l->nopens + 1)) return oom();
+    l->opens[l->nopens++] = (lp_open_t){label, ev->ts, ev->pos};
+    return 0;
+  }
+  if (ev->kind == LP_EV_END) return end_scope(a, l, ev->ts, &ev->pos);
+  /* A scope starts: the lane must be in order of starts, a parent before its children. */
+  int64_t end = ev->kind == LP_EV_COMPLETE ? ev->ts + ev->dur : OPEN_END;
+  /* Before an end already seen: written at its end, or B/E out of order. */
+  bool late = ev->ts < l->last_start || ev->ts < l->closed;
+  if (!late && l->depth && ev->kind == LP_EV_COMPLETE) {
+    const lp_frame_t *t = &l->stack[l->depth - 1];
+    late = t->start == ev->ts && t->end != OPEN_END && t->end < end; /* same start, and this one is longer */
+  }
+  if (late) {
+    a->restart = true;
+    return LP_READ_BAD; /* stops the pass quietly; lp_agg_file reads the file again */
+  }
+  int rc = settle(a, l, ev->ts);
+  if (rc) return rc;
+  uint32_t label = intern(a, ev->name);
+  if (label == UINT32_MAX) return oom();
+  return push(a, l, label, ev->ts, end, &ev->pos);
+}
+
+static int cmp_rec(const void *x, const void *y) {
+  const lp_rec_t *a = x, *b = y;
+  if (a->start != b->start) return a->start < b->start ? -1 : 1;
+  if (a->end != b->end) return a->end > b->end ? -1 : 1;
+  return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+/* End of a file: buffered lanes are sorted and run; open scopes end at their lane's last event. */
+static int finish_file(lp_agg_t *a, unsigned file) {
+  for (uint32_t k = 0; k < a->nlanes; k++) {
+    lp_lane_t *l = a->lanes[k];
+    if (l->file != file) continue;
+    int rc;
+    if (l->buffered) {
+      for (uint32_t i = l->nopens; i-- > 0;) {
+        a->unclosed_begins++;
+        if (a->strict) {
+          lp_report(&l->opens[i].pos, "a \"B\" event never closed by an \"E\"");
+          return LP_READ_BAD;
+        }
+        warn_pos(a, &l->opens[i].pos, "a \"B\" event never closed: it ends at its lane's last event");
+        if ((rc = rec_add(l, l->opens[i].start, l->last, l->opens[i].label))) return rc;
+      }
+      l->nopens = 0;
+      qsort(l->recs, l->nrecs, sizeof *l->recs, cmp_rec);
+      for (size_t i = 0; i < l->nrecs; i++) {
+        if ((rc = settle(a, l, l->recs[i].start))) return rc;
+        if (l->recs[i].start < l->closed) { /* overlaps a scope it is not inside of: starts at its end */
+          l->recs[i].start = l->closed;
+          if (l->recs[i].end < l->recs[i].start) l->recs[i].end = l->recs[i].start;
+          a->overlaps++;
+        }
+        lp_pos_t pos = {a->file, 0, 0, 0};
+        if ((rc = push(a, l, l->recs[i].label, l->recs[i].start, l->recs[i].end, &pos))) return rc;
+      }
+      free(l->recs);
+      l->recs = NULL;
+      l->nrecs = l->recs_cap = 0;
+    }
+    if ((rc = settle(a, l, INT64_MAX))) return rc;
+    while (l->depth) {
+      const lp_frame_t *f = &l->stack[l->depth - 1];
+      lp_pos_t pos = {a->file, f->off, f->line, f->col};
+      a->unclosed_begins++;
+      if (a->strict) {
+        lp_report(&pos, "a \"B\" event never closed by an \"E\"");
+        return LP_READ_BAD;
+      }
+      warn_pos(a, &pos, "a \"B\" event never closed: it ends at its lane's last event");
+      if ((rc = pop(a, l, l->last))) return rc;
+      if ((rc = settle(a, l, INT64_MAX))) return rc;
+    }
+    /* The lane is done: its statistics join those of all lanes. */
+    for (uint32_t i = 0; i < l->stats_cap; i++) {
+      lp_lstat_t *s = &l->stats[i];
+      if (s->label == UINT32_MAX) continue;
+      lp_lstat_t *g = &a->gstats[s->label];
+      g->calls += s->calls;
+      g->total += s->total;
+      g->self += s->self;
+      g->sum += s->sum;
+      if (s->min < g->min) g->min = s->min;
+      if (s->max > g->max) g->max = s->max;
+      if (lp_hist_merge(&g->hist, &s->hist)) return oom();
+      if (!a->lane_hists) lp_hist_free(&s->hist);
+    }
+  }
+  return 0;
+}
+
+void lp_agg_init(lp_agg_t *a) { memset(a, 0, sizeof *a); }
+
+/* Forgets the lanes of the last file (to read it again); labels stay, their statistics are rebuilt. */
+static void drop_file(lp_agg_t *a, unsigned file) {
+  uint32_t kept = 0;
+  for (uint32_t k = 0; k < a->nlanes; k++) {
+    if (a->lanes[k]->file == file)
+      lane_free(a->lanes[k]);
+    else
+      a->lanes[kept++] = a->lanes[k];
+  }
+  a->nlanes = kept;
+  memset(a->lane_slots, 0, a->lane_nslots * sizeof *a->lane_slots);
+  for (uint32_t k = 0; k < a->nlanes; k++) {
+    lp_lane_t *l = a->lanes[k];
+    uint32_t i = lane_hash(l->file, l->pid, l->tid) & (a->lane_nslots - 1);
+    while (a->lane_slots[i]) i = (i + 1) & (a->lane_nslots - 1);
+    a->lane_slots[i] = k + 1;
+  }
+  uint32_t kp = 0;
+  for (uint32_t i = 0; i < a->npnames; i++) {
+    if (a->pname_files[i] == file) {
+      free(a->pnames[i]);
+      continue;
+    }
+    a->pnames[kp] = a->pnames[i];
+    a->pname_pids[kp] = a->pname_pids[i];
+    a->pname_files[kp++] = a->pname_files[i];
+  }
+  a->npnames = kp;
+}
+
+int lp_agg_file(lp_agg_t *a, const char *path) {
+  lp_input_t *in = lp_input_open(path);
+  if (!in) return LP_READ_BAD;
+  a->nfiles++;
+  a->file = path;
+  a->file_buffered = false;
+  a->restart = false;
+  lp_agg_t saved_counts = *a; /* the counts to go back to if the file is read again */
+  lp_sink_t sink = {a, on_event};
+  int rc = lp_read_input(in, &sink);
+  if (rc && a->restart) {
+    const char *shown = strcmp(path, "-") == 0 ? "<stdin>" : path;
+    fprintf(stderr,
+            "labelprof: %s: scopes are not in order of their starts (complete events written at their ends?); "
+            "reading it again with each lane buffered in memory\n",
+            shown);
+    drop_file(a, a->nfiles - 1);
+    a->events = saved_counts.events;
+    a->scopes = saved_counts.scopes;
+    a->instants = saved_counts.instants;
+    a->counters = saved_counts.counters;
+    a->skipped = saved_counts.skipped;
+    a->unmatched_ends = saved_counts.unmatched_ends;
+    a->unclosed_begins = saved_counts.unclosed_begins;
+    a->overlaps = saved_counts.overlaps;
+    /* warnings already printed are not printed again, nor counted twice */
+    a->file_buffered = true;
+    a->restart = false;
+    if (lp_input_rewind(in) != 0) {
+      lp_input_close(in);
+      return LP_READ_BAD;
+    }
+    rc = lp_read_input(in, &sink);
+  }
+  lp_input_close(in);
+  if (rc) return LP_READ_BAD;
+  rc = finish_file(a, a->nfiles - 1);
+  if (rc) return rc;
+  if (a->warned > MAX_WARN)
+    fprintf(stderr, "labelprof: %s: %d more warnings like these\n", strcmp(path, "-") == 0 ? "<stdin>" : path,
+            a->warned - MAX_WARN);
+  a->warned = 0;
+  return 0;
+}
+
+int64_t lp_agg_wall(const lp_agg_t *a) {
+  int64_t w = 0;
+  for (uint32_t k = 0; k < a->nlanes; k++)
+    if (a->lanes[k]->has_span) w += a->lanes[k]->last - a->lanes[k]->first;
+  return w;
+}
+
+void lp_agg_free(lp_agg_t *a) {
+  for (uint32_t k = 0; k < a->nlanes; k++) lane_free(a->lanes[k]);
+  free(a->lanes);
+  free(a->lane_slots);
+  for (uint32_t j = 0; j < a->nlabels; j++) {
+    free(a->labels[j]);
+    lp_hist_free(&a->gstats[j].hist);
+  }
+  free(a->labels);
+  free(a->gstats);
+  free(a->label_slots);
+  for (uint32_t i = 0; i < a->npnames; i++) free(a->pnames[i]);
+  free(a->pnames);
+  free(a->pname_pids);
+  free(a->pname_files);
+  memset(a, 0, sizeof *a);
+}
+
+void lp_agg_lane_tree(const lp_agg_t *a, lp_lane_t *l) {
+  int64_t span = l->has_span ? l->last - l->first : 0;
+  l->tree.nodes[0].total = span;
+  l->tree.nodes[0].self = span > l->in_label ? span - l->in_label : 0;
+  lp_tree_link(&l->tree, (const char *const *)a->labels);
+}
+
+int lp_agg_merged_tree(const lp_agg_t *a, lp_tree_t *m) {
+  if (lp_tree_init(m)) return -1;
+  for (uint32_t k = 0; k < a->nlanes; k++) {
+    const lp_lane_t *l = a->lanes[k];
+    uint32_t *map = malloc((size_t)l->tree.n * sizeof *map);
+    if (!map) return -1;
+    map[0] = 0;
+    /* A node's parent was made before it, so one pass in order maps every node. */
+    for (uint32_t j = 1; j < l->tree.n; j++) {
+      const lp_tnode_t *n = &l->tree.nodes[j];
+      uint32_t to = lp_tree_child(m, map[n->parent], n->label);
+      if (to == UINT32_MAX) {
+        free(map);
+        return -1;
+      }
+      map[j] = to;
+      m->nodes[to].calls += n->calls;
+      m->nodes[to].total += n->total;
+      m->nodes[to].self += n->self;
+    }
+    free(map);
+    int64_t span = l->has_span ? l->last - l->first : 0;
+    m->nodes[0].total += span;
+    m->nodes[0].self += span > l->in_label ? span - l->in_label : 0;
+  }
+  lp_tree_link(m, (const char *const *)a->labels);
+  return 0;
+}

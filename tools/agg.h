@@ -1,0 +1,137 @@
+/*
+ * agg.h: from the event stream to per-lane aggregates (private).
+ *
+ * Every view (stats, tree, diff, folded) reads traces through lp_agg_file(),
+ * which runs one pass of a reader into the engine of tools/agg.c and leaves,
+ * per lane (a (file, pid, tid) thread or track): its span, its label
+ * statistics and its tree of call paths. Memory grows with distinct labels,
+ * paths, lanes and nesting depth, never with the number of events, as long
+ * as each lane's scopes arrive in time order of their starts (B/E pairs in
+ * any case, X events sorted by ts). A lane whose X events come in another
+ * order (some writers put each X at its end, children before parents) is
+ * read again with that file's lanes buffered: 24 bytes per scope, said on
+ * stderr.
+ */
+#ifndef LP_TOOLS_AGG_H
+#define LP_TOOLS_AGG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Durations of calls: a log-linear histogram, exact below 128 ns and within 0.4% above. */
+#define LP_HIST_SUB 128
+typedef struct lp_hist {
+  uint32_t *oct[64]; /* oct[0]: values 0..127 exactly; oct[e] (e >= 7): 2^e .. 2^(e+1)-1 in 128 steps */
+  uint64_t count;
+} lp_hist_t;
+
+int lp_hist_add(lp_hist_t *h, int64_t v);      /* 0 or -1 (out of memory) */
+int lp_hist_merge(lp_hist_t *to, const lp_hist_t *from);
+/* The nearest-rank p-th percentile (p in 0..100], clamped to [min, max]; 0 when empty. */
+int64_t lp_hist_percentile(const lp_hist_t *h, double p, int64_t min, int64_t max);
+void lp_hist_free(lp_hist_t *h);
+
+typedef struct lp_lstat {
+  uint32_t label;
+  uint64_t calls;
+  int64_t total, self, sum; /* total: outermost calls only; sum: all calls (for the mean) */
+  int64_t min, max;
+  lp_hist_t hist;
+} lp_lstat_t;
+
+/* A node of a tree of call paths: the time of every scope whose path from the lane's root is this one. */
+typedef struct lp_tnode {
+  uint32_t label;  /* UINT32_MAX at the root */
+  uint32_t parent; /* UINT32_MAX at the root */
+  uint64_t calls;
+  int64_t total, self;
+  uint32_t first_kid, next_sib; /* filled by lp_tree_link() */
+} lp_tnode_t;
+
+typedef struct lp_tree {
+  lp_tnode_t *nodes; /* nodes[0] is the root */
+  uint32_t n, cap;
+  uint32_t *slots; /* hash of (parent, label) -> node + 1 */
+  uint32_t nslots;
+} lp_tree_t;
+
+int lp_tree_init(lp_tree_t *t);
+/* The child of parent labelled label, made if new; UINT32_MAX when out of memory. */
+uint32_t lp_tree_child(lp_tree_t *t, uint32_t parent, uint32_t label);
+/* Fills first_kid/next_sib, children sorted by total (heaviest first), then by label text. */
+void lp_tree_link(lp_tree_t *t, const char *const *labels);
+void lp_tree_free(lp_tree_t *t);
+
+struct lp_frame;
+typedef struct lp_lane {
+  unsigned file;
+  int64_t pid, tid;
+  char *name;         /* thread_name, or NULL */
+  bool has_span;
+  int64_t first, last; /* earliest and latest time of any event */
+  int64_t in_label;    /* time inside a top-level scope */
+  lp_lstat_t *stats;   /* hashed by label */
+  uint32_t nstats, stats_cap;
+  lp_tree_t tree;
+  /* reading */
+  struct lp_frame *stack;
+  uint32_t depth, stack_cap;
+  int64_t last_start;
+  int64_t closed;      /* the latest end of a scope already popped: nothing new may start before it */
+  bool buffered;
+  struct lp_rec *recs; /* buffered scopes */
+  size_t nrecs, recs_cap;
+  struct lp_open *opens; /* buffered: B events waiting for their E */
+  uint32_t nopens, opens_cap;
+} lp_lane_t;
+
+typedef struct lp_agg {
+  bool strict;        /* unmatched E / unclosed B are errors */
+  bool lane_hists;    /* keep each lane's histograms after its file is read (stats --by thread) */
+  /* labels: interned texts */
+  char **labels;
+  uint32_t nlabels, labels_cap;
+  uint32_t *label_slots;
+  uint32_t label_nslots;
+  lp_lstat_t *gstats; /* per label, all lanes: indexed by label id */
+  /* lanes */
+  lp_lane_t **lanes;
+  uint32_t nlanes, lanes_cap;
+  uint32_t *lane_slots;
+  uint32_t lane_nslots;
+  char **pnames; /* process names: (file, pid) */
+  int64_t *pname_pids;
+  unsigned *pname_files;
+  uint32_t npnames;
+  /* counts */
+  unsigned nfiles;
+  uint64_t events, scopes, instants, counters, skipped, unmatched_ends, unclosed_begins, overlaps;
+  /* the file being read */
+  const char *file;
+  bool file_buffered; /* this file's lanes are buffered */
+  bool restart;       /* the file must be read again, buffered */
+  int warned;
+  uint64_t reported_upto; /* the first pass's last event: its warnings are not repeated */
+} lp_agg_t;
+
+void lp_agg_init(lp_agg_t *a);
+void lp_agg_free(lp_agg_t *a);
+/* Reads one file into a. 0, or LP_READ_BAD after a message. */
+int lp_agg_file(lp_agg_t *a, const char *path);
+/* The summed span of all lanes that have events: the traced wall time. */
+int64_t lp_agg_wall(const lp_agg_t *a);
+/* A lane's display name: "NAME (pid P, tid T)" or "pid P, tid T"; into buf. */
+const char *lp_lane_title(const lp_agg_t *a, const lp_lane_t *l, char *buf, size_t len);
+
+#endif
+
+/*
+ * The tree of all lanes merged by label text (as the sampled profile merges
+ * threads): into m, initialised by the call; the root's total is the traced
+ * wall time and its self the time outside any label. 0, or -1 when out of
+ * memory. Linked (lp_tree_link) and ready to walk.
+ */
+int lp_agg_merged_tree(const lp_agg_t *a, lp_tree_t *m);
+/* One lane's tree with its root's total and self set the same way, linked. */
+void lp_agg_lane_tree(const lp_agg_t *a, lp_lane_t *l);

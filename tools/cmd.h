@@ -1,0 +1,67 @@
+/*
+ * cmd.h: the subcommands of the `labelprof` command (private, never installed).
+ *
+ * Each subcommand is one function `int lp_cmd_NAME(int argc, char **argv)`:
+ * argv[0] is the subcommand's name, argv[1..argc-1] its options and operands.
+ * It returns the command's exit status: LP_EXIT_OK, LP_EXIT_CHECK (a check
+ * such as `diff --fail-above` failed) or LP_EXIT_BAD (bad input or usage,
+ * after a message on stderr). Adding a subcommand is one line in the table of
+ * tools/labelprof.c and its file in Makefile.am.
+ */
+#ifndef LP_TOOLS_CMD_H
+#define LP_TOOLS_CMD_H
+
+#include <stdio.h>
+
+enum { LP_EXIT_OK = 0, LP_EXIT_CHECK = 1, LP_EXIT_BAD = 2 };
+
+int lp_cmd_stats(int argc, char **argv);
+int lp_cmd_tree(int argc, char **argv);
+int lp_cmd_diff(int argc, char **argv);
+int lp_cmd_folded(int argc, char **argv);
+int lp_cmd_nnapi(int argc, char **argv);
+int lp_cmd_layers(int argc, char **argv);
+int lp_cmd_help(int argc, char **argv);
+
+/* One row of the dispatch table in tools/labelprof.c. */
+typedef struct lp_cmd {
+  const char *name;
+  int (*entry)(int argc, char **argv);
+  const char *summary; /* one line, for `labelprof help` */
+  const char *usage;   /* the full help text, printed by `-h` and `labelprof help NAME` */
+} lp_cmd_t;
+
+/* The table, ended by a row whose name is NULL. */
+extern const lp_cmd_t lp_cmds[];
+
+/* The row of `name`, NULL if there is none. */
+const lp_cmd_t *lp_cmd_find(const char *name);
+
+/*
+ * For subcommands: prints the usage of `name` to `out` (stdout for -h, stderr
+ * for a usage error). lp_usage_error() prints "labelprof NAME: MESSAGE" and
+ * the usage to stderr and returns LP_EXIT_BAD.
+ */
+void lp_cmd_usage(const char *name, FILE *out);
+int lp_usage_error(const char *name, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif
+
+/* ---- helpers shared by the subcommands (tools/labelprof.c) ---- */
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * Option parsing: if argv[*i] is `name` (then the value is argv[*i + 1]) or
+ * `name=VALUE`, sets *value, advances *i past it and returns 1; returns -1
+ * (after a usage message) when the value is missing, 0 when it is another
+ * argument.
+ */
+int lp_opt_value(const char *cmd, int argc, char **argv, int *i, const char *name, const char **value);
+/* A duration in human units with 3 significant digits: "812 ns", "12.3 us", "1.23 s". */
+const char *lp_fmt_ns(int64_t ns, char *buf, size_t len);
+/* Writes s as a JSON string (with quotes) / as a CSV field (quoted when needed). */
+void lp_put_json_string(FILE *out, const char *s);
+void lp_put_csv_field(FILE *out, const char *s);
+/* Parses a non-negative number; 1 on success. */
+int lp_parse_double(const char *s, double *v);

@@ -1,0 +1,91 @@
+/*
+ * folded.c: `labelprof folded`: one line per distinct stack of labels,
+ * weighted by its self time in nanoseconds (main;matmul;kernel 123456), all
+ * lanes merged by label text as in `tree`; the format of
+ * lp_profile_write_folded, flamegraph.pl, inferno, speedscope and Pyroscope.
+ * Time in no label is the line "(outside of any label) N", as there.
+ */
+#include "config.h"
+
+#include "agg.h"
+#include "cmd.h"
+#include "reader.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void put_label(FILE *out, const char *s) {
+  for (const unsigned char *c = (const unsigned char *)s; *c; c++)
+    putc(*c < 0x20 || *c == 0x7f ? '?' : *c == ';' ? ':' : *c, out);
+}
+
+int lp_cmd_folded(int argc, char **argv) {
+  const char *cmd = argv[0], *file = NULL;
+  bool strict = false;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+      lp_cmd_usage(cmd, stdout);
+      return LP_EXIT_OK;
+    } else if (strcmp(argv[i], "--strict") == 0) {
+      strict = true;
+    } else if (argv[i][0] == '-' && argv[i][1]) {
+      return lp_usage_error(cmd, "unknown option '%s'", argv[i]);
+    } else if (file) {
+      return lp_usage_error(cmd, "one trace file only");
+    } else {
+      file = argv[i];
+    }
+  }
+  if (!file) return lp_usage_error(cmd, "no trace file given");
+  lp_agg_t a;
+  lp_agg_init(&a);
+  a.strict = strict;
+  if (lp_agg_file(&a, file) != 0) {
+    lp_agg_free(&a);
+    return LP_EXIT_BAD;
+  }
+  lp_tree_t m;
+  int status = LP_EXIT_OK;
+  uint32_t *path = NULL;
+  if (lp_agg_merged_tree(&a, &m) != 0 || !(path = malloc((size_t)m.n * sizeof *path))) {
+    fprintf(stderr, "labelprof: out of memory\n");
+    status = LP_EXIT_BAD;
+    goto out;
+  }
+  /* Depth first, children in the tree's order, without recursion: the path is the stack. */
+  uint32_t depth = 0, k = m.nodes[0].first_kid;
+  while (k != UINT32_MAX) {
+    path[depth++] = k;
+    const lp_tnode_t *n = &m.nodes[k];
+    if (n->self > 0) {
+      for (uint32_t d = 0; d < depth; d++) {
+        if (d) putc(';', stdout);
+        put_label(stdout, a.labels[m.nodes[path[d]].label]);
+      }
+      printf(" %" PRId64 "\n", n->self);
+    }
+    if (n->first_kid != UINT32_MAX) {
+      k = n->first_kid;
+      continue;
+    }
+    /* Up until a node has a next sibling. */
+    for (;;) {
+      uint32_t done = path[--depth];
+      if (m.nodes[done].next_sib != UINT32_MAX) {
+        k = m.nodes[done].next_sib;
+        break;
+      }
+      if (!depth) {
+        k = UINT32_MAX;
+        break;
+      }
+    }
+  }
+  if (m.nodes[0].self > 0) printf("(outside of any label) %" PRId64 "\n", m.nodes[0].self);
+out:
+  free(path);
+  lp_tree_free(&m);
+  lp_agg_free(&a);
+  return status;
+}

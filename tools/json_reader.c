@@ -1,0 +1,584 @@
+/*
+ * json_reader.c: Chrome Trace Event JSON, streamed with yajl.
+ *
+ * The input goes through yajl in 256 KiB chunks; the callbacks keep only the
+ * fields of the event being read (name, cat, ph, pid, tid, ts, dur and the
+ * args the views use) in buffers reused from one event to the next, and push
+ * the event into the sink when its object closes. Memory is the longest
+ * string and the nesting depth, whatever the file's size.
+ *
+ * Both forms are read: {"traceEvents":[...], ...} and a bare array, which
+ * may lack its closing ']' (the format allows it for writers that crashed).
+ * Numbers are parsed from their text (yajl_number), so microseconds with
+ * three decimals become exact nanoseconds and an out-of-range value is an
+ * error rather than a silent infinity.
+ *
+ * Positions: lines are counted incrementally up to each event's offset, so
+ * every event and every error carries its line and column at O(1) amortised
+ * cost per byte.
+ */
+#include "config.h"
+
+#include "reader.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yajl/yajl_parse.h>
+
+#define CHUNK (256u << 10)
+#define MAX_STRING (1u << 20) /* a longer name is not a label */
+#define MAX_DEPTH 1000        /* JSON nesting; deeper is not a trace */
+#define MAX_SERIES 64         /* counter series in one 'C' event */
+#define NS_LIMIT 4611686018427387904.0 /* 2^62 ns: 146 years */
+
+typedef struct strbuf {
+  char *s;
+  size_t len, cap;
+  bool set;
+} strbuf_t;
+
+enum field { F_NONE, F_PH, F_NAME, F_CAT, F_PID, F_TID, F_TS, F_DUR, F_ARGS };
+enum form { FORM_NONE, FORM_OBJECT, FORM_ARRAY };
+
+typedef struct jr {
+  lp_input_t *in;
+  const lp_sink_t *sink;
+  yajl_handle h;
+  /* positions */
+  const unsigned char *chunk; /* being parsed */
+  uint64_t chunk_base;        /* offset of chunk[0] */
+  uint64_t scan;              /* offset up to which lines are counted */
+  uint64_t line, line_start;  /* line number at scan, offset of that line's first byte */
+  /* structure */
+  enum form form;
+  unsigned depth;      /* containers open */
+  unsigned ev_depth;   /* depth of the events array once open (0: not yet) */
+  bool events_done;    /* the events array closed */
+  bool top_key_events; /* the last key at depth 1 was "traceEvents" */
+  bool saw_events;
+  enum field key;      /* the current key of the event */
+  char arg_key[64];    /* the current key in args (truncated; only short keys matter) */
+  /* the event being read */
+  bool in_event;
+  lp_pos_t ev_pos;
+  strbuf_t ph, name, cat, layer, phase, mode, mname, series;
+  bool has_pid, has_tid, has_ts, has_dur;
+  int64_t pid, tid, ts, dur;
+  unsigned nseries;
+  size_t series_off[MAX_SERIES];
+  double series_val[MAX_SERIES];
+  /* outcome */
+  int rc;          /* the sink's non-zero verdict */
+  bool failed;     /* a message was printed */
+} jr_t;
+
+/* Offset of the byte yajl has consumed up to, in the whole input. */
+static uint64_t here(jr_t *r) { return r->chunk_base + yajl_get_bytes_consumed(r->h); }
+/* The last byte of the token just read: where a message about a value points. */
+static uint64_t tok(jr_t *r) {
+  uint64_t h = here(r);
+  return h ? h - 1 : 0;
+}
+
+static lp_pos_t pos_at(jr_t *r, uint64_t off) {
+  if (off == r->ev_pos.offset && off < r->scan) return r->ev_pos;
+  if (off >= r->scan && off >= r->chunk_base) {
+    const unsigned char *p = r->chunk + (r->scan - r->chunk_base), *end = r->chunk + (off - r->chunk_base);
+    while (p < end) {
+      const unsigned char *nl = memchr(p, '\n', (size_t)(end - p));
+      if (!nl) break;
+      r->line++;
+      r->line_start = r->chunk_base + (uint64_t)(nl - r->chunk) + 1;
+      p = nl + 1;
+    }
+    r->scan = off;
+  }
+  lp_pos_t pos = {lp_input_name(r->in), off, r->line, off >= r->line_start ? off - r->line_start + 1 : 1};
+  return pos;
+}
+
+static int fail(jr_t *r, uint64_t off, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(jr_t *r, uint64_t off, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  lp_pos_t pos = pos_at(r, off);
+  lp_report(&pos, "%s", msg);
+  r->failed = true;
+  return 0; /* yajl: stop */
+}
+
+static int sb_set(jr_t *r, strbuf_t *b, const unsigned char *s, size_t n) {
+  if (n > MAX_STRING) return fail(r, tok(r), "a string of %zu bytes; at most %u are expected", n, MAX_STRING);
+  if (n + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap : 64;
+    while (cap < n + 1) cap *= 2;
+    char *p = realloc(b->s, cap);
+    if (!p) return fail(r, here(r), "out of memory");
+    b->s = p;
+    b->cap = cap;
+  }
+  memcpy(b->s, s, n);
+  b->s[n] = '\0';
+  b->len = n;
+  b->set = true;
+  return 1;
+}
+
+/* Appends a NUL-terminated piece (counter series names, one after another). */
+static int sb_append(jr_t *r, strbuf_t *b, const char *s, size_t n, size_t *at) {
+  if (b->len + n + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap : 64;
+    while (cap < b->len + n + 1) cap *= 2;
+    char *p = realloc(b->s, cap);
+    if (!p) return fail(r, here(r), "out of memory");
+    b->s = p;
+    b->cap = cap;
+  }
+  *at = b->len;
+  memcpy(b->s + b->len, s, n);
+  b->s[b->len + n] = '\0';
+  b->len += n + 1;
+  return 1;
+}
+
+static const char *field_name(enum field f) {
+  switch (f) {
+  case F_PH: return "ph";
+  case F_NAME: return "name";
+  case F_CAT: return "cat";
+  case F_PID: return "pid";
+  case F_TID: return "tid";
+  case F_TS: return "ts";
+  case F_DUR: return "dur";
+  case F_ARGS: return "args";
+  default: return "?";
+  }
+}
+
+/*
+ * A JSON number as an integer (pid, tid) or as microseconds turned into
+ * nanoseconds (ts, dur). Plain decimals are converted exactly (rounded to the
+ * nanosecond); exponents go through strtod. 1 on success.
+ */
+static int parse_us(const char *s, size_t n, int64_t *ns) {
+  char buf[64];
+  if (n == 0 || n >= sizeof buf) return 0;
+  memcpy(buf, s, n);
+  buf[n] = '\0';
+  if (strpbrk(buf, "eE")) {
+    errno = 0;
+    double v = strtod(buf, NULL) * 1000.0;
+    if (errno || !isfinite(v) || fabs(v) >= NS_LIMIT) return 0;
+    *ns = (int64_t)llround(v);
+    return 1;
+  }
+  const char *p = buf;
+  bool neg = *p == '-';
+  if (neg) p++;
+  uint64_t whole = 0;
+  for (; *p >= '0' && *p <= '9'; p++) {
+    whole = whole * 10 + (uint64_t)(*p - '0');
+    if (whole > (uint64_t)4611686018427387ull) return 0; /* 2^62 ns in µs */
+  }
+  uint64_t frac = 0; /* nanoseconds */
+  if (*p == '.') {
+    p++;
+    int digits = 0;
+    for (; *p >= '0' && *p <= '9'; p++, digits++) {
+      if (digits < 3) frac = frac * 10 + (uint64_t)(*p - '0');
+      else if (digits == 3 && *p >= '5') frac++; /* round half up at the nanosecond */
+    }
+    for (int d = digits; d < 3; d++) frac *= 10;
+  }
+  if (*p) return 0;
+  uint64_t v = whole * 1000 + frac;
+  *ns = neg ? -(int64_t)v : (int64_t)v;
+  return 1;
+}
+
+static int parse_int(const char *s, size_t n, int64_t *out) {
+  char buf[32];
+  if (n == 0 || n >= sizeof buf) return 0;
+  memcpy(buf, s, n);
+  buf[n] = '\0';
+  char *end;
+  errno = 0;
+  long long v = strtoll(buf, &end, 10);
+  if (errno || *end) {
+    /* 12.0 is an integer too */
+    double d = strtod(buf, &end);
+    if (*end || !(d == floor(d)) || fabs(d) >= 9.2e18) return 0;
+    v = (long long)d;
+  }
+  *out = v;
+  return 1;
+}
+
+static void reset_event(jr_t *r) {
+  r->ph.set = r->name.set = r->cat.set = r->layer.set = r->phase.set = r->mode.set = r->mname.set = false;
+  r->series.len = 0;
+  r->nseries = 0;
+  r->has_pid = r->has_tid = r->has_ts = r->has_dur = false;
+  r->pid = r->tid = r->ts = r->dur = 0;
+  r->key = F_NONE;
+}
+
+static bool in_fields(const jr_t *r) { return r->in_event && r->depth == r->ev_depth + 1; }
+static bool in_args(const jr_t *r) { return r->in_event && r->depth == r->ev_depth + 2 && r->key == F_ARGS; }
+
+/* A value that is not where a value of its type is expected. */
+static int wrong_type(jr_t *r, const char *found) {
+  if (in_fields(r)) {
+    const char *want = r->key == F_PH || r->key == F_NAME || r->key == F_CAT ? "a string"
+                       : r->key == F_ARGS                                   ? "an object"
+                       : r->key == F_PID || r->key == F_TID                 ? "an integer"
+                                                                            : "a number";
+    return fail(r, tok(r), "expected %s for \"%s\", found %s", want, field_name(r->key), found);
+  }
+  return fail(r, tok(r), "expected an event object in the trace's array, found %s", found);
+}
+
+/* Where a scalar lands: 1 = in the event's fields, 2 = in its args, 0 = nowhere of interest, -1 error. */
+static int scalar_place(jr_t *r, const char *what) {
+  if (r->depth == 0) {
+    fail(r, tok(r), "expected a JSON object or array, found %s", what);
+    return -1;
+  }
+  if (r->ev_depth && !r->events_done && r->depth == r->ev_depth && !r->in_event) {
+    wrong_type(r, what);
+    return -1;
+  }
+  if (r->form == FORM_OBJECT && r->depth == 1 && r->top_key_events) {
+    fail(r, tok(r), "expected an array for \"traceEvents\", found %s", what);
+    return -1;
+  }
+  if (in_fields(r)) return 1;
+  if (in_args(r)) return 2;
+  return 0;
+}
+
+static int cb_null(void *ctx) {
+  jr_t *r = ctx;
+  int at = scalar_place(r, "null");
+  if (at < 0) return 0;
+  if (at == 1 && r->key != F_NONE && r->key != F_CAT) return wrong_type(r, "null");
+  return 1;
+}
+
+static int cb_boolean(void *ctx, int v) {
+  jr_t *r = ctx;
+  int at = scalar_place(r, v ? "true" : "false");
+  if (at < 0) return 0;
+  if (at == 1 && r->key != F_NONE) return wrong_type(r, "a boolean");
+  return 1;
+}
+
+static int cb_number(void *ctx, const char *s, size_t n) {
+  jr_t *r = ctx;
+  int at = scalar_place(r, "a number");
+  if (at < 0) return 0;
+  if (at == 1) {
+    switch (r->key) {
+    case F_PID:
+    case F_TID: {
+      int64_t v;
+      if (!parse_int(s, n, &v))
+        return fail(r, tok(r), "expected an integer for \"%s\", found %.*s", field_name(r->key), (int)(n > 40 ? 40 : n), s);
+      if (r->key == F_PID) r->pid = v, r->has_pid = true;
+      else r->tid = v, r->has_tid = true;
+      return 1;
+    }
+    case F_TS:
+    case F_DUR: {
+      int64_t v;
+      if (!parse_us(s, n, &v))
+        return fail(r, tok(r), "expected microseconds for \"%s\" (at most %.0f), found %.*s", field_name(r->key),
+                    NS_LIMIT / 1000.0, (int)(n > 40 ? 40 : n), s);
+      if (r->key == F_TS) r->ts = v, r->has_ts = true;
+      else r->dur = v, r->has_dur = true;
+      return 1;
+    }
+    case F_NONE: return 1;
+    default: return wrong_type(r, "a number");
+    }
+  }
+  if (at == 2 && r->nseries < MAX_SERIES) {
+    char buf[64];
+    if (n >= sizeof buf) return 1;
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    double v = strtod(buf, NULL);
+    if (!isfinite(v)) return 1;
+    size_t off = 0;
+    if (!sb_append(r, &r->series, r->arg_key, strlen(r->arg_key), &off)) return 0;
+    r->series_off[r->nseries] = off;
+    r->series_val[r->nseries++] = v;
+  }
+  return 1;
+}
+
+static int cb_string(void *ctx, const unsigned char *s, size_t n) {
+  jr_t *r = ctx;
+  int at = scalar_place(r, "a string");
+  if (at < 0) return 0;
+  if (at == 1) {
+    switch (r->key) {
+    case F_PH: return sb_set(r, &r->ph, s, n);
+    case F_NAME: return sb_set(r, &r->name, s, n);
+    case F_CAT: return sb_set(r, &r->cat, s, n);
+    case F_NONE: return 1;
+    default: return wrong_type(r, "a string");
+    }
+  }
+  if (at == 2) {
+    if (strcmp(r->arg_key, "layer") == 0) return sb_set(r, &r->layer, s, n);
+    if (strcmp(r->arg_key, "phase") == 0) return sb_set(r, &r->phase, s, n);
+    if (strcmp(r->arg_key, "mode") == 0) return sb_set(r, &r->mode, s, n);
+    if (strcmp(r->arg_key, "name") == 0) return sb_set(r, &r->mname, s, n);
+  }
+  return 1;
+}
+
+static int cb_map_key(void *ctx, const unsigned char *s, size_t n) {
+  jr_t *r = ctx;
+  if (r->form == FORM_OBJECT && r->depth == 1) {
+    r->top_key_events = n == 11 && memcmp(s, "traceEvents", 11) == 0;
+    if (r->top_key_events && r->saw_events) return fail(r, here(r), "a second \"traceEvents\" array");
+    return 1;
+  }
+  if (in_fields(r)) {
+    r->key = F_NONE;
+    if (n == 2 && memcmp(s, "ph", 2) == 0) r->key = F_PH;
+    else if (n == 4 && memcmp(s, "name", 4) == 0) r->key = F_NAME;
+    else if (n == 3 && memcmp(s, "cat", 3) == 0) r->key = F_CAT;
+    else if (n == 3 && memcmp(s, "pid", 3) == 0) r->key = F_PID;
+    else if (n == 3 && memcmp(s, "tid", 3) == 0) r->key = F_TID;
+    else if (n == 2 && memcmp(s, "ts", 2) == 0) r->key = F_TS;
+    else if (n == 3 && memcmp(s, "dur", 3) == 0) r->key = F_DUR;
+    else if (n == 4 && memcmp(s, "args", 4) == 0) r->key = F_ARGS;
+    return 1;
+  }
+  if (in_args(r)) {
+    size_t k = n < sizeof r->arg_key - 1 ? n : sizeof r->arg_key - 1;
+    memcpy(r->arg_key, s, k);
+    r->arg_key[k] = '\0';
+  }
+  return 1;
+}
+
+static int open_container(jr_t *r, bool map) {
+  if (r->depth >= MAX_DEPTH) return fail(r, here(r), "JSON nested deeper than %d levels", MAX_DEPTH);
+  if (r->depth == 0) {
+    r->form = map ? FORM_OBJECT : FORM_ARRAY;
+    if (!map) r->ev_depth = 1, r->saw_events = true;
+  } else if (r->form == FORM_OBJECT && r->depth == 1 && r->top_key_events) {
+    if (map) return fail(r, here(r) - 1, "expected an array for \"traceEvents\", found an object");
+    r->ev_depth = 2;
+    r->saw_events = true;
+  } else if (r->ev_depth && !r->events_done && r->depth == r->ev_depth) {
+    if (!map) return fail(r, here(r) - 1, "expected an event object in the trace's array, found an array");
+    r->in_event = true;
+    reset_event(r);
+    r->ev_pos = pos_at(r, here(r) - 1);
+  } else if (in_fields(r)) {
+    if (r->key != F_ARGS && r->key != F_NONE) return wrong_type(r, map ? "an object" : "an array");
+    if (r->key == F_ARGS && !map) return wrong_type(r, "an array");
+  }
+  r->depth++;
+  return 1;
+}
+
+static int cb_start_map(void *ctx) { return open_container(ctx, true); }
+static int cb_start_array(void *ctx) { return open_container(ctx, false); }
+
+static int emit(jr_t *r, lp_event_t *ev) {
+  int rc = r->sink->event(r->sink->ctx, ev);
+  if (rc) {
+    r->rc = rc;
+    return 0;
+  }
+  return 1;
+}
+
+/* The event's object closed: check it and hand it on. */
+static int finish_event(jr_t *r) {
+  lp_event_t ev = {0};
+  ev.pid = r->pid;
+  ev.tid = r->tid;
+  ev.ts = r->ts;
+  ev.name = r->name.set ? r->name.s : "";
+  ev.category = r->cat.set ? r->cat.s : NULL;
+  ev.layer = r->layer.set ? r->layer.s : NULL;
+  ev.phase = r->phase.set ? r->phase.s : NULL;
+  ev.mode = r->mode.set ? r->mode.s : NULL;
+  ev.pos = r->ev_pos;
+  uint64_t end = here(r);
+  if (!r->ph.set) return fail(r, r->ev_pos.offset, "an event without \"ph\" (expected \"ph\":\"X\", \"B\", \"E\", ...)");
+  const char *ph = r->ph.s;
+  char c = r->ph.len == 1 ? ph[0] : '?';
+  bool timed = c == 'X' || c == 'B' || c == 'E' || c == 'i' || c == 'I' || c == 'C';
+  if (timed && !r->has_ts) return fail(r, end - 1, "a \"%c\" event without \"ts\"", c);
+  switch (c) {
+  case 'X':
+    if (!r->has_dur) return fail(r, end - 1, "an \"X\" event without \"dur\"");
+    if (r->dur < 0) return fail(r, end - 1, "a negative \"dur\"");
+    if (r->ts > 0 && r->dur > INT64_MAX / 2 - r->ts) return fail(r, end - 1, "\"ts\" + \"dur\" out of range");
+    ev.kind = LP_EV_COMPLETE;
+    ev.dur = r->dur;
+    return emit(r, &ev);
+  case 'B': ev.kind = LP_EV_BEGIN; return emit(r, &ev);
+  case 'E': ev.kind = LP_EV_END; return emit(r, &ev);
+  case 'i':
+  case 'I': ev.kind = LP_EV_INSTANT; return emit(r, &ev);
+  case 'C':
+    ev.kind = LP_EV_COUNTER;
+    for (unsigned i = 0; i < r->nseries; i++) {
+      ev.series = r->series.s + r->series_off[i];
+      ev.value = r->series_val[i];
+      if (!emit(r, &ev)) return 0;
+    }
+    return 1;
+  case 'M':
+    ev.ts = 0;
+    if (strcmp(ev.name, "thread_name") == 0 || strcmp(ev.name, "process_name") == 0) {
+      if (!r->mname.set) return 1;
+      ev.kind = ev.name[0] == 't' ? LP_EV_THREAD_NAME : LP_EV_PROCESS_NAME;
+      ev.name = r->mname.s;
+      return emit(r, &ev);
+    }
+    return 1; /* sort indexes, labels: nothing to do */
+  default:
+    ev.kind = LP_EV_SKIPPED;
+    ev.name = ph;
+    return emit(r, &ev);
+  }
+}
+
+static int close_container(jr_t *r) {
+  r->depth--;
+  if (r->in_event && r->depth == r->ev_depth) {
+    r->in_event = false;
+    return finish_event(r);
+  }
+  if (r->ev_depth && r->depth == r->ev_depth - 1) {
+    r->events_done = true;
+    r->top_key_events = false;
+  }
+  return 1;
+}
+
+static int cb_end(void *ctx) { return close_container(ctx); }
+
+static const yajl_callbacks callbacks = {
+    cb_null, cb_boolean, NULL, NULL, cb_number, cb_string, cb_start_map, cb_map_key, cb_end, cb_start_array, cb_end,
+};
+
+static int sniff(const unsigned char *head, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    if (head[i] == '{' || head[i] == '[') return 1;
+    if (head[i] != ' ' && head[i] != '\t' && head[i] != '\r' && head[i] != '\n') return 0;
+  }
+  return 0;
+}
+
+/* yajl's own message, first line only, for text that is not JSON. */
+static int syntax_error(jr_t *r, const unsigned char *buf, size_t len) {
+  unsigned char *msg = yajl_get_error(r->h, 0, buf, len);
+  char text[256];
+  snprintf(text, sizeof text, "%s", msg ? (const char *)msg : "invalid JSON");
+  if (msg) yajl_free_error(r->h, msg);
+  text[strcspn(text, "\n")] = '\0';
+  uint64_t off = here(r);
+  fail(r, off ? off - 1 : 0, "invalid JSON (%s)", text);
+  return LP_READ_BAD;
+}
+
+static int read_json(lp_input_t *in, const lp_sink_t *sink) {
+  jr_t r = {0};
+  r.in = in;
+  r.sink = sink;
+  r.line = 1;
+  int rc = LP_READ_OK;
+  unsigned char *buf = malloc(CHUNK);
+  r.h = yajl_alloc(&callbacks, NULL, &r);
+  if (!buf || !r.h) {
+    fprintf(stderr, "labelprof: out of memory\n");
+    rc = LP_READ_BAD;
+    goto out;
+  }
+  /* Partial values: an array form without its ']' is accepted below, once we know where it stopped. */
+  yajl_config(r.h, yajl_allow_partial_values, 1);
+  uint64_t total = 0;
+  bool nonblank = false;
+  for (;;) {
+    ssize_t n = lp_input_read(in, buf, CHUNK);
+    if (n < 0) {
+      rc = LP_READ_BAD;
+      goto out;
+    }
+    r.chunk = buf;
+    r.chunk_base = total;
+    r.scan = total;
+    if (n == 0) break;
+    if (!nonblank)
+      for (ssize_t i = 0; i < n && !nonblank; i++) nonblank = !(buf[i] == ' ' || buf[i] == '\n' || buf[i] == '\t' || buf[i] == '\r');
+    yajl_status st = yajl_parse(r.h, buf, (size_t)n);
+    if (st == yajl_status_client_canceled) {
+      rc = r.rc ? r.rc : LP_READ_BAD;
+      goto out;
+    }
+    if (st == yajl_status_error) {
+      rc = syntax_error(&r, buf, (size_t)n);
+      goto out;
+    }
+    pos_at(&r, total + (uint64_t)n); /* count this chunk's lines before it goes */
+    total += (uint64_t)n;
+  }
+  lp_pos_t endpos = pos_at(&r, total);
+  if (!nonblank) {
+    lp_report(&endpos, "empty input: expected a trace (a JSON object or array)");
+    rc = LP_READ_BAD;
+    goto out;
+  }
+  r.chunk = (const unsigned char *)"";
+  yajl_status st = yajl_complete_parse(r.h);
+  if (st == yajl_status_client_canceled) {
+    rc = r.rc ? r.rc : LP_READ_BAD;
+    goto out;
+  }
+  if (st == yajl_status_error) {
+    rc = syntax_error(&r, (const unsigned char *)"", 0);
+    goto out;
+  }
+  if (r.depth > 0) {
+    /* Truncated. A bare array that stopped between events is a crashed writer's file: fine. */
+    if (r.form == FORM_ARRAY && r.depth == 1) goto out;
+    lp_report(&endpos, "unexpected end of input inside %s (expected %s)",
+              r.in_event ? "an event" : r.depth == 1 ? "the trace object" : "the trace",
+              r.in_event && r.depth == r.ev_depth + 1 ? "the event to close with '}'"
+              : r.form == FORM_OBJECT && r.depth == 1  ? "'}'"
+                                                       : "more of the trace");
+    rc = LP_READ_BAD;
+    goto out;
+  }
+  if (r.form == FORM_OBJECT && !r.saw_events) {
+    lp_report(&endpos, "no \"traceEvents\" array in the trace object");
+    rc = LP_READ_BAD;
+  }
+out:
+  if (r.failed && rc == LP_READ_OK) rc = LP_READ_BAD;
+  if (r.h) yajl_free(r.h);
+  free(buf);
+  strbuf_t *bufs[] = {&r.ph, &r.name, &r.cat, &r.layer, &r.phase, &r.mode, &r.mname, &r.series};
+  for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]->s);
+  return rc;
+}
+
+const lp_reader_t lp_json_reader = {"chrome-json", sniff, read_json};

@@ -1,0 +1,298 @@
+/*
+ * layers.c: `labelprof layers [--total-times] FILE`: time per layer and
+ * phase for programs labelled with LP_SCOPE_PHASE and friends.
+ *
+ * The events come from any reader (labelprof's JSON with "args" layer,
+ * phase and mode; its systrace with [NN_..] tags). Scopes with a layer are
+ * kept per lane as intervals (B/E pairs and X events alike), then replayed
+ * per lane in start order, outer scope first, into the attribution of
+ * attrib.c in clean mode: NNAPI's rules without its NNAPI-specific special
+ * cases and quirks (SPEC section 12). Memory grows with the number of
+ * layered scopes, which is what the attribution needs anyway.
+ */
+#include "config.h"
+
+#include "attrib.h"
+#include "cmd.h"
+#include "reader.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct liv {
+  int64_t s, e;
+  uint64_t seq, line;
+  signed char layer, phase, sub;
+} liv_t;
+
+typedef struct lopen {
+  int64_t s;
+  uint64_t line;
+  signed char layer, phase, sub; /* layer -1: a scope without one */
+} lopen_t;
+
+typedef struct llane {
+  int64_t pid, tid;
+  liv_t *iv;
+  size_t n, cap;
+  lopen_t *open;
+  size_t no, ocap;
+  int64_t last;
+} llane_t;
+
+typedef struct lctx {
+  const char *file;
+  llane_t *lanes;
+  size_t nl, cap;
+  uint64_t seq;
+  int bad;
+  int warned_word;
+} lctx_t;
+
+static const char *const LWORDS[] = {"application", "runtime", "ipc", "driver", "cpu", "utility"};
+static const int LCODES_[] = {AT_LA, AT_LR, AT_LI, AT_LD, AT_LC, AT_LU};
+static const char *const PWORDS[] = {"unspecified", "initialization", "preparation", "compilation", "execution",
+                                     "io", "transformation", "computation", "results", "termination",
+                                     "overall", "warmup", "benchmark"};
+static const int PCODES_[] = {AT_PU, AT_PI, AT_PP, AT_PC, AT_PE, AT_PIO, AT_PTR, AT_PCO, AT_PR, AT_PT,
+                              AT_PO, AT_PWU, AT_PBM};
+
+static int word(const char *const *w, const int *codes, size_t n, const char *s) {
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(w[i], s) == 0) return codes[i];
+  return -1;
+}
+
+static llane_t *lane_of(lctx_t *c, int64_t pid, int64_t tid) {
+  for (size_t i = c->nl; i-- > 0;)
+    if (c->lanes[i].pid == pid && c->lanes[i].tid == tid) return &c->lanes[i];
+  if (c->nl == c->cap) {
+    size_t nc = c->cap ? c->cap * 2 : 16;
+    llane_t *n = realloc(c->lanes, nc * sizeof *n);
+    if (!n) return NULL;
+    c->lanes = n;
+    c->cap = nc;
+  }
+  llane_t *l = &c->lanes[c->nl++];
+  memset(l, 0, sizeof *l);
+  l->pid = pid;
+  l->tid = tid;
+  return l;
+}
+
+static int add_iv(llane_t *l, const liv_t *v) {
+  if (l->n == l->cap) {
+    size_t nc = l->cap ? l->cap * 2 : 64;
+    liv_t *n = realloc(l->iv, nc * sizeof *n);
+    if (!n) return -1;
+    l->iv = n;
+    l->cap = nc;
+  }
+  l->iv[l->n++] = *v;
+  return 0;
+}
+
+/* layer and phase codes of an event; layer -1 when it has none (or an unknown word) */
+static void codes(lctx_t *c, const lp_event_t *ev, signed char *layer, signed char *phase, signed char *sub) {
+  *layer = -1;
+  *phase = AT_PU;
+  *sub = ev->mode && strcmp(ev->mode, "subtract") == 0;
+  if (!ev->layer) return;
+  int l = word(LWORDS, LCODES_, 6, ev->layer);
+  int p = ev->phase ? word(PWORDS, PCODES_, 13, ev->phase) : AT_PU;
+  if (l < 0 || p < 0) {
+    if (!c->warned_word++)
+      lp_warn(&ev->pos, "unknown layer or phase \"%s\"/\"%s\": such scopes are not counted", ev->layer,
+              ev->phase ? ev->phase : "");
+    return;
+  }
+  *layer = (signed char)l;
+  *phase = (signed char)p;
+}
+
+static int on_event(void *ctx, const lp_event_t *ev) {
+  lctx_t *c = ctx;
+  if (ev->kind != LP_EV_BEGIN && ev->kind != LP_EV_END && ev->kind != LP_EV_COMPLETE) return 0;
+  llane_t *l = lane_of(c, ev->pid, ev->tid);
+  if (!l) goto oom;
+  int64_t end = ev->kind == LP_EV_COMPLETE ? ev->ts + ev->dur : ev->ts;
+  if (end > l->last) l->last = end;
+  if (ev->kind == LP_EV_END) {
+    if (!l->no) {
+      lp_report(&ev->pos, "an end (E) with nothing open on thread %lld of process %lld", (long long)ev->tid,
+                (long long)ev->pid);
+      return LP_READ_BAD;
+    }
+    lopen_t o = l->open[--l->no];
+    if (o.layer < 0) return 0;
+    liv_t v = {o.s, ev->ts < o.s ? o.s : ev->ts, c->seq++, o.line, o.layer, o.phase, o.sub};
+    return add_iv(l, &v) < 0 ? (lp_report(&ev->pos, "out of memory"), LP_READ_BAD) : 0;
+  }
+  signed char la, ph, sub;
+  codes(c, ev, &la, &ph, &sub);
+  if (ev->kind == LP_EV_COMPLETE) {
+    if (la < 0) return 0;
+    liv_t v = {ev->ts, end, c->seq++, ev->pos.line, la, ph, sub};
+    return add_iv(l, &v) < 0 ? (lp_report(&ev->pos, "out of memory"), LP_READ_BAD) : 0;
+  }
+  if (l->no == l->ocap) {
+    size_t nc = l->ocap ? l->ocap * 2 : 16;
+    lopen_t *n = realloc(l->open, nc * sizeof *n);
+    if (!n) goto oom;
+    l->open = n;
+    l->ocap = nc;
+  }
+  lopen_t o = {ev->ts, ev->pos.line, la, ph, sub};
+  l->open[l->no++] = o;
+  return 0;
+oom:
+  lp_report(&ev->pos, "out of memory");
+  return LP_READ_BAD;
+}
+
+static int cmp_iv(const void *a, const void *b) {
+  const liv_t *x = a, *y = b;
+  if (x->s != y->s) return x->s < y->s ? -1 : 1;
+  if (x->e != y->e) return x->e > y->e ? -1 : 1;
+  return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static void print_table(const at_stats_t *st, int total, const char *file) {
+  static const char *const rows[] = {"application", "runtime", "ipc", "driver", "cpu", "total"};
+  static const int rl[] = {AT_LA, AT_LR, AT_LI, AT_LD, AT_LC, AT_LT};
+  static const char *const cols[] = {"initialization", "preparation", "compilation", "execution", "io",
+                                     "transformation", "computation", "results", "termination", "overall"};
+  static const int cp[] = {AT_PI, AT_PP, AT_PC, AT_PE, AT_PIO, AT_PTR, AT_PCO, AT_PR, AT_PT, AT_PO};
+  printf("%s time per layer and phase, ms (wall clock): %s\n\n", total ? "total" : "self", file);
+  printf("%-12s", "layer");
+  for (int k = 0; k < 10; k++) printf(" %14s", cols[k]);
+  printf("\n");
+  for (int r = 0; r < 6; r++) {
+    if (r == 5) printf("\n");
+    printf("%-12s", rows[r]);
+    for (int k = 0; k < 10; k++) {
+      double v = (total ? st->T : st->X)[cp[k]][rl[r]];
+      if (isnan(v) || v == 0)
+        printf(" %14s", "-");
+      else
+        printf(" %14.3f", v);
+    }
+    printf("\n");
+  }
+  printf("\nio, transformation, computation and results are parts of execution.\n");
+  if (!total)
+    printf("Self time: a layer's time minus that of the nearest layer below it with any\n"
+           "(application > runtime > ipc > driver > cpu).\n");
+}
+
+int lp_cmd_layers(int argc, char **argv) {
+  int total = 0;
+  const char *file = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+      lp_cmd_usage("layers", stdout);
+      return LP_EXIT_OK;
+    } else if (strcmp(argv[i], "--total-times") == 0) {
+      total = 1;
+    } else if (argv[i][0] == '-' && argv[i][1]) {
+      return lp_usage_error("layers", "unknown option '%s'", argv[i]);
+    } else if (file) {
+      return lp_usage_error("layers", "one FILE only");
+    } else {
+      file = argv[i];
+    }
+  }
+  if (!file) return lp_usage_error("layers", "FILE is missing");
+  lp_input_t *in = lp_input_open(file);
+  if (!in) return LP_EXIT_BAD;
+  lctx_t c;
+  memset(&c, 0, sizeof c);
+  c.file = lp_input_name(in);
+  lp_sink_t sink = {&c, on_event};
+  int rc = lp_read_input(in, &sink);
+  lp_input_close(in);
+  int status = rc ? LP_EXIT_BAD : LP_EXIT_OK;
+  at_ctx_t *at = NULL;
+  size_t nscopes = 0;
+  if (!status) {
+    at = at_new(0);
+    if (!at) {
+      fprintf(stderr, "labelprof layers: out of memory\n");
+      status = LP_EXIT_BAD;
+    }
+  }
+  for (size_t i = 0; !status && i < c.nl; i++) {
+    llane_t *l = &c.lanes[i];
+    /* scopes never closed end at the lane's last event */
+    if (l->no) {
+      fprintf(stderr, "labelprof layers: %s: warning: %zu scope(s) never closed on thread %lld; they end at the "
+                      "thread's last event\n", strcmp(file, "-") ? file : "<stdin>", l->no, (long long)l->tid);
+      while (l->no) {
+        lopen_t o = l->open[--l->no];
+        if (o.layer < 0) continue;
+        liv_t v = {o.s, l->last, c.seq++, o.line, o.layer, o.phase, o.sub};
+        if (add_iv(l, &v) < 0) {
+          fprintf(stderr, "labelprof layers: out of memory\n");
+          status = LP_EXIT_BAD;
+          break;
+        }
+      }
+    }
+    if (!l->n || status) continue;
+    qsort(l->iv, l->n, sizeof *l->iv, cmp_iv);
+    int th = at_thread(at, l->tid, 0);
+    if (th < 0) {
+      fprintf(stderr, "labelprof layers: out of memory\n");
+      status = LP_EXIT_BAD;
+      break;
+    }
+    int64_t *ends = malloc(l->n * sizeof *ends);
+    size_t ne = 0;
+    if (!ends) {
+      fprintf(stderr, "labelprof layers: out of memory\n");
+      status = LP_EXIT_BAD;
+      break;
+    }
+    at_error_t e = {0};
+    for (size_t k = 0; k < l->n && !status; k++) {
+      liv_t *v = &l->iv[k];
+      while (ne && ends[ne - 1] <= v->s) {
+        if (at_end(at, th, (double)ends[--ne] / 1e9, 0, &e) < 0) status = LP_EXIT_CHECK;
+      }
+      if (ne && v->e > ends[ne - 1]) v->e = ends[ne - 1]; /* overlaps its parent: cut at the parent's end */
+      if (!status && at_begin_codes(at, th, (double)v->s / 1e9, v->layer, v->phase, v->sub, (long)v->line, &e) < 0)
+        status = LP_EXIT_CHECK;
+      ends[ne++] = v->e;
+      nscopes++;
+    }
+    while (ne && !status)
+      if (at_end(at, th, (double)ends[--ne] / 1e9, 0, &e) < 0) status = LP_EXIT_CHECK;
+    free(ends);
+    if (status) fprintf(stderr, "labelprof layers: %s:%ld: %s\n", c.file, e.line, e.msg);
+  }
+  if (!status) {
+    at_stats_t st;
+    at_error_t e = {0};
+    if (at_compute(at, &st, &e) < 0) {
+      if (e.line2)
+        fprintf(stderr, "labelprof layers: %s:%ld: %s (the enclosing scope begins at line %ld)\n", c.file, e.line,
+                e.msg, e.line2);
+      else
+        fprintf(stderr, "labelprof layers: %s:%ld: %s\n", c.file, e.line, e.msg);
+      status = LP_EXIT_CHECK;
+    } else {
+      if (!nscopes)
+        fprintf(stderr, "labelprof layers: %s: no scope with a layer (LP_SCOPE_PHASE) in this trace\n", c.file);
+      print_table(&st, total, c.file);
+    }
+  }
+  at_free(at);
+  for (size_t i = 0; i < c.nl; i++) {
+    free(c.lanes[i].iv);
+    free(c.lanes[i].open);
+  }
+  free(c.lanes);
+  return status;
+}

@@ -1,0 +1,134 @@
+/*
+ * reader.h: the normalised event stream every subcommand reads (private,
+ * never installed).
+ *
+ * A reader turns one input format into a stream of lp_event_t pushed into a
+ * sink, in the order of the file, in one pass: Chrome Trace Event JSON
+ * (tools/json_reader.c), systrace text, and whatever comes next. The views
+ * (stats, tree, diff, folded...) only ever see lp_event_t, so a new format is
+ * one reader plus one row in the table of tools/reader.c, and a new view
+ * works on every format.
+ *
+ * Input (lp_input_t) is shared by all readers: a file, or "-" for standard
+ * input, transparently gunzipped when it starts with gzip's magic bytes. The
+ * driver (lp_read_trace) peeks at the first bytes and picks the first reader
+ * whose sniff() accepts them.
+ *
+ * Errors: a reader reports bad input once, through lp_report() with the
+ * position (file, line:column or byte offset) and what was expected, and
+ * returns LP_READ_BAD. A sink may stop the pass by returning non-zero; the
+ * reader then returns that value at once without a message of its own.
+ */
+#ifndef LP_TOOLS_READER_H
+#define LP_TOOLS_READER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+/* A reader's or a sink's verdict: 0 is success. */
+enum { LP_READ_OK = 0, LP_READ_BAD = 2 };
+
+/* Where something is in an input. line and column count from 1; 0 = unknown (then offset is used). */
+typedef struct lp_pos {
+  const char *file;  /* as the user named it; "-" is shown as "<stdin>" */
+  uint64_t offset;   /* bytes from the start of the (decompressed) input */
+  uint64_t line;
+  uint64_t column;
+} lp_pos_t;
+
+typedef enum lp_ev_kind {
+  LP_EV_COMPLETE = 1, /* a scope with its duration ('X'): ts .. ts + dur */
+  LP_EV_BEGIN,        /* a scope begins ('B') */
+  LP_EV_END,          /* the innermost open scope of the lane ends ('E'); name may be "" */
+  LP_EV_INSTANT,      /* a point in time ('i', 'I') */
+  LP_EV_COUNTER,      /* one value of a counter ('C'): one event per series */
+  LP_EV_THREAD_NAME,  /* metadata ('M' thread_name): name is the lane's name */
+  LP_EV_PROCESS_NAME, /* metadata ('M' process_name): name is the process's name */
+  LP_EV_SKIPPED       /* an event of a phase the views do not use (async, flow, ...): name is the phase */
+} lp_ev_kind_t;
+
+/*
+ * One event. Every pointer is valid only during the sink's callback (copy
+ * what you keep). Strings are NUL-terminated UTF-8 with escapes decoded.
+ */
+typedef struct lp_event {
+  lp_ev_kind_t kind;
+  int64_t pid, tid;     /* the lane is (pid, tid) */
+  int64_t ts;           /* nanoseconds, in the file's own time base; 0 for metadata */
+  int64_t dur;          /* nanoseconds, >= 0; LP_EV_COMPLETE only */
+  const char *name;     /* never NULL ("" when the file gives none) */
+  const char *category; /* "cat", NULL when absent; labelprof writes "layer,phase" for layered sites */
+  const char *layer;    /* args.layer, args.phase, args.mode as strings; NULL when absent */
+  const char *phase;
+  const char *mode;
+  const char *series;   /* LP_EV_COUNTER: the series (the key in args); NULL otherwise */
+  double value;         /* LP_EV_COUNTER: the value */
+  lp_pos_t pos;         /* where the event starts in the input */
+} lp_event_t;
+
+/* Where a reader pushes its events. event() returns 0 to go on, non-zero to stop the pass. */
+typedef struct lp_sink {
+  void *ctx;
+  int (*event)(void *ctx, const lp_event_t *ev);
+} lp_sink_t;
+
+/* ---- input ---------------------------------------------------------------------- */
+
+typedef struct lp_input lp_input_t;
+
+/*
+ * Opens `path` ("-" is standard input) for reading. Gzip is recognised by its
+ * magic bytes, whatever the name. Standard input that cannot seek is first
+ * copied to an unlinked temporary file, so that every input can be rewound.
+ * Returns NULL after a message on stderr.
+ */
+lp_input_t *lp_input_open(const char *path);
+void lp_input_close(lp_input_t *in); /* NULL is a no-op */
+
+/* The name to show in messages. */
+const char *lp_input_name(const lp_input_t *in);
+
+/*
+ * Reads up to n decompressed bytes. Returns the count, 0 at the end, -1
+ * after reporting a read or decompression error.
+ */
+ssize_t lp_input_read(lp_input_t *in, void *buf, size_t n);
+
+/* Copies up to n of the first bytes without consuming them (the driver's sniffing). Returns the count or -1. */
+ssize_t lp_input_peek(lp_input_t *in, void *buf, size_t n);
+
+/* Starts again from the first byte. 0, or -1 after a message. */
+int lp_input_rewind(lp_input_t *in);
+
+/* ---- readers ------------------------------------------------------------------------ */
+
+typedef struct lp_reader {
+  const char *name; /* "chrome-json", "systrace", ... */
+  /* Non-zero when the first bytes (n may be small, even 0) look like this format. */
+  int (*sniff)(const unsigned char *head, size_t n);
+  /* One pass over the input: LP_READ_OK, LP_READ_BAD after a message, or what the sink returned. */
+  int (*read)(lp_input_t *in, const lp_sink_t *sink);
+} lp_reader_t;
+
+extern const lp_reader_t lp_json_reader;
+extern const lp_reader_t lp_systrace_reader; /* tools/systrace_reader.c: systrace HTML, ftrace text */
+
+/* The readers, in the order they are tried; ended by NULL. */
+extern const lp_reader_t *const lp_readers[];
+
+/*
+ * One pass over an open input with the reader its first bytes call for
+ * (JSON when nothing else claims them). Same returns as lp_reader_t.read.
+ */
+int lp_read_input(lp_input_t *in, const lp_sink_t *sink);
+
+/* ---- messages -------------------------------------------------------------------- */
+
+/* "labelprof: FILE:LINE:COLUMN: MESSAGE" (or "FILE: byte OFFSET: "), newline added, to stderr. */
+void lp_report(const lp_pos_t *pos, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The same as a warning: "labelprof: FILE:LINE:COLUMN: warning: MESSAGE". */
+void lp_warn(const lp_pos_t *pos, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

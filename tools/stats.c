@@ -1,0 +1,281 @@
+/*
+ * stats.c: `labelprof stats`: one row per label, from the label statistics
+ * the engine (agg.c) keeps per lane and for all lanes.
+ */
+#include "config.h"
+
+#include "agg.h"
+#include "cmd.h"
+#include "reader.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum sort_key { BY_SELF, BY_CALLS, BY_TOTAL, BY_MEAN, BY_MAX };
+enum format { FMT_TABLE, FMT_CSV, FMT_JSON };
+
+typedef struct row {
+  const char *label;
+  const lp_lstat_t *s;
+  int64_t mean, p50, p95, p99;
+} row_t;
+
+static enum sort_key sort_by;
+
+static int64_t key_of(const row_t *r) {
+  switch (sort_by) {
+  case BY_CALLS: return (int64_t)r->s->calls;
+  case BY_TOTAL: return r->s->total;
+  case BY_MEAN: return r->mean;
+  case BY_MAX: return r->s->max;
+  default: return r->s->self;
+  }
+}
+
+static int cmp_row(const void *x, const void *y) {
+  const row_t *a = x, *b = y;
+  int64_t ka = key_of(a), kb = key_of(b);
+  if (ka != kb) return ka > kb ? -1 : 1;
+  return strcmp(a->label, b->label);
+}
+
+static void fill(row_t *r, const char *label, const lp_lstat_t *s) {
+  r->label = label;
+  r->s = s;
+  r->mean = s->calls ? s->sum / (int64_t)s->calls : 0;
+  r->p50 = lp_hist_percentile(&s->hist, 50, s->min, s->max);
+  r->p95 = lp_hist_percentile(&s->hist, 95, s->min, s->max);
+  r->p99 = lp_hist_percentile(&s->hist, 99, s->min, s->max);
+}
+
+static const char *const heads[] = {"calls", "total", "self", "mean", "min", "p50", "p95", "p99", "max", "self%"};
+
+static void print_table(FILE *out, const row_t *rows, size_t n, int64_t wall) {
+  size_t w = 5;
+  for (size_t i = 0; i < n; i++)
+    if (strlen(rows[i].label) > w) w = strlen(rows[i].label);
+  if (w > 48) w = 48;
+  fprintf(out, "%-*s %9s", (int)w, "label", heads[0]);
+  for (int c = 1; c < 9; c++) fprintf(out, " %8s", heads[c]);
+  fprintf(out, " %7s\n", heads[9]);
+  for (size_t i = 0; i < n; i++) {
+    const row_t *r = &rows[i];
+    char b[9][32];
+    int64_t v[9] = {0, r->s->total, r->s->self, r->mean, r->s->min, r->p50, r->p95, r->p99, r->s->max};
+    /* Labels are printed whole, control characters as '?', so a row stays one line. */
+    size_t len = 0;
+    for (const unsigned char *c = (const unsigned char *)r->label; *c; c++, len++)
+      putc(*c < 0x20 || *c == 0x7f ? '?' : *c, out);
+    if (len < w) fprintf(out, "%*s", (int)(w - len), "");
+    fprintf(out, " %9" PRIu64, r->s->calls);
+    for (int c = 1; c < 9; c++) fprintf(out, " %8s", lp_fmt_ns(v[c], b[c], sizeof b[c]));
+    fprintf(out, " %6.2f%%\n", wall > 0 ? 100.0 * (double)r->s->self / (double)wall : 0.0);
+  }
+}
+
+static void print_csv(FILE *out, const row_t *rows, size_t n, int64_t wall, const char *thread) {
+  for (size_t i = 0; i < n; i++) {
+    const row_t *r = &rows[i];
+    if (thread) {
+      lp_put_csv_field(out, thread);
+      putc(',', out);
+    }
+    lp_put_csv_field(out, r->label);
+    fprintf(out, ",%" PRIu64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64
+                 ",%" PRId64 ",%.4f\n",
+            r->s->calls, r->s->total, r->s->self, r->mean, r->s->min, r->p50, r->p95, r->p99, r->s->max,
+            wall > 0 ? 100.0 * (double)r->s->self / (double)wall : 0.0);
+  }
+}
+
+static void print_json_rows(FILE *out, const row_t *rows, size_t n, int64_t wall) {
+  fputs("[", out);
+  for (size_t i = 0; i < n; i++) {
+    const row_t *r = &rows[i];
+    fputs(i ? ",\n    {\"label\":" : "\n    {\"label\":", out);
+    lp_put_json_string(out, r->label);
+    fprintf(out,
+            ",\"calls\":%" PRIu64 ",\"total_ns\":%" PRId64 ",\"self_ns\":%" PRId64 ",\"mean_ns\":%" PRId64
+            ",\"min_ns\":%" PRId64 ",\"p50_ns\":%" PRId64 ",\"p95_ns\":%" PRId64 ",\"p99_ns\":%" PRId64
+            ",\"max_ns\":%" PRId64 ",\"self_percent\":%.4f}",
+            r->s->calls, r->s->total, r->s->self, r->mean, r->s->min, r->p50, r->p95, r->p99, r->s->max,
+            wall > 0 ? 100.0 * (double)r->s->self / (double)wall : 0.0);
+  }
+  fputs(n ? "\n  ]" : "]", out);
+}
+
+/* The rows of one set of statistics (a lane's hash table, or the global array), sorted; NULL when out of memory. */
+static row_t *rows_of(const lp_agg_t *a, const lp_lstat_t *s, uint32_t n, size_t *count) {
+  row_t *rows = malloc((n ? n : 1) * sizeof *rows);
+  if (!rows) return NULL;
+  size_t m = 0;
+  for (uint32_t i = 0; i < n; i++)
+    if (s[i].label != UINT32_MAX && s[i].calls) fill(&rows[m++], a->labels[s[i].label], &s[i]);
+  qsort(rows, m, sizeof *rows, cmp_row);
+  *count = m;
+  return rows;
+}
+
+static void notes(FILE *out, const lp_agg_t *a) {
+  if (a->skipped) fprintf(out, "note: %" PRIu64 " events of other phases (async, flow, ...) skipped\n", a->skipped);
+  if (a->unclosed_begins)
+    fprintf(out, "note: %" PRIu64 " scopes never closed, counted as ending at their lane's last event\n",
+            a->unclosed_begins);
+  if (a->unmatched_ends) fprintf(out, "note: %" PRIu64 " \"E\" events had no open \"B\"\n", a->unmatched_ends);
+  if (a->overlaps) fprintf(out, "note: %" PRIu64 " scopes outlasted their parent and were cut at its end\n", a->overlaps);
+}
+
+static int cmp_lane(const void *x, const void *y) {
+  const lp_lane_t *a = *(lp_lane_t *const *)x, *b = *(lp_lane_t *const *)y;
+  int64_t sa = a->has_span ? a->last - a->first : 0, sb = b->has_span ? b->last - b->first : 0;
+  if (a->in_label != b->in_label) return a->in_label > b->in_label ? -1 : 1;
+  if (sa != sb) return sa > sb ? -1 : 1;
+  if (a->file != b->file) return a->file < b->file ? -1 : 1;
+  if (a->pid != b->pid) return a->pid < b->pid ? -1 : 1;
+  return a->tid < b->tid ? -1 : a->tid > b->tid;
+}
+
+int lp_cmd_stats(int argc, char **argv) {
+  const char *cmd = argv[0];
+  bool by_thread = false, strict = false;
+  long top = -1;
+  enum format fmt = FMT_TABLE;
+  sort_by = BY_SELF;
+  int first = argc;
+  for (int i = 1; i < argc; i++) {
+    const char *v;
+    int r;
+    if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+      lp_cmd_usage(cmd, stdout);
+      return LP_EXIT_OK;
+    }
+    if (strcmp(argv[i], "--strict") == 0) {
+      strict = true;
+    } else if ((r = lp_opt_value(cmd, argc, argv, &i, "--by", &v))) {
+      if (r < 0) return LP_EXIT_BAD;
+      if (strcmp(v, "thread") != 0) return lp_usage_error(cmd, "--by takes 'thread', not '%s'", v);
+      by_thread = true;
+    } else if ((r = lp_opt_value(cmd, argc, argv, &i, "--top", &v))) {
+      if (r < 0) return LP_EXIT_BAD;
+      char *end;
+      top = strtol(v, &end, 10);
+      if (!*v || *end || top < 0) return lp_usage_error(cmd, "--top takes a count, not '%s'", v);
+    } else if ((r = lp_opt_value(cmd, argc, argv, &i, "--sort", &v))) {
+      if (r < 0) return LP_EXIT_BAD;
+      if (strcmp(v, "self") == 0) sort_by = BY_SELF;
+      else if (strcmp(v, "calls") == 0) sort_by = BY_CALLS;
+      else if (strcmp(v, "total") == 0) sort_by = BY_TOTAL;
+      else if (strcmp(v, "mean") == 0) sort_by = BY_MEAN;
+      else if (strcmp(v, "max") == 0) sort_by = BY_MAX;
+      else return lp_usage_error(cmd, "--sort takes calls, total, self, mean or max, not '%s'", v);
+    } else if ((r = lp_opt_value(cmd, argc, argv, &i, "--format", &v))) {
+      if (r < 0) return LP_EXIT_BAD;
+      if (strcmp(v, "table") == 0) fmt = FMT_TABLE;
+      else if (strcmp(v, "csv") == 0) fmt = FMT_CSV;
+      else if (strcmp(v, "json") == 0) fmt = FMT_JSON;
+      else return lp_usage_error(cmd, "--format takes table, csv or json, not '%s'", v);
+    } else if (strcmp(argv[i], "--") == 0) {
+      first = i + 1;
+      break;
+    } else if (argv[i][0] == '-' && argv[i][1]) {
+      return lp_usage_error(cmd, "unknown option '%s'", argv[i]);
+    } else {
+      first = i;
+      break;
+    }
+  }
+  if (first >= argc) return lp_usage_error(cmd, "no trace file given");
+  for (int i = first; i < argc; i++) /* options after the files are an easy mistake: say so */
+    if (argv[i][0] == '-' && argv[i][1]) return lp_usage_error(cmd, "options go before the files ('%s')", argv[i]);
+
+  lp_agg_t a;
+  lp_agg_init(&a);
+  a.strict = strict;
+  a.lane_hists = by_thread;
+  for (int i = first; i < argc; i++)
+    if (lp_agg_file(&a, argv[i]) != 0) {
+      lp_agg_free(&a);
+      return LP_EXIT_BAD;
+    }
+  int64_t wall = lp_agg_wall(&a);
+  FILE *out = stdout;
+  int status = LP_EXIT_OK;
+  char wb[32];
+  if (!by_thread) {
+    size_t n;
+    row_t *rows = rows_of(&a, a.gstats, a.nlabels, &n);
+    if (!rows) {
+      status = LP_EXIT_BAD;
+      fprintf(stderr, "labelprof: out of memory\n");
+      goto out;
+    }
+    if (top >= 0 && (size_t)top < n) n = (size_t)top;
+    if (fmt == FMT_TABLE) {
+      fprintf(out, "%u lanes, %s traced wall time, %" PRIu64 " scopes\n", a.nlanes, lp_fmt_ns(wall, wb, sizeof wb),
+              a.scopes);
+      print_table(out, rows, n, wall);
+      notes(out, &a);
+    } else if (fmt == FMT_CSV) {
+      fputs("label,calls,total_ns,self_ns,mean_ns,min_ns,p50_ns,p95_ns,p99_ns,max_ns,self_percent\n", out);
+      print_csv(out, rows, n, wall, NULL);
+    } else {
+      fprintf(out, "{\"wall_ns\":%" PRId64 ",\"lanes\":%u,\"scopes\":%" PRIu64 ",\"skipped\":%" PRIu64 ",\n  \"labels\":",
+              wall, a.nlanes, a.scopes, a.skipped);
+      print_json_rows(out, rows, n, wall);
+      fputs("}\n", out);
+    }
+    free(rows);
+    goto out;
+  }
+  lp_lane_t **lanes = malloc((a.nlanes ? a.nlanes : 1) * sizeof *lanes);
+  if (!lanes) {
+    status = LP_EXIT_BAD;
+    fprintf(stderr, "labelprof: out of memory\n");
+    goto out;
+  }
+  memcpy(lanes, a.lanes, a.nlanes * sizeof *lanes);
+  qsort(lanes, a.nlanes, sizeof *lanes, cmp_lane);
+  if (fmt == FMT_CSV)
+    fputs("thread,label,calls,total_ns,self_ns,mean_ns,min_ns,p50_ns,p95_ns,p99_ns,max_ns,self_percent\n", out);
+  if (fmt == FMT_JSON)
+    fprintf(out, "{\"wall_ns\":%" PRId64 ",\"lanes\":%u,\"scopes\":%" PRIu64 ",\"skipped\":%" PRIu64 ",\"threads\":[",
+            wall, a.nlanes, a.scopes, a.skipped);
+  unsigned shown = 0;
+  for (uint32_t k = 0; k < a.nlanes; k++) {
+    const lp_lane_t *l = lanes[k];
+    if (!l->nstats) continue;
+    int64_t lw = l->has_span ? l->last - l->first : 0;
+    size_t n;
+    row_t *rows = rows_of(&a, l->stats, l->stats_cap, &n);
+    if (!rows) {
+      status = LP_EXIT_BAD;
+      fprintf(stderr, "labelprof: out of memory\n");
+      break;
+    }
+    if (top >= 0 && (size_t)top < n) n = (size_t)top;
+    char title[512];
+    lp_lane_title(&a, l, title, sizeof title);
+    if (fmt == FMT_TABLE) {
+      fprintf(out, "%sthread %s: %s wall time\n", shown ? "\n" : "", title, lp_fmt_ns(lw, wb, sizeof wb));
+      print_table(out, rows, n, lw);
+    } else if (fmt == FMT_CSV) {
+      print_csv(out, rows, n, lw, title);
+    } else {
+      fputs(shown ? ",\n {\"thread\":" : "\n {\"thread\":", out);
+      lp_put_json_string(out, l->name ? l->name : "");
+      fprintf(out, ",\"pid\":%" PRId64 ",\"tid\":%" PRId64 ",\"wall_ns\":%" PRId64 ",\n  \"labels\":", l->pid,
+              l->tid, lw);
+      print_json_rows(out, rows, n, lw);
+      fputs("}", out);
+    }
+    shown++;
+    free(rows);
+  }
+  if (fmt == FMT_JSON) fputs("]}\n", out);
+  if (fmt == FMT_TABLE) notes(out, &a);
+  free(lanes);
+out:
+  lp_agg_free(&a);
+  return status;
+}

@@ -1,0 +1,163 @@
+/*
+ * tree.c: `labelprof tree`: the tree of time from a timeline, printed in the
+ * layout of the sampled profile (lp_profile_print in lib/tree.c), so that the
+ * two can be compared line by line: percentages of the traced wall time (the
+ * summed span of every lane, as samples are summed over threads), 4 spaces
+ * per level, children heaviest first, "other" closing each node that has
+ * children, "other (outside of any label)" at the root.
+ */
+#include "config.h"
+
+#include "agg.h"
+#include "cmd.h"
+#include "reader.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct printer {
+  FILE *out;
+  const lp_agg_t *a;
+  const lp_tree_t *t;
+  int64_t denom;
+  double min_percent;
+  bool counts;
+} printer_t;
+
+static double pct(const printer_t *pr, int64_t v) { return pr->denom > 0 ? 100.0 * (double)v / (double)pr->denom : 0.0; }
+
+static void put_text(FILE *out, const char *s) {
+  for (const unsigned char *c = (const unsigned char *)s; *c; c++) putc(*c < 0x20 || *c == 0x7f ? '?' : *c, out);
+}
+
+static void line(printer_t *pr, unsigned depth, int64_t v, uint64_t calls, const char *label, bool with_calls) {
+  fprintf(pr->out, "%*s%.2f%% ", (int)(depth * 4), "", pct(pr, v));
+  put_text(pr->out, label);
+  if (pr->counts) {
+    double ns = (double)v;
+    const char *unit = ns >= 1e9 ? "s" : ns >= 1e6 ? "ms" : "us";
+    double shown = ns >= 1e9 ? ns / 1e9 : ns >= 1e6 ? ns / 1e6 : ns / 1e3;
+    if (with_calls)
+      fprintf(pr->out, " [%" PRIu64 " calls, %.3f %s]", calls, shown, unit);
+    else
+      fprintf(pr->out, " [%.3f %s]", shown, unit);
+  }
+  putc('\n', pr->out);
+}
+
+static void print_children(printer_t *pr, uint32_t k, unsigned depth) {
+  const lp_tnode_t *n = &pr->t->nodes[k];
+  int64_t hidden = 0;
+  unsigned shown = 0;
+  for (uint32_t c = n->first_kid; c != UINT32_MAX; c = pr->t->nodes[c].next_sib) {
+    const lp_tnode_t *kid = &pr->t->nodes[c];
+    if (pct(pr, kid->total) < pr->min_percent) {
+      hidden += kid->total;
+      continue;
+    }
+    shown++;
+    line(pr, depth, kid->total, kid->calls, pr->a->labels[kid->label], true);
+    if (kid->first_kid != UINT32_MAX) print_children(pr, c, depth + 1);
+  }
+  if (k == 0) {
+    if (hidden) line(pr, depth, hidden, 0, "other (hidden labels)", false);
+    line(pr, depth, n->self, 0, "other (outside of any label)", false);
+  } else if (shown) {
+    line(pr, depth, n->self + hidden, 0, "other", false);
+  }
+}
+
+static int cmp_lane(const void *x, const void *y) {
+  const lp_lane_t *a = *(lp_lane_t *const *)x, *b = *(lp_lane_t *const *)y;
+  int64_t sa = a->has_span ? a->last - a->first : 0, sb = b->has_span ? b->last - b->first : 0;
+  if (sa != sb) return sa > sb ? -1 : 1;
+  if (a->pid != b->pid) return a->pid < b->pid ? -1 : 1;
+  return a->tid < b->tid ? -1 : a->tid > b->tid;
+}
+
+int lp_cmd_tree(int argc, char **argv) {
+  const char *cmd = argv[0], *file = NULL;
+  bool threads = false, counts = false, strict = false;
+  double min_percent = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *v;
+    int r;
+    if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+      lp_cmd_usage(cmd, stdout);
+      return LP_EXIT_OK;
+    } else if (strcmp(argv[i], "--threads") == 0) {
+      threads = true;
+    } else if (strcmp(argv[i], "--counts") == 0) {
+      counts = true;
+    } else if (strcmp(argv[i], "--strict") == 0) {
+      strict = true;
+    } else if ((r = lp_opt_value(cmd, argc, argv, &i, "--min-percent", &v))) {
+      if (r < 0) return LP_EXIT_BAD;
+      if (!lp_parse_double(v, &min_percent) || min_percent > 100)
+        return lp_usage_error(cmd, "--min-percent takes a percentage from 0 to 100, not '%s'", v);
+    } else if (argv[i][0] == '-' && argv[i][1]) {
+      return lp_usage_error(cmd, "unknown option '%s'", argv[i]);
+    } else if (file) {
+      return lp_usage_error(cmd, "one trace file only");
+    } else {
+      file = argv[i];
+    }
+  }
+  if (!file) return lp_usage_error(cmd, "no trace file given");
+  lp_agg_t a;
+  lp_agg_init(&a);
+  a.strict = strict;
+  if (lp_agg_file(&a, file) != 0) {
+    lp_agg_free(&a);
+    return LP_EXIT_BAD;
+  }
+  int64_t wall = lp_agg_wall(&a);
+  FILE *out = stdout;
+  printer_t pr = {out, &a, NULL, wall, min_percent, counts};
+  fprintf(out, "labelprof trace (%u threads, %" PRIu64 " scopes)\n", a.nlanes, a.scopes);
+  char wb[32];
+  fprintf(out, "%s traced wall time: the sum over lanes of first to last event\n", lp_fmt_ns(wall, wb, sizeof wb));
+  int status = LP_EXIT_OK;
+  if (threads) {
+    lp_lane_t **lanes = malloc((a.nlanes ? a.nlanes : 1) * sizeof *lanes);
+    if (!lanes) {
+      fprintf(stderr, "labelprof: out of memory\n");
+      lp_agg_free(&a);
+      return LP_EXIT_BAD;
+    }
+    memcpy(lanes, a.lanes, a.nlanes * sizeof *lanes);
+    qsort(lanes, a.nlanes, sizeof *lanes, cmp_lane);
+    for (uint32_t k = 0; k < a.nlanes; k++) {
+      lp_lane_t *l = lanes[k];
+      lp_agg_lane_tree(&a, l);
+      int64_t span = l->tree.nodes[0].total;
+      fprintf(out, "thread %" PRId64 " \"", l->tid);
+      put_text(out, l->name ? l->name : "");
+      fprintf(out, "\" (%.3f s, %.2f%% of all)\n", (double)span / 1e9, wall > 0 ? 100.0 * (double)span / (double)wall : 0.0);
+      pr.t = &l->tree;
+      pr.denom = span;
+      print_children(&pr, 0, 0);
+    }
+    free(lanes);
+  } else {
+    lp_tree_t m;
+    if (lp_agg_merged_tree(&a, &m) != 0) {
+      fprintf(stderr, "labelprof: out of memory\n");
+      status = LP_EXIT_BAD;
+    } else {
+      pr.t = &m;
+      print_children(&pr, 0, 0);
+    }
+    lp_tree_free(&m);
+  }
+  if (status == LP_EXIT_OK) {
+    if (a.skipped) fprintf(out, "note: %" PRIu64 " events of other phases (async, flow, ...) skipped\n", a.skipped);
+    if (a.unclosed_begins)
+      fprintf(out, "note: %" PRIu64 " scopes never closed, counted as ending at their lane's last event\n",
+              a.unclosed_begins);
+    if (a.unmatched_ends) fprintf(out, "note: %" PRIu64 " \"E\" events had no open \"B\"\n", a.unmatched_ends);
+  }
+  lp_agg_free(&a);
+  return status;
+}
