@@ -848,12 +848,223 @@ static void test_layers_contract_cases(void) {
   check_case("utility", "B [NN_LR_PP]funcR6\nB [NN_LU_PU]funcU\nE\nE\n", "funcU", "utility,unspecified");
 }
 
+/* ---- the contract's right-hand column, through labelprof layers and labelprof nnapi ---- */
+
+static char labelprof_cmd[4096];
+
+enum { PI_, PP_, PC_, PE_, PIO_, PTR_, PCO_, PR_, PT_, NPH };
+enum { LA_, LR_, LI_, LD_, LC_, NLY };
+static const char *const layer_rows[NLY] = {"application", "runtime", "ipc", "driver", "cpu"};
+static const char *const nn_layers[NLY] = {"LA", "LR", "LI", "LD", "LC"};
+static const char *const nn_phases[NPH] = {"PI", "PP", "PC", "PE", "PIO", "PTR", "PCO", "PR", "PT"};
+
+/* The timestamps (ms) of a systrace file's event lines, in order. */
+static int line_times(const char *file, double *t, int max) {
+  char *text = lp_test_slurp(file);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+  int n = 0;
+  for (char *line = text, *next; *line && n < max; line = next) {
+    char *nl = strchr(line, '\n');
+    next = nl ? nl + 1 : line + strlen(line);
+    if (line[0] == '#') continue;
+    char *c = strstr(line, ": tracing_mark_write: ");
+    if (!c) continue;
+    char *ts = c;
+    while (ts > line && ts[-1] != ' ') ts--;
+    /* seconds and microseconds as integers: no rounding on the way */
+    long long sec = strtoll(ts, NULL, 10), us = strtoll(strchr(ts, '.') + 1, NULL, 10);
+    t[n++] = (double)(sec * 1000000LL + us) / 1000.0;
+  }
+  free(text);
+  return n;
+}
+
+/* Runs a command, its stdout to a file; its exit status, or -1. */
+static int run_to(const char *cmd, const char *out) {
+  char full[9000];
+  snprintf(full, sizeof full, "%.8000s > '%.900s' 2> /dev/null", cmd, out);
+  int st = system(full);
+  return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* labelprof layers --total-times FILE as a [layer][phase] table of ms ("-" is 0). */
+static void layers_table(const char *file, double v[NLY][NPH]) {
+  char cmd[8192], out[200];
+  snprintf(out, sizeof out, "%s/layers.out", dir);
+  snprintf(cmd, sizeof cmd, "'%s' layers --total-times '%s'", labelprof_cmd, file);
+  CU_ASSERT_EQUAL_FATAL(run_to(cmd, out), 0);
+  char *text = lp_test_slurp(out);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+  memset(v, 0, sizeof(double) * NLY * NPH);
+  int rows = 0;
+  for (int l = 0; l < NLY; l++) {
+    char key[32];
+    snprintf(key, sizeof key, "\n%s ", layer_rows[l]);
+    char *at = strstr(text, key);
+    if (!at) continue;
+    rows++;
+    char *p = at + strlen(key);
+    for (int ph = 0; ph < NPH; ph++) {
+      while (*p == ' ') p++;
+      if (*p == '-' && (p[1] == ' ' || p[1] == '\n')) {
+        v[l][ph] = 0;
+        p++;
+      } else {
+        v[l][ph] = strtod(p, &p);
+      }
+    }
+  }
+  CU_ASSERT_EQUAL(rows, NLY);
+  free(text);
+  unlink(out);
+}
+
+/* labelprof nnapi --json FILE: the first run's "times" as a [layer][phase] table (null is NaN). */
+static int nnapi_table(const char *file, double v[NLY][NPH]) {
+  char cmd[8192], out[200];
+  snprintf(out, sizeof out, "%s/nnapi.out", dir);
+  snprintf(cmd, sizeof cmd, "'%s' nnapi --json '%s'", labelprof_cmd, file);
+  int rc = run_to(cmd, out);
+  CU_ASSERT_EQUAL(rc, 0);
+  json_error_t err;
+  json_t *root = json_load_file(out, 0, &err);
+  unlink(out);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(root);
+  json_t *run = json_array_get(root, 0);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(run);
+  json_t *times = json_object_get(run, "times");
+  for (int l = 0; l < NLY; l++)
+    for (int ph = 0; ph < NPH; ph++) {
+      json_t *x = json_object_get(json_object_get(times, nn_phases[ph]), nn_layers[l]);
+      v[l][ph] = json_is_number(x) ? json_number_value(x) : NAN;
+    }
+  json_decref(root);
+  return rc;
+}
+
+typedef struct cell {
+  int layer, phase;
+  double ms;       /* the contract's formula on the file's times */
+  double at_least; /* the busy waits' length, in units */
+} cell_t;
+
+/*
+ * Every cell of the table is the contract's value (to the microseconds the
+ * file holds) where it names one, and zero elsewhere; and each value is at
+ * least as long as the busy waits inside it.
+ */
+static void check_layers(const char *which, double v[NLY][NPH], const cell_t *want, int nwant, double unit_ms) {
+  for (int l = 0; l < NLY; l++)
+    for (int ph = 0; ph < NPH; ph++) {
+      double expect = 0, least = 0;
+      for (int k = 0; k < nwant; k++)
+        if (want[k].layer == l && want[k].phase == ph) {
+          expect = want[k].ms;
+          least = want[k].at_least * unit_ms;
+        }
+      if (fabs(v[l][ph] - expect) > 0.0015) printf("\n    %s: %s %s is %.3f, the contract says %.3f ", which, layer_rows[l], nn_phases[ph], v[l][ph], expect);
+      CU_ASSERT(fabs(v[l][ph] - expect) <= 0.0015);
+      CU_ASSERT(expect >= least);
+    }
+}
+
+/* The same cells in NNAPI's own summary (only where its NNAPI-specific rules do not apply: not runtime execution). */
+static void check_nnapi(const char *which, double v[NLY][NPH], const cell_t *want, int nwant) {
+  for (int k = 0; k < nwant; k++) {
+    if (want[k].layer == LR_ && want[k].phase == PE_) continue;
+    double got = v[want[k].layer][want[k].phase];
+    if (!(fabs(got - want[k].ms) <= 0.0015))
+      printf("\n    %s (nnapi): %s %s is %.3f, the contract says %.3f ", which, nn_layers[want[k].layer],
+             nn_phases[want[k].phase], got, want[k].ms);
+    CU_ASSERT(fabs(got - want[k].ms) <= 0.0015);
+  }
+}
+
+static void test_layers_contract_attribution(void) {
+  if (access(labelprof_cmd, X_OK) != 0) {
+    printf("\n    skipped: no tools/labelprof in this build ");
+    CU_PASS("skipped");
+    return;
+  }
+  double unit = 10.0 * lp_test_slow();
+  static const char *const cases[] = {"baseline", "localcall", "switch", "subphase", "detail",
+                                      "ipc",      "subtract",  "init",   "utility"};
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    const char *which = cases[c];
+    char out[160], sys[200], unit_text[32];
+    snprintf(out, sizeof out, "%s/attr-%s", dir, which);
+    snprintf(sys, sizeof sys, "%s.systrace", out);
+    snprintf(unit_text, sizeof unit_text, "%g", unit);
+    char *argv[] = {contract, (char *)which, out, unit_text, NULL};
+    run_t r = spawn(contract, argv, NULL);
+    CU_ASSERT(exited_ok(&r));
+    run_free(&r);
+    double t[16];
+    int n = line_times(sys, t, 16);
+    cell_t want[4];
+    int nw = 0;
+#define WANT(l, p, v, least) (want[nw++] = (cell_t){l, p, v, least})
+    if (strcmp(which, "baseline") == 0 && n == 2) {
+      WANT(LR_, PP_, t[1] - t[0], 2);
+    } else if (strcmp(which, "localcall") == 0 && n == 4) {
+      WANT(LA_, PP_, t[3] - t[0], 3);
+      WANT(LR_, PP_, t[2] - t[1], 2);
+    } else if (strcmp(which, "switch") == 0 && n == 6) {
+      WANT(LC_, PTR_, t[2] - t[1], 1);
+      WANT(LC_, PCO_, t[3] - t[2], 2);
+      WANT(LC_, PE_, t[3] - t[1], 3);
+      WANT(LR_, PE_, t[5] - t[0], 4);
+    } else if (strcmp(which, "subphase") == 0 && n == 4) {
+      WANT(LC_, PCO_, t[2] - t[1], 2);
+      WANT(LC_, PE_, t[2] - t[1], 2);
+      WANT(LR_, PE_, t[3] - t[0], 3);
+    } else if (strcmp(which, "detail") == 0 && n == 4) {
+      WANT(LR_, PE_, t[3] - t[0], 3);
+    } else if (strcmp(which, "ipc") == 0 && n == 8) {
+      /* labelprof layers knows labels by their tags: the driver's time is SampleDriver::prepareModel's */
+      WANT(LI_, PC_, t[7] - t[0], 3);
+      WANT(LD_, PC_, t[5] - t[4], 2);
+    } else if (strcmp(which, "subtract") == 0 && n == 4) {
+      WANT(LI_, PC_, (t[3] - t[0]) - (t[2] - t[1]), 2);
+      WANT(LR_, PC_, t[2] - t[1], 1);
+    } else if (strcmp(which, "init") == 0 && n == 4) {
+      WANT(LR_, PI_, t[2] - t[1], 1);
+      WANT(LR_, PP_, (t[3] - t[0]) - (t[2] - t[1]), 2);
+    } else if (strcmp(which, "utility") == 0 && n == 4) {
+      WANT(LR_, PP_, t[3] - t[0], 2);
+    } else {
+      printf("\n    %s: %d lines, not the contract's ", which, n);
+      CU_FAIL("unexpected number of lines");
+      continue;
+    }
+#undef WANT
+    double v[NLY][NPH];
+    layers_table(sys, v);
+    check_layers(which, v, want, nw, unit);
+    /* AOSP's parser also maps HIDL's marks: the driver's time starts with the server stub's */
+    if (strcmp(which, "ipc") == 0) want[1].ms = t[6] - t[3];
+    nnapi_table(sys, v);
+    check_nnapi(which, v, want, nw);
+    if (strcmp(which, "ipc") == 0) want[1].ms = t[5] - t[4];
+    unlink(sys);
+    snprintf(sys, sizeof sys, "%s.json", out);
+    /* The JSON of the same run gives labelprof layers the same table (ipc: only the application's side). */
+    if (strcmp(which, "ipc") != 0) {
+      double vj[NLY][NPH];
+      layers_table(sys, vj);
+      for (int k = 0; k < nw; k++) CU_ASSERT(fabs(vj[want[k].layer][want[k].phase] - want[k].ms) <= 0.0025);
+    }
+    unlink(sys);
+  }
+}
+
 int main(void) {
   if (!mkdtemp(dir)) return 2;
   if (!realpath("tests/env_child", env_child) || !realpath("tests/layers_contract", contract)) {
     fprintf(stderr, "test_layers: run from the build directory (tests/env_child, tests/layers_contract)\n");
     return 2;
   }
+  if (!realpath("tools/labelprof", labelprof_cmd)) snprintf(labelprof_cmd, sizeof labelprof_cmd, "tools/labelprof");
   snprintf(path, sizeof path, "%s/trace.json", dir);
   snprintf(spath, sizeof spath, "%s/trace.systrace", dir);
   CU_TestInfo tests[] = {LP_TEST(test_layers_systrace_needs_a_timeline),
@@ -870,6 +1081,7 @@ int main(void) {
                          LP_TEST(test_layers_env_trace_marker_cannot_open),
                          LP_TEST(test_layers_env_trace_marker_kernel),
                          LP_TEST(test_layers_contract_cases),
+                         LP_TEST(test_layers_contract_attribution),
                          CU_TEST_INFO_NULL};
   int rc = lp_test_main("layers", tests);
   unlink(path);
