@@ -12,7 +12,9 @@
  * (lp_profile_start / lp_profile_stop / lp_profile_print) and a timeline of
  * every scope, written as Chrome Trace Event JSON for chrome://tracing, the
  * Perfetto UI and speedscope (lp_trace_start / lp_trace_stop /
- * lp_trace_write_json).
+ * lp_trace_write_json), or as systrace text for Android's and Linux's
+ * tools (lp_trace_write_systrace). Labels may carry a layer and a phase
+ * (LP_SCOPE_PHASE: see "layers and phases").
  *
  * A label costs a few stores to memory no other thread writes, so labels can
  * stay in production code. With -DLABELPROF_DISABLE every macro compiles to
@@ -70,6 +72,9 @@ extern "C" {
  * One record per call site, created by the macros as a static constant: the
  * hot path passes its address and never copies, hashes or looks up the label.
  * Users rarely touch it; it is public so that tools can read what a site is.
+ * Fields are only ever appended: code that initialises one by position
+ * (rarely needed) lists the layer, phase, mode and reserved fields too, as
+ * zeros for a plain label.
  */
 typedef struct lp_site {
   const char *label; /* the label text */
@@ -585,7 +590,8 @@ LP_EXPORT int lp_track_complete(lp_track_t track, const char *name, uint64_t sta
 /*
  * Writes what the LABELPROF_* variables asked for, so far, without stopping
  * anything: the profile's reports (LABELPROF_PROFILE, LABELPROF_FOLDED) and
- * the timeline (LABELPROF_TRACE), to their files, with %n in a path replaced
+ * the timeline (LABELPROF_TRACE, and LABELPROF_SYSTRACE as systrace text),
+ * to their files, with %n in a path replaced
  * by the report's sequence number (1, 2, ...; the report at exit takes the
  * next one). Without %n each dump replaces the file, and the report at exit
  * replaces it last. LABELPROF_DUMP_SIGNAL=USR2 (any signal name or number)
