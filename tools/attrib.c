@@ -973,6 +973,17 @@ int at_compute(at_ctx_t *c, at_stats_t *o, at_error_t *err) {
   }
   for (int k = 0; k < AT_TPH; k++) o->T[at_tphases[k]][AT_LT] = maxl(o->T[at_tphases[k]]);
   for (int k = 0; k < AT_TPH; k++) self_walk(c->compat, o->T, o->X, at_tphases[k], o->T[AT_PE][AT_LD]);
+  if (!c->compat) {
+    /* Clean mode: NNAPI's walk over the overall column subtracts totals of
+     * different phases from each other; a layer's overall self time is the
+     * sum of its self times per phase instead (the application keeps its
+     * total minus the layers below: its own overall scope). */
+    for (int L = AT_LR; L < 5; L++) {
+      double s = 0.0;
+      for (int k = 0; k < 5; k++) s += nan0(o->X[PHI[k]][L]);
+      o->X[AT_PO][L] = s;
+    }
+  }
   if (o->both)
     for (int ap = AT_APWU; ap <= AT_APBM; ap++)
       for (int k = 0; k < AT_TPH; k++) {
