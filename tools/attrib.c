@@ -592,16 +592,6 @@ int at_incomplete(const at_ctx_t *c) {
   return 0;
 }
 
-long at_first_open_line(const at_ctx_t *c) {
-  long best = 0;
-  for (size_t i = 0; i < c->nth; i++) {
-    const node_t *n = c->th[i]->top;
-    while (n && n != &c->th[i]->root && n->parent != &c->th[i]->root) n = n->parent;
-    if (n && n != &c->th[i]->root && (!best || n->line < best)) best = n->line;
-  }
-  return best;
-}
-
 /* ---- normalisation ------------------------------------------------------- */
 
 typedef struct vec {
