@@ -111,5 +111,14 @@ gzip -c "$tmp/trace.html" >"$tmp/trace.html.gz" 2>/dev/null && {
   if grep -q '^prepare,1,4000000' "$tmp/out"; then ok; else bad "stats on gzipped html"; cat "$tmp/out" "$tmp/err"; fi
 }
 
+# layers on labelprof's JSON: initialization moved out of compilation, subphases
+# rolled into execution, overall self time = the sum of the phases' self times
+$lp layers "$srcdir/tests/data/layers/app.json" >"$tmp/out" 2>"$tmp/err"
+if grep -q '^runtime  *2.000  *-  *3.000  *5.000  .*5.000  *15.000$' "$tmp/out" &&
+   grep -q '^cpu  *-  *-  *-  *25.000  *3.000  *-  *20.000  *2.000  *-  *25.000$' "$tmp/out" &&
+   grep -q '^application .* 6.000$' "$tmp/out"; then ok; else bad "layers on JSON"; cat "$tmp/out" "$tmp/err"; fi
+$lp layers --total-times "$srcdir/tests/data/layers/app.json" >"$tmp/out" 2>"$tmp/err"
+if grep -q '^runtime  *2.000  *-  *7.000  *30.000 .* 44.000$' "$tmp/out" && grep -q '^application .* 50.000$' "$tmp/out"; then ok; else bad "layers --total-times on JSON"; cat "$tmp/out" "$tmp/err"; fi
+
 echo "nnapi_cli: $pass passed, $fail failed"
 [ $fail -eq 0 ]

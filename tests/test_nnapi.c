@@ -257,7 +257,7 @@ static void test_systrace_aosp_lines(void) {
   CU_ASSERT_STRING_EQUAL(g.tgid[0], "784");
   CU_ASSERT_EQUAL(g.m[0].task_len, strlen("HwBinder:784_1"));
   CU_ASSERT_EQUAL(g.m[0].lineno, 3);
-  CU_ASSERT_DOUBLE_EQUAL(g.m[0].t, 397.528915, 1e-9);
+  CU_ASSERT_EQUAL(g.m[0].t, strtod("397.528915", NULL)); /* exactly, as Python's float() */
   CU_ASSERT_EQUAL(g.m[1].tid, 300);
   CU_ASSERT_EQUAL(g.m[1].task_len, strlen("my-task-12"));
   CU_ASSERT_EQUAL(g.m[2].tid, 9);

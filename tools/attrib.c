@@ -238,9 +238,20 @@ static int iv_add(ivlist_t *l, double s, double e) {
   return 0;
 }
 
-static const char *find(const char *s, size_t n, const char *needle) {
-  return memmem(s, n, needle, strlen(needle));
+/* memmem for short needles: memchr finds the first byte (vectorised), memcmp the rest. */
+static const char *find_str(const char *s, size_t n, const char *needle, size_t nl) {
+  if (nl == 0) return s;
+  const char *end = s + n, *p = s;
+  while ((size_t)(end - p) >= nl) {
+    const char *q = memchr(p, needle[0], (size_t)(end - p) - nl + 1);
+    if (!q) return NULL;
+    if (memcmp(q + 1, needle + 1, nl - 1) == 0) return q;
+    p = q + 1;
+  }
+  return NULL;
 }
+
+static const char *find(const char *s, size_t n, const char *needle) { return find_str(s, n, needle, strlen(needle)); }
 static int has(const char *s, size_t n, const char *needle) { return find(s, n, needle) != NULL; }
 
 /* Python's s.replace(a, b) into a new buffer; *outlen set. NULL when out of memory. */
@@ -312,14 +323,37 @@ static int name_of(const char *m, size_t n) {
   size_t bl;
   if (has(f, fl, "[NN_")) {
     size_t l1, l2;
-    char *a = replace_all(f, fl, "[SUB]", "", &l1);
-    if (!a) return -1;
-    char *b = replace_all(a, l1, "[SW]", "", &l2);
-    free(a);
-    if (!b) return -1;
+    char *a = NULL, *b = NULL;
+    char s1[512], s2[512];
+    if (fl < sizeof s1) {
+      /* the two replaces in a row, on the stack */
+      l1 = 0;
+      for (size_t i = 0; i < fl;) {
+        if (fl - i >= 5 && memcmp(f + i, "[SUB]", 5) == 0) {
+          i += 5;
+          continue;
+        }
+        s1[l1++] = f[i++];
+      }
+      l2 = 0;
+      for (size_t i = 0; i < l1;) {
+        if (l1 - i >= 4 && memcmp(s1 + i, "[SW]", 4) == 0) {
+          i += 4;
+          continue;
+        }
+        s2[l2++] = s1[i++];
+      }
+      b = s2;
+    } else {
+      a = replace_all(f, fl, "[SUB]", "", &l1);
+      if (!a) return -1;
+      b = replace_all(a, l1, "[SW]", "", &l2);
+      free(a);
+      if (!b) return -1;
+    }
     const char *c1 = memchr(b, ']', l2);
     if (!c1) {
-      free(b);
+      if (b != s2) free(b);
       return -2;
     }
     const char *c2 = memchr(c1 + 1, ']', (size_t)(b + l2 - c1 - 1));
@@ -334,7 +368,7 @@ static int name_of(const char *m, size_t n) {
       }
       buf[bl++] = *p;
     }
-    free(b);
+    if (b != s2) free(b);
     if (toolong) return -1;
   } else {
     if (fl >= sizeof buf) return -1;
@@ -556,16 +590,6 @@ int at_incomplete(const at_ctx_t *c) {
   for (size_t i = 0; i < c->nth; i++)
     if (c->th[i]->top != &c->th[i]->root) return 1;
   return 0;
-}
-
-long at_first_open_line(const at_ctx_t *c) {
-  long best = 0;
-  for (size_t i = 0; i < c->nth; i++) {
-    const node_t *n = c->th[i]->top;
-    while (n && n != &c->th[i]->root && n->parent != &c->th[i]->root) n = n->parent;
-    if (n && n != &c->th[i]->root && (!best || n->line < best)) best = n->line;
-  }
-  return best;
 }
 
 /* ---- normalisation ------------------------------------------------------- */
@@ -973,6 +997,17 @@ int at_compute(at_ctx_t *c, at_stats_t *o, at_error_t *err) {
   }
   for (int k = 0; k < AT_TPH; k++) o->T[at_tphases[k]][AT_LT] = maxl(o->T[at_tphases[k]]);
   for (int k = 0; k < AT_TPH; k++) self_walk(c->compat, o->T, o->X, at_tphases[k], o->T[AT_PE][AT_LD]);
+  if (!c->compat) {
+    /* Clean mode: NNAPI's walk over the overall column subtracts totals of
+     * different phases from each other; a layer's overall self time is the
+     * sum of its self times per phase instead (the application keeps its
+     * total minus the layers below: its own overall scope). */
+    for (int L = AT_LR; L < 5; L++) {
+      double s = 0.0;
+      for (int k = 0; k < 5; k++) s += nan0(o->X[PHI[k]][L]);
+      o->X[AT_PO][L] = s;
+    }
+  }
   if (o->both)
     for (int ap = AT_APWU; ap <= AT_APBM; ap++)
       for (int k = 0; k < AT_TPH; k++) {

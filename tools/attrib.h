@@ -75,8 +75,6 @@ int at_end(at_ctx_t *c, int th, double t, long line, at_error_t *err);
 
 /* Non-zero if some thread has an open scope (then the run is incomplete). */
 int at_incomplete(const at_ctx_t *c);
-/* The line of the first scope still open, 0 if none. */
-long at_first_open_line(const at_ctx_t *c);
 /* Forget the trees and sums, keep the threads (a new run). */
 void at_reset(at_ctx_t *c);
 

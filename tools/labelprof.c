@@ -232,12 +232,15 @@ static void overview(FILE *out) {
         "       labelprof --version | help [SUBCOMMAND] | SUBCOMMAND -h\n"
         "\n"
         "Reads Chrome Trace Event JSON (object or array form, gzip or plain, - for\n"
-        "standard input) in one streaming pass.\n"
+        "standard input) in one streaming pass, and systrace (the viewer's HTML,\n"
+        "ftrace text, trace-cmd report output).\n"
         "\n"
         "subcommands:\n",
         out);
   for (const lp_cmd_t *c = lp_cmds; c->name; c++) fprintf(out, "  %-8s %s\n", c->name, c->summary);
-  fputs("\nExit status: 0; 1 when a check failed (diff --fail-above); 2 for bad input or usage.\n", out);
+  fputs("\nExit status: 0; 1 when a check failed (diff --fail-above; nnapi, layers: a\n"
+        "nesting rule); 2 for bad input or usage.\n",
+        out);
 }
 
 int lp_cmd_help(int argc, char **argv) {

@@ -31,9 +31,20 @@ static const char HDR_TGID[] = "#           TASK-PID    TGID   CPU#  ||||    TIM
 static const char HDR_OLD[] = "#           TASK-PID   CPU#  ||||    TIMESTAMP  FUNCTION";
 static const char TMW[] = ": tracing_mark_write: ";
 
-static int has(const char *s, size_t n, const char *needle) {
-  return memmem(s, n, needle, strlen(needle)) != NULL;
+/* memmem for short needles: memchr finds the first byte (vectorised), memcmp the rest. */
+static const char *find_str(const char *s, size_t n, const char *needle, size_t nl) {
+  if (nl == 0) return s;
+  const char *end = s + n, *p = s;
+  while ((size_t)(end - p) >= nl) {
+    const char *q = memchr(p, needle[0], (size_t)(end - p) - nl + 1);
+    if (!q) return NULL;
+    if (memcmp(q + 1, needle + 1, nl - 1) == 0) return q;
+    p = q + 1;
+  }
+  return NULL;
 }
+
+static int has(const char *s, size_t n, const char *needle) { return find_str(s, n, needle, strlen(needle)) != NULL; }
 
 /* Python's \s for str patterns, restricted to ASCII. */
 static int pyspace(unsigned char c) {
@@ -73,6 +84,37 @@ static long rightmost_ts(const char *l, size_t n) {
     if (k == 0) break;
   }
   return -1;
+}
+
+/*
+ * "<digits>.<digits>" as a double, correctly rounded without strtod when the
+ * digits fit in 2^53 and the fraction has at most 22 digits: both the
+ * integer and the power of ten are then exact, and one IEEE division rounds
+ * once (Clinger's fast path). Returns 0 when it does not apply.
+ */
+static int fast_ts(const char *s, size_t n, double *out) {
+  static const double p10[23] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
+                                 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+  unsigned long long m = 0;
+  int frac = -1, digits = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (s[i] == '.') {
+      if (frac >= 0) return 0;
+      frac = 0;
+      continue;
+    }
+    if (s[i] < '0' || s[i] > '9') return 0;
+    if (m == 0 && s[i] == '0') {
+      if (frac >= 0) frac++;
+      continue;
+    }
+    if (++digits > 15) return 0;
+    m = m * 10 + (unsigned)(s[i] - '0');
+    if (frac >= 0) frac++;
+  }
+  if (frac < 0 || frac > 22) return 0;
+  *out = (double)m / p10[frac];
+  return 1;
 }
 
 static long long parse_ll(const char *s, size_t n) {
@@ -440,7 +482,9 @@ int lp_st_line(struct lp_st_scanner *sc, const char *l, size_t n, long lineno, l
     return -1;
   }
   m.tgid = parse_ll(m.tgid_str, m.tgid_len);
-  if (m.ts_len < sizeof tsbuf) {
+  if (fast_ts(m.ts, m.ts_len, &m.t)) {
+    /* exact */
+  } else if (m.ts_len < sizeof tsbuf) {
     memcpy(tsbuf, m.ts, m.ts_len);
     tsbuf[m.ts_len] = 0;
     m.t = strtod(tsbuf, NULL);
