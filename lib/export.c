@@ -597,7 +597,7 @@ typedef struct st_writer {
   uint32_t last_depth, last_extra;
 } st_writer_t;
 
-static bool st_push(st_rec_t **a, size_t *n, size_t *cap, uint64_t ns, const lp_site_t *site) {
+static inline bool st_push(st_rec_t **a, size_t *n, size_t *cap, uint64_t ns, const lp_site_t *site) {
   if (*n == *cap) {
     size_t c = *cap ? *cap * 2 : 4096;
     st_rec_t *r = realloc(*a, c * sizeof *r);
@@ -609,7 +609,7 @@ static bool st_push(st_rec_t **a, size_t *n, size_t *cap, uint64_t ns, const lp_
   return true;
 }
 
-static void st_rec(st_writer_t *sw, uint64_t ns, const lp_site_t *site) {
+static inline void st_rec(st_writer_t *sw, uint64_t ns, const lp_site_t *site) {
   sw->last_end = SIZE_MAX;
   if (!st_push(&sw->recs, &sw->n, &sw->cap, ns, site)) sw->lw.nomem = true;
 }
@@ -894,6 +894,9 @@ int lp__export_systrace(lp__jw_t *w, const lp__session_t *s) {
   st_label_t *labels = NULL;
   uint32_t lmask = 0, lcount = 0, nheap = 0;
   st_clock_text_t clock_text = {0, "", 0};
+  const lp_site_t *last_site = NULL;
+  st_label_t last_copy = {NULL, NULL, 0};
+  const st_label_t *last_label = NULL;
   int rc = 0;
   /* Room for every record at once: at most one per recorded slot, plus made-up begins (grown if needed). */
   size_t slots = 0;
@@ -933,9 +936,18 @@ int lp__export_systrace(lp__jw_t *w, const lp__session_t *s) {
     st_lane_out_t *o = &lo[heap[0]];
     const st_rec_t *r = &sw.recs[o->pos];
     const st_label_t *lab = NULL;
-    if (r->site && !(lab = st_label(&labels, &lmask, &lcount, r->site))) {
-      rc = -ENOMEM;
-      break;
+    if (r->site && r->site == last_site) {
+      lab = last_label; /* the same site again: no lookup */
+    } else if (r->site) {
+      if (!(lab = st_label(&labels, &lmask, &lcount, r->site))) {
+        rc = -ENOMEM;
+        break;
+      }
+      /* The table may move when it grows: copy the entry, not a pointer into it. */
+      last_copy = *lab;
+      last_label = &last_copy;
+      last_site = r->site;
+      lab = last_label;
     }
     size_t need = (o->plen + 48 + (size_t)pidlen) * (r->site ? 1 : r->ends) + (lab ? lab->len : 0);
     char *p = lp__jw_reserve(w, need);
