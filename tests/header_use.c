@@ -27,12 +27,25 @@ static int kernel(const int *v, int n) {
   return -sum;
 }
 
+/* Layers and phases: declarations too, enabled or not. */
+static int layered(int n) {
+  LP_SCOPE_PHASE(LP_LAYER_CPU, LP_PHASE_TRANSFORMATION, "layered");
+  int done = n; /* a declaration right after a scope */
+  LP_PHASE_SWITCH(LP_LAYER_CPU, LP_PHASE_COMPUTATION, "layered");
+  int more = done + 1; /* and after a switch */
+  {
+    LP_SCOPE_SUBTRACT(LP_LAYER_RUNTIME, LP_PHASE_UNSPECIFIED, "subtracted");
+    more++;
+  }
+  return more + (lp_layer_name(LP_LAYER_UTILITY) != 0) + (lp_phase_name(LP_PHASE_BENCHMARK) != 0);
+}
+
 static int step(int n) {
   static const int v[4] = {1, 2, 3, 4};
   int queued = n * 2; /* used by a counter only */
   int total;
   LP_BEGIN("step manual");
-  total = kernel(v, 4);
+  total = kernel(v, 4) + layered(n);
   LP_END();
   LP_BEGIN_L(LP_LEVEL_DEBUG, "step debug");
   LP_END();
@@ -62,6 +75,7 @@ int main(void) {
   rc |= lp_track_complete(track, "device work", t0, lp_now_ns() - t0);
   rc |= lp_trace_stop();
   rc |= lp_trace_write_json("/dev/null", "header_use");
+  rc |= lp_trace_write_systrace("/dev/null");
   if (lp_profile_stop(&p) == 0) {
     rc |= lp_profile_print_ex(p, stdout, &print);
     rc |= lp_node_find(lp_profile_root(p), "kernel") == NULL;

@@ -22,6 +22,17 @@ class Engine {
   }
 };
 
+// Layers and phases, in a member function and a template.
+struct Layered {
+  int run(int n) const {
+    LP_SCOPE_PHASE(LP_LAYER_CPU, LP_PHASE_TRANSFORMATION, "layered");
+    int done = n;
+    LP_PHASE_SWITCH(LP_LAYER_CPU, LP_PHASE_COMPUTATION, "layered");
+    LP_SCOPE_SUBTRACT(LP_LAYER_IPC, LP_PHASE_EXECUTION, "subtracted");
+    return done + (lp_layer_name(LP_LAYER_RUNTIME) != nullptr);
+  }
+};
+
 template <typename T>
 T twice(T x) {
   LP_SCOPE_L(LP_LEVEL_DEBUG, "twice");
@@ -31,7 +42,7 @@ T twice(T x) {
 int step(int n) {
   int queued = n * 2;  // used by a counter only
   LP_BEGIN("step manual");
-  int total = Engine().run(n);
+  int total = Engine().run(n) + Layered().run(n);
   LP_END();
   LP_BEGIN_L(LP_LEVEL_DEBUG, "step debug");
   LP_END();
@@ -63,6 +74,7 @@ int main() {
   rc |= lp_track_complete(track, "device work", t0, lp_now_ns() - t0);
   rc |= lp_trace_stop();
   rc |= lp_trace_write_json("/dev/null", "header_use");
+  rc |= lp_trace_write_systrace("/dev/null");
   lp_profile_t *p = nullptr;
   if (lp_profile_stop(&p) == 0) {
     rc |= lp_profile_print_ex(p, stdout, &print);
