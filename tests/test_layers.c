@@ -326,6 +326,42 @@ static void run_worker(worker_arg_t *a) {
   CU_ASSERT_EQUAL_FATAL(pthread_join(th, NULL), 0);
 }
 
+/* The collector samples a thread that switches all the time: both labels show up, as siblings, and nothing is a mistake. */
+static volatile unsigned long sink;
+
+static void switching_loop(void) {
+  long n = LP_TEST_SANITIZED ? 20000 : 400000;
+  for (long i = 0; i < n; i++) {
+    LP_SCOPE("frame");
+    LP_SCOPE_PHASE(LP_LAYER_CPU, LP_PHASE_TRANSFORMATION, "transform");
+    for (int k = 0; k < 50; k++) sink += (unsigned long)k;
+    LP_PHASE_SWITCH(LP_LAYER_CPU, LP_PHASE_COMPUTATION, "compute");
+    for (int k = 0; k < 50; k++) sink += (unsigned long)k;
+  }
+}
+
+static void test_layers_switch_under_the_collector(void) {
+  lp_profile_opts_t o = {.hz = 10000};
+  worker_arg_t a = {"switcher", switching_loop, 0};
+  lp_profile_t *p = NULL;
+  CU_ASSERT_EQUAL_FATAL(lp_profile_start(&o), 0);
+  run_worker(&a);
+  CU_ASSERT_EQUAL_FATAL(lp_profile_stop(&p), 0);
+  lp_profile_stats_t st;
+  CU_ASSERT_EQUAL(lp_profile_get_stats(p, &st), 0);
+  CU_ASSERT_EQUAL(st.mismatched, 0);
+  CU_ASSERT_EQUAL(st.unmatched, 0);
+  const lp_node_t *frame = lp_node_find(lp_profile_root(p), "frame");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(frame);
+  const lp_node_t *tr = lp_node_find(frame, "transform"), *co = lp_node_find(frame, "compute");
+  CU_ASSERT_PTR_NOT_NULL(tr);
+  CU_ASSERT_PTR_NOT_NULL(co);
+  /* never one inside the other */
+  if (tr) CU_ASSERT_PTR_NULL(lp_node_find(tr, "compute"));
+  if (co) CU_ASSERT_PTR_NULL(lp_node_find(co, "transform"));
+  lp_profile_free(p);
+}
+
 static void first_thread_work(void) {
   LP_SCOPE_PHASE(LP_LAYER_RUNTIME, LP_PHASE_PREPARATION, "prepare");
   {
@@ -1071,6 +1107,7 @@ int main(void) {
                          LP_TEST(test_layers_names_and_tags),
                          LP_TEST(test_layers_switch_replaces_the_innermost_label),
                          LP_TEST(test_layers_json_category_and_args),
+                         LP_TEST(test_layers_switch_under_the_collector),
                          LP_TEST(test_layers_json_open_and_made_up_scopes_keep_their_args),
                          LP_TEST(test_layers_systrace_exact),
                          LP_TEST(test_layers_switch_with_nothing_open),
