@@ -1094,9 +1094,11 @@ static void test_layers_contract_attribution(void) {
       double vj[NLY][NPH];
       layers_table(sys, vj);
       for (int k = 0; k < nw; k++) {
+        /* (a switch's JSON ends the replaced scope where its end was recorded, a moment before the new begin) */
+        double tol = strcmp(which, "switch") == 0 ? 0.05 : 0.0045;
         double d = fabs(vj[want[k].layer][want[k].phase] - want[k].ms);
-        if (d > 0.0045) printf("\n    %s (JSON): %s %s differs by %.4f ms ", which, nn_layers[want[k].layer], nn_phases[want[k].phase], d);
-        CU_ASSERT(d <= 0.0045);
+        if (d > tol) printf("\n    %s (JSON): %s %s differs by %.4f ms ", which, nn_layers[want[k].layer], nn_phases[want[k].phase], d);
+        CU_ASSERT(d <= tol);
       }
     }
     unlink(sys);
