@@ -109,6 +109,10 @@ if grep -q '^prepare,1,4000000,4000000' "$tmp/out" && ! grep -q after "$tmp/out"
 gzip -c "$tmp/trace.html" >"$tmp/trace.html.gz" 2>/dev/null && {
   $lp stats --format csv "$tmp/trace.html.gz" >"$tmp/out" 2>"$tmp/err"
   if grep -q '^prepare,1,4000000' "$tmp/out"; then ok; else bad "stats on gzipped html"; cat "$tmp/out" "$tmp/err"; fi
+  $lp nnapi "$tmp/trace.html.gz" >"$tmp/out" 2>"$tmp/err"
+  if grep -q '^Runtime  *-  *4.00 ' "$tmp/out"; then ok; else bad "nnapi on gzipped html"; cat "$tmp/out" "$tmp/err"; fi
+  $lp nnapi - <"$tmp/trace.html" >"$tmp/out" 2>"$tmp/err"
+  if grep -q '^Runtime  *-  *4.00 ' "$tmp/out"; then ok; else bad "nnapi on standard input"; cat "$tmp/out" "$tmp/err"; fi
 }
 
 # layers on labelprof's JSON: initialization moved out of compilation, subphases
