@@ -880,9 +880,10 @@ static int driver_exec(const at_ctx_t *c, int ap, double *out, at_error_t *err) 
   size_t kb = 0, ke = 0;
   for (size_t i = 0; i < c->nth; i++) {
     const ivlist_t *x = &c->th[i]->iv[ap][AT_N_EXECUTE_SERVER], *y = &c->th[i]->iv[ap][AT_N_NOTIFY_CLIENT];
-    memcpy(b + kb, x->s, x->n * sizeof *b);
+    /* (an empty list has no array: memcpy wants one even for 0 bytes) */
+    if (x->n) memcpy(b + kb, x->s, x->n * sizeof *b);
     kb += x->n;
-    memcpy(e + ke, y->s, y->n * sizeof *e);
+    if (y->n) memcpy(e + ke, y->s, y->n * sizeof *e);
     ke += y->n;
   }
   qsort(b, nb, sizeof *b, cmp_double);
