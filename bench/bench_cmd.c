@@ -24,7 +24,7 @@ typedef struct result {
 
 /* Runs argv with stdout and stderr to /dev/null; wall time and peak RSS. */
 static result_t run(char *const argv[]) {
-  result_t r = {0, 0, -1};
+  result_t r = {0, 0, 0, -1};
   fflush(stdout);
   double t0 = bench_now_ns();
   pid_t pid = fork();
