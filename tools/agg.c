@@ -312,13 +312,15 @@ static uint32_t lane_hash(unsigned file, int64_t pid, int64_t tid) {
 
 static lp_lane_t *lane_get(lp_agg_t *a, int64_t pid, int64_t tid) {
   unsigned file = a->nfiles - 1;
+  lp_lane_t *c = a->last_lane; /* events of one lane tend to come together */
+  if (c && c->pid == pid && c->tid == tid && c->file == file) return c;
   uint32_t h = lane_hash(file, pid, tid);
   if (a->lane_nslots) {
     for (uint32_t i = h & (a->lane_nslots - 1);; i = (i + 1) & (a->lane_nslots - 1)) {
       uint32_t k = a->lane_slots[i];
       if (!k) break;
       lp_lane_t *l = a->lanes[k - 1];
-      if (l->file == file && l->pid == pid && l->tid == tid) return l;
+      if (l->file == file && l->pid == pid && l->tid == tid) return a->last_lane = l;
     }
   }
   if ((a->nlanes + 1) * 2 > a->lane_nslots) {
@@ -353,7 +355,7 @@ static lp_lane_t *lane_get(lp_agg_t *a, int64_t pid, int64_t tid) {
   uint32_t i = h & (a->lane_nslots - 1);
   while (a->lane_slots[i]) i = (i + 1) & (a->lane_nslots - 1);
   a->lane_slots[i] = k + 1;
-  return l;
+  return a->last_lane = l;
 }
 
 static void lane_free(lp_lane_t *l) {
@@ -669,6 +671,7 @@ static void drop_file(lp_agg_t *a, unsigned file) {
       a->lanes[kept++] = a->lanes[k];
   }
   a->nlanes = kept;
+  a->last_lane = NULL;
   memset(a->lane_slots, 0, a->lane_nslots * sizeof *a->lane_slots);
   for (uint32_t k = 0; k < a->nlanes; k++) {
     lp_lane_t *l = a->lanes[k];

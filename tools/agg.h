@@ -100,6 +100,7 @@ typedef struct lp_agg {
   uint32_t nlanes, lanes_cap;
   uint32_t *lane_slots;
   uint32_t lane_nslots;
+  lp_lane_t *last_lane; /* the lane of the last event */
   char **pnames; /* process names: (file, pid) */
   int64_t *pname_pids;
   unsigned *pname_files;

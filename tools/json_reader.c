@@ -256,6 +256,7 @@ static int wrong_type(jr_t *r, const char *found) {
 
 /* Where a scalar lands: 1 = in the event's fields, 2 = in its args, 0 = nowhere of interest, -1 error. */
 static int scalar_place(jr_t *r, const char *what) {
+  if (r->in_event && r->depth == r->ev_depth + 1) return 1; /* the common case first */
   if (r->depth == 0) {
     fail(r, tok(r), "expected a JSON object or array, found %s", what);
     return -1;
