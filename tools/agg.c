@@ -20,7 +20,9 @@
  * arrives that starts before the last start (a writer that puts each X at
  * its end), the pass stops, the file's lanes are dropped, and the file is
  * read again with its lanes buffered as 24-byte records, sorted at the end
- * and fed to the same engine. stderr says so.
+ * and fed to the same engine. stderr says so. Past LP_SPILL_RECS records
+ * they are written to a temporary file as sorted runs, one per lane, which a
+ * heap merges at the end: memory stays bounded, the disk holds the rest.
  */
 #include "config.h"
 
@@ -831,7 +833,7 @@ int lp_agg_file(lp_agg_t *a, const char *path) {
     const char *shown = strcmp(path, "-") == 0 ? "<stdin>" : path;
     fprintf(stderr,
             "labelprof: %s: scopes are not in order of their starts (complete events written at their ends?); "
-            "reading it again with each lane buffered in memory\n",
+            "reading it again with each lane buffered (in memory up to 24 MiB, then in a temporary file)\n",
             shown);
     drop_file(a, a->nfiles - 1);
     a->events = saved_counts.events;
