@@ -245,6 +245,15 @@ void lp_tree_free(lp_tree_t *t) {
 
 /* ---- labels and lanes --------------------------------------------------------------- */
 
+uint32_t lp_agg_label(const lp_agg_t *a, const char *s) {
+  if (!a->label_nslots) return UINT32_MAX;
+  for (uint32_t i = hash_str(s) & (a->label_nslots - 1);; i = (i + 1) & (a->label_nslots - 1)) {
+    uint32_t k = a->label_slots[i];
+    if (!k) return UINT32_MAX;
+    if (strcmp(a->labels[k - 1], s) == 0) return k - 1;
+  }
+}
+
 static uint32_t intern(lp_agg_t *a, const char *s) {
   uint32_t h = hash_str(s);
   if (a->label_nslots) {
