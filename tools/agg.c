@@ -516,7 +516,9 @@ static int cmp_rec(const void *x, const void *y) {
 
 /* Writes every buffered lane's scopes to the spill file as one sorted run each, and frees them. */
 static int spill(lp_agg_t *a) {
-  if (!a->spill && !(a->spill = tmpfile())) {
+  int fd = a->spill ? -1 : lp_temp_fd();
+  if (!a->spill && (fd < 0 || !(a->spill = fdopen(fd, "w+b")))) {
+    if (fd >= 0) close(fd);
     fprintf(stderr, "labelprof: %s: cannot make a temporary file for the buffered scopes: %s\n", a->file,
             strerror(errno));
     return LP_READ_BAD;
