@@ -7,7 +7,9 @@
  *
  * The mutations come from a fixed-seed generator, so a run is reproducible;
  * it stops after LP_FUZZ_SECONDS (default 8) or LP_FUZZ_RUNS mutants. A
- * failing input is kept in the temporary directory, named on stderr: copy
+ * successful read gives the same figures when the buffered scopes are
+ * spilled to a temporary file every two. A failing input is kept in the
+ * temporary directory, named on stderr: copy
  * it into tests/data/cmd/fuzz/ as a regression seed.
  *
  * Built with clang's -fsanitize=fuzzer and -DLP_LIBFUZZER, the same target
@@ -29,6 +31,16 @@
 
 static char path[256];
 
+/* What a successful read must give whatever the memory limit: calls and self time of every label. */
+static void summary(const lp_agg_t *a, uint64_t *calls, int64_t *self) {
+  *calls = 0;
+  *self = 0;
+  for (uint32_t i = 0; i < a->nlabels; i++) {
+    *calls += a->gstats[i].calls * (i + 1);
+    *self += a->gstats[i].self * (int64_t)(i + 1);
+  }
+}
+
 /* One input through the engine: 0 when it behaved. */
 static int one(const uint8_t *data, size_t len, int strict) {
   FILE *f = fopen(path, "wb");
@@ -49,6 +61,21 @@ static int one(const uint8_t *data, size_t len, int strict) {
     lp_tree_t m;
     if (lp_agg_merged_tree(&a, &m) == 0 && m.nodes[0].total != lp_agg_wall(&a)) bad = 1;
     lp_tree_free(&m);
+    /* Again with buffered scopes spilled to disk every 2: the same figures. */
+    lp_agg_t b;
+    lp_agg_init(&b);
+    b.strict = strict;
+    b.spill_limit = 2;
+    if (lp_agg_file(&b, path) != 0) {
+      bad = 1;
+    } else {
+      uint64_t ca, cb;
+      int64_t sa, sb;
+      summary(&a, &ca, &sa);
+      summary(&b, &cb, &sb);
+      if (ca != cb || sa != sb || lp_agg_wall(&a) != lp_agg_wall(&b)) bad = 1;
+    }
+    lp_agg_free(&b);
   }
   lp_agg_free(&a);
   return bad;
