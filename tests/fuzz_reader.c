@@ -82,9 +82,15 @@ static int one(const uint8_t *data, size_t len, int strict) {
 }
 
 #ifdef LP_LIBFUZZER
+static void remove_input(void) { unlink(path); }
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len) {
-  if (!path[0]) snprintf(path, sizeof path, "/tmp/lp-fuzz-%d.json", (int)getpid());
+  if (!path[0]) {
+    const char *t = getenv("TMPDIR");
+    snprintf(path, sizeof path, "%s/lp-fuzz-%d.json", t && *t && strlen(t) < 200 ? t : "/tmp", (int)getpid());
+    atexit(remove_input);
+  }
   if (one(data, len, 0)) abort();
   return 0;
 }
@@ -197,8 +203,16 @@ int main(void) {
   const char *s = getenv("LP_FUZZ_SECONDS"), *r = getenv("LP_FUZZ_RUNS");
   double seconds = s ? atof(s) : 8.0;
   long runs = r ? atol(r) : 1000000;
-  /* The reader reports every bad input on stderr: thousands of lines nobody needs here. */
-  int saved = dup(2), null = open("/dev/null", O_WRONLY);
+  /*
+   * The reader reports every bad input on stderr: thousands of lines nobody
+   * needs here. They go to a file, emptied now and then, where a sanitizer's
+   * report that ends the run stays (the directory is kept then).
+   */
+  char msgs[300];
+  snprintf(msgs, sizeof msgs, "%s/messages", dir);
+  setvbuf(stdout, NULL, _IONBF, 0);
+  printf("fuzz_reader: the reader's messages (and a sanitizer's report, if one stops this) go to %s\n", msgs);
+  int saved = dup(2), null = open(msgs, O_WRONLY | O_CREAT | O_TRUNC, 0600);
   if (saved < 0 || null < 0 || dup2(null, 2) < 0) return 2;
   struct timespec t0, t;
   clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -208,6 +222,7 @@ int main(void) {
   /* The seeds themselves first: earlier crashers are regression tests. */
   for (int i = 0; i < n; i++) failures += one(seeds[i].p, seeds[i].len, 0) + one(seeds[i].p, seeds[i].len, 1);
   for (; b.p && done < runs && !failures; done++) {
+    if (done % 256 == 0 && (ftruncate(2, 0) != 0 || lseek(2, 0, SEEK_SET) != 0)) return 2;
     if (done % 64 == 0) {
       clock_gettime(CLOCK_MONOTONIC, &t);
       if ((double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) / 1e9 > seconds) break;
@@ -229,7 +244,10 @@ int main(void) {
   dup2(saved, 2);
   printf("fuzz_reader: %d seeds, %ld mutants, %ld failures\n", n, done, failures);
   unlink(path);
-  if (!failures) rmdir(dir);
+  if (!failures) {
+    unlink(msgs);
+    rmdir(dir);
+  }
   for (int i = 0; i < n; i++) free(seeds[i].p);
   free(b.p);
   return failures ? 1 : (done > 100 ? 0 : 1);

@@ -618,7 +618,7 @@ static int feed(lp_agg_t *a, lp_lane_t *l, lp_rec_t r) {
 
 /* All of a buffered lane's scopes, in order: the in-memory ones and the spilled runs merged. */
 static int run_buffered(lp_agg_t *a, lp_lane_t *l) {
-  qsort(l->recs, l->nrecs, sizeof *l->recs, cmp_rec);
+  if (l->nrecs) qsort(l->recs, l->nrecs, sizeof *l->recs, cmp_rec);
   int rc = 0;
   if (!l->nruns) {
     for (size_t i = 0; i < l->nrecs && !rc; i++) rc = feed(a, l, l->recs[i]);
