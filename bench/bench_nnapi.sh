@@ -64,15 +64,17 @@ PY
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
 echo "labelprof nnapi on a generated systrace: $(awk -v s="$size" 'BEGIN { printf "%.1f MB", s / 1048576 }'), $(wc -l <"$f") lines"
 echo "CPU: ${cpu:-unknown} ($(nproc) CPUs)"
-printf '%-44s %10s %10s %12s\n' "what" "seconds" "MB/s" "peak RSS MB"
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) (the machine may be shared: CPU seconds are the fairer figure)"
+printf '%-42s %8s %8s %10s %12s\n' "what" "wall s" "CPU s" "MB/CPU-s" "peak RSS MB"
 measure() {
   name=$1
   shift
-  /usr/bin/time -f '%e %M' -o "$dir/time" "$@" >/dev/null 2>"$dir/err" || { echo "$name failed:"; cat "$dir/err"; return 1; }
-  read -r secs kb <"$dir/time"
-  awk -v n="$name" -v s="$secs" -v kb="$kb" -v b="$size" \
-    'BEGIN { printf "%-44s %10.2f %10.1f %12.1f\n", n, s, (s > 0 ? b / 1048576 / s : 0), kb / 1024 }'
-  echo "$secs" >"$dir/$(echo "$name" | tr -c 'a-z0-9\n' _)"
+  /usr/bin/time -f '%e %U %S %M' -o "$dir/time" "$@" >/dev/null 2>"$dir/err" || { echo "$name failed:"; cat "$dir/err"; return 1; }
+  read -r wall user sys kb <"$dir/time"
+  cpu=$(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }')
+  awk -v n="$name" -v w="$wall" -v c="$cpu" -v kb="$kb" -v b="$size" \
+    'BEGIN { printf "%-42s %8.2f %8.2f %10.1f %12.1f\n", n, w, c, (c > 0 ? b / 1048576 / c : 0), kb / 1024 }'
+  echo "$cpu" >"$dir/$(echo "$name" | tr -c 'a-z0-9\n' _)"
 }
 if [ ! -x /usr/bin/time ]; then echo "(no /usr/bin/time: times not measured)"; exit 0; fi
 measure "labelprof nnapi" "$lp" nnapi "$f"
@@ -81,7 +83,7 @@ measure "labelprof stats (systrace reader)" "$lp" stats "$f"
 if command -v python3 >/dev/null 2>&1; then
   measure "python3: regexes + stacks (simple parse)" python3 "$dir/simple.py" "$f"
   awk -v a="$(cat "$dir/labelprof_nnapi")" -v b="$(cat "$dir/python3__regexes___stacks__simple_parse_")" \
-    'BEGIN { if (a > 0) printf "labelprof nnapi is %.1fx faster than the simple Python parse\n", b / a }'
+    'BEGIN { if (a > 0) printf "labelprof nnapi uses %.1fx less CPU time than the simple Python parse\n", b / a }'
 else
   echo "(python3 not found: no baseline)"
 fi

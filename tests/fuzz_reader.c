@@ -7,7 +7,9 @@
  *
  * The mutations come from a fixed-seed generator, so a run is reproducible;
  * it stops after LP_FUZZ_SECONDS (default 8) or LP_FUZZ_RUNS mutants. A
- * failing input is kept in the temporary directory, named on stderr: copy
+ * successful read gives the same figures when the buffered scopes are
+ * spilled to a temporary file every two. A failing input is kept in the
+ * temporary directory, named on stderr: copy
  * it into tests/data/cmd/fuzz/ as a regression seed.
  *
  * Built with clang's -fsanitize=fuzzer and -DLP_LIBFUZZER, the same target
@@ -29,6 +31,16 @@
 
 static char path[256];
 
+/* What a successful read must give whatever the memory limit: calls and self time of every label. */
+static void summary(const lp_agg_t *a, uint64_t *calls, int64_t *self) {
+  *calls = 0;
+  *self = 0;
+  for (uint32_t i = 0; i < a->nlabels; i++) {
+    *calls += a->gstats[i].calls * (i + 1);
+    *self += a->gstats[i].self * (int64_t)(i + 1);
+  }
+}
+
 /* One input through the engine: 0 when it behaved. */
 static int one(const uint8_t *data, size_t len, int strict) {
   FILE *f = fopen(path, "wb");
@@ -49,15 +61,36 @@ static int one(const uint8_t *data, size_t len, int strict) {
     lp_tree_t m;
     if (lp_agg_merged_tree(&a, &m) == 0 && m.nodes[0].total != lp_agg_wall(&a)) bad = 1;
     lp_tree_free(&m);
+    /* Again with buffered scopes spilled to disk every 2: the same figures. */
+    lp_agg_t b;
+    lp_agg_init(&b);
+    b.strict = strict;
+    b.spill_limit = 2;
+    if (lp_agg_file(&b, path) != 0) {
+      bad = 1;
+    } else {
+      uint64_t ca, cb;
+      int64_t sa, sb;
+      summary(&a, &ca, &sa);
+      summary(&b, &cb, &sb);
+      if (ca != cb || sa != sb || lp_agg_wall(&a) != lp_agg_wall(&b)) bad = 1;
+    }
+    lp_agg_free(&b);
   }
   lp_agg_free(&a);
   return bad;
 }
 
 #ifdef LP_LIBFUZZER
+static void remove_input(void) { unlink(path); }
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len) {
-  if (!path[0]) snprintf(path, sizeof path, "/tmp/lp-fuzz-%d.json", (int)getpid());
+  if (!path[0]) {
+    const char *t = getenv("TMPDIR");
+    snprintf(path, sizeof path, "%s/lp-fuzz-%d.json", t && *t && strlen(t) < 200 ? t : "/tmp", (int)getpid());
+    atexit(remove_input);
+  }
   if (one(data, len, 0)) abort();
   return 0;
 }
@@ -170,8 +203,16 @@ int main(void) {
   const char *s = getenv("LP_FUZZ_SECONDS"), *r = getenv("LP_FUZZ_RUNS");
   double seconds = s ? atof(s) : 8.0;
   long runs = r ? atol(r) : 1000000;
-  /* The reader reports every bad input on stderr: thousands of lines nobody needs here. */
-  int saved = dup(2), null = open("/dev/null", O_WRONLY);
+  /*
+   * The reader reports every bad input on stderr: thousands of lines nobody
+   * needs here. They go to a file, emptied now and then, where a sanitizer's
+   * report that ends the run stays (the directory is kept then).
+   */
+  char msgs[300];
+  snprintf(msgs, sizeof msgs, "%s/messages", dir);
+  setvbuf(stdout, NULL, _IONBF, 0);
+  printf("fuzz_reader: the reader's messages (and a sanitizer's report, if one stops this) go to %s\n", msgs);
+  int saved = dup(2), null = open(msgs, O_WRONLY | O_CREAT | O_TRUNC, 0600);
   if (saved < 0 || null < 0 || dup2(null, 2) < 0) return 2;
   struct timespec t0, t;
   clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -181,6 +222,7 @@ int main(void) {
   /* The seeds themselves first: earlier crashers are regression tests. */
   for (int i = 0; i < n; i++) failures += one(seeds[i].p, seeds[i].len, 0) + one(seeds[i].p, seeds[i].len, 1);
   for (; b.p && done < runs && !failures; done++) {
+    if (done % 256 == 0 && (ftruncate(2, 0) != 0 || lseek(2, 0, SEEK_SET) != 0)) return 2;
     if (done % 64 == 0) {
       clock_gettime(CLOCK_MONOTONIC, &t);
       if ((double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) / 1e9 > seconds) break;
@@ -202,7 +244,10 @@ int main(void) {
   dup2(saved, 2);
   printf("fuzz_reader: %d seeds, %ld mutants, %ld failures\n", n, done, failures);
   unlink(path);
-  if (!failures) rmdir(dir);
+  if (!failures) {
+    unlink(msgs);
+    rmdir(dir);
+  }
   for (int i = 0; i < n; i++) free(seeds[i].p);
   free(b.p);
   return failures ? 1 : (done > 100 ? 0 : 1);

@@ -11,7 +11,7 @@ if [ -x tests/fuzz_systrace_lf ]; then
   trap 'rm -rf "$work"' EXIT
   cp "$srcdir"/tests/data/nnapi/*.txt "$srcdir"/tests/data/systrace-fuzz/* "$work"/ || exit 99
   # crashers are written as fuzz-systrace-crash-*; copy them into tests/data/systrace-fuzz/
-  tests/fuzz_systrace_lf -max_total_time="$secs" -max_len=65536 -timeout=20 -rss_limit_mb=2048 \
+  tests/fuzz_systrace_lf -max_total_time="$secs" -max_len=65536 -timeout=20 -rss_limit_mb=2048 -close_fd_mask=2 \
     -artifact_prefix=fuzz-systrace- "$work" >"$work/log" 2>&1
   rc=$?
   tail -3 "$work/log"

@@ -87,6 +87,17 @@ expect 0 '' layers "$tmp/wu.txt"
 $lp nnapi --total-times "$tmp/linux5.txt" >"$tmp/out" 2>"$tmp/err"
 if grep -q '^Runtime  *-  *2.00  *3.00 ' "$tmp/out"; then ok; else bad "linux5 header: want Runtime 2.00 / 3.00"; cat "$tmp/out" "$tmp/err"; fi
 {
+  echo '# tracer: nop'
+  echo '#           TASK-PID     CPU#  |||||  TIMESTAMP  FUNCTION'
+  echo '#              | |         |   |||||     |         |'
+  echo '            app-100     [001] d..1.    10.000000: tracing_mark_write: B|100|[NN_LR_PP]prepare'
+  echo '            app-100     [001] d..1.    10.001500: tracing_mark_write: E'
+} >"$tmp/linux5-notgid.txt"
+$lp nnapi --total-times "$tmp/linux5-notgid.txt" >"$tmp/out" 2>"$tmp/err"
+if grep -q '^Runtime  *-  *1.50 ' "$tmp/out"; then ok; else bad "linux5 header without TGID: want Runtime 1.50"; cat "$tmp/out" "$tmp/err"; fi
+$lp stats --format csv "$tmp/linux5-notgid.txt" >"$tmp/out" 2>"$tmp/err"
+if grep -q '^prepare,1,1500000' "$tmp/out"; then ok; else bad "stats on linux5 text"; cat "$tmp/out" "$tmp/err"; fi
+{
   echo 'cpus=2'
   echo '             app-100   [001]    10.000000: print:                tracing_mark_write: B|100|[NN_LR_PP]prepare'
   echo '             app-100   [001]    10.002500: print:                tracing_mark_write: E|100'
@@ -109,6 +120,10 @@ if grep -q '^prepare,1,4000000,4000000' "$tmp/out" && ! grep -q after "$tmp/out"
 gzip -c "$tmp/trace.html" >"$tmp/trace.html.gz" 2>/dev/null && {
   $lp stats --format csv "$tmp/trace.html.gz" >"$tmp/out" 2>"$tmp/err"
   if grep -q '^prepare,1,4000000' "$tmp/out"; then ok; else bad "stats on gzipped html"; cat "$tmp/out" "$tmp/err"; fi
+  $lp nnapi "$tmp/trace.html.gz" >"$tmp/out" 2>"$tmp/err"
+  if grep -q '^Runtime  *-  *4.00 ' "$tmp/out"; then ok; else bad "nnapi on gzipped html"; cat "$tmp/out" "$tmp/err"; fi
+  $lp nnapi - <"$tmp/trace.html" >"$tmp/out" 2>"$tmp/err"
+  if grep -q '^Runtime  *-  *4.00 ' "$tmp/out"; then ok; else bad "nnapi on standard input"; cat "$tmp/out" "$tmp/err"; fi
 }
 
 # layers on labelprof's JSON: initialization moved out of compilation, subphases

@@ -20,7 +20,9 @@
  * arrives that starts before the last start (a writer that puts each X at
  * its end), the pass stops, the file's lanes are dropped, and the file is
  * read again with its lanes buffered as 24-byte records, sorted at the end
- * and fed to the same engine. stderr says so.
+ * and fed to the same engine. stderr says so. Past LP_SPILL_RECS records
+ * they are written to a temporary file as sorted runs, one per lane, which a
+ * heap merges at the end: memory stays bounded, the disk holds the rest.
  */
 #include "config.h"
 
@@ -30,6 +32,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MAX_DEPTH 10000
 #define OPEN_END INT64_MIN
@@ -48,6 +51,10 @@ typedef struct lp_rec {
   uint32_t label;
   uint32_t seq;
 } lp_rec_t;
+
+typedef struct lp_run {
+  uint64_t off, n; /* in the spill file: n records from byte off */
+} lp_run_t;
 
 typedef struct lp_open {
   uint32_t label;
@@ -238,6 +245,15 @@ void lp_tree_free(lp_tree_t *t) {
 
 /* ---- labels and lanes --------------------------------------------------------------- */
 
+uint32_t lp_agg_label(const lp_agg_t *a, const char *s) {
+  if (!a->label_nslots) return UINT32_MAX;
+  for (uint32_t i = hash_str(s) & (a->label_nslots - 1);; i = (i + 1) & (a->label_nslots - 1)) {
+    uint32_t k = a->label_slots[i];
+    if (!k) return UINT32_MAX;
+    if (strcmp(a->labels[k - 1], s) == 0) return k - 1;
+  }
+}
+
 static uint32_t intern(lp_agg_t *a, const char *s) {
   uint32_t h = hash_str(s);
   if (a->label_nslots) {
@@ -312,13 +328,15 @@ static uint32_t lane_hash(unsigned file, int64_t pid, int64_t tid) {
 
 static lp_lane_t *lane_get(lp_agg_t *a, int64_t pid, int64_t tid) {
   unsigned file = a->nfiles - 1;
+  lp_lane_t *c = a->last_lane; /* events of one lane tend to come together */
+  if (c && c->pid == pid && c->tid == tid && c->file == file) return c;
   uint32_t h = lane_hash(file, pid, tid);
   if (a->lane_nslots) {
     for (uint32_t i = h & (a->lane_nslots - 1);; i = (i + 1) & (a->lane_nslots - 1)) {
       uint32_t k = a->lane_slots[i];
       if (!k) break;
       lp_lane_t *l = a->lanes[k - 1];
-      if (l->file == file && l->pid == pid && l->tid == tid) return l;
+      if (l->file == file && l->pid == pid && l->tid == tid) return a->last_lane = l;
     }
   }
   if ((a->nlanes + 1) * 2 > a->lane_nslots) {
@@ -353,7 +371,7 @@ static lp_lane_t *lane_get(lp_agg_t *a, int64_t pid, int64_t tid) {
   uint32_t i = h & (a->lane_nslots - 1);
   while (a->lane_slots[i]) i = (i + 1) & (a->lane_nslots - 1);
   a->lane_slots[i] = k + 1;
-  return l;
+  return a->last_lane = l;
 }
 
 static void lane_free(lp_lane_t *l) {
@@ -363,6 +381,7 @@ static void lane_free(lp_lane_t *l) {
   lp_tree_free(&l->tree);
   free(l->stack);
   free(l->recs);
+  free(l->runs);
   free(l->opens);
   free(l->name);
   free(l);
@@ -488,7 +507,50 @@ static int end_scope(lp_agg_t *a, lp_lane_t *l, int64_t t, const lp_pos_t *pos) 
   return 0;
 }
 
-static int rec_add(lp_lane_t *l, int64_t start, int64_t end, uint32_t label) {
+static int cmp_rec(const void *x, const void *y) {
+  const lp_rec_t *a = x, *b = y;
+  if (a->start != b->start) return a->start < b->start ? -1 : 1;
+  if (a->end != b->end) return a->end > b->end ? -1 : 1;
+  return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+/* Writes every buffered lane's scopes to the spill file as one sorted run each, and frees them. */
+static int spill(lp_agg_t *a) {
+  int fd = a->spill ? -1 : lp_temp_fd();
+  if (!a->spill && (fd < 0 || !(a->spill = fdopen(fd, "w+b")))) {
+    if (fd >= 0) close(fd);
+    fprintf(stderr, "labelprof: %s: cannot make a temporary file for the buffered scopes: %s\n", a->file,
+            strerror(errno));
+    return LP_READ_BAD;
+  }
+  for (uint32_t k = 0; k < a->nlanes; k++) {
+    lp_lane_t *l = a->lanes[k];
+    if (!l->nrecs) continue;
+    qsort(l->recs, l->nrecs, sizeof *l->recs, cmp_rec);
+    if (grow((void **)&l->runs, &l->runs_cap, sizeof *l->runs, l->nruns + 1)) return oom();
+    if (fwrite(l->recs, sizeof *l->recs, l->nrecs, a->spill) != l->nrecs) {
+      fprintf(stderr, "labelprof: %s: writing buffered scopes to a temporary file: %s\n", a->file, strerror(errno));
+      return LP_READ_BAD;
+    }
+    l->runs[l->nruns++] = (lp_run_t){a->spill_off, l->nrecs};
+    a->spill_off += l->nrecs * sizeof *l->recs;
+    free(l->recs);
+    l->recs = NULL;
+    l->nrecs = l->recs_cap = 0;
+  }
+  if (fflush(a->spill) != 0) {
+    fprintf(stderr, "labelprof: %s: writing buffered scopes to a temporary file: %s\n", a->file, strerror(errno));
+    return LP_READ_BAD;
+  }
+  a->nbuffered = 0;
+  return 0;
+}
+
+static int rec_add(lp_agg_t *a, lp_lane_t *l, int64_t start, int64_t end, uint32_t label) {
+  if (a->nbuffered >= (a->spill_limit ? a->spill_limit : LP_SPILL_RECS)) {
+    int rc = spill(a);
+    if (rc) return rc;
+  }
   if (l->nrecs == l->recs_cap) {
     size_t n = l->recs_cap ? l->recs_cap * 2 : 1024;
     lp_rec_t *r = realloc(l->recs, n * sizeof *r);
@@ -496,9 +558,104 @@ static int rec_add(lp_lane_t *l, int64_t start, int64_t end, uint32_t label) {
     l->recs = r;
     l->recs_cap = n;
   }
-  l->recs[l->nrecs] = (lp_rec_t){start, end, label, (uint32_t)l->nrecs};
-  l->nrecs++;
+  l->recs[l->nrecs++] = (lp_rec_t){start, end, label, l->seq++};
+  a->nbuffered++;
   return 0;
+}
+
+/* Reading back one run (or the scopes still in memory) a block at a time, for the merge. */
+#define RUN_BLOCK 2048
+typedef struct cursor {
+  lp_rec_t *buf;
+  size_t pos, len;
+  uint64_t off, left; /* in the spill file; left == 0 and no off for the in-memory run */
+  bool owned;
+} cursor_t;
+
+static int cursor_fill(lp_agg_t *a, cursor_t *c) {
+  if (c->pos < c->len || !c->left) return 0;
+  size_t n = c->left < RUN_BLOCK ? (size_t)c->left : RUN_BLOCK;
+  ssize_t got = pread(fileno(a->spill), c->buf, n * sizeof *c->buf, (off_t)c->off);
+  if (got != (ssize_t)(n * sizeof *c->buf)) {
+    fprintf(stderr, "labelprof: %s: reading buffered scopes back from a temporary file: %s\n", a->file,
+            got < 0 ? strerror(errno) : "short read");
+    return LP_READ_BAD;
+  }
+  c->off += got;
+  c->left -= n;
+  c->pos = 0;
+  c->len = n;
+  return 0;
+}
+
+static bool cursor_less(const cursor_t *x, const cursor_t *y) { return cmp_rec(&x->buf[x->pos], &y->buf[y->pos]) < 0; }
+
+static void sift(cursor_t **h, size_t n, size_t i) {
+  for (;;) {
+    size_t m = i, l = 2 * i + 1, r = l + 1;
+    if (l < n && cursor_less(h[l], h[m])) m = l;
+    if (r < n && cursor_less(h[r], h[m])) m = r;
+    if (m == i) return;
+    cursor_t *t = h[i];
+    h[i] = h[m];
+    h[m] = t;
+    i = m;
+  }
+}
+
+/* Runs one buffered scope through the engine, in order of starts. */
+static int feed(lp_agg_t *a, lp_lane_t *l, lp_rec_t r) {
+  int rc = settle(a, l, r.start);
+  if (rc) return rc;
+  if (r.start < l->closed) { /* overlaps a scope it is not inside of: starts at its end */
+    r.start = l->closed;
+    if (r.end < r.start) r.end = r.start;
+    a->overlaps++;
+  }
+  lp_pos_t pos = {a->file, 0, 0, 0};
+  return push(a, l, r.label, r.start, r.end, &pos);
+}
+
+/* All of a buffered lane's scopes, in order: the in-memory ones and the spilled runs merged. */
+static int run_buffered(lp_agg_t *a, lp_lane_t *l) {
+  if (l->nrecs) qsort(l->recs, l->nrecs, sizeof *l->recs, cmp_rec);
+  int rc = 0;
+  if (!l->nruns) {
+    for (size_t i = 0; i < l->nrecs && !rc; i++) rc = feed(a, l, l->recs[i]);
+    return rc;
+  }
+  size_t n = l->nruns + 1, live = 0;
+  cursor_t *cur = calloc(n, sizeof *cur);
+  cursor_t **heap = calloc(n, sizeof *heap);
+  if (!cur || !heap) {
+    free(cur);
+    free(heap);
+    return oom();
+  }
+  for (uint32_t i = 0; i < l->nruns && !rc; i++) {
+    cur[i] = (cursor_t){malloc(RUN_BLOCK * sizeof(lp_rec_t)), 0, 0, l->runs[i].off, l->runs[i].n, true};
+    if (!cur[i].buf) rc = oom();
+    else rc = cursor_fill(a, &cur[i]);
+  }
+  cur[n - 1] = (cursor_t){l->recs, 0, l->nrecs, 0, 0, false};
+  for (size_t i = 0; i < n && !rc; i++)
+    if (cur[i].pos < cur[i].len) heap[live++] = &cur[i];
+  for (size_t i = live; i-- > 0;) sift(heap, live, i);
+  while (live && !rc) {
+    cursor_t *c = heap[0];
+    rc = feed(a, l, c->buf[c->pos++]);
+    if (!rc) rc = cursor_fill(a, c);
+    if (c->pos >= c->len) heap[0] = heap[--live];
+    sift(heap, live, 0);
+  }
+  for (size_t i = 0; i < n; i++)
+    if (cur[i].owned) free(cur[i].buf);
+  free(cur);
+  free(heap);
+  free(l->runs);
+  l->runs = NULL;
+  l->nruns = l->runs_cap = 0;
+  return rc;
 }
 
 static int on_event(void *ctx, const lp_event_t *ev) {
@@ -554,11 +711,11 @@ static int on_event(void *ctx, const lp_event_t *ev) {
         return 0;
       }
       lp_open_t *o = &l->opens[--l->nopens];
-      return rec_add(l, o->start, ev->ts < o->start ? o->start : ev->ts, o->label);
+      return rec_add(a, l, o->start, ev->ts < o->start ? o->start : ev->ts, o->label);
     }
     uint32_t label = intern(a, ev->name);
     if (label == UINT32_MAX) return oom();
-    if (ev->kind == LP_EV_COMPLETE) return rec_add(l, ev->ts, ev->ts + ev->dur, label);
+    if (ev->kind == LP_EV_COMPLETE) return rec_add(a, l, ev->ts, ev->ts + ev->dur, label);
     if (l->nopens >= MAX_DEPTH) {
       lp_report(&ev->pos, "\"B\" events nested deeper than %d on one lane: expected their ends", MAX_DEPTH);
       return LP_READ_BAD;
@@ -587,13 +744,6 @@ static int on_event(void *ctx, const lp_event_t *ev) {
   return push(a, l, label, ev->ts, end, &ev->pos);
 }
 
-static int cmp_rec(const void *x, const void *y) {
-  const lp_rec_t *a = x, *b = y;
-  if (a->start != b->start) return a->start < b->start ? -1 : 1;
-  if (a->end != b->end) return a->end > b->end ? -1 : 1;
-  return a->seq < b->seq ? -1 : a->seq > b->seq;
-}
-
 /* End of a file: buffered lanes are sorted and run; open scopes end at their lane's last event. */
 static int finish_file(lp_agg_t *a, unsigned file) {
   for (uint32_t k = 0; k < a->nlanes; k++) {
@@ -608,20 +758,10 @@ static int finish_file(lp_agg_t *a, unsigned file) {
           return LP_READ_BAD;
         }
         warn_pos(a, &l->opens[i].pos, "a \"B\" event never closed: it ends at its lane's last event");
-        if ((rc = rec_add(l, l->opens[i].start, l->last, l->opens[i].label))) return rc;
+        if ((rc = rec_add(a, l, l->opens[i].start, l->last, l->opens[i].label))) return rc;
       }
       l->nopens = 0;
-      qsort(l->recs, l->nrecs, sizeof *l->recs, cmp_rec);
-      for (size_t i = 0; i < l->nrecs; i++) {
-        if ((rc = settle(a, l, l->recs[i].start))) return rc;
-        if (l->recs[i].start < l->closed) { /* overlaps a scope it is not inside of: starts at its end */
-          l->recs[i].start = l->closed;
-          if (l->recs[i].end < l->recs[i].start) l->recs[i].end = l->recs[i].start;
-          a->overlaps++;
-        }
-        lp_pos_t pos = {a->file, 0, 0, 0};
-        if ((rc = push(a, l, l->recs[i].label, l->recs[i].start, l->recs[i].end, &pos))) return rc;
-      }
+      if ((rc = run_buffered(a, l))) return rc;
       free(l->recs);
       l->recs = NULL;
       l->nrecs = l->recs_cap = 0;
@@ -669,6 +809,7 @@ static void drop_file(lp_agg_t *a, unsigned file) {
       a->lanes[kept++] = a->lanes[k];
   }
   a->nlanes = kept;
+  a->last_lane = NULL;
   memset(a->lane_slots, 0, a->lane_nslots * sizeof *a->lane_slots);
   for (uint32_t k = 0; k < a->nlanes; k++) {
     lp_lane_t *l = a->lanes[k];
@@ -703,7 +844,7 @@ int lp_agg_file(lp_agg_t *a, const char *path) {
     const char *shown = strcmp(path, "-") == 0 ? "<stdin>" : path;
     fprintf(stderr,
             "labelprof: %s: scopes are not in order of their starts (complete events written at their ends?); "
-            "reading it again with each lane buffered in memory\n",
+            "reading it again with each lane buffered (in memory up to 24 MiB, then in a temporary file)\n",
             shown);
     drop_file(a, a->nfiles - 1);
     a->events = saved_counts.events;
@@ -726,6 +867,12 @@ int lp_agg_file(lp_agg_t *a, const char *path) {
   lp_input_close(in);
   if (rc) return LP_READ_BAD;
   rc = finish_file(a, a->nfiles - 1);
+  if (a->spill) { /* the next file starts its own */
+    fclose(a->spill);
+    a->spill = NULL;
+    a->spill_off = 0;
+  }
+  a->nbuffered = 0;
   if (rc) return rc;
   if (a->warned > MAX_WARN)
     fprintf(stderr, "labelprof: %s: %d more warnings like these\n", strcmp(path, "-") == 0 ? "<stdin>" : path,
@@ -742,6 +889,7 @@ int64_t lp_agg_wall(const lp_agg_t *a) {
 }
 
 void lp_agg_free(lp_agg_t *a) {
+  if (a->spill) fclose(a->spill);
   for (uint32_t k = 0; k < a->nlanes; k++) lane_free(a->lanes[k]);
   free(a->lanes);
   free(a->lane_slots);

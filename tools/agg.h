@@ -10,7 +10,9 @@
  * any case, X events sorted by ts). A lane whose X events come in another
  * order (some writers put each X at its end, children before parents) is
  * read again with that file's lanes buffered: 24 bytes per scope, said on
- * stderr.
+ * stderr; past LP_SPILL_RECS of them (24 MiB) the buffered scopes go to a
+ * temporary file in sorted runs, merged at the end,
+ * so memory stays bounded whatever the file's size.
  */
 #ifndef LP_TOOLS_AGG_H
 #define LP_TOOLS_AGG_H
@@ -18,6 +20,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+
+#define LP_SPILL_RECS (1u << 20)
 
 /* Durations of calls: a log-linear histogram, exact below 128 ns and within 0.4% above. */
 #define LP_HIST_SUB 128
@@ -82,6 +87,9 @@ typedef struct lp_lane {
   bool buffered;
   struct lp_rec *recs; /* buffered scopes */
   size_t nrecs, recs_cap;
+  uint32_t seq;          /* buffered scopes so far: ties sort in file order */
+  struct lp_run *runs;   /* sorted runs of buffered scopes in the spill file */
+  uint32_t nruns, runs_cap;
   struct lp_open *opens; /* buffered: B events waiting for their E */
   uint32_t nopens, opens_cap;
 } lp_lane_t;
@@ -100,6 +108,9 @@ typedef struct lp_agg {
   uint32_t nlanes, lanes_cap;
   uint32_t *lane_slots;
   uint32_t lane_nslots;
+  lp_lane_t *last_lane; /* the lane of the last event */
+  FILE *spill;          /* buffered scopes beyond the memory limit, in sorted runs */
+  uint64_t spill_off, nbuffered, spill_limit; /* spill_limit: scopes kept in memory (0: the default) */
   char **pnames; /* process names: (file, pid) */
   int64_t *pname_pids;
   unsigned *pname_files;
@@ -119,6 +130,8 @@ void lp_agg_init(lp_agg_t *a);
 void lp_agg_free(lp_agg_t *a);
 /* Reads one file into a. 0, or LP_READ_BAD after a message. */
 int lp_agg_file(lp_agg_t *a, const char *path);
+/* The id of a label's text, UINT32_MAX when the trace has no such label. */
+uint32_t lp_agg_label(const lp_agg_t *a, const char *text);
 /* The summed span of all lanes that have events: the traced wall time. */
 int64_t lp_agg_wall(const lp_agg_t *a);
 /* A lane's display name: "NAME (pid P, tid T)" or "pid P, tid T"; into buf. */

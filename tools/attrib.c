@@ -30,7 +30,7 @@
 typedef struct node {
   double start, end;
   int layer, phase, eff, app, prev_app;
-  unsigned char subtract, dummy, pushed_app, bad_name;
+  unsigned char subtract, dummy, pushed_app, bad_name, removed;
   signed char name;
   long line;
   struct node *parent;
@@ -630,17 +630,30 @@ oom:
   return -1;
 }
 
+/*
+ * Removes x from its parent's children and appends x's children to that list
+ * (4.1). The slot is only marked here: compact() drops marked slots in one
+ * pass, which keeps the order eager removal gives without a search and a
+ * memmove per node (a run's top level can hold many thousands of children).
+ */
 static int remove_node(node_t *x) {
   node_t *p = x->parent;
-  unsigned i = 0;
-  while (i < p->nkids && p->kids[i] != x) i++;
-  if (i == p->nkids) return 0;
-  memmove(p->kids + i, p->kids + i + 1, (p->nkids - i - 1) * sizeof *p->kids);
-  p->nkids--;
+  x->removed = 1;
   for (unsigned k = 0; k < x->nkids; k++)
     if (add_kid(p, x->kids[k]) < 0) return -1;
   x->nkids = 0;
   return 0;
+}
+
+static void compact(node_t *root, vec_t *pre) {
+  for (size_t i = 0; i <= pre->n; i++) {
+    node_t *n = i < pre->n ? pre->v[i] : root;
+    if (n->removed) continue;
+    unsigned w = 0;
+    for (unsigned k = 0; k < n->nkids; k++)
+      if (!n->kids[k]->removed) n->kids[w++] = n->kids[k];
+    n->nkids = w;
+  }
 }
 
 static double elapsed(const node_t *n) { return (n->end - n->start) * 1000; }
@@ -695,11 +708,15 @@ static int normalise(at_ctx_t *c, thr_t *t, at_error_t *err) {
   /* 4.1: drop ignored nodes, then dummies */
   for (int pass = 0; pass < 2; pass++) {
     if (preorder(root, &pre) < 0) goto oom;
+    int any = 0;
     for (size_t i = 0; i < pre.n; i++) {
       node_t *x = pre.v[i];
-      if (pass == 0 ? (x->layer == AT_LX && !x->dummy) : x->dummy)
+      if (pass == 0 ? (x->layer == AT_LX && !x->dummy) : x->dummy) {
         if (remove_node(x) < 0) goto oom;
+        any = 1;
+      }
     }
+    if (any) compact(root, &pre);
   }
   if (preorder(root, &pre) < 0) goto oom;
   set_eff(&pre);
@@ -880,9 +897,10 @@ static int driver_exec(const at_ctx_t *c, int ap, double *out, at_error_t *err) 
   size_t kb = 0, ke = 0;
   for (size_t i = 0; i < c->nth; i++) {
     const ivlist_t *x = &c->th[i]->iv[ap][AT_N_EXECUTE_SERVER], *y = &c->th[i]->iv[ap][AT_N_NOTIFY_CLIENT];
-    memcpy(b + kb, x->s, x->n * sizeof *b);
+    /* (an empty list has no array: memcpy wants one even for 0 bytes) */
+    if (x->n) memcpy(b + kb, x->s, x->n * sizeof *b);
     kb += x->n;
-    memcpy(e + ke, y->s, y->n * sizeof *e);
+    if (y->n) memcpy(e + ke, y->s, y->n * sizeof *e);
     ke += y->n;
   }
   qsort(b, nb, sizeof *b, cmp_double);

@@ -28,10 +28,8 @@ static int cmp_drow(const void *x, const void *y) {
 }
 
 static const lp_lstat_t *find(const lp_agg_t *a, const char *label) {
-  /* Labels are few; the engine's intern table is private to agg.c, so look by text. */
-  for (uint32_t i = 0; i < a->nlabels; i++)
-    if (a->gstats[i].calls && strcmp(a->labels[i], label) == 0) return &a->gstats[i];
-  return NULL;
+  uint32_t i = lp_agg_label(a, label);
+  return i != UINT32_MAX && a->gstats[i].calls ? &a->gstats[i] : NULL;
 }
 
 /* "500us", "2ms", "1.5s", "250ns", "1234" (ns), or "0.5%" (of wall). -1 when not a duration. */

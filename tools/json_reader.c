@@ -168,56 +168,65 @@ static const char *field_name(enum field f) {
  * nanosecond); exponents go through strtod. 1 on success.
  */
 static int parse_us(const char *s, size_t n, int64_t *ns) {
-  char buf[64];
-  if (n == 0 || n >= sizeof buf) return 0;
-  memcpy(buf, s, n);
-  buf[n] = '\0';
-  if (strpbrk(buf, "eE")) {
+  const char *p = s, *end = s + n;
+  bool neg = p < end && *p == '-';
+  if (neg) p++;
+  if (p == end) return 0;
+  uint64_t whole = 0;
+  for (; p < end && *p >= '0' && *p <= '9'; p++) {
+    whole = whole * 10 + (uint64_t)(*p - '0');
+    if (whole > (uint64_t)4611686018427387ull) return 0; /* 2^62 ns in µs */
+  }
+  uint64_t frac = 0; /* nanoseconds */
+  if (p < end && *p == '.') {
+    p++;
+    int digits = 0;
+    for (; p < end && *p >= '0' && *p <= '9'; p++, digits++) {
+      if (digits < 3) frac = frac * 10 + (uint64_t)(*p - '0');
+      else if (digits == 3 && *p >= '5') frac++; /* round half up at the nanosecond */
+    }
+    for (int d = digits; d < 3; d++) frac *= 10;
+  }
+  if (p < end && (*p == 'e' || *p == 'E')) { /* rare: through strtod */
+    char buf[64];
+    if (n >= sizeof buf) return 0;
+    memcpy(buf, s, n);
+    buf[n] = '\0';
     errno = 0;
     double v = strtod(buf, NULL) * 1000.0;
     if (errno || !isfinite(v) || fabs(v) >= NS_LIMIT) return 0;
     *ns = (int64_t)llround(v);
     return 1;
   }
-  const char *p = buf;
-  bool neg = *p == '-';
-  if (neg) p++;
-  uint64_t whole = 0;
-  for (; *p >= '0' && *p <= '9'; p++) {
-    whole = whole * 10 + (uint64_t)(*p - '0');
-    if (whole > (uint64_t)4611686018427387ull) return 0; /* 2^62 ns in µs */
-  }
-  uint64_t frac = 0; /* nanoseconds */
-  if (*p == '.') {
-    p++;
-    int digits = 0;
-    for (; *p >= '0' && *p <= '9'; p++, digits++) {
-      if (digits < 3) frac = frac * 10 + (uint64_t)(*p - '0');
-      else if (digits == 3 && *p >= '5') frac++; /* round half up at the nanosecond */
-    }
-    for (int d = digits; d < 3; d++) frac *= 10;
-  }
-  if (*p) return 0;
+  if (p != end) return 0;
   uint64_t v = whole * 1000 + frac;
   *ns = neg ? -(int64_t)v : (int64_t)v;
   return 1;
 }
 
 static int parse_int(const char *s, size_t n, int64_t *out) {
-  char buf[32];
-  if (n == 0 || n >= sizeof buf) return 0;
-  memcpy(buf, s, n);
-  buf[n] = '\0';
-  char *end;
-  errno = 0;
-  long long v = strtoll(buf, &end, 10);
-  if (errno || *end) {
-    /* 12.0 is an integer too */
-    double d = strtod(buf, &end);
-    if (*end || !(d == floor(d)) || fabs(d) >= 9.2e18) return 0;
-    v = (long long)d;
+  const char *p = s, *end = s + n;
+  bool neg = p < end && *p == '-';
+  if (neg) p++;
+  if (p == end) return 0;
+  uint64_t v = 0;
+  for (; p < end && *p >= '0' && *p <= '9'; p++) {
+    if (v > (UINT64_MAX - 9) / 10) return 0;
+    v = v * 10 + (uint64_t)(*p - '0');
   }
-  *out = v;
+  if (p != end) { /* 12.0 and 1.2e1 are integers too */
+    char buf[64];
+    if (n >= sizeof buf) return 0;
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    char *stop;
+    double d = strtod(buf, &stop);
+    if (*stop || !(d == floor(d)) || fabs(d) >= 9.2e18) return 0;
+    *out = (int64_t)d;
+    return 1;
+  }
+  if (v > (uint64_t)INT64_MAX) return 0;
+  *out = neg ? -(int64_t)v : (int64_t)v;
   return 1;
 }
 
@@ -247,6 +256,7 @@ static int wrong_type(jr_t *r, const char *found) {
 
 /* Where a scalar lands: 1 = in the event's fields, 2 = in its args, 0 = nowhere of interest, -1 error. */
 static int scalar_place(jr_t *r, const char *what) {
+  if (r->in_event && r->depth == r->ev_depth + 1) return 1; /* the common case first */
   if (r->depth == 0) {
     fail(r, tok(r), "expected a JSON object or array, found %s", what);
     return -1;

@@ -33,8 +33,8 @@ struct lp_input {
 };
 
 const lp_reader_t *const lp_readers[] = {
-    &lp_systrace_reader,
     &lp_json_reader,
+    &lp_systrace_reader, /* after JSON, which claims only text that starts with '{' or '[' */
     NULL,
 };
 
@@ -70,21 +70,23 @@ static const char *shown(const lp_input_t *in) { return strcmp(in->name, "-") ==
 
 const char *lp_input_name(const lp_input_t *in) { return in->name; }
 
-/* Copies a pipe to an unlinked temporary file; returns its descriptor at offset 0, or -1. */
-static int spool(int from, const char *name) {
-  char tmpl[] = "/tmp/labelprof-stdin-XXXXXX";
+int lp_temp_fd(void) {
   const char *dir = getenv("TMPDIR");
   char path[4096];
-  if (dir && *dir && strlen(dir) + sizeof tmpl < sizeof path)
-    snprintf(path, sizeof path, "%s/labelprof-stdin-XXXXXX", dir);
-  else
-    memcpy(path, tmpl, sizeof tmpl);
+  if (!dir || !*dir || strlen(dir) > sizeof path - 32) dir = "/tmp";
+  snprintf(path, sizeof path, "%s/labelprof-XXXXXX", dir);
   int fd = mkstemp(path);
+  if (fd >= 0) unlink(path);
+  return fd;
+}
+
+/* Copies a pipe to an unlinked temporary file; returns its descriptor at offset 0, or -1. */
+static int spool(int from, const char *name) {
+  int fd = lp_temp_fd();
   if (fd < 0) {
     fprintf(stderr, "labelprof: %s: cannot make a temporary file to hold the input: %s\n", name, strerror(errno));
     return -1;
   }
-  unlink(path);
   static char buf[1 << 16];
   for (;;) {
     ssize_t n = read(from, buf, sizeof buf);

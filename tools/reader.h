@@ -102,6 +102,9 @@ ssize_t lp_input_peek(lp_input_t *in, void *buf, size_t n);
 /* Starts again from the first byte. 0, or -1 after a message. */
 int lp_input_rewind(lp_input_t *in);
 
+/* An unlinked temporary file in $TMPDIR (else /tmp), open for reading and writing; -1 with errno set. */
+int lp_temp_fd(void);
+
 /* ---- readers ------------------------------------------------------------------------ */
 
 typedef struct lp_reader {

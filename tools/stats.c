@@ -234,7 +234,7 @@ int lp_cmd_stats(int argc, char **argv) {
     fprintf(stderr, "labelprof: out of memory\n");
     goto out;
   }
-  memcpy(lanes, a.lanes, a.nlanes * sizeof *lanes);
+  if (a.nlanes) memcpy(lanes, a.lanes, a.nlanes * sizeof *lanes);
   qsort(lanes, a.nlanes, sizeof *lanes, cmp_lane);
   if (fmt == FMT_CSV)
     fputs("thread,label,calls,total_ns,self_ns,mean_ns,min_ns,p50_ns,p95_ns,p99_ns,max_ns,self_percent\n", out);

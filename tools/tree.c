@@ -126,7 +126,7 @@ int lp_cmd_tree(int argc, char **argv) {
       lp_agg_free(&a);
       return LP_EXIT_BAD;
     }
-    memcpy(lanes, a.lanes, a.nlanes * sizeof *lanes);
+    if (a.nlanes) memcpy(lanes, a.lanes, a.nlanes * sizeof *lanes);
     qsort(lanes, a.nlanes, sizeof *lanes, cmp_lane);
     for (uint32_t k = 0; k < a.nlanes; k++) {
       lp_lane_t *l = lanes[k];

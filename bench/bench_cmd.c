@@ -1,0 +1,180 @@
+/*
+ * bench_cmd.c: `labelprof stats` on a generated trace of at least 100 MB,
+ * beside python3's json.load of the same file, in the same run: MB/s and
+ * peak RSS (the children's ru_maxrss). Two files: complete events in order
+ * of their starts (Chrome's own traces, B/E writers), the streaming path; and
+ * the same events each written at its end, as labelprof's exporter writes
+ * them, which the command reads again with each lane buffered.
+ *
+ *   bench/bench_cmd [MB]      (default 120; LP_BENCH_CMD_MB too)
+ */
+#include "bench.h"
+
+#include <errno.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#define LANES 4
+
+typedef struct result {
+  double seconds, cpu, rss_mb; /* wall, user + system */
+  int status;
+} result_t;
+
+/* Runs argv with stdout and stderr to /dev/null; wall time and peak RSS. */
+static result_t run(char *const argv[]) {
+  result_t r = {0, 0, 0, -1};
+  fflush(stdout);
+  double t0 = bench_now_ns();
+  pid_t pid = fork();
+  if (pid < 0) {
+    perror("bench_cmd: fork");
+    exit(1);
+  }
+  if (pid == 0) {
+    FILE *n = freopen("/dev/null", "w", stdout);
+    FILE *e = freopen("/dev/null", "w", stderr);
+    (void)n;
+    (void)e;
+    execvp(argv[0], argv);
+    _exit(127);
+  }
+  int st;
+  struct rusage ru;
+  if (wait4(pid, &st, 0, &ru) != pid) {
+    perror("bench_cmd: wait4");
+    exit(1);
+  }
+  r.seconds = (bench_now_ns() - t0) / 1e9;
+  r.rss_mb = (double)ru.ru_maxrss / 1024.0;
+  r.cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+          (double)ru.ru_stime.tv_usec / 1e6;
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+/*
+ * One request on each lane: request > (decode, run > (launch, wait), encode),
+ * with durations that vary; `at_end` writes each X when it ends (children
+ * first), otherwise when it starts.
+ */
+static int generate(const char *path, double mb, int at_end) {
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    perror(path);
+    return -1;
+  }
+  static const char *names[] = {"request", "decode", "run", "launch", "wait for device", "encode"};
+  fputs("{\"traceEvents\":[\n", f);
+  for (int l = 0; l < LANES; l++)
+    fprintf(f, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":4242,\"tid\":%d,\"args\":{\"name\":\"worker %d\"}},\n",
+            100 + l, l);
+  double target = mb * 1e6;
+  long long t[LANES] = {0};
+  uint64_t seed = 88172645463325252ull;
+  long n = 0;
+  while (ftell(f) < (long)target) {
+    for (int l = 0; l < LANES; l++) {
+      seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+      long long d = 20 + (long long)(seed % 80), s = t[l]; /* ns * 1000: µs with 3 decimals */
+      long long dec = d * 1000, lau = 3000 + (long long)(seed >> 40) % 2000, wai = d * 2000, enc = d * 500;
+      long long st[6], du[6];
+      st[0] = s;
+      st[1] = s + 100;
+      du[1] = dec;
+      st[2] = st[1] + dec + 100;
+      st[3] = st[2] + 50;
+      du[3] = lau;
+      st[4] = st[3] + lau + 50;
+      du[4] = wai;
+      du[2] = st[4] + wai + 50 - st[2];
+      st[5] = st[2] + du[2] + 100;
+      du[5] = enc;
+      du[0] = st[5] + enc + 100 - s;
+      static const int start_order[6] = {0, 1, 2, 3, 4, 5}, end_order[6] = {1, 3, 4, 2, 5, 0};
+      const int *order = at_end ? end_order : start_order;
+      for (int k = 0; k < 6; k++) {
+        int e = order[k];
+        fprintf(f, "{\"ph\":\"X\",\"cat\":\"runtime\",\"name\":\"%s\",\"pid\":4242,\"tid\":%d,\"ts\":%lld.%03lld,\"dur\":%lld.%03lld},\n",
+                names[e], 100 + l, st[e] / 1000, st[e] % 1000, du[e] / 1000, du[e] % 1000);
+        n++;
+      }
+      t[l] = s + du[0] + 1000;
+    }
+  }
+  fprintf(f, "{\"ph\":\"i\",\"name\":\"end\",\"pid\":4242,\"tid\":100,\"ts\":%lld.000,\"s\":\"t\"}\n],\n"
+             "\"displayTimeUnit\":\"ns\"}\n", t[0] / 1000 + 1);
+  if (fclose(f) != 0) {
+    perror(path);
+    return -1;
+  }
+  return 0;
+}
+
+static double file_mb(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 ? (double)st.st_size / 1e6 : 0;
+}
+
+int main(int argc, char **argv) {
+  const char *env = getenv("LP_BENCH_CMD_MB");
+  double mb = argc > 1 ? atof(argv[1]) : env ? atof(env) : 120;
+  if (mb < 1) mb = 120;
+  char dir[] = "/tmp/lp-bench-cmd-XXXXXX";
+  if (!mkdtemp(dir)) {
+    perror("bench_cmd: mkdtemp");
+    return 1;
+  }
+  char sorted[64], at_end[64];
+  snprintf(sorted, sizeof sorted, "%s/sorted.json", dir);
+  snprintf(at_end, sizeof at_end, "%s/at_end.json", dir);
+  if (generate(sorted, mb, 0) || generate(at_end, mb, 1)) return 1;
+  double size[2] = {file_mb(sorted), file_mb(at_end)};
+  const char *files[2] = {sorted, at_end};
+  const char *what[2] = {"X in order of starts (streaming)", "X at their ends (labelprof's order, buffered)"};
+
+  printf("labelprof stats on a generated Chrome trace, beside python3 json.load of the same file\n");
+  bench_print_machine();
+  printf("files: %.0f MB each, %d lanes, 6 nested labels; 3 rounds of (labelprof, python3) taken in turn, medians\n",
+         size[0], LANES);
+  printf("MB/s is file size over wall time; CPU MB/s over the child's user + system time (fairer on a busy machine)\n\n");
+  printf("  %-30s %9s %9s %10s %10s %11s\n", "", "wall s", "MB/s", "CPU MB/s", "peak RSS", "vs python3");
+  double ratio[2], rss[2];
+  int failed = 0;
+  for (int f = 0; f < 2; f++) {
+    char *tool[] = {"./tools/labelprof", "stats", (char *)files[f], NULL};
+    char script[256];
+    snprintf(script, sizeof script, "import json; json.load(open('%s'))", files[f]);
+    char *py[] = {"python3", "-c", script, NULL};
+    double tw[3], tc[3], pw[3], pc[3], rr[3], trss = 0, prss = 0;
+    for (int i = 0; i < 3; i++) {
+      result_t t = run(tool), p = run(py);
+      if (t.status != 0 || p.status != 0) {
+        fprintf(stderr, "bench_cmd: a run failed (labelprof %d, python3 %d)\n", t.status, p.status);
+        failed = 1;
+      }
+      tw[i] = t.seconds, tc[i] = t.cpu, pw[i] = p.seconds, pc[i] = p.cpu;
+      rr[i] = p.seconds / t.seconds;
+      if (t.rss_mb > trss) trss = t.rss_mb;
+      if (p.rss_mb > prss) prss = p.rss_mb;
+    }
+    double mtw = bench_median(tw, 3), mtc = bench_median(tc, 3), mpw = bench_median(pw, 3), mpc = bench_median(pc, 3);
+    ratio[f] = bench_median(rr, 3);
+    rss[f] = trss;
+    printf("  %s\n", what[f]);
+    printf("  %-30s %9.2f %9.1f %10.1f %7.1f MB %10.1fx\n", "    labelprof stats", mtw, size[f] / mtw, size[f] / mtc,
+           trss, ratio[f]);
+    printf("  %-30s %9.2f %9.1f %10.1f %7.1f MB\n", "    python3 json.load", mpw, size[f] / mpw, size[f] / mpc, prss);
+  }
+  printf("\ntargets\n\n");
+  printf("  %-52s %7.1fx  %s\n", "streaming: MB/s >= 3x python3's (median of rounds)", ratio[0],
+         bench_verdict(ratio[0] >= 3));
+  printf("  %-52s %7.1f MB  %s\n", "streaming: peak RSS < 50 MB", rss[0], bench_verdict(rss[0] < 50));
+  printf("  %-52s %7.1fx  %s\n", "labelprof's order: MB/s >= 3x python3's", ratio[1], bench_verdict(ratio[1] >= 3));
+  printf("  %-52s %7.1f MB  %s\n", "labelprof's order: peak RSS < 50 MB", rss[1], bench_verdict(rss[1] < 50));
+  unlink(sorted);
+  unlink(at_end);
+  rmdir(dir);
+  return failed;
+}

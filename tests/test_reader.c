@@ -1,0 +1,162 @@
+/*
+ * test_reader.c: the normalised event stream (tools/reader.h) as the JSON
+ * reader produces it: every field a view may use, times in nanoseconds,
+ * positions, the choice of reader, and the sink stopping a pass.
+ */
+#include "config.h"
+
+#include "reader.h"
+#include "runner.h"
+
+#include <stdint.h>
+#include <unistd.h>
+
+static char dir[] = "/tmp/lp-test-reader-XXXXXX";
+
+typedef struct seen {
+  lp_ev_kind_t kind;
+  int64_t pid, tid, ts, dur;
+  char name[64], cat[64], layer[32], phase[32], mode[32], series[32];
+  double value;
+  uint64_t line, column;
+} seen_t;
+
+typedef struct sink_state {
+  seen_t ev[32];
+  int n;
+  int stop_after; /* 0: never */
+} sink_state_t;
+
+static void copy(char *to, size_t len, const char *from) { snprintf(to, len, "%s", from ? from : "(null)"); }
+
+static int record(void *ctx, const lp_event_t *e) {
+  sink_state_t *s = ctx;
+  if (s->n < 32) {
+    seen_t *v = &s->ev[s->n];
+    v->kind = e->kind;
+    v->pid = e->pid, v->tid = e->tid, v->ts = e->ts, v->dur = e->dur;
+    copy(v->name, sizeof v->name, e->name);
+    copy(v->cat, sizeof v->cat, e->category);
+    copy(v->layer, sizeof v->layer, e->layer);
+    copy(v->phase, sizeof v->phase, e->phase);
+    copy(v->mode, sizeof v->mode, e->mode);
+    copy(v->series, sizeof v->series, e->series);
+    v->value = e->value;
+    v->line = e->pos.line, v->column = e->pos.column;
+  }
+  s->n++;
+  return s->stop_after && s->n >= s->stop_after ? 7 : 0;
+}
+
+static int read_text(const char *text, sink_state_t *s) {
+  char path[64];
+  snprintf(path, sizeof path, "%s/t.json", dir);
+  FILE *f = fopen(path, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fputs(text, f);
+  CU_ASSERT_EQUAL_FATAL(fclose(f), 0);
+  lp_input_t *in = lp_input_open(path);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(in);
+  lp_sink_t sink = {s, record};
+  int rc = lp_read_input(in, &sink);
+  lp_input_close(in);
+  return rc;
+}
+
+static void test_reader_fields(void) {
+  sink_state_t s = {.n = 0};
+  int rc = read_text("{\"traceEvents\":[\n"
+                     "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":3,\"tid\":4,\"args\":{\"name\":\"io \\u00e9\"}},\n"
+                     "{\"ph\":\"X\",\"cat\":\"runtime,preparation\",\"name\":\"prep\",\"pid\":3,\"tid\":4,\"ts\":1.0005,"
+                     "\"dur\":2.25,\"args\":{\"layer\":\"runtime\",\"phase\":\"preparation\",\"mode\":\"switch\",\"n\":[1,{}]}},\n"
+                     "  {\"ph\":\"C\",\"name\":\"q\",\"pid\":3,\"ts\":7,\"args\":{\"a\":1,\"b\":2.5e3}},\n"
+                     "{\"ph\":\"B\",\"name\":\"b\",\"ts\":-5},{\"ph\":\"E\",\"ts\":1e1},{\"ph\":\"I\",\"name\":\"mark\",\"ts\":0.001},\n"
+                     "{\"ph\":\"s\",\"id\":1,\"ts\":3},{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":3,\"args\":{\"name\":\"srv\"}}\n"
+                     "],\"otherData\":{\"x\":[1,{\"traceEvents\":2}]}}",
+                     &s);
+  CU_ASSERT_EQUAL(rc, LP_READ_OK);
+  CU_ASSERT_EQUAL_FATAL(s.n, 9);
+  CU_ASSERT_EQUAL(s.ev[0].kind, LP_EV_THREAD_NAME);
+  CU_ASSERT_STRING_EQUAL(s.ev[0].name, "io \xc3\xa9");
+  CU_ASSERT_EQUAL(s.ev[0].tid, 4);
+  const seen_t *x = &s.ev[1];
+  CU_ASSERT_EQUAL(x->kind, LP_EV_COMPLETE);
+  CU_ASSERT_EQUAL(x->ts, 1001); /* 1.0005 us rounds half up to 1001 ns */
+  CU_ASSERT_EQUAL(x->dur, 2250);
+  CU_ASSERT_STRING_EQUAL(x->cat, "runtime,preparation");
+  CU_ASSERT_STRING_EQUAL(x->layer, "runtime");
+  CU_ASSERT_STRING_EQUAL(x->phase, "preparation");
+  CU_ASSERT_STRING_EQUAL(x->mode, "switch");
+  CU_ASSERT_EQUAL(x->line, 3);
+  CU_ASSERT_EQUAL(x->column, 1);
+  /* a counter: one event per series */
+  CU_ASSERT_EQUAL(s.ev[2].kind, LP_EV_COUNTER);
+  CU_ASSERT_STRING_EQUAL(s.ev[2].series, "a");
+  CU_ASSERT_DOUBLE_EQUAL(s.ev[2].value, 1.0, 1e-9);
+  CU_ASSERT_STRING_EQUAL(s.ev[3].series, "b");
+  CU_ASSERT_DOUBLE_EQUAL(s.ev[3].value, 2500.0, 1e-9);
+  CU_ASSERT_EQUAL(s.ev[3].ts, 7000);
+  CU_ASSERT_EQUAL(s.ev[3].line, 4);
+  CU_ASSERT_EQUAL(s.ev[3].column, 3);
+  CU_ASSERT_STRING_EQUAL(s.ev[3].cat, "(null)");
+  CU_ASSERT_EQUAL(s.ev[4].kind, LP_EV_BEGIN);
+  CU_ASSERT_EQUAL(s.ev[4].ts, -5000);
+  CU_ASSERT_EQUAL(s.ev[4].pid, 0); /* absent: 0 */
+  CU_ASSERT_EQUAL(s.ev[5].kind, LP_EV_END);
+  CU_ASSERT_EQUAL(s.ev[5].ts, 10000);
+  CU_ASSERT_STRING_EQUAL(s.ev[5].name, "");
+  CU_ASSERT_EQUAL(s.ev[6].kind, LP_EV_INSTANT);
+  CU_ASSERT_EQUAL(s.ev[6].ts, 1);
+  CU_ASSERT_EQUAL(s.ev[7].kind, LP_EV_SKIPPED);
+  CU_ASSERT_STRING_EQUAL(s.ev[7].name, "s");
+  CU_ASSERT_EQUAL(s.ev[8].kind, LP_EV_PROCESS_NAME);
+  CU_ASSERT_STRING_EQUAL(s.ev[8].name, "srv");
+}
+
+/* A sink's non-zero verdict ends the pass at once, and comes back as it was. */
+static void test_reader_sink_stops(void) {
+  sink_state_t s = {.n = 0, .stop_after = 2};
+  int rc = read_text("[{\"ph\":\"i\",\"ts\":1},{\"ph\":\"i\",\"ts\":2},{\"ph\":\"i\",\"ts\":3}]", &s);
+  CU_ASSERT_EQUAL(rc, 7);
+  CU_ASSERT_EQUAL(s.n, 2);
+}
+
+/* The array form without its ']' after a comma or an event; both forms empty. */
+static void test_reader_forms(void) {
+  const char *ok[] = {"[{\"ph\":\"i\",\"ts\":1},", "[{\"ph\":\"i\",\"ts\":1}\n", "[]", "{\"traceEvents\":[]}", "  [ ]  "};
+  for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+    sink_state_t s = {.n = 0};
+    CU_ASSERT_EQUAL(read_text(ok[i], &s), LP_READ_OK);
+    CU_ASSERT_EQUAL(s.n, i < 2 ? 1 : 0);
+  }
+  sink_state_t s = {.n = 0};
+  CU_ASSERT_EQUAL(read_text("[{\"ph\":\"i\",\"ts\":1},{\"ph\"", &s), LP_READ_BAD);
+  CU_ASSERT_EQUAL(read_text("{\"traceEvents\":[{\"ph\":\"i\",\"ts\":1}", &s), LP_READ_BAD);
+}
+
+/* The table of readers: JSON claims text that starts with '{' or '[' after blanks. */
+static void test_reader_sniff(void) {
+  CU_ASSERT_PTR_NOT_NULL_FATAL(lp_readers[0]);
+  CU_ASSERT_STRING_EQUAL(lp_readers[0]->name, "chrome-json");
+  CU_ASSERT(lp_json_reader.sniff((const unsigned char *)" \n{", 3));
+  CU_ASSERT(lp_json_reader.sniff((const unsigned char *)"[", 1));
+  CU_ASSERT(!lp_json_reader.sniff((const unsigned char *)"# tracer: nop", 13));
+  CU_ASSERT(!lp_json_reader.sniff((const unsigned char *)"", 0));
+}
+
+int main(void) {
+  if (!mkdtemp(dir)) return 2;
+  CU_TestInfo tests[] = {
+      LP_TEST(test_reader_fields),
+      LP_TEST(test_reader_sink_stops),
+      LP_TEST(test_reader_forms),
+      LP_TEST(test_reader_sniff),
+      CU_TEST_INFO_NULL,
+  };
+  int rc = lp_test_main("reader", tests);
+  char path[64];
+  snprintf(path, sizeof path, "%s/t.json", dir);
+  unlink(path);
+  rmdir(dir);
+  return rc;
+}
