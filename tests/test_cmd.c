@@ -596,11 +596,11 @@ static int parse_tree(const char *text, pline_t *out, int max) {
       memcpy(label, line + at, ll);
       label[ll] = '\0';
       snprintf(stack[depth], sizeof stack[depth], "%s", label);
-      size_t used = 0;
+      size_t plen = 0;
       out[n].path[0] = '\0';
-      for (size_t d = 0; d <= depth && used < sizeof out[n].path; d++) {
-        int w = snprintf(out[n].path + used, sizeof out[n].path - used, "%s%s", d ? "/" : "", stack[d]);
-        used += w > 0 ? (size_t)w : 0;
+      for (size_t d = 0; d <= depth && plen < sizeof out[n].path; d++) {
+        int w = snprintf(out[n].path + plen, sizeof out[n].path - plen, "%s%s", d ? "/" : "", stack[d]);
+        plen += w > 0 ? (size_t)w : 0;
       }
       out[n++].pct = pct;
     }
