@@ -596,10 +596,11 @@ static int parse_tree(const char *text, pline_t *out, int max) {
       memcpy(label, line + at, ll);
       label[ll] = '\0';
       snprintf(stack[depth], sizeof stack[depth], "%s", label);
+      size_t plen = 0;
       out[n].path[0] = '\0';
-      for (size_t d = 0; d <= depth; d++) {
-        strncat(out[n].path, stack[d], sizeof out[n].path - strlen(out[n].path) - 2);
-        if (d < depth) strcat(out[n].path, "/");
+      for (size_t d = 0; d <= depth && plen < sizeof out[n].path; d++) {
+        int w = snprintf(out[n].path + plen, sizeof out[n].path - plen, "%s%s", d ? "/" : "", stack[d]);
+        plen += w > 0 ? (size_t)w : 0;
       }
       out[n++].pct = pct;
     }

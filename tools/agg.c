@@ -91,6 +91,13 @@ static int grow(void **p, uint32_t *cap, size_t elem, uint32_t need) {
   return 0;
 }
 
+/* Sums of durations saturate: a file may hold times near the 2^62 ns limit many times over. */
+static inline int64_t sat_add(int64_t x, int64_t y) {
+  int64_t r;
+  if (__builtin_add_overflow(x, y, &r)) return y > 0 ? INT64_MAX : INT64_MIN;
+  return r;
+}
+
 static int oom(void) {
   fprintf(stderr, "labelprof: out of memory\n");
   return LP_READ_BAD;
@@ -416,9 +423,9 @@ static void span(lp_lane_t *l, int64_t t) {
 
 static int count_call(lp_lstat_t *s, int64_t dur, int64_t self, bool top, bool hist) {
   s->calls++;
-  s->sum += dur;
-  s->self += self;
-  if (top) s->total += dur;
+  s->sum = sat_add(s->sum, dur);
+  s->self = sat_add(s->self, self);
+  if (top) s->total = sat_add(s->total, dur);
   if (dur < s->min) s->min = dur;
   if (dur > s->max) s->max = dur;
   if (hist && lp_hist_add(&s->hist, dur)) return oom();
@@ -438,12 +445,12 @@ static int pop(lp_agg_t *a, lp_lane_t *l, int64_t end) {
   if (self < 0) self = 0;
   lp_tnode_t *n = &l->tree.nodes[f->node];
   n->calls++;
-  n->total += dur;
-  n->self += self;
+  n->total = sat_add(n->total, dur);
+  n->self = sat_add(n->self, self);
   if (l->depth)
-    l->stack[l->depth - 1].kids += dur;
+    l->stack[l->depth - 1].kids = sat_add(l->stack[l->depth - 1].kids, dur);
   else
-    l->in_label += dur;
+    l->in_label = sat_add(l->in_label, dur);
   lp_lstat_t *ls = lane_stat(l, f->label);
   if (!ls) return oom();
   a->scopes++;
@@ -785,9 +792,9 @@ static int finish_file(lp_agg_t *a, unsigned file) {
       if (s->label == UINT32_MAX) continue;
       lp_lstat_t *g = &a->gstats[s->label];
       g->calls += s->calls;
-      g->total += s->total;
-      g->self += s->self;
-      g->sum += s->sum;
+      g->total = sat_add(g->total, s->total);
+      g->self = sat_add(g->self, s->self);
+      g->sum = sat_add(g->sum, s->sum);
       if (s->min < g->min) g->min = s->min;
       if (s->max > g->max) g->max = s->max;
       if (lp_hist_merge(&g->hist, &s->hist)) return oom();
@@ -884,7 +891,7 @@ int lp_agg_file(lp_agg_t *a, const char *path) {
 int64_t lp_agg_wall(const lp_agg_t *a) {
   int64_t w = 0;
   for (uint32_t k = 0; k < a->nlanes; k++)
-    if (a->lanes[k]->has_span) w += a->lanes[k]->last - a->lanes[k]->first;
+    if (a->lanes[k]->has_span) w = sat_add(w, a->lanes[k]->last - a->lanes[k]->first);
   return w;
 }
 
@@ -931,13 +938,13 @@ int lp_agg_merged_tree(const lp_agg_t *a, lp_tree_t *m) {
       }
       map[j] = to;
       m->nodes[to].calls += n->calls;
-      m->nodes[to].total += n->total;
-      m->nodes[to].self += n->self;
+      m->nodes[to].total = sat_add(m->nodes[to].total, n->total);
+      m->nodes[to].self = sat_add(m->nodes[to].self, n->self);
     }
     free(map);
     int64_t span = l->has_span ? l->last - l->first : 0;
-    m->nodes[0].total += span;
-    m->nodes[0].self += span > l->in_label ? span - l->in_label : 0;
+    m->nodes[0].total = sat_add(m->nodes[0].total, span);
+    m->nodes[0].self = sat_add(m->nodes[0].self, span > l->in_label ? span - l->in_label : 0);
   }
   lp_tree_link(m, (const char *const *)a->labels);
   return 0;

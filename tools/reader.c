@@ -38,6 +38,7 @@ const lp_reader_t *const lp_readers[] = {
     NULL,
 };
 
+static void vmsg(const lp_pos_t *pos, const char *kind, const char *fmt, va_list ap) __attribute__((format(printf, 3, 0)));
 static void vmsg(const lp_pos_t *pos, const char *kind, const char *fmt, va_list ap) {
   fputs("labelprof: ", stderr);
   if (pos && pos->file) {
