@@ -69,6 +69,8 @@ static const char *const known[] = {
     "LABELPROF_PROFILE",      "LABELPROF_FOLDED",     "LABELPROF_HZ",    "LABELPROF_REPORT",
     "LABELPROF_TRACE",        "LABELPROF_LEVELS",     "LABELPROF_TRACE_BUFFER",
     "LABELPROF_TRACE_MODE",   "LABELPROF_CLOCK",      "LABELPROF_DUMP_SIGNAL",
+    /* Read by subs.c, and by the callstats.so subscriber installed with the library. */
+    "LABELPROF_SUBSCRIBERS",  "LABELPROF_CALLSTATS",  "LABELPROF_CALLSTATS_THREADS",
 };
 #define NKNOWN (sizeof known / sizeof known[0])
 
