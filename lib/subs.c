@@ -462,7 +462,7 @@ static inline sthread_t *st_get(void) {
 static inline snap_t *pin_current(pin_t *p) {
   for (int i = 0; i < 8; i++) {
     snap_t *s = atomic_load_explicit(&current, memory_order_acquire);
-    if (!s) return NULL;
+    if (!s) break; /* (a pin an earlier try stored is cleared below) */
 #if !LP__TSAN
     if (LP_IMPL_LIKELY(asym)) {
       atomic_store_explicit(&p->snap, s, memory_order_relaxed);
@@ -474,7 +474,7 @@ static inline snap_t *pin_current(pin_t *p) {
     atomic_store_explicit(&p->snap, s, memory_order_seq_cst);
     if (atomic_load_explicit(&current, memory_order_seq_cst) == s) return s;
   }
-  atomic_store_explicit(&p->snap, NULL, memory_order_release);
+  if (atomic_load_explicit(&p->snap, memory_order_relaxed)) atomic_store_explicit(&p->snap, NULL, memory_order_release);
   return NULL;
 }
 
