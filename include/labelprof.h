@@ -536,6 +536,10 @@ LP_EXPORT int lp_dump(void);
  * `pkg-config --variable=subscriberdir labelprof`.
  */
 
+/* A subscriber object's entry points, declared so that a tool's definitions are checked against them. */
+LP_EXPORT void labelprof_subscriber_init(uint32_t major, uint32_t minor, const char *version, const char *stream);
+LP_EXPORT void labelprof_subscriber_finish(const char *stream);
+
 /* The built-in labels stream: its id, always 1, and its name. */
 #define LP_STREAM_LABELS ((uint8_t)1)
 #define LP_STREAM_LABELS_NAME "labelprof.labels"
