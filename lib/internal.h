@@ -563,7 +563,8 @@ static inline const char *lp__label(const lp_site_t *site) { return site->label 
 /* ---- trace.c: the levels word ------------------------------------------ */
 
 /* The timeline's part of lp_impl_levels: the levels recorded and LP_IMPL_SPENT (no subscriber bits). */
-uint32_t lp__trace_levels(void);
+extern _Atomic uint32_t lp__trace_lv;
+static inline uint32_t lp__trace_levels(void) { return atomic_load_explicit(&lp__trace_lv, memory_order_relaxed); }
 /* Subscribers listen to labels (on) or not: every level and LP_IMPL_SUBS join lp_impl_levels, or leave it. */
 void lp__levels_set_subs(bool on);
 

@@ -38,6 +38,7 @@
 #define MAX_SUBS 16  /* enabled at once */
 #define NSCOPES 64   /* LP_NOTIFY_SCOPEs open at once per thread */
 #define MAX_NAME 256 /* stream and vendor names, with the NUL */
+#define ECACHE 64    /* events cached per thread */
 
 #if defined(__SANITIZE_THREAD__)
 #define LP__TSAN 1
@@ -268,10 +269,16 @@ static lp_event_t *new_event(const lp_payload_t *p, uint64_t h, uint16_t type) {
   return e;
 }
 
+static lp_event_t **cache_slot(const lp_payload_t *p);
+
 int lp_event_make(const lp_payload_t *p, uint16_t event_type, const lp_event_t **ev, uint64_t *instance) {
   if (!p || !ev || (!p->name && !p->file && !p->code_ptr)) return -EINVAL;
+  /* The calling thread's cache, by the payload's pointers; a hit is still compared by content. */
+  lp_event_t **slot = cache_slot(p);
+  lp_event_t *e = slot ? *slot : NULL;
+  if (LP_IMPL_LIKELY(e && same_payload(&e->payload, p))) goto made;
   uint64_t h = hash_payload(p);
-  lp_event_t *e = find_payload(p, h);
+  e = find_payload(p, h);
   if (!e) {
     lp__lock(&events_mu);
     e = find_payload(p, h);
@@ -279,6 +286,8 @@ int lp_event_make(const lp_payload_t *p, uint16_t event_type, const lp_event_t *
     lp__unlock(&events_mu);
     if (!e) return -ENOMEM;
   }
+  if (slot) *slot = e;
+made:;
   uint64_t n = atomic_fetch_add_explicit(&e->instances, 1, memory_order_relaxed) + 1;
   if (instance) *instance = n;
   *ev = e;
@@ -401,6 +410,7 @@ typedef struct sthread {
   pin_t label[LP_STACK_CAPACITY];
   pin_t scope[NSCOPES];
   scope_info_t info[NSCOPES];
+  lp_event_t *events[ECACHE]; /* lp_event_make's cache */
 } sthread_t;
 
 static pthread_mutex_t subs_mu = PTHREAD_MUTEX_INITIALIZER; /* everything below */
@@ -456,6 +466,15 @@ static inline sthread_t *st_get(void) {
   sthread_t *st = my_st;
   if (LP_IMPL_LIKELY(st != NULL)) return st == &gone_st ? NULL : st;
   return st_create();
+}
+
+static lp_event_t **cache_slot(const lp_payload_t *p) {
+  sthread_t *st = st_get();
+  if (!st) return NULL;
+  uint64_t h = ((uint64_t)(uintptr_t)p->name ^ (uint64_t)(uintptr_t)p->file * 31 ^ (uint64_t)(uintptr_t)p->code_ptr * 7 ^ p->line * 2654435761u ^
+                 p->column) *
+                0x9e3779b97f4a7c15ull;
+  return &st->events[h >> 58];
 }
 
 /* Pins the current snapshot; NULL if there is none (or it kept changing). */
@@ -803,8 +822,8 @@ static inline void call_ends(const call_t *c, uint32_t n, pin_t *p, const lp_not
     if (c[i].end) c[i].end(note, c[i].data, &p->slots[c[i].slot]);
 }
 
-uint64_t lp_impl_enter_notify(const lp_site_t *site, int manual) {
-  uint32_t tl = lp__trace_levels();
+/* Everything out of the ordinary: recorded scopes, new or exited threads, deep stacks, callbacks' own labels. */
+static __attribute__((noinline)) uint64_t enter_notify_general(const lp_site_t *site, int manual, uint32_t tl) {
   uint64_t w;
   if (site->level & tl)
     w = lp_impl_enter_traced(site, tl, manual); /* tl has no LP_IMPL_SUBS: records and pushes */
@@ -831,13 +850,43 @@ uint64_t lp_impl_enter_notify(const lp_site_t *site, int manual) {
   return w | LP_IMPL_TRACED_MARK;
 }
 
+/*
+ * A scope's begin while subscribers listen to labels. The usual case (not
+ * recorded, a registered thread with its pins, room on the stack, not in a
+ * callback): pin, push the frame already marked, call the begins.
+ */
+uint64_t lp_impl_enter_notify(const lp_site_t *site, int manual) {
+  uint32_t tl = lp__trace_levels();
+  lp_impl_thread_t *t = lp_impl_self;
+  sthread_t *st = my_st;
+  uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
+  uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
+  if (LP_IMPL_UNLIKELY((site->level & tl) || d >= LP_STACK_CAPACITY || !st || st == &gone_st || st->guard))
+    return enter_notify_general(site, manual, tl);
+  pin_t *p = &st->label[d];
+  snap_t *s = pin_current(p);
+  if (LP_IMPL_UNLIKELY(!s || !s->nscope)) {
+    if (s) unpin(p);
+    return lp_impl_push((uintptr_t)site);
+  }
+  LP_IMPL_STORE_RELEASE(t->frames[d], (uintptr_t)site | LP_IMPL_NOTIFIED);
+  w += LP_IMPL_COUNT_ONE + 1;
+  LP_IMPL_STORE_RELEASE(t->word, w);
+  lp_notification_t n = {LP_STREAM_LABELS, LP_TP_SCOPE_BEGIN, NULL, NULL, site, 0, NULL, st->tid};
+  st->guard = 1;
+  call_begins(s->scope, s->nscope, p, &n, false);
+  st->guard = 0;
+  return w | LP_IMPL_TRACED_MARK;
+}
+
 void lp__subs_end(lp__thread_t *t, uint32_t depth, const lp_site_t *site) {
   (void)t;
+  /* A frame marked notified means its begin pinned label[depth] on this thread: my_st exists. */
   sthread_t *st = my_st;
-  if (!st || st == &gone_st || depth >= LP_STACK_CAPACITY) return;
+  if (LP_IMPL_UNLIKELY(!st || st == &gone_st || depth >= LP_STACK_CAPACITY)) return;
   pin_t *p = &st->label[depth];
   snap_t *s = atomic_load_explicit(&p->snap, memory_order_relaxed);
-  if (!s) return;
+  if (LP_IMPL_UNLIKELY(!s)) return;
   lp_notification_t n = {LP_STREAM_LABELS, LP_TP_SCOPE_END, NULL, NULL, site, 0, NULL, st->tid};
   int g = st->guard;
   st->guard = 1; /* ends are owed even inside a callback; what they do reaches nobody */
@@ -895,15 +944,21 @@ void lp_impl_instant_notify(uintptr_t tag) {
   single(st, &n);
 }
 
-int lp_notify(uint8_t stream, uint16_t type, const lp_event_t *parent, const lp_event_t *event, uint64_t instance,
-              const void *user_data) {
-  if (LP_IMPL_UNLIKELY(!stream)) return -EINVAL;
-  if (LP_IMPL_LIKELY(!(LP_IMPL_LOAD_RELAXED(lp_impl_wanted[stream]) & LP_IMPL_WANT_BIT(type)))) return 0;
+static __attribute__((noinline)) int notify_slow(uint8_t stream, uint16_t type, const lp_event_t *parent,
+                                                 const lp_event_t *event, uint64_t instance, const void *user_data) {
   sthread_t *st = st_get();
   if (!st || st->guard) return 0;
   lp_notification_t n = {stream, type, parent, event, NULL, instance, user_data, st->tid};
   single(st, &n);
   return 0;
+}
+
+int lp_notify(uint8_t stream, uint16_t type, const lp_event_t *parent, const lp_event_t *event, uint64_t instance,
+              const void *user_data) {
+  /* Stream 0 never has a wanted bit: the common case is one load and a test. */
+  if (LP_IMPL_LIKELY(!(LP_IMPL_LOAD_RELAXED(lp_impl_wanted[stream]) & LP_IMPL_WANT_BIT(type))))
+    return stream ? 0 : -EINVAL;
+  return notify_slow(stream, type, parent, event, instance, user_data);
 }
 
 int lp_impl_notify_wanted_slow(uint8_t stream, uint16_t type) {

@@ -89,9 +89,9 @@ static session_t sessions[LP__OWNERS];
  * its part, then the union, and stores again until the union it stored is
  * still the union of both parts, so that the last writer's view wins.
  */
-static _Atomic uint32_t trace_lv, subs_lv;
-
-uint32_t lp__trace_levels(void) { return atomic_load_explicit(&trace_lv, memory_order_relaxed); }
+_Atomic uint32_t lp__trace_lv;
+#define trace_lv lp__trace_lv
+static _Atomic uint32_t subs_lv;
 
 static void levels_refresh(void) {
   for (;;) {

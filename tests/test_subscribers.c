@@ -497,6 +497,7 @@ static void test_deep_scopes_pair_or_never_begin(void) {
 typedef struct pair_thread {
   uint64_t tid;
   uint64_t begins, ends, errors, seq;
+  long iters;
   uintptr_t stack[8];
   int depth;
 } pair_thread_t;
@@ -534,12 +535,15 @@ static void *pair_worker(void *arg) {
   pair_thread_t *me = arg;
   me->tid = my_tid();
   pt = me;
-  for (long i = 0; i < pair_iters; i++) {
+  /* On a loaded machine the enabled windows may all fall while this thread waits: then it runs on, bounded. */
+  long i;
+  for (i = 0; i < pair_iters || (me->begins < 1000 && i < 50 * pair_iters); i++) {
     LP_SCOPE("race outer");
     if ((i & 7) == 0) {
       LP_SCOPE("race inner");
     }
   }
+  me->iters = i;
   pt = NULL;
   return NULL;
 }
@@ -576,7 +580,9 @@ static void test_pairing_under_races(void) {
   void *toggled;
   pthread_join(tg, &toggled);
   uint64_t begins = 0;
+  long scopes = 0;
   for (int i = 0; i < 2; i++) {
+    scopes += w[i].iters + (w[i].iters + 7) / 8;
     CU_ASSERT_EQUAL(w[i].errors, 0);
     CU_ASSERT_EQUAL(w[i].begins, w[i].ends);
     CU_ASSERT_EQUAL(w[i].depth, 0);
@@ -585,8 +591,9 @@ static void test_pairing_under_races(void) {
   /* The subscriber was on part of the time, off the rest. */
   CU_ASSERT((long)toggled > 10);
   CU_ASSERT(begins > 0);
-  CU_ASSERT(begins < 2 * (uint64_t)pair_iters * 9 / 8);
-  printf("\n    %ld scopes, %ld toggles, %llu begins and as many ends ", 2 * pair_iters * 9 / 8, (long)toggled,
+  CU_ASSERT(begins < (uint64_t)scopes);
+  CU_ASSERT(scopes >= 2 * pair_iters * 9 / 8);
+  printf("\n    %ld scopes, %ld toggles, %llu begins and as many ends ", scopes, (long)toggled,
          (unsigned long long)begins);
   CU_ASSERT_EQUAL(lp_subscriber_destroy(s, -1), 0);
 }
