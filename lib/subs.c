@@ -201,7 +201,8 @@ struct lp_event {
 #define EV_PAGES 4096u
 static pthread_mutex_t events_mu = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic(lp_event_t *) buckets[EV_BUCKETS];
-static _Atomic(lp_event_t **) pages[EV_PAGES]; /* id - 1 -> event */
+typedef _Atomic(lp_event_t *) evslot_t;
+static _Atomic(evslot_t *) pages[EV_PAGES]; /* id - 1 -> event */
 static _Atomic uint64_t nevents;
 
 static uint64_t mix(uint64_t h, uint64_t v) {
@@ -250,7 +251,7 @@ static lp_event_t *find_payload(const lp_payload_t *p, uint64_t h) {
 static lp_event_t *new_event(const lp_payload_t *p, uint64_t h, uint16_t type) {
   uint64_t id = atomic_load(&nevents) + 1;
   if (id > (uint64_t)EV_PAGE * EV_PAGES) return NULL;
-  lp_event_t **page = atomic_load(&pages[(id - 1) / EV_PAGE]);
+  evslot_t *page = atomic_load(&pages[(id - 1) / EV_PAGE]);
   if (!page) {
     page = calloc(EV_PAGE, sizeof *page);
     if (!page) return NULL;
@@ -309,7 +310,7 @@ const lp_payload_t *lp_event_payload(const lp_event_t *ev) { return ev ? &ev->pa
 int lp_event_find(uint64_t id, const lp_event_t **ev) {
   if (!ev) return -EINVAL;
   if (id == 0 || id > atomic_load_explicit(&nevents, memory_order_acquire)) return -ENOENT;
-  lp_event_t **page = atomic_load_explicit(&pages[(id - 1) / EV_PAGE], memory_order_acquire);
+  evslot_t *page = atomic_load_explicit(&pages[(id - 1) / EV_PAGE], memory_order_acquire);
   lp_event_t *e = page ? atomic_load_explicit(&page[(id - 1) % EV_PAGE], memory_order_acquire) : NULL;
   if (!e) return -ENOENT;
   *ev = e;
@@ -428,7 +429,7 @@ static uint32_t nenabled;
 static snap_t *retired;
 static sthread_t *sthreads;
 static _Atomic(snap_t *) current;
-static bool asym; /* membarrier registered: readers need no fence */
+static _Atomic bool asym __attribute__((unused)); /* membarrier registered: readers need no fence */
 
 static __thread sthread_t *my_st __attribute__((tls_model("initial-exec")));
 static sthread_t gone_st; /* the thread's state was freed at its exit */
@@ -491,7 +492,7 @@ static inline snap_t *pin_current(pin_t *p) {
     snap_t *s = atomic_load_explicit(&current, memory_order_acquire);
     if (!s) break; /* (a pin an earlier try stored is cleared below) */
 #if !LP__TSAN
-    if (LP_IMPL_LIKELY(asym)) {
+    if (LP_IMPL_LIKELY(atomic_load_explicit(&asym, memory_order_relaxed))) {
       atomic_store_explicit(&p->snap, s, memory_order_relaxed);
       atomic_signal_fence(memory_order_seq_cst); /* the writer's membarrier() is the fence */
       if (atomic_load_explicit(&current, memory_order_relaxed) == s) return s;
@@ -628,9 +629,9 @@ oom:
 
 static void membarrier_all(void) {
 #if !LP__TSAN
-  if (asym && syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0) {
+  if (atomic_load(&asym) && syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0) {
     /* Cannot happen once registered; if it does, readers must fence for themselves from now on. */
-    asym = false;
+    atomic_store(&asym, false);
   }
 #endif
 }
@@ -1089,12 +1090,12 @@ static void load_one(const char *path) {
   atomic_store(&nlibs, n + 1);
   if (n == 0 && atexit(finish_at_exit) != 0) warn("LABELPROF_SUBSCRIBERS: atexit failed; no finish at exit");
   /* Its inits for the streams already initialized, in the order they were. */
+  uint64_t done_order = 0;
   for (;;) {
     uint64_t best = UINT64_MAX;
     uint32_t which = 0, major = 0, minor = 0;
     char *version = NULL;
     lp__lock(&streams_mu);
-    static uint64_t done_order;
     for (uint32_t i = 1; i <= nstreams; i++)
       if (streams[i].initialized && streams[i].init_order > done_order && streams[i].init_order < best)
         best = streams[i].init_order, which = i;
@@ -1143,7 +1144,7 @@ void lp__subs_init(void) {
   lp__unlock(&streams_mu);
 #if !LP__TSAN
   /* Readers pin without a fence when the writer can make every running thread execute one. */
-  if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0) asym = true;
+  if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0) atomic_store(&asym, true);
 #endif
 }
 
@@ -1172,7 +1173,8 @@ void lp__subs_atfork_child(void) {
   if (self) self->next = self->prev = NULL;
 #if !LP__TSAN
   /* The registration may not be the child's: register again, or fence on both sides from now on. */
-  if (asym && syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) != 0) asym = false;
+  if (atomic_load(&asym) && syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) != 0)
+    atomic_store(&asym, false);
 #endif
   pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
   subs_mu = fresh;
