@@ -861,7 +861,8 @@ int lp_impl_disabled_nscope(uint8_t stream, uint16_t type, const lp_event_t *par
  * to plain moves.
  *
  * Frames hold the site pointer with bit 0 set when the scope also recorded
- * a timeline begin event.
+ * a timeline begin event, and bit 1 set when its begin reached subscribers
+ * (sites are 8-aligned).
  *
  * Timeline cursor: events go to [tcur, tlim) of the current chunk. The room
  * between tlim and tend is kept for the ends of the scopes whose begins this
@@ -939,7 +940,10 @@ typedef struct lp_impl_scope {
  * slow path, which registers the thread.
  */
 LP_EXPORT extern __thread lp_impl_thread_t *lp_impl_self __attribute__((tls_model("initial-exec")));
-/* The trace levels being recorded (0 when no timeline is), and LP_IMPL_SPENT. */
+/*
+ * The trace levels being recorded (0 when no timeline is), and LP_IMPL_SPENT;
+ * while subscribers listen to labels, also every level and LP_IMPL_SUBS.
+ */
 LP_EXPORT extern uint32_t lp_impl_levels;
 /* 1 when events are stamped with the CPU's counter; set before the first event, never changed after. */
 LP_EXPORT extern int lp_impl_clock_counter;
