@@ -138,7 +138,7 @@ static void sub_drop(lp_subscriber_t *s) {
 }
 
 int main(void) {
-  const long iters = 20000000, slow_iters = 2000000;
+  const long iters = 50000000, slow_iters = 2000000; /* as bench_scope: long runs for sub-ns differences */
   if (lp_stream_register("bench.stream", &stream) != 0) return 1;
   double flo[2], none[2], none_d[2], one[2], one_d[2], fl2[2], nt0[2], nt0_d[2], nt1[2], nt1_d[2], nothing[2];
   double make[2], first[2];

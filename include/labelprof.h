@@ -1168,6 +1168,21 @@ static inline int lp_notify_wanted(uint8_t stream, uint16_t type) {
   return lp_impl_notify_wanted_slow(stream, type);
 }
 
+/*
+ * lp_notify() is also a macro, so that nobody listening costs one load and a
+ * test inline; the function behind it is the exported lp_notify (call it as
+ * (lp_notify)(...) or through a pointer to skip the inline test).
+ */
+static inline int lp_impl_notify(uint8_t stream, uint16_t type, const lp_event_t *parent, const lp_event_t *event,
+                                 uint64_t instance, const void *user_data) {
+  if (LP_IMPL_LIKELY(!(LP_IMPL_LOAD_RELAXED(lp_impl_wanted[stream]) & LP_IMPL_WANT_BIT(type))) && stream) return 0;
+  return (lp_notify)(stream, type, parent, event, instance, user_data);
+}
+#ifndef LABELPROF_DISABLE
+#define lp_notify(stream, type, parent, event, instance, user_data) \
+  lp_impl_notify((stream), (type), (parent), (event), (instance), (user_data))
+#endif
+
 /* An LP_NOTIFY_SCOPE: the per-thread pin its begin took, or -1 when nothing began. */
 typedef struct lp_impl_nscope {
   int32_t pin;

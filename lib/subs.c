@@ -962,8 +962,8 @@ static __attribute__((noinline)) int notify_slow(uint8_t stream, uint16_t type, 
   return 0;
 }
 
-int lp_notify(uint8_t stream, uint16_t type, const lp_event_t *parent, const lp_event_t *event, uint64_t instance,
-              const void *user_data) {
+int(lp_notify)(uint8_t stream, uint16_t type, const lp_event_t *parent, const lp_event_t *event, uint64_t instance,
+               const void *user_data) {
   /* Stream 0 never has a wanted bit: the common case is one load and a test. */
   if (LP_IMPL_LIKELY(!(LP_IMPL_LOAD_RELAXED(lp_impl_wanted[stream]) & LP_IMPL_WANT_BIT(type))))
     return stream ? 0 : -EINVAL;
