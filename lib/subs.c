@@ -196,7 +196,7 @@ struct lp_event {
   _Atomic(struct lp_event *) next; /* the bucket's chain */
 };
 
-#define EV_BUCKETS 4096u
+#define EV_BUCKETS 65536u /* 512 KiB of chain heads, touched as they fill */
 #define EV_PAGE 4096u
 #define EV_PAGES 4096u
 static pthread_mutex_t events_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -230,7 +230,13 @@ static uint64_t hash_payload(const lp_payload_t *p) {
   h = hash_str(h, p->name);
   h = hash_str(h, p->file);
   h = mix(h, (uint64_t)p->line << 32 | p->column);
-  return mix(h, (uint64_t)(uintptr_t)p->code_ptr);
+  h = mix(h, (uint64_t)(uintptr_t)p->code_ptr);
+  /* A final avalanche (MurmurHash3's), so that the low bits that pick a bucket depend on every byte. */
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ull;
+  return h ^ (h >> 33);
 }
 
 static bool str_eq(const char *a, const char *b) { return a == b || (a && b && strcmp(a, b) == 0); }
