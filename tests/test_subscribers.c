@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "runner.h"
+#include "trace_json.h"
 
 static uint64_t my_tid(void) { return (uint64_t)syscall(SYS_gettid); }
 
@@ -492,6 +493,28 @@ static void test_deep_scopes_pair_or_never_begin(void) {
   drop(s);
 }
 
+static uint8_t nest_stream;
+static void nest_notify(int n) {
+  LP_NOTIFY_SCOPE(nest_stream, LP_TP_REGION_BEGIN, NULL, NULL, (uint64_t)n, NULL);
+  if (n > 1) nest_notify(n - 1);
+}
+
+static void test_notify_scopes_nested_past_64_pair_or_never_begin(void) {
+  CU_ASSERT_EQUAL_FATAL(lp_stream_register("test.nest", &nest_stream), 0);
+  lp_subscriber_t *s;
+  CU_ASSERT_EQUAL_FATAL(lp_subscriber_create(NULL, &s), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_callback(s, nest_stream, LP_TP_REGION_BEGIN, count), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_callback(s, nest_stream, LP_TP_REGION_END, count), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_enabled(s, 1), 0);
+  deep_calls = 0;
+  nest_notify(70);
+  CU_ASSERT_EQUAL(deep_calls, 2 * 64);
+  deep_calls = 0;
+  nest_notify(3); /* every pin was given back */
+  CU_ASSERT_EQUAL(deep_calls, 6);
+  drop(s);
+}
+
 /* ---- pairing under races ------------------------------------------------------------------ */
 
 typedef struct pair_thread {
@@ -770,6 +793,56 @@ static void test_fork_child_keeps_subscribers(void) {
   drop(s);
 }
 
+/* ---- the timeline records what it recorded before, while subscribers listen ---------------- */
+
+static void test_timeline_keeps_its_levels_while_subscribers_listen(void) {
+  lp_subscriber_t *a = recorder("A", LP_STREAM_LABELS, scope_types, 3);
+  CU_ASSERT_EQUAL(lp_subscriber_set_enabled(a, 1), 0);
+  lp_trace_opts_t o = {.levels = LP_LEVEL_RUNTIME | LP_LEVEL_DEBUG};
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(&o), 0);
+  nlog = 0;
+  {
+    LP_SCOPE_L(LP_LEVEL_RUNTIME, "runtime scope");
+    LP_SCOPE_L(LP_LEVEL_OPERATOR, "operator scope");
+    LP_SCOPE_L(LP_LEVEL_DEBUG, "debug scope");
+    LP_INSTANT_L(LP_LEVEL_RUNTIME, "runtime instant");
+    LP_INSTANT_L(LP_LEVEL_OPERATOR, "operator instant");
+    LP_COUNTER_L(LP_LEVEL_OPERATOR, "operator counter", 1);
+    LP_COUNTER_L(LP_LEVEL_RUNTIME, "runtime counter", 2);
+  }
+  LP_BEGIN_L(LP_LEVEL_DEBUG, "debug pair");
+  LP_END();
+  LP_BEGIN_L(LP_LEVEL_REQUEST, "request pair");
+  LP_END();
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  /* Subscribers saw every label, whatever its level: 5 pairs and 2 instants. */
+  CU_ASSERT_EQUAL(nlog, 12);
+  drop(a);
+  {
+    LP_SCOPE("after the stop"); /* nothing records now, and nobody listens */
+  }
+  char path[] = "/tmp/lp-subs-trace-XXXXXX";
+  int fd = mkstemp(path);
+  CU_ASSERT_FATAL(fd >= 0);
+  close(fd);
+  CU_ASSERT_EQUAL_FATAL(lp_trace_write_json(path, "subs"), 0);
+  json_t *root = trace_load(path);
+  unlink(path);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(root);
+  json_t *ev = trace_events(root);
+  CU_ASSERT_EQUAL(trace_count(ev, "X", "runtime scope"), 1);
+  CU_ASSERT_EQUAL(trace_count(ev, "X", "debug scope"), 1);
+  CU_ASSERT_EQUAL(trace_count(ev, "X", "debug pair"), 1);
+  CU_ASSERT_EQUAL(trace_count(ev, "X", "operator scope"), 0);
+  CU_ASSERT_EQUAL(trace_count(ev, "X", "request pair"), 0);
+  CU_ASSERT_EQUAL(trace_count(ev, "X", "after the stop"), 0);
+  CU_ASSERT_EQUAL(trace_count(ev, "i", "runtime instant"), 1);
+  CU_ASSERT_EQUAL(trace_count(ev, "i", "operator instant"), 0);
+  CU_ASSERT_EQUAL(trace_count(ev, "C", "runtime counter"), 1);
+  CU_ASSERT_EQUAL(trace_count(ev, "C", "operator counter"), 0);
+  json_decref(root);
+}
+
 /* ---- the 256th stream (last: it fills the table) ------------------------------------------- */
 
 static void test_stream_table_fills_at_255(void) {
@@ -804,12 +877,14 @@ int main(void) {
       LP_TEST(test_callbacks_do_not_recurse_and_their_labels_are_sampled),
       LP_TEST(test_skipped_scopes_end_when_the_stack_heals),
       LP_TEST(test_deep_scopes_pair_or_never_begin),
+      LP_TEST(test_notify_scopes_nested_past_64_pair_or_never_begin),
       LP_TEST(test_pairing_under_races),
       LP_TEST(test_destroy_waits_for_the_last_callback),
       LP_TEST(test_destroy_from_a_callback_is_edeadlk),
       LP_TEST(test_destroy_times_out_while_a_scope_is_open),
       LP_TEST(test_enable_limit),
       LP_TEST(test_fork_child_keeps_subscribers),
+      LP_TEST(test_timeline_keeps_its_levels_while_subscribers_listen),
       LP_TEST(test_stream_table_fills_at_255),
       CU_TEST_INFO_NULL,
   };
