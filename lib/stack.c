@@ -78,8 +78,7 @@ void lp_impl_leave_slow(const lp_site_t *site, uint64_t word) {
     uint32_t depth = (uint32_t)((word ^ LP_IMPL_TRACED_MARK) & LP_IMPL_DEPTH_MASK) - 1;
     if (LP_IMPL_LIKELY(depth < LP_STACK_CAPACITY && (LP_IMPL_LOAD_RELAXED(h->word) & LP_IMPL_DEPTH_MASK) == depth + 1 &&
                        LP_IMPL_LOAD_RELAXED(h->frames[depth]) == ((uintptr_t)site | LP_IMPL_NOTIFIED))) {
-      lp__subs_end((lp__thread_t *)h, depth, site);
-      LP_IMPL_STORE_RELEASE(h->word, LP_IMPL_LOAD_RELAXED(h->word) + LP_IMPL_COUNT_ONE - 1);
+      lp__subs_leave(h, depth, site);
       return;
     }
   }

@@ -438,7 +438,7 @@ static _Atomic(snap_t *) current;
 static _Atomic bool asym __attribute__((unused)); /* membarrier registered: readers need no fence */
 
 static __thread sthread_t *my_st __attribute__((tls_model("initial-exec")));
-static sthread_t gone_st; /* the thread's state was freed at its exit */
+static sthread_t gone_st = {.guard = 1}; /* the thread's state was freed at its exit; as if in a callback */
 static pthread_once_t st_once = PTHREAD_ONCE_INIT;
 static pthread_key_t st_key;
 static bool st_key_ok;
@@ -876,7 +876,7 @@ uint64_t lp_impl_enter_notify(const lp_site_t *site, int manual) {
   sthread_t *st = my_st;
   uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
   uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
-  if (LP_IMPL_UNLIKELY((site->level & tl) || d >= LP_STACK_CAPACITY || !st || st == &gone_st || st->guard))
+  if (LP_IMPL_UNLIKELY((site->level & tl) || d >= LP_STACK_CAPACITY || !st || st->guard)) /* gone_st's guard is set */
     return enter_notify_general(site, manual, tl);
   pin_t *p = &st->label[d];
   snap_t *s = pin_current(p);
@@ -908,6 +908,11 @@ void lp__subs_end(lp__thread_t *t, uint32_t depth, const lp_site_t *site) {
   call_ends(s->scope, s->nscope, p, &n);
   st->guard = g;
   unpin(p);
+}
+
+void lp__subs_leave(lp_impl_thread_t *h, uint32_t depth, const lp_site_t *site) {
+  lp__subs_end((lp__thread_t *)h, depth, site);
+  LP_IMPL_STORE_RELEASE(h->word, LP_IMPL_LOAD_RELAXED(h->word) + LP_IMPL_COUNT_ONE - 1);
 }
 
 void lp__subs_heal(lp__thread_t *t, uint32_t from, uint32_t to) {
