@@ -391,14 +391,15 @@ typedef struct keyent {
 } keyent_t;
 
 typedef struct snap {
+  /* First, for the label paths: the labels stream's scope pair, copied here (one line fewer to load). */
+  uint32_t nscope;
+  call_t scope[MAX_SUBS];
   struct snap *retired_next;
   uint32_t nsubs;
   lp_subscriber_t *subs[MAX_SUBS]; /* in enable order */
   uint32_t mask;                   /* keys - 1 */
   keyent_t *keys;
   call_t *calls;
-  const call_t *scope; /* the labels stream's scope pair, for the label paths */
-  uint32_t nscope;
   uint64_t wanted[256];
 } snap_t;
 
@@ -624,7 +625,7 @@ static snap_t *build(int *rc) {
   free(f);
   const keyent_t *sk = lookup(s, pair_key(LP_STREAM_LABELS, LP_TP_SCOPE_BEGIN));
   if (sk) {
-    s->scope = &s->calls[sk->first];
+    memcpy(s->scope, &s->calls[sk->first], sk->count * sizeof *s->scope);
     s->nscope = sk->count;
   }
   return s;
@@ -902,10 +903,17 @@ void lp__subs_end(lp__thread_t *t, uint32_t depth, const lp_site_t *site) {
   pin_t *p = &st->label[depth];
   snap_t *s = atomic_load_explicit(&p->snap, memory_order_relaxed);
   if (LP_IMPL_UNLIKELY(!s)) return;
+  /* The calls are read before the notification is built on the stack: no load waits behind those stores. */
+  const call_t *c = s->scope;
+  uint32_t nc = s->nscope;
+  lp_callback_t last = nc ? c[nc - 1].end : NULL;
   lp_notification_t n = {LP_STREAM_LABELS, LP_TP_SCOPE_END, NULL, NULL, site, 0, NULL, st->tid};
   int g = st->guard;
   st->guard = 1; /* ends are owed even inside a callback; what they do reaches nobody */
-  call_ends(s->scope, s->nscope, p, &n);
+  if (nc) {
+    if (last) last(&n, c[nc - 1].data, &p->slots[c[nc - 1].slot]);
+    call_ends(c, nc - 1, p, &n);
+  }
   st->guard = g;
   unpin(p);
 }
