@@ -603,6 +603,259 @@ LP_EXPORT int lp_track_complete(lp_track_t track, const char *name, uint64_t sta
 LP_EXPORT int lp_dump(void);
 
 /* ------------------------------------------------------------------------ */
+/* Subscribers: streams, trace points, events and callbacks                 */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Tools receive what a program does through callbacks. Everything that can
+ * be notified belongs to a stream (an id 1..255 with a name); a notification
+ * carries a 16-bit trace-point type. Labels are the built-in stream
+ * LP_STREAM_LABELS ("labelprof.labels"), registered and initialized when the
+ * library loads: every LP_SCOPE and LP_BEGIN/LP_END sends LP_TP_SCOPE_BEGIN
+ * and LP_TP_SCOPE_END, every LP_INSTANT sends LP_TP_INSTANT, with the call
+ * site in the notification. Runtimes register streams of their own, turn
+ * payloads (name, file, line, column) into events with stable ids, and send
+ * them with lp_notify() or LP_NOTIFY_SCOPE.
+ *
+ * A subscriber is a set of callbacks, one per (stream, type), and a pointer
+ * of the tool's. It is created disabled; its callbacks change only while it
+ * is disabled. Promises, under any concurrency:
+ *   - Pairing: if a subscriber's begin callback ran for a scope (a label
+ *     scope, a manual LP_BEGIN/LP_END pair, an LP_NOTIFY_SCOPE), its end
+ *     callback runs for that scope, on the same thread, with the same
+ *     instance slot, even if the subscriber is disabled in between. If the
+ *     begin did not run (the subscriber was disabled, or enabled only
+ *     later), the end does not run either. A scope's end uses the callbacks
+ *     that were enabled at its begin. Scopes that a longjmp skips get their
+ *     ends when the scope that catches it ends (the pseudo-stack heals).
+ *   - Order: enabled subscribers are called in the order they were enabled
+ *     at a begin or single notification, and in reverse order at an end.
+ *   - No recursion: labels and notifications made inside a callback reach
+ *     no subscriber (a per-thread guard); the labels still count in the
+ *     sampled profile and on the timeline.
+ *   - Callbacks run on the thread that made the notification, never on a
+ *     thread of the library's.
+ *   - fork(): the child keeps the subscribers the parent had, enabled or
+ *     not, and the forking thread's open scopes still get their ends in it.
+ *   - Nobody listening costs nothing: a scope takes the same one predictable
+ *     branch it takes when no timeline records; no notification allocates.
+ * Limits: at most 16 subscribers enabled at once. Label scopes deeper than
+ * LP_STACK_CAPACITY, and LP_NOTIFY_SCOPEs nested more than 64 deep on one
+ * thread, send no notifications (neither begin nor end).
+ *
+ * Attaching a tool without rebuilding the program: LABELPROF_SUBSCRIBERS=
+ * /path/a.so,/path/b.so loads those shared objects when the library loads
+ * (ignored in setuid and setgid programs). Each must export
+ *     void labelprof_subscriber_init(uint32_t major, uint32_t minor,
+ *                                    const char *version, const char *stream);
+ *     void labelprof_subscriber_finish(const char *stream);
+ * init runs for every stream as it is initialized ("labelprof.labels" first,
+ * then every stream initialized before the object was loaded), and may run
+ * twice for one stream; there the tool creates, configures and enables its
+ * subscribers. finish runs at lp_stream_finalize() and at exit for the
+ * streams still open. A path that does not load, or lacks either entry
+ * point, is named in one line on stderr and skipped; a path given twice
+ * loads once. Loaded objects are never unloaded. The library installs one
+ * such tool, callstats.so, in the directory named by
+ * `pkg-config --variable=subscriberdir labelprof`.
+ */
+
+/* A subscriber object's entry points, declared so that a tool's definitions are checked against them. */
+LP_EXPORT void labelprof_subscriber_init(uint32_t major, uint32_t minor, const char *version, const char *stream);
+LP_EXPORT void labelprof_subscriber_finish(const char *stream);
+
+/* The built-in labels stream: its id, always 1, and its name. */
+#define LP_STREAM_LABELS ((uint8_t)1)
+#define LP_STREAM_LABELS_NAME "labelprof.labels"
+
+/*
+ * Registers a stream by name (copied; at most 255 bytes) and sets *id to its
+ * id, 1..255; the same name always gets the same id. Returns 0; -EINVAL for
+ * a NULL or empty name, a name of 256 bytes or more, or a NULL id; -ENOSPC
+ * when 255 streams exist (the labels stream is one of them); -ENOMEM.
+ */
+LP_EXPORT int lp_stream_register(const char *name, uint8_t *id);
+
+/*
+ * Registers the stream if needed and runs every loaded subscriber's
+ * labelprof_subscriber_init(major, minor, version, name) for it, on the
+ * calling thread; an object loaded later gets the call when it loads.
+ * version may be NULL (passed as ""). Calling it again for a stream runs the
+ * inits again. Returns 0, or an error of lp_stream_register().
+ */
+LP_EXPORT int lp_stream_initialize(const char *name, uint32_t major, uint32_t minor, const char *version);
+
+/*
+ * Runs every loaded subscriber's labelprof_subscriber_finish(name); the
+ * stream stays registered, and its notifications still reach enabled
+ * subscribers. Returns 0; -EINVAL for NULL; -ENOENT if the stream is not
+ * initialized (never, or already finalized).
+ */
+LP_EXPORT int lp_stream_finalize(const char *name);
+
+/*
+ * Trace-point types, 16 bits: a vendor in the high byte (0 for the
+ * predefined types), bit 7 zero, an index in bits 0-6. Bit 0 marks the end
+ * of a pair: LP_TP_BEGIN(n) and LP_TP_END(n) are pair n (0..63), and a
+ * begin's end is always (begin | 1). Single notifications use even types.
+ */
+#define LP_TP_BEGIN(n) ((uint16_t)(((unsigned)(n) & 0x3fu) << 1))
+#define LP_TP_END(n) ((uint16_t)(LP_TP_BEGIN(n) | 1u))
+#define LP_TP_VENDOR(type) ((uint8_t)(((unsigned)(type) >> 8) & 0xffu))
+#define LP_TP_INDEX(type) ((uint8_t)((unsigned)(type) & 0x7fu))
+#define LP_TP_IS_END(type) ((int)((unsigned)(type) & 1u))
+
+#define LP_TP_SCOPE_BEGIN    LP_TP_BEGIN(0) /* labels: LP_SCOPE, LP_BEGIN */
+#define LP_TP_SCOPE_END      LP_TP_END(0)
+#define LP_TP_REGION_BEGIN   LP_TP_BEGIN(1)
+#define LP_TP_REGION_END     LP_TP_END(1)
+#define LP_TP_TASK_BEGIN     LP_TP_BEGIN(2)
+#define LP_TP_TASK_END       LP_TP_END(2)
+#define LP_TP_BARRIER_BEGIN  LP_TP_BEGIN(3)
+#define LP_TP_BARRIER_END    LP_TP_END(3)
+#define LP_TP_LOCK_BEGIN     LP_TP_BEGIN(4)
+#define LP_TP_LOCK_END       LP_TP_END(4)
+#define LP_TP_TRANSFER_BEGIN LP_TP_BEGIN(5)
+#define LP_TP_TRANSFER_END   LP_TP_END(5)
+#define LP_TP_WAIT_BEGIN     LP_TP_BEGIN(6)
+#define LP_TP_WAIT_END       LP_TP_END(6)
+#define LP_TP_FUNCTION_BEGIN LP_TP_BEGIN(7)
+#define LP_TP_FUNCTION_END   LP_TP_END(7)
+#define LP_TP_GRAPH_CREATE   ((uint16_t)0x40u) /* single notifications */
+#define LP_TP_NODE_CREATE    ((uint16_t)0x42u)
+#define LP_TP_EDGE_CREATE    ((uint16_t)0x44u)
+#define LP_TP_SIGNAL         ((uint16_t)0x46u)
+#define LP_TP_METADATA       ((uint16_t)0x48u)
+#define LP_TP_INSTANT        ((uint16_t)0x4au) /* labels: LP_INSTANT */
+
+/*
+ * A user-defined type: vendor (a name, copied; at most 255 vendors) and
+ * index (0..127; use LP_TP_BEGIN(n) / LP_TP_END(n) for pairs) give *type,
+ * the same for the same pair of arguments, decoded by LP_TP_VENDOR (1..255)
+ * and LP_TP_INDEX. Returns 0; -EINVAL for a NULL or empty vendor, an index
+ * over 127, or a NULL type; -ENOSPC past 255 vendors; -ENOMEM.
+ */
+LP_EXPORT int lp_tp_register(const char *vendor, uint8_t index, uint16_t *type);
+
+/* Where an event comes from. name and file may be NULL, not both with code_ptr. */
+typedef struct lp_payload {
+  const char *name, *file;
+  uint32_t line, column;
+  const void *code_ptr;
+} lp_payload_t;
+
+/* An event: a payload made unique. Owned by the library, never freed. */
+typedef struct lp_event lp_event_t;
+
+/*
+ * The event of payload p: the same content (name and file compared as
+ * strings, line, column, code_ptr) gives the same event, whatever the
+ * pointers. The first call creates it with event_type; each call sets
+ * *instance (may be NULL) to the next instance number of the event, from 1,
+ * unique even across threads. Returns 0; -EINVAL if p or ev is NULL, or the
+ * payload has no name, no file and no code_ptr; -ENOMEM.
+ */
+LP_EXPORT int lp_event_make(const lp_payload_t *p, uint16_t event_type, const lp_event_t **ev, uint64_t *instance);
+/* The event's id: 1, 2, ... in order of creation, stable for the process; 0 for NULL. */
+LP_EXPORT uint64_t lp_event_id(const lp_event_t *ev);
+/* The type the event was made with; 0 for NULL. */
+LP_EXPORT uint16_t lp_event_type(const lp_event_t *ev);
+/* The event with this id. Returns 0, -EINVAL if ev is NULL, -ENOENT for an unknown id. */
+LP_EXPORT int lp_event_find(uint64_t id, const lp_event_t **ev);
+/* The event's payload; its strings are the library's copies. NULL for NULL. */
+LP_EXPORT const lp_payload_t *lp_event_payload(const lp_event_t *ev);
+/*
+ * Attaches key = value (both copied) to an event. Values never change, so
+ * the pointer lp_event_get_metadata() returns stays valid. Returns 0;
+ * -EINVAL for a NULL argument; -EEXIST if the key is already set; -ENOMEM.
+ */
+LP_EXPORT int lp_event_set_metadata(const lp_event_t *ev, const char *key, const char *value);
+/* The value of key, or NULL. */
+LP_EXPORT const char *lp_event_get_metadata(const lp_event_t *ev, const char *key);
+
+/*
+ * What a callback receives. site is set for label notifications (event is
+ * NULL); event, parent, instance and user_data are those given to
+ * lp_notify() or LP_NOTIFY_SCOPE (site is NULL). tid is the calling
+ * thread's kernel id. Valid during the call only.
+ */
+typedef struct lp_notification {
+  uint8_t stream;
+  uint16_t type;
+  const lp_event_t *parent, *event;
+  const lp_site_t *site;
+  uint64_t instance;
+  const void *user_data;
+  uint64_t tid;
+} lp_notification_t;
+
+/*
+ * A callback. subscriber_data is the pointer given to lp_subscriber_create().
+ * *instance_data is a slot private to this subscriber, this scope and this
+ * thread: NULL at a begin; the end of the same scope gets the same slot, with
+ * what the begin stored there (a start time, a pointer). A single
+ * notification gets a fresh NULL slot. Callbacks must not longjmp out.
+ */
+typedef void (*lp_callback_t)(const lp_notification_t *n, void *subscriber_data, void **instance_data);
+
+typedef struct lp_subscriber lp_subscriber_t;
+
+/* A new subscriber, disabled, with no callbacks. Returns 0, -EINVAL if out is NULL, -ENOMEM. */
+LP_EXPORT int lp_subscriber_create(void *subscriber_data, lp_subscriber_t **out);
+
+/*
+ * Sets the callback for (stream, type); cb NULL removes it. The end of a
+ * pair is its own type (type | 1). stream need not be registered yet.
+ * Returns 0; -EINVAL for an unknown subscriber or stream 0; -EBUSY while s
+ * is enabled; -ENOMEM.
+ */
+LP_EXPORT int lp_subscriber_set_callback(lp_subscriber_t *s, uint8_t stream, uint16_t type, lp_callback_t cb);
+
+/*
+ * Enables (enabled != 0) or disables s; from when it returns, scopes and
+ * notifications that begin reach s (or no longer do; the ends of scopes
+ * whose begins reached s still do). Enabling puts s last in the call order.
+ * Returns 0 (also when nothing changes); -EINVAL for an unknown subscriber;
+ * -ENOSPC when 16 subscribers are enabled; -ENOMEM.
+ */
+LP_EXPORT int lp_subscriber_set_enabled(lp_subscriber_t *s, int enabled);
+
+/*
+ * Frees a disabled subscriber, once no callback of s is running and every
+ * scope whose begin s received has ended; timeout_ns < 0 waits for that as
+ * long as it takes. It waits without holding any library lock (others may
+ * create, enable and notify meanwhile). After it returns 0, no callback of
+ * s ever runs again and s is gone. Returns 0; -EINVAL for an unknown
+ * subscriber; -EBUSY if s is enabled; -ETIMEDOUT if the wait ran out (s
+ * stays valid and disabled: call again); -EDEADLK, at once, when called
+ * from inside a callback or from a thread that holds an open scope whose
+ * begin s received.
+ */
+LP_EXPORT int lp_subscriber_destroy(lp_subscriber_t *s, int64_t timeout_ns);
+
+/*
+ * Sends a single notification of (stream, type) to every enabled subscriber
+ * with a callback for it, in enable order, on the calling thread. Nothing
+ * is allocated. Returns 0 (also when nobody listens, and inside a callback,
+ * where it reaches nobody); -EINVAL for stream 0.
+ */
+LP_EXPORT int lp_notify(uint8_t stream, uint16_t type, const lp_event_t *parent, const lp_event_t *event,
+                        uint64_t instance, const void *user_data);
+
+/*
+ * 1 if an enabled subscriber has a callback for (stream, type), else 0.
+ * Inline: one load and a bit test when nobody listens; use it to skip
+ * building what a notification would carry.
+ */
+static inline int lp_notify_wanted(uint8_t stream, uint16_t type);
+
+/*
+ * LP_NOTIFY_SCOPE(stream, type, parent, event, instance, user_data): notifies
+ * type (a begin, even) now and type | 1 when the enclosing block ends, with
+ * the pairing promise above. A declaration, like LP_SCOPE.
+ */
+
+/* ------------------------------------------------------------------------ */
 /* The macros                                                               */
 /* ------------------------------------------------------------------------ */
 
@@ -693,6 +946,9 @@ LP_EXPORT int lp_dump(void);
     if (LP_IMPL_UNLIKELY(lp_impl_instant_site.level & lp_impl_lv)) \
       lp_impl_instant((uintptr_t)&lp_impl_instant_site | LP_IMPL_EV_INSTANT, lp_impl_lv); \
   } while (0)
+#define LP_NOTIFY_SCOPE(stream, type, parent, event, instance, user_data) \
+  lp_impl_nscope_t LP_IMPL_CAT(lp_impl_nscope_, __COUNTER__) __attribute__((cleanup(lp_impl_nscope_leave), unused)) = \
+      lp_impl_nscope_enter((stream), (type), (parent), (event), (instance), (user_data))
 #define LP_COUNTER(name, value) LP_COUNTER_L(LP_LEVEL_RUNTIME, name, value)
 #define LP_COUNTER_L(lvl, text, value) \
   do { \
@@ -734,6 +990,11 @@ int lp_impl_disabled_site(uint32_t level, const char *label);
  * used (no unused-variable or unneeded-function warnings), and it is checked
  * for conversion to int64_t as in the enabled build.
  */
+#define LP_NOTIFY_SCOPE(stream, type, parent, event, instance, user_data) \
+  enum { LP_IMPL_CAT(lp_impl_disabled_nscope_, __COUNTER__) = \
+             sizeof(lp_impl_disabled_nscope((stream), (type), (parent), (event), (instance), (user_data))) }
+int lp_impl_disabled_nscope(uint8_t stream, uint16_t type, const lp_event_t *parent, const lp_event_t *event,
+                            uint64_t instance, const void *user_data);
 #define LP_COUNTER(name, value) ((void)(1 ? 0 : (int64_t)(value)))
 #define LP_COUNTER_L(level, name, value) ((void)(1 ? 0 : (int64_t)(value)))
 /* ---- layers and phases: compiled out, checked like LP_SCOPE_L ---- */
@@ -765,7 +1026,8 @@ int lp_impl_disabled_site(uint32_t level, const char *label);
  * to plain moves.
  *
  * Frames hold the site pointer with bit 0 set when the scope also recorded
- * a timeline begin event.
+ * a timeline begin event, and bit 1 set when its begin reached subscribers
+ * (sites are 8-aligned).
  *
  * Timeline cursor: events go to [tcur, tlim) of the current chunk. The room
  * between tlim and tend is kept for the ends of the scopes whose begins this
@@ -843,7 +1105,10 @@ typedef struct lp_impl_scope {
  * slow path, which registers the thread.
  */
 LP_EXPORT extern __thread lp_impl_thread_t *lp_impl_self __attribute__((tls_model("initial-exec")));
-/* The trace levels being recorded (0 when no timeline is), and LP_IMPL_SPENT. */
+/*
+ * The trace levels being recorded (0 when no timeline is), and LP_IMPL_SPENT;
+ * while subscribers listen to labels, also every level and LP_IMPL_SUBS.
+ */
 LP_EXPORT extern uint32_t lp_impl_levels;
 /* 1 when events are stamped with the CPU's counter; set before the first event, never changed after. */
 LP_EXPORT extern int lp_impl_clock_counter;
@@ -860,6 +1125,19 @@ LP_EXPORT void lp_impl_counter(const lp_site_t *site, int64_t value);
 LP_EXPORT lp_impl_scope_t lp_impl_switch_enter(const lp_site_t *site);
 LP_EXPORT void lp_impl_switch_leave(lp_impl_scope_t *s);
 /* ---- end of layers and phases ---- */
+
+/* Subscribers (see "subscribers: the inline part" below). */
+#define LP_IMPL_NOTIFIED 0x2u       /* in a frame: the scope's begin reached subscribers */
+#define LP_IMPL_SUBS 0x40000000u    /* in lp_impl_levels: subscribers listen to labels */
+#define LP_IMPL_WANT_BIT(type) ((uint64_t)1 << ((((unsigned)(type) >> 1) ^ ((unsigned)(type) >> 8)) & 63u))
+LP_EXPORT extern uint64_t lp_impl_wanted[256];
+LP_EXPORT uint64_t lp_impl_enter_notify(const lp_site_t *site, int manual);
+LP_EXPORT void lp_impl_end_notify(uintptr_t tag, uint32_t depth);
+LP_EXPORT void lp_impl_instant_notify(uintptr_t tag);
+LP_EXPORT int lp_impl_notify_wanted_slow(uint8_t stream, uint16_t type);
+LP_EXPORT int32_t lp_impl_nscope_begin(uint8_t stream, uint16_t type, const lp_event_t *parent,
+                                       const lp_event_t *event, uint64_t instance, const void *user_data);
+LP_EXPORT void lp_impl_nscope_end(int32_t pin);
 
 /* A timestamp in the session's ticks: the CPU's counter, or CLOCK_MONOTONIC ns through the library. */
 LP_IMPL_INLINE uint64_t lp_impl_ticks(void) {
@@ -929,7 +1207,9 @@ LP_IMPL_INLINE uint64_t lp_impl_enter_traced(const lp_site_t *site, uint32_t lev
   uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
   uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
   lp_impl_event_t *e;
-  if (LP_IMPL_UNLIKELY(levels & LP_IMPL_SPENT)) {
+  if (LP_IMPL_UNLIKELY(levels & (LP_IMPL_SPENT | LP_IMPL_SUBS))) {
+    /* Subscribers listen: everything on the slow path, which also records. */
+    if (levels & LP_IMPL_SUBS) return lp_impl_enter_notify(site, manual);
     /* Recording has stopped: count the drop, push as an untraced scope would. A new thread goes slow. */
     if (LP_IMPL_LIKELY(d < LP_STACK_CAPACITY)) {
       LP_IMPL_STORE_RELAXED(t->dropped, LP_IMPL_LOAD_RELAXED(t->dropped) + 1);
@@ -1028,18 +1308,30 @@ LP_IMPL_INLINE void lp_impl_end(void) {
     return;
   }
   tag = LP_IMPL_LOAD_RELAXED(t->frames[d - 1]);
+  if (LP_IMPL_UNLIKELY(tag & (LP_IMPL_TRACED | LP_IMPL_NOTIFIED))) {
+    if (tag & LP_IMPL_NOTIFIED) { /* the end callbacks run before the pop, then the end is recorded */
+      lp_impl_end_notify(tag, d - 1);
+      return;
+    }
+    LP_IMPL_STORE_RELEASE(t->word, w + LP_IMPL_COUNT_ONE - 1);
+    lp_impl_end_event(t, tag & ~(uintptr_t)LP_IMPL_TRACED, d - 1);
+    return;
+  }
   LP_IMPL_STORE_RELEASE(t->word, w + LP_IMPL_COUNT_ONE - 1);
-  if (LP_IMPL_UNLIKELY(tag & LP_IMPL_TRACED)) lp_impl_end_event(t, tag & ~(uintptr_t)LP_IMPL_TRACED, d - 1);
 }
 
 /* An instant: room before tlim, like a begin, but it keeps none. */
 LP_IMPL_INLINE void lp_impl_instant(uintptr_t tag, uint32_t levels) {
   lp_impl_thread_t *t = lp_impl_self;
   lp_impl_event_t *e = LP_IMPL_LOAD_RELAXED(t->tcur);
-  if (LP_IMPL_LIKELY(e < t->tlim && !(levels & LP_IMPL_SPENT))) {
+  if (LP_IMPL_LIKELY(e < t->tlim && !(levels & (LP_IMPL_SPENT | LP_IMPL_SUBS)))) {
     e->ts = lp_impl_ticks();
     e->tag = tag;
     LP_IMPL_STORE_RELEASE(t->tcur, e + 1);
+    return;
+  }
+  if (levels & LP_IMPL_SUBS) {
+    lp_impl_instant_notify(tag);
     return;
   }
   if ((levels & LP_IMPL_SPENT) && e) { /* a thread without a chunk may not be registered yet */
@@ -1047,6 +1339,56 @@ LP_IMPL_INLINE void lp_impl_instant(uintptr_t tag, uint32_t levels) {
     return;
   }
   lp_impl_instant_slow(tag);
+}
+
+/* ---- subscribers: the inline part ---------------------------------------
+ * When an enabled subscriber has a callback on the labels stream,
+ * lp_impl_levels holds every level bit and LP_IMPL_SUBS, so that every
+ * scope takes the branch a recorded scope takes, and lp_impl_enter_traced
+ * sends it to lp_impl_enter_notify(). A scope whose begin reached a
+ * subscriber has LP_IMPL_NOTIFIED in its frame and its word marked like a
+ * traced one, so that its end goes to a slow path too. lp_impl_wanted has,
+ * per stream, one bit per pair of types (hashed for vendors' types) that an
+ * enabled subscriber may want.
+ */
+
+static inline int lp_notify_wanted(uint8_t stream, uint16_t type) {
+  if (LP_IMPL_LIKELY(!(LP_IMPL_LOAD_RELAXED(lp_impl_wanted[stream]) & LP_IMPL_WANT_BIT(type)))) return 0;
+  return lp_impl_notify_wanted_slow(stream, type);
+}
+
+/*
+ * lp_notify() is also a macro, so that nobody listening costs one load and a
+ * test inline; the function behind it is the exported lp_notify (call it as
+ * (lp_notify)(...) or through a pointer to skip the inline test).
+ */
+static inline int lp_impl_notify(uint8_t stream, uint16_t type, const lp_event_t *parent, const lp_event_t *event,
+                                 uint64_t instance, const void *user_data) {
+  if (LP_IMPL_LIKELY(!(LP_IMPL_LOAD_RELAXED(lp_impl_wanted[stream]) & LP_IMPL_WANT_BIT(type))) && stream) return 0;
+  return (lp_notify)(stream, type, parent, event, instance, user_data);
+}
+#ifndef LABELPROF_DISABLE
+#define lp_notify(stream, type, parent, event, instance, user_data) \
+  lp_impl_notify((stream), (type), (parent), (event), (instance), (user_data))
+#endif
+
+/* An LP_NOTIFY_SCOPE: the per-thread pin its begin took, or -1 when nothing began. */
+typedef struct lp_impl_nscope {
+  int32_t pin;
+} lp_impl_nscope_t;
+
+LP_IMPL_INLINE lp_impl_nscope_t lp_impl_nscope_enter(uint8_t stream, uint16_t type, const lp_event_t *parent,
+                                                     const lp_event_t *event, uint64_t instance,
+                                                     const void *user_data) {
+  lp_impl_nscope_t s;
+  s.pin = -1;
+  if (LP_IMPL_UNLIKELY(LP_IMPL_LOAD_RELAXED(lp_impl_wanted[stream]) & LP_IMPL_WANT_BIT(type)))
+    s.pin = lp_impl_nscope_begin(stream, type, parent, event, instance, user_data);
+  return s;
+}
+
+LP_IMPL_INLINE void lp_impl_nscope_leave(lp_impl_nscope_t *s) {
+  if (LP_IMPL_UNLIKELY(s->pin >= 0)) lp_impl_nscope_end(s->pin);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1091,6 +1433,26 @@ LP_IMPL_INLINE void lp_impl_instant(uintptr_t tag, uint32_t levels) {
 #define lp_track_create(n) ((lp_track_t)lp_impl_disabled_int1((const void *)(n)))
 #define lp_track_complete(t, n, s, d) \
   ((void)(t), (void)(s), (void)(d), lp_impl_disabled_int1((const void *)(n)))
+#define lp_stream_register(n, i) lp_impl_disabled_int2((const void *)(n), (const void *)(i))
+#define lp_stream_initialize(n, a, b, v) ((void)(a), (void)(b), lp_impl_disabled_int2((const void *)(n), (const void *)(v)))
+#define lp_stream_finalize(n) lp_impl_disabled_int1((const void *)(n))
+#define lp_tp_register(v, i, t) ((void)(i), lp_impl_disabled_int2((const void *)(v), (const void *)(t)))
+#define lp_event_make(p, t, e, i) \
+  ((void)(t), (void)(i), lp_impl_disabled_int2((const void *)(p), (const void *)(e)))
+#define lp_event_id(e) ((void)(e), (uint64_t)0)
+#define lp_event_type(e) ((void)(e), (uint16_t)0)
+#define lp_event_find(i, e) ((void)(i), lp_impl_disabled_int1((const void *)(e)))
+#define lp_event_payload(e) ((void)(e), (const lp_payload_t *)0)
+#define lp_event_set_metadata(e, k, v) ((void)(v), lp_impl_disabled_int2((const void *)(e), (const void *)(k)))
+#define lp_event_get_metadata(e, k) ((void)(e), (void)(k), (const char *)0)
+#define lp_subscriber_create(d, o) lp_impl_disabled_int2((const void *)(d), (const void *)(o))
+#define lp_subscriber_set_callback(s, st, t, c) \
+  ((void)(st), (void)(t), (void)(c), lp_impl_disabled_int1((const void *)(s)))
+#define lp_subscriber_set_enabled(s, e) ((void)(e), lp_impl_disabled_int1((const void *)(s)))
+#define lp_subscriber_destroy(s, t) ((void)(t), lp_impl_disabled_int1((const void *)(s)))
+#define lp_notify(s, t, p, e, i, u) \
+  ((void)(s), (void)(t), (void)(i), (void)(u), lp_impl_disabled_int2((const void *)(p), (const void *)(e)))
+#define lp_notify_wanted(s, t) ((void)(s), (void)(t), 0)
 LP_IMPL_STUB const char *lp_impl_disabled_strerror(int e) {
   (void)e;
   return "labelprof was compiled out (LABELPROF_DISABLE)";

@@ -79,6 +79,8 @@ static const char *const known[] = {
     "LABELPROF_TRACE",        "LABELPROF_LEVELS",     "LABELPROF_TRACE_BUFFER",
     "LABELPROF_TRACE_MODE",   "LABELPROF_CLOCK",      "LABELPROF_DUMP_SIGNAL",
     "LABELPROF_SYSTRACE",     "LABELPROF_TRACE_MARKER",
+    /* Read by subs.c, and by the callstats.so subscriber installed with the library. */
+    "LABELPROF_SUBSCRIBERS",  "LABELPROF_CALLSTATS",  "LABELPROF_CALLSTATS_THREADS",
 };
 #define NKNOWN (sizeof known / sizeof known[0])
 

@@ -7,6 +7,7 @@
  *   env.c         LABELPROF_* sessions; reports at exit and on a signal
  *   collector.c   the profile: sessions, the sampling thread      tree.c: aggregation, reports
  *   trace.c       the timeline: sessions, chunks, lanes, tracks   export.c, json.c, clock.c, output.c
+ *   subs.c        streams, events, subscribers and their callbacks; LABELPROF_SUBSCRIBERS
  *   stack.c       the pseudo-stack's slow paths and its reader
  *   thread.c      the registry of threads; it calls nobody above it, its
  *                 users register hooks (thread exit, rename) through lifecycle.c
@@ -18,6 +19,9 @@
  * runs the trace's hook before it takes the registry lock, and the trace
  * reads the registry's totals before it takes its own. fork() takes every
  * lock in this order (lifecycle.c).
+ * subs.c's locks (streams, events, subscribers) are leaves: nothing else is
+ * taken while one is held, and no callback runs under one; fork takes them
+ * before all the others.
  */
 #ifndef LABELPROF_INTERNAL_H
 #define LABELPROF_INTERNAL_H
@@ -599,6 +603,34 @@ int lp__export_systrace(lp__jw_t *w, const lp__session_t *s);
 /* ---- end of layers and phases ---- */
 /* A site's label for reports: "(null)" for a NULL label. */
 static inline const char *lp__label(const lp_site_t *site) { return site->label ? site->label : "(null)"; }
+
+/* ---- trace.c: the levels word ------------------------------------------ */
+
+/* The timeline's part of lp_impl_levels: the levels recorded and LP_IMPL_SPENT (no subscriber bits). */
+extern _Atomic uint32_t lp__trace_lv;
+static inline uint32_t lp__trace_levels(void) { return atomic_load_explicit(&lp__trace_lv, memory_order_relaxed); }
+/* Subscribers listen to labels (on) or not: every level and LP_IMPL_SUBS join lp_impl_levels, or leave it. */
+void lp__levels_set_subs(bool on);
+
+/* ---- subs.c: streams, events, subscribers --------------------------------- */
+
+/* Registers and initializes the labels stream (id 1); the constructor calls it first. */
+void lp__subs_init(void);
+/* Loads LABELPROF_SUBSCRIBERS (the constructor calls it after lp__env_load). */
+void lp__subs_env_load(void);
+/*
+ * The pseudo-stack of t pops frames [from, to) that never had their own
+ * end (a longjmp, a missing LP_END): the ends of those whose begins reached
+ * subscribers, innermost first. The calling thread is t's.
+ */
+void lp__subs_heal(lp__thread_t *t, uint32_t from, uint32_t to);
+/* The end callbacks of the notified scope whose frame is at depth (still on the stack). */
+void lp__subs_end(lp__thread_t *t, uint32_t depth, const lp_site_t *site);
+/* The same, then the pop: the usual end of such a scope, its frame on top of h's stack. */
+void lp__subs_leave(lp_impl_thread_t *h, uint32_t depth, const lp_site_t *site);
+void lp__subs_atfork_prepare(void);
+void lp__subs_atfork_parent(void);
+void lp__subs_atfork_child(void);
 
 /* ---- lifecycle.c ---------------------------------------------------------- */
 

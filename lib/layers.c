@@ -13,6 +13,9 @@
  * scope ends on its usual fast path (its word's depth still matches); a
  * traced one finds another site in its frame and takes the slow path, which
  * recognises a switch's frame (lp__switch_frame) and pops it quietly.
+ * Subscribers get the same: the replaced scope's end when the switch
+ * begins, the switch's begin from its own push, and its end at the block's
+ * end, each clearing the frame's notified mark as the traced one.
  */
 #include "internal.h"
 
@@ -77,7 +80,7 @@ size_t lp__site_tag(const lp_site_t *site, char *buf, size_t size) {
 
 bool lp__switch_frame(uintptr_t frame) {
   const lp_site_t *site = (const lp_site_t *)(frame & ~(uintptr_t)LP__FRAME_BITS);
-  return !(frame & LP_IMPL_TRACED) && site && site->mode == LP_MODE_SWITCH;
+  return !(frame & (LP_IMPL_TRACED | LP_IMPL_NOTIFIED)) && site && site->mode == LP_MODE_SWITCH;
 }
 
 /* A site pointer with this bit set in a switch's scope: nothing was open, the switch pushed a scope of its own. */
@@ -95,7 +98,13 @@ lp_impl_scope_t lp_impl_switch_enter(const lp_site_t *site) {
     return s;
   }
   uintptr_t old = LP_IMPL_LOAD_RELAXED(t->hot.frames[d - 1]);
-  /* The replaced scope ends here; its room for the end is given back by the end itself. */
+  /* The replaced scope ends here: for its subscribers first, as any scope's end does... */
+  if (old & LP_IMPL_NOTIFIED) {
+    old &= ~(uintptr_t)LP_IMPL_NOTIFIED;
+    LP_IMPL_STORE_RELEASE(t->hot.frames[d - 1], old);
+    lp__subs_end(t, d - 1, (const lp_site_t *)(old & ~(uintptr_t)LP__FRAME_BITS));
+  }
+  /* ...then on the timeline; its room for the end is given back by the end itself. */
   if (old & LP_IMPL_TRACED) {
     LP_IMPL_STORE_RELEASE(t->hot.frames[d - 1], old & ~(uintptr_t)LP_IMPL_TRACED);
     t->mark_switching = true; /* the live trace_marker writes [SW] instead of this end */
@@ -122,11 +131,16 @@ void lp_impl_switch_leave(lp_impl_scope_t *s) {
   if (d != depth + 1) return; /* an LP_END or a longjmp ended it: the enclosing scope's end sorts the stack out */
   uintptr_t f = LP_IMPL_LOAD_RELAXED(t->hot.frames[depth]);
   if ((const lp_site_t *)(f & ~(uintptr_t)LP__FRAME_BITS) != s->site) return; /* a later switch ended it */
+  if (f & LP_IMPL_NOTIFIED) {
+    f &= ~(uintptr_t)LP_IMPL_NOTIFIED;
+    LP_IMPL_STORE_RELEASE(t->hot.frames[depth], f);
+    lp__subs_end(t, depth, s->site);
+  }
   if (f & LP_IMPL_TRACED) {
     LP_IMPL_STORE_RELEASE(t->hot.frames[depth], f & ~(uintptr_t)LP_IMPL_TRACED);
     lp_impl_end_event(&t->hot, (uintptr_t)s->site, depth);
   }
-  /* The frame stays, untraced: the replaced scope's end pops it. */
+  /* The frame stays, with neither mark: the replaced scope's end pops it. */
 }
 
 /* ---- the live trace_marker ------------------------------------------------------- */

@@ -27,6 +27,7 @@ bool lp__forked_child(void) { return forked; }
  * may hold it while its file waits for a reader.
  */
 static void atfork_prepare(void) {
+  lp__subs_atfork_prepare();
   lp__collector_atfork_prepare();
   lp__registry_atfork_prepare();
   lp__trace_atfork_prepare();
@@ -36,6 +37,7 @@ static void atfork_parent(void) {
   lp__trace_atfork_parent();
   lp__registry_atfork_parent();
   lp__collector_atfork_parent();
+  lp__subs_atfork_parent();
 }
 
 static void atfork_child(void) {
@@ -44,11 +46,13 @@ static void atfork_child(void) {
   lp__collector_atfork_child();
   lp__trace_atfork_child();
   lp__env_atfork_child();
+  lp__subs_atfork_child();
 }
 
 static void init(void) {
   static const lp__registry_hooks_t hooks = {lp__trace_thread_exit, lp__trace_thread_renamed};
   lp__registry_set_hooks(&hooks);
+  lp__subs_init(); /* before anyone can register a stream: the labels stream is id 1 */
   /* Without the handlers a forked child would try to join a collector it does not have. */
   int rc = pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
   if (rc != 0)
@@ -64,4 +68,5 @@ void lp__lifecycle_init(void) {
 __attribute__((constructor)) static void load(void) {
   lp__lifecycle_init();
   lp__env_load();
+  lp__subs_env_load(); /* last: a subscriber's init may use every part of the library */
 }

@@ -86,27 +86,52 @@ static bool heal(lp__thread_t *t, uint32_t depth) {
 }
 
 void lp_impl_leave_slow(const lp_site_t *site, uint64_t word) {
+  if (word & LP_IMPL_TRACED_MARK) {
+    /* The usual end of a scope whose begin reached subscribers (and was not recorded): its frame on top. */
+    lp_impl_thread_t *h = lp_impl_self;
+    uint32_t depth = (uint32_t)((word ^ LP_IMPL_TRACED_MARK) & LP_IMPL_DEPTH_MASK) - 1;
+    if (LP_IMPL_LIKELY(depth < LP_STACK_CAPACITY && (LP_IMPL_LOAD_RELAXED(h->word) & LP_IMPL_DEPTH_MASK) == depth + 1 &&
+                       LP_IMPL_LOAD_RELAXED(h->frames[depth]) == ((uintptr_t)site | LP_IMPL_NOTIFIED))) {
+      lp__subs_leave(h, depth, site);
+      return;
+    }
+  }
   if ((uint32_t)(word & LP_IMPL_DEPTH_MASK) == LP_IMPL_NOT_PUSHED) return;
-  bool traced = (word & LP_IMPL_TRACED_MARK) != 0;
-  uint32_t depth = (uint32_t)((word ^ (traced ? LP_IMPL_TRACED_MARK : 0)) & LP_IMPL_DEPTH_MASK) - 1;
+  /* Marked: the scope recorded a begin, or its begin reached subscribers; its frame says which. */
+  bool marked = (word & LP_IMPL_TRACED_MARK) != 0;
+  uint32_t depth = (uint32_t)((word ^ (marked ? LP_IMPL_TRACED_MARK : 0)) & LP_IMPL_DEPTH_MASK) - 1;
   lp__thread_t *t = lp__thread_current();
   if (!t) return; /* the thread has exited: nothing to pop, nothing to record */
+  const uintptr_t bits = LP_IMPL_TRACED | LP_IMPL_NOTIFIED;
   uint64_t now = LP_IMPL_LOAD_RELAXED(t->hot.word);
   uint32_t d = (uint32_t)now & LP_IMPL_DEPTH_MASK;
-  /* ---- layers and phases: an LP_PHASE_SWITCH replaced it and recorded both ends; pop quietly ---- */
-  if (traced && d == depth + 1 && depth < LP_STACK_CAPACITY &&
-      lp__switch_frame(LP_IMPL_LOAD_RELAXED(t->hot.frames[depth]))) {
+  uintptr_t fr = depth < LP_STACK_CAPACITY && d > depth ? LP_IMPL_LOAD_RELAXED(t->hot.frames[depth]) : 0;
+  /* ---- layers and phases: an LP_PHASE_SWITCH replaced it and ended both; pop quietly ---- */
+  if (marked && d == depth + 1 && depth < LP_STACK_CAPACITY && lp__switch_frame(fr)) {
     LP_IMPL_STORE_RELEASE(t->hot.word, with_depth(now, depth));
     return;
   }
   /* ---- end of layers and phases ---- */
-  if (traced && d == depth + 1 && depth < LP_STACK_CAPACITY &&
-      LP_IMPL_LOAD_RELAXED(t->hot.frames[depth]) != ((uintptr_t)site | LP_IMPL_TRACED)) {
-    /* A stray LP_END() ended it (and recorded its end), and another label took its depth: not ours to pop. */
-    lp__bump(&t->mismatched);
-    return;
+  bool ours = (fr & ~bits) == (uintptr_t)site && (fr & bits);
+  if (marked && d == depth + 1 && depth < LP_STACK_CAPACITY) {
+    if (!ours) {
+      /* A stray LP_END() ended it (and recorded its end), and another label took its depth: not ours to pop. */
+      lp__bump(&t->mismatched);
+      return;
+    }
+    if (fr & LP_IMPL_NOTIFIED) { /* the usual end of a scope subscribers saw begin: callbacks, pop, end event */
+      lp__subs_end(t, depth, site);
+      uint64_t w = LP_IMPL_LOAD_RELAXED(t->hot.word);
+      LP_IMPL_STORE_RELEASE(t->hot.word, w + LP_IMPL_COUNT_ONE - 1);
+      if (fr & LP_IMPL_TRACED) lp_impl_end_event(&t->hot, (uintptr_t)site, depth);
+      return;
+    }
   }
+  /* Scopes a longjmp skipped, or a missing LP_END left open, end here: their subscribers' ends first. */
+  if (d > depth + 1) lp__subs_heal(t, depth + 1, d);
+  if (marked && ours && (fr & LP_IMPL_NOTIFIED)) lp__subs_end(t, depth, site);
   /* The end is recorded when the begin was, unless a stray LP_END() already recorded it. */
+  bool traced = marked && (depth >= LP_STACK_CAPACITY || !ours || (fr & LP_IMPL_TRACED));
   if (heal(t, depth) && traced) lp_impl_end_event(&t->hot, (uintptr_t)site, depth);
 }
 
@@ -133,7 +158,7 @@ int lp__stack_snapshot(const lp__thread_t *t, uint64_t known, const lp_site_t **
     uint32_t n = d < LP_STACK_CAPACITY ? d : LP_STACK_CAPACITY;
     for (uint32_t k = 0; k < n; k++) {
       uintptr_t tag = LP_IMPL_LOAD_ACQUIRE(t->hot.frames[k]);
-      frames[k] = (const lp_site_t *)(tag & ~(uintptr_t)LP_IMPL_TRACED);
+      frames[k] = (const lp_site_t *)(tag & ~(uintptr_t)(LP_IMPL_TRACED | LP_IMPL_NOTIFIED));
     }
     /* After the acquire loads: if a frame was new, this sees the pop that preceded it. */
     uint64_t w2 = LP_IMPL_LOAD_RELAXED(t->hot.word);

@@ -82,13 +82,38 @@ static session_t sessions[LP__OWNERS];
 
 /* ---- levels -------------------------------------------------------------------- */
 
+/*
+ * lp_impl_levels is the timeline's levels (and the spent bit) or'ed with
+ * what subscribers need (every level and LP_IMPL_SUBS while one listens to
+ * labels). The two parts have writers under different locks; each stores
+ * its part, then the union, and stores again until the union it stored is
+ * still the union of both parts, so that the last writer's view wins.
+ */
+_Atomic uint32_t lp__trace_lv;
+#define trace_lv lp__trace_lv
+static _Atomic uint32_t subs_lv;
+
+static void levels_refresh(void) {
+  for (;;) {
+    uint32_t lv = atomic_load(&trace_lv) | atomic_load(&subs_lv);
+    LP_IMPL_STORE_RELEASE(lp_impl_levels, lv);
+    if ((atomic_load(&trace_lv) | atomic_load(&subs_lv)) == lv) return;
+  }
+}
+
+void lp__levels_set_subs(bool on) {
+  atomic_store(&subs_lv, on ? (uint32_t)(LP_LEVEL_ALL | LP_IMPL_SUBS) : 0u);
+  levels_refresh();
+}
+
 /* The union of the recording sessions' levels, and the spent bit. Trace lock held. */
 static void publish_levels(void) {
   uint32_t lv = 0;
   for (int o = 0; o < LP__OWNERS; o++)
     if (sessions[o].running) lv |= sessions[o].levels;
   if (lv && rec.spent) lv |= LP_IMPL_SPENT;
-  LP_IMPL_STORE_RELEASE(lp_impl_levels, lv);
+  atomic_store(&trace_lv, lv);
+  levels_refresh();
 }
 
 /* ---- chunks -------------------------------------------------------------------- */
@@ -493,7 +518,7 @@ uint64_t lp_impl_enter_slow(const lp_site_t *site, int manual) {
 
 static uint64_t enter_slow(lp__thread_t *t, const lp_site_t *site, int manual) {
   uint32_t d = (uint32_t)LP_IMPL_LOAD_RELAXED(t->hot.word) & LP_IMPL_DEPTH_MASK;
-  uint32_t levels = LP_IMPL_LOAD_RELAXED(lp_impl_levels);
+  uint32_t levels = lp__trace_levels(); /* without the subscribers' part: this records only */
   if (d >= LP_STACK_CAPACITY) {
     /* Deeper than the frames: a scope's own word carries "traced"; a manual pair has nowhere to. */
     uint64_t w = lp_impl_push_slow((uintptr_t)site);
@@ -563,6 +588,7 @@ void lp_impl_instant_slow(uintptr_t tag) {
 }
 
 void lp_impl_counter(const lp_site_t *site, int64_t value) {
+  if (!(site->level & lp__trace_levels())) return; /* called because subscribers listen, not recording */
   lp_impl_thread_t *h = lp_impl_self;
   lp_impl_event_t *e = LP_IMPL_LOAD_RELAXED(h->tcur);
   uintptr_t tag = (uintptr_t)site | LP_IMPL_EV_COUNTER;
@@ -1059,7 +1085,7 @@ int lp_track_complete(lp_track_t track, const char *name, uint64_t start_ns, uin
       dur_ns > UINT64_MAX - start_ns)
     return -EINVAL;
   lp__lane_t *l = tracks[track];
-  if (!LP_IMPL_LOAD_RELAXED(lp_impl_levels)) return 0; /* nothing recording: known without the lock */
+  if (!lp__trace_levels()) return 0; /* nothing recording: known without the lock */
   lp__lock(&trace_mu);
   if (rec.recording) {
     uint32_t id = intern(l, name);
@@ -1111,7 +1137,8 @@ void lp__trace_atfork_child(void) {
   refill_cv = fresh_cv; /* the refill thread was not copied: the child starts its own if it records */
   refill_started = refill_wanted = false;
   /* The child records nothing until it starts a session of its own; exports in flight were the parent's. */
-  LP_IMPL_STORE_RELEASE(lp_impl_levels, 0u);
+  atomic_store(&trace_lv, 0u);
+  levels_refresh(); /* subscribers stay */
   memset(sessions, 0, sizeof sessions);
   rec.recording = 0;
   rec.spent = false;

@@ -56,6 +56,41 @@ static int step(int n) {
   return total;
 }
 
+static void on_label(const lp_notification_t *n, void *data, void **slot) {
+  (void)data;
+  *slot = (void *)n->site;
+}
+
+/* The subscriber API, as a tool and as a runtime use it; with LABELPROF_DISABLE every call is a stub. */
+static int subscribers(void) {
+  lp_subscriber_t *s = NULL;
+  lp_payload_t pl = {"task", __FILE__, (uint32_t)__LINE__, 0, NULL};
+  const lp_event_t *ev = NULL;
+  uint64_t instance = 0;
+  uint16_t type = 0;
+  uint8_t st = 0;
+  int rc = lp_stream_initialize("header.use", 1, 0, "1.0");
+  rc |= lp_stream_register("header.use", &st);
+  rc |= lp_tp_register("header", LP_TP_BEGIN(1), &type);
+  rc |= lp_subscriber_create(NULL, &s);
+  rc |= lp_subscriber_set_callback(s, LP_STREAM_LABELS, LP_TP_SCOPE_BEGIN, on_label);
+  rc |= lp_subscriber_set_enabled(s, 1);
+  rc |= lp_event_make(&pl, LP_TP_TASK_BEGIN, &ev, &instance);
+  if (lp_notify_wanted(st, LP_TP_SIGNAL)) rc |= lp_notify(st, LP_TP_SIGNAL, NULL, ev, instance, NULL);
+  {
+    LP_NOTIFY_SCOPE(st, LP_TP_TASK_BEGIN, NULL, ev, instance, NULL);
+    rc |= lp_event_set_metadata(ev, "k", "v");
+  }
+  rc |= lp_event_get_metadata(ev, "k") == NULL;
+  rc |= lp_event_find(lp_event_id(ev), &ev);
+  rc |= lp_event_payload(ev) == NULL;
+  rc |= LP_TP_VENDOR(type) == 0 || LP_TP_INDEX(type) != LP_TP_BEGIN(1);
+  rc |= lp_subscriber_set_enabled(s, 0);
+  rc |= lp_subscriber_destroy(s, -1);
+  rc |= lp_stream_finalize("header.use");
+  return rc;
+}
+
 int main(void) {
   lp_trace_opts_t opts = {0};
   lp_print_opts_t print = {0};
@@ -81,6 +116,12 @@ int main(void) {
     rc |= lp_node_find(lp_profile_root(p), "kernel") == NULL;
     lp_profile_free(p);
   }
+  /* Compiled out, the subscriber calls say -ENOTSUP: only the enabled build must get through them. */
+#ifndef LABELPROF_DISABLE
+  rc |= subscribers();
+#else
+  (void)subscribers();
+#endif
   if (rc != 0) fprintf(stderr, "%s\n", lp_strerror(rc));
   return rc != 0;
 }

@@ -59,6 +59,28 @@ int step(int n) {
 
 }  // namespace
 
+static void on_label(const lp_notification_t *n, void *, void **slot) { *slot = const_cast<lp_site_t *>(n->site); }
+
+static int subscribers() {
+  lp_subscriber_t *s = nullptr;
+  lp_payload_t pl = {"task", __FILE__, static_cast<uint32_t>(__LINE__), 0, nullptr};
+  const lp_event_t *ev = nullptr;
+  uint64_t instance = 0;
+  uint8_t st = 0;
+  int rc = lp_stream_register("header.use.cc", &st);
+  rc |= lp_subscriber_create(nullptr, &s);
+  rc |= lp_subscriber_set_callback(s, LP_STREAM_LABELS, LP_TP_SCOPE_BEGIN, on_label);
+  rc |= lp_subscriber_set_enabled(s, 1);
+  rc |= lp_event_make(&pl, LP_TP_TASK_BEGIN, &ev, &instance);
+  {
+    LP_NOTIFY_SCOPE(st, LP_TP_TASK_BEGIN, nullptr, ev, instance, nullptr);
+    if (lp_notify_wanted(st, LP_TP_SIGNAL)) rc |= lp_notify(st, LP_TP_SIGNAL, nullptr, ev, instance, nullptr);
+  }
+  rc |= lp_subscriber_set_enabled(s, 0);
+  rc |= lp_subscriber_destroy(s, -1);
+  return rc;
+}
+
 int main() {
   lp_trace_opts_t opts = {};
   opts.levels = LP_LEVEL_ALL;
@@ -81,6 +103,11 @@ int main() {
     rc |= lp_node_find(lp_profile_root(p), "engine run") == nullptr;
     lp_profile_free(p);
   }
+#ifndef LABELPROF_DISABLE
+  rc |= subscribers();
+#else
+  (void)subscribers();
+#endif
   if (rc != 0) fprintf(stderr, "%s\n", lp_strerror(rc));
   return rc != 0;
 }

@@ -1,0 +1,1202 @@
+/*
+ * subs.c: streams, trace-point types, events, subscribers and their
+ * callbacks, and LABELPROF_SUBSCRIBERS.
+ *
+ * Writers (create, set_callback, enable, disable, destroy) take subs_mu and
+ * publish an immutable snapshot of the enabled subscribers' callbacks in
+ * `current`. Readers never lock: a notification pins the snapshot it uses
+ * with a hazard pointer (Michael 2004) and uses only that one, so a scope's
+ * end calls exactly the callbacks its begin called. The pins are per scope,
+ * not per thread: each pseudo-stack frame has its own (label[depth]), each
+ * LP_NOTIFY_SCOPE takes one of 64 (scope[i]), a single notification uses
+ * `single`. A snapshot that is no longer current is freed once no pin holds
+ * it; a subscriber is freed once no pinned snapshot holds it.
+ *
+ * The reader publishes its pin, then checks that the snapshot is still the
+ * current one; the writer replaces the snapshot, then reads the pins. That
+ * store-then-load on both sides needs a full fence on both; where Linux's
+ * membarrier(2) is available the reader's becomes a compiler barrier and
+ * the writer pays for both (MEMBARRIER_CMD_PRIVATE_EXPEDITED), else both
+ * use sequentially consistent accesses.
+ *
+ * Nothing here allocates per notification: a thread's pins and instance
+ * slots are allocated with its first notification.
+ */
+#include "internal.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <linux/membarrier.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_SUBS 16  /* enabled at once */
+#define NSCOPES 64   /* LP_NOTIFY_SCOPEs open at once per thread */
+#define MAX_NAME 256 /* stream and vendor names, with the NUL */
+#define ECACHE 64    /* events cached per thread */
+
+#if defined(__SANITIZE_THREAD__)
+#define LP__TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define LP__TSAN 1
+#endif
+#endif
+#ifndef LP__TSAN
+#define LP__TSAN 0
+#endif
+
+LP_EXPORT uint64_t lp_impl_wanted[256];
+
+static void warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- streams and vendors ------------------------------------------------------ */
+
+typedef struct stream {
+  char *name;
+  bool initialized;
+  uint64_t init_order; /* when it was last initialized, for replaying inits in order */
+  uint32_t major, minor;
+  char *version;
+} stream_t;
+
+static pthread_mutex_t streams_mu = PTHREAD_MUTEX_INITIALIZER; /* streams, vendors, init_seq */
+static stream_t streams[256];                                  /* 1..255 */
+static uint32_t nstreams;
+static char *vendors[256]; /* 1..255 */
+static uint32_t nvendors;
+static uint64_t init_seq;
+
+/* An id for name in table (1..255), registering it. Lock held. */
+static int name_id(char **names, size_t stride, uint32_t *n, const char *name, uint8_t *id) {
+  if (!name || !*name || strnlen(name, MAX_NAME) >= MAX_NAME) return -EINVAL;
+  for (uint32_t i = 1; i <= *n; i++) {
+    char *have = *(char **)((char *)names + i * stride);
+    if (strcmp(have, name) == 0) {
+      *id = (uint8_t)i;
+      return 0;
+    }
+  }
+  if (*n >= 255) return -ENOSPC;
+  char *copy = strdup(name);
+  if (!copy) return -ENOMEM;
+  (*n)++;
+  *(char **)((char *)names + *n * stride) = copy;
+  *id = (uint8_t)*n;
+  return 0;
+}
+
+static int register_stream(const char *name, uint8_t *id) {
+  if (!id) return -EINVAL;
+  uint8_t got = 0;
+  lp__lock(&streams_mu);
+  int rc = name_id(&streams[0].name, sizeof(stream_t), &nstreams, name, &got);
+  lp__unlock(&streams_mu);
+  if (rc == 0) *id = got;
+  return rc;
+}
+
+int lp_stream_register(const char *name, uint8_t *id) {
+  lp__lifecycle_init(); /* the labels stream is registered first, as id 1 */
+  return register_stream(name, id);
+}
+
+int lp_tp_register(const char *vendor, uint8_t index, uint16_t *type) {
+  if (!type || index > 127) return -EINVAL;
+  lp__lifecycle_init();
+  uint8_t v = 0;
+  lp__lock(&streams_mu);
+  int rc = name_id(vendors, sizeof(char *), &nvendors, vendor, &v);
+  lp__unlock(&streams_mu);
+  if (rc == 0) *type = (uint16_t)((unsigned)v << 8 | index);
+  return rc;
+}
+
+/* ---- loaded subscriber libraries -------------------------------------------- */
+
+typedef void (*init_fn)(uint32_t major, uint32_t minor, const char *version, const char *stream);
+typedef void (*finish_fn)(const char *stream);
+typedef struct lib {
+  char *path;
+  void *handle;
+  init_fn init;
+  finish_fn finish;
+} lib_t;
+
+#define MAX_LIBS 64
+static lib_t libs[MAX_LIBS];
+static _Atomic uint32_t nlibs; /* published after the entry is written; never shrinks */
+
+/* The inits of every loaded library for one stream, no lock held: an init may use any of the API. */
+static void run_inits(uint32_t from, uint32_t to, const char *name, uint32_t major, uint32_t minor,
+                      const char *version) {
+  for (uint32_t i = from; i < to; i++) libs[i].init(major, minor, version, name);
+}
+
+int lp_stream_initialize(const char *name, uint32_t major, uint32_t minor, const char *version) {
+  uint8_t id;
+  int rc = lp_stream_register(name, &id);
+  if (rc) return rc;
+  char *v = strdup(version ? version : "");
+  if (!v) return -ENOMEM;
+  lp__lock(&streams_mu);
+  stream_t *s = &streams[id];
+  free(s->version);
+  s->version = v;
+  s->major = major;
+  s->minor = minor;
+  s->initialized = true;
+  s->init_order = ++init_seq;
+  uint32_t n = atomic_load(&nlibs);
+  /* The library's copies of name and version: they live as long as the process (versions are only replaced). */
+  const char *stable = s->name;
+  char *vcopy = strdup(v);
+  lp__unlock(&streams_mu);
+  run_inits(0, n, stable, major, minor, vcopy ? vcopy : "");
+  free(vcopy);
+  return 0;
+}
+
+int lp_stream_finalize(const char *name) {
+  if (!name) return -EINVAL;
+  lp__lifecycle_init();
+  const char *stable = NULL;
+  lp__lock(&streams_mu);
+  for (uint32_t i = 1; i <= nstreams; i++)
+    if (strcmp(streams[i].name, name) == 0 && streams[i].initialized) {
+      streams[i].initialized = false;
+      stable = streams[i].name;
+    }
+  uint32_t n = atomic_load(&nlibs);
+  lp__unlock(&streams_mu);
+  if (!stable) return -ENOENT;
+  for (uint32_t i = 0; i < n; i++) libs[i].finish(stable);
+  return 0;
+}
+
+/* ---- events ------------------------------------------------------------------ */
+
+typedef struct meta {
+  struct meta *next;
+  char *key, *value;
+} meta_t;
+
+struct lp_event {
+  lp_payload_t payload; /* the library's copies */
+  uint64_t id;
+  uint64_t hash;
+  uint16_t type;
+  _Atomic uint64_t instances;
+  _Atomic(meta_t *) meta; /* prepended under events_mu; readers walk it without */
+  _Atomic(struct lp_event *) next; /* the bucket's chain */
+};
+
+#define EV_BUCKETS 65536u /* 512 KiB of chain heads, touched as they fill */
+#define EV_PAGE 4096u
+#define EV_PAGES 4096u
+static pthread_mutex_t events_mu = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic(lp_event_t *) buckets[EV_BUCKETS];
+typedef _Atomic(lp_event_t *) evslot_t;
+static _Atomic(evslot_t *) pages[EV_PAGES]; /* id - 1 -> event */
+static _Atomic uint64_t nevents;
+
+static uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v;
+  h *= 0x100000001b3ull;
+  return h ^ (h >> 29);
+}
+
+/* Eight bytes a step: the length first (strlen is vectorised), then whole words, then the tail. */
+static uint64_t hash_str(uint64_t h, const char *s) {
+  if (!s) return mix(h, 0x9e3779b97f4a7c15ull);
+  size_t n = strlen(s), i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    memcpy(&w, s + i, 8);
+    h = mix(h, w);
+  }
+  uint64_t tail = 0;
+  memcpy(&tail, s + i, n - i);
+  return mix(h, tail ^ (uint64_t)n << 56);
+}
+
+static uint64_t hash_payload(const lp_payload_t *p) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  h = hash_str(h, p->name);
+  h = hash_str(h, p->file);
+  h = mix(h, (uint64_t)p->line << 32 | p->column);
+  h = mix(h, (uint64_t)(uintptr_t)p->code_ptr);
+  /* A final avalanche (MurmurHash3's), so that the low bits that pick a bucket depend on every byte. */
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ull;
+  return h ^ (h >> 33);
+}
+
+static bool str_eq(const char *a, const char *b) { return a == b || (a && b && strcmp(a, b) == 0); }
+
+static bool same_payload(const lp_payload_t *a, const lp_payload_t *b) {
+  return a->line == b->line && a->column == b->column && a->code_ptr == b->code_ptr && str_eq(a->name, b->name) &&
+         str_eq(a->file, b->file);
+}
+
+static lp_event_t *find_payload(const lp_payload_t *p, uint64_t h) {
+  for (lp_event_t *e = atomic_load_explicit(&buckets[h % EV_BUCKETS], memory_order_acquire); e;
+       e = atomic_load_explicit(&e->next, memory_order_acquire))
+    if (e->hash == h && same_payload(&e->payload, p)) return e;
+  return NULL;
+}
+
+/* A new event for p, linked and numbered. events_mu held. NULL on ENOMEM or when ids run out. */
+static lp_event_t *new_event(const lp_payload_t *p, uint64_t h, uint16_t type) {
+  uint64_t id = atomic_load(&nevents) + 1;
+  if (id > (uint64_t)EV_PAGE * EV_PAGES) return NULL;
+  evslot_t *page = atomic_load(&pages[(id - 1) / EV_PAGE]);
+  if (!page) {
+    page = calloc(EV_PAGE, sizeof *page);
+    if (!page) return NULL;
+    atomic_store_explicit(&pages[(id - 1) / EV_PAGE], page, memory_order_release);
+  }
+  lp_event_t *e = calloc(1, sizeof *e);
+  if (!e) return NULL;
+  e->payload = *p;
+  e->payload.name = p->name ? strdup(p->name) : NULL;
+  e->payload.file = p->file ? strdup(p->file) : NULL;
+  if ((p->name && !e->payload.name) || (p->file && !e->payload.file)) {
+    free((char *)e->payload.name);
+    free((char *)e->payload.file);
+    free(e);
+    return NULL;
+  }
+  e->id = id;
+  e->hash = h;
+  e->type = type;
+  atomic_store_explicit(&page[(id - 1) % EV_PAGE], e, memory_order_release);
+  atomic_store_explicit(&e->next, atomic_load(&buckets[h % EV_BUCKETS]), memory_order_relaxed);
+  atomic_store_explicit(&buckets[h % EV_BUCKETS], e, memory_order_release);
+  atomic_store_explicit(&nevents, id, memory_order_release);
+  return e;
+}
+
+static lp_event_t **cache_slot(const lp_payload_t *p);
+
+int lp_event_make(const lp_payload_t *p, uint16_t event_type, const lp_event_t **ev, uint64_t *instance) {
+  if (!p || !ev || (!p->name && !p->file && !p->code_ptr)) return -EINVAL;
+  /* The calling thread's cache, by the payload's pointers; a hit is still compared by content. */
+  lp_event_t **slot = cache_slot(p);
+  lp_event_t *e = slot ? *slot : NULL;
+  if (LP_IMPL_LIKELY(e && same_payload(&e->payload, p))) goto made;
+  uint64_t h = hash_payload(p);
+  e = find_payload(p, h);
+  if (!e) {
+    lp__lock(&events_mu);
+    e = find_payload(p, h);
+    if (!e) e = new_event(p, h, event_type);
+    lp__unlock(&events_mu);
+    if (!e) return -ENOMEM;
+  }
+  if (slot) *slot = e;
+made:;
+  uint64_t n = atomic_fetch_add_explicit(&e->instances, 1, memory_order_relaxed) + 1;
+  if (instance) *instance = n;
+  *ev = e;
+  return 0;
+}
+
+uint64_t lp_event_id(const lp_event_t *ev) { return ev ? ev->id : 0; }
+uint16_t lp_event_type(const lp_event_t *ev) { return ev ? ev->type : 0; }
+const lp_payload_t *lp_event_payload(const lp_event_t *ev) { return ev ? &ev->payload : NULL; }
+
+int lp_event_find(uint64_t id, const lp_event_t **ev) {
+  if (!ev) return -EINVAL;
+  if (id == 0 || id > atomic_load_explicit(&nevents, memory_order_acquire)) return -ENOENT;
+  evslot_t *page = atomic_load_explicit(&pages[(id - 1) / EV_PAGE], memory_order_acquire);
+  lp_event_t *e = page ? atomic_load_explicit(&page[(id - 1) % EV_PAGE], memory_order_acquire) : NULL;
+  if (!e) return -ENOENT;
+  *ev = e;
+  return 0;
+}
+
+static const meta_t *find_meta(const lp_event_t *ev, const char *key) {
+  for (const meta_t *m = atomic_load_explicit(&((lp_event_t *)ev)->meta, memory_order_acquire); m; m = m->next)
+    if (strcmp(m->key, key) == 0) return m;
+  return NULL;
+}
+
+int lp_event_set_metadata(const lp_event_t *ev, const char *key, const char *value) {
+  if (!ev || !key || !value) return -EINVAL;
+  lp_event_t *e = (lp_event_t *)ev;
+  meta_t *m = malloc(sizeof *m);
+  char *k = strdup(key), *v = strdup(value);
+  if (!m || !k || !v) {
+    free(m);
+    free(k);
+    free(v);
+    return -ENOMEM;
+  }
+  m->key = k;
+  m->value = v;
+  lp__lock(&events_mu);
+  if (find_meta(e, key)) {
+    lp__unlock(&events_mu);
+    free(m);
+    free(k);
+    free(v);
+    return -EEXIST;
+  }
+  m->next = atomic_load(&e->meta);
+  atomic_store_explicit(&e->meta, m, memory_order_release);
+  lp__unlock(&events_mu);
+  return 0;
+}
+
+const char *lp_event_get_metadata(const lp_event_t *ev, const char *key) {
+  if (!ev || !key) return NULL;
+  const meta_t *m = find_meta(ev, key);
+  return m ? m->value : NULL;
+}
+
+/* ---- subscribers and snapshots ---------------------------------------------- */
+
+typedef struct cbent {
+  uint8_t stream;
+  uint16_t type;
+  lp_callback_t cb;
+} cbent_t;
+
+struct lp_subscriber {
+  lp_subscriber_t *next; /* every live subscriber */
+  void *data;
+  bool enabled;
+  cbent_t *cbs;
+  uint32_t ncbs, capcbs;
+};
+
+/* One subscriber's callbacks for a pair of types (a single type is the even half). */
+typedef struct call {
+  lp_callback_t begin, end; /* the even type's callback, the odd one's */
+  void *data;
+  uint32_t slot; /* the subscriber's index in the snapshot: its instance slot */
+} call_t;
+
+typedef struct keyent {
+  uint32_t key; /* stream << 16 | even type; 0 = empty (stream 0 does not exist) */
+  uint32_t first, count;
+} keyent_t;
+
+typedef struct snap {
+  /* First, for the label paths: the labels stream's scope pair, copied here (one line fewer to load). */
+  uint32_t nscope;
+  call_t scope[MAX_SUBS];
+  struct snap *retired_next;
+  uint32_t nsubs;
+  lp_subscriber_t *subs[MAX_SUBS]; /* in enable order */
+  uint32_t mask;                   /* keys - 1 */
+  keyent_t *keys;
+  call_t *calls;
+  uint64_t wanted[256];
+} snap_t;
+
+typedef struct pin {
+  _Atomic(snap_t *) snap;
+  void *slots[MAX_SUBS];
+} pin_t;
+
+typedef struct scope_info {
+  uint8_t stream;
+  uint16_t type;
+  const lp_event_t *parent, *event;
+  uint64_t instance;
+  const void *user_data;
+} scope_info_t;
+
+/* A thread's pins, allocated with its first notification. The owner writes; writers read the pins. */
+typedef struct sthread {
+  struct sthread *next, *prev; /* subs_mu */
+  uint64_t tid;
+  int guard; /* inside a callback */
+  uint64_t used; /* scope[] pins in use */
+  pin_t single, probe;
+  pin_t label[LP_STACK_CAPACITY];
+  pin_t scope[NSCOPES];
+  scope_info_t info[NSCOPES];
+  lp_event_t *events[ECACHE]; /* lp_event_make's cache */
+} sthread_t;
+
+static pthread_mutex_t subs_mu = PTHREAD_MUTEX_INITIALIZER; /* everything below */
+static lp_subscriber_t *all;
+static lp_subscriber_t *enabled_list[MAX_SUBS];
+static uint32_t nenabled;
+static snap_t *retired;
+static sthread_t *sthreads;
+static _Atomic(snap_t *) current;
+static _Atomic bool asym __attribute__((unused)); /* membarrier registered: readers need no fence */
+
+static __thread sthread_t *my_st __attribute__((tls_model("initial-exec")));
+static sthread_t gone_st = {.guard = 1}; /* the thread's state was freed at its exit; as if in a callback */
+static pthread_once_t st_once = PTHREAD_ONCE_INIT;
+static pthread_key_t st_key;
+static bool st_key_ok;
+
+static void st_exit(void *arg) {
+  sthread_t *st = arg;
+  my_st = &gone_st;
+  lp__lock(&subs_mu);
+  if (st->prev)
+    st->prev->next = st->next;
+  else
+    sthreads = st->next;
+  if (st->next) st->next->prev = st->prev;
+  lp__unlock(&subs_mu);
+  free(st);
+}
+
+static void st_make_key(void) { st_key_ok = pthread_key_create(&st_key, st_exit) == 0; }
+
+static sthread_t *st_create(void) {
+  lp__thread_t *t = lp__thread_attach();
+  if (!t || pthread_once(&st_once, st_make_key) != 0 || !st_key_ok) return NULL;
+  sthread_t *st = calloc(1, sizeof *st);
+  if (!st) return NULL;
+  st->tid = t->tid;
+  if (pthread_setspecific(st_key, st) != 0) {
+    free(st);
+    return NULL;
+  }
+  lp__lock(&subs_mu);
+  st->next = sthreads;
+  if (sthreads) sthreads->prev = st;
+  sthreads = st;
+  lp__unlock(&subs_mu);
+  my_st = st;
+  return st;
+}
+
+static inline sthread_t *st_get(void) {
+  sthread_t *st = my_st;
+  if (LP_IMPL_LIKELY(st != NULL)) return st == &gone_st ? NULL : st;
+  return st_create();
+}
+
+static lp_event_t **cache_slot(const lp_payload_t *p) {
+  sthread_t *st = st_get();
+  if (!st) return NULL;
+  uint64_t h = ((uint64_t)(uintptr_t)p->name ^ (uint64_t)(uintptr_t)p->file * 31 ^ (uint64_t)(uintptr_t)p->code_ptr * 7 ^ p->line * 2654435761u ^
+                 p->column) *
+                0x9e3779b97f4a7c15ull;
+  return &st->events[h >> 58];
+}
+
+/* Pins the current snapshot; NULL if there is none (or it kept changing). */
+static inline snap_t *pin_current(pin_t *p) {
+  for (int i = 0; i < 8; i++) {
+    snap_t *s = atomic_load_explicit(&current, memory_order_acquire);
+    if (!s) break; /* (a pin an earlier try stored is cleared below) */
+#if !LP__TSAN
+    if (LP_IMPL_LIKELY(atomic_load_explicit(&asym, memory_order_relaxed))) {
+      atomic_store_explicit(&p->snap, s, memory_order_relaxed);
+      atomic_signal_fence(memory_order_seq_cst); /* the writer's membarrier() is the fence */
+      if (atomic_load_explicit(&current, memory_order_relaxed) == s) return s;
+      continue;
+    }
+#endif
+    atomic_store_explicit(&p->snap, s, memory_order_seq_cst);
+    if (atomic_load_explicit(&current, memory_order_seq_cst) == s) return s;
+  }
+  if (atomic_load_explicit(&p->snap, memory_order_relaxed)) atomic_store_explicit(&p->snap, NULL, memory_order_release);
+  return NULL;
+}
+
+static inline void unpin(pin_t *p) { atomic_store_explicit(&p->snap, NULL, memory_order_release); }
+
+static inline uint32_t pair_key(uint8_t stream, uint16_t type) { return (uint32_t)stream << 16 | (type & 0xfffeu); }
+
+static inline const keyent_t *lookup(const snap_t *s, uint32_t key) {
+  for (uint32_t h = (key * 2654435761u) >> 7 & s->mask;; h = (h + 1) & s->mask) {
+    const keyent_t *k = &s->keys[h];
+    if (k->key == key) return k;
+    if (k->key == 0) return NULL;
+  }
+}
+
+/* Every pin of every thread, against s; subs_mu held. */
+static bool pinned(const snap_t *s) {
+  for (sthread_t *st = sthreads; st; st = st->next) {
+    if (atomic_load(&st->single.snap) == s || atomic_load(&st->probe.snap) == s) return true;
+    for (int i = 0; i < LP_STACK_CAPACITY; i++)
+      if (atomic_load(&st->label[i].snap) == s) return true;
+    for (int i = 0; i < NSCOPES; i++)
+      if (atomic_load(&st->scope[i].snap) == s) return true;
+  }
+  return false;
+}
+
+static bool holds(const snap_t *s, const lp_subscriber_t *sub) {
+  for (uint32_t i = 0; i < s->nsubs; i++)
+    if (s->subs[i] == sub) return true;
+  return false;
+}
+
+/* Frees the retired snapshots no pin holds. subs_mu held. */
+static void reclaim(void) {
+  for (snap_t **pp = &retired; *pp;) {
+    snap_t *s = *pp;
+    if (pinned(s)) {
+      pp = &s->retired_next;
+      continue;
+    }
+    *pp = s->retired_next;
+    free(s);
+  }
+}
+
+typedef struct flat {
+  uint32_t key, sub;
+  bool odd;
+  lp_callback_t cb;
+} flat_t;
+
+static int flat_cmp(const void *a, const void *b) {
+  const flat_t *x = a, *y = b;
+  if (x->key != y->key) return x->key < y->key ? -1 : 1;
+  return x->sub < y->sub ? -1 : x->sub > y->sub;
+}
+
+/* The snapshot of the enabled subscribers, or NULL with *rc = -ENOMEM (none enabled: NULL, *rc = 0). subs_mu held. */
+static snap_t *build(int *rc) {
+  *rc = 0;
+  if (!nenabled) return NULL;
+  uint32_t nf = 0;
+  for (uint32_t i = 0; i < nenabled; i++) nf += enabled_list[i]->ncbs;
+  flat_t *f = malloc((nf ? nf : 1) * sizeof *f);
+  if (!f) goto oom;
+  nf = 0;
+  for (uint32_t i = 0; i < nenabled; i++)
+    for (uint32_t j = 0; j < enabled_list[i]->ncbs; j++) {
+      const cbent_t *c = &enabled_list[i]->cbs[j];
+      f[nf++] = (flat_t){pair_key(c->stream, c->type), i, (c->type & 1u) != 0, c->cb};
+    }
+  qsort(f, nf, sizeof *f, flat_cmp);
+  uint32_t nkeys = 0, ncalls = 0;
+  for (uint32_t i = 0; i < nf; i++) {
+    if (i == 0 || f[i].key != f[i - 1].key) nkeys++;
+    if (i == 0 || f[i].key != f[i - 1].key || f[i].sub != f[i - 1].sub) ncalls++;
+  }
+  uint32_t size = 8;
+  while (size < nkeys * 2) size *= 2;
+  snap_t *s = calloc(1, sizeof *s + size * sizeof(keyent_t) + (ncalls ? ncalls : 1) * sizeof(call_t));
+  if (!s) {
+    free(f);
+    goto oom;
+  }
+  s->keys = (keyent_t *)(s + 1);
+  s->calls = (call_t *)(s->keys + size);
+  s->mask = size - 1;
+  s->nsubs = nenabled;
+  memcpy(s->subs, enabled_list, nenabled * sizeof *s->subs);
+  uint32_t c = 0;
+  keyent_t *k = NULL;
+  for (uint32_t i = 0; i < nf; i++) {
+    if (i == 0 || f[i].key != f[i - 1].key) {
+      uint32_t h = (f[i].key * 2654435761u) >> 7 & s->mask;
+      while (s->keys[h].key) h = (h + 1) & s->mask;
+      k = &s->keys[h];
+      k->key = f[i].key;
+      k->first = c;
+      uint8_t stream = (uint8_t)(f[i].key >> 16);
+      s->wanted[stream] |= LP_IMPL_WANT_BIT(f[i].key & 0xffffu);
+    }
+    if (i == 0 || f[i].key != f[i - 1].key || f[i].sub != f[i - 1].sub) {
+      s->calls[c] = (call_t){NULL, NULL, s->subs[f[i].sub]->data, f[i].sub};
+      c++;
+      k->count++;
+    }
+    if (f[i].odd)
+      s->calls[c - 1].end = f[i].cb;
+    else
+      s->calls[c - 1].begin = f[i].cb;
+  }
+  free(f);
+  const keyent_t *sk = lookup(s, pair_key(LP_STREAM_LABELS, LP_TP_SCOPE_BEGIN));
+  if (sk) {
+    memcpy(s->scope, &s->calls[sk->first], sk->count * sizeof *s->scope);
+    s->nscope = sk->count;
+  }
+  return s;
+oom:
+  *rc = -ENOMEM;
+  return NULL;
+}
+
+static void membarrier_all(void) {
+#if !LP__TSAN
+  if (atomic_load(&asym) && syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0) {
+    /* Cannot happen once registered; if it does, readers must fence for themselves from now on. */
+    atomic_store(&asym, false);
+  }
+#endif
+}
+
+/* Makes a new snapshot current; subs_mu held. */
+static int publish(void) {
+  int rc;
+  snap_t *n = build(&rc);
+  if (rc) return rc;
+  snap_t *old = atomic_load(&current);
+  atomic_store_explicit(&current, n, memory_order_seq_cst);
+  for (int i = 1; i < 256; i++) {
+    uint64_t w = n ? n->wanted[i] : 0;
+    if (LP_IMPL_LOAD_RELAXED(lp_impl_wanted[i]) != w) LP_IMPL_STORE_RELAXED(lp_impl_wanted[i], w);
+  }
+  lp__levels_set_subs(n && n->wanted[LP_STREAM_LABELS]);
+  if (old) {
+    old->retired_next = retired;
+    retired = old;
+  }
+  membarrier_all();
+  reclaim();
+  return 0;
+}
+
+static bool known_sub(const lp_subscriber_t *s) {
+  for (lp_subscriber_t *x = all; x; x = x->next)
+    if (x == s) return true;
+  return false;
+}
+
+int lp_subscriber_create(void *subscriber_data, lp_subscriber_t **out) {
+  if (!out) return -EINVAL;
+  lp__lifecycle_init();
+  lp_subscriber_t *s = calloc(1, sizeof *s);
+  if (!s) return -ENOMEM;
+  s->data = subscriber_data;
+  lp__lock(&subs_mu);
+  s->next = all;
+  all = s;
+  lp__unlock(&subs_mu);
+  *out = s;
+  return 0;
+}
+
+int lp_subscriber_set_callback(lp_subscriber_t *s, uint8_t stream, uint16_t type, lp_callback_t cb) {
+  if (!s || !stream) return -EINVAL;
+  int rc = 0;
+  lp__lock(&subs_mu);
+  if (!known_sub(s)) {
+    rc = -EINVAL;
+    goto out;
+  }
+  if (s->enabled) {
+    rc = -EBUSY;
+    goto out;
+  }
+  for (uint32_t i = 0; i < s->ncbs; i++)
+    if (s->cbs[i].stream == stream && s->cbs[i].type == type) {
+      if (cb)
+        s->cbs[i].cb = cb;
+      else
+        s->cbs[i] = s->cbs[--s->ncbs];
+      goto out;
+    }
+  if (!cb) goto out;
+  if (s->ncbs == s->capcbs) {
+    uint32_t cap = s->capcbs ? s->capcbs * 2 : 8;
+    cbent_t *n = realloc(s->cbs, cap * sizeof *n);
+    if (!n) {
+      rc = -ENOMEM;
+      goto out;
+    }
+    s->cbs = n;
+    s->capcbs = cap;
+  }
+  s->cbs[s->ncbs++] = (cbent_t){stream, type, cb};
+out:
+  lp__unlock(&subs_mu);
+  return rc;
+}
+
+int lp_subscriber_set_enabled(lp_subscriber_t *s, int enabled) {
+  if (!s) return -EINVAL;
+  int rc = 0;
+  lp__lock(&subs_mu);
+  if (!known_sub(s)) {
+    rc = -EINVAL;
+  } else if (!!enabled != s->enabled) {
+    if (enabled) {
+      if (nenabled == MAX_SUBS) {
+        rc = -ENOSPC;
+        goto out;
+      }
+      enabled_list[nenabled++] = s;
+    } else {
+      uint32_t i = 0;
+      while (enabled_list[i] != s) i++;
+      memmove(&enabled_list[i], &enabled_list[i + 1], (nenabled - i - 1) * sizeof *enabled_list);
+      nenabled--;
+    }
+    rc = publish();
+    if (rc == 0) {
+      s->enabled = enabled != 0;
+    } else if (enabled) { /* undo */
+      nenabled--;
+    } else {
+      enabled_list[nenabled++] = s; /* back, last: the order of the others is kept */
+    }
+  }
+out:
+  lp__unlock(&subs_mu);
+  return rc;
+}
+
+/* Whether a pin of the calling thread holds a snapshot with s. Its own pins: no lock needed. */
+static bool own_pins_hold(const sthread_t *st, const lp_subscriber_t *s) {
+  if (!st) return false;
+  const snap_t *x;
+  for (int i = 0; i < LP_STACK_CAPACITY; i++)
+    if ((x = atomic_load_explicit(&st->label[i].snap, memory_order_relaxed)) && holds(x, s)) return true;
+  for (int i = 0; i < NSCOPES; i++)
+    if ((x = atomic_load_explicit(&st->scope[i].snap, memory_order_relaxed)) && holds(x, s)) return true;
+  return false;
+}
+
+/* Whether any pin holds a snapshot with s. subs_mu held. */
+static bool in_use(const lp_subscriber_t *s) {
+  snap_t *c = atomic_load(&current);
+  if (c && holds(c, s)) return true;
+  for (sthread_t *st = sthreads; st; st = st->next) {
+    const pin_t *ps[] = {&st->single, &st->probe};
+    for (int i = 0; i < 2; i++) {
+      const snap_t *x = atomic_load(&ps[i]->snap);
+      if (x && holds(x, s)) return true;
+    }
+    for (int i = 0; i < LP_STACK_CAPACITY; i++) {
+      const snap_t *x = atomic_load(&st->label[i].snap);
+      if (x && holds(x, s)) return true;
+    }
+    for (int i = 0; i < NSCOPES; i++) {
+      const snap_t *x = atomic_load(&st->scope[i].snap);
+      if (x && holds(x, s)) return true;
+    }
+  }
+  return false;
+}
+
+int lp_subscriber_destroy(lp_subscriber_t *s, int64_t timeout_ns) {
+  if (!s) return -EINVAL;
+  lp__lock(&subs_mu);
+  int rc = !known_sub(s) ? -EINVAL : s->enabled ? -EBUSY : 0;
+  lp__unlock(&subs_mu);
+  if (rc) return rc;
+  sthread_t *st = my_st == &gone_st ? NULL : my_st;
+  if (st && (st->guard || own_pins_hold(st, s))) return -EDEADLK;
+  uint64_t start = lp__mono_ns();
+  long nap = 20000; /* ns; doubles up to 1 ms */
+  for (;;) {
+    lp__lock(&subs_mu);
+    reclaim();
+    bool busy = in_use(s);
+    if (!busy) {
+      /* Unlinked under the same lock that saw it unused: no pin can take it again (it is not current). */
+      lp_subscriber_t **pp = &all;
+      while (*pp != s) pp = &(*pp)->next;
+      *pp = s->next;
+    }
+    lp__unlock(&subs_mu);
+    if (!busy) break;
+    uint64_t waited = lp__mono_ns() - start;
+    if (timeout_ns >= 0 && waited >= (uint64_t)timeout_ns) return -ETIMEDOUT;
+    long sleep_ns = nap;
+    if (timeout_ns >= 0 && (uint64_t)timeout_ns - waited < (uint64_t)sleep_ns)
+      sleep_ns = (long)((uint64_t)timeout_ns - waited);
+    struct timespec ts = {0, sleep_ns};
+    nanosleep(&ts, NULL);
+    if (nap < 1000000) nap *= 2;
+  }
+  free(s->cbs);
+  free(s);
+  return 0;
+}
+
+/* ---- notifications -------------------------------------------------------------- */
+
+static inline void call_begins(const call_t *c, uint32_t n, pin_t *p, const lp_notification_t *note, bool odd) {
+  for (uint32_t i = 0; i < n; i++) {
+    lp_callback_t cb = odd ? c[i].end : c[i].begin;
+    p->slots[c[i].slot] = NULL;
+    if (cb) cb(note, c[i].data, &p->slots[c[i].slot]);
+  }
+}
+
+static inline void call_ends(const call_t *c, uint32_t n, pin_t *p, const lp_notification_t *note) {
+  for (uint32_t i = n; i-- > 0;)
+    if (c[i].end) c[i].end(note, c[i].data, &p->slots[c[i].slot]);
+}
+
+/* Everything out of the ordinary: recorded scopes, new or exited threads, deep stacks, callbacks' own labels. */
+static __attribute__((noinline)) uint64_t enter_notify_general(const lp_site_t *site, int manual, uint32_t tl) {
+  uint64_t w;
+  if (site->level & tl)
+    w = lp_impl_enter_traced(site, tl, manual); /* tl has no LP_IMPL_SUBS: records and pushes */
+  else
+    w = lp_impl_push((uintptr_t)site);
+  uint32_t depth = (uint32_t)(w & (LP_IMPL_DEPTH_MASK & ~(uint64_t)LP_IMPL_TRACED_MARK));
+  if (depth == LP_IMPL_NOT_PUSHED || depth - 1u >= LP_STACK_CAPACITY) return w; /* deep: no notifications */
+  if (!(LP_IMPL_LOAD_RELAXED(lp_impl_wanted[LP_STREAM_LABELS]) & LP_IMPL_WANT_BIT(LP_TP_SCOPE_BEGIN))) return w;
+  sthread_t *st = st_get();
+  if (!st || st->guard) return w;
+  uint32_t d = depth - 1;
+  pin_t *p = &st->label[d];
+  snap_t *s = pin_current(p);
+  if (LP_IMPL_UNLIKELY(!s || !s->nscope)) {
+    if (s) unpin(p);
+    return w;
+  }
+  lp_impl_thread_t *t = lp_impl_self;
+  LP_IMPL_STORE_RELEASE(t->frames[d], LP_IMPL_LOAD_RELAXED(t->frames[d]) | LP_IMPL_NOTIFIED);
+  lp_notification_t n = {LP_STREAM_LABELS, LP_TP_SCOPE_BEGIN, NULL, NULL, site, 0, NULL, st->tid};
+  st->guard = 1;
+  call_begins(s->scope, s->nscope, p, &n, false);
+  st->guard = 0;
+  return w | LP_IMPL_TRACED_MARK;
+}
+
+/*
+ * A scope's begin while subscribers listen to labels. The usual case (not
+ * recorded, a registered thread with its pins, room on the stack, not in a
+ * callback): pin, push the frame already marked, call the begins.
+ */
+uint64_t lp_impl_enter_notify(const lp_site_t *site, int manual) {
+  uint32_t tl = lp__trace_levels();
+  lp_impl_thread_t *t = lp_impl_self;
+  sthread_t *st = my_st;
+  uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
+  uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
+  if (LP_IMPL_UNLIKELY((site->level & tl) || d >= LP_STACK_CAPACITY || !st || st->guard)) /* gone_st's guard is set */
+    return enter_notify_general(site, manual, tl);
+  pin_t *p = &st->label[d];
+  snap_t *s = pin_current(p);
+  if (LP_IMPL_UNLIKELY(!s || !s->nscope)) {
+    if (s) unpin(p);
+    return lp_impl_push((uintptr_t)site);
+  }
+  LP_IMPL_STORE_RELEASE(t->frames[d], (uintptr_t)site | LP_IMPL_NOTIFIED);
+  w += LP_IMPL_COUNT_ONE + 1;
+  LP_IMPL_STORE_RELEASE(t->word, w);
+  lp_notification_t n = {LP_STREAM_LABELS, LP_TP_SCOPE_BEGIN, NULL, NULL, site, 0, NULL, st->tid};
+  st->guard = 1;
+  call_begins(s->scope, s->nscope, p, &n, false);
+  st->guard = 0;
+  return w | LP_IMPL_TRACED_MARK;
+}
+
+void lp__subs_end(lp__thread_t *t, uint32_t depth, const lp_site_t *site) {
+  (void)t;
+  /* A frame marked notified means its begin pinned label[depth] on this thread: my_st exists. */
+  sthread_t *st = my_st;
+  if (LP_IMPL_UNLIKELY(!st || st == &gone_st || depth >= LP_STACK_CAPACITY)) return;
+  pin_t *p = &st->label[depth];
+  snap_t *s = atomic_load_explicit(&p->snap, memory_order_relaxed);
+  if (LP_IMPL_UNLIKELY(!s)) return;
+  /* The calls are read before the notification is built on the stack: no load waits behind those stores. */
+  const call_t *c = s->scope;
+  uint32_t nc = s->nscope;
+  lp_callback_t last = nc ? c[nc - 1].end : NULL;
+  lp_notification_t n = {LP_STREAM_LABELS, LP_TP_SCOPE_END, NULL, NULL, site, 0, NULL, st->tid};
+  int g = st->guard;
+  st->guard = 1; /* ends are owed even inside a callback; what they do reaches nobody */
+  if (nc) {
+    if (last) last(&n, c[nc - 1].data, &p->slots[c[nc - 1].slot]);
+    call_ends(c, nc - 1, p, &n);
+  }
+  st->guard = g;
+  unpin(p);
+}
+
+void lp__subs_leave(lp_impl_thread_t *h, uint32_t depth, const lp_site_t *site) {
+  lp__subs_end((lp__thread_t *)h, depth, site);
+  LP_IMPL_STORE_RELEASE(h->word, LP_IMPL_LOAD_RELAXED(h->word) + LP_IMPL_COUNT_ONE - 1);
+}
+
+void lp__subs_heal(lp__thread_t *t, uint32_t from, uint32_t to) {
+  if (to > LP_STACK_CAPACITY) to = LP_STACK_CAPACITY;
+  for (uint32_t k = to; k-- > from;) {
+    uintptr_t fr = LP_IMPL_LOAD_RELAXED(t->hot.frames[k]);
+    if (fr & LP_IMPL_NOTIFIED)
+      lp__subs_end(t, k, (const lp_site_t *)(fr & ~(uintptr_t)(LP_IMPL_TRACED | LP_IMPL_NOTIFIED)));
+  }
+}
+
+void lp_impl_end_notify(uintptr_t tag, uint32_t depth) {
+  lp__thread_t *t = lp__thread_current();
+  if (!t) return;
+  const lp_site_t *site = (const lp_site_t *)(tag & ~(uintptr_t)(LP_IMPL_TRACED | LP_IMPL_NOTIFIED));
+  lp__subs_end(t, depth, site);
+  uint64_t w = LP_IMPL_LOAD_RELAXED(t->hot.word);
+  LP_IMPL_STORE_RELEASE(t->hot.word, w + LP_IMPL_COUNT_ONE - 1);
+  if (tag & LP_IMPL_TRACED) lp_impl_end_event(&t->hot, (uintptr_t)site, depth);
+}
+
+/* A single notification to whoever has a callback for it. */
+static void single(sthread_t *st, const lp_notification_t *n) {
+  pin_t *p = &st->single;
+  snap_t *s = pin_current(p);
+  if (!s) return;
+  const keyent_t *k = lookup(s, pair_key(n->stream, n->type));
+  if (k) {
+    st->guard = 1;
+    const call_t *c = &s->calls[k->first];
+    for (uint32_t i = 0; i < k->count; i++) {
+      lp_callback_t cb = (n->type & 1u) ? c[i].end : c[i].begin;
+      void *slot = NULL;
+      if (cb) cb(n, c[i].data, &slot);
+    }
+    st->guard = 0;
+  }
+  unpin(p);
+}
+
+void lp_impl_instant_notify(uintptr_t tag) {
+  const lp_site_t *site = (const lp_site_t *)(tag & ~(uintptr_t)LP_IMPL_EV_KIND);
+  uint32_t tl = lp__trace_levels();
+  if (site->level & tl) lp_impl_instant(tag, tl);
+  if (!(LP_IMPL_LOAD_RELAXED(lp_impl_wanted[LP_STREAM_LABELS]) & LP_IMPL_WANT_BIT(LP_TP_INSTANT))) return;
+  sthread_t *st = st_get();
+  if (!st || st->guard) return;
+  lp_notification_t n = {LP_STREAM_LABELS, LP_TP_INSTANT, NULL, NULL, site, 0, NULL, st->tid};
+  single(st, &n);
+}
+
+static __attribute__((noinline)) int notify_slow(uint8_t stream, uint16_t type, const lp_event_t *parent,
+                                                 const lp_event_t *event, uint64_t instance, const void *user_data) {
+  sthread_t *st = st_get();
+  if (!st || st->guard) return 0;
+  lp_notification_t n = {stream, type, parent, event, NULL, instance, user_data, st->tid};
+  single(st, &n);
+  return 0;
+}
+
+int(lp_notify)(uint8_t stream, uint16_t type, const lp_event_t *parent, const lp_event_t *event, uint64_t instance,
+               const void *user_data) {
+  /* Stream 0 never has a wanted bit: the common case is one load and a test. */
+  if (LP_IMPL_LIKELY(!(LP_IMPL_LOAD_RELAXED(lp_impl_wanted[stream]) & LP_IMPL_WANT_BIT(type))))
+    return stream ? 0 : -EINVAL;
+  return notify_slow(stream, type, parent, event, instance, user_data);
+}
+
+int lp_impl_notify_wanted_slow(uint8_t stream, uint16_t type) {
+  sthread_t *st = st_get();
+  if (!st || st->guard) return 0;
+  snap_t *s = pin_current(&st->probe);
+  if (!s) return 0;
+  int want = 0;
+  const keyent_t *k = lookup(s, pair_key(stream, type));
+  if (k)
+    for (uint32_t i = 0; i < k->count && !want; i++)
+      want = ((type & 1u) ? s->calls[k->first + i].end : s->calls[k->first + i].begin) != NULL;
+  unpin(&st->probe);
+  return want;
+}
+
+int32_t lp_impl_nscope_begin(uint8_t stream, uint16_t type, const lp_event_t *parent, const lp_event_t *event,
+                             uint64_t instance, const void *user_data) {
+  if (!stream) return -1;
+  sthread_t *st = st_get();
+  if (!st || st->guard || st->used == UINT64_MAX) return -1;
+  int i = __builtin_ctzll(~st->used);
+  pin_t *p = &st->scope[i];
+  snap_t *s = pin_current(p);
+  if (!s) return -1;
+  const keyent_t *k = lookup(s, pair_key(stream, type));
+  if (!k) {
+    unpin(p);
+    return -1;
+  }
+  st->used |= (uint64_t)1 << i;
+  st->info[i] = (scope_info_t){stream, type, parent, event, instance, user_data};
+  lp_notification_t n = {stream, type, parent, event, NULL, instance, user_data, st->tid};
+  st->guard = 1;
+  call_begins(&s->calls[k->first], k->count, p, &n, (type & 1u) != 0);
+  st->guard = 0;
+  return i;
+}
+
+void lp_impl_nscope_end(int32_t i) {
+  sthread_t *st = my_st;
+  if (!st || st == &gone_st || i < 0 || i >= NSCOPES || !(st->used >> i & 1)) return;
+  pin_t *p = &st->scope[i];
+  snap_t *s = atomic_load_explicit(&p->snap, memory_order_relaxed);
+  const scope_info_t *in = &st->info[i];
+  lp_notification_t n = {in->stream, (uint16_t)(in->type | 1u), in->parent, in->event, NULL, in->instance,
+                         in->user_data, st->tid};
+  const keyent_t *k = s ? lookup(s, pair_key(in->stream, in->type)) : NULL;
+  if (k) {
+    int g = st->guard;
+    st->guard = 1;
+    call_ends(&s->calls[k->first], k->count, p, &n);
+    st->guard = g;
+  }
+  unpin(p);
+  st->used &= ~((uint64_t)1 << i);
+}
+
+/* ---- LABELPROF_SUBSCRIBERS ---------------------------------------------------------- */
+
+static void warn(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("labelprof: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+}
+
+/* At exit: every loaded library's finish for every stream still initialized. */
+static void finish_at_exit(void) {
+  if (lp__forked_child()) return; /* the parent's tools report for the parent */
+  const char *names[256];
+  uint32_t n = 0;
+  lp__lock(&streams_mu);
+  for (uint32_t i = 1; i <= nstreams; i++)
+    if (streams[i].initialized) {
+      streams[i].initialized = false;
+      names[n++] = streams[i].name;
+    }
+  uint32_t nl = atomic_load(&nlibs);
+  lp__unlock(&streams_mu);
+  for (uint32_t i = 0; i < n; i++)
+    for (uint32_t l = 0; l < nl; l++) libs[l].finish(names[i]);
+}
+
+/* Loads one path; replays the inits of the streams initialized so far, oldest first. */
+static void load_one(const char *path) {
+  uint32_t n = atomic_load(&nlibs);
+  for (uint32_t i = 0; i < n; i++)
+    if (strcmp(libs[i].path, path) == 0) return; /* the same path twice loads once */
+  if (n == MAX_LIBS) {
+    warn("LABELPROF_SUBSCRIBERS: more than %d subscribers; %s skipped", MAX_LIBS, path);
+    return;
+  }
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    const char *e = dlerror();
+    warn("LABELPROF_SUBSCRIBERS: cannot load %s (%s); skipped", path, e ? e : "unknown error");
+    return;
+  }
+  for (uint32_t i = 0; i < n; i++)
+    if (libs[i].handle == h) return; /* another path to an object already loaded */
+  init_fn init = (init_fn)(uintptr_t)dlsym(h, "labelprof_subscriber_init");
+  finish_fn finish = (finish_fn)(uintptr_t)dlsym(h, "labelprof_subscriber_finish");
+  if (!init || !finish) {
+    /* Left loaded: it is never unloaded, and its constructors have run. */
+    warn("LABELPROF_SUBSCRIBERS: %s does not export %s; skipped", path,
+         !init && !finish ? "labelprof_subscriber_init and labelprof_subscriber_finish"
+         : !init          ? "labelprof_subscriber_init"
+                          : "labelprof_subscriber_finish");
+    return;
+  }
+  char *copy = strdup(path);
+  if (!copy) {
+    warn("LABELPROF_SUBSCRIBERS: out of memory; %s skipped", path);
+    return;
+  }
+  libs[n] = (lib_t){copy, h, init, finish};
+  atomic_store(&nlibs, n + 1);
+  if (n == 0 && atexit(finish_at_exit) != 0) warn("LABELPROF_SUBSCRIBERS: atexit failed; no finish at exit");
+  /* Its inits for the streams already initialized, in the order they were. */
+  uint64_t done_order = 0;
+  for (;;) {
+    uint64_t best = UINT64_MAX;
+    uint32_t which = 0, major = 0, minor = 0;
+    char *version = NULL;
+    lp__lock(&streams_mu);
+    for (uint32_t i = 1; i <= nstreams; i++)
+      if (streams[i].initialized && streams[i].init_order > done_order && streams[i].init_order < best)
+        best = streams[i].init_order, which = i;
+    if (which) {
+      done_order = best;
+      major = streams[which].major;
+      minor = streams[which].minor;
+      version = strdup(streams[which].version ? streams[which].version : "");
+    }
+    const char *name = which ? streams[which].name : NULL;
+    lp__unlock(&streams_mu);
+    if (!which) break;
+    run_inits(n, n + 1, name, major, minor, version ? version : "");
+    free(version);
+  }
+}
+
+void lp__subs_env_load(void) {
+  const char *v = secure_getenv("LABELPROF_SUBSCRIBERS");
+  if (!v || !*v) return;
+  char *list = strdup(v);
+  if (!list) {
+    warn("LABELPROF_SUBSCRIBERS: out of memory; no subscriber loaded");
+    return;
+  }
+  for (char *save = NULL, *item = strtok_r(list, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+    while (*item == ' ' || *item == '\t') item++;
+    size_t len = strlen(item);
+    while (len && (item[len - 1] == ' ' || item[len - 1] == '\t')) item[--len] = '\0';
+    if (*item) load_one(item);
+  }
+  free(list);
+}
+
+void lp__subs_init(void) {
+  uint8_t id = 0;
+  /* First: the labels stream is id 1. */
+  if (register_stream(LP_STREAM_LABELS_NAME, &id) != 0 || id != LP_STREAM_LABELS)
+    warn("could not register the labels stream");
+  lp__lock(&streams_mu);
+  streams[LP_STREAM_LABELS].initialized = true;
+  streams[LP_STREAM_LABELS].major = LABELPROF_VERSION_MAJOR;
+  streams[LP_STREAM_LABELS].minor = LABELPROF_VERSION_MINOR;
+  streams[LP_STREAM_LABELS].version = strdup(LABELPROF_VERSION_STRING);
+  streams[LP_STREAM_LABELS].init_order = ++init_seq;
+  lp__unlock(&streams_mu);
+#if !LP__TSAN
+  /* Readers pin without a fence when the writer can make every running thread execute one. */
+  if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0) atomic_store(&asym, true);
+#endif
+}
+
+/* ---- fork ------------------------------------------------------------------------ */
+
+void lp__subs_atfork_prepare(void) {
+  lp__lock(&streams_mu);
+  lp__lock(&events_mu);
+  lp__lock(&subs_mu);
+}
+
+void lp__subs_atfork_parent(void) {
+  lp__unlock(&subs_mu);
+  lp__unlock(&events_mu);
+  lp__unlock(&streams_mu);
+}
+
+/* The child keeps the subscribers and the forking thread's pins; the other threads do not exist there. */
+void lp__subs_atfork_child(void) {
+  sthread_t *self = my_st == &gone_st ? NULL : my_st;
+  for (sthread_t *st = sthreads, *next; st; st = next) {
+    next = st->next;
+    if (st != self) free(st);
+  }
+  sthreads = self;
+  if (self) self->next = self->prev = NULL;
+#if !LP__TSAN
+  /* The registration may not be the child's: register again, or fence on both sides from now on. */
+  if (atomic_load(&asym) && syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) != 0)
+    atomic_store(&asym, false);
+#endif
+  pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+  subs_mu = fresh;
+  events_mu = fresh;
+  streams_mu = fresh;
+}

@@ -1,0 +1,892 @@
+/* test_subscribers.c: streams, events, subscribers and their promises under concurrency. */
+#include "internal.h"
+
+#include <errno.h>
+#include <setjmp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "runner.h"
+#include "trace_json.h"
+
+static uint64_t my_tid(void) { return (uint64_t)syscall(SYS_gettid); }
+
+/* ---- a recording subscriber --------------------------------------------------------- */
+
+#define LOG_MAX 256
+typedef struct entry {
+  char who;
+  uint16_t type;
+  const lp_site_t *site;
+  const lp_event_t *event;
+  uint64_t instance;
+  const void *user_data;
+  void *slot_in;   /* *instance_data when called */
+  void **slot_at;  /* instance_data */
+  uint64_t tid;
+} entry_t;
+
+static entry_t logv[LOG_MAX];
+static int nlog;
+
+static void rec(const lp_notification_t *n, void *data, void **slot) {
+  if (nlog < LOG_MAX)
+    logv[nlog++] = (entry_t){*(const char *)data, n->type, n->site, n->event, n->instance, n->user_data,
+                             *slot, slot, n->tid};
+  if (!*slot) *slot = (void *)(uintptr_t)(0x1000 + nlog); /* the end must get this back */
+}
+
+static lp_subscriber_t *recorder(const char *who, uint8_t stream, const uint16_t *types, int ntypes) {
+  lp_subscriber_t *s = NULL;
+  CU_ASSERT_EQUAL_FATAL(lp_subscriber_create((void *)who, &s), 0);
+  for (int i = 0; i < ntypes; i++) CU_ASSERT_EQUAL(lp_subscriber_set_callback(s, stream, types[i], rec), 0);
+  return s;
+}
+
+static void drop(lp_subscriber_t *s) {
+  CU_ASSERT_EQUAL(lp_subscriber_set_enabled(s, 0), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_destroy(s, -1), 0);
+}
+
+static const uint16_t scope_types[] = {LP_TP_SCOPE_BEGIN, LP_TP_SCOPE_END, LP_TP_INSTANT};
+
+/* ---- arguments ---------------------------------------------------------------------- */
+
+static void test_bad_arguments_are_einval(void) {
+  uint8_t id;
+  uint16_t type;
+  const lp_event_t *ev;
+  lp_subscriber_t *s;
+  lp_payload_t empty = {NULL, NULL, 1, 2, NULL};
+  char longname[300];
+  memset(longname, 'n', sizeof longname - 1);
+  longname[sizeof longname - 1] = '\0';
+  CU_ASSERT_EQUAL(lp_stream_register(NULL, &id), -EINVAL);
+  CU_ASSERT_EQUAL(lp_stream_register("", &id), -EINVAL);
+  CU_ASSERT_EQUAL(lp_stream_register("x", NULL), -EINVAL);
+  CU_ASSERT_EQUAL(lp_stream_register(longname, &id), -EINVAL);
+  CU_ASSERT_EQUAL(lp_stream_initialize(NULL, 1, 0, "v"), -EINVAL);
+  CU_ASSERT_EQUAL(lp_stream_finalize(NULL), -EINVAL);
+  CU_ASSERT_EQUAL(lp_stream_finalize("never.initialized"), -ENOENT);
+  CU_ASSERT_EQUAL(lp_tp_register(NULL, 1, &type), -EINVAL);
+  CU_ASSERT_EQUAL(lp_tp_register("", 1, &type), -EINVAL);
+  CU_ASSERT_EQUAL(lp_tp_register("acme", 128, &type), -EINVAL);
+  CU_ASSERT_EQUAL(lp_tp_register("acme", 1, NULL), -EINVAL);
+  CU_ASSERT_EQUAL(lp_event_make(NULL, 0, &ev, NULL), -EINVAL);
+  CU_ASSERT_EQUAL(lp_event_make(&empty, 0, &ev, NULL), -EINVAL);
+  empty.name = "n";
+  CU_ASSERT_EQUAL(lp_event_make(&empty, 0, NULL, NULL), -EINVAL);
+  CU_ASSERT_EQUAL(lp_event_find(1, NULL), -EINVAL);
+  CU_ASSERT_EQUAL(lp_event_find(0, &ev), -ENOENT);
+  CU_ASSERT_EQUAL(lp_event_find(UINT64_MAX, &ev), -ENOENT);
+  CU_ASSERT_EQUAL(lp_event_id(NULL), 0);
+  CU_ASSERT_PTR_NULL(lp_event_payload(NULL));
+  CU_ASSERT_EQUAL(lp_event_set_metadata(NULL, "k", "v"), -EINVAL);
+  CU_ASSERT_PTR_NULL(lp_event_get_metadata(NULL, "k"));
+  CU_ASSERT_EQUAL(lp_subscriber_create(NULL, NULL), -EINVAL);
+  CU_ASSERT_EQUAL(lp_subscriber_set_callback(NULL, 1, 0, rec), -EINVAL);
+  CU_ASSERT_EQUAL(lp_subscriber_set_enabled(NULL, 1), -EINVAL);
+  CU_ASSERT_EQUAL(lp_subscriber_destroy(NULL, 0), -EINVAL);
+  CU_ASSERT_EQUAL(lp_notify(0, 0, NULL, NULL, 0, NULL), -EINVAL);
+  CU_ASSERT_EQUAL_FATAL(lp_subscriber_create(NULL, &s), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_callback(s, 0, 0, rec), -EINVAL);
+  CU_ASSERT_EQUAL(lp_subscriber_destroy(s, 0), 0);
+  /* A destroyed subscriber is unknown: refused, never touched. */
+  CU_ASSERT_EQUAL(lp_subscriber_set_enabled(s, 1), -EINVAL);
+  CU_ASSERT_EQUAL(lp_subscriber_set_callback(s, 1, 0, rec), -EINVAL);
+  CU_ASSERT_EQUAL(lp_subscriber_destroy(s, 0), -EINVAL);
+}
+
+/* ---- streams, types, events --------------------------------------------------------------- */
+
+static void test_streams_register_once(void) {
+  uint8_t a = 0, b = 0, l = 0;
+  CU_ASSERT_EQUAL(lp_stream_register(LP_STREAM_LABELS_NAME, &l), 0);
+  CU_ASSERT_EQUAL(l, LP_STREAM_LABELS);
+  CU_ASSERT_EQUAL(lp_stream_register("test.streams", &a), 0);
+  CU_ASSERT_EQUAL(lp_stream_register("test.streams", &b), 0);
+  CU_ASSERT_EQUAL(a, b);
+  CU_ASSERT(a > 1);
+  CU_ASSERT_EQUAL(lp_stream_initialize("test.streams", 1, 2, NULL), 0);
+  CU_ASSERT_EQUAL(lp_stream_initialize("test.streams", 1, 2, "again"), 0);
+  CU_ASSERT_EQUAL(lp_stream_finalize("test.streams"), 0);
+  CU_ASSERT_EQUAL(lp_stream_finalize("test.streams"), -ENOENT);
+}
+
+static void test_types_decode(void) {
+  uint16_t t1, t2, t3, t4;
+  CU_ASSERT_EQUAL(LP_TP_VENDOR(LP_TP_TASK_BEGIN), 0);
+  CU_ASSERT_EQUAL(LP_TP_TASK_END, LP_TP_TASK_BEGIN | 1);
+  CU_ASSERT_EQUAL(LP_TP_END(1 + 1), LP_TP_TASK_END); /* parenthesised */
+  CU_ASSERT_EQUAL(LP_TP_BEGIN(64 + 2), LP_TP_BEGIN(2)); /* masked */
+  CU_ASSERT_EQUAL(LP_TP_INDEX(0xffff), 0x7f);
+  CU_ASSERT_EQUAL(LP_TP_VENDOR(0x1ffff), 0xff);
+  CU_ASSERT_EQUAL(lp_tp_register("acme", LP_TP_BEGIN(3), &t1), 0);
+  CU_ASSERT_EQUAL(lp_tp_register("acme", LP_TP_END(3), &t2), 0);
+  CU_ASSERT_EQUAL(lp_tp_register("acme", LP_TP_BEGIN(3), &t3), 0);
+  CU_ASSERT_EQUAL(lp_tp_register("other", 127, &t4), 0);
+  CU_ASSERT_EQUAL(t1, t3);
+  CU_ASSERT_EQUAL(t2, t1 | 1);
+  CU_ASSERT(LP_TP_VENDOR(t1) >= 1);
+  CU_ASSERT_EQUAL(LP_TP_INDEX(t1), LP_TP_BEGIN(3));
+  CU_ASSERT_EQUAL(LP_TP_INDEX(t4), 127);
+  CU_ASSERT_NOT_EQUAL(LP_TP_VENDOR(t4), LP_TP_VENDOR(t1));
+  CU_ASSERT(LP_TP_IS_END(t2));
+}
+
+static void test_events_same_payload_same_id(void) {
+  char name1[] = "graph.node", name2[] = "graph.node", file[] = "g.c";
+  lp_payload_t p1 = {name1, file, 10, 3, NULL}, p2 = {name2, "g.c", 10, 3, NULL}, p3 = {name1, file, 11, 3, NULL};
+  const lp_event_t *e1, *e2, *e3, *f;
+  uint64_t i1, i2, i3;
+  CU_ASSERT_EQUAL(lp_event_make(&p1, LP_TP_NODE_CREATE, &e1, &i1), 0);
+  CU_ASSERT_EQUAL(lp_event_make(&p2, LP_TP_NODE_CREATE, &e2, &i2), 0);
+  CU_ASSERT_EQUAL(lp_event_make(&p3, LP_TP_NODE_CREATE, &e3, &i3), 0);
+  CU_ASSERT_PTR_EQUAL(e1, e2);
+  CU_ASSERT_EQUAL(lp_event_id(e1), lp_event_id(e2));
+  CU_ASSERT_NOT_EQUAL(lp_event_id(e1), lp_event_id(e3));
+  CU_ASSERT_EQUAL(i2, i1 + 1);
+  CU_ASSERT_EQUAL(i3, 1);
+  CU_ASSERT_EQUAL(lp_event_type(e1), LP_TP_NODE_CREATE);
+  CU_ASSERT_EQUAL(lp_event_find(lp_event_id(e3), &f), 0);
+  CU_ASSERT_PTR_EQUAL(f, e3);
+  /* The payload is the library's copy. */
+  strcpy(name1, "changed!!!");
+  const lp_payload_t *pl = lp_event_payload(e1);
+  CU_ASSERT_STRING_EQUAL(pl->name, "graph.node");
+  CU_ASSERT_STRING_EQUAL(pl->file, "g.c");
+  CU_ASSERT_EQUAL(pl->line, 10);
+  CU_ASSERT_EQUAL(pl->column, 3);
+  /* Metadata. */
+  char key[] = "k", val[] = "value";
+  CU_ASSERT_EQUAL(lp_event_set_metadata(e1, key, val), 0);
+  CU_ASSERT_EQUAL(lp_event_set_metadata(e1, "k2", "v2"), 0);
+  CU_ASSERT_EQUAL(lp_event_set_metadata(e1, "k", "other"), -EEXIST);
+  strcpy(val, "xxxxx");
+  CU_ASSERT_STRING_EQUAL(lp_event_get_metadata(e1, "k"), "value");
+  CU_ASSERT_STRING_EQUAL(lp_event_get_metadata(e1, "k2"), "v2");
+  CU_ASSERT_PTR_NULL(lp_event_get_metadata(e1, "k3"));
+  CU_ASSERT_PTR_NULL(lp_event_get_metadata(e3, "k"));
+  /* A code pointer alone is a payload. */
+  lp_payload_t pc = {NULL, NULL, 0, 0, (const void *)&test_events_same_payload_same_id};
+  CU_ASSERT_EQUAL(lp_event_make(&pc, 0, &e2, NULL), 0);
+  CU_ASSERT_NOT_EQUAL(lp_event_id(e2), lp_event_id(e1));
+}
+
+#define EV_THREADS 4
+static long ev_iters;
+static uint64_t *ev_seen[EV_THREADS];
+static const lp_event_t *ev_got[EV_THREADS];
+
+static void *event_worker(void *arg) {
+  int k = (int)(intptr_t)arg;
+  char name[32];
+  snprintf(name, sizeof name, "shared.%d", 7); /* the same content from a different buffer per thread */
+  lp_payload_t p = {name, "f.c", 1, 1, NULL};
+  for (long i = 0; i < ev_iters; i++) {
+    const lp_event_t *e;
+    uint64_t inst;
+    if (lp_event_make(&p, 0, &e, &inst) != 0) return NULL;
+    ev_seen[k][i] = inst;
+    ev_got[k] = e;
+  }
+  return NULL;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+static void test_events_from_several_threads(void) {
+  ev_iters = LP_TEST_SANITIZED ? 2000 : 20000;
+  pthread_t th[EV_THREADS];
+  for (int k = 0; k < EV_THREADS; k++) {
+    ev_seen[k] = calloc((size_t)ev_iters, sizeof(uint64_t));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ev_seen[k]);
+    ev_got[k] = NULL;
+  }
+  for (int k = 0; k < EV_THREADS; k++) CU_ASSERT_EQUAL(pthread_create(&th[k], NULL, event_worker, (void *)(intptr_t)k), 0);
+  for (int k = 0; k < EV_THREADS; k++) pthread_join(th[k], NULL);
+  uint64_t *all = malloc((size_t)ev_iters * EV_THREADS * sizeof *all);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(all);
+  size_t n = 0;
+  for (int k = 0; k < EV_THREADS; k++) {
+    CU_ASSERT_PTR_EQUAL(ev_got[k], ev_got[0]);
+    for (long i = 0; i < ev_iters; i++) {
+      if (i) CU_ASSERT(ev_seen[k][i] > ev_seen[k][i - 1]); /* rising on each thread */
+      all[n++] = ev_seen[k][i];
+    }
+    free(ev_seen[k]);
+  }
+  qsort(all, n, sizeof *all, cmp_u64);
+  int gaps = 0;
+  for (size_t i = 0; i < n; i++) gaps += all[i] != i + 1; /* every instance number exactly once */
+  CU_ASSERT_EQUAL(gaps, 0);
+  free(all);
+}
+
+/* ---- labels -------------------------------------------------------------------------- */
+
+static void labelled(void) {
+  LP_SCOPE("outer");
+  {
+    LP_SCOPE("inner");
+    LP_INSTANT("tick");
+  }
+}
+
+static void test_labels_reach_subscribers_in_order(void) {
+  lp_subscriber_t *a = recorder("A", LP_STREAM_LABELS, scope_types, 3);
+  lp_subscriber_t *b = recorder("B", LP_STREAM_LABELS, scope_types, 2);
+  CU_ASSERT_EQUAL(lp_subscriber_set_enabled(b, 1), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_enabled(a, 1), 0); /* enable order: B, then A */
+  CU_ASSERT_EQUAL(lp_subscriber_set_callback(a, 9, 2, rec), -EBUSY);
+  nlog = 0;
+  labelled();
+  /* begin outer: B A; begin inner: B A; instant: A; end inner: A B; end outer: A B */
+  const char *who = "BABAAABAB";
+  const uint16_t types[] = {0, 0, 0, 0, LP_TP_INSTANT, 1, 1, 1, 1};
+  CU_ASSERT_EQUAL_FATAL(nlog, 9);
+  for (int i = 0; i < 9; i++) {
+    CU_ASSERT_EQUAL(logv[i].who, who[i]);
+    CU_ASSERT_EQUAL(logv[i].type, types[i]);
+    CU_ASSERT_EQUAL(logv[i].tid, my_tid());
+    CU_ASSERT_PTR_NOT_NULL(logv[i].site);
+    CU_ASSERT_PTR_NULL(logv[i].event);
+  }
+  CU_ASSERT_STRING_EQUAL(logv[0].site->label, "outer");
+  CU_ASSERT_STRING_EQUAL(logv[2].site->label, "inner");
+  CU_ASSERT_STRING_EQUAL(logv[4].site->label, "tick");
+  CU_ASSERT_STRING_EQUAL(logv[5].site->label, "inner");
+  CU_ASSERT_STRING_EQUAL(logv[8].site->label, "outer");
+  CU_ASSERT_STRING_EQUAL(logv[0].site->func, "labelled");
+  /* Slots: NULL at each begin, and the end of the same scope gets the same slot with what its begin left. */
+  for (int i = 0; i < 4; i++) CU_ASSERT_PTR_NULL(logv[i].slot_in);
+  CU_ASSERT_PTR_EQUAL(logv[5].slot_at, logv[3].slot_at); /* A inner */
+  CU_ASSERT_PTR_EQUAL(logv[6].slot_at, logv[2].slot_at); /* B inner */
+  CU_ASSERT_PTR_EQUAL(logv[7].slot_at, logv[1].slot_at); /* A outer */
+  CU_ASSERT_PTR_EQUAL(logv[8].slot_at, logv[0].slot_at); /* B outer */
+  CU_ASSERT_EQUAL((uintptr_t)logv[5].slot_in, 0x1000 + 4);
+  CU_ASSERT_EQUAL((uintptr_t)logv[8].slot_in, 0x1000 + 1);
+  CU_ASSERT_PTR_NULL(logv[4].slot_in); /* a single notification: a fresh slot */
+  CU_ASSERT_PTR_NOT_EQUAL(logv[1].slot_at, logv[0].slot_at);
+  /* Manual pairs too. */
+  nlog = 0;
+  LP_BEGIN("manual");
+  LP_END();
+  CU_ASSERT_EQUAL_FATAL(nlog, 4);
+  CU_ASSERT_STRING_EQUAL(logv[3].site->label, "manual");
+  CU_ASSERT_EQUAL(logv[3].type, LP_TP_SCOPE_END);
+  CU_ASSERT_PTR_EQUAL(logv[3].slot_at, logv[0].slot_at);
+  drop(a);
+  drop(b);
+  nlog = 0;
+  labelled();
+  CU_ASSERT_EQUAL(nlog, 0);
+}
+
+static void test_pairing_across_disable_and_late_enable(void) {
+  lp_subscriber_t *a = recorder("A", LP_STREAM_LABELS, scope_types, 2);
+  nlog = 0;
+  {
+    LP_SCOPE("before enable");
+    CU_ASSERT_EQUAL(lp_subscriber_set_enabled(a, 1), 0);
+    {
+      LP_SCOPE("while enabled");
+      CU_ASSERT_EQUAL(lp_subscriber_set_enabled(a, 0), 0);
+      {
+        LP_SCOPE("after disable");
+      }
+      /* The scope A saw begin is still open: destroying A now would wait for this very thread. */
+      CU_ASSERT_EQUAL(lp_subscriber_destroy(a, -1), -EDEADLK);
+    }
+  }
+  CU_ASSERT_EQUAL_FATAL(nlog, 2);
+  CU_ASSERT_STRING_EQUAL(logv[0].site->label, "while enabled");
+  CU_ASSERT_EQUAL(logv[0].type, LP_TP_SCOPE_BEGIN);
+  CU_ASSERT_STRING_EQUAL(logv[1].site->label, "while enabled");
+  CU_ASSERT_EQUAL(logv[1].type, LP_TP_SCOPE_END);
+  CU_ASSERT_PTR_EQUAL(logv[1].slot_at, logv[0].slot_at);
+  CU_ASSERT_EQUAL(lp_subscriber_destroy(a, -1), 0);
+}
+
+static void test_subscriber_with_instants_only_sees_no_scopes(void) {
+  const uint16_t t = LP_TP_INSTANT;
+  lp_subscriber_t *a = recorder("A", LP_STREAM_LABELS, &t, 1);
+  CU_ASSERT_EQUAL(lp_subscriber_set_enabled(a, 1), 0);
+  CU_ASSERT_EQUAL(lp_notify_wanted(LP_STREAM_LABELS, LP_TP_INSTANT), 1);
+  CU_ASSERT_EQUAL(lp_notify_wanted(LP_STREAM_LABELS, LP_TP_SCOPE_BEGIN), 0);
+  nlog = 0;
+  labelled();
+  CU_ASSERT_EQUAL_FATAL(nlog, 1);
+  CU_ASSERT_EQUAL(logv[0].type, LP_TP_INSTANT);
+  drop(a);
+}
+
+/* ---- lp_notify, LP_NOTIFY_SCOPE, lp_notify_wanted -------------------------------------- */
+
+static void test_notify_and_notify_scope(void) {
+  uint8_t st;
+  uint16_t vt;
+  CU_ASSERT_EQUAL_FATAL(lp_stream_register("test.runtime", &st), 0);
+  CU_ASSERT_EQUAL_FATAL(lp_tp_register("test.vendor", LP_TP_BEGIN(5), &vt), 0);
+  const uint16_t types[] = {LP_TP_TASK_BEGIN, LP_TP_TASK_END, LP_TP_SIGNAL, vt, (uint16_t)(vt | 1)};
+  lp_subscriber_t *a = recorder("A", st, types, 5);
+  CU_ASSERT_EQUAL(lp_notify_wanted(st, LP_TP_TASK_BEGIN), 0);
+  CU_ASSERT_EQUAL(lp_notify_wanted(st, vt), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_enabled(a, 1), 0);
+  CU_ASSERT_EQUAL(lp_notify_wanted(st, LP_TP_TASK_BEGIN), 1);
+  CU_ASSERT_EQUAL(lp_notify_wanted(st, LP_TP_TASK_END), 1);
+  CU_ASSERT_EQUAL(lp_notify_wanted(st, LP_TP_SIGNAL), 1);
+  CU_ASSERT_EQUAL(lp_notify_wanted(st, vt), 1);
+  CU_ASSERT_EQUAL(lp_notify_wanted(st, LP_TP_WAIT_BEGIN), 0);
+  CU_ASSERT_EQUAL(lp_notify_wanted(st, (uint16_t)(vt + 2)), 0);
+  CU_ASSERT_EQUAL(lp_notify_wanted((uint8_t)(st + 1), LP_TP_TASK_BEGIN), 0);
+  lp_payload_t p = {"task", "t.c", 5, 0, NULL};
+  const lp_event_t *ev;
+  uint64_t inst;
+  CU_ASSERT_EQUAL_FATAL(lp_event_make(&p, LP_TP_TASK_BEGIN, &ev, &inst), 0);
+  int ud = 0;
+  nlog = 0;
+  CU_ASSERT_EQUAL(lp_notify(st, LP_TP_SIGNAL, NULL, ev, inst, &ud), 0);
+  CU_ASSERT_EQUAL(lp_notify(st, LP_TP_WAIT_BEGIN, NULL, ev, inst, &ud), 0); /* nobody wants it */
+  {
+    LP_NOTIFY_SCOPE(st, LP_TP_TASK_BEGIN, NULL, ev, inst, &ud);
+    LP_NOTIFY_SCOPE(st, vt, ev, ev, 77, NULL);
+    CU_ASSERT_EQUAL(nlog, 3);
+  }
+  CU_ASSERT_EQUAL_FATAL(nlog, 5);
+  CU_ASSERT_EQUAL(logv[0].type, LP_TP_SIGNAL);
+  CU_ASSERT_PTR_EQUAL(logv[0].event, ev);
+  CU_ASSERT_EQUAL(logv[0].instance, inst);
+  CU_ASSERT_PTR_EQUAL(logv[0].user_data, &ud);
+  CU_ASSERT_PTR_NULL(logv[0].site);
+  CU_ASSERT_EQUAL(logv[1].type, LP_TP_TASK_BEGIN);
+  CU_ASSERT_EQUAL(logv[2].type, vt);
+  CU_ASSERT_EQUAL(logv[3].type, vt | 1); /* innermost ends first */
+  CU_ASSERT_EQUAL(logv[3].instance, 77);
+  CU_ASSERT_PTR_EQUAL(logv[3].slot_at, logv[2].slot_at);
+  CU_ASSERT_EQUAL(logv[4].type, LP_TP_TASK_END);
+  CU_ASSERT_PTR_EQUAL(logv[4].slot_at, logv[1].slot_at);
+  CU_ASSERT_PTR_EQUAL(logv[4].user_data, &ud);
+  CU_ASSERT_EQUAL((uintptr_t)logv[4].slot_in, 0x1000 + 2);
+  /* Disabled between begin and end: the end still comes; begun after: nothing. */
+  nlog = 0;
+  {
+    LP_NOTIFY_SCOPE(st, LP_TP_TASK_BEGIN, NULL, ev, inst, NULL);
+    CU_ASSERT_EQUAL(lp_subscriber_set_enabled(a, 0), 0);
+    CU_ASSERT_EQUAL(lp_notify_wanted(st, LP_TP_TASK_BEGIN), 0);
+    LP_NOTIFY_SCOPE(st, LP_TP_TASK_BEGIN, NULL, ev, inst, NULL);
+  }
+  CU_ASSERT_EQUAL(nlog, 2);
+  CU_ASSERT_EQUAL(lp_subscriber_destroy(a, -1), 0);
+}
+
+/* ---- recursion ------------------------------------------------------------------------------ */
+
+static int reentered, cb_calls;
+static int in_cb;
+static uint8_t rec_stream;
+
+static void recursing(const lp_notification_t *n, void *data, void **slot) {
+  (void)data;
+  (void)slot;
+  if (in_cb) reentered++;
+  in_cb = 1;
+  cb_calls++;
+  if (n->type == LP_TP_SCOPE_BEGIN) {
+    LP_SCOPE("inside callback");
+    lp_notify(rec_stream, LP_TP_SIGNAL, NULL, NULL, 0, NULL);
+    CU_ASSERT_EQUAL(lp_notify_wanted(rec_stream, LP_TP_SIGNAL), 0); /* nothing reaches anyone from here */
+    CU_ASSERT_EQUAL(lp__profile_sample_now(), 0);
+  }
+  in_cb = 0;
+}
+
+static void test_callbacks_do_not_recurse_and_their_labels_are_sampled(void) {
+  CU_ASSERT_EQUAL_FATAL(lp_stream_register("test.recursion", &rec_stream), 0);
+  lp_subscriber_t *s;
+  CU_ASSERT_EQUAL_FATAL(lp_subscriber_create(NULL, &s), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_callback(s, LP_STREAM_LABELS, LP_TP_SCOPE_BEGIN, recursing), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_callback(s, LP_STREAM_LABELS, LP_TP_SCOPE_END, recursing), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_callback(s, rec_stream, LP_TP_SIGNAL, recursing), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_enabled(s, 1), 0);
+  lp_profile_opts_t o = {.hz = 1000};
+  CU_ASSERT_EQUAL_FATAL(lp__profile_start_manual(&o), 0);
+  reentered = cb_calls = 0;
+  {
+    LP_SCOPE("program");
+  }
+  lp_profile_t *p = NULL;
+  CU_ASSERT_EQUAL_FATAL(lp_profile_stop(&p), 0);
+  CU_ASSERT_EQUAL(reentered, 0);
+  CU_ASSERT_EQUAL(cb_calls, 2); /* begin and end of "program" only */
+  const lp_node_t *prog = lp_node_find(lp_profile_root(p), "program");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(prog);
+  const lp_node_t *inside = lp_node_find(prog, "inside callback");
+  CU_ASSERT_PTR_NOT_NULL(inside);
+  CU_ASSERT_EQUAL(lp_node_samples(inside), 1);
+  lp_profile_free(p);
+  drop(s);
+}
+
+/* ---- longjmp, depth ---------------------------------------------------------------------- */
+
+static jmp_buf jb;
+static volatile int jump_now = 1;
+static void jumps_out(int depth) {
+  LP_SCOPE("skipped");
+  if (depth)
+    jumps_out(depth - 1);
+  else if (jump_now)
+    longjmp(jb, 1);
+}
+
+static void test_skipped_scopes_end_when_the_stack_heals(void) {
+  lp_subscriber_t *a = recorder("A", LP_STREAM_LABELS, scope_types, 2);
+  CU_ASSERT_EQUAL(lp_subscriber_set_enabled(a, 1), 0);
+  nlog = 0;
+  {
+    LP_SCOPE("catcher");
+    if (!setjmp(jb)) jumps_out(2);
+  }
+  /* catcher, 3 skipped: 4 begins; the 3 skipped end (innermost first) before catcher. */
+  CU_ASSERT_EQUAL_FATAL(nlog, 8);
+  for (int i = 0; i < 4; i++) CU_ASSERT_EQUAL(logv[i].type, LP_TP_SCOPE_BEGIN);
+  for (int i = 4; i < 8; i++) {
+    CU_ASSERT_EQUAL(logv[i].type, LP_TP_SCOPE_END);
+    CU_ASSERT_PTR_EQUAL(logv[i].slot_at, logv[7 - i].slot_at);
+  }
+  CU_ASSERT_STRING_EQUAL(logv[7].site->label, "catcher");
+  drop(a);
+}
+
+static int deep_calls;
+static void count(const lp_notification_t *n, void *d, void **slot) {
+  (void)n;
+  (void)d;
+  (void)slot;
+  deep_calls++;
+}
+
+static void nest(int n) {
+  LP_SCOPE("nest");
+  if (n > 1) nest(n - 1);
+}
+
+static void test_deep_scopes_pair_or_never_begin(void) {
+  lp_subscriber_t *s;
+  CU_ASSERT_EQUAL_FATAL(lp_subscriber_create(NULL, &s), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_callback(s, LP_STREAM_LABELS, LP_TP_SCOPE_BEGIN, count), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_callback(s, LP_STREAM_LABELS, LP_TP_SCOPE_END, count), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_enabled(s, 1), 0);
+  deep_calls = 0;
+  nest(100); /* 64 frames notify; deeper ones send nothing */
+  CU_ASSERT_EQUAL(deep_calls, 2 * LP_STACK_CAPACITY);
+  lp__thread_t *t = lp__thread_current();
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+  CU_ASSERT_EQUAL(LP_IMPL_LOAD_RELAXED(t->hot.word) & LP_IMPL_DEPTH_MASK, 0);
+  drop(s);
+}
+
+static uint8_t nest_stream;
+static void nest_notify(int n) {
+  LP_NOTIFY_SCOPE(nest_stream, LP_TP_REGION_BEGIN, NULL, NULL, (uint64_t)n, NULL);
+  if (n > 1) nest_notify(n - 1);
+}
+
+static void test_notify_scopes_nested_past_64_pair_or_never_begin(void) {
+  CU_ASSERT_EQUAL_FATAL(lp_stream_register("test.nest", &nest_stream), 0);
+  lp_subscriber_t *s;
+  CU_ASSERT_EQUAL_FATAL(lp_subscriber_create(NULL, &s), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_callback(s, nest_stream, LP_TP_REGION_BEGIN, count), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_callback(s, nest_stream, LP_TP_REGION_END, count), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_enabled(s, 1), 0);
+  deep_calls = 0;
+  nest_notify(70);
+  CU_ASSERT_EQUAL(deep_calls, 2 * 64);
+  deep_calls = 0;
+  nest_notify(3); /* every pin was given back */
+  CU_ASSERT_EQUAL(deep_calls, 6);
+  drop(s);
+}
+
+/* ---- pairing under races ------------------------------------------------------------------ */
+
+typedef struct pair_thread {
+  uint64_t tid;
+  uint64_t begins, ends, errors, seq;
+  long iters;
+  uintptr_t stack[8];
+  int depth;
+} pair_thread_t;
+
+static __thread pair_thread_t *pt;
+
+static void pair_begin(const lp_notification_t *n, void *data, void **slot) {
+  (void)data;
+  if (!pt || n->tid != pt->tid || *slot != NULL || pt->depth >= 8) {
+    if (pt) pt->errors++;
+    return;
+  }
+  pt->begins++;
+  uintptr_t token = (uintptr_t)++pt->seq << 4 | 8;
+  *slot = (void *)token;
+  pt->stack[pt->depth++] = token;
+}
+
+static void pair_end(const lp_notification_t *n, void *data, void **slot) {
+  (void)data;
+  if (!pt) return;
+  /* No end without a begin, on the same thread, with the slot its begin filled. */
+  if (n->tid != pt->tid || pt->depth == 0 || (uintptr_t)*slot != pt->stack[pt->depth - 1]) {
+    pt->errors++;
+    return;
+  }
+  pt->depth--;
+  pt->ends++;
+}
+
+static atomic_int pair_stop;
+static long pair_iters;
+
+static void *pair_worker(void *arg) {
+  pair_thread_t *me = arg;
+  me->tid = my_tid();
+  pt = me;
+  /* On a loaded machine the enabled windows may all fall while this thread waits: then it runs on, bounded. */
+  long i;
+  for (i = 0; i < pair_iters || (me->begins < 1000 && i < 50 * pair_iters); i++) {
+    LP_SCOPE("race outer");
+    if ((i & 7) == 0) {
+      LP_SCOPE("race inner");
+    }
+  }
+  me->iters = i;
+  pt = NULL;
+  return NULL;
+}
+
+static atomic_long toggles;
+static void *toggler(void *arg) {
+  lp_subscriber_t *s = arg;
+  long n = 0;
+  while (!atomic_load(&pair_stop)) {
+    if (lp_subscriber_set_enabled(s, (int)(++n & 1)) != 0) break;
+    atomic_store(&toggles, n);
+  }
+  lp_subscriber_set_enabled(s, 0);
+  return (void *)n;
+}
+
+static void test_pairing_under_races(void) {
+  /* At least 10 million scopes between the two threads natively. */
+  pair_iters = 4500000 / (LP_TEST_SANITIZED ? 50 : 1) / (long)lp_test_slow();
+  lp_subscriber_t *s;
+  CU_ASSERT_EQUAL_FATAL(lp_subscriber_create(NULL, &s), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_callback(s, LP_STREAM_LABELS, LP_TP_SCOPE_BEGIN, pair_begin), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_callback(s, LP_STREAM_LABELS, LP_TP_SCOPE_END, pair_end), 0);
+  pair_thread_t w[2];
+  memset(w, 0, sizeof w);
+  pthread_t th[2], tg;
+  atomic_store(&pair_stop, 0);
+  atomic_store(&toggles, 0);
+  CU_ASSERT_EQUAL_FATAL(pthread_create(&tg, NULL, toggler, s), 0);
+  while (atomic_load(&toggles) < 2) sched_yield(); /* the toggling has started */
+  for (int i = 0; i < 2; i++) CU_ASSERT_EQUAL_FATAL(pthread_create(&th[i], NULL, pair_worker, &w[i]), 0);
+  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  atomic_store(&pair_stop, 1);
+  void *toggled;
+  pthread_join(tg, &toggled);
+  uint64_t begins = 0;
+  long scopes = 0;
+  for (int i = 0; i < 2; i++) {
+    scopes += w[i].iters + (w[i].iters + 7) / 8;
+    CU_ASSERT_EQUAL(w[i].errors, 0);
+    CU_ASSERT_EQUAL(w[i].begins, w[i].ends);
+    CU_ASSERT_EQUAL(w[i].depth, 0);
+    begins += w[i].begins;
+  }
+  /* The subscriber was on part of the time, off the rest. */
+  CU_ASSERT((long)toggled > 10);
+  CU_ASSERT(begins > 0);
+  CU_ASSERT(begins < (uint64_t)scopes);
+  CU_ASSERT(scopes >= 2 * pair_iters * 9 / 8);
+  printf("\n    %ld scopes, %ld toggles, %llu begins and as many ends ", scopes, (long)toggled,
+         (unsigned long long)begins);
+  CU_ASSERT_EQUAL(lp_subscriber_destroy(s, -1), 0);
+}
+
+/* ---- destroy ---------------------------------------------------------------------------------- */
+
+typedef struct guarded {
+  atomic_int inside;
+  atomic_long calls;
+} guarded_t;
+
+static void guarded_cb(const lp_notification_t *n, void *data, void **slot) {
+  (void)n;
+  (void)slot;
+  guarded_t *g = data; /* freed right after destroy: a late call is a use after free */
+  atomic_fetch_add(&g->inside, 1);
+  atomic_fetch_add(&g->calls, 1);
+  for (volatile int i = 0; i < 50; i++) {
+  }
+  atomic_fetch_sub(&g->inside, 1);
+}
+
+static atomic_int destroy_stop;
+static void *scoper(void *arg) {
+  (void)arg;
+  while (!atomic_load(&destroy_stop)) {
+    LP_SCOPE("in flight");
+    lp_notify(LP_STREAM_LABELS, LP_TP_SIGNAL, NULL, NULL, 0, NULL);
+  }
+  return NULL;
+}
+
+static void test_destroy_waits_for_the_last_callback(void) {
+  int rounds = LP_TEST_SANITIZED ? 20 : 200;
+  pthread_t th[2];
+  atomic_store(&destroy_stop, 0);
+  for (int i = 0; i < 2; i++) CU_ASSERT_EQUAL_FATAL(pthread_create(&th[i], NULL, scoper, NULL), 0);
+  long total = 0;
+  for (int r = 0; r < rounds; r++) {
+    guarded_t *g = calloc(1, sizeof *g);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    lp_subscriber_t *s;
+    CU_ASSERT_EQUAL_FATAL(lp_subscriber_create(g, &s), 0);
+    CU_ASSERT_EQUAL(lp_subscriber_set_callback(s, LP_STREAM_LABELS, LP_TP_SCOPE_BEGIN, guarded_cb), 0);
+    CU_ASSERT_EQUAL(lp_subscriber_set_callback(s, LP_STREAM_LABELS, LP_TP_SCOPE_END, guarded_cb), 0);
+    CU_ASSERT_EQUAL(lp_subscriber_set_callback(s, LP_STREAM_LABELS, LP_TP_SIGNAL, guarded_cb), 0);
+    CU_ASSERT_EQUAL(lp_subscriber_set_enabled(s, 1), 0);
+    CU_ASSERT_EQUAL(lp_subscriber_destroy(s, -1), -EBUSY);
+    while (atomic_load(&g->calls) < 100) sched_yield();
+    CU_ASSERT_EQUAL(lp_subscriber_set_enabled(s, 0), 0);
+    CU_ASSERT_EQUAL(lp_subscriber_destroy(s, -1), 0);
+    CU_ASSERT_EQUAL(atomic_load(&g->inside), 0);
+    total += atomic_load(&g->calls);
+    free(g);
+  }
+  atomic_store(&destroy_stop, 1);
+  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  CU_ASSERT(total >= 100L * rounds);
+}
+
+static int deadlk_rc = 1;
+static lp_subscriber_t *self_sub;
+static void destroys_itself(const lp_notification_t *n, void *data, void **slot) {
+  (void)n;
+  (void)data;
+  (void)slot;
+  deadlk_rc = lp_subscriber_destroy(self_sub, 0);
+}
+
+static void test_destroy_from_a_callback_is_edeadlk(void) {
+  lp_subscriber_t *first;
+  CU_ASSERT_EQUAL_FATAL(lp_subscriber_create(NULL, &first), 0);
+  self_sub = first;
+  CU_ASSERT_EQUAL(lp_subscriber_set_callback(first, LP_STREAM_LABELS, LP_TP_INSTANT, destroys_itself), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_enabled(first, 1), 0);
+  LP_INSTANT("destroy me");
+  CU_ASSERT_EQUAL(deadlk_rc, -EBUSY); /* still enabled: busy comes first */
+  lp_subscriber_t *other;
+  CU_ASSERT_EQUAL_FATAL(lp_subscriber_create(NULL, &other), 0);
+  self_sub = other; /* disabled, but destroyed from inside a callback */
+  LP_INSTANT("destroy the other");
+  CU_ASSERT_EQUAL(deadlk_rc, -EDEADLK);
+  CU_ASSERT_EQUAL(lp_subscriber_destroy(other, 0), 0);
+  drop(first);
+}
+
+static pthread_mutex_t hold_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hold_cv = PTHREAD_COND_INITIALIZER;
+static int hold_state; /* 1: the scope is open; 2: may end */
+static int hold_ends;
+
+static void hold_end(const lp_notification_t *n, void *d, void **slot) {
+  (void)d;
+  (void)slot;
+  if (n->type == LP_TP_SCOPE_END) hold_ends++;
+}
+
+static void *holder(void *arg) {
+  (void)arg;
+  LP_BEGIN("held open");
+  pthread_mutex_lock(&hold_mu);
+  hold_state = 1;
+  pthread_cond_broadcast(&hold_cv);
+  while (hold_state != 2) pthread_cond_wait(&hold_cv, &hold_mu);
+  pthread_mutex_unlock(&hold_mu);
+  LP_END();
+  return NULL;
+}
+
+static void test_destroy_times_out_while_a_scope_is_open(void) {
+  lp_subscriber_t *s;
+  CU_ASSERT_EQUAL_FATAL(lp_subscriber_create(NULL, &s), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_callback(s, LP_STREAM_LABELS, LP_TP_SCOPE_BEGIN, hold_end), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_callback(s, LP_STREAM_LABELS, LP_TP_SCOPE_END, hold_end), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_enabled(s, 1), 0);
+  hold_state = 0;
+  hold_ends = 0;
+  pthread_t th;
+  CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, holder, NULL), 0);
+  pthread_mutex_lock(&hold_mu);
+  while (hold_state != 1) pthread_cond_wait(&hold_cv, &hold_mu);
+  pthread_mutex_unlock(&hold_mu);
+  CU_ASSERT_EQUAL(lp_subscriber_set_enabled(s, 0), 0);
+  uint64_t t0 = lp__mono_ns();
+  CU_ASSERT_EQUAL(lp_subscriber_destroy(s, 20000000), -ETIMEDOUT);
+  CU_ASSERT(lp__mono_ns() - t0 >= 20000000);
+  CU_ASSERT_EQUAL(lp_subscriber_destroy(s, 0), -ETIMEDOUT); /* still valid: call again */
+  pthread_mutex_lock(&hold_mu);
+  hold_state = 2;
+  pthread_cond_broadcast(&hold_cv);
+  pthread_mutex_unlock(&hold_mu);
+  CU_ASSERT_EQUAL(lp_subscriber_destroy(s, -1), 0); /* returns once the end has run */
+  CU_ASSERT_EQUAL(hold_ends, 1);
+  pthread_join(th, NULL);
+}
+
+static void test_enable_limit(void) {
+  lp_subscriber_t *s[17];
+  for (int i = 0; i < 17; i++) {
+    CU_ASSERT_EQUAL_FATAL(lp_subscriber_create(NULL, &s[i]), 0);
+    CU_ASSERT_EQUAL(lp_subscriber_set_enabled(s[i], 1), i < 16 ? 0 : -ENOSPC);
+  }
+  for (int i = 0; i < 17; i++) {
+    CU_ASSERT_EQUAL(lp_subscriber_set_enabled(s[i], 0), 0);
+    CU_ASSERT_EQUAL(lp_subscriber_destroy(s[i], -1), 0);
+  }
+}
+
+/* ---- fork ---------------------------------------------------------------------------------- */
+
+static void test_fork_child_keeps_subscribers(void) {
+  lp_subscriber_t *s;
+  CU_ASSERT_EQUAL_FATAL(lp_subscriber_create(NULL, &s), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_callback(s, LP_STREAM_LABELS, LP_TP_SCOPE_BEGIN, count), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_callback(s, LP_STREAM_LABELS, LP_TP_SCOPE_END, count), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_enabled(s, 1), 0);
+  deep_calls = 0;
+  pid_t pid;
+  {
+    LP_SCOPE("around fork");
+    pid = fork();
+    if (pid == 0) {
+      {
+        LP_SCOPE("in child");
+      }
+      _exit(deep_calls == 3 ? 0 : 10 + deep_calls);
+    }
+  }
+  int status = 0;
+  CU_ASSERT_EQUAL_FATAL(waitpid(pid, &status, 0), pid);
+  CU_ASSERT(WIFEXITED(status));
+  CU_ASSERT_EQUAL(WEXITSTATUS(status), 0);
+  CU_ASSERT_EQUAL(deep_calls, 2);
+  drop(s);
+}
+
+/* ---- the timeline records what it recorded before, while subscribers listen ---------------- */
+
+static void test_timeline_keeps_its_levels_while_subscribers_listen(void) {
+  lp_subscriber_t *a = recorder("A", LP_STREAM_LABELS, scope_types, 3);
+  CU_ASSERT_EQUAL(lp_subscriber_set_enabled(a, 1), 0);
+  lp_trace_opts_t o = {.levels = LP_LEVEL_RUNTIME | LP_LEVEL_DEBUG};
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(&o), 0);
+  nlog = 0;
+  {
+    LP_SCOPE_L(LP_LEVEL_RUNTIME, "runtime scope");
+    LP_SCOPE_L(LP_LEVEL_OPERATOR, "operator scope");
+    LP_SCOPE_L(LP_LEVEL_DEBUG, "debug scope");
+    LP_INSTANT_L(LP_LEVEL_RUNTIME, "runtime instant");
+    LP_INSTANT_L(LP_LEVEL_OPERATOR, "operator instant");
+    LP_COUNTER_L(LP_LEVEL_OPERATOR, "operator counter", 1);
+    LP_COUNTER_L(LP_LEVEL_RUNTIME, "runtime counter", 2);
+  }
+  LP_BEGIN_L(LP_LEVEL_DEBUG, "debug pair");
+  LP_END();
+  LP_BEGIN_L(LP_LEVEL_REQUEST, "request pair");
+  LP_END();
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  /* Subscribers saw every label, whatever its level: 5 pairs and 2 instants. */
+  CU_ASSERT_EQUAL(nlog, 12);
+  drop(a);
+  {
+    LP_SCOPE("after the stop"); /* nothing records now, and nobody listens */
+  }
+  char path[] = "/tmp/lp-subs-trace-XXXXXX";
+  int fd = mkstemp(path);
+  CU_ASSERT_FATAL(fd >= 0);
+  close(fd);
+  CU_ASSERT_EQUAL_FATAL(lp_trace_write_json(path, "subs"), 0);
+  json_t *root = trace_load(path);
+  unlink(path);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(root);
+  json_t *ev = trace_events(root);
+  CU_ASSERT_EQUAL(trace_count(ev, "X", "runtime scope"), 1);
+  CU_ASSERT_EQUAL(trace_count(ev, "X", "debug scope"), 1);
+  CU_ASSERT_EQUAL(trace_count(ev, "X", "debug pair"), 1);
+  CU_ASSERT_EQUAL(trace_count(ev, "X", "operator scope"), 0);
+  CU_ASSERT_EQUAL(trace_count(ev, "X", "request pair"), 0);
+  CU_ASSERT_EQUAL(trace_count(ev, "X", "after the stop"), 0);
+  CU_ASSERT_EQUAL(trace_count(ev, "i", "runtime instant"), 1);
+  CU_ASSERT_EQUAL(trace_count(ev, "i", "operator instant"), 0);
+  CU_ASSERT_EQUAL(trace_count(ev, "C", "runtime counter"), 1);
+  CU_ASSERT_EQUAL(trace_count(ev, "C", "operator counter"), 0);
+  json_decref(root);
+}
+
+/* ---- the 256th stream (last: it fills the table) ------------------------------------------- */
+
+static void test_stream_table_fills_at_255(void) {
+  char name[32];
+  int rc = 0, n = 0;
+  uint8_t id = 0, last = 0;
+  for (int i = 0; i < 300 && rc == 0; i++) {
+    snprintf(name, sizeof name, "fill.%d", i);
+    rc = lp_stream_register(name, &id);
+    if (rc == 0) {
+      n++;
+      last = id;
+    }
+  }
+  CU_ASSERT_EQUAL(rc, -ENOSPC);
+  CU_ASSERT_EQUAL(last, 255);
+  CU_ASSERT(n < 255);
+  CU_ASSERT_EQUAL(lp_stream_register("fill.0", &id), 0); /* known names still resolve */
+}
+
+int main(void) {
+  CU_TestInfo tests[] = {
+      LP_TEST(test_bad_arguments_are_einval),
+      LP_TEST(test_streams_register_once),
+      LP_TEST(test_types_decode),
+      LP_TEST(test_events_same_payload_same_id),
+      LP_TEST(test_events_from_several_threads),
+      LP_TEST(test_labels_reach_subscribers_in_order),
+      LP_TEST(test_pairing_across_disable_and_late_enable),
+      LP_TEST(test_subscriber_with_instants_only_sees_no_scopes),
+      LP_TEST(test_notify_and_notify_scope),
+      LP_TEST(test_callbacks_do_not_recurse_and_their_labels_are_sampled),
+      LP_TEST(test_skipped_scopes_end_when_the_stack_heals),
+      LP_TEST(test_deep_scopes_pair_or_never_begin),
+      LP_TEST(test_notify_scopes_nested_past_64_pair_or_never_begin),
+      LP_TEST(test_pairing_under_races),
+      LP_TEST(test_destroy_waits_for_the_last_callback),
+      LP_TEST(test_destroy_from_a_callback_is_edeadlk),
+      LP_TEST(test_destroy_times_out_while_a_scope_is_open),
+      LP_TEST(test_enable_limit),
+      LP_TEST(test_fork_child_keeps_subscribers),
+      LP_TEST(test_timeline_keeps_its_levels_while_subscribers_listen),
+      LP_TEST(test_stream_table_fills_at_255),
+      CU_TEST_INFO_NULL,
+  };
+  return lp_test_main("subscribers", tests);
+}
