@@ -314,6 +314,53 @@ static void test_pairing_across_disable_and_late_enable(void) {
   CU_ASSERT_EQUAL(lp_subscriber_destroy(a, -1), 0);
 }
 
+/* A phase switch ends what it replaces and begins itself, for subscribers as on the timeline. */
+static void switching(void) {
+  LP_SCOPE("outer");
+  {
+    LP_SCOPE_PHASE(LP_LAYER_CPU, LP_PHASE_TRANSFORMATION, "transform");
+    LP_PHASE_SWITCH(LP_LAYER_CPU, LP_PHASE_COMPUTATION, "compute");
+  }
+}
+
+static void check_switch_log(void) {
+  static const char *const labels[] = {"outer", "transform", "transform", "compute", "compute", "outer"};
+  static const uint16_t types[] = {0, 0, 1, 0, 1, 1};
+  CU_ASSERT_EQUAL_FATAL(nlog, 6);
+  for (int i = 0; i < 6; i++) {
+    CU_ASSERT_STRING_EQUAL(logv[i].site->label, labels[i]);
+    CU_ASSERT_EQUAL(logv[i].type, types[i]);
+  }
+  CU_ASSERT_PTR_EQUAL(logv[2].slot_at, logv[1].slot_at);
+  CU_ASSERT_EQUAL((uintptr_t)logv[2].slot_in, 0x1000 + 2);
+  CU_ASSERT_PTR_EQUAL(logv[4].slot_at, logv[3].slot_at);
+  CU_ASSERT_EQUAL((uintptr_t)logv[4].slot_in, 0x1000 + 4);
+  CU_ASSERT_PTR_EQUAL(logv[5].slot_at, logv[0].slot_at);
+}
+
+static void test_phase_switch_pairs_for_subscribers(void) {
+  lp_subscriber_t *a = recorder("A", LP_STREAM_LABELS, scope_types, 2);
+  CU_ASSERT_EQUAL(lp_subscriber_set_enabled(a, 1), 0);
+  lp__thread_t *t = lp__thread_current();
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+  uint64_t mismatched = atomic_load(&t->mismatched);
+  nlog = 0;
+  switching();
+  check_switch_log();
+  /* The same while a timeline records every level. */
+  lp_trace_opts_t o = {0};
+  o.levels = LP_LEVEL_ALL;
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(&o), 0);
+  nlog = 0;
+  switching();
+  check_switch_log();
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  /* The stack ended where it began: nothing healed, nothing mismatched. */
+  CU_ASSERT_EQUAL(atomic_load(&t->mismatched), mismatched);
+  CU_ASSERT_EQUAL(LP_IMPL_LOAD_RELAXED(t->hot.word) & LP_IMPL_DEPTH_MASK, 0);
+  drop(a);
+}
+
 static void test_subscriber_with_instants_only_sees_no_scopes(void) {
   const uint16_t t = LP_TP_INSTANT;
   lp_subscriber_t *a = recorder("A", LP_STREAM_LABELS, &t, 1);
@@ -872,6 +919,7 @@ int main(void) {
       LP_TEST(test_events_from_several_threads),
       LP_TEST(test_labels_reach_subscribers_in_order),
       LP_TEST(test_pairing_across_disable_and_late_enable),
+      LP_TEST(test_phase_switch_pairs_for_subscribers),
       LP_TEST(test_subscriber_with_instants_only_sees_no_scopes),
       LP_TEST(test_notify_and_notify_scope),
       LP_TEST(test_callbacks_do_not_recurse_and_their_labels_are_sampled),
