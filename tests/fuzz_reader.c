@@ -32,12 +32,12 @@
 static char path[256];
 
 /* What a successful read must give whatever the memory limit: calls and self time of every label. */
-static void summary(const lp_agg_t *a, uint64_t *calls, int64_t *self) {
-  *calls = 0;
+static void summary(const lp_agg_t *a, uint64_t *calls, uint64_t *self) {
+  *calls = 0; /* unsigned: a checksum that may wrap */
   *self = 0;
   for (uint32_t i = 0; i < a->nlabels; i++) {
     *calls += a->gstats[i].calls * (i + 1);
-    *self += a->gstats[i].self * (int64_t)(i + 1);
+    *self += (uint64_t)a->gstats[i].self * (i + 1);
   }
 }
 
@@ -55,8 +55,9 @@ static int one(const uint8_t *data, size_t len, int strict) {
   int rc = lp_agg_file(&a, path);
   int bad = rc != 0 && rc != LP_READ_BAD;
   if (rc == 0) {
-    int64_t self = 0;
-    for (uint32_t i = 0; i < a.nlabels; i++) self += a.gstats[i].self;
+    int64_t self = 0; /* saturating, as the engine's sums are */
+    for (uint32_t i = 0; i < a.nlabels; i++)
+      if (__builtin_add_overflow(self, a.gstats[i].self, &self)) self = INT64_MAX;
     if (self > lp_agg_wall(&a)) bad = 1;
     lp_tree_t m;
     if (lp_agg_merged_tree(&a, &m) == 0 && m.nodes[0].total != lp_agg_wall(&a)) bad = 1;
@@ -69,8 +70,7 @@ static int one(const uint8_t *data, size_t len, int strict) {
     if (lp_agg_file(&b, path) != 0) {
       bad = 1;
     } else {
-      uint64_t ca, cb;
-      int64_t sa, sb;
+      uint64_t ca, cb, sa, sb;
       summary(&a, &ca, &sa);
       summary(&b, &cb, &sb);
       if (ca != cb || sa != sb || lp_agg_wall(&a) != lp_agg_wall(&b)) bad = 1;

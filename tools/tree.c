@@ -46,6 +46,12 @@ static void line(printer_t *pr, unsigned depth, int64_t v, uint64_t calls, const
   putc('\n', pr->out);
 }
 
+/* Saturating: the engine's sums saturate at INT64_MAX for absurd inputs. */
+static int64_t add(int64_t x, int64_t y) {
+  int64_t r;
+  return __builtin_add_overflow(x, y, &r) ? INT64_MAX : r;
+}
+
 static void print_children(printer_t *pr, uint32_t k, unsigned depth) {
   const lp_tnode_t *n = &pr->t->nodes[k];
   int64_t hidden = 0;
@@ -53,7 +59,7 @@ static void print_children(printer_t *pr, uint32_t k, unsigned depth) {
   for (uint32_t c = n->first_kid; c != UINT32_MAX; c = pr->t->nodes[c].next_sib) {
     const lp_tnode_t *kid = &pr->t->nodes[c];
     if (pct(pr, kid->total) < pr->min_percent) {
-      hidden += kid->total;
+      hidden = add(hidden, kid->total);
       continue;
     }
     shown++;
@@ -64,7 +70,7 @@ static void print_children(printer_t *pr, uint32_t k, unsigned depth) {
     if (hidden) line(pr, depth, hidden, 0, "other (hidden labels)", false);
     line(pr, depth, n->self, 0, "other (outside of any label)", false);
   } else if (shown) {
-    line(pr, depth, n->self + hidden, 0, "other", false);
+    line(pr, depth, add(n->self, hidden), 0, "other", false);
   }
 }
 
