@@ -71,17 +71,19 @@ static bool heal(lp__thread_t *t, uint32_t depth) {
   return d > depth;
 }
 
+/*
+ * A scope's end that the inline path could not finish. Marked (its begin
+ * reached subscribers, or was recorded): subs.c's direct end when its frame
+ * is on top and notified, which comes back to lp__leave_general otherwise.
+ */
 void lp_impl_leave_slow(const lp_site_t *site, uint64_t word) {
-  if (word & LP_IMPL_TRACED_MARK) {
-    /* The usual end of a scope whose begin reached subscribers (and was not recorded): its frame on top. */
-    lp_impl_thread_t *h = lp_impl_self;
-    uint32_t depth = (uint32_t)((word ^ LP_IMPL_TRACED_MARK) & LP_IMPL_DEPTH_MASK) - 1;
-    if (LP_IMPL_LIKELY(depth < LP_STACK_CAPACITY && (LP_IMPL_LOAD_RELAXED(h->word) & LP_IMPL_DEPTH_MASK) == depth + 1 &&
-                       LP_IMPL_LOAD_RELAXED(h->frames[depth]) == ((uintptr_t)site | LP_IMPL_NOTIFIED))) {
-      lp__subs_leave(h, depth, site);
-      return;
-    }
-  }
+  if (word & LP_IMPL_TRACED_MARK)
+    lp__subs_leave(site, word);
+  else
+    lp__leave_general(site, word);
+}
+
+void lp__leave_general(const lp_site_t *site, uint64_t word) {
   if ((uint32_t)(word & LP_IMPL_DEPTH_MASK) == LP_IMPL_NOT_PUSHED) return;
   /* Marked: the scope recorded a begin, or its begin reached subscribers; its frame says which. */
   bool marked = (word & LP_IMPL_TRACED_MARK) != 0;

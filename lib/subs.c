@@ -422,6 +422,13 @@ typedef struct sthread {
   uint64_t tid;
   int guard; /* inside a callback */
   uint64_t used; /* scope[] pins in use */
+  /*
+   * The labels' notifications, filled in once (only the site changes): the
+   * direct paths, which run only outside callbacks (guard clear), set the
+   * guard, then the site, then call. A notification made while the guard is
+   * set (an end owed inside a callback) is built on the stack instead.
+   */
+  lp_notification_t lbegin, lend;
   pin_t single, probe;
   pin_t label[LP_STACK_CAPACITY];
   pin_t scope[NSCOPES];
@@ -438,8 +445,15 @@ static sthread_t *sthreads;
 static _Atomic(snap_t *) current;
 static _Atomic bool asym __attribute__((unused)); /* membarrier registered: readers need no fence */
 
-static __thread sthread_t *my_st __attribute__((tls_model("initial-exec")));
-static sthread_t gone_st = {.guard = 1}; /* the thread's state was freed at its exit; as if in a callback */
+/*
+ * The thread's state; before its first notification unborn_st, after its
+ * exit gone_st. Both read as inside a callback (guard set) and hold no pin,
+ * so that the direct paths need no test of their own for them.
+ */
+static sthread_t unborn_st = {.guard = 1};
+static sthread_t gone_st = {.guard = 1};
+static __thread sthread_t *my_st __attribute__((tls_model("initial-exec"))) = &unborn_st;
+static inline bool st_real(const sthread_t *st) { return st != &unborn_st && st != &gone_st; }
 static pthread_once_t st_once = PTHREAD_ONCE_INIT;
 static pthread_key_t st_key;
 static bool st_key_ok;
@@ -465,6 +479,8 @@ static sthread_t *st_create(void) {
   sthread_t *st = calloc(1, sizeof *st);
   if (!st) return NULL;
   st->tid = t->tid;
+  st->lbegin = (lp_notification_t){LP_STREAM_LABELS, LP_TP_SCOPE_BEGIN, NULL, NULL, NULL, 0, NULL, st->tid};
+  st->lend = (lp_notification_t){LP_STREAM_LABELS, LP_TP_SCOPE_END, NULL, NULL, NULL, 0, NULL, st->tid};
   if (pthread_setspecific(st_key, st) != 0) {
     free(st);
     return NULL;
@@ -480,8 +496,8 @@ static sthread_t *st_create(void) {
 
 static inline sthread_t *st_get(void) {
   sthread_t *st = my_st;
-  if (LP_IMPL_LIKELY(st != NULL)) return st == &gone_st ? NULL : st;
-  return st_create();
+  if (LP_IMPL_LIKELY(st_real(st))) return st;
+  return st == &gone_st ? NULL : st_create();
 }
 
 static lp_event_t **cache_slot(const lp_payload_t *p) {
@@ -556,6 +572,12 @@ static void reclaim(void) {
   }
 }
 
+static void nop_callback(const lp_notification_t *n, void *subscriber_data, void **instance_data) {
+  (void)n;
+  (void)subscriber_data;
+  (void)instance_data;
+}
+
 typedef struct flat {
   uint32_t key, sub;
   bool odd;
@@ -627,6 +649,11 @@ static snap_t *build(int *rc) {
   if (sk) {
     memcpy(s->scope, &s->calls[sk->first], sk->count * sizeof *s->scope);
     s->nscope = sk->count;
+    /* The label paths call without testing: a missing half of the pair is a no-op. */
+    for (uint32_t i = 0; i < s->nscope; i++) {
+      if (!s->scope[i].begin) s->scope[i].begin = nop_callback;
+      if (!s->scope[i].end) s->scope[i].end = nop_callback;
+    }
   }
   return s;
 oom:
@@ -793,7 +820,7 @@ int lp_subscriber_destroy(lp_subscriber_t *s, int64_t timeout_ns) {
   int rc = !known_sub(s) ? -EINVAL : s->enabled ? -EBUSY : 0;
   lp__unlock(&subs_mu);
   if (rc) return rc;
-  sthread_t *st = my_st == &gone_st ? NULL : my_st;
+  sthread_t *st = st_real(my_st) ? my_st : NULL;
   if (st && (st->guard || own_pins_hold(st, s))) return -EDEADLK;
   uint64_t start = lp__mono_ns();
   long nap = 20000; /* ns; doubles up to 1 ms */
@@ -838,8 +865,59 @@ static inline void call_ends(const call_t *c, uint32_t n, pin_t *p, const lp_not
     if (c[i].end) c[i].end(note, c[i].data, &p->slots[c[i].slot]);
 }
 
+/*
+ * The labels' scope pair: s->scope[] has no NULL callback (build() puts a
+ * no-op in its place) and the instance slot of scope[i] is slots[i].
+ */
+static __attribute__((noinline)) void label_begins_loop(const snap_t *s, pin_t *p, const lp_notification_t *note) {
+  const call_t *c = s->scope;
+  for (uint32_t i = 0, n = s->nscope; i < n; i++) {
+    p->slots[i] = NULL;
+    c[i].begin(note, c[i].data, &p->slots[i]);
+  }
+}
+
+static __attribute__((noinline)) void label_ends_loop(const snap_t *s, pin_t *p, const lp_notification_t *note) {
+  const call_t *c = s->scope;
+  for (uint32_t i = s->nscope; i-- > 0;) c[i].end(note, c[i].data, &p->slots[i]);
+}
+
+/* One subscriber, the usual case, straight: the loops are out of line, with the registers they need. */
+static inline void label_begins(const snap_t *s, pin_t *p, const lp_notification_t *note) {
+  if (LP_IMPL_LIKELY(s->nscope == 1)) {
+    p->slots[0] = NULL;
+    s->scope[0].begin(note, s->scope[0].data, &p->slots[0]);
+  } else {
+    label_begins_loop(s, p, note);
+  }
+}
+
+static inline void label_ends(const snap_t *s, pin_t *p, const lp_notification_t *note) {
+  if (LP_IMPL_LIKELY(s->nscope == 1))
+    s->scope[0].end(note, s->scope[0].data, &p->slots[0]);
+  else
+    label_ends_loop(s, p, note);
+}
+
+/*
+ * One try at pinning s, already read from `current`, in p. On failure the
+ * pin may hold s: the caller clears it or pins again.
+ */
+static inline bool pin_once(pin_t *p, snap_t *s) {
+#if !LP__TSAN
+  if (LP_IMPL_LIKELY(atomic_load_explicit(&asym, memory_order_relaxed))) {
+    atomic_store_explicit(&p->snap, s, memory_order_relaxed);
+    atomic_signal_fence(memory_order_seq_cst); /* the writer's membarrier() is the fence */
+    return atomic_load_explicit(&current, memory_order_relaxed) == s;
+  }
+#endif
+  atomic_store_explicit(&p->snap, s, memory_order_seq_cst);
+  return atomic_load_explicit(&current, memory_order_seq_cst) == s;
+}
+
 /* Everything out of the ordinary: recorded scopes, new or exited threads, deep stacks, callbacks' own labels. */
-static __attribute__((noinline)) uint64_t enter_notify_general(const lp_site_t *site, int manual, uint32_t tl) {
+static __attribute__((noinline)) uint64_t enter_notify_general(const lp_site_t *site, int manual) {
+  uint32_t tl = lp__trace_levels();
   uint64_t w;
   if (site->level & tl)
     w = lp_impl_enter_traced(site, tl, manual); /* tl has no LP_IMPL_SUBS: records and pushes */
@@ -861,36 +939,37 @@ static __attribute__((noinline)) uint64_t enter_notify_general(const lp_site_t *
   LP_IMPL_STORE_RELEASE(t->frames[d], LP_IMPL_LOAD_RELAXED(t->frames[d]) | LP_IMPL_NOTIFIED);
   lp_notification_t n = {LP_STREAM_LABELS, LP_TP_SCOPE_BEGIN, NULL, NULL, site, 0, NULL, st->tid};
   st->guard = 1;
-  call_begins(s->scope, s->nscope, p, &n, false);
+  label_begins(s, p, &n);
   st->guard = 0;
   return w | LP_IMPL_TRACED_MARK;
 }
 
 /*
  * A scope's begin while subscribers listen to labels. The usual case (not
- * recorded, a registered thread with its pins, room on the stack, not in a
- * callback): pin, push the frame already marked, call the begins.
+ * recorded, a thread with its pins, room on the stack, not in a callback,
+ * the snapshot pinned at the first try) in one function with one test:
+ * pin, push the frame already marked, call the begins with the thread's
+ * ready-made notification. Anything else goes to enter_notify_general().
  */
 uint64_t lp_impl_enter_notify(const lp_site_t *site, int manual) {
-  uint32_t tl = lp__trace_levels();
   lp_impl_thread_t *t = lp_impl_self;
-  sthread_t *st = my_st;
+  sthread_t *st = my_st; /* unborn_st and gone_st have the guard set */
   uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
   uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
-  if (LP_IMPL_UNLIKELY((site->level & tl) || d >= LP_STACK_CAPACITY || !st || st->guard)) /* gone_st's guard is set */
-    return enter_notify_general(site, manual, tl);
+  snap_t *s = atomic_load_explicit(&current, memory_order_acquire);
+  if (LP_IMPL_UNLIKELY((site->level & lp__trace_levels()) | (d >= LP_STACK_CAPACITY) | st->guard | !s))
+    return enter_notify_general(site, manual);
   pin_t *p = &st->label[d];
-  snap_t *s = pin_current(p);
-  if (LP_IMPL_UNLIKELY(!s || !s->nscope)) {
-    if (s) unpin(p);
-    return lp_impl_push((uintptr_t)site);
+  if (LP_IMPL_UNLIKELY(!pin_once(p, s) || !s->nscope)) {
+    unpin(p);
+    return enter_notify_general(site, manual);
   }
   LP_IMPL_STORE_RELEASE(t->frames[d], (uintptr_t)site | LP_IMPL_NOTIFIED);
   w += LP_IMPL_COUNT_ONE + 1;
   LP_IMPL_STORE_RELEASE(t->word, w);
-  lp_notification_t n = {LP_STREAM_LABELS, LP_TP_SCOPE_BEGIN, NULL, NULL, site, 0, NULL, st->tid};
-  st->guard = 1;
-  call_begins(s->scope, s->nscope, p, &n, false);
+  st->guard = 1; /* first: a signal handler's label from here on reaches nobody, and leaves lbegin alone */
+  st->lbegin.site = site;
+  label_begins(s, p, &st->lbegin);
   st->guard = 0;
   return w | LP_IMPL_TRACED_MARK;
 }
@@ -899,28 +978,46 @@ void lp__subs_end(lp__thread_t *t, uint32_t depth, const lp_site_t *site) {
   (void)t;
   /* A frame marked notified means its begin pinned label[depth] on this thread: my_st exists. */
   sthread_t *st = my_st;
-  if (LP_IMPL_UNLIKELY(!st || st == &gone_st || depth >= LP_STACK_CAPACITY)) return;
+  if (LP_IMPL_UNLIKELY(!st_real(st) || depth >= LP_STACK_CAPACITY)) return;
   pin_t *p = &st->label[depth];
   snap_t *s = atomic_load_explicit(&p->snap, memory_order_relaxed);
   if (LP_IMPL_UNLIKELY(!s)) return;
-  /* The calls are read before the notification is built on the stack: no load waits behind those stores. */
-  const call_t *c = s->scope;
-  uint32_t nc = s->nscope;
-  lp_callback_t last = nc ? c[nc - 1].end : NULL;
   lp_notification_t n = {LP_STREAM_LABELS, LP_TP_SCOPE_END, NULL, NULL, site, 0, NULL, st->tid};
   int g = st->guard;
   st->guard = 1; /* ends are owed even inside a callback; what they do reaches nobody */
-  if (nc) {
-    if (last) last(&n, c[nc - 1].data, &p->slots[c[nc - 1].slot]);
-    call_ends(c, nc - 1, p, &n);
-  }
+  label_ends(s, p, &n);
   st->guard = g;
   unpin(p);
 }
 
-void lp__subs_leave(lp_impl_thread_t *h, uint32_t depth, const lp_site_t *site) {
-  lp__subs_end((lp__thread_t *)h, depth, site);
+/*
+ * The usual end of a notified scope, outside any callback: the ends with the
+ * thread's ready-made notification, the unpin, the pop. h's frame at depth
+ * is on top and is the scope's; p is pinned (gone_st and unborn_st pin nothing).
+ */
+static inline bool end_direct(lp_impl_thread_t *h, sthread_t *st, uint32_t depth, const lp_site_t *site) {
+  pin_t *p = &st->label[depth];
+  snap_t *s = atomic_load_explicit(&p->snap, memory_order_relaxed);
+  if (LP_IMPL_UNLIKELY(!s || st->guard)) return false;
+  st->guard = 1;
+  st->lend.site = site;
+  label_ends(s, p, &st->lend);
+  st->guard = 0;
+  unpin(p);
+  /* Reloaded: the callbacks' own labels moved the change counter. */
   LP_IMPL_STORE_RELEASE(h->word, LP_IMPL_LOAD_RELAXED(h->word) + LP_IMPL_COUNT_ONE - 1);
+  return true;
+}
+
+void lp__subs_leave(const lp_site_t *site, uint64_t word) {
+  lp_impl_thread_t *h = lp_impl_self;
+  sthread_t *st = my_st;
+  uint32_t depth = (uint32_t)((word ^ LP_IMPL_TRACED_MARK) & LP_IMPL_DEPTH_MASK) - 1;
+  if (LP_IMPL_LIKELY(depth < LP_STACK_CAPACITY && (LP_IMPL_LOAD_RELAXED(h->word) & LP_IMPL_DEPTH_MASK) == depth + 1 &&
+                     LP_IMPL_LOAD_RELAXED(h->frames[depth]) == ((uintptr_t)site | LP_IMPL_NOTIFIED) &&
+                     end_direct(h, st, depth, site)))
+    return;
+  lp__leave_general(site, word);
 }
 
 void lp__subs_heal(lp__thread_t *t, uint32_t from, uint32_t to) {
@@ -933,9 +1030,11 @@ void lp__subs_heal(lp__thread_t *t, uint32_t from, uint32_t to) {
 }
 
 void lp_impl_end_notify(uintptr_t tag, uint32_t depth) {
+  const lp_site_t *site = (const lp_site_t *)(tag & ~(uintptr_t)(LP_IMPL_TRACED | LP_IMPL_NOTIFIED));
+  /* LP_END of a notified, unrecorded frame on top (lp_impl_end checked the depth): the direct end. */
+  if (LP_IMPL_LIKELY(!(tag & LP_IMPL_TRACED)) && end_direct(lp_impl_self, my_st, depth, site)) return;
   lp__thread_t *t = lp__thread_current();
   if (!t) return;
-  const lp_site_t *site = (const lp_site_t *)(tag & ~(uintptr_t)(LP_IMPL_TRACED | LP_IMPL_NOTIFIED));
   lp__subs_end(t, depth, site);
   uint64_t w = LP_IMPL_LOAD_RELAXED(t->hot.word);
   LP_IMPL_STORE_RELEASE(t->hot.word, w + LP_IMPL_COUNT_ONE - 1);
@@ -1028,7 +1127,7 @@ int32_t lp_impl_nscope_begin(uint8_t stream, uint16_t type, const lp_event_t *pa
 
 void lp_impl_nscope_end(int32_t i) {
   sthread_t *st = my_st;
-  if (!st || st == &gone_st || i < 0 || i >= NSCOPES || !(st->used >> i & 1)) return;
+  if (!st_real(st) || i < 0 || i >= NSCOPES || !(st->used >> i & 1)) return;
   pin_t *p = &st->scope[i];
   snap_t *s = atomic_load_explicit(&p->snap, memory_order_relaxed);
   const scope_info_t *in = &st->info[i];
@@ -1183,7 +1282,7 @@ void lp__subs_atfork_parent(void) {
 
 /* The child keeps the subscribers and the forking thread's pins; the other threads do not exist there. */
 void lp__subs_atfork_child(void) {
-  sthread_t *self = my_st == &gone_st ? NULL : my_st;
+  sthread_t *self = st_real(my_st) ? my_st : NULL;
   for (sthread_t *st = sthreads, *next; st; st = next) {
     next = st->next;
     if (st != self) free(st);

@@ -314,6 +314,35 @@ static void test_pairing_across_disable_and_late_enable(void) {
   CU_ASSERT_EQUAL(lp_subscriber_destroy(a, -1), 0);
 }
 
+/* Half a pair: a subscriber with only the end, or only the begin, gets just that half, alone or beside others. */
+static void test_half_pairs(void) {
+  const uint16_t end_only = LP_TP_SCOPE_END, begin_only = LP_TP_SCOPE_BEGIN;
+  for (int alone = 1; alone >= 0; alone--) {
+    lp_subscriber_t *e = recorder("E", LP_STREAM_LABELS, &end_only, 1);
+    lp_subscriber_t *b = recorder("B", LP_STREAM_LABELS, &begin_only, 1);
+    CU_ASSERT_EQUAL(lp_subscriber_set_enabled(e, 1), 0);
+    if (!alone) CU_ASSERT_EQUAL(lp_subscriber_set_enabled(b, 1), 0);
+    nlog = 0;
+    { LP_SCOPE("half"); }
+    LP_BEGIN("half manual");
+    LP_END();
+    /* alone: E's two ends; with B: B's begin then E's end, twice */
+    CU_ASSERT_EQUAL_FATAL(nlog, alone ? 2 : 4);
+    const char *who = alone ? "EE" : "BEBE";
+    for (int i = 0; i < nlog; i++) {
+      CU_ASSERT_EQUAL(logv[i].who, who[i]);
+      CU_ASSERT_EQUAL(logv[i].type, who[i] == 'E' ? LP_TP_SCOPE_END : LP_TP_SCOPE_BEGIN);
+      CU_ASSERT_EQUAL(logv[i].tid, my_tid());
+      CU_ASSERT_PTR_NULL(logv[i].slot_in); /* E's slot: cleared at the begin it did not see */
+    }
+    CU_ASSERT_STRING_EQUAL(logv[nlog - 1].site->label, "half manual");
+    if (!alone) CU_ASSERT_PTR_NOT_EQUAL(logv[0].slot_at, logv[1].slot_at);
+    drop(e);
+    if (!alone) drop(b);
+    else CU_ASSERT_EQUAL(lp_subscriber_destroy(b, -1), 0);
+  }
+}
+
 static void test_subscriber_with_instants_only_sees_no_scopes(void) {
   const uint16_t t = LP_TP_INSTANT;
   lp_subscriber_t *a = recorder("A", LP_STREAM_LABELS, &t, 1);
@@ -872,6 +901,7 @@ int main(void) {
       LP_TEST(test_events_from_several_threads),
       LP_TEST(test_labels_reach_subscribers_in_order),
       LP_TEST(test_pairing_across_disable_and_late_enable),
+      LP_TEST(test_half_pairs),
       LP_TEST(test_subscriber_with_instants_only_sees_no_scopes),
       LP_TEST(test_notify_and_notify_scope),
       LP_TEST(test_callbacks_do_not_recurse_and_their_labels_are_sampled),
