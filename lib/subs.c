@@ -380,14 +380,15 @@ struct lp_subscriber {
 
 /* One subscriber's callbacks for a pair of types (a single type is the even half). */
 typedef struct call {
-  lp_callback_t begin, end; /* the even type's callback, the odd one's */
+  lp_callback_t cb[2]; /* the even type's callback (a begin), the odd one's (its end) */
   void *data;
   uint32_t slot; /* the subscriber's index in the snapshot: its instance slot */
 } call_t;
 
 typedef struct keyent {
   uint32_t key; /* stream << 16 | even type; 0 = empty (stream 0 does not exist) */
-  uint32_t first, count;
+  uint32_t count;
+  const call_t *first; /* its calls, in the snapshot's calls[] */
 } keyent_t;
 
 typedef struct snap {
@@ -429,6 +430,9 @@ typedef struct sthread {
    * set (an end owed inside a callback) is built on the stack instead.
    */
   lp_notification_t lbegin, lend;
+  /* lp_notify's, and the slot its callbacks get (NULL before each): used the same way, site always NULL. */
+  lp_notification_t snote;
+  void *sslot;
   pin_t single, probe;
   pin_t label[LP_STACK_CAPACITY];
   pin_t scope[NSCOPES];
@@ -442,7 +446,10 @@ static lp_subscriber_t *enabled_list[MAX_SUBS];
 static uint32_t nenabled;
 static snap_t *retired;
 static sthread_t *sthreads;
-static _Atomic(snap_t *) current;
+/* The snapshot notifications use; with no subscriber enabled, empty_snap (no keys, nothing to call), never NULL. */
+static keyent_t no_keys[1];
+static snap_t empty_snap = {.mask = 0, .keys = no_keys};
+static _Atomic(snap_t *) current = &empty_snap;
 static _Atomic bool asym __attribute__((unused)); /* membarrier registered: readers need no fence */
 
 /*
@@ -481,6 +488,7 @@ static sthread_t *st_create(void) {
   st->tid = t->tid;
   st->lbegin = (lp_notification_t){LP_STREAM_LABELS, LP_TP_SCOPE_BEGIN, NULL, NULL, NULL, 0, NULL, st->tid};
   st->lend = (lp_notification_t){LP_STREAM_LABELS, LP_TP_SCOPE_END, NULL, NULL, NULL, 0, NULL, st->tid};
+  st->snote = (lp_notification_t){0, 0, NULL, NULL, NULL, 0, NULL, st->tid};
   if (pthread_setspecific(st_key, st) != 0) {
     free(st);
     return NULL;
@@ -533,8 +541,10 @@ static inline void unpin(pin_t *p) { atomic_store_explicit(&p->snap, NULL, memor
 
 static inline uint32_t pair_key(uint8_t stream, uint16_t type) { return (uint32_t)stream << 16 | (type & 0xfffeu); }
 
+static inline uint32_t key_home(uint32_t key, uint32_t mask) { return (key * 2654435761u) >> 7 & mask; }
+
 static inline const keyent_t *lookup(const snap_t *s, uint32_t key) {
-  for (uint32_t h = (key * 2654435761u) >> 7 & s->mask;; h = (h + 1) & s->mask) {
+  for (uint32_t h = key_home(key, s->mask);; h = (h + 1) & s->mask) {
     const keyent_t *k = &s->keys[h];
     if (k->key == key) return k;
     if (k->key == 0) return NULL;
@@ -590,6 +600,20 @@ static int flat_cmp(const void *a, const void *b) {
   return x->sub < y->sub ? -1 : x->sub > y->sub;
 }
 
+#define KEYS_SPREAD 4096u /* the most key entries build() spends on a table without shared homes */
+
+/* Whether two of the (sorted) keys of f have the same home in a table of mask + 1 entries. */
+static bool homes_collide(const flat_t *f, uint32_t nf, uint32_t mask) {
+  uint64_t seen[KEYS_SPREAD / 64] = {0};
+  for (uint32_t i = 0; i < nf; i++) {
+    if (i > 0 && f[i].key == f[i - 1].key) continue;
+    uint32_t h = key_home(f[i].key, mask);
+    if (seen[h / 64] >> (h % 64) & 1) return true;
+    seen[h / 64] |= (uint64_t)1 << (h % 64);
+  }
+  return false;
+}
+
 /* The snapshot of the enabled subscribers, or NULL with *rc = -ENOMEM (none enabled: NULL, *rc = 0). subs_mu held. */
 static snap_t *build(int *rc) {
   *rc = 0;
@@ -610,8 +634,10 @@ static snap_t *build(int *rc) {
     if (i == 0 || f[i].key != f[i - 1].key) nkeys++;
     if (i == 0 || f[i].key != f[i - 1].key || f[i].sub != f[i - 1].sub) ncalls++;
   }
+  /* Big enough that no two keys share a home, where a few KiB allow: a notification's lookup is one probe. */
   uint32_t size = 8;
   while (size < nkeys * 2) size *= 2;
+  while (size < KEYS_SPREAD && homes_collide(f, nf, size - 1)) size *= 2;
   snap_t *s = calloc(1, sizeof *s + size * sizeof(keyent_t) + (ncalls ? ncalls : 1) * sizeof(call_t));
   if (!s) {
     free(f);
@@ -626,33 +652,33 @@ static snap_t *build(int *rc) {
   keyent_t *k = NULL;
   for (uint32_t i = 0; i < nf; i++) {
     if (i == 0 || f[i].key != f[i - 1].key) {
-      uint32_t h = (f[i].key * 2654435761u) >> 7 & s->mask;
+      uint32_t h = key_home(f[i].key, s->mask);
       while (s->keys[h].key) h = (h + 1) & s->mask;
       k = &s->keys[h];
       k->key = f[i].key;
-      k->first = c;
+      k->first = &s->calls[c];
       uint8_t stream = (uint8_t)(f[i].key >> 16);
       s->wanted[stream] |= LP_IMPL_WANT_BIT(f[i].key & 0xffffu);
     }
     if (i == 0 || f[i].key != f[i - 1].key || f[i].sub != f[i - 1].sub) {
-      s->calls[c] = (call_t){NULL, NULL, s->subs[f[i].sub]->data, f[i].sub};
+      s->calls[c] = (call_t){{NULL, NULL}, s->subs[f[i].sub]->data, f[i].sub};
       c++;
       k->count++;
     }
     if (f[i].odd)
-      s->calls[c - 1].end = f[i].cb;
+      s->calls[c - 1].cb[1] = f[i].cb;
     else
-      s->calls[c - 1].begin = f[i].cb;
+      s->calls[c - 1].cb[0] = f[i].cb;
   }
   free(f);
   const keyent_t *sk = lookup(s, pair_key(LP_STREAM_LABELS, LP_TP_SCOPE_BEGIN));
   if (sk) {
-    memcpy(s->scope, &s->calls[sk->first], sk->count * sizeof *s->scope);
+    memcpy(s->scope, sk->first, sk->count * sizeof *s->scope);
     s->nscope = sk->count;
     /* The label paths call without testing: a missing half of the pair is a no-op. */
     for (uint32_t i = 0; i < s->nscope; i++) {
-      if (!s->scope[i].begin) s->scope[i].begin = nop_callback;
-      if (!s->scope[i].end) s->scope[i].end = nop_callback;
+      if (!s->scope[i].cb[0]) s->scope[i].cb[0] = nop_callback;
+      if (!s->scope[i].cb[1]) s->scope[i].cb[1] = nop_callback;
     }
   }
   return s;
@@ -676,13 +702,13 @@ static int publish(void) {
   snap_t *n = build(&rc);
   if (rc) return rc;
   snap_t *old = atomic_load(&current);
-  atomic_store_explicit(&current, n, memory_order_seq_cst);
+  atomic_store_explicit(&current, n ? n : &empty_snap, memory_order_seq_cst);
   for (int i = 1; i < 256; i++) {
     uint64_t w = n ? n->wanted[i] : 0;
     if (LP_IMPL_LOAD_RELAXED(lp_impl_wanted[i]) != w) LP_IMPL_STORE_RELAXED(lp_impl_wanted[i], w);
   }
   lp__levels_set_subs(n && n->wanted[LP_STREAM_LABELS]);
-  if (old) {
+  if (old != &empty_snap) {
     old->retired_next = retired;
     retired = old;
   }
@@ -854,7 +880,7 @@ int lp_subscriber_destroy(lp_subscriber_t *s, int64_t timeout_ns) {
 
 static inline void call_begins(const call_t *c, uint32_t n, pin_t *p, const lp_notification_t *note, bool odd) {
   for (uint32_t i = 0; i < n; i++) {
-    lp_callback_t cb = odd ? c[i].end : c[i].begin;
+    lp_callback_t cb = c[i].cb[odd];
     p->slots[c[i].slot] = NULL;
     if (cb) cb(note, c[i].data, &p->slots[c[i].slot]);
   }
@@ -862,7 +888,7 @@ static inline void call_begins(const call_t *c, uint32_t n, pin_t *p, const lp_n
 
 static inline void call_ends(const call_t *c, uint32_t n, pin_t *p, const lp_notification_t *note) {
   for (uint32_t i = n; i-- > 0;)
-    if (c[i].end) c[i].end(note, c[i].data, &p->slots[c[i].slot]);
+    if (c[i].cb[1]) c[i].cb[1](note, c[i].data, &p->slots[c[i].slot]);
 }
 
 /*
@@ -873,20 +899,20 @@ static __attribute__((noinline)) void label_begins_loop(const snap_t *s, pin_t *
   const call_t *c = s->scope;
   for (uint32_t i = 0, n = s->nscope; i < n; i++) {
     p->slots[i] = NULL;
-    c[i].begin(note, c[i].data, &p->slots[i]);
+    c[i].cb[0](note, c[i].data, &p->slots[i]);
   }
 }
 
 static __attribute__((noinline)) void label_ends_loop(const snap_t *s, pin_t *p, const lp_notification_t *note) {
   const call_t *c = s->scope;
-  for (uint32_t i = s->nscope; i-- > 0;) c[i].end(note, c[i].data, &p->slots[i]);
+  for (uint32_t i = s->nscope; i-- > 0;) c[i].cb[1](note, c[i].data, &p->slots[i]);
 }
 
 /* One subscriber, the usual case, straight: the loops are out of line, with the registers they need. */
 static inline void label_begins(const snap_t *s, pin_t *p, const lp_notification_t *note) {
   if (LP_IMPL_LIKELY(s->nscope == 1)) {
     p->slots[0] = NULL;
-    s->scope[0].begin(note, s->scope[0].data, &p->slots[0]);
+    s->scope[0].cb[0](note, s->scope[0].data, &p->slots[0]);
   } else {
     label_begins_loop(s, p, note);
   }
@@ -894,7 +920,7 @@ static inline void label_begins(const snap_t *s, pin_t *p, const lp_notification
 
 static inline void label_ends(const snap_t *s, pin_t *p, const lp_notification_t *note) {
   if (LP_IMPL_LIKELY(s->nscope == 1))
-    s->scope[0].end(note, s->scope[0].data, &p->slots[0]);
+    s->scope[0].cb[1](note, s->scope[0].data, &p->slots[0]);
   else
     label_ends_loop(s, p, note);
 }
@@ -957,7 +983,7 @@ uint64_t lp_impl_enter_notify(const lp_site_t *site, int manual) {
   uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
   uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
   snap_t *s = atomic_load_explicit(&current, memory_order_acquire);
-  if (LP_IMPL_UNLIKELY((site->level & lp__trace_levels()) | (d >= LP_STACK_CAPACITY) | st->guard | !s))
+  if (LP_IMPL_UNLIKELY((site->level & lp__trace_levels()) | (d >= LP_STACK_CAPACITY) | st->guard))
     return enter_notify_general(site, manual);
   pin_t *p = &st->label[d];
   if (LP_IMPL_UNLIKELY(!pin_once(p, s) || !s->nscope)) {
@@ -1041,6 +1067,15 @@ void lp_impl_end_notify(uintptr_t tag, uint32_t depth) {
   if (tag & LP_IMPL_TRACED) lp_impl_end_event(&t->hot, (uintptr_t)site, depth);
 }
 
+/* The callbacks of a single notification, each with a fresh NULL slot. */
+static __attribute__((noinline)) void single_loop(const call_t *c, uint32_t count, const lp_notification_t *n) {
+  for (uint32_t i = 0; i < count; i++) {
+    lp_callback_t cb = c[i].cb[n->type & 1u];
+    void *slot = NULL;
+    if (cb) cb(n, c[i].data, &slot);
+  }
+}
+
 /* A single notification to whoever has a callback for it. */
 static void single(sthread_t *st, const lp_notification_t *n) {
   pin_t *p = &st->single;
@@ -1049,12 +1084,7 @@ static void single(sthread_t *st, const lp_notification_t *n) {
   const keyent_t *k = lookup(s, pair_key(n->stream, n->type));
   if (k) {
     st->guard = 1;
-    const call_t *c = &s->calls[k->first];
-    for (uint32_t i = 0; i < k->count; i++) {
-      lp_callback_t cb = (n->type & 1u) ? c[i].end : c[i].begin;
-      void *slot = NULL;
-      if (cb) cb(n, c[i].data, &slot);
-    }
+    single_loop(k->first, k->count, n);
     st->guard = 0;
   }
   unpin(p);
@@ -1080,12 +1110,57 @@ static __attribute__((noinline)) int notify_slow(uint8_t stream, uint16_t type, 
   return 0;
 }
 
+/* lp_notify's callbacks, st->snote filled in and the guard set: then the guard cleared and the pin dropped. */
+static __attribute__((noinline)) int deliver(sthread_t *st, const call_t *c, uint32_t count, unsigned odd) {
+  if (LP_IMPL_LIKELY(count == 1)) {
+    lp_callback_t cb = c->cb[odd];
+    st->sslot = NULL;
+    if (LP_IMPL_LIKELY(cb != NULL)) cb(&st->snote, c->data, &st->sslot);
+  } else {
+    single_loop(c, count, &st->snote);
+  }
+  st->guard = 0;
+  unpin(&st->single);
+  return 0;
+}
+
 int(lp_notify)(uint8_t stream, uint16_t type, const lp_event_t *parent, const lp_event_t *event, uint64_t instance,
                const void *user_data) {
   /* Stream 0 never has a wanted bit: the common case is one load and a test. */
   if (LP_IMPL_LIKELY(!(LP_IMPL_LOAD_RELAXED(lp_impl_wanted[stream]) & LP_IMPL_WANT_BIT(type))))
     return stream ? 0 : -EINVAL;
-  return notify_slow(stream, type, parent, event, instance, user_data);
+  return lp_impl_notify_listened(stream, type, parent, event, instance, user_data);
+}
+
+int lp_impl_notify_listened(uint8_t stream, uint16_t type, const lp_event_t *parent, const lp_event_t *event,
+                            uint64_t instance, const void *user_data) {
+  if (LP_IMPL_UNLIKELY(!stream)) return -EINVAL;
+  /* Someone may listen. The usual case here: a thread with its state, outside callbacks, pinned at the first try. */
+  sthread_t *st = my_st; /* unborn_st and gone_st have the guard set */
+  snap_t *s = atomic_load_explicit(&current, memory_order_acquire);
+  if (LP_IMPL_UNLIKELY(st->guard)) return notify_slow(stream, type, parent, event, instance, user_data);
+  pin_t *p = &st->single;
+  if (LP_IMPL_UNLIKELY(!pin_once(p, s))) {
+    unpin(p);
+    return notify_slow(stream, type, parent, event, instance, user_data);
+  }
+  lp_notification_t *n = &st->snote;
+  st->guard = 1; /* first: a signal handler's notification from here on reaches nobody, and leaves snote alone */
+  /* Filled in before the lookup, so that the arguments need no register of their own past here. */
+  n->stream = stream;
+  n->type = type;
+  n->parent = parent;
+  n->event = event;
+  n->instance = instance;
+  n->user_data = user_data;
+  const keyent_t *k = lookup(s, pair_key(stream, type));
+  if (LP_IMPL_UNLIKELY(k == NULL)) {
+    st->guard = 0;
+    unpin(p);
+    return 0;
+  }
+  /* A call, not inline: this function then calls nothing and saves no register. */
+  return deliver(st, k->first, k->count, type & 1u);
 }
 
 int lp_impl_notify_wanted_slow(uint8_t stream, uint16_t type) {
@@ -1097,7 +1172,7 @@ int lp_impl_notify_wanted_slow(uint8_t stream, uint16_t type) {
   const keyent_t *k = lookup(s, pair_key(stream, type));
   if (k)
     for (uint32_t i = 0; i < k->count && !want; i++)
-      want = ((type & 1u) ? s->calls[k->first + i].end : s->calls[k->first + i].begin) != NULL;
+      want = k->first[i].cb[type & 1u] != NULL;
   unpin(&st->probe);
   return want;
 }
@@ -1120,7 +1195,7 @@ int32_t lp_impl_nscope_begin(uint8_t stream, uint16_t type, const lp_event_t *pa
   st->info[i] = (scope_info_t){stream, type, parent, event, instance, user_data};
   lp_notification_t n = {stream, type, parent, event, NULL, instance, user_data, st->tid};
   st->guard = 1;
-  call_begins(&s->calls[k->first], k->count, p, &n, (type & 1u) != 0);
+  call_begins(k->first, k->count, p, &n, (type & 1u) != 0);
   st->guard = 0;
   return i;
 }
@@ -1137,7 +1212,7 @@ void lp_impl_nscope_end(int32_t i) {
   if (k) {
     int g = st->guard;
     st->guard = 1;
-    call_ends(&s->calls[k->first], k->count, p, &n);
+    call_ends(k->first, k->count, p, &n);
     st->guard = g;
   }
   unpin(p);
