@@ -582,13 +582,7 @@ void lp__subs_env_load(void);
 void lp__subs_heal(lp__thread_t *t, uint32_t from, uint32_t to);
 /* The end callbacks of the notified scope whose frame is at depth (still on the stack). */
 void lp__subs_end(lp__thread_t *t, uint32_t depth, const lp_site_t *site);
-/*
- * The end of a scope whose word is marked: when its frame is on top and its
- * begin reached subscribers, the end callbacks and the pop; anything else
- * goes on to lp__leave_general().
- */
-void lp__subs_leave(const lp_site_t *site, uint64_t word);
-/* stack.c: lp_impl_leave_slow() past the subscribers' direct end; heals the stack if it must. */
+/* stack.c: lp_impl_leave_slow() (in subs.c) past the subscribers' direct end; heals the stack if it must. */
 void lp__leave_general(const lp_site_t *site, uint64_t word);
 void lp__subs_atfork_prepare(void);
 void lp__subs_atfork_parent(void);

@@ -72,17 +72,9 @@ static bool heal(lp__thread_t *t, uint32_t depth) {
 }
 
 /*
- * A scope's end that the inline path could not finish. Marked (its begin
- * reached subscribers, or was recorded): subs.c's direct end when its frame
- * is on top and notified, which comes back to lp__leave_general otherwise.
+ * A scope's end that the inline path could not finish. lp_impl_leave_slow()
+ * is in subs.c: it ends a notified scope directly and comes here otherwise.
  */
-void lp_impl_leave_slow(const lp_site_t *site, uint64_t word) {
-  if (word & LP_IMPL_TRACED_MARK)
-    lp__subs_leave(site, word);
-  else
-    lp__leave_general(site, word);
-}
-
 void lp__leave_general(const lp_site_t *site, uint64_t word) {
   if ((uint32_t)(word & LP_IMPL_DEPTH_MASK) == LP_IMPL_NOT_PUSHED) return;
   /* Marked: the scope recorded a begin, or its begin reached subscribers; its frame says which. */

@@ -404,8 +404,10 @@ typedef struct snap {
   uint64_t wanted[256];
 } snap_t;
 
+typedef _Atomic(snap_t *) hazard_t; /* a hazard pointer: the snapshot a reader uses */
+
 typedef struct pin {
-  _Atomic(snap_t *) snap;
+  hazard_t snap;
   void *slots[MAX_SUBS];
 } pin_t;
 
@@ -434,7 +436,9 @@ typedef struct sthread {
   lp_notification_t snote;
   void *sslot;
   pin_t single, probe;
-  pin_t label[LP_STACK_CAPACITY];
+  /* The labels' pins: frame d's hazard pointer and its instance slots, apart (plain indexing for both). */
+  hazard_t label[LP_STACK_CAPACITY];
+  void *label_slots[LP_STACK_CAPACITY][MAX_SUBS];
   pin_t scope[NSCOPES];
   scope_info_t info[NSCOPES];
   lp_event_t *events[ECACHE]; /* lp_event_make's cache */
@@ -518,26 +522,26 @@ static lp_event_t **cache_slot(const lp_payload_t *p) {
 }
 
 /* Pins the current snapshot; NULL if there is none (or it kept changing). */
-static inline snap_t *pin_current(pin_t *p) {
+static inline snap_t *pin_current(hazard_t *h) {
   for (int i = 0; i < 8; i++) {
     snap_t *s = atomic_load_explicit(&current, memory_order_acquire);
     if (!s) break; /* (a pin an earlier try stored is cleared below) */
 #if !LP__TSAN
     if (LP_IMPL_LIKELY(atomic_load_explicit(&asym, memory_order_relaxed))) {
-      atomic_store_explicit(&p->snap, s, memory_order_relaxed);
+      atomic_store_explicit(h, s, memory_order_relaxed);
       atomic_signal_fence(memory_order_seq_cst); /* the writer's membarrier() is the fence */
       if (atomic_load_explicit(&current, memory_order_relaxed) == s) return s;
       continue;
     }
 #endif
-    atomic_store_explicit(&p->snap, s, memory_order_seq_cst);
+    atomic_store_explicit(h, s, memory_order_seq_cst);
     if (atomic_load_explicit(&current, memory_order_seq_cst) == s) return s;
   }
-  if (atomic_load_explicit(&p->snap, memory_order_relaxed)) atomic_store_explicit(&p->snap, NULL, memory_order_release);
+  if (atomic_load_explicit(h, memory_order_relaxed)) atomic_store_explicit(h, NULL, memory_order_release);
   return NULL;
 }
 
-static inline void unpin(pin_t *p) { atomic_store_explicit(&p->snap, NULL, memory_order_release); }
+static inline void unpin(hazard_t *h) { atomic_store_explicit(h, NULL, memory_order_release); }
 
 static inline uint32_t pair_key(uint8_t stream, uint16_t type) { return (uint32_t)stream << 16 | (type & 0xfffeu); }
 
@@ -556,7 +560,7 @@ static bool pinned(const snap_t *s) {
   for (sthread_t *st = sthreads; st; st = st->next) {
     if (atomic_load(&st->single.snap) == s || atomic_load(&st->probe.snap) == s) return true;
     for (int i = 0; i < LP_STACK_CAPACITY; i++)
-      if (atomic_load(&st->label[i].snap) == s) return true;
+      if (atomic_load(&st->label[i]) == s) return true;
     for (int i = 0; i < NSCOPES; i++)
       if (atomic_load(&st->scope[i].snap) == s) return true;
   }
@@ -812,7 +816,7 @@ static bool own_pins_hold(const sthread_t *st, const lp_subscriber_t *s) {
   if (!st) return false;
   const snap_t *x;
   for (int i = 0; i < LP_STACK_CAPACITY; i++)
-    if ((x = atomic_load_explicit(&st->label[i].snap, memory_order_relaxed)) && holds(x, s)) return true;
+    if ((x = atomic_load_explicit(&st->label[i], memory_order_relaxed)) && holds(x, s)) return true;
   for (int i = 0; i < NSCOPES; i++)
     if ((x = atomic_load_explicit(&st->scope[i].snap, memory_order_relaxed)) && holds(x, s)) return true;
   return false;
@@ -829,7 +833,7 @@ static bool in_use(const lp_subscriber_t *s) {
       if (x && holds(x, s)) return true;
     }
     for (int i = 0; i < LP_STACK_CAPACITY; i++) {
-      const snap_t *x = atomic_load(&st->label[i].snap);
+      const snap_t *x = atomic_load(&st->label[i]);
       if (x && holds(x, s)) return true;
     }
     for (int i = 0; i < NSCOPES; i++) {
@@ -895,50 +899,51 @@ static inline void call_ends(const call_t *c, uint32_t n, pin_t *p, const lp_not
  * The labels' scope pair: s->scope[] has no NULL callback (build() puts a
  * no-op in its place) and the instance slot of scope[i] is slots[i].
  */
-static __attribute__((noinline)) void label_begins_loop(const snap_t *s, pin_t *p, const lp_notification_t *note) {
+static __attribute__((noinline)) void label_begins_loop(const snap_t *s, void **slots, const lp_notification_t *note) {
   const call_t *c = s->scope;
   for (uint32_t i = 0, n = s->nscope; i < n; i++) {
-    p->slots[i] = NULL;
-    c[i].cb[0](note, c[i].data, &p->slots[i]);
+    slots[i] = NULL;
+    c[i].cb[0](note, c[i].data, &slots[i]);
   }
 }
 
-static __attribute__((noinline)) void label_ends_loop(const snap_t *s, pin_t *p, const lp_notification_t *note) {
+static __attribute__((noinline)) void label_ends_loop(const snap_t *s, void **slots, const lp_notification_t *note) {
   const call_t *c = s->scope;
-  for (uint32_t i = s->nscope; i-- > 0;) c[i].cb[1](note, c[i].data, &p->slots[i]);
+  for (uint32_t i = s->nscope; i-- > 0;) c[i].cb[1](note, c[i].data, &slots[i]);
 }
 
 /* One subscriber, the usual case, straight: the loops are out of line, with the registers they need. */
-static inline void label_begins(const snap_t *s, pin_t *p, const lp_notification_t *note) {
+static inline void label_begins(const snap_t *s, void **slots, const lp_notification_t *note) {
   if (LP_IMPL_LIKELY(s->nscope == 1)) {
-    p->slots[0] = NULL;
-    s->scope[0].cb[0](note, s->scope[0].data, &p->slots[0]);
+    slots[0] = NULL;
+    s->scope[0].cb[0](note, s->scope[0].data, &slots[0]);
   } else {
-    label_begins_loop(s, p, note);
+    label_begins_loop(s, slots, note);
   }
 }
 
-static inline void label_ends(const snap_t *s, pin_t *p, const lp_notification_t *note) {
+static inline void label_ends(const snap_t *s, void **slots, const lp_notification_t *note) {
   if (LP_IMPL_LIKELY(s->nscope == 1))
-    s->scope[0].cb[1](note, s->scope[0].data, &p->slots[0]);
+    s->scope[0].cb[1](note, s->scope[0].data, &slots[0]);
   else
-    label_ends_loop(s, p, note);
+    label_ends_loop(s, slots, note);
 }
 
 /*
- * One try at pinning s, already read from `current`, in p. On failure the
- * pin may hold s: the caller clears it or pins again.
+ * One try at pinning s, already read from `current`, in h: returns current
+ * as read after the pin, which must be s. When it is not, h may hold s: the
+ * caller clears it or pins again.
  */
-static inline bool pin_once(pin_t *p, snap_t *s) {
+static inline snap_t *pin_once(hazard_t *h, snap_t *s) {
 #if !LP__TSAN
   if (LP_IMPL_LIKELY(atomic_load_explicit(&asym, memory_order_relaxed))) {
-    atomic_store_explicit(&p->snap, s, memory_order_relaxed);
+    atomic_store_explicit(h, s, memory_order_relaxed);
     atomic_signal_fence(memory_order_seq_cst); /* the writer's membarrier() is the fence */
-    return atomic_load_explicit(&current, memory_order_relaxed) == s;
+    return atomic_load_explicit(&current, memory_order_relaxed);
   }
 #endif
-  atomic_store_explicit(&p->snap, s, memory_order_seq_cst);
-  return atomic_load_explicit(&current, memory_order_seq_cst) == s;
+  atomic_store_explicit(h, s, memory_order_seq_cst);
+  return atomic_load_explicit(&current, memory_order_seq_cst);
 }
 
 /* Everything out of the ordinary: recorded scopes, new or exited threads, deep stacks, callbacks' own labels. */
@@ -955,17 +960,16 @@ static __attribute__((noinline)) uint64_t enter_notify_general(const lp_site_t *
   sthread_t *st = st_get();
   if (!st || st->guard) return w;
   uint32_t d = depth - 1;
-  pin_t *p = &st->label[d];
-  snap_t *s = pin_current(p);
+  snap_t *s = pin_current(&st->label[d]);
   if (LP_IMPL_UNLIKELY(!s || !s->nscope)) {
-    if (s) unpin(p);
+    if (s) unpin(&st->label[d]);
     return w;
   }
   lp_impl_thread_t *t = lp_impl_self;
   LP_IMPL_STORE_RELEASE(t->frames[d], LP_IMPL_LOAD_RELAXED(t->frames[d]) | LP_IMPL_NOTIFIED);
   lp_notification_t n = {LP_STREAM_LABELS, LP_TP_SCOPE_BEGIN, NULL, NULL, site, 0, NULL, st->tid};
   st->guard = 1;
-  label_begins(s, p, &n);
+  label_begins(s, st->label_slots[d], &n);
   st->guard = 0;
   return w | LP_IMPL_TRACED_MARK;
 }
@@ -983,11 +987,11 @@ uint64_t lp_impl_enter_notify(const lp_site_t *site, int manual) {
   uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
   uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
   snap_t *s = atomic_load_explicit(&current, memory_order_acquire);
-  if (LP_IMPL_UNLIKELY((site->level & lp__trace_levels()) | (d >= LP_STACK_CAPACITY) | st->guard))
-    return enter_notify_general(site, manual);
-  pin_t *p = &st->label[d];
-  if (LP_IMPL_UNLIKELY(!pin_once(p, s) || !s->nscope)) {
-    unpin(p);
+  if (LP_IMPL_UNLIKELY(site->level & lp__trace_levels())) return enter_notify_general(site, manual);
+  if (LP_IMPL_UNLIKELY(d >= LP_STACK_CAPACITY)) return enter_notify_general(site, manual);
+  if (LP_IMPL_UNLIKELY(st->guard)) return enter_notify_general(site, manual);
+  if (LP_IMPL_UNLIKELY(pin_once(&st->label[d], s) != s || !s->nscope)) {
+    unpin(&st->label[d]);
     return enter_notify_general(site, manual);
   }
   LP_IMPL_STORE_RELEASE(t->frames[d], (uintptr_t)site | LP_IMPL_NOTIFIED);
@@ -995,7 +999,7 @@ uint64_t lp_impl_enter_notify(const lp_site_t *site, int manual) {
   LP_IMPL_STORE_RELEASE(t->word, w);
   st->guard = 1; /* first: a signal handler's label from here on reaches nobody, and leaves lbegin alone */
   st->lbegin.site = site;
-  label_begins(s, p, &st->lbegin);
+  label_begins(s, st->label_slots[d], &st->lbegin);
   st->guard = 0;
   return w | LP_IMPL_TRACED_MARK;
 }
@@ -1005,41 +1009,46 @@ void lp__subs_end(lp__thread_t *t, uint32_t depth, const lp_site_t *site) {
   /* A frame marked notified means its begin pinned label[depth] on this thread: my_st exists. */
   sthread_t *st = my_st;
   if (LP_IMPL_UNLIKELY(!st_real(st) || depth >= LP_STACK_CAPACITY)) return;
-  pin_t *p = &st->label[depth];
-  snap_t *s = atomic_load_explicit(&p->snap, memory_order_relaxed);
+  snap_t *s = atomic_load_explicit(&st->label[depth], memory_order_relaxed);
   if (LP_IMPL_UNLIKELY(!s)) return;
   lp_notification_t n = {LP_STREAM_LABELS, LP_TP_SCOPE_END, NULL, NULL, site, 0, NULL, st->tid};
   int g = st->guard;
   st->guard = 1; /* ends are owed even inside a callback; what they do reaches nobody */
-  label_ends(s, p, &n);
+  label_ends(s, st->label_slots[depth], &n);
   st->guard = g;
-  unpin(p);
+  unpin(&st->label[depth]);
 }
 
 /*
  * The usual end of a notified scope, outside any callback: the ends with the
  * thread's ready-made notification, the unpin, the pop. h's frame at depth
- * is on top and is the scope's; p is pinned (gone_st and unborn_st pin nothing).
+ * is on top and is the scope's; label[depth] is pinned (gone_st and unborn_st pin nothing).
  */
 static inline bool end_direct(lp_impl_thread_t *h, sthread_t *st, uint32_t depth, const lp_site_t *site) {
-  pin_t *p = &st->label[depth];
-  snap_t *s = atomic_load_explicit(&p->snap, memory_order_relaxed);
+  snap_t *s = atomic_load_explicit(&st->label[depth], memory_order_relaxed);
   if (LP_IMPL_UNLIKELY(!s || st->guard)) return false;
   st->guard = 1;
   st->lend.site = site;
-  label_ends(s, p, &st->lend);
+  label_ends(s, st->label_slots[depth], &st->lend);
   st->guard = 0;
-  unpin(p);
+  unpin(&st->label[depth]);
   /* Reloaded: the callbacks' own labels moved the change counter. */
   LP_IMPL_STORE_RELEASE(h->word, LP_IMPL_LOAD_RELAXED(h->word) + LP_IMPL_COUNT_ONE - 1);
   return true;
 }
 
-void lp__subs_leave(const lp_site_t *site, uint64_t word) {
+/*
+ * The pseudo-stack's slow end (stack.c has the rest, lp__leave_general),
+ * here so that the usual end of a notified scope is one call from the
+ * program: a marked word (its begin reached subscribers, or was recorded),
+ * its frame on top and notified, outside any callback.
+ */
+void lp_impl_leave_slow(const lp_site_t *site, uint64_t word) {
   lp_impl_thread_t *h = lp_impl_self;
   sthread_t *st = my_st;
   uint32_t depth = (uint32_t)((word ^ LP_IMPL_TRACED_MARK) & LP_IMPL_DEPTH_MASK) - 1;
-  if (LP_IMPL_LIKELY(depth < LP_STACK_CAPACITY && (LP_IMPL_LOAD_RELAXED(h->word) & LP_IMPL_DEPTH_MASK) == depth + 1 &&
+  if (LP_IMPL_LIKELY((word & LP_IMPL_TRACED_MARK) && depth < LP_STACK_CAPACITY &&
+                     (LP_IMPL_LOAD_RELAXED(h->word) & LP_IMPL_DEPTH_MASK) == depth + 1 &&
                      LP_IMPL_LOAD_RELAXED(h->frames[depth]) == ((uintptr_t)site | LP_IMPL_NOTIFIED) &&
                      end_direct(h, st, depth, site)))
     return;
@@ -1078,8 +1087,7 @@ static __attribute__((noinline)) void single_loop(const call_t *c, uint32_t coun
 
 /* A single notification to whoever has a callback for it. */
 static void single(sthread_t *st, const lp_notification_t *n) {
-  pin_t *p = &st->single;
-  snap_t *s = pin_current(p);
+  snap_t *s = pin_current(&st->single.snap);
   if (!s) return;
   const keyent_t *k = lookup(s, pair_key(n->stream, n->type));
   if (k) {
@@ -1087,7 +1095,7 @@ static void single(sthread_t *st, const lp_notification_t *n) {
     single_loop(k->first, k->count, n);
     st->guard = 0;
   }
-  unpin(p);
+  unpin(&st->single.snap);
 }
 
 void lp_impl_instant_notify(uintptr_t tag) {
@@ -1111,6 +1119,15 @@ static __attribute__((noinline)) int notify_slow(uint8_t stream, uint16_t type, 
 }
 
 /* lp_notify's callbacks, st->snote filled in and the guard set: then the guard cleared and the pin dropped. */
+int(lp_notify)(uint8_t stream, uint16_t type, const lp_event_t *parent, const lp_event_t *event, uint64_t instance,
+               const void *user_data) {
+  /* Stream 0 never has a wanted bit: the common case is one load and a test. */
+  if (LP_IMPL_LIKELY(!(LP_IMPL_LOAD_RELAXED(lp_impl_wanted[stream]) & LP_IMPL_WANT_BIT(type))))
+    return stream ? 0 : -EINVAL;
+  return lp_impl_notify_listened(stream, type, parent, event, instance, user_data);
+}
+
+/* lp_notify's callbacks, st->snote filled in and the guard set: then the guard cleared and the pin dropped. */
 static __attribute__((noinline)) int deliver(sthread_t *st, const call_t *c, uint32_t count, unsigned odd) {
   if (LP_IMPL_LIKELY(count == 1)) {
     lp_callback_t cb = c->cb[odd];
@@ -1120,16 +1137,8 @@ static __attribute__((noinline)) int deliver(sthread_t *st, const call_t *c, uin
     single_loop(c, count, &st->snote);
   }
   st->guard = 0;
-  unpin(&st->single);
+  unpin(&st->single.snap);
   return 0;
-}
-
-int(lp_notify)(uint8_t stream, uint16_t type, const lp_event_t *parent, const lp_event_t *event, uint64_t instance,
-               const void *user_data) {
-  /* Stream 0 never has a wanted bit: the common case is one load and a test. */
-  if (LP_IMPL_LIKELY(!(LP_IMPL_LOAD_RELAXED(lp_impl_wanted[stream]) & LP_IMPL_WANT_BIT(type))))
-    return stream ? 0 : -EINVAL;
-  return lp_impl_notify_listened(stream, type, parent, event, instance, user_data);
 }
 
 int lp_impl_notify_listened(uint8_t stream, uint16_t type, const lp_event_t *parent, const lp_event_t *event,
@@ -1139,16 +1148,22 @@ int lp_impl_notify_listened(uint8_t stream, uint16_t type, const lp_event_t *par
   sthread_t *st = my_st; /* unborn_st and gone_st have the guard set */
   snap_t *s = atomic_load_explicit(&current, memory_order_acquire);
   if (LP_IMPL_UNLIKELY(st->guard)) return notify_slow(stream, type, parent, event, instance, user_data);
-  pin_t *p = &st->single;
-  if (LP_IMPL_UNLIKELY(!pin_once(p, s))) {
+  hazard_t *p = &st->single.snap;
+  if (LP_IMPL_UNLIKELY(pin_once(p, s) != s)) {
     unpin(p);
     return notify_slow(stream, type, parent, event, instance, user_data);
   }
   lp_notification_t *n = &st->snote;
   st->guard = 1; /* first: a signal handler's notification from here on reaches nobody, and leaves snote alone */
   /* Filled in before the lookup, so that the arguments need no register of their own past here. */
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  /* stream and type in one store (the byte between them is padding) */
+  uint32_t head = (uint32_t)stream | (uint32_t)type << 16;
+  memcpy(n, &head, sizeof head);
+#else
   n->stream = stream;
   n->type = type;
+#endif
   n->parent = parent;
   n->event = event;
   n->instance = instance;
@@ -1166,14 +1181,14 @@ int lp_impl_notify_listened(uint8_t stream, uint16_t type, const lp_event_t *par
 int lp_impl_notify_wanted_slow(uint8_t stream, uint16_t type) {
   sthread_t *st = st_get();
   if (!st || st->guard) return 0;
-  snap_t *s = pin_current(&st->probe);
+  snap_t *s = pin_current(&st->probe.snap);
   if (!s) return 0;
   int want = 0;
   const keyent_t *k = lookup(s, pair_key(stream, type));
   if (k)
     for (uint32_t i = 0; i < k->count && !want; i++)
       want = k->first[i].cb[type & 1u] != NULL;
-  unpin(&st->probe);
+  unpin(&st->probe.snap);
   return want;
 }
 
@@ -1184,11 +1199,11 @@ int32_t lp_impl_nscope_begin(uint8_t stream, uint16_t type, const lp_event_t *pa
   if (!st || st->guard || st->used == UINT64_MAX) return -1;
   int i = __builtin_ctzll(~st->used);
   pin_t *p = &st->scope[i];
-  snap_t *s = pin_current(p);
+  snap_t *s = pin_current(&p->snap);
   if (!s) return -1;
   const keyent_t *k = lookup(s, pair_key(stream, type));
   if (!k) {
-    unpin(p);
+    unpin(&p->snap);
     return -1;
   }
   st->used |= (uint64_t)1 << i;
@@ -1215,7 +1230,7 @@ void lp_impl_nscope_end(int32_t i) {
     call_ends(k->first, k->count, p, &n);
     st->guard = g;
   }
-  unpin(p);
+  unpin(&p->snap);
   st->used &= ~((uint64_t)1 << i);
 }
 
