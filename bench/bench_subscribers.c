@@ -8,6 +8,9 @@
  *   LP_SCOPE, 1 sub    one enabled subscriber, empty begin and end callbacks
  *   lp_notify          nobody listening to that (stream, type); one empty callback
  *   lp_event_make      a payload already made; a payload made for the first time
+ *   call + callback    for scale: a call to a function out of line that calls an
+ *                      empty callback through a pointer, what every notification
+ *                      does at least once (a scope pair twice)
  * Differences are medians of per-round differences (A and B run alternately),
  * so that both see the same moments of a shared machine.
  *
@@ -55,6 +58,21 @@ static uint8_t stream;
 static void loop_notify(long n) {
   for (long i = 0; i < n; i++) {
     lp_notify(stream, LP_TP_SIGNAL, NULL, NULL, (uint64_t)i, NULL);
+    BENCH_BARRIER();
+  }
+}
+
+/* The least a notification can do out of line: be called, and call the callback through a pointer. */
+static lp_callback_t volatile empty_ptr = empty;
+static __attribute__((noinline)) void call_out(void) {
+  lp_callback_t cb = empty_ptr;
+  void *slot = NULL;
+  cb(NULL, NULL, &slot);
+}
+
+static void loop_call_out(long n) {
+  for (long i = 0; i < n; i++) {
+    call_out();
     BENCH_BARRIER();
   }
 }
@@ -141,7 +159,7 @@ int main(void) {
   const long iters = 50000000, slow_iters = 2000000; /* as bench_scope: long runs for sub-ns differences */
   if (lp_stream_register("bench.stream", &stream) != 0) return 1;
   double flo[2], none[2], none_d[2], one[2], one_d[2], fl2[2], nt0[2], nt0_d[2], nt1[2], nt1_d[2], nothing[2];
-  double make[2], first[2];
+  double make[2], first[2], co[2], co_d[2];
   for (int t = 1; t <= 2; t++) {
     int k = t - 1;
     paired(loop_scope, loop_floor, iters, t, &none[k], &flo[k], &none_d[k]);
@@ -152,6 +170,7 @@ int main(void) {
     s = sub_with(0, 1);
     paired(loop_notify, loop_nothing, slow_iters, t, &nt1[k], &nothing[k], &nt1_d[k]);
     sub_drop(s);
+    paired(loop_call_out, loop_nothing, slow_iters, t, &co[k], &nothing[k], &co_d[k]);
     make[k] = bench_median_run(loop_make, slow_iters, t);
     first[k] = bench_run_cold(loop_first, 200000, t);
   }
@@ -167,6 +186,7 @@ int main(void) {
   printf("  %-52s %+10.2f %+10.2f\n", "  minus the floor (paired rounds)", one_d[0], one_d[1]);
   printf("  %-52s %10.2f %10.2f\n", "lp_notify, nobody listening (minus empty loop)", nt0_d[0], nt0_d[1]);
   printf("  %-52s %10.2f %10.2f\n", "lp_notify, 1 empty callback (minus empty loop)", nt1_d[0], nt1_d[1]);
+  printf("  %-52s %10.2f %10.2f\n", "for scale: call + empty callback (minus empty loop)", co_d[0], co_d[1]);
   printf("  %-52s %10.2f %10.2f\n", "lp_event_make, payload already made", make[0], make[1]);
   printf("  %-52s %10.2f %10.2f\n", "lp_event_make, first time (200k new payloads)", first[0], first[1]);
 

@@ -1135,6 +1135,9 @@ LP_EXPORT uint64_t lp_impl_enter_notify(const lp_site_t *site, int manual);
 LP_EXPORT void lp_impl_end_notify(uintptr_t tag, uint32_t depth);
 LP_EXPORT void lp_impl_instant_notify(uintptr_t tag);
 LP_EXPORT int lp_impl_notify_wanted_slow(uint8_t stream, uint16_t type);
+/* lp_notify() past its test of lp_impl_wanted, which the caller made and found set (or stream 0). */
+LP_EXPORT int lp_impl_notify_listened(uint8_t stream, uint16_t type, const lp_event_t *parent,
+                                      const lp_event_t *event, uint64_t instance, const void *user_data);
 LP_EXPORT int32_t lp_impl_nscope_begin(uint8_t stream, uint16_t type, const lp_event_t *parent,
                                        const lp_event_t *event, uint64_t instance, const void *user_data);
 LP_EXPORT void lp_impl_nscope_end(int32_t pin);
@@ -1359,13 +1362,14 @@ static inline int lp_notify_wanted(uint8_t stream, uint16_t type) {
 
 /*
  * lp_notify() is also a macro, so that nobody listening costs one load and a
- * test inline; the function behind it is the exported lp_notify (call it as
- * (lp_notify)(...) or through a pointer to skip the inline test).
+ * test inline; when the bit is set, the call goes past the exported
+ * lp_notify's own test of it. (lp_notify)(...) or a pointer to lp_notify
+ * calls the function, test included.
  */
 static inline int lp_impl_notify(uint8_t stream, uint16_t type, const lp_event_t *parent, const lp_event_t *event,
                                  uint64_t instance, const void *user_data) {
   if (LP_IMPL_LIKELY(!(LP_IMPL_LOAD_RELAXED(lp_impl_wanted[stream]) & LP_IMPL_WANT_BIT(type))) && stream) return 0;
-  return (lp_notify)(stream, type, parent, event, instance, user_data);
+  return lp_impl_notify_listened(stream, type, parent, event, instance, user_data);
 }
 #ifndef LABELPROF_DISABLE
 #define lp_notify(stream, type, parent, event, instance, user_data) \

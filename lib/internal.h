@@ -626,8 +626,8 @@ void lp__subs_env_load(void);
 void lp__subs_heal(lp__thread_t *t, uint32_t from, uint32_t to);
 /* The end callbacks of the notified scope whose frame is at depth (still on the stack). */
 void lp__subs_end(lp__thread_t *t, uint32_t depth, const lp_site_t *site);
-/* The same, then the pop: the usual end of such a scope, its frame on top of h's stack. */
-void lp__subs_leave(lp_impl_thread_t *h, uint32_t depth, const lp_site_t *site);
+/* stack.c: lp_impl_leave_slow() (in subs.c) past the subscribers' direct end; heals the stack if it must. */
+void lp__leave_general(const lp_site_t *site, uint64_t word);
 void lp__subs_atfork_prepare(void);
 void lp__subs_atfork_parent(void);
 void lp__subs_atfork_child(void);

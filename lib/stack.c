@@ -85,17 +85,11 @@ static bool heal(lp__thread_t *t, uint32_t depth) {
   return d > depth;
 }
 
-void lp_impl_leave_slow(const lp_site_t *site, uint64_t word) {
-  if (word & LP_IMPL_TRACED_MARK) {
-    /* The usual end of a scope whose begin reached subscribers (and was not recorded): its frame on top. */
-    lp_impl_thread_t *h = lp_impl_self;
-    uint32_t depth = (uint32_t)((word ^ LP_IMPL_TRACED_MARK) & LP_IMPL_DEPTH_MASK) - 1;
-    if (LP_IMPL_LIKELY(depth < LP_STACK_CAPACITY && (LP_IMPL_LOAD_RELAXED(h->word) & LP_IMPL_DEPTH_MASK) == depth + 1 &&
-                       LP_IMPL_LOAD_RELAXED(h->frames[depth]) == ((uintptr_t)site | LP_IMPL_NOTIFIED))) {
-      lp__subs_leave(h, depth, site);
-      return;
-    }
-  }
+/*
+ * A scope's end that the inline path could not finish. lp_impl_leave_slow()
+ * is in subs.c: it ends a notified scope directly and comes here otherwise.
+ */
+void lp__leave_general(const lp_site_t *site, uint64_t word) {
   if ((uint32_t)(word & LP_IMPL_DEPTH_MASK) == LP_IMPL_NOT_PUSHED) return;
   /* Marked: the scope recorded a begin, or its begin reached subscribers; its frame says which. */
   bool marked = (word & LP_IMPL_TRACED_MARK) != 0;

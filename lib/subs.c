@@ -380,14 +380,15 @@ struct lp_subscriber {
 
 /* One subscriber's callbacks for a pair of types (a single type is the even half). */
 typedef struct call {
-  lp_callback_t begin, end; /* the even type's callback, the odd one's */
+  lp_callback_t cb[2]; /* the even type's callback (a begin), the odd one's (its end) */
   void *data;
   uint32_t slot; /* the subscriber's index in the snapshot: its instance slot */
 } call_t;
 
 typedef struct keyent {
   uint32_t key; /* stream << 16 | even type; 0 = empty (stream 0 does not exist) */
-  uint32_t first, count;
+  uint32_t count;
+  const call_t *first; /* its calls, in the snapshot's calls[] */
 } keyent_t;
 
 typedef struct snap {
@@ -403,8 +404,10 @@ typedef struct snap {
   uint64_t wanted[256];
 } snap_t;
 
+typedef _Atomic(snap_t *) hazard_t; /* a hazard pointer: the snapshot a reader uses */
+
 typedef struct pin {
-  _Atomic(snap_t *) snap;
+  hazard_t snap;
   void *slots[MAX_SUBS];
 } pin_t;
 
@@ -422,8 +425,20 @@ typedef struct sthread {
   uint64_t tid;
   int guard; /* inside a callback */
   uint64_t used; /* scope[] pins in use */
+  /*
+   * The labels' notifications, filled in once (only the site changes): the
+   * direct paths, which run only outside callbacks (guard clear), set the
+   * guard, then the site, then call. A notification made while the guard is
+   * set (an end owed inside a callback) is built on the stack instead.
+   */
+  lp_notification_t lbegin, lend;
+  /* lp_notify's, and the slot its callbacks get (NULL before each): used the same way, site always NULL. */
+  lp_notification_t snote;
+  void *sslot;
   pin_t single, probe;
-  pin_t label[LP_STACK_CAPACITY];
+  /* The labels' pins: frame d's hazard pointer and its instance slots, apart (plain indexing for both). */
+  hazard_t label[LP_STACK_CAPACITY];
+  void *label_slots[LP_STACK_CAPACITY][MAX_SUBS];
   pin_t scope[NSCOPES];
   scope_info_t info[NSCOPES];
   lp_event_t *events[ECACHE]; /* lp_event_make's cache */
@@ -435,11 +450,21 @@ static lp_subscriber_t *enabled_list[MAX_SUBS];
 static uint32_t nenabled;
 static snap_t *retired;
 static sthread_t *sthreads;
-static _Atomic(snap_t *) current;
+/* The snapshot notifications use; with no subscriber enabled, empty_snap (no keys, nothing to call), never NULL. */
+static keyent_t no_keys[1];
+static snap_t empty_snap = {.mask = 0, .keys = no_keys};
+static _Atomic(snap_t *) current = &empty_snap;
 static _Atomic bool asym __attribute__((unused)); /* membarrier registered: readers need no fence */
 
-static __thread sthread_t *my_st __attribute__((tls_model("initial-exec")));
-static sthread_t gone_st = {.guard = 1}; /* the thread's state was freed at its exit; as if in a callback */
+/*
+ * The thread's state; before its first notification unborn_st, after its
+ * exit gone_st. Both read as inside a callback (guard set) and hold no pin,
+ * so that the direct paths need no test of their own for them.
+ */
+static sthread_t unborn_st = {.guard = 1};
+static sthread_t gone_st = {.guard = 1};
+static __thread sthread_t *my_st __attribute__((tls_model("initial-exec"))) = &unborn_st;
+static inline bool st_real(const sthread_t *st) { return st != &unborn_st && st != &gone_st; }
 static pthread_once_t st_once = PTHREAD_ONCE_INIT;
 static pthread_key_t st_key;
 static bool st_key_ok;
@@ -465,6 +490,9 @@ static sthread_t *st_create(void) {
   sthread_t *st = calloc(1, sizeof *st);
   if (!st) return NULL;
   st->tid = t->tid;
+  st->lbegin = (lp_notification_t){LP_STREAM_LABELS, LP_TP_SCOPE_BEGIN, NULL, NULL, NULL, 0, NULL, st->tid};
+  st->lend = (lp_notification_t){LP_STREAM_LABELS, LP_TP_SCOPE_END, NULL, NULL, NULL, 0, NULL, st->tid};
+  st->snote = (lp_notification_t){0, 0, NULL, NULL, NULL, 0, NULL, st->tid};
   if (pthread_setspecific(st_key, st) != 0) {
     free(st);
     return NULL;
@@ -480,8 +508,8 @@ static sthread_t *st_create(void) {
 
 static inline sthread_t *st_get(void) {
   sthread_t *st = my_st;
-  if (LP_IMPL_LIKELY(st != NULL)) return st == &gone_st ? NULL : st;
-  return st_create();
+  if (LP_IMPL_LIKELY(st_real(st))) return st;
+  return st == &gone_st ? NULL : st_create();
 }
 
 static lp_event_t **cache_slot(const lp_payload_t *p) {
@@ -494,31 +522,33 @@ static lp_event_t **cache_slot(const lp_payload_t *p) {
 }
 
 /* Pins the current snapshot; NULL if there is none (or it kept changing). */
-static inline snap_t *pin_current(pin_t *p) {
+static inline snap_t *pin_current(hazard_t *h) {
   for (int i = 0; i < 8; i++) {
     snap_t *s = atomic_load_explicit(&current, memory_order_acquire);
     if (!s) break; /* (a pin an earlier try stored is cleared below) */
 #if !LP__TSAN
     if (LP_IMPL_LIKELY(atomic_load_explicit(&asym, memory_order_relaxed))) {
-      atomic_store_explicit(&p->snap, s, memory_order_relaxed);
+      atomic_store_explicit(h, s, memory_order_relaxed);
       atomic_signal_fence(memory_order_seq_cst); /* the writer's membarrier() is the fence */
       if (atomic_load_explicit(&current, memory_order_relaxed) == s) return s;
       continue;
     }
 #endif
-    atomic_store_explicit(&p->snap, s, memory_order_seq_cst);
+    atomic_store_explicit(h, s, memory_order_seq_cst);
     if (atomic_load_explicit(&current, memory_order_seq_cst) == s) return s;
   }
-  if (atomic_load_explicit(&p->snap, memory_order_relaxed)) atomic_store_explicit(&p->snap, NULL, memory_order_release);
+  if (atomic_load_explicit(h, memory_order_relaxed)) atomic_store_explicit(h, NULL, memory_order_release);
   return NULL;
 }
 
-static inline void unpin(pin_t *p) { atomic_store_explicit(&p->snap, NULL, memory_order_release); }
+static inline void unpin(hazard_t *h) { atomic_store_explicit(h, NULL, memory_order_release); }
 
 static inline uint32_t pair_key(uint8_t stream, uint16_t type) { return (uint32_t)stream << 16 | (type & 0xfffeu); }
 
+static inline uint32_t key_home(uint32_t key, uint32_t mask) { return (key * 2654435761u) >> 7 & mask; }
+
 static inline const keyent_t *lookup(const snap_t *s, uint32_t key) {
-  for (uint32_t h = (key * 2654435761u) >> 7 & s->mask;; h = (h + 1) & s->mask) {
+  for (uint32_t h = key_home(key, s->mask);; h = (h + 1) & s->mask) {
     const keyent_t *k = &s->keys[h];
     if (k->key == key) return k;
     if (k->key == 0) return NULL;
@@ -530,7 +560,7 @@ static bool pinned(const snap_t *s) {
   for (sthread_t *st = sthreads; st; st = st->next) {
     if (atomic_load(&st->single.snap) == s || atomic_load(&st->probe.snap) == s) return true;
     for (int i = 0; i < LP_STACK_CAPACITY; i++)
-      if (atomic_load(&st->label[i].snap) == s) return true;
+      if (atomic_load(&st->label[i]) == s) return true;
     for (int i = 0; i < NSCOPES; i++)
       if (atomic_load(&st->scope[i].snap) == s) return true;
   }
@@ -556,6 +586,12 @@ static void reclaim(void) {
   }
 }
 
+static void nop_callback(const lp_notification_t *n, void *subscriber_data, void **instance_data) {
+  (void)n;
+  (void)subscriber_data;
+  (void)instance_data;
+}
+
 typedef struct flat {
   uint32_t key, sub;
   bool odd;
@@ -566,6 +602,20 @@ static int flat_cmp(const void *a, const void *b) {
   const flat_t *x = a, *y = b;
   if (x->key != y->key) return x->key < y->key ? -1 : 1;
   return x->sub < y->sub ? -1 : x->sub > y->sub;
+}
+
+#define KEYS_SPREAD 4096u /* the most key entries build() spends on a table without shared homes */
+
+/* Whether two of the (sorted) keys of f have the same home in a table of mask + 1 entries. */
+static bool homes_collide(const flat_t *f, uint32_t nf, uint32_t mask) {
+  uint64_t seen[KEYS_SPREAD / 64] = {0};
+  for (uint32_t i = 0; i < nf; i++) {
+    if (i > 0 && f[i].key == f[i - 1].key) continue;
+    uint32_t h = key_home(f[i].key, mask);
+    if (seen[h / 64] >> (h % 64) & 1) return true;
+    seen[h / 64] |= (uint64_t)1 << (h % 64);
+  }
+  return false;
 }
 
 /* The snapshot of the enabled subscribers, or NULL with *rc = -ENOMEM (none enabled: NULL, *rc = 0). subs_mu held. */
@@ -588,8 +638,10 @@ static snap_t *build(int *rc) {
     if (i == 0 || f[i].key != f[i - 1].key) nkeys++;
     if (i == 0 || f[i].key != f[i - 1].key || f[i].sub != f[i - 1].sub) ncalls++;
   }
+  /* Big enough that no two keys share a home, where a few KiB allow: a notification's lookup is one probe. */
   uint32_t size = 8;
   while (size < nkeys * 2) size *= 2;
+  while (size < KEYS_SPREAD && homes_collide(f, nf, size - 1)) size *= 2;
   snap_t *s = calloc(1, sizeof *s + size * sizeof(keyent_t) + (ncalls ? ncalls : 1) * sizeof(call_t));
   if (!s) {
     free(f);
@@ -604,29 +656,34 @@ static snap_t *build(int *rc) {
   keyent_t *k = NULL;
   for (uint32_t i = 0; i < nf; i++) {
     if (i == 0 || f[i].key != f[i - 1].key) {
-      uint32_t h = (f[i].key * 2654435761u) >> 7 & s->mask;
+      uint32_t h = key_home(f[i].key, s->mask);
       while (s->keys[h].key) h = (h + 1) & s->mask;
       k = &s->keys[h];
       k->key = f[i].key;
-      k->first = c;
+      k->first = &s->calls[c];
       uint8_t stream = (uint8_t)(f[i].key >> 16);
       s->wanted[stream] |= LP_IMPL_WANT_BIT(f[i].key & 0xffffu);
     }
     if (i == 0 || f[i].key != f[i - 1].key || f[i].sub != f[i - 1].sub) {
-      s->calls[c] = (call_t){NULL, NULL, s->subs[f[i].sub]->data, f[i].sub};
+      s->calls[c] = (call_t){{NULL, NULL}, s->subs[f[i].sub]->data, f[i].sub};
       c++;
       k->count++;
     }
     if (f[i].odd)
-      s->calls[c - 1].end = f[i].cb;
+      s->calls[c - 1].cb[1] = f[i].cb;
     else
-      s->calls[c - 1].begin = f[i].cb;
+      s->calls[c - 1].cb[0] = f[i].cb;
   }
   free(f);
   const keyent_t *sk = lookup(s, pair_key(LP_STREAM_LABELS, LP_TP_SCOPE_BEGIN));
   if (sk) {
-    memcpy(s->scope, &s->calls[sk->first], sk->count * sizeof *s->scope);
+    memcpy(s->scope, sk->first, sk->count * sizeof *s->scope);
     s->nscope = sk->count;
+    /* The label paths call without testing: a missing half of the pair is a no-op. */
+    for (uint32_t i = 0; i < s->nscope; i++) {
+      if (!s->scope[i].cb[0]) s->scope[i].cb[0] = nop_callback;
+      if (!s->scope[i].cb[1]) s->scope[i].cb[1] = nop_callback;
+    }
   }
   return s;
 oom:
@@ -649,13 +706,13 @@ static int publish(void) {
   snap_t *n = build(&rc);
   if (rc) return rc;
   snap_t *old = atomic_load(&current);
-  atomic_store_explicit(&current, n, memory_order_seq_cst);
+  atomic_store_explicit(&current, n ? n : &empty_snap, memory_order_seq_cst);
   for (int i = 1; i < 256; i++) {
     uint64_t w = n ? n->wanted[i] : 0;
     if (LP_IMPL_LOAD_RELAXED(lp_impl_wanted[i]) != w) LP_IMPL_STORE_RELAXED(lp_impl_wanted[i], w);
   }
   lp__levels_set_subs(n && n->wanted[LP_STREAM_LABELS]);
-  if (old) {
+  if (old != &empty_snap) {
     old->retired_next = retired;
     retired = old;
   }
@@ -759,7 +816,7 @@ static bool own_pins_hold(const sthread_t *st, const lp_subscriber_t *s) {
   if (!st) return false;
   const snap_t *x;
   for (int i = 0; i < LP_STACK_CAPACITY; i++)
-    if ((x = atomic_load_explicit(&st->label[i].snap, memory_order_relaxed)) && holds(x, s)) return true;
+    if ((x = atomic_load_explicit(&st->label[i], memory_order_relaxed)) && holds(x, s)) return true;
   for (int i = 0; i < NSCOPES; i++)
     if ((x = atomic_load_explicit(&st->scope[i].snap, memory_order_relaxed)) && holds(x, s)) return true;
   return false;
@@ -776,7 +833,7 @@ static bool in_use(const lp_subscriber_t *s) {
       if (x && holds(x, s)) return true;
     }
     for (int i = 0; i < LP_STACK_CAPACITY; i++) {
-      const snap_t *x = atomic_load(&st->label[i].snap);
+      const snap_t *x = atomic_load(&st->label[i]);
       if (x && holds(x, s)) return true;
     }
     for (int i = 0; i < NSCOPES; i++) {
@@ -793,7 +850,7 @@ int lp_subscriber_destroy(lp_subscriber_t *s, int64_t timeout_ns) {
   int rc = !known_sub(s) ? -EINVAL : s->enabled ? -EBUSY : 0;
   lp__unlock(&subs_mu);
   if (rc) return rc;
-  sthread_t *st = my_st == &gone_st ? NULL : my_st;
+  sthread_t *st = st_real(my_st) ? my_st : NULL;
   if (st && (st->guard || own_pins_hold(st, s))) return -EDEADLK;
   uint64_t start = lp__mono_ns();
   long nap = 20000; /* ns; doubles up to 1 ms */
@@ -827,7 +884,7 @@ int lp_subscriber_destroy(lp_subscriber_t *s, int64_t timeout_ns) {
 
 static inline void call_begins(const call_t *c, uint32_t n, pin_t *p, const lp_notification_t *note, bool odd) {
   for (uint32_t i = 0; i < n; i++) {
-    lp_callback_t cb = odd ? c[i].end : c[i].begin;
+    lp_callback_t cb = c[i].cb[odd];
     p->slots[c[i].slot] = NULL;
     if (cb) cb(note, c[i].data, &p->slots[c[i].slot]);
   }
@@ -835,11 +892,63 @@ static inline void call_begins(const call_t *c, uint32_t n, pin_t *p, const lp_n
 
 static inline void call_ends(const call_t *c, uint32_t n, pin_t *p, const lp_notification_t *note) {
   for (uint32_t i = n; i-- > 0;)
-    if (c[i].end) c[i].end(note, c[i].data, &p->slots[c[i].slot]);
+    if (c[i].cb[1]) c[i].cb[1](note, c[i].data, &p->slots[c[i].slot]);
+}
+
+/*
+ * The labels' scope pair: s->scope[] has no NULL callback (build() puts a
+ * no-op in its place) and the instance slot of scope[i] is slots[i].
+ */
+static __attribute__((noinline)) void label_begins_loop(const snap_t *s, void **slots, const lp_notification_t *note) {
+  const call_t *c = s->scope;
+  for (uint32_t i = 0, n = s->nscope; i < n; i++) {
+    slots[i] = NULL;
+    c[i].cb[0](note, c[i].data, &slots[i]);
+  }
+}
+
+static __attribute__((noinline)) void label_ends_loop(const snap_t *s, void **slots, const lp_notification_t *note) {
+  const call_t *c = s->scope;
+  for (uint32_t i = s->nscope; i-- > 0;) c[i].cb[1](note, c[i].data, &slots[i]);
+}
+
+/* One subscriber, the usual case, straight: the loops are out of line, with the registers they need. */
+static inline void label_begins(const snap_t *s, void **slots, const lp_notification_t *note) {
+  if (LP_IMPL_LIKELY(s->nscope == 1)) {
+    slots[0] = NULL;
+    s->scope[0].cb[0](note, s->scope[0].data, &slots[0]);
+  } else {
+    label_begins_loop(s, slots, note);
+  }
+}
+
+static inline void label_ends(const snap_t *s, void **slots, const lp_notification_t *note) {
+  if (LP_IMPL_LIKELY(s->nscope == 1))
+    s->scope[0].cb[1](note, s->scope[0].data, &slots[0]);
+  else
+    label_ends_loop(s, slots, note);
+}
+
+/*
+ * One try at pinning s, already read from `current`, in h: returns current
+ * as read after the pin, which must be s. When it is not, h may hold s: the
+ * caller clears it or pins again.
+ */
+static inline snap_t *pin_once(hazard_t *h, snap_t *s) {
+#if !LP__TSAN
+  if (LP_IMPL_LIKELY(atomic_load_explicit(&asym, memory_order_relaxed))) {
+    atomic_store_explicit(h, s, memory_order_relaxed);
+    atomic_signal_fence(memory_order_seq_cst); /* the writer's membarrier() is the fence */
+    return atomic_load_explicit(&current, memory_order_relaxed);
+  }
+#endif
+  atomic_store_explicit(h, s, memory_order_seq_cst);
+  return atomic_load_explicit(&current, memory_order_seq_cst);
 }
 
 /* Everything out of the ordinary: recorded scopes, new or exited threads, deep stacks, callbacks' own labels. */
-static __attribute__((noinline)) uint64_t enter_notify_general(const lp_site_t *site, int manual, uint32_t tl) {
+static __attribute__((noinline)) uint64_t enter_notify_general(const lp_site_t *site, int manual) {
+  uint32_t tl = lp__trace_levels();
   uint64_t w;
   if (site->level & tl)
     w = lp_impl_enter_traced(site, tl, manual); /* tl has no LP_IMPL_SUBS: records and pushes */
@@ -851,46 +960,46 @@ static __attribute__((noinline)) uint64_t enter_notify_general(const lp_site_t *
   sthread_t *st = st_get();
   if (!st || st->guard) return w;
   uint32_t d = depth - 1;
-  pin_t *p = &st->label[d];
-  snap_t *s = pin_current(p);
+  snap_t *s = pin_current(&st->label[d]);
   if (LP_IMPL_UNLIKELY(!s || !s->nscope)) {
-    if (s) unpin(p);
+    if (s) unpin(&st->label[d]);
     return w;
   }
   lp_impl_thread_t *t = lp_impl_self;
   LP_IMPL_STORE_RELEASE(t->frames[d], LP_IMPL_LOAD_RELAXED(t->frames[d]) | LP_IMPL_NOTIFIED);
   lp_notification_t n = {LP_STREAM_LABELS, LP_TP_SCOPE_BEGIN, NULL, NULL, site, 0, NULL, st->tid};
   st->guard = 1;
-  call_begins(s->scope, s->nscope, p, &n, false);
+  label_begins(s, st->label_slots[d], &n);
   st->guard = 0;
   return w | LP_IMPL_TRACED_MARK;
 }
 
 /*
  * A scope's begin while subscribers listen to labels. The usual case (not
- * recorded, a registered thread with its pins, room on the stack, not in a
- * callback): pin, push the frame already marked, call the begins.
+ * recorded, a thread with its pins, room on the stack, not in a callback,
+ * the snapshot pinned at the first try) in one function with one test:
+ * pin, push the frame already marked, call the begins with the thread's
+ * ready-made notification. Anything else goes to enter_notify_general().
  */
 uint64_t lp_impl_enter_notify(const lp_site_t *site, int manual) {
-  uint32_t tl = lp__trace_levels();
   lp_impl_thread_t *t = lp_impl_self;
-  sthread_t *st = my_st;
+  sthread_t *st = my_st; /* unborn_st and gone_st have the guard set */
   uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
   uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
-  if (LP_IMPL_UNLIKELY((site->level & tl) || d >= LP_STACK_CAPACITY || !st || st->guard)) /* gone_st's guard is set */
-    return enter_notify_general(site, manual, tl);
-  pin_t *p = &st->label[d];
-  snap_t *s = pin_current(p);
-  if (LP_IMPL_UNLIKELY(!s || !s->nscope)) {
-    if (s) unpin(p);
-    return lp_impl_push((uintptr_t)site);
+  snap_t *s = atomic_load_explicit(&current, memory_order_acquire);
+  if (LP_IMPL_UNLIKELY(site->level & lp__trace_levels())) return enter_notify_general(site, manual);
+  if (LP_IMPL_UNLIKELY(d >= LP_STACK_CAPACITY)) return enter_notify_general(site, manual);
+  if (LP_IMPL_UNLIKELY(st->guard)) return enter_notify_general(site, manual);
+  if (LP_IMPL_UNLIKELY(pin_once(&st->label[d], s) != s || !s->nscope)) {
+    unpin(&st->label[d]);
+    return enter_notify_general(site, manual);
   }
   LP_IMPL_STORE_RELEASE(t->frames[d], (uintptr_t)site | LP_IMPL_NOTIFIED);
   w += LP_IMPL_COUNT_ONE + 1;
   LP_IMPL_STORE_RELEASE(t->word, w);
-  lp_notification_t n = {LP_STREAM_LABELS, LP_TP_SCOPE_BEGIN, NULL, NULL, site, 0, NULL, st->tid};
-  st->guard = 1;
-  call_begins(s->scope, s->nscope, p, &n, false);
+  st->guard = 1; /* first: a signal handler's label from here on reaches nobody, and leaves lbegin alone */
+  st->lbegin.site = site;
+  label_begins(s, st->label_slots[d], &st->lbegin);
   st->guard = 0;
   return w | LP_IMPL_TRACED_MARK;
 }
@@ -899,28 +1008,51 @@ void lp__subs_end(lp__thread_t *t, uint32_t depth, const lp_site_t *site) {
   (void)t;
   /* A frame marked notified means its begin pinned label[depth] on this thread: my_st exists. */
   sthread_t *st = my_st;
-  if (LP_IMPL_UNLIKELY(!st || st == &gone_st || depth >= LP_STACK_CAPACITY)) return;
-  pin_t *p = &st->label[depth];
-  snap_t *s = atomic_load_explicit(&p->snap, memory_order_relaxed);
+  if (LP_IMPL_UNLIKELY(!st_real(st) || depth >= LP_STACK_CAPACITY)) return;
+  snap_t *s = atomic_load_explicit(&st->label[depth], memory_order_relaxed);
   if (LP_IMPL_UNLIKELY(!s)) return;
-  /* The calls are read before the notification is built on the stack: no load waits behind those stores. */
-  const call_t *c = s->scope;
-  uint32_t nc = s->nscope;
-  lp_callback_t last = nc ? c[nc - 1].end : NULL;
   lp_notification_t n = {LP_STREAM_LABELS, LP_TP_SCOPE_END, NULL, NULL, site, 0, NULL, st->tid};
   int g = st->guard;
   st->guard = 1; /* ends are owed even inside a callback; what they do reaches nobody */
-  if (nc) {
-    if (last) last(&n, c[nc - 1].data, &p->slots[c[nc - 1].slot]);
-    call_ends(c, nc - 1, p, &n);
-  }
+  label_ends(s, st->label_slots[depth], &n);
   st->guard = g;
-  unpin(p);
+  unpin(&st->label[depth]);
 }
 
-void lp__subs_leave(lp_impl_thread_t *h, uint32_t depth, const lp_site_t *site) {
-  lp__subs_end((lp__thread_t *)h, depth, site);
+/*
+ * The usual end of a notified scope, outside any callback: the ends with the
+ * thread's ready-made notification, the unpin, the pop. h's frame at depth
+ * is on top and is the scope's; label[depth] is pinned (gone_st and unborn_st pin nothing).
+ */
+static inline bool end_direct(lp_impl_thread_t *h, sthread_t *st, uint32_t depth, const lp_site_t *site) {
+  snap_t *s = atomic_load_explicit(&st->label[depth], memory_order_relaxed);
+  if (LP_IMPL_UNLIKELY(!s || st->guard)) return false;
+  st->guard = 1;
+  st->lend.site = site;
+  label_ends(s, st->label_slots[depth], &st->lend);
+  st->guard = 0;
+  unpin(&st->label[depth]);
+  /* Reloaded: the callbacks' own labels moved the change counter. */
   LP_IMPL_STORE_RELEASE(h->word, LP_IMPL_LOAD_RELAXED(h->word) + LP_IMPL_COUNT_ONE - 1);
+  return true;
+}
+
+/*
+ * The pseudo-stack's slow end (stack.c has the rest, lp__leave_general),
+ * here so that the usual end of a notified scope is one call from the
+ * program: a marked word (its begin reached subscribers, or was recorded),
+ * its frame on top and notified, outside any callback.
+ */
+void lp_impl_leave_slow(const lp_site_t *site, uint64_t word) {
+  lp_impl_thread_t *h = lp_impl_self;
+  sthread_t *st = my_st;
+  uint32_t depth = (uint32_t)((word ^ LP_IMPL_TRACED_MARK) & LP_IMPL_DEPTH_MASK) - 1;
+  if (LP_IMPL_LIKELY((word & LP_IMPL_TRACED_MARK) && depth < LP_STACK_CAPACITY &&
+                     (LP_IMPL_LOAD_RELAXED(h->word) & LP_IMPL_DEPTH_MASK) == depth + 1 &&
+                     LP_IMPL_LOAD_RELAXED(h->frames[depth]) == ((uintptr_t)site | LP_IMPL_NOTIFIED) &&
+                     end_direct(h, st, depth, site)))
+    return;
+  lp__leave_general(site, word);
 }
 
 void lp__subs_heal(lp__thread_t *t, uint32_t from, uint32_t to) {
@@ -933,32 +1065,37 @@ void lp__subs_heal(lp__thread_t *t, uint32_t from, uint32_t to) {
 }
 
 void lp_impl_end_notify(uintptr_t tag, uint32_t depth) {
+  const lp_site_t *site = (const lp_site_t *)(tag & ~(uintptr_t)(LP_IMPL_TRACED | LP_IMPL_NOTIFIED));
+  /* LP_END of a notified, unrecorded frame on top (lp_impl_end checked the depth): the direct end. */
+  if (LP_IMPL_LIKELY(!(tag & LP_IMPL_TRACED)) && end_direct(lp_impl_self, my_st, depth, site)) return;
   lp__thread_t *t = lp__thread_current();
   if (!t) return;
-  const lp_site_t *site = (const lp_site_t *)(tag & ~(uintptr_t)(LP_IMPL_TRACED | LP_IMPL_NOTIFIED));
   lp__subs_end(t, depth, site);
   uint64_t w = LP_IMPL_LOAD_RELAXED(t->hot.word);
   LP_IMPL_STORE_RELEASE(t->hot.word, w + LP_IMPL_COUNT_ONE - 1);
   if (tag & LP_IMPL_TRACED) lp_impl_end_event(&t->hot, (uintptr_t)site, depth);
 }
 
+/* The callbacks of a single notification, each with a fresh NULL slot. */
+static __attribute__((noinline)) void single_loop(const call_t *c, uint32_t count, const lp_notification_t *n) {
+  for (uint32_t i = 0; i < count; i++) {
+    lp_callback_t cb = c[i].cb[n->type & 1u];
+    void *slot = NULL;
+    if (cb) cb(n, c[i].data, &slot);
+  }
+}
+
 /* A single notification to whoever has a callback for it. */
 static void single(sthread_t *st, const lp_notification_t *n) {
-  pin_t *p = &st->single;
-  snap_t *s = pin_current(p);
+  snap_t *s = pin_current(&st->single.snap);
   if (!s) return;
   const keyent_t *k = lookup(s, pair_key(n->stream, n->type));
   if (k) {
     st->guard = 1;
-    const call_t *c = &s->calls[k->first];
-    for (uint32_t i = 0; i < k->count; i++) {
-      lp_callback_t cb = (n->type & 1u) ? c[i].end : c[i].begin;
-      void *slot = NULL;
-      if (cb) cb(n, c[i].data, &slot);
-    }
+    single_loop(k->first, k->count, n);
     st->guard = 0;
   }
-  unpin(p);
+  unpin(&st->single.snap);
 }
 
 void lp_impl_instant_notify(uintptr_t tag) {
@@ -981,25 +1118,77 @@ static __attribute__((noinline)) int notify_slow(uint8_t stream, uint16_t type, 
   return 0;
 }
 
+/* lp_notify's callbacks, st->snote filled in and the guard set: then the guard cleared and the pin dropped. */
 int(lp_notify)(uint8_t stream, uint16_t type, const lp_event_t *parent, const lp_event_t *event, uint64_t instance,
                const void *user_data) {
   /* Stream 0 never has a wanted bit: the common case is one load and a test. */
   if (LP_IMPL_LIKELY(!(LP_IMPL_LOAD_RELAXED(lp_impl_wanted[stream]) & LP_IMPL_WANT_BIT(type))))
     return stream ? 0 : -EINVAL;
-  return notify_slow(stream, type, parent, event, instance, user_data);
+  return lp_impl_notify_listened(stream, type, parent, event, instance, user_data);
+}
+
+/* lp_notify's callbacks, st->snote filled in and the guard set: then the guard cleared and the pin dropped. */
+static __attribute__((noinline)) int deliver(sthread_t *st, const call_t *c, uint32_t count, unsigned odd) {
+  if (LP_IMPL_LIKELY(count == 1)) {
+    lp_callback_t cb = c->cb[odd];
+    st->sslot = NULL;
+    if (LP_IMPL_LIKELY(cb != NULL)) cb(&st->snote, c->data, &st->sslot);
+  } else {
+    single_loop(c, count, &st->snote);
+  }
+  st->guard = 0;
+  unpin(&st->single.snap);
+  return 0;
+}
+
+int lp_impl_notify_listened(uint8_t stream, uint16_t type, const lp_event_t *parent, const lp_event_t *event,
+                            uint64_t instance, const void *user_data) {
+  if (LP_IMPL_UNLIKELY(!stream)) return -EINVAL;
+  /* Someone may listen. The usual case here: a thread with its state, outside callbacks, pinned at the first try. */
+  sthread_t *st = my_st; /* unborn_st and gone_st have the guard set */
+  snap_t *s = atomic_load_explicit(&current, memory_order_acquire);
+  if (LP_IMPL_UNLIKELY(st->guard)) return notify_slow(stream, type, parent, event, instance, user_data);
+  hazard_t *p = &st->single.snap;
+  if (LP_IMPL_UNLIKELY(pin_once(p, s) != s)) {
+    unpin(p);
+    return notify_slow(stream, type, parent, event, instance, user_data);
+  }
+  lp_notification_t *n = &st->snote;
+  st->guard = 1; /* first: a signal handler's notification from here on reaches nobody, and leaves snote alone */
+  /* Filled in before the lookup, so that the arguments need no register of their own past here. */
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  /* stream and type in one store (the byte between them is padding) */
+  uint32_t head = (uint32_t)stream | (uint32_t)type << 16;
+  memcpy(n, &head, sizeof head);
+#else
+  n->stream = stream;
+  n->type = type;
+#endif
+  n->parent = parent;
+  n->event = event;
+  n->instance = instance;
+  n->user_data = user_data;
+  const keyent_t *k = lookup(s, pair_key(stream, type));
+  if (LP_IMPL_UNLIKELY(k == NULL)) {
+    st->guard = 0;
+    unpin(p);
+    return 0;
+  }
+  /* A call, not inline: this function then calls nothing and saves no register. */
+  return deliver(st, k->first, k->count, type & 1u);
 }
 
 int lp_impl_notify_wanted_slow(uint8_t stream, uint16_t type) {
   sthread_t *st = st_get();
   if (!st || st->guard) return 0;
-  snap_t *s = pin_current(&st->probe);
+  snap_t *s = pin_current(&st->probe.snap);
   if (!s) return 0;
   int want = 0;
   const keyent_t *k = lookup(s, pair_key(stream, type));
   if (k)
     for (uint32_t i = 0; i < k->count && !want; i++)
-      want = ((type & 1u) ? s->calls[k->first + i].end : s->calls[k->first + i].begin) != NULL;
-  unpin(&st->probe);
+      want = k->first[i].cb[type & 1u] != NULL;
+  unpin(&st->probe.snap);
   return want;
 }
 
@@ -1010,25 +1199,25 @@ int32_t lp_impl_nscope_begin(uint8_t stream, uint16_t type, const lp_event_t *pa
   if (!st || st->guard || st->used == UINT64_MAX) return -1;
   int i = __builtin_ctzll(~st->used);
   pin_t *p = &st->scope[i];
-  snap_t *s = pin_current(p);
+  snap_t *s = pin_current(&p->snap);
   if (!s) return -1;
   const keyent_t *k = lookup(s, pair_key(stream, type));
   if (!k) {
-    unpin(p);
+    unpin(&p->snap);
     return -1;
   }
   st->used |= (uint64_t)1 << i;
   st->info[i] = (scope_info_t){stream, type, parent, event, instance, user_data};
   lp_notification_t n = {stream, type, parent, event, NULL, instance, user_data, st->tid};
   st->guard = 1;
-  call_begins(&s->calls[k->first], k->count, p, &n, (type & 1u) != 0);
+  call_begins(k->first, k->count, p, &n, (type & 1u) != 0);
   st->guard = 0;
   return i;
 }
 
 void lp_impl_nscope_end(int32_t i) {
   sthread_t *st = my_st;
-  if (!st || st == &gone_st || i < 0 || i >= NSCOPES || !(st->used >> i & 1)) return;
+  if (!st_real(st) || i < 0 || i >= NSCOPES || !(st->used >> i & 1)) return;
   pin_t *p = &st->scope[i];
   snap_t *s = atomic_load_explicit(&p->snap, memory_order_relaxed);
   const scope_info_t *in = &st->info[i];
@@ -1038,10 +1227,10 @@ void lp_impl_nscope_end(int32_t i) {
   if (k) {
     int g = st->guard;
     st->guard = 1;
-    call_ends(&s->calls[k->first], k->count, p, &n);
+    call_ends(k->first, k->count, p, &n);
     st->guard = g;
   }
-  unpin(p);
+  unpin(&p->snap);
   st->used &= ~((uint64_t)1 << i);
 }
 
@@ -1183,7 +1372,7 @@ void lp__subs_atfork_parent(void) {
 
 /* The child keeps the subscribers and the forking thread's pins; the other threads do not exist there. */
 void lp__subs_atfork_child(void) {
-  sthread_t *self = my_st == &gone_st ? NULL : my_st;
+  sthread_t *self = st_real(my_st) ? my_st : NULL;
   for (sthread_t *st = sthreads, *next; st; st = next) {
     next = st->next;
     if (st != self) free(st);

@@ -19,7 +19,9 @@ static uint64_t my_tid(void) { return (uint64_t)syscall(SYS_gettid); }
 #define LOG_MAX 256
 typedef struct entry {
   char who;
+  uint8_t stream;
   uint16_t type;
+  const lp_event_t *parent;
   const lp_site_t *site;
   const lp_event_t *event;
   uint64_t instance;
@@ -34,8 +36,8 @@ static int nlog;
 
 static void rec(const lp_notification_t *n, void *data, void **slot) {
   if (nlog < LOG_MAX)
-    logv[nlog++] = (entry_t){*(const char *)data, n->type, n->site, n->event, n->instance, n->user_data,
-                             *slot, slot, n->tid};
+    logv[nlog++] = (entry_t){*(const char *)data, n->stream, n->type, n->parent, n->site, n->event, n->instance,
+                             n->user_data, *slot, slot, n->tid};
   if (!*slot) *slot = (void *)(uintptr_t)(0x1000 + nlog); /* the end must get this back */
 }
 
@@ -361,6 +363,36 @@ static void test_phase_switch_pairs_for_subscribers(void) {
   drop(a);
 }
 
+
+/* Half a pair: a subscriber with only the end, or only the begin, gets just that half, alone or beside others. */
+static void test_half_pairs(void) {
+  const uint16_t end_only = LP_TP_SCOPE_END, begin_only = LP_TP_SCOPE_BEGIN;
+  for (int alone = 1; alone >= 0; alone--) {
+    lp_subscriber_t *e = recorder("E", LP_STREAM_LABELS, &end_only, 1);
+    lp_subscriber_t *b = recorder("B", LP_STREAM_LABELS, &begin_only, 1);
+    CU_ASSERT_EQUAL(lp_subscriber_set_enabled(e, 1), 0);
+    if (!alone) CU_ASSERT_EQUAL(lp_subscriber_set_enabled(b, 1), 0);
+    nlog = 0;
+    { LP_SCOPE("half"); }
+    LP_BEGIN("half manual");
+    LP_END();
+    /* alone: E's two ends; with B: B's begin then E's end, twice */
+    CU_ASSERT_EQUAL_FATAL(nlog, alone ? 2 : 4);
+    const char *who = alone ? "EE" : "BEBE";
+    for (int i = 0; i < nlog; i++) {
+      CU_ASSERT_EQUAL(logv[i].who, who[i]);
+      CU_ASSERT_EQUAL(logv[i].type, who[i] == 'E' ? LP_TP_SCOPE_END : LP_TP_SCOPE_BEGIN);
+      CU_ASSERT_EQUAL(logv[i].tid, my_tid());
+      CU_ASSERT_PTR_NULL(logv[i].slot_in); /* E's slot: cleared at the begin it did not see */
+    }
+    CU_ASSERT_STRING_EQUAL(logv[nlog - 1].site->label, "half manual");
+    if (!alone) CU_ASSERT_PTR_NOT_EQUAL(logv[0].slot_at, logv[1].slot_at);
+    drop(e);
+    if (!alone) drop(b);
+    else CU_ASSERT_EQUAL(lp_subscriber_destroy(b, -1), 0);
+  }
+}
+
 static void test_subscriber_with_instants_only_sees_no_scopes(void) {
   const uint16_t t = LP_TP_INSTANT;
   lp_subscriber_t *a = recorder("A", LP_STREAM_LABELS, &t, 1);
@@ -431,6 +463,66 @@ static void test_notify_and_notify_scope(void) {
   }
   CU_ASSERT_EQUAL(nlog, 2);
   CU_ASSERT_EQUAL(lp_subscriber_destroy(a, -1), 0);
+}
+
+/* Single notifications to two subscribers, through the macro, the function and a pointer to it. */
+static void test_notify_reaches_each_subscriber_with_a_fresh_slot(void) {
+  uint8_t st;
+  CU_ASSERT_EQUAL_FATAL(lp_stream_register("test.single", &st), 0);
+  const uint16_t types[] = {LP_TP_SIGNAL, LP_TP_WAIT_END};
+  lp_subscriber_t *a = recorder("A", st, types, 2), *b = recorder("B", st, types, 1);
+  CU_ASSERT_EQUAL(lp_subscriber_set_enabled(b, 1), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_enabled(a, 1), 0); /* B, then A */
+  lp_payload_t p1 = {"one", "n.c", 1, 0, NULL}, p2 = {"two", "n.c", 2, 0, NULL};
+  const lp_event_t *e1, *e2;
+  CU_ASSERT_EQUAL_FATAL(lp_event_make(&p1, 0, &e1, NULL), 0);
+  CU_ASSERT_EQUAL_FATAL(lp_event_make(&p2, 0, &e2, NULL), 0);
+  int (*fn)(uint8_t, uint16_t, const lp_event_t *, const lp_event_t *, uint64_t, const void *) = lp_notify;
+  nlog = 0;
+  CU_ASSERT_EQUAL(lp_notify(st, LP_TP_SIGNAL, e1, e2, 11, &nlog), 0);
+  CU_ASSERT_EQUAL((lp_notify)(st, LP_TP_SIGNAL, e2, e1, 12, NULL), 0);
+  CU_ASSERT_EQUAL(fn(st, LP_TP_WAIT_END, NULL, e1, 13, e2), 0); /* A only */
+  CU_ASSERT_EQUAL(lp_notify(0, LP_TP_SIGNAL, NULL, NULL, 0, NULL), -EINVAL);
+  CU_ASSERT_EQUAL((lp_notify)(0, LP_TP_SIGNAL, NULL, NULL, 0, NULL), -EINVAL);
+  CU_ASSERT_EQUAL_FATAL(nlog, 5);
+  const char *who = "BABAA";
+  const uint64_t inst[] = {11, 11, 12, 12, 13};
+  for (int i = 0; i < 5; i++) {
+    CU_ASSERT_EQUAL(logv[i].who, who[i]);
+    CU_ASSERT_EQUAL(logv[i].stream, st);
+    CU_ASSERT_EQUAL(logv[i].type, i < 4 ? LP_TP_SIGNAL : LP_TP_WAIT_END);
+    CU_ASSERT_EQUAL(logv[i].instance, inst[i]);
+    CU_ASSERT_EQUAL(logv[i].tid, my_tid());
+    CU_ASSERT_PTR_NULL(logv[i].site);
+    CU_ASSERT_PTR_NULL(logv[i].slot_in); /* rec fills its slot: a fresh one each time */
+  }
+  CU_ASSERT_PTR_EQUAL(logv[0].parent, e1);
+  CU_ASSERT_PTR_EQUAL(logv[1].event, e2);
+  CU_ASSERT_PTR_EQUAL(logv[1].user_data, &nlog);
+  CU_ASSERT_PTR_EQUAL(logv[2].parent, e2);
+  CU_ASSERT_PTR_EQUAL(logv[3].event, e1);
+  CU_ASSERT_PTR_NULL(logv[3].user_data);
+  CU_ASSERT_PTR_NULL(logv[4].parent);
+  CU_ASSERT_PTR_EQUAL(logv[4].user_data, e2);
+  /* A label's notification between them keeps its own fields. */
+  nlog = 0;
+  lp_subscriber_t *l = recorder("L", LP_STREAM_LABELS, scope_types, 2);
+  CU_ASSERT_EQUAL(lp_subscriber_set_enabled(l, 1), 0);
+  {
+    LP_SCOPE("between");
+    CU_ASSERT_EQUAL(lp_notify(st, LP_TP_SIGNAL, e1, e1, 14, NULL), 0);
+  }
+  CU_ASSERT_EQUAL_FATAL(nlog, 4);
+  CU_ASSERT_EQUAL(logv[3].who, 'L');
+  CU_ASSERT_EQUAL(logv[3].stream, LP_STREAM_LABELS);
+  CU_ASSERT_EQUAL(logv[3].type, LP_TP_SCOPE_END);
+  CU_ASSERT_PTR_NULL(logv[3].parent);
+  CU_ASSERT_PTR_NULL(logv[3].event);
+  CU_ASSERT_EQUAL(logv[3].instance, 0);
+  CU_ASSERT_STRING_EQUAL(logv[3].site->label, "between");
+  drop(l);
+  drop(a);
+  drop(b);
 }
 
 /* ---- recursion ------------------------------------------------------------------------------ */
@@ -920,6 +1012,8 @@ int main(void) {
       LP_TEST(test_labels_reach_subscribers_in_order),
       LP_TEST(test_pairing_across_disable_and_late_enable),
       LP_TEST(test_phase_switch_pairs_for_subscribers),
+      LP_TEST(test_half_pairs),
+      LP_TEST(test_notify_reaches_each_subscriber_with_a_fresh_slot),
       LP_TEST(test_subscriber_with_instants_only_sees_no_scopes),
       LP_TEST(test_notify_and_notify_scope),
       LP_TEST(test_callbacks_do_not_recurse_and_their_labels_are_sampled),
