@@ -93,7 +93,8 @@ static void test_collector_ticks_on_absolute_deadlines(void) {
   printf("\n    %.1f ms: %llu ticks + %llu missed, %.1f expected ", (double)s.duration_ns / 1e6,
          (unsigned long long)s.ticks, (unsigned long long)s.missed_ticks, expect);
   CU_ASSERT(got <= expect + 1.0);
-  CU_ASSERT(got >= expect - 2.0);
+  /* Deadlines the collector had not reached yet when stop came are neither taken nor missed: a late wakeup's worth. */
+  CU_ASSERT(got >= expect - 2.0 * lp_test_slow());
   CU_ASSERT(s.ticks > 0);
   CU_ASSERT(s.samples >= s.ticks); /* this thread is registered, so each tick sampled it */
   lp_profile_free(p);
