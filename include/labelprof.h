@@ -980,8 +980,10 @@ LP_EXPORT void lp_impl_nscope_end(int32_t pin);
  * a begin and an end callback (never NULL), the subscriber's data and its
  * instance slot. A thread's state starts with its guard (set inside a
  * callback, and in the shared states of threads without one), its two
- * ready-made label notifications, and frame d's hazard pointer and instance
- * slots. lp_impl_subs_current is the current snapshot, never NULL;
+ * ready-made label notifications, lp_notify's notification, slot and pin,
+ * and frame d's hazard pointer and instance slots. A snapshot also has the
+ * key table that finds the calls for a (stream, pair of types): the key's
+ * home is (key * 2654435761) >> 7 & mask. lp_impl_subs_current is the current snapshot, never NULL;
  * lp_impl_subs_asym is 1 while readers may pin without a fence (the writer
  * runs membarrier(2)).
  */
@@ -992,13 +994,23 @@ typedef struct lp_impl_call {
   void *data;
   uint32_t slot;
 } lp_impl_call_t;
+typedef struct lp_impl_key {
+  uint32_t key; /* stream << 16 | even type; 0 = empty */
+  uint32_t count;
+  const lp_impl_call_t *first; /* its calls, in subscriber order */
+} lp_impl_key_t;
 typedef struct lp_impl_snap {
   uint32_t nscope;
+  uint32_t mask;             /* keys - 1 */
+  const lp_impl_key_t *keys; /* no two keys share a home unless the table reached its largest size */
   lp_impl_call_t scope[LP_IMPL_MAX_SUBS];
 } lp_impl_snap_t;
 typedef struct lp_impl_sthread {
   int guard;
   lp_notification_t lbegin, lend;
+  lp_notification_t snote; /* lp_notify's, filled in (but tid) each time */
+  void *sslot;              /* the slot lp_notify's callback gets, NULL before each */
+  lp_impl_snap_t *single;   /* lp_notify's pin */
   lp_impl_snap_t *label[LP_STACK_CAPACITY]; /* frame d's pin */
   void *label_slots[LP_STACK_CAPACITY][LP_IMPL_MAX_SUBS];
 } lp_impl_sthread_t;
@@ -1288,10 +1300,55 @@ static inline int lp_notify_wanted(uint8_t stream, uint16_t type) {
  * lp_notify's own test of it. (lp_notify)(...) or a pointer to lp_notify
  * calls the function, test included.
  */
+/*
+ * Someone may listen: in the program's own code for the usual case (a
+ * thread with its subscriber state, outside callbacks, the snapshot pinned
+ * at the first try, the key at its home, one subscriber on it): the
+ * thread's notification filled in, the callback with a fresh NULL slot.
+ * Anything else goes to lp_impl_notify_listened().
+ */
+LP_IMPL_INLINE int lp_impl_notify_inline(uint8_t stream, uint16_t type, const lp_event_t *parent,
+                                         const lp_event_t *event, uint64_t instance, const void *user_data) {
+  lp_impl_sthread_t *st = lp_impl_sub_self;
+  lp_impl_snap_t *s = LP_IMPL_LOAD_ACQUIRE(lp_impl_subs_current);
+  uint32_t key = (uint32_t)stream << 16 | (type & 0xfffeu);
+  const lp_impl_key_t *k;
+  const lp_impl_call_t *c;
+  lp_callback_t cb;
+  if (LP_IMPL_UNLIKELY(!stream || st->guard)) goto out_of_line;
+  if (LP_IMPL_UNLIKELY(lp_impl_pin(&st->single, s) != s)) goto unpin;
+  k = &s->keys[(key * 2654435761u) >> 7 & s->mask];
+  if (LP_IMPL_UNLIKELY(k->key != key || k->count != 1)) {
+    if (k->key == 0) { /* nobody has this pair */
+      LP_IMPL_STORE_RELEASE(st->single, (lp_impl_snap_t *)0);
+      return 0;
+    }
+    goto unpin;
+  }
+  c = k->first;
+  cb = c->cb[type & 1u];
+  st->guard = 1; /* first: a signal handler's notification from here on reaches nobody, and leaves snote alone */
+  st->snote.stream = stream;
+  st->snote.type = type;
+  st->snote.parent = parent;
+  st->snote.event = event;
+  st->snote.instance = instance;
+  st->snote.user_data = user_data;
+  st->sslot = 0;
+  if (LP_IMPL_LIKELY(cb != 0)) cb(&st->snote, c->data, &st->sslot);
+  st->guard = 0;
+  LP_IMPL_STORE_RELEASE(st->single, (lp_impl_snap_t *)0);
+  return 0;
+unpin:
+  LP_IMPL_STORE_RELEASE(st->single, (lp_impl_snap_t *)0);
+out_of_line:
+  return lp_impl_notify_listened(stream, type, parent, event, instance, user_data);
+}
+
 static inline int lp_impl_notify(uint8_t stream, uint16_t type, const lp_event_t *parent, const lp_event_t *event,
                                  uint64_t instance, const void *user_data) {
   if (LP_IMPL_LIKELY(!(LP_IMPL_LOAD_RELAXED(lp_impl_wanted[stream]) & LP_IMPL_WANT_BIT(type))) && stream) return 0;
-  return lp_impl_notify_listened(stream, type, parent, event, instance, user_data);
+  return lp_impl_notify_inline(stream, type, parent, event, instance, user_data);
 }
 #ifndef LABELPROF_DISABLE
 #define lp_notify(stream, type, parent, event, instance, user_data) \

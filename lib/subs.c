@@ -387,11 +387,8 @@ struct lp_subscriber {
 typedef lp_impl_call_t call_t;
 _Static_assert(MAX_SUBS == LP_IMPL_MAX_SUBS, "labelprof.h and subs.c agree on the most subscribers");
 
-typedef struct keyent {
-  uint32_t key; /* stream << 16 | even type; 0 = empty (stream 0 does not exist) */
-  uint32_t count;
-  const call_t *first; /* its calls, in the snapshot's calls[] */
-} keyent_t;
+/* A key entry (labelprof.h): key = stream << 16 | even type, 0 = empty (stream 0 does not exist); first is in calls[]. */
+typedef lp_impl_key_t keyent_t;
 
 typedef struct snap {
   /* First, for the label paths (also labelprof.h's): the labels stream's scope pair, copied here. */
@@ -399,8 +396,6 @@ typedef struct snap {
   struct snap *retired_next;
   uint32_t nsubs;
   lp_subscriber_t *subs[MAX_SUBS]; /* in enable order */
-  uint32_t mask;                   /* keys - 1 */
-  keyent_t *keys;
   call_t *calls;
   uint64_t wanted[256];
 } snap_t;
@@ -437,9 +432,7 @@ typedef struct sthread {
   lp_impl_sthread_t pub;
   uint64_t used; /* scope[] pins in use */
   /* lp_notify's, and the slot its callbacks get (NULL before each): used the same way, site always NULL. */
-  lp_notification_t snote;
-  void *sslot;
-  pin_t single, probe;
+  pin_t probe;
   pin_t scope[NSCOPES];
   scope_info_t info[NSCOPES];
   lp_event_t *events[ECACHE]; /* lp_event_make's cache */
@@ -453,7 +446,7 @@ static snap_t *retired;
 static sthread_t *sthreads;
 /* The snapshot notifications use; with no subscriber enabled, empty_snap (no keys, nothing to call), never NULL. */
 static keyent_t no_keys[1];
-static snap_t empty_snap = {.mask = 0, .keys = no_keys};
+static snap_t empty_snap = {.head.mask = 0, .head.keys = no_keys};
 LP_EXPORT lp_impl_snap_t *lp_impl_subs_current = &empty_snap.head;
 LP_EXPORT int lp_impl_subs_asym; /* membarrier registered: readers need no fence */
 static inline snap_t *cur_load(int mo) { return (snap_t *)__atomic_load_n(&lp_impl_subs_current, mo); }
@@ -497,7 +490,7 @@ static sthread_t *st_create(void) {
   st->tid = t->tid;
   st->pub.lbegin = (lp_notification_t){LP_STREAM_LABELS, LP_TP_SCOPE_BEGIN, NULL, NULL, NULL, 0, NULL, st->tid};
   st->pub.lend = (lp_notification_t){LP_STREAM_LABELS, LP_TP_SCOPE_END, NULL, NULL, NULL, 0, NULL, st->tid};
-  st->snote = (lp_notification_t){0, 0, NULL, NULL, NULL, 0, NULL, st->tid};
+  st->pub.snote = (lp_notification_t){0, 0, NULL, NULL, NULL, 0, NULL, st->tid};
   if (pthread_setspecific(st_key, st) != 0) {
     free(st);
     return NULL;
@@ -554,8 +547,8 @@ static inline uint32_t pair_key(uint8_t stream, uint16_t type) { return (uint32_
 static inline uint32_t key_home(uint32_t key, uint32_t mask) { return (key * 2654435761u) >> 7 & mask; }
 
 static inline const keyent_t *lookup(const snap_t *s, uint32_t key) {
-  for (uint32_t h = key_home(key, s->mask);; h = (h + 1) & s->mask) {
-    const keyent_t *k = &s->keys[h];
+  for (uint32_t h = key_home(key, s->head.mask);; h = (h + 1) & s->head.mask) {
+    const keyent_t *k = &s->head.keys[h];
     if (k->key == key) return k;
     if (k->key == 0) return NULL;
   }
@@ -564,7 +557,7 @@ static inline const keyent_t *lookup(const snap_t *s, uint32_t key) {
 /* Every pin of every thread, against s; subs_mu held. */
 static bool pinned(const snap_t *s) {
   for (sthread_t *st = sthreads; st; st = st->next) {
-    if (hz_load(&st->single.snap, __ATOMIC_SEQ_CST) == s || hz_load(&st->probe.snap, __ATOMIC_SEQ_CST) == s)
+    if (hz_load(&st->pub.single, __ATOMIC_SEQ_CST) == s || hz_load(&st->probe.snap, __ATOMIC_SEQ_CST) == s)
       return true;
     for (int i = 0; i < LP_STACK_CAPACITY; i++)
       if (hz_load(&st->pub.label[i], __ATOMIC_SEQ_CST) == s) return true;
@@ -654,18 +647,19 @@ static snap_t *build(int *rc) {
     free(f);
     goto oom;
   }
-  s->keys = (keyent_t *)(s + 1);
-  s->calls = (call_t *)(s->keys + size);
-  s->mask = size - 1;
+  keyent_t *keys = (keyent_t *)(s + 1);
+  s->head.keys = keys;
+  s->calls = (call_t *)(keys + size);
+  s->head.mask = size - 1;
   s->nsubs = nenabled;
   memcpy(s->subs, enabled_list, nenabled * sizeof *s->subs);
   uint32_t c = 0;
   keyent_t *k = NULL;
   for (uint32_t i = 0; i < nf; i++) {
     if (i == 0 || f[i].key != f[i - 1].key) {
-      uint32_t h = key_home(f[i].key, s->mask);
-      while (s->keys[h].key) h = (h + 1) & s->mask;
-      k = &s->keys[h];
+      uint32_t h = key_home(f[i].key, s->head.mask);
+      while (keys[h].key) h = (h + 1) & s->head.mask;
+      k = &keys[h];
       k->key = f[i].key;
       k->first = &s->calls[c];
       uint8_t stream = (uint8_t)(f[i].key >> 16);
@@ -835,11 +829,8 @@ static bool in_use(const lp_subscriber_t *s) {
   snap_t *c = cur_load(__ATOMIC_SEQ_CST);
   if (c && holds(c, s)) return true;
   for (sthread_t *st = sthreads; st; st = st->next) {
-    const pin_t *ps[] = {&st->single, &st->probe};
-    for (int i = 0; i < 2; i++) {
-      const snap_t *x = hz_load((hazard_t *)&ps[i]->snap, __ATOMIC_SEQ_CST);
-      if (x && holds(x, s)) return true;
-    }
+    const snap_t *x1 = hz_load(&st->pub.single, __ATOMIC_SEQ_CST), *x2 = hz_load(&st->probe.snap, __ATOMIC_SEQ_CST);
+    if ((x1 && holds(x1, s)) || (x2 && holds(x2, s))) return true;
     for (int i = 0; i < LP_STACK_CAPACITY; i++) {
       const snap_t *x = hz_load(&st->pub.label[i], __ATOMIC_SEQ_CST);
       if (x && holds(x, s)) return true;
@@ -1095,7 +1086,7 @@ static __attribute__((noinline)) void single_loop(const call_t *c, uint32_t coun
 
 /* A single notification to whoever has a callback for it. */
 static void single(sthread_t *st, const lp_notification_t *n) {
-  snap_t *s = pin_current(&st->single.snap);
+  snap_t *s = pin_current(&st->pub.single);
   if (!s) return;
   const keyent_t *k = lookup(s, pair_key(n->stream, n->type));
   if (k) {
@@ -1103,7 +1094,7 @@ static void single(sthread_t *st, const lp_notification_t *n) {
     single_loop(k->first, k->count, n);
     st->pub.guard = 0;
   }
-  unpin(&st->single.snap);
+  unpin(&st->pub.single);
 }
 
 void lp_impl_instant_notify(uintptr_t tag) {
@@ -1126,7 +1117,7 @@ static __attribute__((noinline)) int notify_slow(uint8_t stream, uint16_t type, 
   return 0;
 }
 
-/* lp_notify's callbacks, st->snote filled in and the guard set: then the guard cleared and the pin dropped. */
+/* lp_notify's callbacks, st->pub.snote filled in and the guard set: then the guard cleared and the pin dropped. */
 int(lp_notify)(uint8_t stream, uint16_t type, const lp_event_t *parent, const lp_event_t *event, uint64_t instance,
                const void *user_data) {
   /* Stream 0 never has a wanted bit: the common case is one load and a test. */
@@ -1135,17 +1126,17 @@ int(lp_notify)(uint8_t stream, uint16_t type, const lp_event_t *parent, const lp
   return lp_impl_notify_listened(stream, type, parent, event, instance, user_data);
 }
 
-/* lp_notify's callbacks, st->snote filled in and the guard set: then the guard cleared and the pin dropped. */
+/* lp_notify's callbacks, st->pub.snote filled in and the guard set: then the guard cleared and the pin dropped. */
 static __attribute__((noinline)) int deliver(sthread_t *st, const call_t *c, uint32_t count, unsigned odd) {
   if (LP_IMPL_LIKELY(count == 1)) {
     lp_callback_t cb = c->cb[odd];
-    st->sslot = NULL;
-    if (LP_IMPL_LIKELY(cb != NULL)) cb(&st->snote, c->data, &st->sslot);
+    st->pub.sslot = NULL;
+    if (LP_IMPL_LIKELY(cb != NULL)) cb(&st->pub.snote, c->data, &st->pub.sslot);
   } else {
-    single_loop(c, count, &st->snote);
+    single_loop(c, count, &st->pub.snote);
   }
   st->pub.guard = 0;
-  unpin(&st->single.snap);
+  unpin(&st->pub.single);
   return 0;
 }
 
@@ -1156,12 +1147,12 @@ int lp_impl_notify_listened(uint8_t stream, uint16_t type, const lp_event_t *par
   sthread_t *st = my_st; /* unborn_st and gone_st have the guard set */
   snap_t *s = cur_load(__ATOMIC_ACQUIRE);
   if (LP_IMPL_UNLIKELY(st->pub.guard)) return notify_slow(stream, type, parent, event, instance, user_data);
-  hazard_t *p = &st->single.snap;
+  hazard_t *p = &st->pub.single;
   if (LP_IMPL_UNLIKELY(pin_once(p, s) != s)) {
     unpin(p);
     return notify_slow(stream, type, parent, event, instance, user_data);
   }
-  lp_notification_t *n = &st->snote;
+  lp_notification_t *n = &st->pub.snote;
   st->pub.guard = 1; /* first: a signal handler's notification from here on reaches nobody, and leaves snote alone */
   /* Filled in before the lookup, so that the arguments need no register of their own past here. */
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
