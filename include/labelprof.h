@@ -1282,9 +1282,11 @@ LP_IMPL_INLINE void lp_impl_instant(uintptr_t tag, uint32_t levels) {
  * When an enabled subscriber has a callback on the labels stream,
  * lp_impl_levels holds every level bit and LP_IMPL_SUBS, so that every
  * scope takes the branch a recorded scope takes, and lp_impl_enter_traced
- * sends it to lp_impl_enter_notify(). A scope whose begin reached a
- * subscriber has LP_IMPL_NOTIFIED in its frame and its word marked like a
- * traced one, so that its end goes to a slow path too. lp_impl_wanted has,
+ * sends it to lp_impl_enter_subs() (inline for one subscriber, else
+ * lp_impl_enter_notify()). A scope whose begin reached a subscriber has
+ * LP_IMPL_NOTIFIED in its frame and its word marked like a traced one, so
+ * that its end leaves the common path too (lp_impl_leave_subs(), else
+ * lp_impl_leave_slow()). lp_impl_wanted has,
  * per stream, one bit per pair of types (hashed for vendors' types) that an
  * enabled subscriber may want.
  */
