@@ -1142,6 +1142,51 @@ LP_EXPORT int32_t lp_impl_nscope_begin(uint8_t stream, uint16_t type, const lp_e
                                        const lp_event_t *event, uint64_t instance, const void *user_data);
 LP_EXPORT void lp_impl_nscope_end(int32_t pin);
 
+/*
+ * The part of the library's subscriber state that the inline label paths
+ * read (lib/subs.c has the rest and the protocol). A snapshot of the enabled
+ * subscribers starts with the labels stream's scope pair: nscope calls, each
+ * a begin and an end callback (never NULL), the subscriber's data and its
+ * instance slot. A thread's state starts with its guard (set inside a
+ * callback, and in the shared states of threads without one), its two
+ * ready-made label notifications, lp_notify's notification, slot and pin,
+ * and frame d's hazard pointer and instance slots. A snapshot also has the
+ * key table that finds the calls for a (stream, pair of types): the key's
+ * home is (key * 2654435761) >> 7 & mask. lp_impl_subs_current is the current snapshot, never NULL;
+ * lp_impl_subs_asym is 1 while readers may pin without a fence (the writer
+ * runs membarrier(2)).
+ */
+#define LP_IMPL_MAX_SUBS 16
+#define LP_IMPL_SUBS_TRACED 0x20000000u /* in lp_impl_levels: subscribers listen and a timeline records */
+typedef struct lp_impl_call {
+  lp_callback_t cb[2]; /* the begin's callback, the end's */
+  void *data;
+  uint32_t slot;
+} lp_impl_call_t;
+typedef struct lp_impl_key {
+  uint32_t key; /* stream << 16 | even type; 0 = empty */
+  uint32_t count;
+  const lp_impl_call_t *first; /* its calls, in subscriber order */
+} lp_impl_key_t;
+typedef struct lp_impl_snap {
+  uint32_t nscope;
+  uint32_t mask;             /* keys - 1 */
+  const lp_impl_key_t *keys; /* no two keys share a home unless the table reached its largest size */
+  lp_impl_call_t scope[LP_IMPL_MAX_SUBS];
+} lp_impl_snap_t;
+typedef struct lp_impl_sthread {
+  int guard;
+  lp_notification_t lbegin, lend;
+  lp_notification_t snote; /* lp_notify's, filled in (but tid) each time */
+  void *sslot;              /* the slot lp_notify's callback gets, NULL before each */
+  lp_impl_snap_t *single;   /* lp_notify's pin */
+  lp_impl_snap_t *label[LP_STACK_CAPACITY]; /* frame d's pin */
+  void *label_slots[LP_STACK_CAPACITY][LP_IMPL_MAX_SUBS];
+} lp_impl_sthread_t;
+LP_EXPORT extern __thread lp_impl_sthread_t *lp_impl_sub_self __attribute__((tls_model("initial-exec")));
+LP_EXPORT extern lp_impl_snap_t *lp_impl_subs_current;
+LP_EXPORT extern int lp_impl_subs_asym;
+
 /* A timestamp in the session's ticks: the CPU's counter, or CLOCK_MONOTONIC ns through the library. */
 LP_IMPL_INLINE uint64_t lp_impl_ticks(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -1198,6 +1243,78 @@ LP_IMPL_INLINE uint64_t lp_impl_push(uintptr_t tag) {
 }
 
 /*
+ * Pins the current snapshot s in h, as lib/subs.c does: without a fence
+ * while the writer runs membarrier(2), sequentially consistent otherwise.
+ * Returns current as read after the pin; the pin holds only if it is s.
+ */
+LP_IMPL_INLINE lp_impl_snap_t *lp_impl_pin(lp_impl_snap_t **h, lp_impl_snap_t *s) {
+  if (LP_IMPL_LIKELY(LP_IMPL_LOAD_RELAXED(lp_impl_subs_asym))) {
+    LP_IMPL_STORE_RELAXED(*h, s);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST); /* the writer's membarrier() is the fence */
+    return LP_IMPL_LOAD_RELAXED(lp_impl_subs_current);
+  }
+  __atomic_store_n(h, s, __ATOMIC_SEQ_CST);
+  return __atomic_load_n(&lp_impl_subs_current, __ATOMIC_SEQ_CST);
+}
+
+/*
+ * A label's begin while subscribers listen to labels, in the program's own
+ * code for the usual case: no timeline recording, a thread with its
+ * subscriber state (the shared states have the guard set), room on the
+ * stack, outside callbacks, one subscriber on the scope pair, the snapshot
+ * pinned at the first try. Pin, push the frame marked notified, call the
+ * begin with the thread's ready-made notification. Anything else goes to
+ * lp_impl_enter_notify(), which does it all out of line.
+ */
+LP_IMPL_INLINE uint64_t lp_impl_enter_subs(const lp_site_t *site, uint32_t levels, int manual) {
+  lp_impl_thread_t *t = lp_impl_self;
+  lp_impl_sthread_t *st = lp_impl_sub_self;
+  uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
+  uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
+  lp_impl_snap_t *s = LP_IMPL_LOAD_ACQUIRE(lp_impl_subs_current);
+  lp_impl_call_t *c;
+  if (LP_IMPL_UNLIKELY(levels & LP_IMPL_SUBS_TRACED)) return lp_impl_enter_notify(site, manual);
+  if (LP_IMPL_UNLIKELY(d >= LP_STACK_CAPACITY)) return lp_impl_enter_notify(site, manual);
+  if (LP_IMPL_UNLIKELY(st->guard)) return lp_impl_enter_notify(site, manual);
+  if (LP_IMPL_UNLIKELY(lp_impl_pin(&st->label[d], s) != s || s->nscope != 1)) {
+    LP_IMPL_STORE_RELEASE(st->label[d], (lp_impl_snap_t *)0);
+    return lp_impl_enter_notify(site, manual);
+  }
+  LP_IMPL_STORE_RELEASE(t->frames[d], (uintptr_t)site | LP_IMPL_NOTIFIED);
+  w += LP_IMPL_COUNT_ONE + 1;
+  LP_IMPL_STORE_RELEASE(t->word, w);
+  st->guard = 1; /* first: a signal handler's label from here on reaches nobody, and leaves lbegin alone */
+  st->lbegin.site = site;
+  st->label_slots[d][0] = 0;
+  c = &s->scope[0];
+  c->cb[0](&st->lbegin, c->data, &st->label_slots[d][0]);
+  st->guard = 0;
+  return w | LP_IMPL_TRACED_MARK;
+}
+
+/*
+ * The end of a scope whose begin reached subscribers, its frame (at depth
+ * d) on top: in the program's own code when the thread is outside callbacks
+ * and its pin holds one subscriber on the scope pair. The end callback, the
+ * unpin, the pop (the word reloaded: the callback's own labels moved the
+ * change counter). Returns 0, having done nothing, otherwise.
+ */
+LP_IMPL_INLINE int lp_impl_leave_subs(lp_impl_thread_t *t, const lp_site_t *site, uint32_t d) {
+  lp_impl_sthread_t *st = lp_impl_sub_self;
+  lp_impl_snap_t *s = LP_IMPL_LOAD_RELAXED(st->label[d]);
+  lp_impl_call_t *c;
+  if (LP_IMPL_UNLIKELY(!s || st->guard || s->nscope != 1)) return 0;
+  st->guard = 1;
+  st->lend.site = site;
+  c = &s->scope[0];
+  c->cb[1](&st->lend, c->data, &st->label_slots[d][0]);
+  st->guard = 0;
+  LP_IMPL_STORE_RELEASE(st->label[d], (lp_impl_snap_t *)0);
+  LP_IMPL_STORE_RELEASE(t->word, LP_IMPL_LOAD_RELAXED(t->word) + LP_IMPL_COUNT_ONE - 1);
+  return 1;
+}
+
+/*
  * A scope or manual pair whose level is being recorded: the begin event (its
  * depth in the tag), then the push, with the frame marked as traced. The
  * begin keeps one slot of room for its end (tlim moves down). Anything
@@ -1212,7 +1329,7 @@ LP_IMPL_INLINE uint64_t lp_impl_enter_traced(const lp_site_t *site, uint32_t lev
   lp_impl_event_t *e;
   if (LP_IMPL_UNLIKELY(levels & (LP_IMPL_SPENT | LP_IMPL_SUBS))) {
     /* Subscribers listen: everything on the slow path, which also records. */
-    if (levels & LP_IMPL_SUBS) return lp_impl_enter_notify(site, manual);
+    if (levels & LP_IMPL_SUBS) return lp_impl_enter_subs(site, levels, manual);
     /* Recording has stopped: count the drop, push as an untraced scope would. A new thread goes slow. */
     if (LP_IMPL_LIKELY(d < LP_STACK_CAPACITY)) {
       LP_IMPL_STORE_RELAXED(t->dropped, LP_IMPL_LOAD_RELAXED(t->dropped) + 1);
@@ -1288,6 +1405,10 @@ LP_IMPL_INLINE void lp_impl_leave(lp_impl_scope_t *s) {
       lp_impl_end_event(t, (uintptr_t)s->site, d);
       return;
     }
+    /* Its begin reached subscribers: the usual end inline. */
+    if (LP_IMPL_LOAD_RELAXED(t->frames[d]) == ((uintptr_t)s->site | LP_IMPL_NOTIFIED) &&
+        lp_impl_leave_subs(t, s->site, d))
+      return;
   }
   lp_impl_leave_slow(s->site, s->word); /* a stack to heal */
 }
@@ -1313,6 +1434,8 @@ LP_IMPL_INLINE void lp_impl_end(void) {
   tag = LP_IMPL_LOAD_RELAXED(t->frames[d - 1]);
   if (LP_IMPL_UNLIKELY(tag & (LP_IMPL_TRACED | LP_IMPL_NOTIFIED))) {
     if (tag & LP_IMPL_NOTIFIED) { /* the end callbacks run before the pop, then the end is recorded */
+      if (!(tag & LP_IMPL_TRACED) && lp_impl_leave_subs(t, (const lp_site_t *)(tag & ~(uintptr_t)LP_IMPL_NOTIFIED), d - 1))
+        return;
       lp_impl_end_notify(tag, d - 1);
       return;
     }
@@ -1348,9 +1471,11 @@ LP_IMPL_INLINE void lp_impl_instant(uintptr_t tag, uint32_t levels) {
  * When an enabled subscriber has a callback on the labels stream,
  * lp_impl_levels holds every level bit and LP_IMPL_SUBS, so that every
  * scope takes the branch a recorded scope takes, and lp_impl_enter_traced
- * sends it to lp_impl_enter_notify(). A scope whose begin reached a
- * subscriber has LP_IMPL_NOTIFIED in its frame and its word marked like a
- * traced one, so that its end goes to a slow path too. lp_impl_wanted has,
+ * sends it to lp_impl_enter_subs() (inline for one subscriber, else
+ * lp_impl_enter_notify()). A scope whose begin reached a subscriber has
+ * LP_IMPL_NOTIFIED in its frame and its word marked like a traced one, so
+ * that its end leaves the common path too (lp_impl_leave_subs(), else
+ * lp_impl_leave_slow()). lp_impl_wanted has,
  * per stream, one bit per pair of types (hashed for vendors' types) that an
  * enabled subscriber may want.
  */
@@ -1366,10 +1491,55 @@ static inline int lp_notify_wanted(uint8_t stream, uint16_t type) {
  * lp_notify's own test of it. (lp_notify)(...) or a pointer to lp_notify
  * calls the function, test included.
  */
+/*
+ * Someone may listen: in the program's own code for the usual case (a
+ * thread with its subscriber state, outside callbacks, the snapshot pinned
+ * at the first try, the key at its home, one subscriber on it): the
+ * thread's notification filled in, the callback with a fresh NULL slot.
+ * Anything else goes to lp_impl_notify_listened().
+ */
+LP_IMPL_INLINE int lp_impl_notify_inline(uint8_t stream, uint16_t type, const lp_event_t *parent,
+                                         const lp_event_t *event, uint64_t instance, const void *user_data) {
+  lp_impl_sthread_t *st = lp_impl_sub_self;
+  lp_impl_snap_t *s = LP_IMPL_LOAD_ACQUIRE(lp_impl_subs_current);
+  uint32_t key = (uint32_t)stream << 16 | (type & 0xfffeu);
+  const lp_impl_key_t *k;
+  const lp_impl_call_t *c;
+  lp_callback_t cb;
+  if (LP_IMPL_UNLIKELY(!stream || st->guard)) goto out_of_line;
+  if (LP_IMPL_UNLIKELY(lp_impl_pin(&st->single, s) != s)) goto unpin;
+  k = &s->keys[(key * 2654435761u) >> 7 & s->mask];
+  if (LP_IMPL_UNLIKELY(k->key != key || k->count != 1)) {
+    if (k->key == 0) { /* nobody has this pair */
+      LP_IMPL_STORE_RELEASE(st->single, (lp_impl_snap_t *)0);
+      return 0;
+    }
+    goto unpin;
+  }
+  c = k->first;
+  cb = c->cb[type & 1u];
+  st->guard = 1; /* first: a signal handler's notification from here on reaches nobody, and leaves snote alone */
+  st->snote.stream = stream;
+  st->snote.type = type;
+  st->snote.parent = parent;
+  st->snote.event = event;
+  st->snote.instance = instance;
+  st->snote.user_data = user_data;
+  st->sslot = 0;
+  if (LP_IMPL_LIKELY(cb != 0)) cb(&st->snote, c->data, &st->sslot);
+  st->guard = 0;
+  LP_IMPL_STORE_RELEASE(st->single, (lp_impl_snap_t *)0);
+  return 0;
+unpin:
+  LP_IMPL_STORE_RELEASE(st->single, (lp_impl_snap_t *)0);
+out_of_line:
+  return lp_impl_notify_listened(stream, type, parent, event, instance, user_data);
+}
+
 static inline int lp_impl_notify(uint8_t stream, uint16_t type, const lp_event_t *parent, const lp_event_t *event,
                                  uint64_t instance, const void *user_data) {
   if (LP_IMPL_LIKELY(!(LP_IMPL_LOAD_RELAXED(lp_impl_wanted[stream]) & LP_IMPL_WANT_BIT(type))) && stream) return 0;
-  return lp_impl_notify_listened(stream, type, parent, event, instance, user_data);
+  return lp_impl_notify_inline(stream, type, parent, event, instance, user_data);
 }
 #ifndef LABELPROF_DISABLE
 #define lp_notify(stream, type, parent, event, instance, user_data) \

@@ -378,33 +378,31 @@ struct lp_subscriber {
   uint32_t ncbs, capcbs;
 };
 
-/* One subscriber's callbacks for a pair of types (a single type is the even half). */
-typedef struct call {
-  lp_callback_t cb[2]; /* the even type's callback (a begin), the odd one's (its end) */
-  void *data;
-  uint32_t slot; /* the subscriber's index in the snapshot: its instance slot */
-} call_t;
+/*
+ * One subscriber's callbacks for a pair of types (a single type is the even
+ * half): cb[0] the even type's (a begin), cb[1] the odd one's (its end);
+ * slot is the subscriber's index in the snapshot, its instance slot.
+ * Declared in labelprof.h, which reads the labels' scope pair inline.
+ */
+typedef lp_impl_call_t call_t;
+_Static_assert(MAX_SUBS == LP_IMPL_MAX_SUBS, "labelprof.h and subs.c agree on the most subscribers");
 
-typedef struct keyent {
-  uint32_t key; /* stream << 16 | even type; 0 = empty (stream 0 does not exist) */
-  uint32_t count;
-  const call_t *first; /* its calls, in the snapshot's calls[] */
-} keyent_t;
+/* A key entry (labelprof.h): key = stream << 16 | even type, 0 = empty (stream 0 does not exist); first is in calls[]. */
+typedef lp_impl_key_t keyent_t;
 
 typedef struct snap {
-  /* First, for the label paths: the labels stream's scope pair, copied here (one line fewer to load). */
-  uint32_t nscope;
-  call_t scope[MAX_SUBS];
+  /* First, for the label paths (also labelprof.h's): the labels stream's scope pair, copied here. */
+  lp_impl_snap_t head;
   struct snap *retired_next;
   uint32_t nsubs;
   lp_subscriber_t *subs[MAX_SUBS]; /* in enable order */
-  uint32_t mask;                   /* keys - 1 */
-  keyent_t *keys;
   call_t *calls;
   uint64_t wanted[256];
 } snap_t;
 
-typedef _Atomic(snap_t *) hazard_t; /* a hazard pointer: the snapshot a reader uses */
+/* A hazard pointer: the head of the snapshot a reader uses. Accessed through the __atomic builtins only. */
+typedef lp_impl_snap_t *hazard_t;
+static inline snap_t *hz_load(hazard_t *h, int mo) { return (snap_t *)__atomic_load_n(h, mo); }
 
 typedef struct pin {
   hazard_t snap;
@@ -423,22 +421,18 @@ typedef struct scope_info {
 typedef struct sthread {
   struct sthread *next, *prev; /* subs_mu */
   uint64_t tid;
-  int guard; /* inside a callback */
-  uint64_t used; /* scope[] pins in use */
   /*
-   * The labels' notifications, filled in once (only the site changes): the
+   * First, for labelprof.h's label paths: the guard (inside a callback), the
+   * labels' notifications, filled in once (only the site changes): the
    * direct paths, which run only outside callbacks (guard clear), set the
    * guard, then the site, then call. A notification made while the guard is
-   * set (an end owed inside a callback) is built on the stack instead.
+   * set (an end owed inside a callback) is built on the stack instead. Then
+   * the labels' pins: frame d's hazard pointer and its instance slots.
    */
-  lp_notification_t lbegin, lend;
+  lp_impl_sthread_t pub;
+  uint64_t used; /* scope[] pins in use */
   /* lp_notify's, and the slot its callbacks get (NULL before each): used the same way, site always NULL. */
-  lp_notification_t snote;
-  void *sslot;
-  pin_t single, probe;
-  /* The labels' pins: frame d's hazard pointer and its instance slots, apart (plain indexing for both). */
-  hazard_t label[LP_STACK_CAPACITY];
-  void *label_slots[LP_STACK_CAPACITY][MAX_SUBS];
+  pin_t probe;
   pin_t scope[NSCOPES];
   scope_info_t info[NSCOPES];
   lp_event_t *events[ECACHE]; /* lp_event_make's cache */
@@ -452,18 +446,21 @@ static snap_t *retired;
 static sthread_t *sthreads;
 /* The snapshot notifications use; with no subscriber enabled, empty_snap (no keys, nothing to call), never NULL. */
 static keyent_t no_keys[1];
-static snap_t empty_snap = {.mask = 0, .keys = no_keys};
-static _Atomic(snap_t *) current = &empty_snap;
-static _Atomic bool asym __attribute__((unused)); /* membarrier registered: readers need no fence */
+static snap_t empty_snap = {.head.mask = 0, .head.keys = no_keys};
+LP_EXPORT lp_impl_snap_t *lp_impl_subs_current = &empty_snap.head;
+LP_EXPORT int lp_impl_subs_asym; /* membarrier registered: readers need no fence */
+static inline snap_t *cur_load(int mo) { return (snap_t *)__atomic_load_n(&lp_impl_subs_current, mo); }
 
 /*
  * The thread's state; before its first notification unborn_st, after its
  * exit gone_st. Both read as inside a callback (guard set) and hold no pin,
  * so that the direct paths need no test of their own for them.
  */
-static sthread_t unborn_st = {.guard = 1};
-static sthread_t gone_st = {.guard = 1};
+static sthread_t unborn_st = {.pub.guard = 1};
+static sthread_t gone_st = {.pub.guard = 1};
 static __thread sthread_t *my_st __attribute__((tls_model("initial-exec"))) = &unborn_st;
+/* The same, as labelprof.h sees it (pub is the first member). */
+LP_EXPORT __thread lp_impl_sthread_t *lp_impl_sub_self __attribute__((tls_model("initial-exec"))) = &unborn_st.pub;
 static inline bool st_real(const sthread_t *st) { return st != &unborn_st && st != &gone_st; }
 static pthread_once_t st_once = PTHREAD_ONCE_INIT;
 static pthread_key_t st_key;
@@ -472,6 +469,7 @@ static bool st_key_ok;
 static void st_exit(void *arg) {
   sthread_t *st = arg;
   my_st = &gone_st;
+  lp_impl_sub_self = &gone_st.pub;
   lp__lock(&subs_mu);
   if (st->prev)
     st->prev->next = st->next;
@@ -490,9 +488,9 @@ static sthread_t *st_create(void) {
   sthread_t *st = calloc(1, sizeof *st);
   if (!st) return NULL;
   st->tid = t->tid;
-  st->lbegin = (lp_notification_t){LP_STREAM_LABELS, LP_TP_SCOPE_BEGIN, NULL, NULL, NULL, 0, NULL, st->tid};
-  st->lend = (lp_notification_t){LP_STREAM_LABELS, LP_TP_SCOPE_END, NULL, NULL, NULL, 0, NULL, st->tid};
-  st->snote = (lp_notification_t){0, 0, NULL, NULL, NULL, 0, NULL, st->tid};
+  st->pub.lbegin = (lp_notification_t){LP_STREAM_LABELS, LP_TP_SCOPE_BEGIN, NULL, NULL, NULL, 0, NULL, st->tid};
+  st->pub.lend = (lp_notification_t){LP_STREAM_LABELS, LP_TP_SCOPE_END, NULL, NULL, NULL, 0, NULL, st->tid};
+  st->pub.snote = (lp_notification_t){0, 0, NULL, NULL, NULL, 0, NULL, st->tid};
   if (pthread_setspecific(st_key, st) != 0) {
     free(st);
     return NULL;
@@ -503,6 +501,7 @@ static sthread_t *st_create(void) {
   sthreads = st;
   lp__unlock(&subs_mu);
   my_st = st;
+  lp_impl_sub_self = &st->pub;
   return st;
 }
 
@@ -524,32 +523,32 @@ static lp_event_t **cache_slot(const lp_payload_t *p) {
 /* Pins the current snapshot; NULL if there is none (or it kept changing). */
 static inline snap_t *pin_current(hazard_t *h) {
   for (int i = 0; i < 8; i++) {
-    snap_t *s = atomic_load_explicit(&current, memory_order_acquire);
+    snap_t *s = cur_load(__ATOMIC_ACQUIRE);
     if (!s) break; /* (a pin an earlier try stored is cleared below) */
 #if !LP__TSAN
-    if (LP_IMPL_LIKELY(atomic_load_explicit(&asym, memory_order_relaxed))) {
-      atomic_store_explicit(h, s, memory_order_relaxed);
+    if (LP_IMPL_LIKELY(__atomic_load_n(&lp_impl_subs_asym, __ATOMIC_RELAXED))) {
+      __atomic_store_n(h, &s->head, __ATOMIC_RELAXED);
       atomic_signal_fence(memory_order_seq_cst); /* the writer's membarrier() is the fence */
-      if (atomic_load_explicit(&current, memory_order_relaxed) == s) return s;
+      if (cur_load(__ATOMIC_RELAXED) == s) return s;
       continue;
     }
 #endif
-    atomic_store_explicit(h, s, memory_order_seq_cst);
-    if (atomic_load_explicit(&current, memory_order_seq_cst) == s) return s;
+    __atomic_store_n(h, &s->head, __ATOMIC_SEQ_CST);
+    if (cur_load(__ATOMIC_SEQ_CST) == s) return s;
   }
-  if (atomic_load_explicit(h, memory_order_relaxed)) atomic_store_explicit(h, NULL, memory_order_release);
+  if (__atomic_load_n(h, __ATOMIC_RELAXED)) __atomic_store_n(h, NULL, __ATOMIC_RELEASE);
   return NULL;
 }
 
-static inline void unpin(hazard_t *h) { atomic_store_explicit(h, NULL, memory_order_release); }
+static inline void unpin(hazard_t *h) { __atomic_store_n(h, NULL, __ATOMIC_RELEASE); }
 
 static inline uint32_t pair_key(uint8_t stream, uint16_t type) { return (uint32_t)stream << 16 | (type & 0xfffeu); }
 
 static inline uint32_t key_home(uint32_t key, uint32_t mask) { return (key * 2654435761u) >> 7 & mask; }
 
 static inline const keyent_t *lookup(const snap_t *s, uint32_t key) {
-  for (uint32_t h = key_home(key, s->mask);; h = (h + 1) & s->mask) {
-    const keyent_t *k = &s->keys[h];
+  for (uint32_t h = key_home(key, s->head.mask);; h = (h + 1) & s->head.mask) {
+    const keyent_t *k = &s->head.keys[h];
     if (k->key == key) return k;
     if (k->key == 0) return NULL;
   }
@@ -558,11 +557,12 @@ static inline const keyent_t *lookup(const snap_t *s, uint32_t key) {
 /* Every pin of every thread, against s; subs_mu held. */
 static bool pinned(const snap_t *s) {
   for (sthread_t *st = sthreads; st; st = st->next) {
-    if (atomic_load(&st->single.snap) == s || atomic_load(&st->probe.snap) == s) return true;
+    if (hz_load(&st->pub.single, __ATOMIC_SEQ_CST) == s || hz_load(&st->probe.snap, __ATOMIC_SEQ_CST) == s)
+      return true;
     for (int i = 0; i < LP_STACK_CAPACITY; i++)
-      if (atomic_load(&st->label[i]) == s) return true;
+      if (hz_load(&st->pub.label[i], __ATOMIC_SEQ_CST) == s) return true;
     for (int i = 0; i < NSCOPES; i++)
-      if (atomic_load(&st->scope[i].snap) == s) return true;
+      if (hz_load(&st->scope[i].snap, __ATOMIC_SEQ_CST) == s) return true;
   }
   return false;
 }
@@ -647,18 +647,19 @@ static snap_t *build(int *rc) {
     free(f);
     goto oom;
   }
-  s->keys = (keyent_t *)(s + 1);
-  s->calls = (call_t *)(s->keys + size);
-  s->mask = size - 1;
+  keyent_t *keys = (keyent_t *)(s + 1);
+  s->head.keys = keys;
+  s->calls = (call_t *)(keys + size);
+  s->head.mask = size - 1;
   s->nsubs = nenabled;
   memcpy(s->subs, enabled_list, nenabled * sizeof *s->subs);
   uint32_t c = 0;
   keyent_t *k = NULL;
   for (uint32_t i = 0; i < nf; i++) {
     if (i == 0 || f[i].key != f[i - 1].key) {
-      uint32_t h = key_home(f[i].key, s->mask);
-      while (s->keys[h].key) h = (h + 1) & s->mask;
-      k = &s->keys[h];
+      uint32_t h = key_home(f[i].key, s->head.mask);
+      while (keys[h].key) h = (h + 1) & s->head.mask;
+      k = &keys[h];
       k->key = f[i].key;
       k->first = &s->calls[c];
       uint8_t stream = (uint8_t)(f[i].key >> 16);
@@ -677,12 +678,12 @@ static snap_t *build(int *rc) {
   free(f);
   const keyent_t *sk = lookup(s, pair_key(LP_STREAM_LABELS, LP_TP_SCOPE_BEGIN));
   if (sk) {
-    memcpy(s->scope, sk->first, sk->count * sizeof *s->scope);
-    s->nscope = sk->count;
+    memcpy(s->head.scope, sk->first, sk->count * sizeof *s->head.scope);
+    s->head.nscope = sk->count;
     /* The label paths call without testing: a missing half of the pair is a no-op. */
-    for (uint32_t i = 0; i < s->nscope; i++) {
-      if (!s->scope[i].cb[0]) s->scope[i].cb[0] = nop_callback;
-      if (!s->scope[i].cb[1]) s->scope[i].cb[1] = nop_callback;
+    for (uint32_t i = 0; i < s->head.nscope; i++) {
+      if (!s->head.scope[i].cb[0]) s->head.scope[i].cb[0] = nop_callback;
+      if (!s->head.scope[i].cb[1]) s->head.scope[i].cb[1] = nop_callback;
     }
   }
   return s;
@@ -693,9 +694,10 @@ oom:
 
 static void membarrier_all(void) {
 #if !LP__TSAN
-  if (atomic_load(&asym) && syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0) {
+  if (__atomic_load_n(&lp_impl_subs_asym, __ATOMIC_SEQ_CST) &&
+      syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0) {
     /* Cannot happen once registered; if it does, readers must fence for themselves from now on. */
-    atomic_store(&asym, false);
+    __atomic_store_n(&lp_impl_subs_asym, 0, __ATOMIC_SEQ_CST);
   }
 #endif
 }
@@ -705,8 +707,8 @@ static int publish(void) {
   int rc;
   snap_t *n = build(&rc);
   if (rc) return rc;
-  snap_t *old = atomic_load(&current);
-  atomic_store_explicit(&current, n ? n : &empty_snap, memory_order_seq_cst);
+  snap_t *old = cur_load(__ATOMIC_SEQ_CST);
+  __atomic_store_n(&lp_impl_subs_current, n ? &n->head : &empty_snap.head, __ATOMIC_SEQ_CST);
   for (int i = 1; i < 256; i++) {
     uint64_t w = n ? n->wanted[i] : 0;
     if (LP_IMPL_LOAD_RELAXED(lp_impl_wanted[i]) != w) LP_IMPL_STORE_RELAXED(lp_impl_wanted[i], w);
@@ -816,28 +818,25 @@ static bool own_pins_hold(const sthread_t *st, const lp_subscriber_t *s) {
   if (!st) return false;
   const snap_t *x;
   for (int i = 0; i < LP_STACK_CAPACITY; i++)
-    if ((x = atomic_load_explicit(&st->label[i], memory_order_relaxed)) && holds(x, s)) return true;
+    if ((x = hz_load((hazard_t *)&st->pub.label[i], __ATOMIC_RELAXED)) && holds(x, s)) return true;
   for (int i = 0; i < NSCOPES; i++)
-    if ((x = atomic_load_explicit(&st->scope[i].snap, memory_order_relaxed)) && holds(x, s)) return true;
+    if ((x = hz_load((hazard_t *)&st->scope[i].snap, __ATOMIC_RELAXED)) && holds(x, s)) return true;
   return false;
 }
 
 /* Whether any pin holds a snapshot with s. subs_mu held. */
 static bool in_use(const lp_subscriber_t *s) {
-  snap_t *c = atomic_load(&current);
+  snap_t *c = cur_load(__ATOMIC_SEQ_CST);
   if (c && holds(c, s)) return true;
   for (sthread_t *st = sthreads; st; st = st->next) {
-    const pin_t *ps[] = {&st->single, &st->probe};
-    for (int i = 0; i < 2; i++) {
-      const snap_t *x = atomic_load(&ps[i]->snap);
-      if (x && holds(x, s)) return true;
-    }
+    const snap_t *x1 = hz_load(&st->pub.single, __ATOMIC_SEQ_CST), *x2 = hz_load(&st->probe.snap, __ATOMIC_SEQ_CST);
+    if ((x1 && holds(x1, s)) || (x2 && holds(x2, s))) return true;
     for (int i = 0; i < LP_STACK_CAPACITY; i++) {
-      const snap_t *x = atomic_load(&st->label[i]);
+      const snap_t *x = hz_load(&st->pub.label[i], __ATOMIC_SEQ_CST);
       if (x && holds(x, s)) return true;
     }
     for (int i = 0; i < NSCOPES; i++) {
-      const snap_t *x = atomic_load(&st->scope[i].snap);
+      const snap_t *x = hz_load(&st->scope[i].snap, __ATOMIC_SEQ_CST);
       if (x && holds(x, s)) return true;
     }
   }
@@ -851,7 +850,7 @@ int lp_subscriber_destroy(lp_subscriber_t *s, int64_t timeout_ns) {
   lp__unlock(&subs_mu);
   if (rc) return rc;
   sthread_t *st = st_real(my_st) ? my_st : NULL;
-  if (st && (st->guard || own_pins_hold(st, s))) return -EDEADLK;
+  if (st && (st->pub.guard || own_pins_hold(st, s))) return -EDEADLK;
   uint64_t start = lp__mono_ns();
   long nap = 20000; /* ns; doubles up to 1 ms */
   for (;;) {
@@ -896,35 +895,35 @@ static inline void call_ends(const call_t *c, uint32_t n, pin_t *p, const lp_not
 }
 
 /*
- * The labels' scope pair: s->scope[] has no NULL callback (build() puts a
+ * The labels' scope pair: s->head.scope[] has no NULL callback (build() puts a
  * no-op in its place) and the instance slot of scope[i] is slots[i].
  */
 static __attribute__((noinline)) void label_begins_loop(const snap_t *s, void **slots, const lp_notification_t *note) {
-  const call_t *c = s->scope;
-  for (uint32_t i = 0, n = s->nscope; i < n; i++) {
+  const call_t *c = s->head.scope;
+  for (uint32_t i = 0, n = s->head.nscope; i < n; i++) {
     slots[i] = NULL;
     c[i].cb[0](note, c[i].data, &slots[i]);
   }
 }
 
 static __attribute__((noinline)) void label_ends_loop(const snap_t *s, void **slots, const lp_notification_t *note) {
-  const call_t *c = s->scope;
-  for (uint32_t i = s->nscope; i-- > 0;) c[i].cb[1](note, c[i].data, &slots[i]);
+  const call_t *c = s->head.scope;
+  for (uint32_t i = s->head.nscope; i-- > 0;) c[i].cb[1](note, c[i].data, &slots[i]);
 }
 
 /* One subscriber, the usual case, straight: the loops are out of line, with the registers they need. */
 static inline void label_begins(const snap_t *s, void **slots, const lp_notification_t *note) {
-  if (LP_IMPL_LIKELY(s->nscope == 1)) {
+  if (LP_IMPL_LIKELY(s->head.nscope == 1)) {
     slots[0] = NULL;
-    s->scope[0].cb[0](note, s->scope[0].data, &slots[0]);
+    s->head.scope[0].cb[0](note, s->head.scope[0].data, &slots[0]);
   } else {
     label_begins_loop(s, slots, note);
   }
 }
 
 static inline void label_ends(const snap_t *s, void **slots, const lp_notification_t *note) {
-  if (LP_IMPL_LIKELY(s->nscope == 1))
-    s->scope[0].cb[1](note, s->scope[0].data, &slots[0]);
+  if (LP_IMPL_LIKELY(s->head.nscope == 1))
+    s->head.scope[0].cb[1](note, s->head.scope[0].data, &slots[0]);
   else
     label_ends_loop(s, slots, note);
 }
@@ -936,14 +935,14 @@ static inline void label_ends(const snap_t *s, void **slots, const lp_notificati
  */
 static inline snap_t *pin_once(hazard_t *h, snap_t *s) {
 #if !LP__TSAN
-  if (LP_IMPL_LIKELY(atomic_load_explicit(&asym, memory_order_relaxed))) {
-    atomic_store_explicit(h, s, memory_order_relaxed);
+  if (LP_IMPL_LIKELY(__atomic_load_n(&lp_impl_subs_asym, __ATOMIC_RELAXED))) {
+    __atomic_store_n(h, &s->head, __ATOMIC_RELAXED);
     atomic_signal_fence(memory_order_seq_cst); /* the writer's membarrier() is the fence */
-    return atomic_load_explicit(&current, memory_order_relaxed);
+    return cur_load(__ATOMIC_RELAXED);
   }
 #endif
-  atomic_store_explicit(h, s, memory_order_seq_cst);
-  return atomic_load_explicit(&current, memory_order_seq_cst);
+  __atomic_store_n(h, &s->head, __ATOMIC_SEQ_CST);
+  return cur_load(__ATOMIC_SEQ_CST);
 }
 
 /* Everything out of the ordinary: recorded scopes, new or exited threads, deep stacks, callbacks' own labels. */
@@ -958,19 +957,19 @@ static __attribute__((noinline)) uint64_t enter_notify_general(const lp_site_t *
   if (depth == LP_IMPL_NOT_PUSHED || depth - 1u >= LP_STACK_CAPACITY) return w; /* deep: no notifications */
   if (!(LP_IMPL_LOAD_RELAXED(lp_impl_wanted[LP_STREAM_LABELS]) & LP_IMPL_WANT_BIT(LP_TP_SCOPE_BEGIN))) return w;
   sthread_t *st = st_get();
-  if (!st || st->guard) return w;
+  if (!st || st->pub.guard) return w;
   uint32_t d = depth - 1;
-  snap_t *s = pin_current(&st->label[d]);
-  if (LP_IMPL_UNLIKELY(!s || !s->nscope)) {
-    if (s) unpin(&st->label[d]);
+  snap_t *s = pin_current(&st->pub.label[d]);
+  if (LP_IMPL_UNLIKELY(!s || !s->head.nscope)) {
+    if (s) unpin(&st->pub.label[d]);
     return w;
   }
   lp_impl_thread_t *t = lp_impl_self;
   LP_IMPL_STORE_RELEASE(t->frames[d], LP_IMPL_LOAD_RELAXED(t->frames[d]) | LP_IMPL_NOTIFIED);
   lp_notification_t n = {LP_STREAM_LABELS, LP_TP_SCOPE_BEGIN, NULL, NULL, site, 0, NULL, st->tid};
-  st->guard = 1;
-  label_begins(s, st->label_slots[d], &n);
-  st->guard = 0;
+  st->pub.guard = 1;
+  label_begins(s, st->pub.label_slots[d], &n);
+  st->pub.guard = 0;
   return w | LP_IMPL_TRACED_MARK;
 }
 
@@ -986,21 +985,21 @@ uint64_t lp_impl_enter_notify(const lp_site_t *site, int manual) {
   sthread_t *st = my_st; /* unborn_st and gone_st have the guard set */
   uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
   uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
-  snap_t *s = atomic_load_explicit(&current, memory_order_acquire);
+  snap_t *s = cur_load(__ATOMIC_ACQUIRE);
   if (LP_IMPL_UNLIKELY(site->level & lp__trace_levels())) return enter_notify_general(site, manual);
   if (LP_IMPL_UNLIKELY(d >= LP_STACK_CAPACITY)) return enter_notify_general(site, manual);
-  if (LP_IMPL_UNLIKELY(st->guard)) return enter_notify_general(site, manual);
-  if (LP_IMPL_UNLIKELY(pin_once(&st->label[d], s) != s || !s->nscope)) {
-    unpin(&st->label[d]);
+  if (LP_IMPL_UNLIKELY(st->pub.guard)) return enter_notify_general(site, manual);
+  if (LP_IMPL_UNLIKELY(pin_once(&st->pub.label[d], s) != s || !s->head.nscope)) {
+    unpin(&st->pub.label[d]);
     return enter_notify_general(site, manual);
   }
   LP_IMPL_STORE_RELEASE(t->frames[d], (uintptr_t)site | LP_IMPL_NOTIFIED);
   w += LP_IMPL_COUNT_ONE + 1;
   LP_IMPL_STORE_RELEASE(t->word, w);
-  st->guard = 1; /* first: a signal handler's label from here on reaches nobody, and leaves lbegin alone */
-  st->lbegin.site = site;
-  label_begins(s, st->label_slots[d], &st->lbegin);
-  st->guard = 0;
+  st->pub.guard = 1; /* first: a signal handler's label from here on reaches nobody, and leaves lbegin alone */
+  st->pub.lbegin.site = site;
+  label_begins(s, st->pub.label_slots[d], &st->pub.lbegin);
+  st->pub.guard = 0;
   return w | LP_IMPL_TRACED_MARK;
 }
 
@@ -1009,14 +1008,14 @@ void lp__subs_end(lp__thread_t *t, uint32_t depth, const lp_site_t *site) {
   /* A frame marked notified means its begin pinned label[depth] on this thread: my_st exists. */
   sthread_t *st = my_st;
   if (LP_IMPL_UNLIKELY(!st_real(st) || depth >= LP_STACK_CAPACITY)) return;
-  snap_t *s = atomic_load_explicit(&st->label[depth], memory_order_relaxed);
+  snap_t *s = hz_load(&st->pub.label[depth], __ATOMIC_RELAXED);
   if (LP_IMPL_UNLIKELY(!s)) return;
   lp_notification_t n = {LP_STREAM_LABELS, LP_TP_SCOPE_END, NULL, NULL, site, 0, NULL, st->tid};
-  int g = st->guard;
-  st->guard = 1; /* ends are owed even inside a callback; what they do reaches nobody */
-  label_ends(s, st->label_slots[depth], &n);
-  st->guard = g;
-  unpin(&st->label[depth]);
+  int g = st->pub.guard;
+  st->pub.guard = 1; /* ends are owed even inside a callback; what they do reaches nobody */
+  label_ends(s, st->pub.label_slots[depth], &n);
+  st->pub.guard = g;
+  unpin(&st->pub.label[depth]);
 }
 
 /*
@@ -1025,13 +1024,13 @@ void lp__subs_end(lp__thread_t *t, uint32_t depth, const lp_site_t *site) {
  * is on top and is the scope's; label[depth] is pinned (gone_st and unborn_st pin nothing).
  */
 static inline bool end_direct(lp_impl_thread_t *h, sthread_t *st, uint32_t depth, const lp_site_t *site) {
-  snap_t *s = atomic_load_explicit(&st->label[depth], memory_order_relaxed);
-  if (LP_IMPL_UNLIKELY(!s || st->guard)) return false;
-  st->guard = 1;
-  st->lend.site = site;
-  label_ends(s, st->label_slots[depth], &st->lend);
-  st->guard = 0;
-  unpin(&st->label[depth]);
+  snap_t *s = hz_load(&st->pub.label[depth], __ATOMIC_RELAXED);
+  if (LP_IMPL_UNLIKELY(!s || st->pub.guard)) return false;
+  st->pub.guard = 1;
+  st->pub.lend.site = site;
+  label_ends(s, st->pub.label_slots[depth], &st->pub.lend);
+  st->pub.guard = 0;
+  unpin(&st->pub.label[depth]);
   /* Reloaded: the callbacks' own labels moved the change counter. */
   LP_IMPL_STORE_RELEASE(h->word, LP_IMPL_LOAD_RELAXED(h->word) + LP_IMPL_COUNT_ONE - 1);
   return true;
@@ -1087,15 +1086,15 @@ static __attribute__((noinline)) void single_loop(const call_t *c, uint32_t coun
 
 /* A single notification to whoever has a callback for it. */
 static void single(sthread_t *st, const lp_notification_t *n) {
-  snap_t *s = pin_current(&st->single.snap);
+  snap_t *s = pin_current(&st->pub.single);
   if (!s) return;
   const keyent_t *k = lookup(s, pair_key(n->stream, n->type));
   if (k) {
-    st->guard = 1;
+    st->pub.guard = 1;
     single_loop(k->first, k->count, n);
-    st->guard = 0;
+    st->pub.guard = 0;
   }
-  unpin(&st->single.snap);
+  unpin(&st->pub.single);
 }
 
 void lp_impl_instant_notify(uintptr_t tag) {
@@ -1104,7 +1103,7 @@ void lp_impl_instant_notify(uintptr_t tag) {
   if (site->level & tl) lp_impl_instant(tag, tl);
   if (!(LP_IMPL_LOAD_RELAXED(lp_impl_wanted[LP_STREAM_LABELS]) & LP_IMPL_WANT_BIT(LP_TP_INSTANT))) return;
   sthread_t *st = st_get();
-  if (!st || st->guard) return;
+  if (!st || st->pub.guard) return;
   lp_notification_t n = {LP_STREAM_LABELS, LP_TP_INSTANT, NULL, NULL, site, 0, NULL, st->tid};
   single(st, &n);
 }
@@ -1112,13 +1111,13 @@ void lp_impl_instant_notify(uintptr_t tag) {
 static __attribute__((noinline)) int notify_slow(uint8_t stream, uint16_t type, const lp_event_t *parent,
                                                  const lp_event_t *event, uint64_t instance, const void *user_data) {
   sthread_t *st = st_get();
-  if (!st || st->guard) return 0;
+  if (!st || st->pub.guard) return 0;
   lp_notification_t n = {stream, type, parent, event, NULL, instance, user_data, st->tid};
   single(st, &n);
   return 0;
 }
 
-/* lp_notify's callbacks, st->snote filled in and the guard set: then the guard cleared and the pin dropped. */
+/* lp_notify's callbacks, st->pub.snote filled in and the guard set: then the guard cleared and the pin dropped. */
 int(lp_notify)(uint8_t stream, uint16_t type, const lp_event_t *parent, const lp_event_t *event, uint64_t instance,
                const void *user_data) {
   /* Stream 0 never has a wanted bit: the common case is one load and a test. */
@@ -1127,17 +1126,17 @@ int(lp_notify)(uint8_t stream, uint16_t type, const lp_event_t *parent, const lp
   return lp_impl_notify_listened(stream, type, parent, event, instance, user_data);
 }
 
-/* lp_notify's callbacks, st->snote filled in and the guard set: then the guard cleared and the pin dropped. */
+/* lp_notify's callbacks, st->pub.snote filled in and the guard set: then the guard cleared and the pin dropped. */
 static __attribute__((noinline)) int deliver(sthread_t *st, const call_t *c, uint32_t count, unsigned odd) {
   if (LP_IMPL_LIKELY(count == 1)) {
     lp_callback_t cb = c->cb[odd];
-    st->sslot = NULL;
-    if (LP_IMPL_LIKELY(cb != NULL)) cb(&st->snote, c->data, &st->sslot);
+    st->pub.sslot = NULL;
+    if (LP_IMPL_LIKELY(cb != NULL)) cb(&st->pub.snote, c->data, &st->pub.sslot);
   } else {
-    single_loop(c, count, &st->snote);
+    single_loop(c, count, &st->pub.snote);
   }
-  st->guard = 0;
-  unpin(&st->single.snap);
+  st->pub.guard = 0;
+  unpin(&st->pub.single);
   return 0;
 }
 
@@ -1146,15 +1145,15 @@ int lp_impl_notify_listened(uint8_t stream, uint16_t type, const lp_event_t *par
   if (LP_IMPL_UNLIKELY(!stream)) return -EINVAL;
   /* Someone may listen. The usual case here: a thread with its state, outside callbacks, pinned at the first try. */
   sthread_t *st = my_st; /* unborn_st and gone_st have the guard set */
-  snap_t *s = atomic_load_explicit(&current, memory_order_acquire);
-  if (LP_IMPL_UNLIKELY(st->guard)) return notify_slow(stream, type, parent, event, instance, user_data);
-  hazard_t *p = &st->single.snap;
+  snap_t *s = cur_load(__ATOMIC_ACQUIRE);
+  if (LP_IMPL_UNLIKELY(st->pub.guard)) return notify_slow(stream, type, parent, event, instance, user_data);
+  hazard_t *p = &st->pub.single;
   if (LP_IMPL_UNLIKELY(pin_once(p, s) != s)) {
     unpin(p);
     return notify_slow(stream, type, parent, event, instance, user_data);
   }
-  lp_notification_t *n = &st->snote;
-  st->guard = 1; /* first: a signal handler's notification from here on reaches nobody, and leaves snote alone */
+  lp_notification_t *n = &st->pub.snote;
+  st->pub.guard = 1; /* first: a signal handler's notification from here on reaches nobody, and leaves snote alone */
   /* Filled in before the lookup, so that the arguments need no register of their own past here. */
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
   /* stream and type in one store (the byte between them is padding) */
@@ -1170,7 +1169,7 @@ int lp_impl_notify_listened(uint8_t stream, uint16_t type, const lp_event_t *par
   n->user_data = user_data;
   const keyent_t *k = lookup(s, pair_key(stream, type));
   if (LP_IMPL_UNLIKELY(k == NULL)) {
-    st->guard = 0;
+    st->pub.guard = 0;
     unpin(p);
     return 0;
   }
@@ -1180,7 +1179,7 @@ int lp_impl_notify_listened(uint8_t stream, uint16_t type, const lp_event_t *par
 
 int lp_impl_notify_wanted_slow(uint8_t stream, uint16_t type) {
   sthread_t *st = st_get();
-  if (!st || st->guard) return 0;
+  if (!st || st->pub.guard) return 0;
   snap_t *s = pin_current(&st->probe.snap);
   if (!s) return 0;
   int want = 0;
@@ -1196,7 +1195,7 @@ int32_t lp_impl_nscope_begin(uint8_t stream, uint16_t type, const lp_event_t *pa
                              uint64_t instance, const void *user_data) {
   if (!stream) return -1;
   sthread_t *st = st_get();
-  if (!st || st->guard || st->used == UINT64_MAX) return -1;
+  if (!st || st->pub.guard || st->used == UINT64_MAX) return -1;
   int i = __builtin_ctzll(~st->used);
   pin_t *p = &st->scope[i];
   snap_t *s = pin_current(&p->snap);
@@ -1209,9 +1208,9 @@ int32_t lp_impl_nscope_begin(uint8_t stream, uint16_t type, const lp_event_t *pa
   st->used |= (uint64_t)1 << i;
   st->info[i] = (scope_info_t){stream, type, parent, event, instance, user_data};
   lp_notification_t n = {stream, type, parent, event, NULL, instance, user_data, st->tid};
-  st->guard = 1;
+  st->pub.guard = 1;
   call_begins(k->first, k->count, p, &n, (type & 1u) != 0);
-  st->guard = 0;
+  st->pub.guard = 0;
   return i;
 }
 
@@ -1219,16 +1218,16 @@ void lp_impl_nscope_end(int32_t i) {
   sthread_t *st = my_st;
   if (!st_real(st) || i < 0 || i >= NSCOPES || !(st->used >> i & 1)) return;
   pin_t *p = &st->scope[i];
-  snap_t *s = atomic_load_explicit(&p->snap, memory_order_relaxed);
+  snap_t *s = hz_load(&p->snap, __ATOMIC_RELAXED);
   const scope_info_t *in = &st->info[i];
   lp_notification_t n = {in->stream, (uint16_t)(in->type | 1u), in->parent, in->event, NULL, in->instance,
                          in->user_data, st->tid};
   const keyent_t *k = s ? lookup(s, pair_key(in->stream, in->type)) : NULL;
   if (k) {
-    int g = st->guard;
-    st->guard = 1;
+    int g = st->pub.guard;
+    st->pub.guard = 1;
     call_ends(k->first, k->count, p, &n);
-    st->guard = g;
+    st->pub.guard = g;
   }
   unpin(&p->snap);
   st->used &= ~((uint64_t)1 << i);
@@ -1352,7 +1351,8 @@ void lp__subs_init(void) {
   lp__unlock(&streams_mu);
 #if !LP__TSAN
   /* Readers pin without a fence when the writer can make every running thread execute one. */
-  if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0) atomic_store(&asym, true);
+  if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0)
+    __atomic_store_n(&lp_impl_subs_asym, 1, __ATOMIC_SEQ_CST);
 #endif
 }
 
@@ -1381,8 +1381,9 @@ void lp__subs_atfork_child(void) {
   if (self) self->next = self->prev = NULL;
 #if !LP__TSAN
   /* The registration may not be the child's: register again, or fence on both sides from now on. */
-  if (atomic_load(&asym) && syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) != 0)
-    atomic_store(&asym, false);
+  if (__atomic_load_n(&lp_impl_subs_asym, __ATOMIC_SEQ_CST) &&
+      syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) != 0)
+    __atomic_store_n(&lp_impl_subs_asym, 0, __ATOMIC_SEQ_CST);
 #endif
   pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
   subs_mu = fresh;

@@ -88,16 +88,23 @@ static session_t sessions[LP__OWNERS];
  * labels). The two parts have writers under different locks; each stores
  * its part, then the union, and stores again until the union it stored is
  * still the union of both parts, so that the last writer's view wins.
+ * While both parts are set, it also has LP_IMPL_SUBS_TRACED.
  */
 _Atomic uint32_t lp__trace_lv;
 #define trace_lv lp__trace_lv
 static _Atomic uint32_t subs_lv;
 
+/* With LP_IMPL_SUBS_TRACED while both parts are set: the inline label paths of labelprof.h then step aside. */
+static uint32_t levels_union(void) {
+  uint32_t t = atomic_load(&trace_lv), s = atomic_load(&subs_lv);
+  return t | s | (t && s ? LP_IMPL_SUBS_TRACED : 0u);
+}
+
 static void levels_refresh(void) {
   for (;;) {
-    uint32_t lv = atomic_load(&trace_lv) | atomic_load(&subs_lv);
+    uint32_t lv = levels_union();
     LP_IMPL_STORE_RELEASE(lp_impl_levels, lv);
-    if ((atomic_load(&trace_lv) | atomic_load(&subs_lv)) == lv) return;
+    if (levels_union() == lv) return;
   }
 }
 

@@ -364,6 +364,78 @@ static void test_phase_switch_pairs_for_subscribers(void) {
 }
 
 
+/*
+ * One subscriber's pairs run in the program's own code, anything else in the
+ * library: scopes that begin on one side and end on the other keep their
+ * pairs, slots and order. A's scope begins alone (inline); B joins, and a
+ * nested scope begins with both (out of line); A leaves: the nested end still
+ * goes to both, in reverse, and the outer end to A alone (inline, with A
+ * disabled). Then lp_notify with two listeners, then with one.
+ */
+static void test_inline_and_library_paths_hand_over(void) {
+  static const uint16_t sig = LP_TP_SIGNAL;
+  lp_subscriber_t *a = recorder("A", LP_STREAM_LABELS, scope_types, 2);
+  lp_subscriber_t *b = recorder("B", LP_STREAM_LABELS, scope_types, 2);
+  uint8_t st;
+  CU_ASSERT_EQUAL_FATAL(lp_stream_register("test.handover", &st), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_callback(a, st, sig, rec), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_callback(b, st, sig, rec), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_enabled(a, 1), 0);
+  nlog = 0;
+  LP_BEGIN("outer");
+  CU_ASSERT_EQUAL(lp_subscriber_set_enabled(b, 1), 0);
+  {
+    LP_SCOPE("inner");
+    CU_ASSERT_EQUAL(lp_subscriber_set_enabled(a, 0), 0);
+  }
+  LP_END();
+  /* A: begin outer; A, B: begin inner; B, A: end inner; A: end outer */
+  CU_ASSERT_EQUAL_FATAL(nlog, 6);
+  const char *who = "AABBAA", *label[] = {"outer", "inner", "inner", "inner", "inner", "outer"};
+  const int end[] = {0, 0, 0, 1, 1, 1};
+  for (int i = 0; i < 6; i++) {
+    CU_ASSERT_EQUAL(logv[i].who, who[i]);
+    CU_ASSERT_STRING_EQUAL(logv[i].site->label, label[i]);
+    CU_ASSERT_EQUAL(logv[i].type, end[i] ? LP_TP_SCOPE_END : LP_TP_SCOPE_BEGIN);
+    CU_ASSERT_EQUAL(logv[i].tid, my_tid());
+  }
+  CU_ASSERT_PTR_EQUAL(logv[5].slot_at, logv[0].slot_at);
+  CU_ASSERT_PTR_EQUAL(logv[4].slot_at, logv[1].slot_at);
+  CU_ASSERT_PTR_EQUAL(logv[3].slot_at, logv[2].slot_at);
+  CU_ASSERT_PTR_NOT_EQUAL(logv[1].slot_at, logv[2].slot_at);
+  CU_ASSERT_PTR_EQUAL(logv[5].slot_in, (void *)(uintptr_t)(0x1000 + 1));
+  CU_ASSERT_PTR_EQUAL(logv[4].slot_in, (void *)(uintptr_t)(0x1000 + 2));
+  CU_ASSERT_PTR_EQUAL(logv[3].slot_in, (void *)(uintptr_t)(0x1000 + 3));
+  /* A scope now reaches B alone, inline. */
+  nlog = 0;
+  { LP_SCOPE("b alone"); }
+  CU_ASSERT_EQUAL_FATAL(nlog, 2);
+  CU_ASSERT_EQUAL(logv[0].who, 'B');
+  CU_ASSERT_PTR_EQUAL(logv[1].slot_in, (void *)(uintptr_t)(0x1000 + 1));
+  /* lp_notify: both, in enable order (B first now), then B alone; each with a fresh NULL slot. */
+  CU_ASSERT_EQUAL(lp_subscriber_set_enabled(a, 1), 0);
+  nlog = 0;
+  CU_ASSERT_EQUAL(lp_notify(st, sig, NULL, NULL, 7, &nlog), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_enabled(a, 0), 0);
+  CU_ASSERT_EQUAL(lp_notify(st, sig, NULL, NULL, 8, &nlog), 0);
+  CU_ASSERT_EQUAL(lp_notify(st, LP_TP_SIGNAL + 2, NULL, NULL, 9, &nlog), 0); /* nobody has this one */
+  CU_ASSERT_EQUAL_FATAL(nlog, 3);
+  const char *nwho = "BAB";
+  const uint64_t inst[] = {7, 7, 8};
+  for (int i = 0; i < 3; i++) {
+    CU_ASSERT_EQUAL(logv[i].who, nwho[i]);
+    CU_ASSERT_EQUAL(logv[i].stream, st);
+    CU_ASSERT_EQUAL(logv[i].type, LP_TP_SIGNAL);
+    CU_ASSERT_EQUAL(logv[i].instance, inst[i]);
+    CU_ASSERT_PTR_EQUAL(logv[i].user_data, &nlog);
+    CU_ASSERT_PTR_NULL(logv[i].site);
+    CU_ASSERT_PTR_NULL(logv[i].slot_in);
+    CU_ASSERT_EQUAL(logv[i].tid, my_tid());
+  }
+  CU_ASSERT_EQUAL(lp_subscriber_destroy(a, -1), 0);
+  drop(b);
+}
+
 /* Half a pair: a subscriber with only the end, or only the begin, gets just that half, alone or beside others. */
 static void test_half_pairs(void) {
   const uint16_t end_only = LP_TP_SCOPE_END, begin_only = LP_TP_SCOPE_BEGIN;
@@ -1013,6 +1085,7 @@ int main(void) {
       LP_TEST(test_pairing_across_disable_and_late_enable),
       LP_TEST(test_phase_switch_pairs_for_subscribers),
       LP_TEST(test_half_pairs),
+      LP_TEST(test_inline_and_library_paths_hand_over),
       LP_TEST(test_notify_reaches_each_subscriber_with_a_fresh_slot),
       LP_TEST(test_subscriber_with_instants_only_sees_no_scopes),
       LP_TEST(test_notify_and_notify_scope),
