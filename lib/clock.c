@@ -968,14 +968,15 @@ static tm_rate_t fit_rate(const lp__sync_t *p, size_t n, tm_seg_t *seg) {
   return out;
 }
 
-/* What to use when the points give no rate: the check's, the architecture's, or the process's so far. */
+/* What to use when the points give no rate: the architecture's, the check's, or the process's so far. */
 static double nominal_rate(void) {
-  if (check_rate > 0) return check_rate;
 #if defined(__aarch64__)
+  /* The architecture states the counter's frequency; a rate measured over the check's few ms can be off by more. */
   uint64_t f;
   __asm__ __volatile__("mrs %0, cntfrq_el0" : "=r"(f));
   if (f) return (double)f / 1e9;
 #endif
+  if (check_rate > 0) return check_rate;
   lp__sync_t now = lp__clock_sync();
   if (now.ns > origin.ns && now.ticks > origin.ticks) return step_ticks(&origin, &now) / step_ns(&origin, &now);
   return 1.0;
