@@ -658,6 +658,10 @@ LP_EXPORT int lp_dump(void);
  * loads once. Loaded objects are never unloaded. The library installs one
  * such tool, callstats.so, in the directory named by
  * `pkg-config --variable=subscriberdir labelprof`.
+ * A subscriber object takes the lp_* functions from the program, so that it
+ * and the program share one library. A program with liblabelprof.a linked in
+ * must export them: link it with -rdynamic (-Wl,--export-dynamic). Without,
+ * the object does not load, and the line on stderr says so.
  */
 
 /* A subscriber object's entry points, declared so that a tool's definitions are checked against them. */

@@ -1270,14 +1270,33 @@ static void load_one(const char *path) {
     warn("LABELPROF_SUBSCRIBERS: more than %d subscribers; %s skipped", MAX_LIBS, path);
     return;
   }
+  /*
+   * An object takes the lp_* functions from the program's global scope. They
+   * are not there when this library is linked in statically and the program
+   * does not export them (no -rdynamic), or was itself loaded RTLD_LOCAL.
+   */
+  void *ours = (void *)(uintptr_t)lp_subscriber_create;
+  bool global = dlsym(RTLD_DEFAULT, "lp_subscriber_create") == ours;
   void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     const char *e = dlerror();
-    warn("LABELPROF_SUBSCRIBERS: cannot load %s (%s); skipped", path, e ? e : "unknown error");
+    warn("LABELPROF_SUBSCRIBERS: cannot load %s (%s); skipped%s", path, e ? e : "unknown error",
+         global ? ""
+                : " (labelprof's functions are not in the program's global scope: a program with liblabelprof.a "
+                  "linked in must be linked with -rdynamic)");
     return;
   }
   for (uint32_t i = 0; i < n; i++)
     if (libs[i].handle == h) return; /* another path to an object already loaded */
+  /* Its own liblabelprof.so, where the program has labelprof linked in: a second library nothing records into. */
+  void *theirs = dlsym(h, "lp_subscriber_create");
+  if (!global && theirs && theirs != ours) {
+    warn("LABELPROF_SUBSCRIBERS: %s brings a second copy of labelprof (it is linked with -llabelprof, and the "
+         "program has liblabelprof.a linked in without -rdynamic): it sees none of the program's labels; link it "
+         "without -llabelprof",
+         path);
+    return;
+  }
   init_fn init = (init_fn)(uintptr_t)dlsym(h, "labelprof_subscriber_init");
   finish_fn finish = (finish_fn)(uintptr_t)dlsym(h, "labelprof_subscriber_finish");
   if (!init || !finish) {

@@ -5,7 +5,10 @@
  * labelprof, dynamically against libc) with LABELPROF_PROFILE,
  * LABELPROF_FOLDED and LABELPROF_TRACE set, and reads the three files back.
  * The environment is read by a load-time constructor; if the object that
- * holds it is not pulled out of the archive, nothing is written.
+ * holds it is not pulled out of the archive, nothing is written. Then
+ * LABELPROF_SUBSCRIBERS with a static program: tests/subs_child_static,
+ * linked with -rdynamic, feeds a subscriber object; without -rdynamic, or
+ * with an object that brings its own liblabelprof.so, one line says why.
  */
 #include "config.h"
 
@@ -135,6 +138,84 @@ static void test_static_destructors_run_after_the_reports(void) {
   json_decref(root);
 }
 
+/* ---- subscriber objects and a static program ---------------------------------------------- */
+
+/* Runs prog with one argument and LABELPROF_SUBSCRIBERS=module; its exit status, -1 if it did not exit. */
+static int run_subscribed(const char *prog, const char *arg, const char *module) {
+  char mod[4096], sv[4200];
+  CU_ASSERT_PTR_NOT_NULL_FATAL(realpath(module, mod));
+  snprintf(sv, sizeof sv, "LABELPROF_SUBSCRIBERS=%s", mod);
+  char *envp[] = {sv, "PATH=/usr/bin:/bin", NULL};
+  char *argv[] = {(char *)prog, (char *)arg, NULL};
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_addopen(&fa, 2, err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  pid_t pid;
+  int rc = posix_spawn(&pid, prog, &fa, NULL, argv, envp);
+  posix_spawn_file_actions_destroy(&fa);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  int status = -1;
+  CU_ASSERT_EQUAL_FATAL(waitpid(pid, &status, 0), pid);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static int count(const char *hay, const char *needle) {
+  int n = 0;
+  for (const char *p = hay; p && (p = strstr(p, needle)) != NULL; p += strlen(needle)) n++;
+  return n;
+}
+
+/* Linked with -rdynamic, a static program lends its labelprof to the object: every label reaches it. */
+static void test_static_rdynamic_program_feeds_subscribers(void) {
+  CU_ASSERT_EQUAL(run_subscribed("tests/subs_child_static", NULL, "tests/.libs/subs_good.so"), 3);
+  char *o = lp_test_slurp(out), *e = lp_test_slurp(err);
+  CU_ASSERT(o && strcmp(o, "subs_child: done\n") == 0);
+  /* 100 alpha + 1000 beta + 1 delta scopes, as with the shared library (test_subs_env). */
+  CU_ASSERT(e && strstr(e, "good finish labelprof.labels begins=1101 ends=1101\n") != NULL);
+  CU_ASSERT_EQUAL(count(e, "labelprof:"), 0);
+  if (e && !strstr(e, "begins=1101")) fprintf(stderr, "\n    the child's stderr: %s\n", e);
+  free(o);
+  free(e);
+}
+
+/* Without -rdynamic the object cannot load; the line says why, and the program runs on unchanged. */
+static void test_static_program_without_rdynamic_says_so(void) {
+  CU_ASSERT_EQUAL(run_subscribed(CHILD, "x", "tests/.libs/subs_good.so"), 0);
+  char *o = lp_test_slurp(out), *e = lp_test_slurp(err);
+  strip_rate_warning(e);
+  CU_ASSERT(o && strcmp(o, "child done\n") == 0);
+  CU_ASSERT_EQUAL(count(e, "\n"), 1);
+  CU_ASSERT(e && strstr(e, "labelprof: LABELPROF_SUBSCRIBERS: cannot load ") == e);
+  CU_ASSERT(e && strstr(e, "subs_good.so") != NULL);
+  CU_ASSERT(e && strstr(e, "must be linked with -rdynamic") != NULL);
+  CU_ASSERT(e && strstr(e, "good init") == NULL);
+  free(o);
+  free(e);
+}
+
+/*
+ * An object linked with -llabelprof subscribes to a second library of its
+ * own, which sees none of the program's labels: said in one line. (That
+ * copy reads the environment too, and runs the object's init itself.)
+ */
+static void test_static_program_refuses_a_second_copy(void) {
+  CU_ASSERT_EQUAL(run_subscribed(CHILD, "x", "tests/.libs/subs_linked.so"), 0);
+  char *o = lp_test_slurp(out), *e = lp_test_slurp(err);
+  strip_rate_warning(e);
+  CU_ASSERT(o && strcmp(o, "child done\n") == 0);
+  CU_ASSERT_EQUAL(count(e, "labelprof: "), 1);
+  CU_ASSERT(e && strstr(e, "brings a second copy of labelprof") != NULL);
+  CU_ASSERT(e && strstr(e, "begins=0 ends=0") != NULL); /* what the second copy gave it */
+  free(o);
+  free(e);
+  /* The same object in a program that exports its labelprof binds to it, and works. */
+  CU_ASSERT_EQUAL(run_subscribed("tests/subs_child_static", NULL, "tests/.libs/subs_linked.so"), 3);
+  e = lp_test_slurp(err);
+  CU_ASSERT(e && strstr(e, "good finish labelprof.labels begins=1101 ends=1101\n") != NULL);
+  free(e);
+}
+
 int main(void) {
 #ifdef LP_TEST_NO_STATIC_LIB
   fprintf(stderr, "SKIP: liblabelprof.a is not built (configure --disable-static); nothing to test\n");
@@ -150,6 +231,9 @@ int main(void) {
       LP_TEST(test_static_child_is_linked_statically),
       LP_TEST(test_static_env_writes_profile_folded_and_trace),
       LP_TEST(test_static_destructors_run_after_the_reports),
+      LP_TEST(test_static_rdynamic_program_feeds_subscribers),
+      LP_TEST(test_static_program_without_rdynamic_says_so),
+      LP_TEST(test_static_program_refuses_a_second_copy),
       CU_TEST_INFO_NULL,
   };
   int rc = lp_test_main("static", tests);
