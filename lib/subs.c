@@ -38,7 +38,7 @@
 #define MAX_SUBS 16  /* enabled at once */
 #define NSCOPES 64   /* LP_NOTIFY_SCOPEs open at once per thread */
 #define MAX_NAME 256 /* stream and vendor names, with the NUL */
-#define ECACHE 64    /* events cached per thread */
+#define ECACHE 4096  /* events cached per thread, allocated at its first lp_event_make */
 
 #if defined(__SANITIZE_THREAD__)
 #define LP__TSAN 1
@@ -186,14 +186,20 @@ typedef struct meta {
   char *key, *value;
 } meta_t;
 
+/*
+ * What a lookup reads comes first, and the payload's strings follow in the
+ * same allocation: a lookup that misses the caches misses once or twice,
+ * not once for the event and once more for each string.
+ */
 struct lp_event {
-  lp_payload_t payload; /* the library's copies */
-  uint64_t id;
   uint64_t hash;
-  uint16_t type;
-  _Atomic uint64_t instances;
-  _Atomic(meta_t *) meta; /* prepended under events_mu; readers walk it without */
   _Atomic(struct lp_event *) next; /* the bucket's chain */
+  lp_payload_t payload;            /* its strings point into text[] */
+  _Atomic uint64_t instances;
+  uint64_t id;
+  _Atomic(meta_t *) meta; /* prepended under events_mu; readers walk it without */
+  uint16_t type;
+  char text[]; /* name, then file, each with its NUL */
 };
 
 #define EV_BUCKETS 65536u /* 512 KiB of chain heads, touched as they fill */
@@ -253,6 +259,28 @@ static lp_event_t *find_payload(const lp_payload_t *p, uint64_t h) {
   return NULL;
 }
 
+/*
+ * Events live as long as the process: they are cut from 64 KiB blocks, on
+ * 16-byte bounds, zeroed (one with long strings gets an allocation of its
+ * own). events_mu held. NULL on ENOMEM.
+ */
+#define EV_BLOCK 65536u
+static char *ev_cur, *ev_end;
+static void *event_alloc(size_t size) {
+  if (size > EV_BLOCK / 4) return calloc(1, size);
+  size = (size + 15) & ~(size_t)15;
+  if ((size_t)(ev_end - ev_cur) < size) {
+    char *b = malloc(EV_BLOCK);
+    if (!b) return NULL;
+    memset(b, 0, EV_BLOCK);
+    ev_cur = b;
+    ev_end = b + EV_BLOCK;
+  }
+  void *e = ev_cur;
+  ev_cur += size;
+  return e;
+}
+
 /* A new event for p, linked and numbered. events_mu held. NULL on ENOMEM or when ids run out. */
 static lp_event_t *new_event(const lp_payload_t *p, uint64_t h, uint16_t type) {
   uint64_t id = atomic_load(&nevents) + 1;
@@ -263,17 +291,13 @@ static lp_event_t *new_event(const lp_payload_t *p, uint64_t h, uint16_t type) {
     if (!page) return NULL;
     atomic_store_explicit(&pages[(id - 1) / EV_PAGE], page, memory_order_release);
   }
-  lp_event_t *e = calloc(1, sizeof *e);
+  size_t nl = p->name ? strlen(p->name) + 1 : 0, fl = p->file ? strlen(p->file) + 1 : 0;
+  if (nl + fl > SIZE_MAX / 2) return NULL;
+  lp_event_t *e = event_alloc(sizeof(lp_event_t) + nl + fl);
   if (!e) return NULL;
   e->payload = *p;
-  e->payload.name = p->name ? strdup(p->name) : NULL;
-  e->payload.file = p->file ? strdup(p->file) : NULL;
-  if ((p->name && !e->payload.name) || (p->file && !e->payload.file)) {
-    free((char *)e->payload.name);
-    free((char *)e->payload.file);
-    free(e);
-    return NULL;
-  }
+  e->payload.name = p->name ? memcpy(e->text, p->name, nl) : NULL;
+  e->payload.file = p->file ? memcpy(e->text + nl, p->file, fl) : NULL;
   e->id = id;
   e->hash = h;
   e->type = type;
@@ -435,7 +459,7 @@ typedef struct sthread {
   pin_t probe;
   pin_t scope[NSCOPES];
   scope_info_t info[NSCOPES];
-  lp_event_t *events[ECACHE]; /* lp_event_make's cache */
+  lp_event_t **events; /* lp_event_make's cache: ECACHE entries, NULL until then */
 } sthread_t;
 
 static pthread_mutex_t subs_mu = PTHREAD_MUTEX_INITIALIZER; /* everything below */
@@ -477,6 +501,7 @@ static void st_exit(void *arg) {
     sthreads = st->next;
   if (st->next) st->next->prev = st->prev;
   lp__unlock(&subs_mu);
+  free(st->events);
   free(st);
 }
 
@@ -511,13 +536,20 @@ static inline sthread_t *st_get(void) {
   return st == &gone_st ? NULL : st_create();
 }
 
+/*
+ * The calling thread's cache slot for p, by p's pointers and numbers (a hit
+ * is still compared by content). 4096 slots (32 KiB, only in threads that
+ * make events): a runtime's thousand kernels, or the thousand trace points
+ * of XPTI's benchmark, mostly stay in it.
+ */
 static lp_event_t **cache_slot(const lp_payload_t *p) {
   sthread_t *st = st_get();
   if (!st) return NULL;
+  if (LP_IMPL_UNLIKELY(!st->events) && !(st->events = calloc(ECACHE, sizeof *st->events))) return NULL;
   uint64_t h = ((uint64_t)(uintptr_t)p->name ^ (uint64_t)(uintptr_t)p->file * 31 ^ (uint64_t)(uintptr_t)p->code_ptr * 7 ^ p->line * 2654435761u ^
                  p->column) *
                 0x9e3779b97f4a7c15ull;
-  return &st->events[h >> 58];
+  return &st->events[h >> 52];
 }
 
 /* Pins the current snapshot; NULL if there is none (or it kept changing). */
@@ -1394,7 +1426,10 @@ void lp__subs_atfork_child(void) {
   sthread_t *self = st_real(my_st) ? my_st : NULL;
   for (sthread_t *st = sthreads, *next; st; st = next) {
     next = st->next;
-    if (st != self) free(st);
+    if (st != self) {
+      free(st->events);
+      free(st);
+    }
   }
   sthreads = self;
   if (self) self->next = self->prev = NULL;

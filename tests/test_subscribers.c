@@ -162,6 +162,13 @@ static void test_events_same_payload_same_id(void) {
   CU_ASSERT_STRING_EQUAL(pl->file, "g.c");
   CU_ASSERT_EQUAL(pl->line, 10);
   CU_ASSERT_EQUAL(pl->column, 3);
+  /* The same buffer with new content is another payload (the thread's cache keys on pointers). */
+  const lp_event_t *e4;
+  uint64_t i4;
+  CU_ASSERT_EQUAL(lp_event_make(&p1, LP_TP_NODE_CREATE, &e4, &i4), 0);
+  CU_ASSERT_PTR_NOT_EQUAL(e4, e1);
+  CU_ASSERT_STRING_EQUAL(lp_event_payload(e4)->name, "changed!!!");
+  CU_ASSERT_EQUAL(i4, 1);
   /* Metadata. */
   char key[] = "k", val[] = "value";
   CU_ASSERT_EQUAL(lp_event_set_metadata(e1, key, val), 0);
@@ -176,6 +183,48 @@ static void test_events_same_payload_same_id(void) {
   lp_payload_t pc = {NULL, NULL, 0, 0, (const void *)&test_events_same_payload_same_id};
   CU_ASSERT_EQUAL(lp_event_make(&pc, 0, &e2, NULL), 0);
   CU_ASSERT_NOT_EQUAL(lp_event_id(e2), lp_event_id(e1));
+}
+
+/* Many events, short and long strings: each found again by its id with its own payload. */
+static void test_events_many_and_long(void) {
+  enum { N = 6000 };
+  static uint64_t ids[N];
+  char name[64], file[64];
+  for (int i = 0; i < N; i++) {
+    snprintf(name, sizeof name, "many.%d", i);
+    snprintf(file, sizeof file, "%*d.c", 1 + i % 40, i); /* lengths vary: events of many sizes */
+    lp_payload_t p = {name, file, (uint32_t)i, 0, NULL};
+    const lp_event_t *e;
+    CU_ASSERT_EQUAL_FATAL(lp_event_make(&p, 0, &e, NULL), 0);
+    ids[i] = lp_event_id(e);
+  }
+  for (int i = 0; i < N; i++) {
+    const lp_event_t *e;
+    CU_ASSERT_EQUAL_FATAL(lp_event_find(ids[i], &e), 0);
+    snprintf(name, sizeof name, "many.%d", i);
+    snprintf(file, sizeof file, "%*d.c", 1 + i % 40, i);
+    const lp_payload_t *p = lp_event_payload(e);
+    CU_ASSERT(strcmp(p->name, name) == 0 && strcmp(p->file, file) == 0 && p->line == (uint32_t)i);
+  }
+  size_t big = 100000;
+  char *longname = malloc(big + 1);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(longname);
+  memset(longname, 'n', big);
+  longname[big] = '\0';
+  lp_payload_t pl = {longname, NULL, 1, 2, NULL};
+  const lp_event_t *e1, *e2;
+  uint64_t inst;
+  CU_ASSERT_EQUAL(lp_event_make(&pl, 0, &e1, NULL), 0);
+  longname[0] = 'm'; /* the library's copy does not change */
+  CU_ASSERT_EQUAL(lp_event_make(&pl, 0, &e2, NULL), 0);
+  CU_ASSERT_PTR_NOT_EQUAL(e1, e2);
+  longname[0] = 'n';
+  CU_ASSERT_EQUAL(lp_event_make(&pl, 0, &e2, &inst), 0);
+  CU_ASSERT_PTR_EQUAL(e1, e2);
+  CU_ASSERT_EQUAL(inst, 2);
+  CU_ASSERT_EQUAL(strlen(lp_event_payload(e1)->name), big);
+  CU_ASSERT_PTR_NULL(lp_event_payload(e1)->file);
+  free(longname);
 }
 
 #define EV_THREADS 4
@@ -1080,6 +1129,7 @@ int main(void) {
       LP_TEST(test_streams_register_once),
       LP_TEST(test_types_decode),
       LP_TEST(test_events_same_payload_same_id),
+      LP_TEST(test_events_many_and_long),
       LP_TEST(test_events_from_several_threads),
       LP_TEST(test_labels_reach_subscribers_in_order),
       LP_TEST(test_pairing_across_disable_and_late_enable),
