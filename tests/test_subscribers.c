@@ -1074,6 +1074,53 @@ static void test_stream_table_fills_at_255(void) {
   CU_ASSERT_EQUAL(lp_stream_register("fill.0", &id), 0); /* known names still resolve */
 }
 
+/*
+ * Payloads that differ in one field only (line, column or code pointer),
+ * from the same string buffers, are different events, more of them than
+ * the per-thread cache has places: a cache hit is compared by content, and
+ * so is a hash bucket's chain. A buffer whose content changed is a new
+ * payload. The test above has two payloads and a third differing in its
+ * line, which a comparison ignoring that field misses unless they collide.
+ */
+#define DIFFER_N 96
+static void test_events_differ_in_any_field(void) {
+  char name[32] = "differ", file[16] = "d.c";
+  static const lp_event_t *ev[3][DIFFER_N];
+  static char code[DIFFER_N];
+  for (int pass = 0; pass < 2; pass++)
+    for (int f = 0; f < 3; f++)
+      for (int i = 0; i < DIFFER_N; i++) {
+        lp_payload_t p = {name, file, f == 0 ? 100u + (uint32_t)i : 1u, f == 1 ? 100u + (uint32_t)i : 1u,
+                          f == 2 ? (const void *)&code[i] : NULL};
+        const lp_event_t *e = NULL;
+        uint64_t inst = 0;
+        CU_ASSERT_EQUAL_FATAL(lp_event_make(&p, 0, &e, &inst), 0);
+        CU_ASSERT_EQUAL(inst, (uint64_t)pass + 1);
+        if (pass == 0) {
+          ev[f][i] = e;
+          const lp_payload_t *q = lp_event_payload(e);
+          CU_ASSERT_EQUAL(q->line, p.line);
+          CU_ASSERT_EQUAL(q->column, p.column);
+          CU_ASSERT_PTR_EQUAL(q->code_ptr, p.code_ptr);
+        } else {
+          CU_ASSERT_PTR_EQUAL(e, ev[f][i]);
+        }
+      }
+  int same = 0;
+  for (int k = 0; k < 3 * DIFFER_N; k++)
+    for (int j = 0; j < k; j++) same += ev[k / DIFFER_N][k % DIFFER_N] == ev[j / DIFFER_N][j % DIFFER_N];
+  CU_ASSERT_EQUAL(same, 0);
+  /* The same buffers with another name in them. */
+  strcpy(name, "differ.renamed");
+  lp_payload_t p = {name, file, 100, 1, NULL};
+  const lp_event_t *e = NULL;
+  uint64_t inst = 0;
+  CU_ASSERT_EQUAL_FATAL(lp_event_make(&p, 0, &e, &inst), 0);
+  CU_ASSERT_PTR_NOT_EQUAL(e, ev[0][0]);
+  CU_ASSERT_EQUAL(inst, 1);
+  CU_ASSERT_STRING_EQUAL(lp_event_payload(e)->name, "differ.renamed");
+}
+
 int main(void) {
   CU_TestInfo tests[] = {
       LP_TEST(test_bad_arguments_are_einval),
@@ -1081,6 +1128,7 @@ int main(void) {
       LP_TEST(test_types_decode),
       LP_TEST(test_events_same_payload_same_id),
       LP_TEST(test_events_from_several_threads),
+      LP_TEST(test_events_differ_in_any_field),
       LP_TEST(test_labels_reach_subscribers_in_order),
       LP_TEST(test_pairing_across_disable_and_late_enable),
       LP_TEST(test_phase_switch_pairs_for_subscribers),
