@@ -1121,6 +1121,78 @@ static void test_events_differ_in_any_field(void) {
   CU_ASSERT_STRING_EQUAL(lp_event_payload(e)->name, "differ.renamed");
 }
 
+/*
+ * Pairing on the ends the library delivers itself: a recorded scope or pair
+ * (the timeline records every level) and scopes a longjmp skipped end
+ * through lp__subs_end, not through the direct ends the tests above reach.
+ * A saw each begin; before the end A is disabled and B enabled: the end goes
+ * to A alone, with the slot A's begin filled, and B gets no end.
+ */
+static lp_subscriber_t *swap_a, *swap_b;
+static jmp_buf swap_jb;
+
+static void swap_subscribers(void) {
+  CU_ASSERT_EQUAL(lp_subscriber_set_enabled(swap_b, 1), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_enabled(swap_a, 0), 0);
+}
+
+static void swaps_then_jumps(void) {
+  LP_SCOPE("skipped");
+  swap_subscribers();
+  longjmp(swap_jb, 1);
+}
+
+static void catches_the_jump(void) {
+  LP_SCOPE("catcher");
+  if (!setjmp(swap_jb)) swaps_then_jumps();
+}
+
+static void test_pairing_across_disable_on_recorded_and_healed_ends(void) {
+  for (int round = 0; round < 3; round++) {
+    swap_a = recorder("A", LP_STREAM_LABELS, scope_types, 2);
+    swap_b = recorder("B", LP_STREAM_LABELS, scope_types, 2);
+    CU_ASSERT_EQUAL(lp_subscriber_set_enabled(swap_a, 1), 0);
+    lp_trace_opts_t o = {0};
+    o.levels = LP_LEVEL_ALL;
+    nlog = 0;
+    if (round == 0) {
+      CU_ASSERT_EQUAL_FATAL(lp_trace_start(&o), 0);
+      {
+        LP_SCOPE("recorded");
+        swap_subscribers();
+      }
+      CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+    } else if (round == 1) {
+      CU_ASSERT_EQUAL_FATAL(lp_trace_start(&o), 0);
+      LP_BEGIN("recorded pair");
+      swap_subscribers();
+      LP_END();
+      CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+    } else {
+      catches_the_jump();
+    }
+    /* The catcher's scope ends at the end of the block above, after the heal of the skipped one. */
+    int n = round < 2 ? 2 : 4;
+    CU_ASSERT_EQUAL_FATAL(nlog, n);
+    for (int i = 0; i < n; i++) {
+      CU_ASSERT_EQUAL(logv[i].who, 'A');
+      CU_ASSERT_EQUAL(logv[i].type, i < n / 2 ? LP_TP_SCOPE_BEGIN : LP_TP_SCOPE_END);
+      CU_ASSERT_PTR_EQUAL(logv[i].slot_at, logv[n - 1 - i].slot_at);
+      CU_ASSERT_EQUAL(logv[i].tid, my_tid());
+    }
+    CU_ASSERT_EQUAL((uintptr_t)logv[n - 1].slot_in, 0x1000 + 1);
+    if (round == 2) {
+      CU_ASSERT_STRING_EQUAL(logv[2].site->label, "skipped");
+      CU_ASSERT_EQUAL((uintptr_t)logv[2].slot_in, 0x1000 + 2);
+    }
+    CU_ASSERT_EQUAL(lp_subscriber_destroy(swap_a, -1), 0);
+    drop(swap_b);
+  }
+  lp__thread_t *t = lp__thread_current();
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+  CU_ASSERT_EQUAL(LP_IMPL_LOAD_RELAXED(t->hot.word) & LP_IMPL_DEPTH_MASK, 0);
+}
+
 int main(void) {
   CU_TestInfo tests[] = {
       LP_TEST(test_bad_arguments_are_einval),
@@ -1131,6 +1203,7 @@ int main(void) {
       LP_TEST(test_events_differ_in_any_field),
       LP_TEST(test_labels_reach_subscribers_in_order),
       LP_TEST(test_pairing_across_disable_and_late_enable),
+      LP_TEST(test_pairing_across_disable_on_recorded_and_healed_ends),
       LP_TEST(test_phase_switch_pairs_for_subscribers),
       LP_TEST(test_half_pairs),
       LP_TEST(test_inline_and_library_paths_hand_over),
