@@ -1193,6 +1193,50 @@ static void test_pairing_across_disable_on_recorded_and_healed_ends(void) {
   CU_ASSERT_EQUAL(LP_IMPL_LOAD_RELAXED(t->hot.word) & LP_IMPL_DEPTH_MASK, 0);
 }
 
+/*
+ * LP_NOTIFY_SCOPE with several subscribers, the first enabled one without a
+ * callback on the stream (so that a subscriber's place among the enabled
+ * ones differs from its place among this pair's callers): ends in reverse
+ * order, each with the slot its own begin filled, and NULL slots at every
+ * begin, also when the scope's per-thread pin is used a second time.
+ */
+static void test_notify_scope_with_several_subscribers_pairs_in_reverse(void) {
+  uint8_t st, other;
+  CU_ASSERT_EQUAL_FATAL(lp_stream_register("test.nscope.several", &st), 0);
+  CU_ASSERT_EQUAL_FATAL(lp_stream_register("test.nscope.other", &other), 0);
+  const uint16_t types[] = {LP_TP_REGION_BEGIN, LP_TP_REGION_END}, sig = LP_TP_SIGNAL;
+  lp_subscriber_t *x = recorder("X", other, &sig, 1);
+  lp_subscriber_t *a = recorder("A", st, types, 2), *b = recorder("B", st, types, 2);
+  CU_ASSERT_EQUAL(lp_subscriber_set_enabled(x, 1), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_enabled(a, 1), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_enabled(b, 1), 0);
+  for (int round = 0; round < 2; round++) {
+    nlog = 0;
+    {
+      LP_NOTIFY_SCOPE(st, LP_TP_REGION_BEGIN, NULL, NULL, (uint64_t)round, NULL);
+      CU_ASSERT_EQUAL(nlog, 2);
+    }
+    CU_ASSERT_EQUAL_FATAL(nlog, 4);
+    const char *who = "ABBA";
+    for (int i = 0; i < 4; i++) {
+      CU_ASSERT_EQUAL(logv[i].who, who[i]);
+      CU_ASSERT_EQUAL(logv[i].stream, st);
+      CU_ASSERT_EQUAL(logv[i].type, i < 2 ? LP_TP_REGION_BEGIN : LP_TP_REGION_END);
+      CU_ASSERT_EQUAL(logv[i].instance, (uint64_t)round);
+    }
+    CU_ASSERT_PTR_NULL(logv[0].slot_in);
+    CU_ASSERT_PTR_NULL(logv[1].slot_in);
+    CU_ASSERT_PTR_NOT_EQUAL(logv[0].slot_at, logv[1].slot_at);
+    CU_ASSERT_PTR_EQUAL(logv[2].slot_at, logv[1].slot_at);
+    CU_ASSERT_PTR_EQUAL(logv[3].slot_at, logv[0].slot_at);
+    CU_ASSERT_EQUAL((uintptr_t)logv[2].slot_in, 0x1000 + 2);
+    CU_ASSERT_EQUAL((uintptr_t)logv[3].slot_in, 0x1000 + 1);
+  }
+  drop(a);
+  drop(b);
+  drop(x);
+}
+
 int main(void) {
   CU_TestInfo tests[] = {
       LP_TEST(test_bad_arguments_are_einval),
@@ -1210,6 +1254,7 @@ int main(void) {
       LP_TEST(test_notify_reaches_each_subscriber_with_a_fresh_slot),
       LP_TEST(test_subscriber_with_instants_only_sees_no_scopes),
       LP_TEST(test_notify_and_notify_scope),
+      LP_TEST(test_notify_scope_with_several_subscribers_pairs_in_reverse),
       LP_TEST(test_callbacks_do_not_recurse_and_their_labels_are_sampled),
       LP_TEST(test_skipped_scopes_end_when_the_stack_heals),
       LP_TEST(test_deep_scopes_pair_or_never_begin),
