@@ -1237,6 +1237,36 @@ static void test_notify_scope_with_several_subscribers_pairs_in_reverse(void) {
   drop(x);
 }
 
+/*
+ * Disabling a subscriber in the middle keeps the others in the order they
+ * were enabled, at the begin and in reverse at the end (a disable that moved
+ * the last one into the gap passes with two subscribers, not with three).
+ */
+static void test_order_after_a_disable_in_the_middle(void) {
+  uint8_t st;
+  CU_ASSERT_EQUAL_FATAL(lp_stream_register("test.order", &st), 0);
+  const uint16_t sig = LP_TP_SIGNAL;
+  lp_subscriber_t *s[3];
+  const char *names = "ABC";
+  for (int i = 0; i < 3; i++) {
+    s[i] = recorder(&names[i], LP_STREAM_LABELS, scope_types, 2);
+    CU_ASSERT_EQUAL(lp_subscriber_set_callback(s[i], st, sig, rec), 0);
+    CU_ASSERT_EQUAL(lp_subscriber_set_enabled(s[i], 1), 0);
+  }
+  CU_ASSERT_EQUAL(lp_subscriber_set_enabled(s[0], 0), 0);
+  nlog = 0;
+  {
+    LP_SCOPE("ordered");
+    CU_ASSERT_EQUAL(lp_notify(st, LP_TP_SIGNAL, NULL, NULL, 0, NULL), 0);
+  }
+  CU_ASSERT_EQUAL_FATAL(nlog, 6);
+  const char *who = "BCBCCB";
+  for (int i = 0; i < 6; i++) CU_ASSERT_EQUAL(logv[i].who, who[i]);
+  CU_ASSERT_EQUAL(lp_subscriber_destroy(s[0], -1), 0);
+  drop(s[1]);
+  drop(s[2]);
+}
+
 int main(void) {
   CU_TestInfo tests[] = {
       LP_TEST(test_bad_arguments_are_einval),
@@ -1255,6 +1285,7 @@ int main(void) {
       LP_TEST(test_subscriber_with_instants_only_sees_no_scopes),
       LP_TEST(test_notify_and_notify_scope),
       LP_TEST(test_notify_scope_with_several_subscribers_pairs_in_reverse),
+      LP_TEST(test_order_after_a_disable_in_the_middle),
       LP_TEST(test_callbacks_do_not_recurse_and_their_labels_are_sampled),
       LP_TEST(test_skipped_scopes_end_when_the_stack_heals),
       LP_TEST(test_deep_scopes_pair_or_never_begin),
