@@ -1267,6 +1267,28 @@ static void test_order_after_a_disable_in_the_middle(void) {
   drop(s[2]);
 }
 
+/*
+ * lp_notify's callback gets a fresh NULL slot every time, also when one
+ * subscriber is called inline several times in a row (rec fills the slot
+ * it is given, so a slot that is not cleared comes back filled).
+ */
+static void test_notify_gives_a_fresh_slot_every_time(void) {
+  uint8_t st;
+  CU_ASSERT_EQUAL_FATAL(lp_stream_register("test.fresh", &st), 0);
+  const uint16_t sig = LP_TP_SIGNAL;
+  lp_subscriber_t *a = recorder("A", st, &sig, 1);
+  CU_ASSERT_EQUAL(lp_subscriber_set_enabled(a, 1), 0);
+  nlog = 0;
+  for (int i = 0; i < 3; i++) CU_ASSERT_EQUAL(lp_notify(st, LP_TP_SIGNAL, NULL, NULL, (uint64_t)i, NULL), 0);
+  for (int i = 0; i < 3; i++) CU_ASSERT_EQUAL((lp_notify)(st, LP_TP_SIGNAL, NULL, NULL, (uint64_t)i, NULL), 0);
+  CU_ASSERT_EQUAL_FATAL(nlog, 6);
+  for (int i = 0; i < 6; i++) {
+    CU_ASSERT_PTR_NULL(logv[i].slot_in);
+    CU_ASSERT_EQUAL(logv[i].instance, (uint64_t)(i % 3));
+  }
+  drop(a);
+}
+
 int main(void) {
   CU_TestInfo tests[] = {
       LP_TEST(test_bad_arguments_are_einval),
@@ -1286,6 +1308,7 @@ int main(void) {
       LP_TEST(test_notify_and_notify_scope),
       LP_TEST(test_notify_scope_with_several_subscribers_pairs_in_reverse),
       LP_TEST(test_order_after_a_disable_in_the_middle),
+      LP_TEST(test_notify_gives_a_fresh_slot_every_time),
       LP_TEST(test_callbacks_do_not_recurse_and_their_labels_are_sampled),
       LP_TEST(test_skipped_scopes_end_when_the_stack_heals),
       LP_TEST(test_deep_scopes_pair_or_never_begin),
