@@ -1289,6 +1289,55 @@ static void test_notify_gives_a_fresh_slot_every_time(void) {
   drop(a);
 }
 
+/*
+ * Callbacks run on the thread that made the notification, never on the
+ * collector thread: a subscriber listens to every label while a profile
+ * with its own collector thread runs, until the collector has woken a few
+ * times.
+ */
+static atomic_long on_other_thread, on_this_thread;
+static uint64_t this_tid;
+
+static void where(const lp_notification_t *n, void *data, void **slot) {
+  (void)data;
+  (void)slot;
+  if (n->tid == this_tid && my_tid() == this_tid)
+    atomic_fetch_add(&on_this_thread, 1);
+  else
+    atomic_fetch_add(&on_other_thread, 1);
+}
+
+static void test_callbacks_never_run_on_the_collector_thread(void) {
+  this_tid = my_tid();
+  atomic_store(&on_other_thread, 0);
+  atomic_store(&on_this_thread, 0);
+  lp_subscriber_t *s;
+  CU_ASSERT_EQUAL_FATAL(lp_subscriber_create(NULL, &s), 0);
+  for (int i = 0; i < 3; i++) CU_ASSERT_EQUAL(lp_subscriber_set_callback(s, LP_STREAM_LABELS, scope_types[i], where), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_enabled(s, 1), 0);
+  uint64_t ticks = 0;
+  long scopes = 0;
+  for (int tries = 0; tries < 200 && ticks < 5; tries++) {
+    lp_profile_opts_t o = {.hz = 1000};
+    CU_ASSERT_EQUAL_FATAL(lp_profile_start(&o), 0);
+    uint64_t t0 = lp__mono_ns();
+    while (lp__mono_ns() - t0 < 5000000) {
+      LP_SCOPE("watched");
+      scopes++;
+    }
+    lp_profile_t *p = NULL;
+    CU_ASSERT_EQUAL_FATAL(lp_profile_stop(&p), 0);
+    lp_profile_stats_t stats;
+    CU_ASSERT_EQUAL(lp_profile_get_stats(p, &stats), 0);
+    ticks += stats.ticks;
+    lp_profile_free(p);
+  }
+  drop(s);
+  CU_ASSERT(ticks >= 5);
+  CU_ASSERT_EQUAL(atomic_load(&on_other_thread), 0);
+  CU_ASSERT_EQUAL(atomic_load(&on_this_thread), 2 * scopes);
+}
+
 int main(void) {
   CU_TestInfo tests[] = {
       LP_TEST(test_bad_arguments_are_einval),
@@ -1310,6 +1359,7 @@ int main(void) {
       LP_TEST(test_order_after_a_disable_in_the_middle),
       LP_TEST(test_notify_gives_a_fresh_slot_every_time),
       LP_TEST(test_callbacks_do_not_recurse_and_their_labels_are_sampled),
+      LP_TEST(test_callbacks_never_run_on_the_collector_thread),
       LP_TEST(test_skipped_scopes_end_when_the_stack_heals),
       LP_TEST(test_deep_scopes_pair_or_never_begin),
       LP_TEST(test_notify_scopes_nested_past_64_pair_or_never_begin),
