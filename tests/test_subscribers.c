@@ -1338,6 +1338,85 @@ static void test_callbacks_never_run_on_the_collector_thread(void) {
   CU_ASSERT_EQUAL(atomic_load(&on_this_thread), 2 * scopes);
 }
 
+/*
+ * No recursion on every path: the test above has one subscriber, whose
+ * labels run inline, in the program's own code. Here the same callbacks,
+ * also at the ends, with one and two subscribers and with and without a
+ * timeline recording, so that begins and ends, lp_notify (the macro and the
+ * function) and LP_NOTIFY_SCOPE all go through the library's own paths.
+ * A callback makes labels and notifications of every kind; none reaches a
+ * subscriber. (A broken guard recurses at most two deep here.)
+ */
+static int rdepth, rreentered, rcalls;
+static uint8_t rl_stream;
+
+static void recursing_everywhere(const lp_notification_t *n, void *data, void **slot) {
+  (void)n;
+  (void)data;
+  (void)slot;
+  if (rdepth) rreentered++;
+  rdepth++;
+  rcalls++;
+  if (rdepth < 3) {
+    LP_SCOPE("inside callback");
+    LP_BEGIN("inside pair");
+    LP_END();
+    LP_INSTANT("inside instant");
+    lp_notify(rl_stream, LP_TP_SIGNAL, NULL, NULL, 0, NULL);
+    (lp_notify)(rl_stream, LP_TP_SIGNAL, NULL, NULL, 0, NULL);
+    LP_NOTIFY_SCOPE(rl_stream, LP_TP_REGION_BEGIN, NULL, NULL, 0, NULL);
+  }
+  rdepth--;
+}
+
+static void recursion_program(void) {
+  {
+    LP_SCOPE("program");
+  }
+  LP_BEGIN("program pair");
+  LP_END();
+  LP_INSTANT("program instant");
+  lp_notify(rl_stream, LP_TP_SIGNAL, NULL, NULL, 0, NULL);
+  (lp_notify)(rl_stream, LP_TP_SIGNAL, NULL, NULL, 0, NULL);
+  {
+    LP_NOTIFY_SCOPE(rl_stream, LP_TP_REGION_BEGIN, NULL, NULL, 0, NULL);
+  }
+}
+
+static void test_callbacks_do_not_recurse_on_any_path(void) {
+  CU_ASSERT_EQUAL_FATAL(lp_stream_register("test.recursion.paths", &rl_stream), 0);
+  const uint16_t labels[] = {LP_TP_SCOPE_BEGIN, LP_TP_SCOPE_END, LP_TP_INSTANT};
+  const uint16_t mine[] = {LP_TP_SIGNAL, LP_TP_REGION_BEGIN, LP_TP_REGION_END};
+  lp_subscriber_t *s[2];
+  for (int i = 0; i < 2; i++) {
+    CU_ASSERT_EQUAL_FATAL(lp_subscriber_create(NULL, &s[i]), 0);
+    for (int j = 0; j < 3; j++) {
+      CU_ASSERT_EQUAL(lp_subscriber_set_callback(s[i], LP_STREAM_LABELS, labels[j], recursing_everywhere), 0);
+      CU_ASSERT_EQUAL(lp_subscriber_set_callback(s[i], rl_stream, mine[j], recursing_everywhere), 0);
+    }
+  }
+  for (int run = 0; run < 4; run++) {
+    int nsubs = 1 + (run & 1), traced = run >= 2;
+    for (int i = 0; i < nsubs; i++) CU_ASSERT_EQUAL(lp_subscriber_set_enabled(s[i], 1), 0);
+    if (traced) {
+      lp_trace_opts_t o = {0};
+      o.levels = LP_LEVEL_ALL;
+      CU_ASSERT_EQUAL_FATAL(lp_trace_start(&o), 0);
+    }
+    rdepth = rreentered = rcalls = 0;
+    recursion_program();
+    if (traced) CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+    /* Per subscriber: the scope's and the pair's begin and end, the instant, two signals, the region's pair. */
+    CU_ASSERT_EQUAL(rreentered, 0);
+    CU_ASSERT_EQUAL(rcalls, 9 * nsubs);
+    for (int i = 0; i < nsubs; i++) CU_ASSERT_EQUAL(lp_subscriber_set_enabled(s[i], 0), 0);
+  }
+  for (int i = 0; i < 2; i++) CU_ASSERT_EQUAL(lp_subscriber_destroy(s[i], -1), 0);
+  lp__thread_t *t = lp__thread_current();
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+  CU_ASSERT_EQUAL(LP_IMPL_LOAD_RELAXED(t->hot.word) & LP_IMPL_DEPTH_MASK, 0);
+}
+
 int main(void) {
   CU_TestInfo tests[] = {
       LP_TEST(test_bad_arguments_are_einval),
@@ -1359,6 +1438,7 @@ int main(void) {
       LP_TEST(test_order_after_a_disable_in_the_middle),
       LP_TEST(test_notify_gives_a_fresh_slot_every_time),
       LP_TEST(test_callbacks_do_not_recurse_and_their_labels_are_sampled),
+      LP_TEST(test_callbacks_do_not_recurse_on_any_path),
       LP_TEST(test_callbacks_never_run_on_the_collector_thread),
       LP_TEST(test_skipped_scopes_end_when_the_stack_heals),
       LP_TEST(test_deep_scopes_pair_or_never_begin),
