@@ -1417,6 +1417,98 @@ static void test_callbacks_do_not_recurse_on_any_path(void) {
   CU_ASSERT_EQUAL(LP_IMPL_LOAD_RELAXED(t->hot.word) & LP_IMPL_DEPTH_MASK, 0);
 }
 
+/*
+ * What destroy waits for, deterministically: a single notification's
+ * callback still running on another thread, and an LP_NOTIFY_SCOPE another
+ * thread holds open (its begin reached the subscriber); -EDEADLK at once
+ * for the caller's own open LP_NOTIFY_SCOPE or label scope, and -EBUSY at
+ * once while enabled (a timeout of 0 everywhere, so that a wrong answer
+ * fails instead of waiting forever). The race test above sees a running
+ * callback only by luck.
+ */
+typedef struct waiter {
+  uint8_t stream;
+  int scope; /* 0: lp_notify whose callback waits; 1: an LP_NOTIFY_SCOPE held open */
+  atomic_int entered, release, ends, returned;
+} waiter_t;
+
+static void waiting_cb(const lp_notification_t *n, void *data, void **slot) {
+  waiter_t *w = data;
+  (void)slot;
+  if (LP_TP_IS_END(n->type)) {
+    atomic_fetch_add(&w->ends, 1);
+    return;
+  }
+  if (w->scope) return;
+  atomic_store(&w->entered, 1);
+  while (!atomic_load(&w->release)) sched_yield();
+  atomic_fetch_add(&w->returned, 1);
+}
+
+static void *waiting_thread(void *arg) {
+  waiter_t *w = arg;
+  if (!w->scope) {
+    lp_notify(w->stream, LP_TP_SIGNAL, NULL, NULL, 0, NULL);
+    return NULL;
+  }
+  {
+    LP_NOTIFY_SCOPE(w->stream, LP_TP_REGION_BEGIN, NULL, NULL, 0, NULL);
+    atomic_store(&w->entered, 1);
+    while (!atomic_load(&w->release)) sched_yield();
+  }
+  return NULL;
+}
+
+static lp_subscriber_t *waited_subscriber(waiter_t *w) {
+  lp_subscriber_t *s;
+  CU_ASSERT_EQUAL_FATAL(lp_subscriber_create(w, &s), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_callback(s, w->stream, LP_TP_SIGNAL, waiting_cb), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_callback(s, w->stream, LP_TP_REGION_BEGIN, waiting_cb), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_callback(s, w->stream, LP_TP_REGION_END, waiting_cb), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_callback(s, LP_STREAM_LABELS, LP_TP_SCOPE_BEGIN, waiting_cb), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_callback(s, LP_STREAM_LABELS, LP_TP_SCOPE_END, waiting_cb), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_enabled(s, 1), 0);
+  return s;
+}
+
+static void test_destroy_waits_for_other_threads_and_refuses_its_own(void) {
+  uint8_t st;
+  CU_ASSERT_EQUAL_FATAL(lp_stream_register("test.destroy.wait", &st), 0);
+  for (int scope = 0; scope < 2; scope++) {
+    waiter_t w = {.stream = st, .scope = scope};
+    lp_subscriber_t *s = waited_subscriber(&w);
+    CU_ASSERT_EQUAL(lp_subscriber_destroy(s, 0), -EBUSY);
+    pthread_t th;
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, waiting_thread, &w), 0);
+    while (!atomic_load(&w.entered)) sched_yield();
+    CU_ASSERT_EQUAL(lp_subscriber_set_enabled(s, 0), 0);
+    CU_ASSERT_EQUAL(lp_subscriber_destroy(s, 0), -ETIMEDOUT);
+    CU_ASSERT_EQUAL(lp_subscriber_destroy(s, 1000000), -ETIMEDOUT); /* still valid */
+    atomic_store(&w.release, 1);
+    CU_ASSERT_EQUAL(lp_subscriber_destroy(s, -1), 0);
+    /* Returned only after the callback returned, or the scope's end ran. */
+    CU_ASSERT_EQUAL(atomic_load(&w.returned), scope ? 0 : 1);
+    CU_ASSERT_EQUAL(atomic_load(&w.ends), scope ? 1 : 0);
+    pthread_join(th, NULL);
+  }
+  /* The caller's own open scopes: refused at once, whatever the timeout. */
+  waiter_t w = {.stream = st, .scope = 1};
+  lp_subscriber_t *s = waited_subscriber(&w);
+  {
+    LP_NOTIFY_SCOPE(st, LP_TP_REGION_BEGIN, NULL, NULL, 0, NULL);
+    CU_ASSERT_EQUAL(lp_subscriber_set_enabled(s, 0), 0);
+    CU_ASSERT_EQUAL(lp_subscriber_destroy(s, 0), -EDEADLK);
+  }
+  CU_ASSERT_EQUAL(lp_subscriber_set_enabled(s, 1), 0);
+  {
+    LP_SCOPE("own open scope");
+    CU_ASSERT_EQUAL(lp_subscriber_set_enabled(s, 0), 0);
+    CU_ASSERT_EQUAL(lp_subscriber_destroy(s, 0), -EDEADLK);
+  }
+  CU_ASSERT_EQUAL(atomic_load(&w.ends), 2);
+  CU_ASSERT_EQUAL(lp_subscriber_destroy(s, 0), 0);
+}
+
 int main(void) {
   CU_TestInfo tests[] = {
       LP_TEST(test_bad_arguments_are_einval),
@@ -1447,6 +1539,7 @@ int main(void) {
       LP_TEST(test_destroy_waits_for_the_last_callback),
       LP_TEST(test_destroy_from_a_callback_is_edeadlk),
       LP_TEST(test_destroy_times_out_while_a_scope_is_open),
+      LP_TEST(test_destroy_waits_for_other_threads_and_refuses_its_own),
       LP_TEST(test_enable_limit),
       LP_TEST(test_fork_child_keeps_subscribers),
       LP_TEST(test_timeline_keeps_its_levels_while_subscribers_listen),
