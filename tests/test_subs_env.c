@@ -105,6 +105,26 @@ static void test_duplicate_path_loads_once(void) {
   run_free(&r);
 }
 
+/*
+ * The same object under another spelling of its path loads once too: the
+ * test above passes on the comparison of path strings alone, and a check of
+ * the loaded handles that went missing would go unnoticed.
+ */
+static void test_same_object_by_another_path_loads_once(void) {
+  char other[4200];
+  const char *slash = strrchr(good, '/');
+  CU_ASSERT_PTR_NOT_NULL_FATAL(slash);
+  snprintf(other, sizeof other, "%.*s/.%s", (int)(slash - good), good, slash);
+  CU_ASSERT_STRING_NOT_EQUAL(other, good);
+  const char *v[] = {subs(good, other), NULL};
+  run_t r = run(NULL, v);
+  unchanged(&r);
+  CU_ASSERT_EQUAL(count(r.err, "good init labelprof.labels"), 1);
+  CU_ASSERT_EQUAL(count(r.err, "good finish labelprof.labels begins=1101 ends=1101"), 1);
+  CU_ASSERT_EQUAL(count(r.err, "labelprof:"), 0);
+  run_free(&r);
+}
+
 static void test_bad_objects_get_one_line_and_are_skipped(void) {
   const char *missing = "/nonexistent/labelprof-nothing.so";
   const char *v[] = {subs(noentry, missing), NULL};
@@ -205,6 +225,7 @@ int main(void) {
       LP_TEST(test_no_variable_and_empty_list),
       LP_TEST(test_good_subscriber_sees_every_label),
       LP_TEST(test_duplicate_path_loads_once),
+      LP_TEST(test_same_object_by_another_path_loads_once),
       LP_TEST(test_bad_objects_get_one_line_and_are_skipped),
       LP_TEST(test_callstats_counts),
       LP_TEST(test_example_subscriber),

@@ -1123,6 +1123,441 @@ static void test_stream_table_fills_at_255(void) {
   CU_ASSERT_EQUAL(lp_stream_register("fill.0", &id), 0); /* known names still resolve */
 }
 
+/*
+ * Payloads that differ in one field only (line, column or code pointer),
+ * from the same string buffers, are different events, more of them than
+ * the per-thread cache has places: a cache hit is compared by content, and
+ * so is a hash bucket's chain. A buffer whose content changed is a new
+ * payload. The test above has two payloads and a third differing in its
+ * line, which a comparison ignoring that field misses unless they collide.
+ */
+#define DIFFER_N 96
+static void test_events_differ_in_any_field(void) {
+  char name[32] = "differ", file[16] = "d.c";
+  static const lp_event_t *ev[3][DIFFER_N];
+  static char code[DIFFER_N];
+  for (int pass = 0; pass < 2; pass++)
+    for (int f = 0; f < 3; f++)
+      for (int i = 0; i < DIFFER_N; i++) {
+        lp_payload_t p = {name, file, f == 0 ? 100u + (uint32_t)i : 1u, f == 1 ? 100u + (uint32_t)i : 1u,
+                          f == 2 ? (const void *)&code[i] : NULL};
+        const lp_event_t *e = NULL;
+        uint64_t inst = 0;
+        CU_ASSERT_EQUAL_FATAL(lp_event_make(&p, 0, &e, &inst), 0);
+        CU_ASSERT_EQUAL(inst, (uint64_t)pass + 1);
+        if (pass == 0) {
+          ev[f][i] = e;
+          const lp_payload_t *q = lp_event_payload(e);
+          CU_ASSERT_EQUAL(q->line, p.line);
+          CU_ASSERT_EQUAL(q->column, p.column);
+          CU_ASSERT_PTR_EQUAL(q->code_ptr, p.code_ptr);
+        } else {
+          CU_ASSERT_PTR_EQUAL(e, ev[f][i]);
+        }
+      }
+  int same = 0;
+  for (int k = 0; k < 3 * DIFFER_N; k++)
+    for (int j = 0; j < k; j++) same += ev[k / DIFFER_N][k % DIFFER_N] == ev[j / DIFFER_N][j % DIFFER_N];
+  CU_ASSERT_EQUAL(same, 0);
+  /* The same buffers with another name in them. */
+  strcpy(name, "differ.renamed");
+  lp_payload_t p = {name, file, 100, 1, NULL};
+  const lp_event_t *e = NULL;
+  uint64_t inst = 0;
+  CU_ASSERT_EQUAL_FATAL(lp_event_make(&p, 0, &e, &inst), 0);
+  CU_ASSERT_PTR_NOT_EQUAL(e, ev[0][0]);
+  CU_ASSERT_EQUAL(inst, 1);
+  CU_ASSERT_STRING_EQUAL(lp_event_payload(e)->name, "differ.renamed");
+}
+
+/*
+ * Pairing on the ends the library delivers itself: a recorded scope or pair
+ * (the timeline records every level) and scopes a longjmp skipped end
+ * through lp__subs_end, not through the direct ends the tests above reach.
+ * A saw each begin; before the end A is disabled and B enabled: the end goes
+ * to A alone, with the slot A's begin filled, and B gets no end.
+ */
+static lp_subscriber_t *swap_a, *swap_b;
+static jmp_buf swap_jb;
+
+static void swap_subscribers(void) {
+  CU_ASSERT_EQUAL(lp_subscriber_set_enabled(swap_b, 1), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_enabled(swap_a, 0), 0);
+}
+
+static void swaps_then_jumps(void) {
+  LP_SCOPE("skipped");
+  swap_subscribers();
+  longjmp(swap_jb, 1);
+}
+
+static void catches_the_jump(void) {
+  LP_SCOPE("catcher");
+  if (!setjmp(swap_jb)) swaps_then_jumps();
+}
+
+static void test_pairing_across_disable_on_recorded_and_healed_ends(void) {
+  for (int round = 0; round < 3; round++) {
+    swap_a = recorder("A", LP_STREAM_LABELS, scope_types, 2);
+    swap_b = recorder("B", LP_STREAM_LABELS, scope_types, 2);
+    CU_ASSERT_EQUAL(lp_subscriber_set_enabled(swap_a, 1), 0);
+    lp_trace_opts_t o = {0};
+    o.levels = LP_LEVEL_ALL;
+    nlog = 0;
+    if (round == 0) {
+      CU_ASSERT_EQUAL_FATAL(lp_trace_start(&o), 0);
+      {
+        LP_SCOPE("recorded");
+        swap_subscribers();
+      }
+      CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+    } else if (round == 1) {
+      CU_ASSERT_EQUAL_FATAL(lp_trace_start(&o), 0);
+      LP_BEGIN("recorded pair");
+      swap_subscribers();
+      LP_END();
+      CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+    } else {
+      catches_the_jump();
+    }
+    /* The catcher's scope ends at the end of the block above, after the heal of the skipped one. */
+    int n = round < 2 ? 2 : 4;
+    CU_ASSERT_EQUAL_FATAL(nlog, n);
+    for (int i = 0; i < n; i++) {
+      CU_ASSERT_EQUAL(logv[i].who, 'A');
+      CU_ASSERT_EQUAL(logv[i].type, i < n / 2 ? LP_TP_SCOPE_BEGIN : LP_TP_SCOPE_END);
+      CU_ASSERT_PTR_EQUAL(logv[i].slot_at, logv[n - 1 - i].slot_at);
+      CU_ASSERT_EQUAL(logv[i].tid, my_tid());
+    }
+    CU_ASSERT_EQUAL((uintptr_t)logv[n - 1].slot_in, 0x1000 + 1);
+    if (round == 2) {
+      CU_ASSERT_STRING_EQUAL(logv[2].site->label, "skipped");
+      CU_ASSERT_EQUAL((uintptr_t)logv[2].slot_in, 0x1000 + 2);
+    }
+    CU_ASSERT_EQUAL(lp_subscriber_destroy(swap_a, -1), 0);
+    drop(swap_b);
+  }
+  lp__thread_t *t = lp__thread_current();
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+  CU_ASSERT_EQUAL(LP_IMPL_LOAD_RELAXED(t->hot.word) & LP_IMPL_DEPTH_MASK, 0);
+}
+
+/*
+ * LP_NOTIFY_SCOPE with several subscribers, the first enabled one without a
+ * callback on the stream (so that a subscriber's place among the enabled
+ * ones differs from its place among this pair's callers): ends in reverse
+ * order, each with the slot its own begin filled, and NULL slots at every
+ * begin, also when the scope's per-thread pin is used a second time.
+ */
+static void test_notify_scope_with_several_subscribers_pairs_in_reverse(void) {
+  uint8_t st, other;
+  CU_ASSERT_EQUAL_FATAL(lp_stream_register("test.nscope.several", &st), 0);
+  CU_ASSERT_EQUAL_FATAL(lp_stream_register("test.nscope.other", &other), 0);
+  const uint16_t types[] = {LP_TP_REGION_BEGIN, LP_TP_REGION_END}, sig = LP_TP_SIGNAL;
+  lp_subscriber_t *x = recorder("X", other, &sig, 1);
+  lp_subscriber_t *a = recorder("A", st, types, 2), *b = recorder("B", st, types, 2);
+  CU_ASSERT_EQUAL(lp_subscriber_set_enabled(x, 1), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_enabled(a, 1), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_enabled(b, 1), 0);
+  for (int round = 0; round < 2; round++) {
+    nlog = 0;
+    {
+      LP_NOTIFY_SCOPE(st, LP_TP_REGION_BEGIN, NULL, NULL, (uint64_t)round, NULL);
+      CU_ASSERT_EQUAL(nlog, 2);
+    }
+    CU_ASSERT_EQUAL_FATAL(nlog, 4);
+    const char *who = "ABBA";
+    for (int i = 0; i < 4; i++) {
+      CU_ASSERT_EQUAL(logv[i].who, who[i]);
+      CU_ASSERT_EQUAL(logv[i].stream, st);
+      CU_ASSERT_EQUAL(logv[i].type, i < 2 ? LP_TP_REGION_BEGIN : LP_TP_REGION_END);
+      CU_ASSERT_EQUAL(logv[i].instance, (uint64_t)round);
+    }
+    CU_ASSERT_PTR_NULL(logv[0].slot_in);
+    CU_ASSERT_PTR_NULL(logv[1].slot_in);
+    CU_ASSERT_PTR_NOT_EQUAL(logv[0].slot_at, logv[1].slot_at);
+    CU_ASSERT_PTR_EQUAL(logv[2].slot_at, logv[1].slot_at);
+    CU_ASSERT_PTR_EQUAL(logv[3].slot_at, logv[0].slot_at);
+    CU_ASSERT_EQUAL((uintptr_t)logv[2].slot_in, 0x1000 + 2);
+    CU_ASSERT_EQUAL((uintptr_t)logv[3].slot_in, 0x1000 + 1);
+  }
+  drop(a);
+  drop(b);
+  drop(x);
+}
+
+/*
+ * Disabling a subscriber in the middle keeps the others in the order they
+ * were enabled, at the begin and in reverse at the end (a disable that moved
+ * the last one into the gap passes with two subscribers, not with three).
+ */
+static void test_order_after_a_disable_in_the_middle(void) {
+  uint8_t st;
+  CU_ASSERT_EQUAL_FATAL(lp_stream_register("test.order", &st), 0);
+  const uint16_t sig = LP_TP_SIGNAL;
+  lp_subscriber_t *s[3];
+  const char *names = "ABC";
+  for (int i = 0; i < 3; i++) {
+    s[i] = recorder(&names[i], LP_STREAM_LABELS, scope_types, 2);
+    CU_ASSERT_EQUAL(lp_subscriber_set_callback(s[i], st, sig, rec), 0);
+    CU_ASSERT_EQUAL(lp_subscriber_set_enabled(s[i], 1), 0);
+  }
+  CU_ASSERT_EQUAL(lp_subscriber_set_enabled(s[0], 0), 0);
+  nlog = 0;
+  {
+    LP_SCOPE("ordered");
+    CU_ASSERT_EQUAL(lp_notify(st, LP_TP_SIGNAL, NULL, NULL, 0, NULL), 0);
+  }
+  CU_ASSERT_EQUAL_FATAL(nlog, 6);
+  const char *who = "BCBCCB";
+  for (int i = 0; i < 6; i++) CU_ASSERT_EQUAL(logv[i].who, who[i]);
+  CU_ASSERT_EQUAL(lp_subscriber_destroy(s[0], -1), 0);
+  drop(s[1]);
+  drop(s[2]);
+}
+
+/*
+ * lp_notify's callback gets a fresh NULL slot every time, also when one
+ * subscriber is called inline several times in a row (rec fills the slot
+ * it is given, so a slot that is not cleared comes back filled).
+ */
+static void test_notify_gives_a_fresh_slot_every_time(void) {
+  uint8_t st;
+  CU_ASSERT_EQUAL_FATAL(lp_stream_register("test.fresh", &st), 0);
+  const uint16_t sig = LP_TP_SIGNAL;
+  lp_subscriber_t *a = recorder("A", st, &sig, 1);
+  CU_ASSERT_EQUAL(lp_subscriber_set_enabled(a, 1), 0);
+  nlog = 0;
+  for (int i = 0; i < 3; i++) CU_ASSERT_EQUAL(lp_notify(st, LP_TP_SIGNAL, NULL, NULL, (uint64_t)i, NULL), 0);
+  for (int i = 0; i < 3; i++) CU_ASSERT_EQUAL((lp_notify)(st, LP_TP_SIGNAL, NULL, NULL, (uint64_t)i, NULL), 0);
+  CU_ASSERT_EQUAL_FATAL(nlog, 6);
+  for (int i = 0; i < 6; i++) {
+    CU_ASSERT_PTR_NULL(logv[i].slot_in);
+    CU_ASSERT_EQUAL(logv[i].instance, (uint64_t)(i % 3));
+  }
+  drop(a);
+}
+
+/*
+ * Callbacks run on the thread that made the notification, never on the
+ * collector thread: a subscriber listens to every label while a profile
+ * with its own collector thread runs, until the collector has woken a few
+ * times.
+ */
+static atomic_long on_other_thread, on_this_thread;
+static uint64_t this_tid;
+
+static void where(const lp_notification_t *n, void *data, void **slot) {
+  (void)data;
+  (void)slot;
+  if (n->tid == this_tid && my_tid() == this_tid)
+    atomic_fetch_add(&on_this_thread, 1);
+  else
+    atomic_fetch_add(&on_other_thread, 1);
+}
+
+static void test_callbacks_never_run_on_the_collector_thread(void) {
+  this_tid = my_tid();
+  atomic_store(&on_other_thread, 0);
+  atomic_store(&on_this_thread, 0);
+  lp_subscriber_t *s;
+  CU_ASSERT_EQUAL_FATAL(lp_subscriber_create(NULL, &s), 0);
+  for (int i = 0; i < 3; i++) CU_ASSERT_EQUAL(lp_subscriber_set_callback(s, LP_STREAM_LABELS, scope_types[i], where), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_enabled(s, 1), 0);
+  uint64_t ticks = 0;
+  long scopes = 0;
+  for (int tries = 0; tries < 200 && ticks < 5; tries++) {
+    lp_profile_opts_t o = {.hz = 1000};
+    CU_ASSERT_EQUAL_FATAL(lp_profile_start(&o), 0);
+    uint64_t t0 = lp__mono_ns();
+    while (lp__mono_ns() - t0 < 5000000) {
+      LP_SCOPE("watched");
+      scopes++;
+    }
+    lp_profile_t *p = NULL;
+    CU_ASSERT_EQUAL_FATAL(lp_profile_stop(&p), 0);
+    lp_profile_stats_t stats;
+    CU_ASSERT_EQUAL(lp_profile_get_stats(p, &stats), 0);
+    ticks += stats.ticks;
+    lp_profile_free(p);
+  }
+  drop(s);
+  CU_ASSERT(ticks >= 5);
+  CU_ASSERT_EQUAL(atomic_load(&on_other_thread), 0);
+  CU_ASSERT_EQUAL(atomic_load(&on_this_thread), 2 * scopes);
+}
+
+/*
+ * No recursion on every path: the test above has one subscriber, whose
+ * labels run inline, in the program's own code. Here the same callbacks,
+ * also at the ends, with one and two subscribers and with and without a
+ * timeline recording, so that begins and ends, lp_notify (the macro and the
+ * function) and LP_NOTIFY_SCOPE all go through the library's own paths.
+ * A callback makes labels and notifications of every kind; none reaches a
+ * subscriber. (A broken guard recurses at most two deep here.)
+ */
+static int rdepth, rreentered, rcalls;
+static uint8_t rl_stream;
+
+static void recursing_everywhere(const lp_notification_t *n, void *data, void **slot) {
+  (void)n;
+  (void)data;
+  (void)slot;
+  if (rdepth) rreentered++;
+  rdepth++;
+  rcalls++;
+  if (rdepth < 3) {
+    LP_SCOPE("inside callback");
+    LP_BEGIN("inside pair");
+    LP_END();
+    LP_INSTANT("inside instant");
+    lp_notify(rl_stream, LP_TP_SIGNAL, NULL, NULL, 0, NULL);
+    (lp_notify)(rl_stream, LP_TP_SIGNAL, NULL, NULL, 0, NULL);
+    LP_NOTIFY_SCOPE(rl_stream, LP_TP_REGION_BEGIN, NULL, NULL, 0, NULL);
+  }
+  rdepth--;
+}
+
+static void recursion_program(void) {
+  {
+    LP_SCOPE("program");
+  }
+  LP_BEGIN("program pair");
+  LP_END();
+  LP_INSTANT("program instant");
+  lp_notify(rl_stream, LP_TP_SIGNAL, NULL, NULL, 0, NULL);
+  (lp_notify)(rl_stream, LP_TP_SIGNAL, NULL, NULL, 0, NULL);
+  {
+    LP_NOTIFY_SCOPE(rl_stream, LP_TP_REGION_BEGIN, NULL, NULL, 0, NULL);
+  }
+}
+
+static void test_callbacks_do_not_recurse_on_any_path(void) {
+  CU_ASSERT_EQUAL_FATAL(lp_stream_register("test.recursion.paths", &rl_stream), 0);
+  const uint16_t labels[] = {LP_TP_SCOPE_BEGIN, LP_TP_SCOPE_END, LP_TP_INSTANT};
+  const uint16_t mine[] = {LP_TP_SIGNAL, LP_TP_REGION_BEGIN, LP_TP_REGION_END};
+  lp_subscriber_t *s[2];
+  for (int i = 0; i < 2; i++) {
+    CU_ASSERT_EQUAL_FATAL(lp_subscriber_create(NULL, &s[i]), 0);
+    for (int j = 0; j < 3; j++) {
+      CU_ASSERT_EQUAL(lp_subscriber_set_callback(s[i], LP_STREAM_LABELS, labels[j], recursing_everywhere), 0);
+      CU_ASSERT_EQUAL(lp_subscriber_set_callback(s[i], rl_stream, mine[j], recursing_everywhere), 0);
+    }
+  }
+  for (int run = 0; run < 4; run++) {
+    int nsubs = 1 + (run & 1), traced = run >= 2;
+    for (int i = 0; i < nsubs; i++) CU_ASSERT_EQUAL(lp_subscriber_set_enabled(s[i], 1), 0);
+    if (traced) {
+      lp_trace_opts_t o = {0};
+      o.levels = LP_LEVEL_ALL;
+      CU_ASSERT_EQUAL_FATAL(lp_trace_start(&o), 0);
+    }
+    rdepth = rreentered = rcalls = 0;
+    recursion_program();
+    if (traced) CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+    /* Per subscriber: the scope's and the pair's begin and end, the instant, two signals, the region's pair. */
+    CU_ASSERT_EQUAL(rreentered, 0);
+    CU_ASSERT_EQUAL(rcalls, 9 * nsubs);
+    for (int i = 0; i < nsubs; i++) CU_ASSERT_EQUAL(lp_subscriber_set_enabled(s[i], 0), 0);
+  }
+  for (int i = 0; i < 2; i++) CU_ASSERT_EQUAL(lp_subscriber_destroy(s[i], -1), 0);
+  lp__thread_t *t = lp__thread_current();
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+  CU_ASSERT_EQUAL(LP_IMPL_LOAD_RELAXED(t->hot.word) & LP_IMPL_DEPTH_MASK, 0);
+}
+
+/*
+ * What destroy waits for, deterministically: a single notification's
+ * callback still running on another thread, and an LP_NOTIFY_SCOPE another
+ * thread holds open (its begin reached the subscriber); -EDEADLK at once
+ * for the caller's own open LP_NOTIFY_SCOPE or label scope, and -EBUSY at
+ * once while enabled (a timeout of 0 everywhere, so that a wrong answer
+ * fails instead of waiting forever). The race test above sees a running
+ * callback only by luck.
+ */
+typedef struct waiter {
+  uint8_t stream;
+  int scope; /* 0: lp_notify whose callback waits; 1: an LP_NOTIFY_SCOPE held open */
+  atomic_int entered, release, ends, returned;
+} waiter_t;
+
+static void waiting_cb(const lp_notification_t *n, void *data, void **slot) {
+  waiter_t *w = data;
+  (void)slot;
+  if (LP_TP_IS_END(n->type)) {
+    atomic_fetch_add(&w->ends, 1);
+    return;
+  }
+  if (w->scope) return;
+  atomic_store(&w->entered, 1);
+  while (!atomic_load(&w->release)) sched_yield();
+  atomic_fetch_add(&w->returned, 1);
+}
+
+static void *waiting_thread(void *arg) {
+  waiter_t *w = arg;
+  if (!w->scope) {
+    lp_notify(w->stream, LP_TP_SIGNAL, NULL, NULL, 0, NULL);
+    return NULL;
+  }
+  {
+    LP_NOTIFY_SCOPE(w->stream, LP_TP_REGION_BEGIN, NULL, NULL, 0, NULL);
+    atomic_store(&w->entered, 1);
+    while (!atomic_load(&w->release)) sched_yield();
+  }
+  return NULL;
+}
+
+static lp_subscriber_t *waited_subscriber(waiter_t *w) {
+  lp_subscriber_t *s;
+  CU_ASSERT_EQUAL_FATAL(lp_subscriber_create(w, &s), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_callback(s, w->stream, LP_TP_SIGNAL, waiting_cb), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_callback(s, w->stream, LP_TP_REGION_BEGIN, waiting_cb), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_callback(s, w->stream, LP_TP_REGION_END, waiting_cb), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_callback(s, LP_STREAM_LABELS, LP_TP_SCOPE_BEGIN, waiting_cb), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_callback(s, LP_STREAM_LABELS, LP_TP_SCOPE_END, waiting_cb), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_set_enabled(s, 1), 0);
+  return s;
+}
+
+static void test_destroy_waits_for_other_threads_and_refuses_its_own(void) {
+  uint8_t st;
+  CU_ASSERT_EQUAL_FATAL(lp_stream_register("test.destroy.wait", &st), 0);
+  for (int scope = 0; scope < 2; scope++) {
+    waiter_t w = {.stream = st, .scope = scope};
+    lp_subscriber_t *s = waited_subscriber(&w);
+    CU_ASSERT_EQUAL(lp_subscriber_destroy(s, 0), -EBUSY);
+    pthread_t th;
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, waiting_thread, &w), 0);
+    while (!atomic_load(&w.entered)) sched_yield();
+    CU_ASSERT_EQUAL(lp_subscriber_set_enabled(s, 0), 0);
+    CU_ASSERT_EQUAL(lp_subscriber_destroy(s, 0), -ETIMEDOUT);
+    CU_ASSERT_EQUAL(lp_subscriber_destroy(s, 1000000), -ETIMEDOUT); /* still valid */
+    atomic_store(&w.release, 1);
+    CU_ASSERT_EQUAL(lp_subscriber_destroy(s, -1), 0);
+    /* Returned only after the callback returned, or the scope's end ran. */
+    CU_ASSERT_EQUAL(atomic_load(&w.returned), scope ? 0 : 1);
+    CU_ASSERT_EQUAL(atomic_load(&w.ends), scope ? 1 : 0);
+    pthread_join(th, NULL);
+  }
+  /* The caller's own open scopes: refused at once, whatever the timeout. */
+  waiter_t w = {.stream = st, .scope = 1};
+  lp_subscriber_t *s = waited_subscriber(&w);
+  {
+    LP_NOTIFY_SCOPE(st, LP_TP_REGION_BEGIN, NULL, NULL, 0, NULL);
+    CU_ASSERT_EQUAL(lp_subscriber_set_enabled(s, 0), 0);
+    CU_ASSERT_EQUAL(lp_subscriber_destroy(s, 0), -EDEADLK);
+  }
+  CU_ASSERT_EQUAL(lp_subscriber_set_enabled(s, 1), 0);
+  {
+    LP_SCOPE("own open scope");
+    CU_ASSERT_EQUAL(lp_subscriber_set_enabled(s, 0), 0);
+    CU_ASSERT_EQUAL(lp_subscriber_destroy(s, 0), -EDEADLK);
+  }
+  CU_ASSERT_EQUAL(atomic_load(&w.ends), 2);
+  CU_ASSERT_EQUAL(lp_subscriber_destroy(s, 0), 0);
+}
+
 int main(void) {
   CU_TestInfo tests[] = {
       LP_TEST(test_bad_arguments_are_einval),
@@ -1131,15 +1566,22 @@ int main(void) {
       LP_TEST(test_events_same_payload_same_id),
       LP_TEST(test_events_many_and_long),
       LP_TEST(test_events_from_several_threads),
+      LP_TEST(test_events_differ_in_any_field),
       LP_TEST(test_labels_reach_subscribers_in_order),
       LP_TEST(test_pairing_across_disable_and_late_enable),
+      LP_TEST(test_pairing_across_disable_on_recorded_and_healed_ends),
       LP_TEST(test_phase_switch_pairs_for_subscribers),
       LP_TEST(test_half_pairs),
       LP_TEST(test_inline_and_library_paths_hand_over),
       LP_TEST(test_notify_reaches_each_subscriber_with_a_fresh_slot),
       LP_TEST(test_subscriber_with_instants_only_sees_no_scopes),
       LP_TEST(test_notify_and_notify_scope),
+      LP_TEST(test_notify_scope_with_several_subscribers_pairs_in_reverse),
+      LP_TEST(test_order_after_a_disable_in_the_middle),
+      LP_TEST(test_notify_gives_a_fresh_slot_every_time),
       LP_TEST(test_callbacks_do_not_recurse_and_their_labels_are_sampled),
+      LP_TEST(test_callbacks_do_not_recurse_on_any_path),
+      LP_TEST(test_callbacks_never_run_on_the_collector_thread),
       LP_TEST(test_skipped_scopes_end_when_the_stack_heals),
       LP_TEST(test_deep_scopes_pair_or_never_begin),
       LP_TEST(test_notify_scopes_nested_past_64_pair_or_never_begin),
@@ -1147,6 +1589,7 @@ int main(void) {
       LP_TEST(test_destroy_waits_for_the_last_callback),
       LP_TEST(test_destroy_from_a_callback_is_edeadlk),
       LP_TEST(test_destroy_times_out_while_a_scope_is_open),
+      LP_TEST(test_destroy_waits_for_other_threads_and_refuses_its_own),
       LP_TEST(test_enable_limit),
       LP_TEST(test_fork_child_keeps_subscribers),
       LP_TEST(test_timeline_keeps_its_levels_while_subscribers_listen),
