@@ -48,9 +48,16 @@ static lp_subscriber_t *recorder(const char *who, uint8_t stream, const uint16_t
   return s;
 }
 
+/*
+ * The tests' waits for destroy: long enough for any honest wait here (10 s,
+ * LP_TEST_SLOW times more under emulation), short enough that a destroy that
+ * never returns fails the test instead of hanging the suite.
+ */
+#define WAIT_NS ((int64_t)10000000000 * (int64_t)lp_test_slow())
+
 static void drop(lp_subscriber_t *s) {
   CU_ASSERT_EQUAL(lp_subscriber_set_enabled(s, 0), 0);
-  CU_ASSERT_EQUAL(lp_subscriber_destroy(s, -1), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_destroy(s, WAIT_NS), 0);
 }
 
 static const uint16_t scope_types[] = {LP_TP_SCOPE_BEGIN, LP_TP_SCOPE_END, LP_TP_INSTANT};
@@ -100,6 +107,9 @@ static void test_bad_arguments_are_einval(void) {
   CU_ASSERT_EQUAL(lp_subscriber_set_enabled(s, 1), -EINVAL);
   CU_ASSERT_EQUAL(lp_subscriber_set_callback(s, 1, 0, rec), -EINVAL);
   CU_ASSERT_EQUAL(lp_subscriber_destroy(s, 0), -EINVAL);
+  /* A negative timeout waits without bound: with nothing to wait for, it returns at once. */
+  CU_ASSERT_EQUAL_FATAL(lp_subscriber_create(NULL, &s), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_destroy(s, -1), 0);
 }
 
 /* ---- streams, types, events --------------------------------------------------------------- */
@@ -353,7 +363,7 @@ static void test_pairing_across_disable_and_late_enable(void) {
         LP_SCOPE("after disable");
       }
       /* The scope A saw begin is still open: destroying A now would wait for this very thread. */
-      CU_ASSERT_EQUAL(lp_subscriber_destroy(a, -1), -EDEADLK);
+      CU_ASSERT_EQUAL(lp_subscriber_destroy(a, WAIT_NS), -EDEADLK);
     }
   }
   CU_ASSERT_EQUAL_FATAL(nlog, 2);
@@ -362,7 +372,7 @@ static void test_pairing_across_disable_and_late_enable(void) {
   CU_ASSERT_STRING_EQUAL(logv[1].site->label, "while enabled");
   CU_ASSERT_EQUAL(logv[1].type, LP_TP_SCOPE_END);
   CU_ASSERT_PTR_EQUAL(logv[1].slot_at, logv[0].slot_at);
-  CU_ASSERT_EQUAL(lp_subscriber_destroy(a, -1), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_destroy(a, WAIT_NS), 0);
 }
 
 /* A phase switch ends what it replaces and begins itself, for subscribers as on the timeline. */
@@ -481,7 +491,7 @@ static void test_inline_and_library_paths_hand_over(void) {
     CU_ASSERT_PTR_NULL(logv[i].slot_in);
     CU_ASSERT_EQUAL(logv[i].tid, my_tid());
   }
-  CU_ASSERT_EQUAL(lp_subscriber_destroy(a, -1), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_destroy(a, WAIT_NS), 0);
   drop(b);
 }
 
@@ -510,7 +520,7 @@ static void test_half_pairs(void) {
     if (!alone) CU_ASSERT_PTR_NOT_EQUAL(logv[0].slot_at, logv[1].slot_at);
     drop(e);
     if (!alone) drop(b);
-    else CU_ASSERT_EQUAL(lp_subscriber_destroy(b, -1), 0);
+    else CU_ASSERT_EQUAL(lp_subscriber_destroy(b, WAIT_NS), 0);
   }
 }
 
@@ -583,7 +593,7 @@ static void test_notify_and_notify_scope(void) {
     LP_NOTIFY_SCOPE(st, LP_TP_TASK_BEGIN, NULL, ev, inst, NULL);
   }
   CU_ASSERT_EQUAL(nlog, 2);
-  CU_ASSERT_EQUAL(lp_subscriber_destroy(a, -1), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_destroy(a, WAIT_NS), 0);
 }
 
 /* Single notifications to two subscribers, through the macro, the function and a pointer to it. */
@@ -878,7 +888,7 @@ static void test_pairing_under_races(void) {
   CU_ASSERT(scopes >= 2 * pair_iters * 9 / 8);
   printf("\n    %ld scopes, %ld toggles, %llu begins and as many ends ", scopes, (long)toggled,
          (unsigned long long)begins);
-  CU_ASSERT_EQUAL(lp_subscriber_destroy(s, -1), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_destroy(s, WAIT_NS), 0);
 }
 
 /* ---- destroy ---------------------------------------------------------------------------------- */
@@ -924,10 +934,10 @@ static void test_destroy_waits_for_the_last_callback(void) {
     CU_ASSERT_EQUAL(lp_subscriber_set_callback(s, LP_STREAM_LABELS, LP_TP_SCOPE_END, guarded_cb), 0);
     CU_ASSERT_EQUAL(lp_subscriber_set_callback(s, LP_STREAM_LABELS, LP_TP_SIGNAL, guarded_cb), 0);
     CU_ASSERT_EQUAL(lp_subscriber_set_enabled(s, 1), 0);
-    CU_ASSERT_EQUAL(lp_subscriber_destroy(s, -1), -EBUSY);
+    CU_ASSERT_EQUAL(lp_subscriber_destroy(s, WAIT_NS), -EBUSY);
     while (atomic_load(&g->calls) < 100) sched_yield();
     CU_ASSERT_EQUAL(lp_subscriber_set_enabled(s, 0), 0);
-    CU_ASSERT_EQUAL(lp_subscriber_destroy(s, -1), 0);
+    CU_ASSERT_EQUAL(lp_subscriber_destroy(s, WAIT_NS), 0);
     CU_ASSERT_EQUAL(atomic_load(&g->inside), 0);
     total += atomic_load(&g->calls);
     free(g);
@@ -1008,7 +1018,7 @@ static void test_destroy_times_out_while_a_scope_is_open(void) {
   hold_state = 2;
   pthread_cond_broadcast(&hold_cv);
   pthread_mutex_unlock(&hold_mu);
-  CU_ASSERT_EQUAL(lp_subscriber_destroy(s, -1), 0); /* returns once the end has run */
+  CU_ASSERT_EQUAL(lp_subscriber_destroy(s, WAIT_NS), 0); /* returns once the end has run */
   CU_ASSERT_EQUAL(hold_ends, 1);
   pthread_join(th, NULL);
 }
@@ -1021,7 +1031,7 @@ static void test_enable_limit(void) {
   }
   for (int i = 0; i < 17; i++) {
     CU_ASSERT_EQUAL(lp_subscriber_set_enabled(s[i], 0), 0);
-    CU_ASSERT_EQUAL(lp_subscriber_destroy(s[i], -1), 0);
+    CU_ASSERT_EQUAL(lp_subscriber_destroy(s[i], WAIT_NS), 0);
   }
 }
 
@@ -1234,7 +1244,7 @@ static void test_pairing_across_disable_on_recorded_and_healed_ends(void) {
       CU_ASSERT_STRING_EQUAL(logv[2].site->label, "skipped");
       CU_ASSERT_EQUAL((uintptr_t)logv[2].slot_in, 0x1000 + 2);
     }
-    CU_ASSERT_EQUAL(lp_subscriber_destroy(swap_a, -1), 0);
+    CU_ASSERT_EQUAL(lp_subscriber_destroy(swap_a, WAIT_NS), 0);
     drop(swap_b);
   }
   lp__thread_t *t = lp__thread_current();
@@ -1311,7 +1321,7 @@ static void test_order_after_a_disable_in_the_middle(void) {
   CU_ASSERT_EQUAL_FATAL(nlog, 6);
   const char *who = "BCBCCB";
   for (int i = 0; i < 6; i++) CU_ASSERT_EQUAL(logv[i].who, who[i]);
-  CU_ASSERT_EQUAL(lp_subscriber_destroy(s[0], -1), 0);
+  CU_ASSERT_EQUAL(lp_subscriber_destroy(s[0], WAIT_NS), 0);
   drop(s[1]);
   drop(s[2]);
 }
@@ -1460,7 +1470,7 @@ static void test_callbacks_do_not_recurse_on_any_path(void) {
     CU_ASSERT_EQUAL(rcalls, 9 * nsubs);
     for (int i = 0; i < nsubs; i++) CU_ASSERT_EQUAL(lp_subscriber_set_enabled(s[i], 0), 0);
   }
-  for (int i = 0; i < 2; i++) CU_ASSERT_EQUAL(lp_subscriber_destroy(s[i], -1), 0);
+  for (int i = 0; i < 2; i++) CU_ASSERT_EQUAL(lp_subscriber_destroy(s[i], WAIT_NS), 0);
   lp__thread_t *t = lp__thread_current();
   CU_ASSERT_PTR_NOT_NULL_FATAL(t);
   CU_ASSERT_EQUAL(LP_IMPL_LOAD_RELAXED(t->hot.word) & LP_IMPL_DEPTH_MASK, 0);
@@ -1534,7 +1544,7 @@ static void test_destroy_waits_for_other_threads_and_refuses_its_own(void) {
     CU_ASSERT_EQUAL(lp_subscriber_destroy(s, 0), -ETIMEDOUT);
     CU_ASSERT_EQUAL(lp_subscriber_destroy(s, 1000000), -ETIMEDOUT); /* still valid */
     atomic_store(&w.release, 1);
-    CU_ASSERT_EQUAL(lp_subscriber_destroy(s, -1), 0);
+    CU_ASSERT_EQUAL(lp_subscriber_destroy(s, WAIT_NS), 0);
     /* Returned only after the callback returned, or the scope's end ran. */
     CU_ASSERT_EQUAL(atomic_load(&w.returned), scope ? 0 : 1);
     CU_ASSERT_EQUAL(atomic_load(&w.ends), scope ? 1 : 0);
