@@ -209,11 +209,6 @@ static void test_static_program_refuses_a_second_copy(void) {
   CU_ASSERT(e && strstr(e, "begins=0 ends=0") != NULL); /* what the second copy gave it */
   free(o);
   free(e);
-  /* The same object in a program that exports its labelprof binds to it, and works. */
-  CU_ASSERT_EQUAL(run_subscribed("tests/subs_child_static", NULL, "tests/.libs/subs_linked.so"), 3);
-  e = lp_test_slurp(err);
-  CU_ASSERT(e && strstr(e, "good finish labelprof.labels begins=1101 ends=1101\n") != NULL);
-  free(e);
 }
 
 int main(void) {

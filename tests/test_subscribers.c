@@ -828,12 +828,19 @@ static void *pair_worker(void *arg) {
   pair_thread_t *me = arg;
   me->tid = my_tid();
   pt = me;
-  /* On a loaded machine the enabled windows may all fall while this thread waits: then it runs on, bounded. */
-  long i;
-  for (i = 0; i < pair_iters || (me->begins < 1000 && i < 50 * pair_iters); i++) {
+  /*
+   * On a loaded machine the enabled windows may all fall while this thread
+   * waits, or cover all of its run: then it runs on, bounded, until it has
+   * seen both (1000 scopes notified, one not).
+   */
+  long i, scopes = 0;
+  for (i = 0; i < pair_iters || ((me->begins < 1000 || me->begins == (uint64_t)scopes) && i < 50 * pair_iters);
+       i++) {
     LP_SCOPE("race outer");
+    scopes++;
     if ((i & 7) == 0) {
       LP_SCOPE("race inner");
+      scopes++;
     }
   }
   me->iters = i;
