@@ -660,8 +660,11 @@ LP_EXPORT int lp_dump(void);
  * `pkg-config --variable=subscriberdir labelprof`.
  * A subscriber object takes the lp_* functions from the program, so that it
  * and the program share one library. A program with liblabelprof.a linked in
- * must export them: link it with -rdynamic (-Wl,--export-dynamic). Without,
- * the object does not load, and the line on stderr says so.
+ * must export them: link it with -rdynamic (-Wl,--export-dynamic), and the
+ * object without -llabelprof (which would bring a second library of its
+ * own). Where labelprof comes in a library loaded RTLD_LOCAL (a plugin), link
+ * the object with -llabelprof. Otherwise either works. When the object does
+ * not load, or brings a second copy, the line on stderr says so.
  */
 
 /* A subscriber object's entry points, declared so that a tool's definitions are checked against them. */
@@ -757,7 +760,10 @@ typedef struct lp_event lp_event_t;
  * pointers. The first call creates it with event_type; each call sets
  * *instance (may be NULL) to the next instance number of the event, from 1,
  * unique even across threads. Returns 0; -EINVAL if p or ev is NULL, or the
- * payload has no name, no file and no code_ptr; -ENOMEM.
+ * payload has no name, no file and no code_ptr; -ENOMEM. Cost: a thread's
+ * first call allocates its cache (32 KiB, 4096 payloads by their pointers,
+ * still compared by content); later calls for a cached payload take about
+ * 12 ns, others look the event up in the process's table.
  */
 LP_EXPORT int lp_event_make(const lp_payload_t *p, uint16_t event_type, const lp_event_t **ev, uint64_t *instance);
 /* The event's id: 1, 2, ... in order of creation, stable for the process; 0 for NULL. */
@@ -841,7 +847,9 @@ LP_EXPORT int lp_subscriber_destroy(lp_subscriber_t *s, int64_t timeout_ns);
  * Sends a single notification of (stream, type) to every enabled subscriber
  * with a callback for it, in enable order, on the calling thread. Nothing
  * is allocated. Returns 0 (also when nobody listens, and inside a callback,
- * where it reaches nobody); -EINVAL for stream 0.
+ * where it reaches nobody); -EINVAL for stream 0. A macro: inline, each
+ * call site is about 380 bytes of code, of which only a load, a bit test
+ * and a branch run while nobody listens.
  */
 LP_EXPORT int lp_notify(uint8_t stream, uint16_t type, const lp_event_t *parent, const lp_event_t *event,
                         uint64_t instance, const void *user_data);

@@ -187,19 +187,22 @@ typedef struct meta {
 } meta_t;
 
 /*
- * What a lookup reads comes first, and the payload's strings follow in the
- * same allocation: a lookup that misses the caches misses once or twice,
- * not once for the event and once more for each string.
+ * Two parts, each starting a cache line. The first has the instance counter,
+ * which every lp_event_make of the event writes, and what the table's
+ * chains need; the second what a payload is compared by, its strings right
+ * after it (a call site's name and file fit in the same line). A thread's
+ * cached lookup reads the second and adds to the first: threads that make
+ * one event pass the counter's line between them, and share the payload's.
  */
 struct lp_event {
+  _Atomic uint64_t instances;
   uint64_t hash;
   _Atomic(struct lp_event *) next; /* the bucket's chain */
-  lp_payload_t payload;            /* its strings point into text[] */
-  _Atomic uint64_t instances;
   uint64_t id;
   _Atomic(meta_t *) meta; /* prepended under events_mu; readers walk it without */
   uint16_t type;
-  char text[]; /* name, then file, each with its NUL */
+  _Alignas(64) lp_payload_t payload; /* its strings point into text[] */
+  char text[];                       /* name, then file, each with its NUL */
 };
 
 #define EV_BUCKETS 65536u /* 512 KiB of chain heads, touched as they fill */
@@ -261,16 +264,31 @@ static lp_event_t *find_payload(const lp_payload_t *p, uint64_t h) {
 
 /*
  * Events live as long as the process: they are cut from 64 KiB blocks, on
- * 16-byte bounds, zeroed (one with long strings gets an allocation of its
+ * 64-byte bounds, zeroed (one with long strings gets an allocation of its
  * own). events_mu held. NULL on ENOMEM.
  */
 #define EV_BLOCK 65536u
 static char *ev_cur, *ev_end;
+#if defined(__SANITIZE_ADDRESS__)
+#define LP_EV_OWN_ALLOCATIONS 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define LP_EV_OWN_ALLOCATIONS 1
+#endif
+#endif
+static void *big_alloc(size_t size) {
+  void *e = aligned_alloc(64, (size + 63) & ~(size_t)63);
+  if (e) memset(e, 0, size);
+  return e;
+}
 static void *event_alloc(size_t size) {
-  if (size > EV_BLOCK / 4) return calloc(1, size);
-  size = (size + 15) & ~(size_t)15;
+#ifdef LP_EV_OWN_ALLOCATIONS
+  return big_alloc(size); /* under ASan: each event its own, so that an overrun is caught */
+#endif
+  if (size > EV_BLOCK / 4) return big_alloc(size);
+  size = (size + 63) & ~(size_t)63;
   if ((size_t)(ev_end - ev_cur) < size) {
-    char *b = malloc(EV_BLOCK);
+    char *b = aligned_alloc(64, EV_BLOCK);
     if (!b) return NULL;
     memset(b, 0, EV_BLOCK);
     ev_cur = b;
@@ -1305,27 +1323,34 @@ static void load_one(const char *path) {
   /*
    * An object takes the lp_* functions from the program's global scope. They
    * are not there when this library is linked in statically and the program
-   * does not export them (no -rdynamic), or was itself loaded RTLD_LOCAL.
+   * does not export them (no -rdynamic), or when it came in a library loaded
+   * RTLD_LOCAL. (RTLD_DEFAULT would search this library's own scope too: the
+   * program's handle searches the global one only.)
    */
   void *ours = (void *)(uintptr_t)lp_subscriber_create;
-  bool global = dlsym(RTLD_DEFAULT, "lp_subscriber_create") == ours;
+  void *prog = dlopen(NULL, RTLD_NOW);
+  bool global = prog && dlsym(prog, "lp_subscriber_create") == ours;
+  if (prog) dlclose(prog);
+  (void)dlerror(); /* a failed probe leaves nothing pending for the program */
   void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     const char *e = dlerror();
     warn("LABELPROF_SUBSCRIBERS: cannot load %s (%s); skipped%s", path, e ? e : "unknown error",
          global ? ""
-                : " (labelprof's functions are not in the program's global scope: a program with liblabelprof.a "
-                  "linked in must be linked with -rdynamic)");
+                : " (labelprof's functions are not in the program's global scope: link a program that has "
+                  "liblabelprof.a linked in with -rdynamic; where labelprof comes in a library loaded RTLD_LOCAL, "
+                  "link the object with -llabelprof)");
     return;
   }
   for (uint32_t i = 0; i < n; i++)
     if (libs[i].handle == h) return; /* another path to an object already loaded */
-  /* Its own liblabelprof.so, where the program has labelprof linked in: a second library nothing records into. */
+  /* Its own liblabelprof.so, where the program's labelprof is not global: a second library nothing records into. */
   void *theirs = dlsym(h, "lp_subscriber_create");
+  (void)dlerror();
   if (!global && theirs && theirs != ours) {
     warn("LABELPROF_SUBSCRIBERS: %s brings a second copy of labelprof (it is linked with -llabelprof, and the "
-         "program has liblabelprof.a linked in without -rdynamic): it sees none of the program's labels; link it "
-         "without -llabelprof",
+         "program's labelprof is not in its global scope: liblabelprof.a linked in without -rdynamic); it stays "
+         "loaded but sees none of the program's labels: link it without -llabelprof",
          path);
     return;
   }
