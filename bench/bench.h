@@ -83,44 +83,61 @@ typedef struct bench_job {
   int warm;
   pthread_barrier_t *start;
   double ns;
+  double t0, t1; /* when its timed run began and ended */
 } bench_job_t;
 
 static void *bench_thread(void *arg) {
   bench_job_t *j = arg;
   if (j->warm) j->fn(j->iters / 100); /* warm: registration, caches */
   pthread_barrier_wait(j->start);
-  double t0 = bench_now_ns();
+  j->t0 = bench_now_ns();
   j->fn(j->iters);
-  j->ns = (bench_now_ns() - t0) / (double)j->iters;
+  j->t1 = bench_now_ns();
+  j->ns = (j->t1 - j->t0) / (double)j->iters;
   return NULL;
 }
 
 /*
- * As bench_run_as, and *fastest is the fastest thread's ns per iteration: on
- * a shared machine with as many threads as CPUs, a round where no thread was
- * disturbed is rare, and cost that the threads cause each other (a shared
- * line written) slows every one of them, the fastest too.
+ * As bench_run_as, and *fastest is the round's figure for a minimum: on a
+ * shared machine with as many threads as CPUs, a round where no thread was
+ * disturbed is rare, and cost the threads cause each other (a shared line
+ * written, a shared core) slows each of them while they run together. So it
+ * is the fastest thread's ns per iteration when the threads' timed runs
+ * overlapped for at least 90% of the shortest, and the slowest thread's
+ * otherwise (a thread that ran alone for part of its run says nothing about
+ * running together).
  */
 static inline double bench_run_fastest(bench_loop_fn fn, long iters, int threads, int warm, double *fastest) {
   pthread_t th[8];
   bench_job_t jobs[8];
   pthread_barrier_t start;
   double sum = 0;
-  *fastest = -1;
-  if (threads < 1 || threads > 8 || pthread_barrier_init(&start, NULL, (unsigned)threads) != 0) return -1;
+  if (threads < 1 || threads > 8 || pthread_barrier_init(&start, NULL, (unsigned)threads) != 0) {
+    fprintf(stderr, "bench: pthread_barrier_init failed\n");
+    exit(1);
+  }
   for (int i = 0; i < threads; i++) {
-    jobs[i] = (bench_job_t){fn, iters, warm, &start, 0};
+    jobs[i] = (bench_job_t){fn, iters, warm, &start, 0, 0, 0};
     if (pthread_create(&th[i], NULL, bench_thread, &jobs[i]) != 0) {
       fprintf(stderr, "bench: pthread_create failed\n");
       exit(1);
     }
   }
+  double lo = 1e300, hi = 0, last_start = 0, first_end = 1e300, shortest = 1e300;
   for (int i = 0; i < threads; i++) {
-    pthread_join(th[i], NULL);
+    if (pthread_join(th[i], NULL) != 0) {
+      fprintf(stderr, "bench: pthread_join failed\n");
+      exit(1);
+    }
     sum += jobs[i].ns;
-    if (*fastest < 0 || jobs[i].ns < *fastest) *fastest = jobs[i].ns;
+    if (jobs[i].ns < lo) lo = jobs[i].ns;
+    if (jobs[i].ns > hi) hi = jobs[i].ns;
+    if (jobs[i].t0 > last_start) last_start = jobs[i].t0;
+    if (jobs[i].t1 < first_end) first_end = jobs[i].t1;
+    if (jobs[i].t1 - jobs[i].t0 < shortest) shortest = jobs[i].t1 - jobs[i].t0;
   }
   pthread_barrier_destroy(&start);
+  *fastest = first_end - last_start >= 0.9 * shortest ? lo : hi;
   return sum / threads;
 }
 

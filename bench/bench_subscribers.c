@@ -142,9 +142,10 @@ static void loop_first(long n) {
  * per-round difference A - B, and (in *least) min(A) - min(B). On a shared
  * machine a round's time only grows with what else runs, so the minimum is
  * each loop's undisturbed cost; the targets are judged on it, the medians
- * show what a busy machine gives. The minimum is over every thread of every
- * round (bench_run_fastest): with 2 threads on 2 CPUs, rounds where neither
- * was disturbed are too rare for 25 rounds to find one.
+ * show what a busy machine gives. With 2 threads on 2 CPUs, rounds where
+ * neither was disturbed are too rare for 25 rounds to find one: a round
+ * counts its fastest thread when the threads ran together for at least 90%
+ * of the shortest run, its slowest otherwise (bench_run_fastest).
  */
 #define SUB_RUNS 25
 static void paired(bench_loop_fn a, bench_loop_fn b, long iters, int threads, double *ma, double *mb, double *diff,
@@ -266,7 +267,9 @@ int main(void) {
 #define WORST(v) ((v)[0] > (v)[1] ? (v)[0] : (v)[1])
   double w_none = WORST(stk_l), w_one = WORST(one_l), w_n0 = WORST(nt0_l), w_n1 = WORST(nt1_l);
   double w_make = WORST(make_l);
-  printf("\nminimum of %d rounds, each thread on its own, ns (a loop's cost undisturbed)\n\n", SUB_RUNS);
+  printf("\nminimum of %d rounds, the fastest thread of threads that ran together, ns (a loop's cost "
+         "undisturbed)\n\n",
+         SUB_RUNS);
   printf("  %-52s %+10.2f %+10.2f\n", "LP_SCOPE pair, no subscriber, minus the floor", none_l[0], none_l[1]);
   printf("  %-52s %+10.2f %+10.2f\n", "  minus labelprof's push/pop without the level test", stk_l[0], stk_l[1]);
   printf("  %-52s %+10.2f %+10.2f\n", "LP_SCOPE pair, 1 subscriber, minus the floor", one_l[0], one_l[1]);
