@@ -367,8 +367,27 @@ static void metadata(lp__jw_t *w, int pid, uint64_t tid, const char *name, uint3
   lp__jw_lit(w, "}}");
 }
 
+/*
+ * The rules both lane writers (JSON and systrace) follow, in one place.
+ * note_first: at the lane's first event in the window, where made-up begins
+ * go (at the window's start, or just before what the ring left).
+ * end_written: whether an end is written; *m is its match on the stack (0:
+ * none). Not written: an end after the stop whose begin was not written
+ * either (before the lane's first event in the window, or a shadow).
+ */
+static void note_first(lane_writer_t *lw, const lp__snap_lane_t *l, const lane_event_t *v) {
+  if (lw->made_up_base != UINT64_MAX || !v->in_window) return;
+  uint64_t first = lp__timemap_ns(lw->map, v->ts, lw->anchor, &lw->cursor);
+  uint64_t base = l->lost || first < lw->s->start.ns ? first : lw->s->start.ns;
+  lw->made_up_base = base > 256 ? base - 256 : 0;
+}
+
+static bool end_written(const lane_writer_t *lw, const lane_event_t *v, size_t *m) {
+  *m = match(lw->stack, lw->depth, v->site, v->depth);
+  return v->in_window || (lw->made_up_base != UINT64_MAX && !(*m && lw->stack[*m - 1].shadow));
+}
+
 static void write_thread_lane(lane_writer_t *lw, const lp__snap_lane_t *l) {
-  const lp__session_t *s = lw->s;
   char value[48];
   lw->made_up_base = UINT64_MAX;
   for (uint32_t k = 0; k < l->nchunks; k++) {
@@ -380,12 +399,7 @@ static void write_thread_lane(lane_writer_t *lw, const lp__snap_lane_t *l) {
       lane_event_t v = decode(lw, &cv, c->ev[i]);
       if (v.kind == LP_IMPL_EV_COUNTER) i++;
       if (!v.after_start) continue;
-      if (lw->made_up_base == UINT64_MAX && v.in_window) {
-        /* Before the lane's first event: at the window's start, or just before what the ring left. */
-        uint64_t first = lp__timemap_ns(lw->map, v.ts, lw->anchor, &lw->cursor);
-        uint64_t base = l->lost || first < s->start.ns ? first : s->start.ns;
-        lw->made_up_base = base > 256 ? base - 256 : 0;
-      }
+      note_first(lw, l, &v);
       switch (v.kind) {
       case LP_IMPL_EV_BEGIN:
         /* After the stop, followed (not written) so that its end is not taken for an enclosing scope's. */
@@ -393,8 +407,8 @@ static void write_thread_lane(lane_writer_t *lw, const lp__snap_lane_t *l) {
         lw->events += v.in_window;
         break;
       case LP_IMPL_EV_END: {
-        size_t m = match(lw->stack, lw->depth, v.site, v.depth);
-        if (!v.in_window && (lw->made_up_base == UINT64_MAX || (m && lw->stack[m - 1].shadow))) {
+        size_t m;
+        if (!end_written(lw, &v, &m)) {
           if (m) scope_end(lw, &v); /* a scope begun after the stop: pops its shadow, writes nothing */
           break;
         }
@@ -692,7 +706,6 @@ static int st_cmp_ns(const void *a, const void *b) {
 /* A thread lane's records, appended to sw->recs: made-up begins first, then the lane in order. */
 static void st_lane(st_writer_t *sw, const lp__snap_lane_t *l) {
   lane_writer_t *lw = &sw->lw;
-  const lp__session_t *s = lw->s;
   size_t first = sw->n;
   lw->made_up_base = UINT64_MAX;
   sw->nmade = 0;
@@ -706,17 +719,13 @@ static void st_lane(st_writer_t *sw, const lp__snap_lane_t *l) {
       lane_event_t v = decode(lw, &cv, c->ev[i]);
       if (v.kind == LP_IMPL_EV_COUNTER) i++;
       if (!v.after_start || v.kind > LP_IMPL_EV_END) continue;
-      if (lw->made_up_base == UINT64_MAX && v.in_window) {
-        uint64_t f = lp__timemap_ns(lw->map, v.ts, lw->anchor, &lw->cursor);
-        uint64_t base = l->lost || f < s->start.ns ? f : s->start.ns;
-        lw->made_up_base = base > 256 ? base - 256 : 0;
-      }
+      note_first(lw, l, &v);
       if (v.kind == LP_IMPL_EV_BEGIN) {
         st_begin(sw, &v, !v.in_window);
         lw->events += v.in_window;
       } else {
-        size_t m = match(lw->stack, lw->depth, v.site, v.depth);
-        if (!v.in_window && (lw->made_up_base == UINT64_MAX || (m && lw->stack[m - 1].shadow))) {
+        size_t m;
+        if (!end_written(lw, &v, &m)) {
           if (m) st_end(sw, &v);
           continue;
         }
