@@ -888,6 +888,14 @@ int lp_agg_file(lp_agg_t *a, const char *path) {
   return 0;
 }
 
+int lp_agg_read_one(lp_agg_t *a, const char *path, bool strict) {
+  lp_agg_init(a);
+  a->strict = strict;
+  int rc = lp_agg_file(a, path);
+  if (rc != 0) lp_agg_free(a);
+  return rc;
+}
+
 int64_t lp_agg_wall(const lp_agg_t *a) {
   int64_t w = 0;
   for (uint32_t k = 0; k < a->nlanes; k++)

@@ -130,6 +130,8 @@ void lp_agg_init(lp_agg_t *a);
 void lp_agg_free(lp_agg_t *a);
 /* Reads one file into a. 0, or LP_READ_BAD after a message. */
 int lp_agg_file(lp_agg_t *a, const char *path);
+/* A fresh a, holding one file read (strict or not). 0; or, after a message, LP_READ_BAD with a freed. */
+int lp_agg_read_one(lp_agg_t *a, const char *path, bool strict);
 /* The id of a label's text, UINT32_MAX when the trace has no such label. */
 uint32_t lp_agg_label(const lp_agg_t *a, const char *text);
 /* The summed span of all lanes that have events: the traced wall time. */

@@ -39,12 +39,7 @@ int lp_cmd_folded(int argc, char **argv) {
   }
   if (!file) return lp_usage_error(cmd, "no trace file given");
   lp_agg_t a;
-  lp_agg_init(&a);
-  a.strict = strict;
-  if (lp_agg_file(&a, file) != 0) {
-    lp_agg_free(&a);
-    return LP_EXIT_BAD;
-  }
+  if (lp_agg_read_one(&a, file, strict) != 0) return LP_EXIT_BAD;
   lp_tree_t m;
   int status = LP_EXIT_OK;
   uint32_t *path = NULL;

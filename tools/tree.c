@@ -112,12 +112,7 @@ int lp_cmd_tree(int argc, char **argv) {
   }
   if (!file) return lp_usage_error(cmd, "no trace file given");
   lp_agg_t a;
-  lp_agg_init(&a);
-  a.strict = strict;
-  if (lp_agg_file(&a, file) != 0) {
-    lp_agg_free(&a);
-    return LP_EXIT_BAD;
-  }
+  if (lp_agg_read_one(&a, file, strict) != 0) return LP_EXIT_BAD;
   int64_t wall = lp_agg_wall(&a);
   FILE *out = stdout;
   printer_t pr = {out, &a, NULL, wall, min_percent, counts};
