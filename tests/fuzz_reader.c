@@ -29,7 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static char path[256];
+static char path[300];
 
 /* What a successful read must give whatever the memory limit: calls and self time of every label. */
 static void summary(const lp_agg_t *a, uint64_t *calls, uint64_t *self) {
@@ -187,7 +187,10 @@ static int load_dir(const char *dir, buf_t *seeds, int n, int max) {
 }
 
 int main(void) {
-  char dir[] = "/tmp/lp-fuzz-XXXXXX";
+  /* Kept when something failed: the inputs that did are in it. */
+  const char *tmp = getenv("TMPDIR");
+  char dir[256];
+  snprintf(dir, sizeof dir, "%s/lp-fuzz-XXXXXX", tmp && *tmp && strlen(tmp) < 200 ? tmp : "/tmp");
   if (!mkdtemp(dir)) {
     perror("fuzz_reader: mkdtemp");
     return 2;

@@ -8,9 +8,13 @@
 #define LP_TESTS_RUNNER_H
 
 #include <CUnit/Basic.h>
+#include <errno.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define LP_TEST(fn) {#fn, fn}
 
@@ -64,6 +68,53 @@ static inline unsigned lp_test_slow(void) {
     exit(99);
   }
   return (unsigned)n;
+}
+
+/*
+ * The test program's temporary directory: made under $TMPDIR (/tmp when
+ * unset) as lp-TAG-XXXXXX, and removed with everything in it when the
+ * program exits, whether its tests passed or failed. A child forked from the
+ * program leaves it alone. Returns its path; a directory that cannot be made
+ * stops the program with exit status 2 (an error, not a failed test).
+ */
+static char lp_test_dir_path[160];
+static pid_t lp_test_dir_owner;
+
+static inline int lp_test_rm_entry(const char *p, const struct stat *st, int flag, struct FTW *f) {
+  (void)st;
+  (void)f;
+  if ((flag == FTW_DP ? rmdir(p) : unlink(p)) != 0 && errno != ENOENT)
+    fprintf(stderr, "cannot remove %s: %s\n", p, strerror(errno));
+  return 0;
+}
+
+static inline void lp_test_tmpdir_remove(void) {
+  if (!lp_test_dir_path[0] || getpid() != lp_test_dir_owner) return;
+  nftw(lp_test_dir_path, lp_test_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+  lp_test_dir_path[0] = '\0';
+}
+
+static inline const char *lp_test_tmpdir(const char *tag) {
+  const char *t = getenv("TMPDIR");
+  if (!t || !*t) t = "/tmp";
+  /* The tests build file names in buffers of 256 bytes from this path. */
+  int n = snprintf(lp_test_dir_path, sizeof lp_test_dir_path, "%s/lp-%s-XXXXXX", t, tag);
+  if (n < 0 || (size_t)n >= sizeof lp_test_dir_path - 32) {
+    fprintf(stderr, "TMPDIR=%s is too long for the tests (at most %zu bytes)\n", t,
+            sizeof lp_test_dir_path - 32 - strlen(tag) - 12);
+    exit(2);
+  }
+  if (!mkdtemp(lp_test_dir_path)) {
+    fprintf(stderr, "cannot make a directory %s: %s\n", lp_test_dir_path, strerror(errno));
+    exit(2);
+  }
+  lp_test_dir_owner = getpid();
+  if (atexit(lp_test_tmpdir_remove) != 0) {
+    lp_test_tmpdir_remove();
+    fprintf(stderr, "atexit failed\n");
+    exit(2);
+  }
+  return lp_test_dir_path;
 }
 
 /* The whole file as a string (free it), or NULL if it cannot be read. */

@@ -41,7 +41,7 @@ static uint64_t raw_counter(void) {
 static uint64_t raw_counter(void) { return 0; }
 #endif
 
-static char tmpdir[] = "/tmp/lp-clock-XXXXXX";
+static const char *tmpdir;
 
 static uint64_t mono(void) {
   struct timespec ts;
@@ -771,7 +771,7 @@ static void test_clock_jump_forward_mid_session(void) { CHILD(LP_CLOCK_AUTO, LP_
 static void test_clock_jump_backward_mid_session(void) { CHILD(LP_CLOCK_AUTO, LP_CLOCK_TSC, body_jump_backward); }
 
 int main(void) {
-  if (!mkdtemp(tmpdir)) return 2;
+  tmpdir = lp_test_tmpdir("clock");
   CU_TestInfo tests[] = {
       LP_TEST(test_clock_now_is_clock_monotonic),
       LP_TEST(test_clock_forced_monotonic),

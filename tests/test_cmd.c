@@ -24,7 +24,7 @@
 #endif
 
 static char tool[PATH_MAX];
-static char dir[] = "/tmp/lp-test-cmd-XXXXXX";
+static const char *dir;
 
 typedef struct run {
   int status; /* exit status; -1 when it did not exit */
@@ -34,7 +34,7 @@ typedef struct run {
 /* Runs labelprof with argv (NULL-terminated), stdin from `in` (NULL: /dev/null). */
 static run_t run_in(const char *in, const char *const *args) {
   run_t r = {-1, NULL, NULL};
-  char outp[64], errp[64];
+  char outp[256], errp[256];
   snprintf(outp, sizeof outp, "%s/stdout", dir);
   snprintf(errp, sizeof errp, "%s/stderr", dir);
   char *argv[32];
@@ -708,7 +708,8 @@ static void test_cmd_tree_matches_profile(void) {
 }
 
 int main(void) {
-  if (!mkdtemp(dir) || !realpath("tools/labelprof", tool)) {
+  dir = lp_test_tmpdir("cmd");
+  if (!realpath("tools/labelprof", tool)) {
     perror("test_cmd: setup (run from the build directory)");
     return 2;
   }
@@ -726,8 +727,5 @@ int main(void) {
       CU_TEST_INFO_NULL,
   };
   int rc = lp_test_main("cmd", tests);
-  char cmd[PATH_MAX + 16];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  if (system(cmd) != 0) fprintf(stderr, "test_cmd: could not remove %s\n", dir);
   return rc;
 }

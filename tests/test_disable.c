@@ -6,6 +6,8 @@
 #ifndef LABELPROF_DISABLE
 #error "this test is built with -DLABELPROF_DISABLE"
 #endif
+/* tests/runner.h's temporary directory needs POSIX beyond plain C11. */
+#define _XOPEN_SOURCE 700
 #include <labelprof.h>
 
 #include <errno.h>

@@ -17,7 +17,7 @@
 #include "runner.h"
 #include "trace_json.h"
 
-static char dir[] = "/tmp/lp-env-XXXXXX";
+static const char *dir;
 
 static char child_path[4096];
 
@@ -54,7 +54,7 @@ typedef struct spawn_opts {
 /* Runs tests/env_child with exactly the given environment (NULL-terminated, up to 8 variables). */
 static run_t spawn_child(const spawn_opts_t *o, const char *const *vars) {
   run_t r = {-1, -1, NULL, NULL};
-  char outp[64], errp[64];
+  char outp[256], errp[256];
   snprintf(outp, sizeof outp, "%s/stdout", dir);
   snprintf(errp, sizeof errp, "%s/stderr", dir);
   char *envp[12];
@@ -143,7 +143,7 @@ static void test_env_profile_1_reports_on_stderr(void) {
 }
 
 static void test_env_profile_path_and_folded_files(void) {
-  char prof[96], fold[96], pv[128], fv[128];
+  char prof[256], fold[256], pv[300], fv[300];
   snprintf(prof, sizeof prof, "%s/profile.txt", dir);
   snprintf(fold, sizeof fold, "%s/folded.txt", dir);
   snprintf(pv, sizeof pv, "LABELPROF_PROFILE=%s", prof);
@@ -362,7 +362,7 @@ static void test_env_relative_paths_resolved_at_start(void) {
   run_t r = spawn_child(&o, vars);
   CU_ASSERT(exited_ok(&r));
   CU_ASSERT_STRING_EQUAL(r.err, "");
-  char p[128], t[128], wrong[128];
+  char p[256], t[256], wrong[256];
   snprintf(p, sizeof p, "%s/rel.tree", dir);
   snprintf(t, sizeof t, "%s/rel-%ld.json", dir, (long)r.pid);
   snprintf(wrong, sizeof wrong, "/rel-%ld.json", (long)r.pid);
@@ -453,7 +453,7 @@ static void test_env_dumps_on_signal_and_lp_dump(void) {
   CU_ASSERT_STRING_EQUAL(r.err, "");
   uint64_t samples[4] = {0};
   for (int n = 1; n <= 3; n++) {
-    char p[128], t[128];
+    char p[256], t[256];
     snprintf(p, sizeof p, "%s/dump-%d.txt", dir, n);
     snprintf(t, sizeof t, "%s/dump-%d.json", dir, n);
     char *c = lp_test_slurp(p);
@@ -545,7 +545,8 @@ static void test_env_file_size_limit_is_an_error_not_a_death(void) {
 }
 
 int main(void) {
-  if (!mkdtemp(dir) || !realpath("tests/env_child", child_path)) return 2;
+  dir = lp_test_tmpdir("env");
+  if (!realpath("tests/env_child", child_path)) return 2;
   CU_TestInfo tests[] = {
       LP_TEST(test_env_unset_reports_nothing),
       LP_TEST(test_env_profile_1_reports_on_stderr),

@@ -8,8 +8,8 @@
 #include "runner.h"
 #include "trace_json.h"
 
-static char dir[] = "/tmp/lp-json-XXXXXX";
-static char path[128];
+static const char *dir;
+static char path[256];
 
 static json_t *write_and_load(const char *process) {
   CU_ASSERT_EQUAL_FATAL(lp_trace_write_json(path, process), 0);
@@ -306,7 +306,7 @@ static void test_json_event_times_agree_with_lp_now_ns(void) {
 }
 
 int main(void) {
-  if (!mkdtemp(dir)) return 2;
+  dir = lp_test_tmpdir("json");
   snprintf(path, sizeof path, "%s/trace.json", dir);
   CU_TestInfo tests[] = {
       LP_TEST(test_json_structure_and_metadata),

@@ -22,8 +22,8 @@
 #include "runner.h"
 #include "trace_json.h"
 
-static char dir[] = "/tmp/lp-layers-XXXXXX";
-static char path[128], spath[128];
+static const char *dir;
+static char path[256], spath[256];
 static char env_child[4096], contract[4096];
 
 static uint64_t my_tid(void) { return (uint64_t)syscall(SYS_gettid); }
@@ -566,7 +566,7 @@ typedef struct run {
 
 static run_t spawn(const char *prog, char *const argv[], const char *const *vars) {
   run_t r = {-1, NULL, NULL};
-  char outp[64], errp[64];
+  char outp[256], errp[256];
   snprintf(outp, sizeof outp, "%s/stdout", dir);
   snprintf(errp, sizeof errp, "%s/stderr", dir);
   char *envp[12];
@@ -665,7 +665,7 @@ static void squeeze_inner(char *s) {
 }
 
 static void test_layers_env_systrace_at_exit(void) {
-  char sys[160], var[200];
+  char sys[256], var[300];
   snprintf(sys, sizeof sys, "%s/env.systrace", dir);
   snprintf(var, sizeof var, "LABELPROF_SYSTRACE=%s", sys);
   const char *vars[] = {var, NULL};
@@ -823,7 +823,7 @@ static void test_layers_env_trace_marker_kernel(void) {
 
 /* The marks of OUT.systrace (all tasks), after running a case. */
 static char *contract_marks(const char *which, char *json_path, size_t json_len) {
-  char out[160];
+  char out[256];
   snprintf(out, sizeof out, "%s/contract-%s", dir, which);
   char unit[16];
   snprintf(unit, sizeof unit, "%u", 2 * lp_test_slow());
@@ -832,7 +832,7 @@ static char *contract_marks(const char *which, char *json_path, size_t json_len)
   CU_ASSERT(exited_ok(&r));
   CU_ASSERT_STRING_EQUAL(r.err, "");
   run_free(&r);
-  char sys[200];
+  char sys[300];
   snprintf(sys, sizeof sys, "%s.systrace", out);
   snprintf(json_path, json_len, "%s.json", out);
   char *text = lp_test_slurp(sys);
@@ -866,7 +866,7 @@ static char *contract_marks(const char *which, char *json_path, size_t json_len)
 }
 
 static void check_case(const char *which, const char *want_marks, const char *json_name, const char *json_cat) {
-  char js[200];
+  char js[300];
   char *marks = contract_marks(which, js, sizeof js);
   if (strcmp(marks, want_marks) != 0) printf("\n%s: got\n%s", which, marks);
   CU_ASSERT_STRING_EQUAL(marks, want_marks);
@@ -1040,7 +1040,7 @@ static void test_layers_contract_attribution(void) {
                                       "ipc",      "subtract",  "init",   "utility"};
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     const char *which = cases[c];
-    char out[160], sys[200], unit_text[32];
+    char out[256], sys[300], unit_text[32];
     snprintf(out, sizeof out, "%s/attr-%s", dir, which);
     snprintf(sys, sizeof sys, "%s.systrace", out);
     snprintf(unit_text, sizeof unit_text, "%g", unit);
@@ -1119,7 +1119,7 @@ static void test_layers_contract_attribution(void) {
 }
 
 int main(void) {
-  if (!mkdtemp(dir)) return 2;
+  dir = lp_test_tmpdir("layers");
   if (!realpath("tests/env_child", env_child) || !realpath("tests/layers_contract", contract)) {
     fprintf(stderr, "test_layers: run from the build directory (tests/env_child, tests/layers_contract)\n");
     return 2;
@@ -1147,7 +1147,7 @@ int main(void) {
   int rc = lp_test_main("layers", tests);
   unlink(path);
   unlink(spath);
-  char p[200];
+  char p[256];
   snprintf(p, sizeof p, "%s/stdout", dir);
   unlink(p);
   snprintf(p, sizeof p, "%s/stderr", dir);

@@ -26,7 +26,7 @@
 
 #include "runner.h"
 
-static char dir[] = "/tmp/lp-output-XXXXXX";
+static const char *dir;
 static bool have_tmpfile; /* the test directory's file system has O_TMPFILE */
 
 /* The two ways of replacing a file; each replacing test runs under both. */
@@ -373,8 +373,9 @@ static void test_output_owner_not_allowed_is_no_error(void) {
     pid_t pid = fork_flushed();
     CU_ASSERT_FATAL(pid >= 0);
     if (pid == 0) {
-      if (setgroups(0, NULL) != 0 || setgid(4244) != 0 || setuid(4242) != 0) _exit(2);
-      _exit(output_text(target, "new\n") == 0 ? 0 : 3);
+      /* From inside the directory: $TMPDIR above it may be closed to other users. */
+      if (chdir(sub) != 0 || setgroups(0, NULL) != 0 || setgid(4244) != 0 || setuid(4242) != 0) _exit(2);
+      _exit(output_text("theirs.json", "new\n") == 0 ? 0 : 3);
     }
     CU_ASSERT_EQUAL(child_status(pid), 0);
     CU_ASSERT_EQUAL(stat(target, &st), 0);
@@ -646,7 +647,7 @@ static void *fifo_writer(void *arg) {
 
 /* True once thread tid sleeps, in openat where /proc says which call it is in. */
 static bool blocked_in_open(int tid) {
-  char p[96], buf[512];
+  char p[256], buf[512];
   snprintf(p, sizeof p, "/proc/self/task/%d/syscall", tid);
   int fd = open(p, O_RDONLY | O_CLOEXEC);
   if (fd >= 0) {
@@ -834,7 +835,7 @@ static void test_output_strerror_describes_every_errno(void) {
 }
 
 int main(void) {
-  if (!mkdtemp(dir)) return 2;
+  dir = lp_test_tmpdir("output");
   int probe = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
   have_tmpfile = probe >= 0;
   if (probe >= 0) close(probe);

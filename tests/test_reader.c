@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <unistd.h>
 
-static char dir[] = "/tmp/lp-test-reader-XXXXXX";
+static const char *dir;
 
 typedef struct seen {
   lp_ev_kind_t kind;
@@ -49,7 +49,7 @@ static int record(void *ctx, const lp_event_t *e) {
 }
 
 static int read_text(const char *text, sink_state_t *s) {
-  char path[64];
+  char path[256];
   snprintf(path, sizeof path, "%s/t.json", dir);
   FILE *f = fopen(path, "w");
   CU_ASSERT_PTR_NOT_NULL_FATAL(f);
@@ -145,7 +145,7 @@ static void test_reader_sniff(void) {
 }
 
 int main(void) {
-  if (!mkdtemp(dir)) return 2;
+  dir = lp_test_tmpdir("reader");
   CU_TestInfo tests[] = {
       LP_TEST(test_reader_fields),
       LP_TEST(test_reader_sink_stops),
@@ -154,7 +154,7 @@ int main(void) {
       CU_TEST_INFO_NULL,
   };
   int rc = lp_test_main("reader", tests);
-  char path[64];
+  char path[256];
   snprintf(path, sizeof path, "%s/t.json", dir);
   unlink(path);
   rmdir(dir);

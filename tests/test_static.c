@@ -25,9 +25,9 @@
 
 #define CHILD "tests/env_child_static"
 
-static char dir[] = "/tmp/lp-static-XXXXXX";
+static const char *dir;
 /* Everything the test may leave in dir: the reports and the child's output. */
-static char prof[64], fold[64], trace[64], out[64], err[64];
+static char prof[256], fold[256], trace[256], out[256], err[256];
 static char *const files[] = {prof, fold, trace, out, err};
 
 
@@ -92,7 +92,7 @@ static int run_static(char *const *envp, const char *mode) {
 }
 
 static void test_static_env_writes_profile_folded_and_trace(void) {
-  char pv[96], fv[96], tv[96];
+  char pv[300], fv[300], tv[300];
   snprintf(pv, sizeof pv, "LABELPROF_PROFILE=%s", prof);
   snprintf(fv, sizeof fv, "LABELPROF_FOLDED=%s", fold);
   snprintf(tv, sizeof tv, "LABELPROF_TRACE=%s", trace);
@@ -134,7 +134,7 @@ static void test_static_env_writes_profile_folded_and_trace(void) {
  * their labels work and are not recorded. Its atexit handlers run before.
  */
 static void test_static_destructors_run_after_the_reports(void) {
-  char tv[96];
+  char tv[300];
   snprintf(tv, sizeof tv, "LABELPROF_TRACE=%s", trace);
   char *envp[] = {tv, "PATH=/usr/bin:/bin", NULL};
   CU_ASSERT_EQUAL(run_static(envp, "atexit"), 0);
@@ -223,7 +223,7 @@ int main(void) {
   fprintf(stderr, "SKIP: liblabelprof.a is not built (configure --disable-static); nothing to test\n");
   return 77;
 #endif
-  if (!mkdtemp(dir)) return 2;
+  dir = lp_test_tmpdir("static");
   snprintf(prof, sizeof prof, "%s/p.txt", dir);
   snprintf(fold, sizeof fold, "%s/p.folded", dir);
   snprintf(trace, sizeof trace, "%s/t.json", dir);

@@ -13,7 +13,7 @@
 
 #include "runner.h"
 
-static char dir[] = "/tmp/lp-subs-XXXXXX";
+static const char *dir;
 static char child[4096], good[4096], noentry[4096], callstats[4096], example[4096];
 
 typedef struct run {
@@ -24,7 +24,7 @@ typedef struct run {
 /* Runs subs_child [arg] with exactly these variables (NULL-terminated, up to 6). */
 static run_t run(const char *arg, const char *const *vars) {
   run_t r = {-1, NULL, NULL};
-  char outp[64], errp[64];
+  char outp[256], errp[256];
   snprintf(outp, sizeof outp, "%s/stdout", dir);
   snprintf(errp, sizeof errp, "%s/stderr", dir);
   char *envp[8];
@@ -172,7 +172,7 @@ static void test_callstats_counts(void) {
   CU_ASSERT(strstr(r.err, " alpha\n") < strstr(r.err, " beta\n"));
   run_free(&r);
   /* To a file, per thread. */
-  char path[128];
+  char path[256];
   snprintf(path, sizeof path, "%s/callstats.txt", dir);
   snprintf(var[1], sizeof var[1], "LABELPROF_CALLSTATS=%s", path);
   const char *w[] = {subs(callstats, NULL), var[1], "LABELPROF_CALLSTATS_THREADS=1", NULL};
@@ -215,7 +215,8 @@ static void test_example_subscriber(void) {
 }
 
 int main(void) {
-  if (!mkdtemp(dir) || !realpath("tests/subs_child", child) || !realpath("tests/.libs/subs_good.so", good) ||
+  dir = lp_test_tmpdir("subs");
+  if (!realpath("tests/subs_child", child) || !realpath("tests/.libs/subs_good.so", good) ||
       !realpath("tests/.libs/subs_noentry.so", noentry) || !realpath("subscribers/.libs/callstats.so", callstats) ||
       !realpath("examples/.libs/subscriber.so", example)) {
     fprintf(stderr, "test_subs_env: run from the build directory after make check built the subscribers\n");

@@ -1098,10 +1098,8 @@ static void test_timeline_keeps_its_levels_while_subscribers_listen(void) {
   {
     LP_SCOPE("after the stop"); /* nothing records now, and nobody listens */
   }
-  char path[] = "/tmp/lp-subs-trace-XXXXXX";
-  int fd = mkstemp(path);
-  CU_ASSERT_FATAL(fd >= 0);
-  close(fd);
+  char path[256];
+  snprintf(path, sizeof path, "%s/trace.json", lp_test_tmpdir("subs-trace"));
   CU_ASSERT_EQUAL_FATAL(lp_trace_write_json(path, "subs"), 0);
   json_t *root = trace_load(path);
   unlink(path);

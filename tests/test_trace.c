@@ -17,8 +17,8 @@
 #include "runner.h"
 #include "trace_json.h"
 
-static char dir[] = "/tmp/lp-trace-XXXXXX";
-static char path[128];
+static const char *dir;
+static char path[256];
 
 /* Writes the trace and parses it back. */
 static json_t *written(void) {
@@ -686,7 +686,7 @@ static void *export_to_fifo(void *arg) {
 
 /* True once thread tid sleeps in the kernel (here: in the FIFO's open, waiting for a reader). */
 static bool sleeping(int tid) {
-  char p[96], buf[512];
+  char p[256], buf[512];
   snprintf(p, sizeof p, "/proc/self/task/%d/stat", tid);
   FILE *f = fopen(p, "r");
   if (!f) return false;
@@ -1086,7 +1086,7 @@ static void test_trace_scope_enclosing_a_nested_window(void) {
 }
 
 int main(void) {
-  if (!mkdtemp(dir)) return 2;
+  dir = lp_test_tmpdir("trace");
   snprintf(path, sizeof path, "%s/trace.json", dir);
   CU_TestInfo tests[] = {
       LP_TEST(test_trace_start_stop_errors),
