@@ -460,6 +460,12 @@ LP_EXPORT int lp_trace_running(void);
  * the program starts another meanwhile. When the clock jumped during the
  * session (a VM migrated or restored), otherData and one stderr line say so.
  *
+ * Times: "ts" is microseconds (three decimals) since otherData.ts_base_ns,
+ * a CLOCK_MONOTONIC time in nanoseconds written as a string of digits; an
+ * event happened at ts_base_ns + ts * 1000 ns. Relative to that base, every
+ * time stays exact for readers that parse numbers as doubles (all of them)
+ * at any uptime, where CLOCK_MONOTONIC itself would not past 104 days.
+ *
  * Returns 0; -EINVAL if path is NULL or the program never started a
  * timeline; -ENOMEM; or the negative errno of the open, write or rename that
  * failed (-ENOENT for a missing directory, -ENOSPC for a full disk, -EFBIG,

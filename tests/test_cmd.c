@@ -471,6 +471,71 @@ static void rec(int depth, uint64_t each) {
   if (depth == 3) rec_outer_ns = lp_now_ns() - t0;
 }
 
+/*
+ * labelprof's JSON writes "ts" relative to otherData.ts_base_ns; files
+ * written before did not, and carry CLOCK_MONOTONIC itself. The same trace
+ * in both forms reads the same: the old form is made here from the new by
+ * adding the base back to every "ts", exactly, in decimal.
+ */
+static int absolute_copy(const char *src, const char *dst) {
+  char *text = lp_test_slurp(src);
+  if (!text) return -1;
+  const char *b = strstr(text, "\"ts_base_ns\":\"");
+  if (!b) {
+    free(text);
+    return -1;
+  }
+  unsigned long long base = strtoull(b + 14, NULL, 10);
+  FILE *f = fopen(dst, "w");
+  if (!f) {
+    free(text);
+    return -1;
+  }
+  int n = 0;
+  for (const char *p = text, *at; *p; p = at) {
+    at = strstr(p, "\"ts\":");
+    if (!at) {
+      fputs(p, f);
+      break;
+    }
+    at += 5;
+    fwrite(p, 1, (size_t)(at - p), f);
+    bool neg = *at == '-';
+    char *end;
+    unsigned long long us = strtoull(at + neg, &end, 10), frac = 0;
+    if (*end == '.') frac = strtoull(end + 1, &end, 10);
+    unsigned long long ns = us * 1000 + frac, abs = neg ? base - ns : base + ns;
+    fprintf(f, "%llu.%03llu", abs / 1000, abs % 1000);
+    at = end;
+    n++;
+  }
+  free(text);
+  return fclose(f) == 0 ? n : -1;
+}
+
+static void test_cmd_reads_relative_and_absolute_times(void) {
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(NULL), 0);
+  for (int i = 0; i < 50; i++) {
+    LP_SCOPE("outer");
+    busy_ns(20000);
+    {
+      LP_SCOPE("inner");
+      busy_ns(10000);
+    }
+  }
+  CU_ASSERT_EQUAL_FATAL(lp_trace_stop(), 0);
+  CU_ASSERT_EQUAL_FATAL(lp_trace_write_json(tmp("relative.json"), "test_cmd"), 0);
+  CU_ASSERT(absolute_copy(tmp("relative.json"), tmp("absolute.json")) >= 100);
+  run_t a = RUN("stats", "--format", "csv", tmp("relative.json"));
+  run_t b = RUN("stats", "--format", "csv", tmp("absolute.json"));
+  CU_ASSERT_EQUAL(a.status, 0);
+  CU_ASSERT_EQUAL(b.status, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(a.out, "\nouter,50,"));
+  CU_ASSERT_STRING_EQUAL(a.out, b.out);
+  run_free(&a);
+  run_free(&b);
+}
+
 /* Finds `label,` at a line start in CSV output and reads its integer columns. */
 static int csv_row(const char *csv, const char *label, long long v[9]) {
   char key[64];
@@ -724,6 +789,7 @@ int main(void) {
       LP_TEST(test_cmd_bad_depth),
       LP_TEST(test_cmd_live_trace_totals),
       LP_TEST(test_cmd_tree_matches_profile),
+      LP_TEST(test_cmd_reads_relative_and_absolute_times),
       CU_TEST_INFO_NULL,
   };
   int rc = lp_test_main("cmd", tests);
