@@ -33,31 +33,14 @@ typedef struct run {
 
 /* Runs labelprof with argv (NULL-terminated), stdin from `in` (NULL: /dev/null). */
 static run_t run_in(const char *in, const char *const *args) {
-  run_t r = {-1, NULL, NULL};
-  char outp[256], errp[256];
-  snprintf(outp, sizeof outp, "%s/stdout", dir);
-  snprintf(errp, sizeof errp, "%s/stderr", dir);
   char *argv[32];
   int n = 0;
   argv[n++] = tool;
   for (; args[n - 1] && n < 31; n++) argv[n] = (char *)args[n - 1];
   argv[n] = NULL;
-  pid_t pid = fork();
-  CU_ASSERT_FATAL(pid >= 0);
-  if (pid == 0) {
-    int i = open(in ? in : "/dev/null", O_RDONLY);
-    int o = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0600), e = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (i < 0 || o < 0 || e < 0 || dup2(i, 0) < 0 || dup2(o, 1) < 0 || dup2(e, 2) < 0) _exit(126);
-    execv(tool, argv);
-    _exit(127);
-  }
-  int st;
-  CU_ASSERT_EQUAL_FATAL(waitpid(pid, &st, 0), pid);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  r.out = lp_test_slurp(outp);
-  r.err = lp_test_slurp(errp);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(r.out);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(r.err);
+  lp_test_child_t c = {in, NULL, 0, 1};
+  lp_test_run_t t = lp_test_run(tool, argv, NULL, &c);
+  run_t r = {lp_test_exit_code(&t), t.out, t.err};
   return r;
 }
 

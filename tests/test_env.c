@@ -21,29 +21,14 @@ static const char *dir;
 
 static char child_path[4096];
 
-typedef struct run {
-  pid_t pid;
-  int status;
-  char *out, *err;
-} run_t;
-
+typedef lp_test_run_t run_t;
 
 /*
  * The collector's warning that it kept under 90% of its rate depends on how
  * busy the machine is (sanitizers, other jobs): taken out of stderr before
  * tests look at it, except where a test asks for it.
  */
-static const char rate_warning[] = "labelprof: the collector achieved only ";
 static int rate_warnings;
-static void strip_rate_warning(char *err) {
-  char *at;
-  while ((at = strstr(err, rate_warning)) != NULL) {
-    char *end = strchr(at, '\n');
-    end = end ? end + 1 : at + strlen(at);
-    memmove(at, end, strlen(end) + 1);
-    rate_warnings++;
-  }
-}
 
 typedef struct spawn_opts {
   const char *duration, *mode, *arg; /* env_child's arguments */
@@ -53,15 +38,6 @@ typedef struct spawn_opts {
 
 /* Runs tests/env_child with exactly the given environment (NULL-terminated, up to 8 variables). */
 static run_t spawn_child(const spawn_opts_t *o, const char *const *vars) {
-  run_t r = {-1, -1, NULL, NULL};
-  char outp[256], errp[256];
-  snprintf(outp, sizeof outp, "%s/stdout", dir);
-  snprintf(errp, sizeof errp, "%s/stderr", dir);
-  char *envp[12];
-  int n = 0;
-  for (; vars && vars[n] && n < 10; n++) envp[n] = (char *)vars[n];
-  envp[n++] = "PATH=/usr/bin:/bin";
-  envp[n] = NULL;
   /* The child works 10 ms per character of its duration; LP_TEST_SLOW times longer under emulation. */
   char work[256];
   size_t len = strlen(o->duration) * lp_test_slow();
@@ -69,24 +45,9 @@ static run_t spawn_child(const spawn_opts_t *o, const char *const *vars) {
   memset(work, 'x', len);
   work[len] = '\0';
   char *argv[] = {child_path, work, (char *)(o->mode ? o->mode : "plain"), (char *)o->arg, NULL};
-  pid_t pid = fork();
-  CU_ASSERT_FATAL(pid >= 0);
-  if (pid == 0) {
-    struct rlimit rl = {o->fsize, o->fsize};
-    int out = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0600), err = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (out < 0 || err < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) _exit(126);
-    if (o->cwd && chdir(o->cwd) != 0) _exit(126);
-    if (o->fsize && setrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(126);
-    execve(child_path, argv, envp);
-    _exit(127);
-  }
-  r.pid = pid;
-  CU_ASSERT_EQUAL_FATAL(waitpid(pid, &r.status, 0), pid);
-  r.out = lp_test_slurp(outp);
-  r.err = lp_test_slurp(errp);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(r.out);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(r.err);
-  strip_rate_warning(r.err);
+  lp_test_child_t c = {NULL, o->cwd, o->fsize, 0};
+  run_t r = lp_test_run(child_path, argv, vars, &c);
+  rate_warnings += lp_test_strip_rate_warning(r.err);
   return r;
 }
 
@@ -96,8 +57,7 @@ static run_t run_child(const char *duration, const char *const *vars) {
 }
 
 static void run_free(run_t *r) {
-  free(r->out);
-  free(r->err);
+  lp_test_run_free(r);
 }
 
 static int exited_ok(const run_t *r) { return WIFEXITED(r->status) && WEXITSTATUS(r->status) == 0; }
