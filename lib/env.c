@@ -26,6 +26,7 @@
  *   LABELPROF_LEVELS=list       LABELPROF_TRACE_BUFFER=MiB LABELPROF_TRACE_MODE=discard|ring
  *   LABELPROF_CLOCK=auto|tsc|monotonic                     LABELPROF_DUMP_SIGNAL=USR2
  *   LABELPROF_SYSTRACE=path     LABELPROF_TRACE_MARKER=1|path
+ *   LABELPROF_COLLECTOR_SCHED=slice|default|fifo[:PRIO]
  *
  * LABELPROF_SYSTRACE writes the environment's timeline as systrace text, at
  * exit and at dumps, beside or instead of LABELPROF_TRACE's JSON: one
@@ -79,6 +80,7 @@ static const char *const known[] = {
     "LABELPROF_TRACE",        "LABELPROF_LEVELS",     "LABELPROF_TRACE_BUFFER",
     "LABELPROF_TRACE_MODE",   "LABELPROF_CLOCK",      "LABELPROF_DUMP_SIGNAL",
     "LABELPROF_SYSTRACE",     "LABELPROF_TRACE_MARKER",
+    "LABELPROF_COLLECTOR_SCHED",
     /* Read by subs.c, and by the callstats.so subscriber installed with the library. */
     "LABELPROF_SUBSCRIBERS",  "LABELPROF_CALLSTATS",  "LABELPROF_CALLSTATS_THREADS",
 };
@@ -238,6 +240,37 @@ static lp_clock_t parse_clock(void) {
   if (strcmp(v, "monotonic") == 0) return LP_CLOCK_MONOTONIC;
   warn("LABELPROF_CLOCK='%s' is not auto, tsc or monotonic; using the default, auto", v);
   return LP_CLOCK_AUTO;
+}
+
+/* LABELPROF_COLLECTOR_SCHED=slice|default|fifo[:PRIO]; a bad value warns and keeps the default, slice. */
+static void parse_sched(lp_profile_opts_t *o) {
+  const char *v = value_of("LABELPROF_COLLECTOR_SCHED");
+  o->sched = LP_SCHED_SLICE;
+  o->sched_priority = 0;
+  if (!v || strcmp(v, "slice") == 0) return;
+  if (strcmp(v, "default") == 0) {
+    o->sched = LP_SCHED_DEFAULT;
+    return;
+  }
+  if (strncmp(v, "fifo", 4) == 0) {
+    if (v[4] == '\0') {
+      o->sched = LP_SCHED_FIFO;
+      return;
+    }
+    unsigned prio = 0;
+    const char *p = v + 5;
+    if (v[4] == ':' && *p >= '1' && *p <= '9') {
+      for (; *p >= '0' && *p <= '9' && prio <= 99; p++) prio = prio * 10 + (unsigned)(*p - '0');
+      if (*p == '\0' && prio <= 99) {
+        o->sched = LP_SCHED_FIFO;
+        o->sched_priority = prio;
+        return;
+      }
+    }
+  }
+  warn("LABELPROF_COLLECTOR_SCHED='%s' is not slice, default, fifo or fifo:PRIO (1 to 99); using the default, "
+       "slice",
+       v);
 }
 
 /* A signal by name (USR2, SIGUSR2, RTMIN+3) or number; 0 if it is not one we may take. */
@@ -492,6 +525,8 @@ void lp__env_load(void) {
   const char *trace = value_of("LABELPROF_TRACE"), *sig = value_of("LABELPROF_DUMP_SIGNAL");
   const char *systrace = value_of("LABELPROF_SYSTRACE"), *marker = value_of("LABELPROF_TRACE_MARKER");
   uint32_t hz = (uint32_t)number("LABELPROF_HZ", 1, 100000, 1000, "");
+  lp_profile_opts_t popts = {.hz = hz};
+  parse_sched(&popts);
   parse_report();
   lp_trace_opts_t topts = {.levels = parse_levels(),
                            .policy = parse_mode(),
@@ -538,7 +573,6 @@ void lp__env_load(void) {
       tracing = true;
   }
   if (want_prof || fold) {
-    lp_profile_opts_t popts = {.hz = hz};
     int rc = lp__profile_start(LP__ENV, &popts);
     if (rc)
       warn("cannot start the profile: %s", lp_strerror(rc));

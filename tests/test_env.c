@@ -176,6 +176,37 @@ static void test_env_bad_values_warn_once_and_run_on(void) {
   run_free(&r);
 }
 
+/* LABELPROF_COLLECTOR_SCHED: the report says how the collector ran; a bad value warns and keeps the slice. */
+static void test_env_collector_sched(void) {
+  const char *def[] = {"LABELPROF_PROFILE=-", "LABELPROF_COLLECTOR_SCHED=default", NULL};
+  run_t r = run_child("xx", def);
+  CU_ASSERT(exited_ok(&r));
+  CU_ASSERT_STRING_EQUAL(r.err, "");
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, " of one CPU, default scheduling\n"));
+  run_free(&r);
+  const char *bad[] = {"LABELPROF_COLLECTOR_SCHED=fifo:0", NULL};
+  const char *worse[] = {"LABELPROF_COLLECTOR_SCHED=fifo:100", NULL};
+  const char *typo[] = {"LABELPROF_COLLECTOR_SCHED=realtime", NULL};
+  const char *const *each[] = {bad, worse, typo};
+  for (int i = 0; i < 3; i++) {
+    r = run_child("x", each[i]);
+    CU_ASSERT(exited_ok(&r));
+    CU_ASSERT_STRING_EQUAL(r.out, "child done\n");
+    CU_ASSERT_EQUAL(count_lines(r.err), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "LABELPROF_COLLECTOR_SCHED='"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "using the default, slice"));
+    run_free(&r);
+  }
+  const char *fifo[] = {"LABELPROF_PROFILE=-", "LABELPROF_COLLECTOR_SCHED=fifo:2", NULL};
+  r = run_child("xx", fifo);
+  CU_ASSERT(exited_ok(&r));
+  if (geteuid() == 0) {
+    CU_ASSERT_STRING_EQUAL(r.err, "");
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, " of one CPU, SCHED_FIFO 2\n"));
+  }
+  run_free(&r);
+}
+
 static void test_env_hz_and_report_options(void) {
   /* Spaces around commas, as people type lists. */
   const char *vars[] = {"LABELPROF_PROFILE=-", "LABELPROF_HZ=500", "LABELPROF_REPORT=threads, counts , min=0.5", NULL};
@@ -514,6 +545,7 @@ int main(void) {
       LP_TEST(test_env_pid_in_path),
       LP_TEST(test_env_bad_values_warn_once_and_run_on),
       LP_TEST(test_env_hz_and_report_options),
+      LP_TEST(test_env_collector_sched),
       LP_TEST(test_env_unwritable_path_is_reported),
       LP_TEST(test_env_trace_written_at_exit),
       LP_TEST(test_env_trace_levels),
