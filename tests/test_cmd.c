@@ -382,7 +382,7 @@ static void test_cmd_bad_input(void) {
       {"type_ev.json", "[1,2]", NULL, 2, "type_ev.json:1:2: expected an event object in the trace's array, found a number"},
       {"type_te.json", "{\"traceEvents\":{}}", NULL, 2, "expected an array for \"traceEvents\", found an object"},
       {"huge_ts.json", "[{\"ph\":\"X\",\"name\":\"a\",\"ts\":1e400,\"dur\":2}]", NULL, 2,
-       "expected microseconds for \"ts\" (at most 4611686018427388), found 1e400"},
+       "expected microseconds for \"ts\" (less than 2^62 ns: at most 4611686018427387.903 either side of 0), found 1e400"},
       {"huge_dur.json", "[{\"ph\":\"X\",\"name\":\"a\",\"ts\":1,\"dur\":99999999999999999999}]", NULL, 2,
        "found 99999999999999999999"},
       {"neg_dur.json", "[{\"ph\":\"X\",\"name\":\"a\",\"ts\":1,\"dur\":-2}]", NULL, 2, "neg_dur.json:1:38: a negative \"dur\""},
@@ -424,6 +424,58 @@ static void test_cmd_bad_input(void) {
   r = RUN("stats", dir);
   CU_ASSERT_EQUAL(r.status, 2);
   CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "is a directory"));
+  run_free(&r);
+}
+
+/* The sum of the self_percent column of `stats --format csv` output. */
+static double csv_self_sum(const char *out) {
+  double sum = 0;
+  for (const char *line = strchr(out, '\n'); line && line[1]; line = strchr(line + 1, '\n')) {
+    const char *comma = strrchr(line + 1, ',');
+    const char *eol = strchr(line + 1, '\n');
+    if (comma && (!eol || comma < eol)) sum += atof(comma + 1);
+  }
+  return sum;
+}
+
+/* An E earlier than a child's end: the scope ends with its child, self times stay within the wall time. */
+static void test_cmd_early_end_clamped(void) {
+  const char *files[] = {"fuzz/crash-early-end-selfsum.json", "early_end.txt"};
+  for (int i = 0; i < 2; i++) {
+    run_t r = RUN("stats", "--format", "csv", data(files[i]));
+    CU_ASSERT_EQUAL(r.status, 0);
+    double sum = csv_self_sum(r.out);
+    if (sum > 100.0001) fprintf(stderr, "\n%s: self shares sum to %.4f%%:\n%s", files[i], sum, r.out);
+    CU_ASSERT(sum <= 100.0001);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "\nb,1,9000,0,")); /* b ends with c, its child, at 10 us */
+    const char *w = strstr(r.err, "warning: an \"E\" ends before a scope inside it ends");
+    CU_ASSERT_PTR_NOT_NULL(w);
+    if (w) CU_ASSERT_PTR_NULL(strstr(w + 1, "warning: an \"E\" ends before")); /* once per file */
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, files[i]));
+    run_free(&r);
+  }
+}
+
+/* Times near ±2^62 ns: refused with their position past the limit, exact spans inside it. */
+static void test_cmd_time_limits(void) {
+  run_t r = RUN("stats", data("fuzz/crash-span-overflow.json"));
+  CU_ASSERT_EQUAL(r.status, 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "crash-span-overflow.json:1:64: expected microseconds for \"ts\""));
+  run_free(&r);
+  r = RUN("stats", "--format", "csv", data("fuzz/widest-span.json"));
+  CU_ASSERT_EQUAL(r.status, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "\nb,1,4611686018427387903,4611686018427387903,"));
+  run_free(&r);
+  r = RUN("stats", "--format", "json", data("fuzz/widest-span.json"));
+  CU_ASSERT_EQUAL(r.status, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "\"wall_ns\":9223372036854775806"));
+  run_free(&r);
+  const char *st = "# tracer: nop\n#\n#           TASK-PID     TGID     CPU#  |||||  TIMESTAMP  FUNCTION\n"
+                   "            app-100     (    100) [001] .....    4611686018.427387904: tracing_mark_write: B|100|a\n";
+  write_file(tmp("late.txt"), st, strlen(st));
+  r = RUN("stats", tmp("late.txt"));
+  CU_ASSERT_EQUAL(r.status, 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "late.txt:4:1: timestamp 4611686018.427387904: too large"));
   run_free(&r);
 }
 
@@ -722,6 +774,8 @@ int main(void) {
       LP_TEST(test_cmd_diff_statuses),
       LP_TEST(test_cmd_bad_input),
       LP_TEST(test_cmd_bad_depth),
+      LP_TEST(test_cmd_early_end_clamped),
+      LP_TEST(test_cmd_time_limits),
       LP_TEST(test_cmd_live_trace_totals),
       LP_TEST(test_cmd_tree_matches_profile),
       CU_TEST_INFO_NULL,

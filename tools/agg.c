@@ -42,6 +42,7 @@ typedef struct lp_frame {
   uint32_t label, node;
   int64_t start, end; /* end: OPEN_END for a B */
   int64_t kids;       /* time in direct children */
+  int64_t kids_end;   /* the latest end of a direct child popped: this scope cannot end before it */
   bool top;           /* the outermost frame of its label on this stack */
   uint64_t line, col, off; /* where it began, for the message if it never ends */
 } lp_frame_t;
@@ -59,6 +60,7 @@ typedef struct lp_run {
 typedef struct lp_open {
   uint32_t label;
   int64_t start;
+  int64_t kids_end; /* the latest end of a B closed inside this one */
   lp_pos_t pos;
 } lp_open_t;
 
@@ -92,11 +94,7 @@ static int grow(void **p, uint32_t *cap, size_t elem, uint32_t need) {
 }
 
 /* Sums of durations saturate: a file may hold times near the 2^62 ns limit many times over. */
-static inline int64_t sat_add(int64_t x, int64_t y) {
-  int64_t r;
-  if (__builtin_add_overflow(x, y, &r)) return y > 0 ? INT64_MAX : INT64_MIN;
-  return r;
-}
+static inline int64_t sat_add(int64_t x, int64_t y) { return lp_sat_add(x, y); }
 
 static int oom(void) {
   fprintf(stderr, "labelprof: out of memory\n");
@@ -432,14 +430,27 @@ static int count_call(lp_lstat_t *s, int64_t dur, int64_t self, bool top, bool h
   return 0;
 }
 
-/* Pops the top frame, ending at `end`, and counts it. */
-static int pop(lp_agg_t *a, lp_lane_t *l, int64_t end) {
+static void warn_early_end(lp_agg_t *a, const lp_pos_t *pos) {
+  if (a->early_end_warned) return;
+  a->early_end_warned = true;
+  if (a->file_buffered && pos->offset <= a->reported_upto) return; /* past the first pass's warning */
+  lp_warn(pos, "an \"E\" ends before a scope inside it ends: it is taken to end with that scope "
+               "(said once per file)");
+}
+
+/* Pops the top frame, ending at `end` (at the E at pos, NULL when none), and counts it. */
+static int pop(lp_agg_t *a, lp_lane_t *l, int64_t end, const lp_pos_t *pos) {
   lp_frame_t *f = &l->stack[--l->depth];
+  if (end < f->kids_end) { /* a scope never ends before its children do */
+    end = f->kids_end;
+    a->early_ends++;
+    if (pos) warn_early_end(a, pos);
+  }
   if (l->depth && l->stack[l->depth - 1].end != OPEN_END && end > l->stack[l->depth - 1].end) {
     end = l->stack[l->depth - 1].end; /* a child cannot outlast its parent */
     a->overlaps++;
   }
-  int64_t dur = end > f->start ? end - f->start : 0;
+  int64_t dur = end > f->start ? lp_sat_sub(end, f->start) : 0;
   if (end > l->closed) l->closed = end;
   int64_t self = dur - f->kids;
   if (self < 0) self = 0;
@@ -447,9 +458,10 @@ static int pop(lp_agg_t *a, lp_lane_t *l, int64_t end) {
   n->calls++;
   n->total = sat_add(n->total, dur);
   n->self = sat_add(n->self, self);
-  if (l->depth)
+  if (l->depth) {
     l->stack[l->depth - 1].kids = sat_add(l->stack[l->depth - 1].kids, dur);
-  else
+    if (end > l->stack[l->depth - 1].kids_end) l->stack[l->depth - 1].kids_end = end;
+  } else
     l->in_label = sat_add(l->in_label, dur);
   lp_lstat_t *ls = lane_stat(l, f->label);
   if (!ls) return oom();
@@ -460,7 +472,7 @@ static int pop(lp_agg_t *a, lp_lane_t *l, int64_t end) {
 /* Pops the complete scopes that have ended by t. */
 static int settle(lp_agg_t *a, lp_lane_t *l, int64_t t) {
   while (l->depth && l->stack[l->depth - 1].end != OPEN_END && l->stack[l->depth - 1].end <= t) {
-    int rc = pop(a, l, l->stack[l->depth - 1].end);
+    int rc = pop(a, l, l->stack[l->depth - 1].end, NULL);
     if (rc) return rc;
   }
   return 0;
@@ -484,7 +496,7 @@ static int push(lp_agg_t *a, lp_lane_t *l, uint32_t label, int64_t start, int64_
   bool top = true;
   for (uint32_t i = 0; i < l->depth && top; i++) top = l->stack[i].label != label;
   lp_frame_t *f = &l->stack[l->depth++];
-  *f = (lp_frame_t){label, node, start, end, 0, top, pos ? pos->line : 0, pos ? pos->column : 0, pos ? pos->offset : 0};
+  *f = (lp_frame_t){label, node, start, end, 0, INT64_MIN, top, pos ? pos->line : 0, pos ? pos->column : 0, pos ? pos->offset : 0};
   if (start > l->last_start) l->last_start = start;
   return 0;
 }
@@ -510,7 +522,7 @@ static int end_scope(lp_agg_t *a, lp_lane_t *l, int64_t t, const lp_pos_t *pos) 
     return 0;
   }
   while (l->depth >= b) /* complete scopes still open inside the B end with it */
-    if ((rc = pop(a, l, t))) return rc;
+    if ((rc = pop(a, l, t, pos))) return rc;
   return 0;
 }
 
@@ -704,7 +716,7 @@ static int on_event(void *ctx, const lp_event_t *ev) {
   default: break;
   }
   span(l, ev->ts);
-  if (ev->kind == LP_EV_COMPLETE) span(l, ev->ts + ev->dur);
+  if (ev->kind == LP_EV_COMPLETE) span(l, sat_add(ev->ts, ev->dur));
   if (l->buffered) {
     if (ev->kind == LP_EV_END) {
       if (!l->nopens) {
@@ -718,22 +730,29 @@ static int on_event(void *ctx, const lp_event_t *ev) {
         return 0;
       }
       lp_open_t *o = &l->opens[--l->nopens];
-      return rec_add(a, l, o->start, ev->ts < o->start ? o->start : ev->ts, o->label);
+      int64_t end = ev->ts < o->start ? o->start : ev->ts;
+      if (end < o->kids_end) { /* as pop() does: never before a scope inside it */
+        end = o->kids_end;
+        a->early_ends++;
+        warn_early_end(a, &ev->pos);
+      }
+      if (l->nopens && end > l->opens[l->nopens - 1].kids_end) l->opens[l->nopens - 1].kids_end = end;
+      return rec_add(a, l, o->start, end, o->label);
     }
     uint32_t label = intern(a, ev->name);
     if (label == UINT32_MAX) return oom();
-    if (ev->kind == LP_EV_COMPLETE) return rec_add(a, l, ev->ts, ev->ts + ev->dur, label);
+    if (ev->kind == LP_EV_COMPLETE) return rec_add(a, l, ev->ts, sat_add(ev->ts, ev->dur), label);
     if (l->nopens >= MAX_DEPTH) {
       lp_report(&ev->pos, "\"B\" events nested deeper than %d on one lane: expected their ends", MAX_DEPTH);
       return LP_READ_BAD;
     }
     if (grow((void **)&l->opens, &l->opens_cap, sizeof *l->opens, l->nopens + 1)) return oom();
-    l->opens[l->nopens++] = (lp_open_t){label, ev->ts, ev->pos};
+    l->opens[l->nopens++] = (lp_open_t){label, ev->ts, INT64_MIN, ev->pos};
     return 0;
   }
   if (ev->kind == LP_EV_END) return end_scope(a, l, ev->ts, &ev->pos);
   /* A scope starts: the lane must be in order of starts, a parent before its children. */
-  int64_t end = ev->kind == LP_EV_COMPLETE ? ev->ts + ev->dur : OPEN_END;
+  int64_t end = ev->kind == LP_EV_COMPLETE ? sat_add(ev->ts, ev->dur) : OPEN_END;
   /* Before an end already seen: written at its end, or B/E out of order. */
   bool late = ev->ts < l->last_start || ev->ts < l->closed;
   if (!late && l->depth && ev->kind == LP_EV_COMPLETE) {
@@ -783,7 +802,7 @@ static int finish_file(lp_agg_t *a, unsigned file) {
         return LP_READ_BAD;
       }
       warn_pos(a, &pos, "a \"B\" event never closed: it ends at its lane's last event");
-      if ((rc = pop(a, l, l->last))) return rc;
+      if ((rc = pop(a, l, l->last, NULL))) return rc;
       if ((rc = settle(a, l, INT64_MAX))) return rc;
     }
     /* The lane is done: its statistics join those of all lanes. */
@@ -844,6 +863,7 @@ int lp_agg_file(lp_agg_t *a, const char *path) {
   a->file = path;
   a->file_buffered = false;
   a->restart = false;
+  a->early_end_warned = false;
   lp_agg_t saved_counts = *a; /* the counts to go back to if the file is read again */
   lp_sink_t sink = {a, on_event};
   int rc = lp_read_input(in, &sink);
@@ -862,6 +882,7 @@ int lp_agg_file(lp_agg_t *a, const char *path) {
     a->unmatched_ends = saved_counts.unmatched_ends;
     a->unclosed_begins = saved_counts.unclosed_begins;
     a->overlaps = saved_counts.overlaps;
+    a->early_ends = saved_counts.early_ends;
     /* warnings already printed are not printed again, nor counted twice */
     a->file_buffered = true;
     a->restart = false;
@@ -899,7 +920,7 @@ int lp_agg_read_one(lp_agg_t *a, const char *path, bool strict) {
 int64_t lp_agg_wall(const lp_agg_t *a) {
   int64_t w = 0;
   for (uint32_t k = 0; k < a->nlanes; k++)
-    if (a->lanes[k]->has_span) w = sat_add(w, a->lanes[k]->last - a->lanes[k]->first);
+    w = sat_add(w, lp_lane_span(a->lanes[k]));
   return w;
 }
 
@@ -923,7 +944,7 @@ void lp_agg_free(lp_agg_t *a) {
 }
 
 void lp_agg_lane_tree(const lp_agg_t *a, lp_lane_t *l) {
-  int64_t span = l->has_span ? l->last - l->first : 0;
+  int64_t span = lp_lane_span(l);
   l->tree.nodes[0].total = span;
   l->tree.nodes[0].self = span > l->in_label ? span - l->in_label : 0;
   lp_tree_link(&l->tree, (const char *const *)a->labels);
@@ -950,7 +971,7 @@ int lp_agg_merged_tree(const lp_agg_t *a, lp_tree_t *m) {
       m->nodes[to].self = sat_add(m->nodes[to].self, n->self);
     }
     free(map);
-    int64_t span = l->has_span ? l->last - l->first : 0;
+    int64_t span = lp_lane_span(l);
     m->nodes[0].total = sat_add(m->nodes[0].total, span);
     m->nodes[0].self = sat_add(m->nodes[0].self, span > l->in_label ? span - l->in_label : 0);
   }

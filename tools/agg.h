@@ -118,11 +118,13 @@ typedef struct lp_agg {
   /* counts */
   unsigned nfiles;
   uint64_t events, scopes, instants, counters, skipped, unmatched_ends, unclosed_begins, overlaps;
+  uint64_t early_ends; /* E events before the end of a scope inside theirs: moved to that end */
   /* the file being read */
   const char *file;
   bool file_buffered; /* this file's lanes are buffered */
   bool restart;       /* the file must be read again, buffered */
   int warned;
+  bool early_end_warned; /* the warning about early ends is said once per file */
   uint64_t reported_upto; /* the first pass's last event: its warnings are not repeated */
 } lp_agg_t;
 
@@ -136,6 +138,23 @@ int lp_agg_read_one(lp_agg_t *a, const char *path, bool strict);
 uint32_t lp_agg_label(const lp_agg_t *a, const char *text);
 /* The summed span of all lanes that have events: the traced wall time. */
 int64_t lp_agg_wall(const lp_agg_t *a);
+/*
+ * Arithmetic on times: the readers keep every time within ±2^62 ns, so a
+ * difference of two fits; these saturate anyway, so that no input can make
+ * the engine's arithmetic overflow.
+ */
+static inline int64_t lp_sat_add(int64_t x, int64_t y) {
+  int64_t r;
+  if (__builtin_add_overflow(x, y, &r)) return y > 0 ? INT64_MAX : INT64_MIN;
+  return r;
+}
+static inline int64_t lp_sat_sub(int64_t x, int64_t y) {
+  int64_t r;
+  if (__builtin_sub_overflow(x, y, &r)) return y < 0 ? INT64_MAX : INT64_MIN;
+  return r;
+}
+/* A lane's span (latest time - earliest), 0 when it has no timed event. */
+static inline int64_t lp_lane_span(const lp_lane_t *l) { return l->has_span ? lp_sat_sub(l->last, l->first) : 0; }
 /* A lane's display name: "NAME (pid P, tid T)" or "pid P, tid T"; into buf. */
 const char *lp_lane_title(const lp_agg_t *a, const lp_lane_t *l, char *buf, size_t len);
 

@@ -200,6 +200,7 @@ static int parse_us(const char *s, size_t n, int64_t *ns) {
   }
   if (p != end) return 0;
   uint64_t v = whole * 1000 + frac;
+  if (v >= (uint64_t)1 << 62) return 0; /* the fraction may carry past the limit: times stay within ±2^62 ns */
   *ns = neg ? -(int64_t)v : (int64_t)v;
   return 1;
 }
@@ -309,8 +310,8 @@ static int cb_number(void *ctx, const char *s, size_t n) {
     case F_DUR: {
       int64_t v;
       if (!parse_us(s, n, &v))
-        return fail(r, tok(r), "expected microseconds for \"%s\" (at most %.0f), found %.*s", field_name(r->key),
-                    NS_LIMIT / 1000.0, (int)(n > 40 ? 40 : n), s);
+        return fail(r, tok(r), "expected microseconds for \"%s\" (less than 2^62 ns: at most 4611686018427387.903 "
+                    "either side of 0), found %.*s", field_name(r->key), (int)(n > 40 ? 40 : n), s);
       if (r->key == F_TS) r->ts = v, r->has_ts = true;
       else r->dur = v, r->has_dur = true;
       return 1;

@@ -58,6 +58,8 @@ typedef struct lp_event {
   int64_t pid, tid;     /* the lane is (pid, tid) */
   int64_t ts;           /* nanoseconds, in the file's own time base; 0 for metadata */
   int64_t dur;          /* nanoseconds, >= 0; LP_EV_COMPLETE only */
+  /* Readers refuse (LP_READ_BAD) times at or beyond ±2^62 ns: ts and ts + dur stay strictly inside, so the
+     difference of any two times fits an int64_t. */
   const char *name;     /* never NULL ("" when the file gives none) */
   const char *category; /* "cat", NULL when absent; labelprof writes "layer,phase" for layered sites */
   const char *layer;    /* args.layer, args.phase, args.mode as strings; NULL when absent */

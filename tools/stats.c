@@ -123,12 +123,15 @@ static void notes(FILE *out, const lp_agg_t *a) {
     fprintf(out, "note: %" PRIu64 " scopes never closed, counted as ending at their lane's last event\n",
             a->unclosed_begins);
   if (a->unmatched_ends) fprintf(out, "note: %" PRIu64 " \"E\" events had no open \"B\"\n", a->unmatched_ends);
+  if (a->early_ends)
+    fprintf(out, "note: %" PRIu64 " \"E\" events came before the end of a scope inside theirs; their scopes end with it\n",
+            a->early_ends);
   if (a->overlaps) fprintf(out, "note: %" PRIu64 " scopes outlasted their parent and were cut at its end\n", a->overlaps);
 }
 
 static int cmp_lane(const void *x, const void *y) {
   const lp_lane_t *a = *(lp_lane_t *const *)x, *b = *(lp_lane_t *const *)y;
-  int64_t sa = a->has_span ? a->last - a->first : 0, sb = b->has_span ? b->last - b->first : 0;
+  int64_t sa = lp_lane_span(a), sb = lp_lane_span(b);
   if (a->in_label != b->in_label) return a->in_label > b->in_label ? -1 : 1;
   if (sa != sb) return sa > sb ? -1 : 1;
   if (a->file != b->file) return a->file < b->file ? -1 : 1;
@@ -245,7 +248,7 @@ int lp_cmd_stats(int argc, char **argv) {
   for (uint32_t k = 0; k < a.nlanes; k++) {
     const lp_lane_t *l = lanes[k];
     if (!l->nstats) continue;
-    int64_t lw = l->has_span ? l->last - l->first : 0;
+    int64_t lw = lp_lane_span(l);
     size_t n;
     row_t *rows = rows_of(&a, l->stats, l->stats_cap, &n);
     if (!rows) {

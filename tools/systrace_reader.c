@@ -83,18 +83,24 @@ static int lane_push(lane_t *l, unsigned char v) {
   return 0;
 }
 
-/* "123.456789" -> nanoseconds; digits beyond the ninth decimal are cut. -1 if too large. */
+/*
+ * "123.456789" -> nanoseconds; digits beyond the ninth decimal are cut. -1
+ * at 2^62 ns (146 years) or more: every time of the event stream stays
+ * within ±2^62 ns, so that any difference of two fits (reader.h).
+ */
 static int64_t ts_ns(const char *s, size_t n) {
   int64_t sec = 0, frac = 0;
   size_t i = 0;
   for (; i < n && s[i] != '.'; i++) {
-    if (sec > (INT64_MAX / 1000000000 - 10) / 10) return -1;
+    if (sec > 4611686018) return -1;
     sec = sec * 10 + (s[i] - '0');
   }
   int k = 0;
   for (i++; i < n && k < 9; i++, k++) frac = frac * 10 + (s[i] - '0');
   for (; k < 9; k++) frac *= 10;
-  return sec * 1000000000 + frac;
+  if (sec > 4611686018) return -1;
+  int64_t v = sec * 1000000000 + frac;
+  return v >= (int64_t)1 << 62 ? -1 : v;
 }
 
 static const char *const LWORD[] = {"application", "runtime", "ipc", "driver", "cpu", "utility"};
@@ -134,7 +140,7 @@ static int on_mark(void *ctx, const struct lp_st_mark *m) {
   }
   ev.ts = ts_ns(m->ts, m->ts_len);
   if (ev.ts < 0) {
-    lp_report(&ev.pos, "timestamp %.*s: too large (at most about 9.2e9 seconds)", (int)m->ts_len, m->ts);
+    lp_report(&ev.pos, "timestamp %.*s: too large (less than 2^62 ns: at most 4611686018.427387903 seconds)", (int)m->ts_len, m->ts);
     return LP_READ_BAD;
   }
   if (fresh) {

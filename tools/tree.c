@@ -76,7 +76,7 @@ static void print_children(printer_t *pr, uint32_t k, unsigned depth) {
 
 static int cmp_lane(const void *x, const void *y) {
   const lp_lane_t *a = *(lp_lane_t *const *)x, *b = *(lp_lane_t *const *)y;
-  int64_t sa = a->has_span ? a->last - a->first : 0, sb = b->has_span ? b->last - b->first : 0;
+  int64_t sa = lp_lane_span(a), sb = lp_lane_span(b);
   if (sa != sb) return sa > sb ? -1 : 1;
   if (a->pid != b->pid) return a->pid < b->pid ? -1 : 1;
   return a->tid < b->tid ? -1 : a->tid > b->tid;
