@@ -479,6 +479,47 @@ static void test_cmd_time_limits(void) {
   run_free(&r);
 }
 
+/* Past the memory cap: exit 2 naming the file, the position and the cap; under it, the same trace reads. */
+static void test_cmd_memory_cap(void) {
+  const char *path = tmp("names.json");
+  FILE *f = fopen(path, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fputs("[", f);
+  for (int i = 0; i < 20000; i++)
+    fprintf(f, "%s\n{\"ph\":\"X\",\"name\":\"label %d\",\"pid\":1,\"tid\":%d,\"ts\":%d,\"dur\":1}", i ? "," : "", i, i % 50, i);
+  fputs("]\n", f);
+  CU_ASSERT_EQUAL_FATAL(fclose(f), 0);
+  run_t r = RUN("stats", "--max-memory", "1M", path);
+  CU_ASSERT_EQUAL(r.status, 2);
+  char want[PATH_MAX + 16];
+  snprintf(want, sizeof want, "%s:", path);
+  const char *at = strstr(r.err, want);
+  CU_ASSERT_PTR_NOT_NULL(at);
+  if (at) { /* FILE:LINE:COLUMN: past the first line */
+    long line = strtol(at + strlen(want), NULL, 10);
+    CU_ASSERT(line > 1 && line <= 20001);
+  }
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "more than 1 MiB of memory"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "--max-memory"));
+  CU_ASSERT_STRING_EQUAL(r.out, "");
+  run_free(&r);
+  const char *others[] = {"tree", "folded"};
+  for (int i = 0; i < 2; i++) {
+    r = RUN(others[i], "--max-memory=1M", path);
+    CU_ASSERT_EQUAL(r.status, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "more than 1 MiB of memory"));
+    run_free(&r);
+  }
+  r = RUN("stats", "--max-memory", "64M", "--top", "1", path);
+  CU_ASSERT_EQUAL(r.status, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "20000 scopes"));
+  run_free(&r);
+  r = RUN("stats", "--max-memory", "lots", path);
+  CU_ASSERT_EQUAL(r.status, 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "--max-memory takes a size"));
+  run_free(&r);
+}
+
 /* JSON nested absurdly deep, and scopes nested deeper than any program. */
 static void test_cmd_bad_depth(void) {
   size_t n = 200000;
@@ -776,6 +817,7 @@ int main(void) {
       LP_TEST(test_cmd_bad_depth),
       LP_TEST(test_cmd_early_end_clamped),
       LP_TEST(test_cmd_time_limits),
+      LP_TEST(test_cmd_memory_cap),
       LP_TEST(test_cmd_live_trace_totals),
       LP_TEST(test_cmd_tree_matches_profile),
       CU_TEST_INFO_NULL,

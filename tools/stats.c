@@ -44,9 +44,9 @@ static void fill(row_t *r, const char *label, const lp_lstat_t *s) {
   r->label = label;
   r->s = s;
   r->mean = s->calls ? s->sum / (int64_t)s->calls : 0;
-  r->p50 = lp_hist_percentile(&s->hist, 50, s->min, s->max);
-  r->p95 = lp_hist_percentile(&s->hist, 95, s->min, s->max);
-  r->p99 = lp_hist_percentile(&s->hist, 99, s->min, s->max);
+  r->p50 = lp_lstat_percentile(s, 50);
+  r->p95 = lp_lstat_percentile(s, 95);
+  r->p99 = lp_lstat_percentile(s, 99);
 }
 
 static const char *const heads[] = {"calls", "total", "self", "mean", "min", "p50", "p95", "p99", "max", "self%"};
@@ -139,6 +139,19 @@ static int cmp_lane(const void *x, const void *y) {
   return a->tid < b->tid ? -1 : a->tid > b->tid;
 }
 
+int lp_opt_max_memory(const char *cmd, int argc, char **argv, int *i) {
+  const char *v;
+  int r = lp_opt_value(cmd, argc, argv, i, "--max-memory", &v);
+  if (r <= 0) return r;
+  uint64_t bytes;
+  if (!lp_parse_size(v, &bytes))
+    return lp_usage_error(cmd, "--max-memory takes a size (512M, 2G; K, M, G, T are powers of 1024) or none, not '%s'",
+                          v),
+           -1;
+  lp_agg_max_memory = bytes ? bytes : UINT64_MAX;
+  return 1;
+}
+
 int lp_cmd_stats(int argc, char **argv) {
   const char *cmd = argv[0];
   bool by_thread = false, strict = false;
@@ -155,6 +168,8 @@ int lp_cmd_stats(int argc, char **argv) {
     }
     if (strcmp(argv[i], "--strict") == 0) {
       strict = true;
+    } else if ((r = lp_opt_max_memory(cmd, argc, argv, &i))) {
+      if (r < 0) return LP_EXIT_BAD;
     } else if ((r = lp_opt_value(cmd, argc, argv, &i, "--by", &v))) {
       if (r < 0) return LP_EXIT_BAD;
       if (strcmp(v, "thread") != 0) return lp_usage_error(cmd, "--by takes 'thread', not '%s'", v);
@@ -250,7 +265,7 @@ int lp_cmd_stats(int argc, char **argv) {
     if (!l->nstats) continue;
     int64_t lw = lp_lane_span(l);
     size_t n;
-    row_t *rows = rows_of(&a, l->stats, l->stats_cap, &n);
+    row_t *rows = rows_of(&a, l->stats, l->nstats, &n);
     if (!rows) {
       status = LP_EXIT_BAD;
       fprintf(stderr, "labelprof: out of memory\n");

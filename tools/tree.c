@@ -98,6 +98,8 @@ int lp_cmd_tree(int argc, char **argv) {
       counts = true;
     } else if (strcmp(argv[i], "--strict") == 0) {
       strict = true;
+    } else if ((r = lp_opt_max_memory(cmd, argc, argv, &i))) {
+      if (r < 0) return LP_EXIT_BAD;
     } else if ((r = lp_opt_value(cmd, argc, argv, &i, "--min-percent", &v))) {
       if (r < 0) return LP_EXIT_BAD;
       if (!lp_parse_double(v, &min_percent) || min_percent > 100)
