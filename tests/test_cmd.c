@@ -479,6 +479,18 @@ static void test_cmd_time_limits(void) {
   run_free(&r);
 }
 
+/* Names that differ after a \u0000 stay apart, the NUL shown as \u0000. */
+static void test_cmd_nul_in_names(void) {
+  run_t r = RUN("stats", "--format", "csv", data("fuzz/nul-names.json"));
+  CU_ASSERT_EQUAL(r.status, 0);
+  expect_text(r.out, "label,calls,total_ns,self_ns,mean_ns,min_ns,p50_ns,p95_ns,p99_ns,max_ns,self_percent\n"
+                     "\\u0000,1,1000,1000,1000,1000,1000,1000,1000,1000,14.2857\n"
+                     "a,1,1000,1000,1000,1000,1000,1000,1000,1000,14.2857\n"
+                     "a\\u0000b,1,1000,1000,1000,1000,1000,1000,1000,1000,14.2857\n"
+                     "a\\u0000c,1,1000,1000,1000,1000,1000,1000,1000,1000,14.2857\n");
+  run_free(&r);
+}
+
 /* Past the memory cap: exit 2 naming the file, the position and the cap; under it, the same trace reads. */
 static void test_cmd_memory_cap(void) {
   const char *path = tmp("names.json");
@@ -818,6 +830,7 @@ int main(void) {
       LP_TEST(test_cmd_early_end_clamped),
       LP_TEST(test_cmd_time_limits),
       LP_TEST(test_cmd_memory_cap),
+      LP_TEST(test_cmd_nul_in_names),
       LP_TEST(test_cmd_live_trace_totals),
       LP_TEST(test_cmd_tree_matches_profile),
       CU_TEST_INFO_NULL,

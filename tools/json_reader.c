@@ -114,8 +114,29 @@ static int fail(jr_t *r, uint64_t off, const char *fmt, ...) {
   return 0; /* yajl: stop */
 }
 
+/* A NUL decoded from \u0000, written back as those six characters: texts never hold a NUL (as in systrace). */
+#define NUL_TEXT "\\u0000"
+
 static int sb_set(jr_t *r, strbuf_t *b, const unsigned char *s, size_t n) {
   if (n > MAX_STRING) return fail(r, tok(r), "a string of %zu bytes; at most %u are expected", n, MAX_STRING);
+  if (memchr(s, 0, n)) {
+    size_t nuls = 0;
+    for (size_t i = 0; i < n; i++) nuls += s[i] == 0;
+    size_t len = n + nuls * 5;
+    unsigned char *t = malloc(len);
+    if (!t) return fail(r, here(r), "out of memory");
+    for (size_t i = 0, k = 0; i < n; i++) {
+      if (s[i]) {
+        t[k++] = s[i];
+      } else {
+        memcpy(t + k, NUL_TEXT, 6);
+        k += 6;
+      }
+    }
+    int ok = sb_set(r, b, t, len);
+    free(t);
+    return ok;
+  }
   if (n + 1 > b->cap) {
     size_t cap = b->cap ? b->cap : 64;
     while (cap < n + 1) cap *= 2;
@@ -377,8 +398,15 @@ static int cb_map_key(void *ctx, const unsigned char *s, size_t n) {
     return 1;
   }
   if (in_args(r)) {
-    size_t k = n < sizeof r->arg_key - 1 ? n : sizeof r->arg_key - 1;
-    memcpy(r->arg_key, s, k);
+    size_t k = 0;
+    for (size_t i = 0; i < n && k + 7 <= sizeof r->arg_key; i++) { /* a NUL as in sb_set */
+      if (s[i]) {
+        r->arg_key[k++] = (char)s[i];
+      } else {
+        memcpy(r->arg_key + k, NUL_TEXT, 6);
+        k += 6;
+      }
+    }
     r->arg_key[k] = '\0';
   }
   return 1;
