@@ -555,6 +555,18 @@ static void test_cmd_bad_depth(void) {
   CU_ASSERT_EQUAL(r.status, 2);
   CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "deepscope.json:10002:1: scopes nested deeper than 10000"));
   run_free(&r);
+  /* The same depth from X events written at their ends, innermost first: found in the buffered pass. */
+  f = fopen(tmp("deepx.json"), "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fputs("[", f);
+  for (int i = 10000; i >= 0; i--)
+    fprintf(f, "%s\n{\"ph\":\"X\",\"name\":\"r\",\"ts\":%d,\"dur\":%d}", i < 10000 ? "," : "", i, 2 * (10001 - i));
+  fputs("]", f);
+  CU_ASSERT_EQUAL(fclose(f), 0);
+  r = RUN("stats", tmp("deepx.json"));
+  CU_ASSERT_EQUAL(r.status, 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "deepx.json: byte 2: scopes nested deeper than 10000")); /* the first event */
+  run_free(&r);
 }
 
 /* ---- traces recorded here ------------------------------------------------------------------ */

@@ -51,6 +51,7 @@ typedef struct lp_rec {
   int64_t start, end;
   uint32_t label;
   uint32_t seq;
+  uint64_t off; /* where the scope's event (its B for a B/E pair) is in the input: the second pass's messages */
 } lp_rec_t;
 
 typedef struct lp_run {
@@ -742,7 +743,7 @@ static int spill(lp_agg_t *a) {
   return 0;
 }
 
-static int rec_add(lp_agg_t *a, lp_lane_t *l, int64_t start, int64_t end, uint32_t label) {
+static int rec_add(lp_agg_t *a, lp_lane_t *l, int64_t start, int64_t end, uint32_t label, uint64_t off) {
   if (a->nbuffered >= (a->spill_limit ? a->spill_limit : LP_SPILL_RECS)) {
     int rc = spill(a);
     if (rc) return rc;
@@ -754,7 +755,7 @@ static int rec_add(lp_agg_t *a, lp_lane_t *l, int64_t start, int64_t end, uint32
     l->recs = r;
     l->recs_cap = n;
   }
-  l->recs[l->nrecs++] = (lp_rec_t){start, end, label, l->seq++};
+  l->recs[l->nrecs++] = (lp_rec_t){start, end, label, l->seq++, off};
   a->nbuffered++;
   return 0;
 }
@@ -808,7 +809,8 @@ static int feed(lp_agg_t *a, lp_lane_t *l, lp_rec_t r) {
     if (r.end < r.start) r.end = r.start;
     a->overlaps++;
   }
-  lp_pos_t pos = {a->file, 0, 0, 0};
+  lp_pos_t pos = {a->file, r.off, 0, 0}; /* the byte offset: lines are not kept for buffered scopes */
+  a->at = pos;
   return push(a, l, r.label, r.start, r.end, &pos);
 }
 
@@ -919,11 +921,11 @@ static int on_event(void *ctx, const lp_event_t *ev) {
         warn_early_end(a, &ev->pos);
       }
       if (l->nopens && end > l->opens[l->nopens - 1].kids_end) l->opens[l->nopens - 1].kids_end = end;
-      return rec_add(a, l, o->start, end, o->label);
+      return rec_add(a, l, o->start, end, o->label, o->pos.offset);
     }
     uint32_t label = intern(a, ev->name);
     if (label == UINT32_MAX) return oom_at(a);
-    if (ev->kind == LP_EV_COMPLETE) return rec_add(a, l, ev->ts, sat_add(ev->ts, ev->dur), label);
+    if (ev->kind == LP_EV_COMPLETE) return rec_add(a, l, ev->ts, sat_add(ev->ts, ev->dur), label, ev->pos.offset);
     if (l->nopens >= MAX_DEPTH) {
       lp_report(&ev->pos, "\"B\" events nested deeper than %d on one lane: expected their ends", MAX_DEPTH);
       return LP_READ_BAD;
@@ -966,7 +968,7 @@ static int finish_file(lp_agg_t *a, unsigned file) {
           return LP_READ_BAD;
         }
         warn_pos(a, &l->opens[i].pos, "a \"B\" event never closed: it ends at its lane's last event");
-        if ((rc = rec_add(a, l, l->opens[i].start, l->last, l->opens[i].label))) return rc;
+        if ((rc = rec_add(a, l, l->opens[i].start, l->last, l->opens[i].label, l->opens[i].pos.offset))) return rc;
       }
       l->nopens = 0;
       if ((rc = run_buffered(a, l))) return rc;

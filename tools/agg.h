@@ -9,7 +9,7 @@
  * as each lane's scopes arrive in time order of their starts (B/E pairs in
  * any case, X events sorted by ts). A lane whose X events come in another
  * order (some writers put each X at its end, children before parents) is
- * read again with that file's lanes buffered: 24 bytes per scope, said on
+ * read again with that file's lanes buffered: 32 bytes per scope, said on
  * stderr; past LP_SPILL_RECS of them (24 MiB) the buffered scopes go to a
  * temporary file in sorted runs, merged at the end,
  * so memory stays bounded whatever the file's size.
@@ -24,7 +24,7 @@
 
 #include "reader.h"
 
-#define LP_SPILL_RECS (1u << 20)
+#define LP_SPILL_RECS (3u << 18) /* 32 bytes each: 24 MiB */
 
 /*
  * Memory the engine holds: every table below is counted here (with a word

@@ -41,6 +41,7 @@ typedef struct strd {
   int stop; /* the sink's non-zero verdict */
   char *label;
   size_t label_cap;
+  uint64_t line_off; /* the byte offset of the line being scanned */
 } strd_t;
 
 static lane_t *lane_get(strd_t *r, long long tid, int *fresh) {
@@ -133,6 +134,7 @@ static int on_mark(void *ctx, const struct lp_st_mark *m) {
   ev.pos.file = r->file;
   ev.pos.line = (uint64_t)m->lineno;
   ev.pos.column = 1;
+  ev.pos.offset = r->line_off;
   ev.name = "";
   if (!l) {
     lp_report(&ev.pos, "out of memory");
@@ -264,6 +266,7 @@ static int st_read(lp_input_t *in, const lp_sink_t *sink) {
   char *buf = malloc(cap);
   int rc = LP_READ_OK, eof = 0, pending_cr = 0;
   long lineno = 0;
+  uint64_t base = 0; /* the offset of buf[0] in the input */
   lp_pos_t pos = {r.file, 0, 0, 0};
   if (!buf) {
     lp_report(&pos, "out of memory");
@@ -307,6 +310,7 @@ static int st_read(lp_input_t *in, const lp_sink_t *sink) {
       if (q == have && q == p) break;
       lineno++;
       struct lp_st_error se = {0};
+      r.line_off = base + p;
       int v = lp_st_line(&sc, buf + p, q - p, lineno, on_mark, &r, &se);
       if (v < 0) {
         pos.line = (uint64_t)se.lineno;
@@ -336,6 +340,7 @@ static int st_read(lp_input_t *in, const lp_sink_t *sink) {
     }
     memmove(buf, buf + p, have - p);
     have -= p;
+    base += p;
   }
   if (rc == LP_READ_OK && !sc.collecting) {
     pos.line = 0;
