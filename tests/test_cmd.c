@@ -392,7 +392,7 @@ static void test_cmd_bad_input(void) {
       {"no_events.json", "{\"foo\":1}", NULL, 2, "no \"traceEvents\" array in the trace object"},
       {"garbage.json", "hello world", NULL, 2, "garbage.json:1:1: invalid JSON (lexical error"},
       {"trailing.json", "{\"traceEvents\":[]} x", NULL, 2, "invalid JSON (parse error: trailing garbage)"},
-      {"badgz.json", "\x1f\x8bxxxxxxxxxxxxxxxxxxxx", NULL, 2, "badgz.json: invalid gzip data"},
+      {"badgz.json", "\x1f\x8bxxxxxxxxxxxxxxxxxxxx", NULL, 2, "badgz.json: byte 4: invalid gzip data"},
       {"lone_e.json", "[{\"ph\":\"E\",\"ts\":1},{\"ph\":\"X\",\"name\":\"a\",\"ts\":2,\"dur\":1}]", NULL, 0,
        "lone_e.json:1:2: warning: an \"E\" event with no open \"B\" on its lane: ignored"},
       {"lone_e2.json", "[{\"ph\":\"E\",\"ts\":1},{\"ph\":\"X\",\"name\":\"a\",\"ts\":2,\"dur\":1}]", "--strict", 2,
@@ -489,6 +489,52 @@ static void test_cmd_nul_in_names(void) {
                      "a\\u0000b,1,1000,1000,1000,1000,1000,1000,1000,1000,14.2857\n"
                      "a\\u0000c,1,1000,1000,1000,1000,1000,1000,1000,1000,14.2857\n");
   run_free(&r);
+}
+
+/* Writes text as one more gzip member at the end of path. */
+static void gz_append(const char *path, const char *text) {
+  gzFile gz = gzopen(path, "ab");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(gz);
+  CU_ASSERT_EQUAL(gzwrite(gz, text, (unsigned)strlen(text)), (int)strlen(text));
+  CU_ASSERT_EQUAL(gzclose(gz), Z_OK);
+}
+
+/* Every member of a multi-member gzip is read, as zcat does; bytes after the last one, or a cut member, are errors. */
+static void test_cmd_gzip_members(void) {
+  const char *path = tmp("members.gz");
+  unlink(path);
+  gz_append(path, "[{\"ph\":\"X\",\"name\":\"a\",\"ts\":1,\"dur\":1},\n");
+  gz_append(path, "{\"ph\":\"X\",\"name\":\"b\",\"ts\":3,\"dur\":1},\n");
+  gz_append(path, "{\"ph\":\"X\",\"name\":\"c\",\"ts\":5,\"dur\":1}]\n");
+  run_t r = RUN("stats", "--format", "csv", path);
+  CU_ASSERT_EQUAL(r.status, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "\na,1,1000,"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "\nb,1,1000,"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "\nc,1,1000,"));
+  run_free(&r);
+  FILE *f = fopen(path, "rb");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  CU_ASSERT_EQUAL(fseek(f, 0, SEEK_END), 0);
+  long size = ftell(f);
+  CU_ASSERT_EQUAL(fclose(f), 0);
+  f = fopen(path, "ab");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fputs("trailing", f);
+  CU_ASSERT_EQUAL(fclose(f), 0);
+  r = RUN("stats", path);
+  CU_ASSERT_EQUAL(r.status, 2);
+  char want[PATH_MAX + 128];
+  snprintf(want, sizeof want, "%s: byte %ld: trailing garbage after the gzip data", path, size);
+  if (!strstr(r.err, want)) fprintf(stderr, "\nexpected %s in: %s", want, r.err);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, want));
+  run_free(&r);
+  CU_ASSERT_EQUAL(truncate(path, size - 4), 0); /* the last member without its size */
+  r = RUN("stats", path);
+  CU_ASSERT_EQUAL(r.status, 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "unexpected end of the gzip data"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, path));
+  run_free(&r);
+  unlink(path);
 }
 
 /* Past the memory cap: exit 2 naming the file, the position and the cap; under it, the same trace reads. */
@@ -843,6 +889,7 @@ int main(void) {
       LP_TEST(test_cmd_time_limits),
       LP_TEST(test_cmd_memory_cap),
       LP_TEST(test_cmd_nul_in_names),
+      LP_TEST(test_cmd_gzip_members),
       LP_TEST(test_cmd_live_trace_totals),
       LP_TEST(test_cmd_tree_matches_profile),
       CU_TEST_INFO_NULL,

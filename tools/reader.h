@@ -10,7 +10,8 @@
  * works on every format.
  *
  * Input (lp_input_t) is shared by all readers: a file, or "-" for standard
- * input, transparently gunzipped when it starts with gzip's magic bytes. The
+ * input, transparently gunzipped when it starts with gzip's magic bytes (every
+ * member of a multi-member file; trailing bytes that are not one are an error). The
  * driver (lp_read_trace) peeks at the first bytes and picks the first reader
  * whose sniff() accepts them.
  *
