@@ -267,17 +267,16 @@ int64_t lp_lstat_percentile(const lp_lstat_t *st, double p) {
     v = slot_value(o, s);
   } else {
     uint64_t seen = 0;
-    for (unsigned o = 0; o < 64 && v == max; o++) {
+    bool found = false;
+    for (unsigned o = 0; o < 64 && !found; o++) {
       if (!h->oct[o]) continue;
-      for (unsigned s = 0; s < LP_HIST_SUB; s++) {
+      for (unsigned s = 0; s < LP_HIST_SUB && !found; s++) {
         seen += h->oct[o][s];
         if (seen >= rank) {
           v = slot_value(o, s);
-          o = 64;
-          break;
+          found = true;
         }
       }
-      if (o == 64) break;
     }
   }
   return v < min ? min : v > max ? max : v;
