@@ -1094,13 +1094,15 @@ int lp_impl_disabled_site(uint32_t level, const char *label);
  * used (no unused-variable or unneeded-function warnings), and it is checked
  * for conversion to int64_t as in the enabled build.
  */
+#define LP_COUNTER(name, value) ((void)(1 ? 0 : (int64_t)(value)))
+#define LP_COUNTER_L(level, name, value) ((void)(1 ? 0 : (int64_t)(value)))
+/* Subscribers (part 5): a declaration, its arguments checked, nothing evaluated. */
 #define LP_NOTIFY_SCOPE(stream, type, parent, event, instance, user_data) \
   enum { LP_IMPL_CAT(lp_impl_disabled_nscope_, __COUNTER__) = \
              sizeof(lp_impl_disabled_nscope((stream), (type), (parent), (event), (instance), (user_data))) }
 int lp_impl_disabled_nscope(uint8_t stream, uint16_t type, const lp_event_t *parent, const lp_event_t *event,
                             uint64_t instance, const void *user_data);
-#define LP_COUNTER(name, value) ((void)(1 ? 0 : (int64_t)(value)))
-#define LP_COUNTER_L(level, name, value) ((void)(1 ? 0 : (int64_t)(value)))
+/* Layers and phases (part 6): checked like LP_SCOPE_L. */
 #define LP_IMPL_DISABLED_LP(layer, phase, label) \
   enum { LP_IMPL_CAT(lp_impl_disabled_scope_, __COUNTER__) = \
              LP_IMPL_DISABLED_SITE((layer) * 0 + (phase) * 0 + LP_LEVEL_RUNTIME, label) }

@@ -6,9 +6,10 @@
  * expand to and what that code touches: the per-thread state and its
  * frames, the timeline's event cursor, the subscribers' snapshot, the read
  * of the CPU's counter, and the declarations of the library's slow paths.
- * Every name in it starts with lp_impl_ or LP_IMPL_ (but the API's macros
- * and lp_notify_wanted(), defined here) and may change in any release;
- * programs and tools use only what labelprof.h documents.
+ * Every name it declares starts with lp_impl_ or LP_IMPL_, but for the
+ * definitions of what labelprof.h documents (its macros, lp_notify as a
+ * macro, lp_notify_wanted); any of it may change in any release. Programs
+ * and tools use only what labelprof.h documents.
  */
 #ifndef LABELPROF_IMPL_H
 #define LABELPROF_IMPL_H
