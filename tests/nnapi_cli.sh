@@ -36,6 +36,52 @@ while IFS='|' read -r input flags status outcome expected; do
   esac
 done <"$tmp/manifest"
 
+# Per execution with a warmup and a benchmark (benchmark.txt: one warmup
+# execution, two benchmark ones). AOSP's parser, before it prints such a run
+# per execution, overwrites in the table it prints (self times; total times
+# with --total-times) the execution phase and each of its subphases (PE, PIO,
+# PTR, PCO, PR), for every layer and the total, with that table's benchmark
+# (PBM) figures; its JSON then dumps both tables, so the printed one shows the
+# benchmark under PE.. and the other keeps the whole run's figures. The
+# expected files were derived by that rule from the whole run's `--json`
+# output (its "PBM" sub-tables and the unchanged table); the check below
+# derives them again with python3, and the files are compared byte for byte.
+for fl in per-execution-json per-execution-total-times-json; do
+  case $fl in
+    per-execution-json) flags='--per-execution --json' ;;
+    *) flags='--per-execution --total-times --json' ;;
+  esac
+  # shellcheck disable=SC2086
+  $lp nnapi $flags "$data/benchmark.txt" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  if [ $rc -ne 0 ]; then bad "benchmark.txt $flags: exit $rc"; cat "$tmp/err"
+  elif ! cmp -s "$tmp/out" "$data/benchmark.$fl.out"; then bad "benchmark.txt $flags: output differs"; diff "$data/benchmark.$fl.out" "$tmp/out" | head -20
+  else ok; fi
+done
+if command -v python3 >/dev/null 2>&1; then
+  $lp nnapi --json "$data/benchmark.txt" >"$tmp/whole.json" 2>/dev/null
+  $lp nnapi --per-execution --json "$data/benchmark.txt" >"$tmp/pe.json" 2>/dev/null
+  $lp nnapi --per-execution --total-times --json "$data/benchmark.txt" >"$tmp/pett.json" 2>/dev/null
+  if python3 - "$tmp/whole.json" "$tmp/pe.json" "$tmp/pett.json" <<'EOF'
+import copy, json, sys
+whole = json.load(open(sys.argv[1]))[0]
+for path, printed in ((sys.argv[2], "self_times"), (sys.argv[3], "times")):
+    got = json.load(open(path))[0]
+    want = copy.deepcopy(whole)
+    for p in ("PE", "PIO", "PTR", "PCO", "PR"):
+        want[printed][p] = want[printed]["PBM"][p]
+    for key in ("execution_counts", "self_times", "times", "starting_mark"):
+        if got[key] != want[key]:
+            sys.exit("%s: %s differs from the rule's %s" % (path, key, key))
+    n = got["execution_counts"]["PBM"]
+    for layer, v in want[printed]["PE"].items():
+        t = got["template_inputs"]["%s_PE" % layer]
+        if (v is None) != (t is None) or (v is not None and t != v / n):
+            sys.exit("%s: template_inputs %s_PE is %r, want %r / %d" % (path, layer, t, v, n))
+EOF
+  then ok; else bad "benchmark.txt: per-execution JSON does not follow AOSP's rule"; fi
+fi
+
 hdr='#           TASK-PID    TGID   CPU#  ||||    TIMESTAMP  FUNCTION'
 # expect STATUS PATTERN SUBCOMMAND FILE: exit status and a stderr line matching PATTERN
 expect() {

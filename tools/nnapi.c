@@ -261,16 +261,17 @@ static void json_dict(sbuf_t *b, const char *name, double M[][AT_TL], double Map
 }
 
 static int print_run(const nnopts_t *o, at_stats_t *st, const char *title, size_t tlen, FILE *out) {
-  int pe_set[AT_NPHASES_KNOWN] = {0};
-  pe_set[AT_PE] = pe_set[AT_PIO] = pe_set[AT_PTR] = pe_set[AT_PCO] = pe_set[AT_PR] = 1;
-  if (st->both && o->per_execution)
-    for (int P = 0; P < AT_NPHASES_KNOWN; P++)
-      if (pe_set[P])
-        for (int L = 0; L < AT_TL; L++) {
-          st->T[P][L] = st->Tap[AT_APBM][P][L];
-          st->X[P][L] = st->Xap[AT_APBM][P][L];
-        }
   double(*src)[AT_TL] = o->total_times ? st->T : st->X;
+  /* Per execution with warmup and benchmark: the benchmark's figures for
+   * execution and its subphases, written over the table about to be printed
+   * only (self times, or total times), as AOSP's parser does. The JSON dumps
+   * both tables, so the other one keeps the whole run's figures. */
+  if (st->both && o->per_execution) {
+    static const int pe_set[5] = {AT_PE, AT_PIO, AT_PTR, AT_PCO, AT_PR};
+    double(*bm)[AT_TL] = o->total_times ? st->Tap[AT_APBM] : st->Xap[AT_APBM];
+    for (int i = 0; i < 5; i++)
+      for (int L = 0; L < AT_TL; L++) src[pe_set[i]][L] = bm[pe_set[i]][L];
+  }
   double V[AT_TL][V_N];
   for (int L = 0; L < AT_TL; L++) {
     for (int k = 0; k < 7; k++) V[L][k] = src[VPH[k]][L];
