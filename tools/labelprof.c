@@ -8,6 +8,7 @@
 #include "config.h"
 
 #include "cmd.h"
+#include "../lib/jsonesc.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -194,18 +195,21 @@ const char *lp_fmt_ns(int64_t ns, char *buf, size_t len) {
   return buf;
 }
 
-void lp_put_json_string(FILE *out, const char *s) {
+/* Through the project's one escaper (lib/jsonesc.c), a block at a time. */
+void lp_put_json_string_n(FILE *out, const char *s, size_t n) {
+  enum { BLOCK = 1024 };
+  char buf[LP__JSON_ESC_MAX * (BLOCK + 3)];
+  const char *end = s + n;
   putc('"', out);
-  for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-    if (*c == '"' || *c == '\\')
-      fprintf(out, "\\%c", *c);
-    else if (*c < 0x20)
-      fprintf(out, "\\u%04x", *c);
-    else
-      putc(*c, out);
+  while (s < end) {
+    const char *stop = (size_t)(end - s) > BLOCK ? s + BLOCK : end;
+    char *o = lp__json_escape_chars(buf, &s, end, stop, 0);
+    fwrite(buf, 1, (size_t)(o - buf), out);
   }
   putc('"', out);
 }
+
+void lp_put_json_string(FILE *out, const char *s) { lp_put_json_string_n(out, s, strlen(s)); }
 
 void lp_put_csv_field(FILE *out, const char *s) {
   if (!strpbrk(s, ",\"\r\n")) {

@@ -16,6 +16,7 @@
 #include "cmd.h"
 #include "nnapi.h"
 #include "systrace.h"
+#include "../lib/jsonesc.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -167,41 +168,19 @@ void lp_py_float(char *out, size_t outlen, double v) {
   snprintf(out, outlen, "%s", r);
 }
 
-/* json.dumps(s, ensure_ascii=True) */
+/*
+ * json.dumps(s, ensure_ascii=True), through the project's one escaper
+ * (lib/jsonesc.c). AOSP's parser dies on a file that is not UTF-8; here a
+ * byte that starts no valid sequence becomes \ufffd.
+ */
 static void json_str(sbuf_t *b, const char *s, size_t n) {
   sb_puts(b, "\"");
-  for (size_t i = 0; i < n;) {
-    unsigned char c = (unsigned char)s[i];
-    if (c == '"') sb_puts(b, "\\\""), i++;
-    else if (c == '\\') sb_puts(b, "\\\\"), i++;
-    else if (c == '\n') sb_puts(b, "\\n"), i++;
-    else if (c == '\r') sb_puts(b, "\\r"), i++;
-    else if (c == '\t') sb_puts(b, "\\t"), i++;
-    else if (c == '\b') sb_puts(b, "\\b"), i++;
-    else if (c == '\f') sb_puts(b, "\\f"), i++;
-    else if (c < 0x20) sb_printf(b, "\\u%04x", c), i++;
-    else if (c < 0x80) sb_add(b, (const char *)&c, 1), i++;
-    else {
-      /* one UTF-8 sequence; an invalid byte stands for itself */
-      unsigned cp = c;
-      size_t len = 1;
-      if (c >= 0xc2 && c < 0xe0) cp = c & 0x1f, len = 2;
-      else if (c >= 0xe0 && c < 0xf0) cp = c & 0x0f, len = 3;
-      else if (c >= 0xf0 && c < 0xf5) cp = c & 0x07, len = 4;
-      int ok = len > 1 && i + len <= n;
-      for (size_t k = 1; ok && k < len; k++) {
-        if (((unsigned char)s[i + k] & 0xc0) != 0x80) ok = 0;
-        else cp = (cp << 6) | ((unsigned char)s[i + k] & 0x3f);
-      }
-      if (!ok) cp = c, len = 1;
-      if (cp >= 0x10000) {
-        cp -= 0x10000;
-        sb_printf(b, "\\u%04x\\u%04x", 0xd800 + (cp >> 10), 0xdc00 + (cp & 0x3ff));
-      } else {
-        sb_printf(b, "\\u%04x", cp);
-      }
-      i += len;
-    }
+  const char *end = s + n;
+  while (s < end && !b->oom) {
+    char tmp[LP__JSON_ESC_MAX * (1024 + 3)];
+    const char *stop = (size_t)(end - s) > 1024 ? s + 1024 : end;
+    char *o = lp__json_escape_chars(tmp, &s, end, stop, 1);
+    sb_add(b, tmp, (size_t)(o - tmp));
   }
   sb_puts(b, "\"");
 }
