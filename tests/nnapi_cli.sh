@@ -172,6 +172,74 @@ gzip -c "$tmp/trace.html" >"$tmp/trace.html.gz" 2>/dev/null && {
   if grep -q '^Runtime  *-  *4.00 ' "$tmp/out"; then ok; else bad "nnapi on standard input"; cat "$tmp/out" "$tmp/err"; fi
 }
 
+# Streams: a FIFO, a pipe named by path (as `<(...)` gives it), gzip on
+# standard input (redirected and piped): the input is opened once and its
+# format sniffed from the bytes already read, so each gives AOSP's output.
+# (A reader that opens a FIFO twice waits forever for a second writer:
+# `timeout`, where there is one, turns that into a failure.)
+guard=
+command -v timeout >/dev/null 2>&1 && guard='timeout 60'
+# finish_writer PID: the FIFO's writer (less than a pipe's buffer) ends even
+# if nothing read it all: opened for reading and writing, the FIFO never blocks.
+finish_writer() {
+  exec 3<>"$tmp/fifo"
+  wait "$1"
+  exec 3<&-
+}
+if command -v gzip >/dev/null 2>&1 && mkfifo "$tmp/fifo" 2>/dev/null; then
+  cat "$data/driver.txt" >"$tmp/fifo" &
+  wpid=$!
+  $guard $lp nnapi "$tmp/fifo" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  finish_writer $wpid
+  if [ $rc -eq 0 ] && cmp -s "$tmp/out" "$data/driver.default.out"; then ok; else bad "nnapi on a FIFO: exit $rc"; cat "$tmp/err"; fi
+  cat "$data/driver.txt" | $lp nnapi --json /dev/stdin >"$tmp/out" 2>"$tmp/err"
+  if cmp -s "$tmp/out" "$data/driver.json.out"; then ok; else bad "nnapi on a pipe given by its path"; cat "$tmp/err"; fi
+  gzip -c "$data/driver.txt" >"$tmp/driver.txt.gz"
+  $lp nnapi - <"$tmp/driver.txt.gz" >"$tmp/out" 2>"$tmp/err"
+  if cmp -s "$tmp/out" "$data/driver.default.out"; then ok; else bad "nnapi on gzip from standard input"; cat "$tmp/err"; fi
+  cat "$tmp/driver.txt.gz" | $lp nnapi --per-execution - >"$tmp/out" 2>"$tmp/err"
+  if cmp -s "$tmp/out" "$data/driver.per-execution.out"; then ok; else bad "nnapi on gzip piped to standard input"; cat "$tmp/err"; fi
+  cat "$tmp/driver.txt.gz" >"$tmp/fifo" &
+  wpid=$!
+  $guard $lp nnapi --total-times "$tmp/fifo" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  finish_writer $wpid
+  if [ $rc -eq 0 ] && cmp -s "$tmp/out" "$data/driver.total-times.out"; then ok; else bad "nnapi on gzip through a FIFO: exit $rc"; cat "$tmp/err"; fi
+
+  # Memory: what nnapi holds (the longest line, the threads, a run's call
+  # trees) stays under --max-memory (1 GiB by default); past it, exit 2 and
+  # a message with the file, the line and the limit. A gzip bomb (32 MiB of
+  # zeros, one line, from about 32 KiB) and 300,000 scopes of one run (a few
+  # hundred KiB compressed), each against a 4 MiB limit.
+  head -c 33554432 /dev/zero | gzip -c >"$tmp/zeros.gz"
+  $lp nnapi --max-memory 4M "$tmp/zeros.gz" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  if [ $rc -eq 2 ] && grep -q "zeros.gz:1: a line longer than the memory limit of 4 MiB" "$tmp/err"; then ok
+  else bad "nnapi on a gzip bomb: exit $rc, want 2 and the limit"; cat "$tmp/err"; fi
+  $lp nnapi --max-memory 4M - <"$tmp/zeros.gz" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  if [ $rc -eq 2 ] && grep -q "<stdin>:1: a line longer than the memory limit of 4 MiB" "$tmp/err"; then ok
+  else bad "nnapi on a gzip bomb on standard input: exit $rc, want 2 and the limit"; cat "$tmp/err"; fi
+  awk -v hdr="$hdr" 'BEGIN {
+    print hdr
+    for (i = 0; i < 300000; i++) {
+      printf "  p-100  (  100) [000] ...1  %d.%06d: tracing_mark_write: B|100|[NN_LR_PC]compile\n", 10 + int(i / 500000), (2 * i) % 1000000
+      printf "  p-100  (  100) [000] ...1  %d.%06d: tracing_mark_write: E|100\n", 10 + int(i / 500000), (2 * i + 1) % 1000000
+    }
+  }' | gzip -c >"$tmp/scopes.gz"
+  $lp nnapi --max-memory 4M "$tmp/scopes.gz" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  if [ $rc -eq 2 ] && grep -q "scopes.gz:[0-9]*: more than the memory limit of 4 MiB" "$tmp/err"; then ok
+  else bad "nnapi on 300,000 scopes: exit $rc, want 2 and the limit"; cat "$tmp/err"; fi
+  # and under the default limit the same file is read
+  $lp nnapi --total-times "$tmp/scopes.gz" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  if [ $rc -eq 0 ] && grep -q '^Runtime  *-  *-  *300.00 ' "$tmp/out"; then ok; else bad "nnapi on 300,000 scopes: exit $rc"; cat "$tmp/out" "$tmp/err"; fi
+  $lp nnapi --max-memory 0 "$tmp/scopes.gz" >"$tmp/out" 2>"$tmp/err"
+  if [ $? -eq 2 ] && grep -q -- '--max-memory takes a size' "$tmp/err"; then ok; else bad "--max-memory 0 accepted"; fi
+fi
+
 # layers on labelprof's JSON: initialization moved out of compilation, subphases
 # rolled into execution, overall self time = the sum of the phases' self times
 $lp layers "$srcdir/tests/data/layers/app.json" >"$tmp/out" 2>"$tmp/err"

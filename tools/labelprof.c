@@ -78,7 +78,7 @@ static const char folded_usage[] =
     "speedscope and Pyroscope. ';' in a label becomes ':'.\n";
 
 static const char nnapi_usage[] =
-    "usage: labelprof nnapi [--total-times] [--per-execution] [--json] FILE\n"
+    "usage: labelprof nnapi [--total-times] [--per-execution] [--json] [--max-memory SIZE] FILE\n"
     "\n"
     "NNAPI's timing summary of a systrace capture: time per layer (application,\n"
     "runtime, IPC, driver, CPU) and phase (initialization, preparation,\n"
@@ -91,15 +91,21 @@ static const char nnapi_usage[] =
     "  --per-execution  the execution columns only, divided by the number of\n"
     "                   executions (of the benchmark when it has warmup and benchmark)\n"
     "  --json           the numbers as JSON, one object per run in a list\n"
+    "  --max-memory SIZE\n"
+    "                   the most memory the longest line, the threads and a run's\n"
+    "                   call trees may take together (bytes, or K, M, G; 1G)\n"
     "\n"
     "FILE is the systrace viewer's HTML or ftrace text: Android's header, Linux 5's\n"
-    "(with or without TGID), trace-cmd report output; - is standard input.\n"
+    "(with or without TGID), trace-cmd report output; - is standard input. A FIFO\n"
+    "or a pipe is read too, and any of them may be gzip-compressed. The input is\n"
+    "streamed, twice.\n"
     "\"No NNAPI Runtime trace present\" and \"Incomplete trace\" go to stderr, as\n"
     "Android's parser writes them.\n"
     "\n"
     "Exit status: 0; 1 where Android's parser fails (a nesting violation, an\n"
     "unmatched end, a warmup without a benchmark, an unreadable mark line), with\n"
-    "a message naming the line and the rule; 2 when FILE cannot be read.\n";
+    "a message naming the line and the rule; 2 when FILE cannot be read or needs\n"
+    "more than --max-memory.\n";
 
 static const char layers_usage[] =
     "usage: labelprof layers [--total-times] FILE\n"
