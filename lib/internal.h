@@ -36,6 +36,7 @@
 #include <stdio.h>
 
 #include "labelprof.h"
+#include "jsonesc.h"
 
 #define LP__NAME_MAX 64
 /* Depths stop growing here; a push beyond it is counted and ignored. Below LP_IMPL_TRACED_MARK. */
