@@ -645,4 +645,26 @@ bool lp__forked_child(void);
 void lp__env_load(void);
 void lp__env_atfork_child(void);
 
+/*
+ * The loader's parsers, for tests/fuzz_env.c and tests/test_env.c. The
+ * values of the variables that are not paths: lp__env_defaults fills in
+ * what the loader uses when none is set; lp__env_parse reads one variable's
+ * value (NULL or "" as unset) into *v as the loader does, a bad value
+ * warning on stderr and keeping the default. It returns 0, -ENOMEM, or
+ * -ENOENT for a name it does not parse (the paths, LABELPROF_TRACE_MARKER,
+ * the subscribers' variables).
+ */
+typedef struct lp__env_values {
+  uint32_t hz;            /* LABELPROF_HZ */
+  lp_print_opts_t report; /* LABELPROF_REPORT */
+  lp_trace_opts_t trace;  /* LABELPROF_LEVELS, _TRACE_MODE, _TRACE_BUFFER, _CLOCK */
+  int dump_signal;        /* LABELPROF_DUMP_SIGNAL; 0: none */
+} lp__env_values_t;
+void lp__env_defaults(lp__env_values_t *v);
+int lp__env_parse(lp__env_values_t *v, const char *name, const char *value);
+/* A path variable's value as the loader keeps it: absolute, %p expanded, %n and %% kept. NULL on ENOMEM. */
+char *lp__env_resolve(const char *value);
+/* The file name of report number n from a resolved path: each %n the number, %% a %. NULL on ENOMEM. */
+char *lp__env_numbered(const char *path, unsigned n);
+
 #endif /* LABELPROF_INTERNAL_H */
