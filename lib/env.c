@@ -205,7 +205,7 @@ static bool parse_percent(const char *v, double *out) {
 /* LABELPROF_REPORT into *opts; 0, or -ENOMEM (nothing said). */
 static int parse_report(const char *v, lp_print_opts_t *opts) {
   if (!v) return 0;
-  char *copy = strdup(v), *cur = copy, *item;
+  char *copy = lp__strdup(v), *cur = copy, *item;
   if (!copy) return -ENOMEM;
   while ((item = next_item(&cur)) != NULL) {
     if (!*item) continue;
@@ -229,7 +229,7 @@ static uint32_t parse_levels(const char *v) {
     uint32_t bits;
   } names[] = {{"request", LP_LEVEL_REQUEST}, {"runtime", LP_LEVEL_RUNTIME},   {"operator", LP_LEVEL_OPERATOR},
                {"debug", LP_LEVEL_DEBUG},     {"standard", LP_LEVEL_STANDARD}, {"all", LP_LEVEL_ALL}};
-  char *copy = strdup(v), *cur = copy, *item;
+  char *copy = lp__strdup(v), *cur = copy, *item;
   uint32_t levels = 0;
   bool bad = !copy;
   while (copy && (item = next_item(&cur)) != NULL) {
@@ -395,7 +395,7 @@ static char *resolve(const char *v) {
       need = add_size(need, 1);
   }
   if (need == SIZE_MAX) return NULL;
-  char *out = malloc(need), *o = out;
+  char *out = lp__malloc(need), *o = out;
   if (!out) return NULL;
   if (relative) {
     for (const char *c = cwd; *c; c++) {
@@ -434,7 +434,7 @@ static char *numbered(const char *path, unsigned number) {
       need = add_size(need, 1);
   }
   if (need == SIZE_MAX) return NULL;
-  char *out = malloc(need), *o = out;
+  char *out = lp__malloc(need), *o = out;
   if (!out) return NULL;
   for (const char *c = path; *c; c++) {
     if (c[0] == '%' && c[1] == 'n') {
@@ -680,7 +680,7 @@ void lp__env_load(void) {
     return;
   }
   lp__lock(&env_mu);
-  if (want_prof) profile_path = strcmp(prof, "1") == 0 ? strdup("/dev/stderr") : strcmp(prof, "-") == 0 ? strdup("/dev/stdout") : resolve(prof);
+  if (want_prof) profile_path = strcmp(prof, "1") == 0 ? lp__strdup("/dev/stderr") : strcmp(prof, "-") == 0 ? lp__strdup("/dev/stdout") : resolve(prof);
   if (fold) folded_path = resolve(fold);
   if (trace) trace_path = resolve(trace);
   if (systrace) systrace_path = resolve(systrace);

@@ -639,6 +639,25 @@ void lp__lifecycle_init(void);
 /* True in a child created by fork() from a process that had started labelprof. */
 bool lp__forked_child(void);
 
+/* ---- util.c: allocation ---------------------------------------------------- */
+
+/*
+ * Every allocation of the library goes through these: malloc, calloc,
+ * realloc, strdup, strndup and aligned_alloc, freed with free(). They differ
+ * only in a test hook: lp__alloc_test_fail(n) makes the n-th allocation the
+ * calling thread makes from then on fail (NULL, errno ENOMEM), once; 0
+ * turns it off. lp__alloc_test_pending() is what is left of the countdown:
+ * 0 once the failure has happened (or when none was asked for).
+ */
+void *lp__malloc(size_t n);
+void *lp__calloc(size_t n, size_t size);
+void *lp__realloc(void *p, size_t n);
+char *lp__strdup(const char *s);
+char *lp__strndup(const char *s, size_t n);
+void *lp__aligned_alloc(size_t align, size_t n);
+void lp__alloc_test_fail(unsigned long nth);
+unsigned long lp__alloc_test_pending(void);
+
 /* ---- env.c ---------------------------------------------------------------- */
 
 /* Reads LABELPROF_*, starts what they ask for and arranges the reports (the constructor calls it). */
