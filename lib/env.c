@@ -159,7 +159,7 @@ static bool digits(const char *s, unsigned long hi, unsigned long *out, const ch
   const char *c = s;
   for (; *c >= '0' && *c <= '9'; c++) {
     unsigned d = (unsigned)(*c - '0');
-    if (n > (hi - d) / 10) return false;
+    if (d > hi || n > (hi - d) / 10) return false;
     n = n * 10 + d;
   }
   *out = n;
