@@ -6,7 +6,12 @@
  * the same events each written at its end, as labelprof's exporter writes
  * them, which the command reads again with each lane buffered.
  *
+ * Then memory per lane and per label (#23): peak RSS of `labelprof stats`
+ * on a trace of N lanes with one complete event each, and on one lane with
+ * N distinct names, less the peak on a trace of one event, over N.
+ *
  *   bench/bench_cmd [MB]      (default 120; LP_BENCH_CMD_MB too)
+ *   bench/bench_cmd --memory [N]   only the memory rows (N default 1000000; LP_BENCH_CMD_N too)
  */
 #include "bench.h"
 
@@ -112,12 +117,83 @@ static int generate(const char *path, double mb, int at_end) {
   return 0;
 }
 
+/* N lanes with one complete event each, or (names) one lane with N distinct names; a one-event trace for N = 0. */
+static int generate_many(const char *path, long n, int names) {
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    perror(path);
+    return -1;
+  }
+  fputs("[\n", f);
+  if (n == 0) fputs("{\"ph\":\"X\",\"name\":\"f\",\"pid\":1,\"tid\":1,\"ts\":1,\"dur\":1}\n", f);
+  for (long i = 0; i < n; i++) {
+    if (names)
+      fprintf(f, "%s{\"ph\":\"X\",\"name\":\"name %07ld\",\"pid\":1,\"tid\":1,\"ts\":%ld,\"dur\":1}\n", i ? "," : "",
+              i, 2 * i);
+    else
+      fprintf(f, "%s{\"ph\":\"X\",\"name\":\"f\",\"pid\":1,\"tid\":%ld,\"ts\":1,\"dur\":1}\n", i ? "," : "", i + 1);
+  }
+  fputs("]\n", f);
+  if (fclose(f) != 0) {
+    perror(path);
+    return -1;
+  }
+  return 0;
+}
+
+/* Peak RSS per lane and per name, against the targets of #23. 0, or 1 when a run failed. */
+static int memory_rows(const char *dir, long n) {
+  char one[96], lanes[96], names[96];
+  snprintf(one, sizeof one, "%s/one.json", dir);
+  snprintf(lanes, sizeof lanes, "%s/lanes.json", dir);
+  snprintf(names, sizeof names, "%s/names.json", dir);
+  if (generate_many(one, 0, 0) || generate_many(lanes, n, 0) || generate_many(names, n, 1)) return 1;
+  const char *files[3] = {one, lanes, names};
+  double rss[3];
+  int failed = 0;
+  for (int i = 0; i < 3; i++) {
+    char *tool[] = {"./tools/labelprof", "stats", "--top", "5", (char *)files[i], NULL};
+    result_t r = run(tool);
+    if (r.status != 0) {
+      fprintf(stderr, "bench_cmd: labelprof stats %s exited with %d\n", files[i], r.status);
+      failed = 1;
+    }
+    rss[i] = r.rss_mb * 1048576.0;
+  }
+  double per_lane = (rss[1] - rss[0]) / (double)n, per_name = (rss[2] - rss[0]) / (double)n;
+  double text = 13; /* "name 0000000" and its NUL */
+  printf("\nmemory per lane and per label: peak RSS of labelprof stats (--top 5), less that of a one-event trace (%.1f MB)\n\n",
+         rss[0] / 1048576.0);
+  printf("  %-44s %9s %12s\n", "", "peak RSS", "per item");
+  printf("  %-44s %6.0f MB %9.0f B\n", "lanes: N lanes, one X event each", rss[1] / 1048576.0, per_lane);
+  printf("  %-44s %6.0f MB %9.0f B\n", "names: one lane, N distinct names", rss[2] / 1048576.0, per_name);
+  printf("  (N = %ld)\n\ntargets\n\n", n);
+  printf("  %-52s %7.0f B  %s\n", "per lane <= 512 bytes", per_lane, bench_verdict(per_lane <= 512));
+  printf("  %-52s %7.0f B  %s\n", "per distinct label <= 256 bytes + its text (13 B)", per_name,
+         bench_verdict(per_name <= 256 + text));
+  printf("  %-52s %7.0f MB  %s\n", "N lanes: peak RSS < 1 GiB", rss[1] / 1048576.0, bench_verdict(rss[1] < 1073741824.0));
+  printf("  %-52s %7.0f MB  %s\n", "N names: peak RSS < 1 GiB", rss[2] / 1048576.0, bench_verdict(rss[2] < 1073741824.0));
+  unlink(one);
+  unlink(lanes);
+  unlink(names);
+  return failed;
+}
+
 static double file_mb(const char *path) {
   struct stat st;
   return stat(path, &st) == 0 ? (double)st.st_size / 1e6 : 0;
 }
 
 int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "--memory") == 0) {
+    const char *e = getenv("LP_BENCH_CMD_N");
+    long n = argc > 2 ? atol(argv[2]) : e ? atol(e) : 1000000;
+    char mdir[] = "/tmp/lp-bench-mem-XXXXXX";
+    if (n < 1 || !mkdtemp(mdir)) return 1;
+    int rc = memory_rows(mdir, n);
+    rmdir(mdir);
+    return rc;
+  }
   const char *env = getenv("LP_BENCH_CMD_MB");
   double mb = argc > 1 ? atof(argv[1]) : env ? atof(env) : 120;
   if (mb < 1) mb = 120;
@@ -175,6 +251,8 @@ int main(int argc, char **argv) {
   printf("  %-52s %7.1f MB  %s\n", "labelprof's order: peak RSS < 50 MB", rss[1], bench_verdict(rss[1] < 50));
   unlink(sorted);
   unlink(at_end);
+  const char *e = getenv("LP_BENCH_CMD_N");
+  if (memory_rows(dir, e && atol(e) > 0 ? atol(e) : 1000000)) failed = 1;
   rmdir(dir);
   return failed;
 }

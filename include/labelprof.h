@@ -184,9 +184,38 @@ typedef struct lp_profile lp_profile_t;
 /* A node of a profile's tree. Owned by the profile. */
 typedef struct lp_node lp_node_t;
 
+/*
+ * How the collector thread asks to be scheduled. Its tick is a wakeup, and on
+ * a machine with more runnable threads than CPUs a wakeup waits for a CPU:
+ * with default scheduling a 1 kHz collector can lose half its ticks there.
+ *
+ *   LP_SCHED_SLICE    (the default) SCHED_OTHER, its nice value untouched,
+ *                     with a short slice: sched_setattr's sched_runtime of
+ *                     100 µs, which Linux 6.12 and later take as the task's
+ *                     EEVDF slice, so that the thread is picked soon after it
+ *                     wakes. No privilege is needed. Where the kernel refuses
+ *                     or ignores it (older kernels, a seccomp filter), the
+ *                     collector runs with default scheduling, and says so.
+ *   LP_SCHED_DEFAULT  the scheduling the collector thread was created with.
+ *   LP_SCHED_FIFO     SCHED_FIFO at sched_priority (1 to 99; 0 means 1), where
+ *                     the process may (CAP_SYS_NICE, or RLIMIT_RTPRIO at least
+ *                     that priority); otherwise one warning on stderr and the
+ *                     slice instead. A real-time thread that misbehaved could
+ *                     starve the CPU it runs on: the collector's pass is bounded
+ *                     by the threads it samples, but ask for it only where
+ *                     the rate matters more than that risk.
+ */
+typedef enum lp_sched {
+  LP_SCHED_SLICE = 0,
+  LP_SCHED_DEFAULT = 1,
+  LP_SCHED_FIFO = 2
+} lp_sched_t;
+
 /* Options for lp_profile_start(). Zero-initialise; a zero field means its default. */
 typedef struct lp_profile_opts {
-  uint32_t hz; /* samples per second per thread; 0 means 1000; at most 100000 */
+  uint32_t hz;             /* samples per second per thread; 0 means 1000; at most 100000 */
+  lp_sched_t sched;        /* how the collector is scheduled; LP_SCHED_SLICE by default */
+  uint32_t sched_priority; /* LP_SCHED_FIFO's priority, 1 to 99; 0 means 1 */
 } lp_profile_opts_t;
 
 /*
@@ -290,6 +319,25 @@ typedef struct lp_profile_stats {
   uint64_t truncated;  /* label pushes deeper than LP_STACK_CAPACITY during the profile */
   uint64_t mismatched; /* scope ends that did not match the top of the stack (healed) */
   uint64_t unmatched;  /* LP_END() with nothing to end (ignored) */
+  /*
+   * How the collector was scheduled, as the kernel reported it back
+   * (sched_getattr): LP_SCHED_SLICE with the slice granted, LP_SCHED_FIFO
+   * with its priority, or LP_SCHED_DEFAULT when neither was asked for or
+   * the kernel refused or ignored it. For a nested profile, the collector's
+   * as the first profile started it.
+   */
+  lp_sched_t sched;
+  uint32_t sched_priority; /* LP_SCHED_FIFO: the priority it runs at */
+  uint64_t slice_ns;       /* LP_SCHED_SLICE: the slice granted */
+  /*
+   * Why the rate may have been lost, for the report's note: the most
+   * runnable threads seen at a tick against the CPUs this process may use
+   * (both 0 if unknown), and how often a cgroup's CPU quota (cpu.max)
+   * throttled the process during the profile.
+   */
+  uint32_t max_runnable;
+  uint32_t cpus;
+  uint64_t throttled;
 } lp_profile_stats_t;
 
 /* Fills *out. Returns 0, or -EINVAL if p or out is NULL. */
@@ -459,6 +507,12 @@ LP_EXPORT int lp_trace_running(void);
  * the file holds the session that was current when it was called, even if
  * the program starts another meanwhile. When the clock jumped during the
  * session (a VM migrated or restored), otherData and one stderr line say so.
+ *
+ * Times: "ts" is microseconds (three decimals) since otherData.ts_base_ns,
+ * a CLOCK_MONOTONIC time in nanoseconds written as a string of digits; an
+ * event happened at ts_base_ns + ts * 1000 ns. Relative to that base, every
+ * time stays exact for readers that parse numbers as doubles (all of them)
+ * at any uptime, where CLOCK_MONOTONIC itself would not past 104 days.
  *
  * Returns 0; -EINVAL if path is NULL or the program never started a
  * timeline; -ENOMEM; or the negative errno of the open, write or rename that

@@ -26,15 +26,29 @@
  * The sampling lock makes a pass atomic with respect to session starts and
  * stops and the test hook lp__profile_sample_now(); the hot path never takes
  * any lock.
+ *
+ * On a machine with more runnable threads than CPUs, a wakeup waits its turn
+ * for a CPU, and with default scheduling the collector loses a share of its
+ * ticks that depends on luck. So the thread asks, before its first tick,
+ * for what the kernel grants without privilege: SCHED_OTHER with a 100 µs
+ * slice (sched_setattr's sched_runtime, the EEVDF slice since Linux 6.12),
+ * which has the scheduler pick it soon after it wakes; or SCHED_FIFO when
+ * the program asks for it and may have it. sched_getattr tells what it got,
+ * and the report says so.
  */
 #include "internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #define LP__KEEP_EXITED 64  /* exited threads kept with records of their own */
 #define LP__MAX_GROUPS 256  /* names exited threads are merged by; then one record for the rest */
@@ -54,6 +68,7 @@ static uint64_t collector_cpu_ns; /* written by the collector before it exits; r
 typedef struct psession {
   bool running;
   uint32_t requested_hz;
+  uint64_t throttled; /* the cgroup's throttling count at the start */
   lp__mark_t mark;
 } psession_t;
 
@@ -63,6 +78,12 @@ static lp__agg_t agg;
 static uint64_t run; /* collector runs so far: tells a thread's record of this run from a stale one */
 static uint64_t tick_ns, start_ns;
 static uint32_t hz;
+/* How the collector runs (asked for at start, ctl_mu; what it got, sample_mu). */
+static lp_sched_t sched_want;
+static uint32_t prio_want;
+static lp_sched_t sched_got;
+static uint32_t prio_got, max_runnable, ncpus;
+static uint64_t slice_got;
 static psession_t sessions[LP__OWNERS];
 static uint32_t oldest_exited = LP__NONE, newest_exited = LP__NONE, nexited;
 typedef struct pick {
@@ -250,11 +271,123 @@ static void sample_pass(void) {
   agg.sampling_ns += lp__mono_ns() - t0;
 }
 
+/* ---- how the collector is scheduled --------------------------------------------- */
+
+#define LP__SLICE_NS 100000u /* the shortest slice the fair scheduler takes */
+
+/* The kernel's struct sched_attr (sched_setattr(2)); glibc 2.36 has no wrapper. */
+typedef struct sched_attr_k {
+  uint32_t size;
+  uint32_t sched_policy;
+  uint64_t sched_flags;
+  int32_t sched_nice;
+  uint32_t sched_priority;
+  uint64_t sched_runtime, sched_deadline, sched_period;
+} sched_attr_k;
+
+static int get_attr(sched_attr_k *a) {
+  memset(a, 0, sizeof *a);
+  return syscall(SYS_sched_getattr, 0, a, (unsigned)sizeof *a, 0u) == 0 ? 0 : -errno;
+}
+
+static int set_attr(sched_attr_k *a) {
+  a->size = (uint32_t)sizeof *a;
+  return syscall(SYS_sched_setattr, 0, a, 0u) == 0 ? 0 : -errno;
+}
+
+/*
+ * Asks for the scheduling in sched_want, and records what the kernel says the
+ * thread got. On the collector thread, before its first tick. Never fails:
+ * whatever is refused leaves the thread as it was.
+ */
+static void apply_sched(void) {
+  sched_attr_k a;
+  lp_sched_t want = sched_want;
+  if (want == LP_SCHED_FIFO) {
+    if (get_attr(&a) == 0) {
+      a.sched_policy = SCHED_FIFO;
+      a.sched_priority = prio_want;
+      a.sched_runtime = 0;
+      int rc = set_attr(&a);
+      if (rc != 0) {
+        fprintf(stderr,
+                "labelprof: the collector cannot run as SCHED_FIFO %u (%s: it needs CAP_SYS_NICE or RLIMIT_RTPRIO "
+                "of %u); it asks for a short slice instead\n",
+                prio_want, lp_strerror(rc), prio_want);
+        want = LP_SCHED_SLICE;
+      }
+    }
+  }
+  if (want == LP_SCHED_SLICE && get_attr(&a) == 0 && a.sched_policy == SCHED_OTHER) {
+    a.sched_runtime = LP__SLICE_NS; /* sched_nice as read: the nice value is left as it is */
+    a.sched_flags = 0;
+    (void)set_attr(&a); /* an older kernel refuses it or ignores the field: read back below */
+  }
+  lp_sched_t got = LP_SCHED_DEFAULT;
+  uint32_t prio = 0;
+  uint64_t slice = 0;
+  if (get_attr(&a) == 0) {
+    if (a.sched_policy == SCHED_FIFO) {
+      got = LP_SCHED_FIFO;
+      prio = a.sched_priority;
+    } else if (want == LP_SCHED_SLICE && a.sched_policy == SCHED_OTHER && a.sched_runtime > 0 &&
+               a.sched_runtime <= 2 * LP__SLICE_NS) {
+      got = LP_SCHED_SLICE;
+      slice = a.sched_runtime;
+    }
+  }
+  cpu_set_t set;
+  uint32_t cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? (uint32_t)CPU_COUNT(&set) : 0;
+  lp__lock(&sample_mu);
+  sched_got = got;
+  prio_got = prio;
+  slice_got = slice;
+  ncpus = cpus;
+  lp__unlock(&sample_mu);
+}
+
+/* Threads running or runnable on the machine now (/proc/loadavg's fourth field), 0 if unknown. */
+static uint32_t runnable_now(void) {
+  char buf[128];
+  int fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  unsigned a, b;
+  return sscanf(buf, "%*s %*s %*s %u/%u", &a, &b) == 2 ? a : 0;
+}
+
+/* How often the cgroup's CPU quota throttled this process so far (cpu.stat's nr_throttled), 0 if unknown. */
+static uint64_t throttled_now(void) {
+  char line[4096], path[4200];
+  FILE *f = fopen("/proc/self/cgroup", "re");
+  if (!f) return 0;
+  bool found = false;
+  while (fgets(line, sizeof line, f))
+    if (strncmp(line, "0::", 3) == 0) { /* the unified hierarchy */
+      line[strcspn(line, "\n")] = '\0';
+      snprintf(path, sizeof path, "/sys/fs/cgroup%s/cpu.stat", line + 3);
+      found = true;
+      break;
+    }
+  fclose(f);
+  if (!found || !(f = fopen(path, "re"))) return 0;
+  unsigned long long v = 0;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "nr_throttled %llu", &v) == 1) break;
+  fclose(f);
+  return v;
+}
+
 static void *collector_main(void *arg) {
   (void)arg;
   struct timespec cpu;
   /* The kernel may defer a timed wakeup by the thread's timer slack (50 µs by default). */
   (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+  apply_sched();
+  uint32_t since_load = 0;
   lp__lock(&wake_mu);
   uint64_t next = start_ns + tick_ns;
   while (!stop_requested) {
@@ -264,7 +397,10 @@ static void *collector_main(void *arg) {
     if (stop_requested) break;
     if (lp__mono_ns() < next) continue; /* woken early */
     lp__unlock(&wake_mu);
+    /* Now and then, how crowded the machine is: a cause of missed ticks the report can name. */
+    uint32_t running = ++since_load >= 64 ? (since_load = 0, runnable_now()) : 0;
     lp__lock(&sample_mu);
+    if (running > max_runnable) max_runnable = running;
     sample_pass();
     uint64_t now = lp__mono_ns();
     next += tick_ns;
@@ -319,11 +455,16 @@ static void drop_aggregation(void) {
 }
 
 /* Starts the collector for a first session. ctl_mu held. */
-static int start_collector(uint32_t want, bool with_thread) {
+static int start_collector(uint32_t want, const lp_profile_opts_t *opts, bool with_thread) {
   lp__lock(&sample_mu);
   int rc = lp__agg_init(&agg);
   if (rc == 0) {
     run++;
+    sched_want = opts ? opts->sched : LP_SCHED_SLICE;
+    prio_want = opts && opts->sched_priority ? opts->sched_priority : 1;
+    sched_got = LP_SCHED_DEFAULT; /* until the thread reads back what it got */
+    prio_got = max_runnable = ncpus = 0;
+    slice_got = 0;
     hz = want;
     tick_ns = 1000000000u / want;
     start_ns = lp__mono_ns();
@@ -376,6 +517,7 @@ static void stop_thread(uint64_t asked) {
 static int start(lp__owner_t who, const lp_profile_opts_t *opts, bool with_thread) {
   uint32_t want = opts && opts->hz ? opts->hz : 1000;
   if (want > 100000) return -EINVAL;
+  if (opts && ((unsigned)opts->sched > LP_SCHED_FIFO || opts->sched_priority > 99)) return -EINVAL;
   lp__lifecycle_init();
   int rc = pthread_once(&cv_once, init_cv);
   if (rc != 0) lp__fatal("pthread_once", rc);
@@ -387,7 +529,8 @@ static int start(lp__owner_t who, const lp_profile_opts_t *opts, bool with_threa
   lp__counters_t counters;
   lp__registry_counters(&counters);
   bool first = !any_running();
-  if (first) rc = start_collector(want, with_thread);
+  if (first) rc = start_collector(want, opts, with_thread);
+  uint64_t throttled = throttled_now();
   if (rc == 0) {
     uint64_t cpu = collector_cpu_now();
     lp__lock(&sample_mu);
@@ -399,6 +542,7 @@ static int start(lp__owner_t who, const lp_profile_opts_t *opts, bool with_threa
       s->mark.start_ns = first ? start_ns : lp__mono_ns();
       s->mark.counters = counters;
       s->requested_hz = want;
+      s->throttled = throttled;
       s->running = true;
     }
     lp__unlock(&sample_mu);
@@ -432,6 +576,13 @@ static void session_stats(const psession_t *s, uint64_t now, uint64_t cpu, const
   st->truncated = c->truncated - m->counters.truncated;
   st->mismatched = c->mismatched - m->counters.mismatched;
   st->unmatched = c->unmatched - m->counters.unmatched;
+  st->sched = sched_got;
+  st->sched_priority = prio_got;
+  st->slice_ns = slice_got;
+  st->max_runnable = max_runnable;
+  st->cpus = ncpus;
+  uint64_t thr = throttled_now();
+  st->throttled = thr > s->throttled ? thr - s->throttled : 0;
 }
 
 int lp__profile_stop(lp__owner_t who, lp_profile_t **out) {

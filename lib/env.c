@@ -26,6 +26,7 @@
  *   LABELPROF_LEVELS=list       LABELPROF_TRACE_BUFFER=MiB LABELPROF_TRACE_MODE=discard|ring
  *   LABELPROF_CLOCK=auto|tsc|monotonic                     LABELPROF_DUMP_SIGNAL=USR2
  *   LABELPROF_SYSTRACE=path     LABELPROF_TRACE_MARKER=1|path
+ *   LABELPROF_COLLECTOR_SCHED=slice|default|fifo[:PRIO]
  *
  * LABELPROF_SYSTRACE writes the environment's timeline as systrace text, at
  * exit and at dumps, beside or instead of LABELPROF_TRACE's JSON: one
@@ -80,6 +81,7 @@ static const char *const known[] = {
     "LABELPROF_TRACE",        "LABELPROF_LEVELS",     "LABELPROF_TRACE_BUFFER",
     "LABELPROF_TRACE_MODE",   "LABELPROF_CLOCK",      "LABELPROF_DUMP_SIGNAL",
     "LABELPROF_SYSTRACE",     "LABELPROF_TRACE_MARKER",
+    "LABELPROF_COLLECTOR_SCHED",
     /* Read by subs.c, and by the callstats.so subscriber installed with the library. */
     "LABELPROF_SUBSCRIBERS",  "LABELPROF_CALLSTATS",  "LABELPROF_CALLSTATS_THREADS",
 };
@@ -264,6 +266,33 @@ static lp_clock_t parse_clock(const char *v) {
   if (strcmp(v, "monotonic") == 0) return LP_CLOCK_MONOTONIC;
   warn("LABELPROF_CLOCK='%s' is not auto, tsc or monotonic; using the default, auto", v);
   return LP_CLOCK_AUTO;
+}
+
+/* LABELPROF_COLLECTOR_SCHED=slice|default|fifo[:PRIO] into *o; a bad value warns and keeps the default, slice. */
+static void parse_sched(const char *v, lp_profile_opts_t *o) {
+  o->sched = LP_SCHED_SLICE;
+  o->sched_priority = 0;
+  if (!v || strcmp(v, "slice") == 0) return;
+  if (strcmp(v, "default") == 0) {
+    o->sched = LP_SCHED_DEFAULT;
+    return;
+  }
+  if (strncmp(v, "fifo", 4) == 0) {
+    if (v[4] == '\0') {
+      o->sched = LP_SCHED_FIFO;
+      return;
+    }
+    unsigned long prio;
+    const char *end;
+    if (v[4] == ':' && v[5] >= '1' && v[5] <= '9' && digits(v + 5, 99, &prio, &end) && !*end) {
+      o->sched = LP_SCHED_FIFO;
+      o->sched_priority = (uint32_t)prio;
+      return;
+    }
+  }
+  warn("LABELPROF_COLLECTOR_SCHED='%s' is not slice, default, fifo or fifo:PRIO (1 to 99); using the default, "
+       "slice",
+       v);
 }
 
 typedef struct signame {
@@ -610,7 +639,8 @@ static void at_exit(void) {
 
 void lp__env_defaults(lp__env_values_t *v) {
   memset(v, 0, sizeof *v);
-  v->hz = 1000;
+  v->profile.hz = 1000;
+  v->profile.sched = LP_SCHED_SLICE;
   v->trace.levels = LP_LEVEL_STANDARD;
   v->trace.policy = LP_TRACE_DISCARD;
   v->trace.budget_bytes = (uint64_t)64 << 20;
@@ -620,7 +650,9 @@ void lp__env_defaults(lp__env_values_t *v) {
 int lp__env_parse(lp__env_values_t *v, const char *name, const char *value) {
   if (value && !*value) value = NULL; /* set but empty: as if unset */
   if (strcmp(name, "LABELPROF_HZ") == 0)
-    v->hz = (uint32_t)number(name, value, 1, 100000, 1000, "");
+    v->profile.hz = (uint32_t)number(name, value, 1, 100000, 1000, "");
+  else if (strcmp(name, "LABELPROF_COLLECTOR_SCHED") == 0)
+    parse_sched(value, &v->profile);
   else if (strcmp(name, "LABELPROF_REPORT") == 0)
     return parse_report(value, &v->report);
   else if (strcmp(name, "LABELPROF_LEVELS") == 0)
@@ -648,15 +680,15 @@ void lp__env_load(void) {
   const char *prof = value_of("LABELPROF_PROFILE"), *fold = value_of("LABELPROF_FOLDED");
   const char *trace = value_of("LABELPROF_TRACE"), *sig = value_of("LABELPROF_DUMP_SIGNAL");
   const char *systrace = value_of("LABELPROF_SYSTRACE"), *marker = value_of("LABELPROF_TRACE_MARKER");
-  static const char *const parsed[] = {"LABELPROF_HZ",           "LABELPROF_REPORT", "LABELPROF_LEVELS",
-                                       "LABELPROF_TRACE_MODE",   "LABELPROF_TRACE_BUFFER",
+  static const char *const parsed[] = {"LABELPROF_HZ",           "LABELPROF_COLLECTOR_SCHED", "LABELPROF_REPORT",
+                                       "LABELPROF_LEVELS",       "LABELPROF_TRACE_MODE",      "LABELPROF_TRACE_BUFFER",
                                        "LABELPROF_CLOCK",        "LABELPROF_DUMP_SIGNAL"};
   lp__env_values_t vals;
   lp__env_defaults(&vals);
   for (size_t i = 0; i < sizeof parsed / sizeof parsed[0]; i++)
     if (lp__env_parse(&vals, parsed[i], value_of(parsed[i])) == -ENOMEM)
       warn("out of memory reading %s; using its default", parsed[i]);
-  uint32_t hz = vals.hz;
+  lp_profile_opts_t popts = vals.profile;
   report_opts = vals.report;
   lp_trace_opts_t topts = vals.trace;
   lp__clock_set_env(topts.clock);
@@ -698,7 +730,6 @@ void lp__env_load(void) {
       tracing = true;
   }
   if (want_prof || fold) {
-    lp_profile_opts_t popts = {.hz = hz};
     int rc = lp__profile_start(LP__ENV, &popts);
     if (rc)
       warn("cannot start the profile: %s", lp_strerror(rc));

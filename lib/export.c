@@ -71,6 +71,7 @@ typedef struct lane_writer {
   lp__sync_t anchor; /* the sync point of the chunk being written */
   uint64_t events;   /* events written */
   uint64_t made_up_base; /* made-up begins start here, plus their depth (UINT64_MAX: not known yet) */
+  uint64_t ts_base;      /* "ts" is written relative to this CLOCK_MONOTONIC time (see ts_base_of) */
   char ids[64]; /* ,"pid":P,"tid":T,"ts": */
   size_t idslen;
   size_t cursor;
@@ -150,6 +151,27 @@ static uint64_t mapped(lane_writer_t *lw, uint64_t ticks) {
 }
 
 /*
+ * "ts" is microseconds since the trace's base (otherData.ts_base_ns), with
+ * three decimals. Readers parse it as a double, which holds whole
+ * nanoseconds only below 2^53 ns (104 days): CLOCK_MONOTONIC itself passes
+ * that on a server up for months, a time since the base only in a session
+ * that long. Every event of a session is at or after its window's start
+ * less 256 ns (made-up begins), so the base, a whole microsecond at or
+ * before that, leaves every time non-negative; a time before it all the same
+ * is written with its sign rather than wrapped.
+ */
+static uint64_t ts_base_of(const lp__session_t *s) {
+  uint64_t t = s->start.ns > 1000 ? s->start.ns - 1000 : 0;
+  return t - t % 1000;
+}
+
+static char *put_ts(char *o, uint64_t ns, uint64_t base) {
+  if (ns >= base) return lp__jw_put_us(o, ns - base);
+  *o = '-';
+  return lp__jw_put_us(o + 1, base - ns);
+}
+
+/*
  * One event: ,\n{"ph":"X",<fragment>,"pid":P,"tid":T,"ts":<ts>[,"dur":<dur>]<tail>}
  * assembled in place with a single check for room.
  */
@@ -167,7 +189,8 @@ static void event(lane_writer_t *lw, char ph, const fragment_t *f, uint64_t ts, 
     lp__jw_raw(w, head, sizeof head - 1);
     lp__jw_raw(w, f->text, f->len);
     lp__jw_raw(w, lw->ids, lw->idslen);
-    lp__jw_us(w, ts);
+    char t[32];
+    lp__jw_raw(w, t, (size_t)(put_ts(t, ts, lw->ts_base) - t));
     if (dur) {
       lp__jw_lit(w, ",\"dur\":");
       lp__jw_us(w, *dur);
@@ -182,7 +205,7 @@ static void event(lane_writer_t *lw, char ph, const fragment_t *f, uint64_t ts, 
   memcpy(o, f->text, f->len);
   o += f->len;
   memcpy(o, lw->ids, lw->idslen);
-  o = lp__jw_put_us(o + lw->idslen, ts);
+  o = put_ts(o + lw->idslen, ts, lw->ts_base);
   if (dur) {
     memcpy(o, ",\"dur\":", 7);
     o = lp__jw_put_us(o + 7, *dur);
@@ -527,7 +550,7 @@ int lp__export_json(lp__jw_t *w, const lp__session_t *s, const char *process_nam
   lp__jw_str(w, process_name ? process_name : program_invocation_short_name);
   lp__jw_lit(w, "}}");
 
-  lane_writer_t lw = {.w = w, .s = s, .map = map};
+  lane_writer_t lw = {.w = w, .s = s, .map = map, .ts_base = ts_base_of(s)};
   uint32_t written = 0;
   for (uint32_t i = 0; i < s->nlanes && !w->err; i++) {
     const lp__snap_lane_t *l = &s->lanes[i];
@@ -553,7 +576,9 @@ int lp__export_json(lp__jw_t *w, const lp__session_t *s, const char *process_nam
   lp__jw_str(w, lp__clock_reason());
   lp__jw_lit(w, ",\"clock_check_ns\":");
   lp__jw_u64(w, lp__clock_check_ns());
-  lp__jw_lit(w, ",\"clock_domain\":\"CLOCK_MONOTONIC\"");
+  lp__jw_lit(w, ",\"clock_domain\":\"CLOCK_MONOTONIC\",\"ts_base_ns\":\"");
+  lp__jw_u64(w, lw.ts_base);
+  lp__jw_lit(w, "\"");
   const char *jt = lp__timemap_jump_text(map);
   if (jt) {
     lp__jw_lit(w, ",\"clock_jumps\":");

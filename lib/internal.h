@@ -674,10 +674,10 @@ void lp__env_atfork_child(void);
  * the subscribers' variables).
  */
 typedef struct lp__env_values {
-  uint32_t hz;            /* LABELPROF_HZ */
-  lp_print_opts_t report; /* LABELPROF_REPORT */
-  lp_trace_opts_t trace;  /* LABELPROF_LEVELS, _TRACE_MODE, _TRACE_BUFFER, _CLOCK */
-  int dump_signal;        /* LABELPROF_DUMP_SIGNAL; 0: none */
+  lp_profile_opts_t profile; /* LABELPROF_HZ, LABELPROF_COLLECTOR_SCHED */
+  lp_print_opts_t report;    /* LABELPROF_REPORT */
+  lp_trace_opts_t trace;     /* LABELPROF_LEVELS, _TRACE_MODE, _TRACE_BUFFER, _CLOCK */
+  int dump_signal;           /* LABELPROF_DUMP_SIGNAL; 0: none */
 } lp__env_values_t;
 void lp__env_defaults(lp__env_values_t *v);
 int lp__env_parse(lp__env_values_t *v, const char *name, const char *value);

@@ -664,8 +664,14 @@ int lp_profile_print_ex(const lp_profile_t *p, FILE *out, const lp_print_opts_t 
   uint32_t requested = s->requested_hz ? s->requested_hz : s->hz;
   emit(&pr, "%.2f s at %u Hz requested", (double)s->duration_ns / 1e9, requested);
   if (requested != s->hz) emit(&pr, " (sampled at %u Hz, the rate of an enclosing profile)", s->hz);
-  emit(&pr, ", %.0f Hz achieved, %" PRIu64 " missed ticks; collector %.1f%% of one CPU\n", hz, s->missed_ticks,
+  emit(&pr, ", %.0f Hz achieved, %" PRIu64 " missed ticks; collector %.1f%% of one CPU", hz, s->missed_ticks,
        s->duration_ns ? 100.0 * (double)s->collector_cpu_ns / (double)s->duration_ns : 0.0);
+  if (s->sched == LP_SCHED_SLICE)
+    emit(&pr, ", slice %.0f \xc2\xb5s\n", (double)s->slice_ns / 1e3);
+  else if (s->sched == LP_SCHED_FIFO)
+    emit(&pr, ", SCHED_FIFO %u\n", s->sched_priority);
+  else
+    emit(&pr, ", default scheduling\n");
   if (o.flags & LP_PRINT_THREADS) {
     uint64_t all = pr.denom;
     for (uint32_t i = 0; i < p->nthreads; i++) {
@@ -687,9 +693,20 @@ int lp_profile_print_ex(const lp_profile_t *p, FILE *out, const lp_print_opts_t 
   }
   double got;
   uint32_t want;
-  if (lp__profile_rate_low(p, &got, &want))
-    emit(&pr, "note: the collector achieved %.0f%% of the requested rate (a busy machine, or slow timers); "
-              "each sample stands for %.3f ms\n", 100.0 * got / want, pr.tick_ns / 1e6);
+  if (lp__profile_rate_low(p, &got, &want)) {
+    emit(&pr, "note: the collector achieved %.0f%% of the requested rate (", 100.0 * got / want);
+    const char *sep = "";
+    if (s->cpus && s->max_runnable > s->cpus) {
+      emit(&pr, "up to %u runnable threads on %u CPUs", s->max_runnable, s->cpus);
+      sep = "; ";
+    }
+    if (s->throttled) {
+      emit(&pr, "%sa CPU quota (cgroup cpu.max) throttled the process %" PRIu64 " times", sep, s->throttled);
+      sep = "; ";
+    }
+    if (!*sep) emit(&pr, "late wakeups: slow timers, or a busy host");
+    emit(&pr, "); each sample stands for %.3f ms\n", pr.tick_ns / 1e6);
+  }
   if (s->skipped)
     emit(&pr, "note: %" PRIu64 " samples skipped: the stack changed during every read\n", s->skipped);
   if (s->truncated)

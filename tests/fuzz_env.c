@@ -2,8 +2,9 @@
  * fuzz_env.c: the environment loader's parsers under hostile values.
  *
  * An input is a line of text, NAME=VALUE:
- *   LABELPROF_HZ=..., _REPORT, _LEVELS, _TRACE_MODE, _TRACE_BUFFER, _CLOCK,
- *   _DUMP_SIGNAL   the value parsed as the loader does (lp__env_parse)
+ *   LABELPROF_HZ=..., _COLLECTOR_SCHED, _REPORT, _LEVELS, _TRACE_MODE,
+ *   _TRACE_BUFFER, _CLOCK, _DUMP_SIGNAL
+ *                  the value parsed as the loader does (lp__env_parse)
  *   LABELPROF_PROFILE=..., _FOLDED, _TRACE, _SYSTRACE
  *                  the path resolved (lp__env_resolve), then named for
  *                  reports 1, UINT32_MAX and one taken from the input
@@ -42,9 +43,9 @@
     abort();                                                                                                       \
   } while (0)
 
-static const char *const parsed[] = {"LABELPROF_HZ",         "LABELPROF_REPORT",       "LABELPROF_LEVELS",
-                                     "LABELPROF_TRACE_MODE", "LABELPROF_TRACE_BUFFER", "LABELPROF_CLOCK",
-                                     "LABELPROF_DUMP_SIGNAL"};
+static const char *const parsed[] = {"LABELPROF_HZ",           "LABELPROF_COLLECTOR_SCHED", "LABELPROF_REPORT",
+                                     "LABELPROF_LEVELS",       "LABELPROF_TRACE_MODE",      "LABELPROF_TRACE_BUFFER",
+                                     "LABELPROF_CLOCK",        "LABELPROF_DUMP_SIGNAL"};
 static const char *const paths[] = {"LABELPROF_PROFILE", "LABELPROF_FOLDED", "LABELPROF_TRACE",
                                     "LABELPROF_SYSTRACE"};
 #define NPARSED (sizeof parsed / sizeof parsed[0])
@@ -122,7 +123,21 @@ static void check_parsed(const char *name, const char *value) {
   unsigned long n;
   if (strcmp(name, "LABELPROF_HZ") == 0) {
     unsigned long want = *value && ref_whole(value, 1, 100000, &n) ? n : 1000;
-    if (v.hz != want) FAIL("LABELPROF_HZ='%s' gave %u, not %lu", value, v.hz, want);
+    if (v.profile.hz != want) FAIL("LABELPROF_HZ='%s' gave %u, not %lu", value, v.profile.hz, want);
+  } else if (strcmp(name, "LABELPROF_COLLECTOR_SCHED") == 0) {
+    lp_sched_t want = LP_SCHED_SLICE;
+    unsigned long prio = 0;
+    if (strcmp(value, "default") == 0)
+      want = LP_SCHED_DEFAULT;
+    else if (strcmp(value, "fifo") == 0)
+      want = LP_SCHED_FIFO;
+    else if (strncmp(value, "fifo:", 5) == 0 && value[5] != '0' && value[5] != '+' && value[5] != ' ' &&
+             !(value[5] >= '\t' && value[5] <= '\r') && ref_whole(value + 5, 1, 99, &n) &&
+             strspn(value + 5, "0123456789") == strlen(value + 5))
+      want = LP_SCHED_FIFO, prio = n;
+    if (v.profile.sched != want || v.profile.sched_priority != prio)
+      FAIL("LABELPROF_COLLECTOR_SCHED='%s' gave %d:%u, not %d:%lu", value, (int)v.profile.sched,
+           v.profile.sched_priority, (int)want, prio);
   } else if (strcmp(name, "LABELPROF_TRACE_BUFFER") == 0) {
     unsigned long want = *value && ref_whole(value, 1, 1048576, &n) ? n : 64;
     if (v.trace.budget_bytes != (uint64_t)want << 20)
@@ -145,14 +160,16 @@ static void check_parsed(const char *name, const char *value) {
     check_signal(value, v.dump_signal);
   }
   /* Only its own field changes: the others keep their defaults. */
-  if (strcmp(name, "LABELPROF_HZ") == 0) d.hz = v.hz;
+  if (strcmp(name, "LABELPROF_HZ") == 0) d.profile.hz = v.profile.hz;
+  if (strcmp(name, "LABELPROF_COLLECTOR_SCHED") == 0) d.profile = v.profile;
   if (strcmp(name, "LABELPROF_REPORT") == 0) d.report = v.report;
   if (strcmp(name, "LABELPROF_DUMP_SIGNAL") == 0) d.dump_signal = v.dump_signal;
   if (strcmp(name, "LABELPROF_LEVELS") == 0) d.trace.levels = v.trace.levels;
   if (strcmp(name, "LABELPROF_TRACE_MODE") == 0) d.trace.policy = v.trace.policy;
   if (strcmp(name, "LABELPROF_TRACE_BUFFER") == 0) d.trace.budget_bytes = v.trace.budget_bytes;
   if (strcmp(name, "LABELPROF_CLOCK") == 0) d.trace.clock = v.trace.clock;
-  if (d.hz != v.hz || d.dump_signal != v.dump_signal || d.trace.levels != v.trace.levels ||
+  if (d.profile.hz != v.profile.hz || d.profile.sched != v.profile.sched ||
+      d.profile.sched_priority != v.profile.sched_priority || d.dump_signal != v.dump_signal || d.trace.levels != v.trace.levels ||
       d.trace.policy != v.trace.policy || d.trace.budget_bytes != v.trace.budget_bytes ||
       d.trace.clock != v.trace.clock || d.report.flags != v.report.flags ||
       d.report.min_percent != v.report.min_percent)

@@ -13,7 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define LP_TEST(fn) {#fn, fn}
@@ -140,6 +143,103 @@ static inline char *lp_test_slurp(const char *path) {
   else
     buf[len] = '\0';
   return buf;
+}
+
+
+/*
+ * ---- child processes ----
+ * lp_test_run() runs prog with argv in a child and waits for it: standard
+ * input from o->in (/dev/null when NULL), standard output and error caught
+ * in files of the test's temporary directory and returned as strings (free
+ * them with lp_test_run_free). The environment is exactly vars
+ * (NULL-terminated, at most 16) plus PATH=/usr/bin:/bin, so that the
+ * caller's LABELPROF_* and sanitizer settings do not leak in, unless
+ * o->inherit_env, when vars come on top of the test's own environment.
+ * A child that cannot be started fails the test (CUnit's fatal assertion).
+ */
+typedef struct lp_test_child {
+  const char *in;   /* standard input from this file; NULL: /dev/null */
+  const char *cwd;  /* NULL: the test's */
+  rlim_t fsize;     /* RLIMIT_FSIZE in bytes; 0: unlimited */
+  int inherit_env;  /* 1: the test's environment plus vars */
+} lp_test_child_t;
+
+typedef struct lp_test_run {
+  pid_t pid;
+  int status; /* as waitpid gives it */
+  char *out, *err;
+} lp_test_run_t;
+
+extern char **environ;
+
+static inline lp_test_run_t lp_test_run(const char *prog, char *const argv[], const char *const *vars,
+                                        const lp_test_child_t *o) {
+  static const lp_test_child_t none = {NULL, NULL, 0, 0};
+  lp_test_run_t r = {-1, -1, NULL, NULL};
+  char outp[256], errp[256];
+  if (!o) o = &none;
+  if (!lp_test_dir_path[0]) lp_test_tmpdir("child");
+  snprintf(outp, sizeof outp, "%s/.child-stdout", lp_test_dir_path);
+  snprintf(errp, sizeof errp, "%s/.child-stderr", lp_test_dir_path);
+  char *own[18];
+  int n = 0;
+  for (; vars && vars[n] && n < 16; n++) own[n] = (char *)vars[n];
+  own[n++] = (char *)"PATH=/usr/bin:/bin";
+  own[n] = NULL;
+  fflush(NULL);
+  pid_t pid = fork();
+  CU_ASSERT_FATAL(pid >= 0);
+  if (pid == 0) {
+    int i = open(o->in ? o->in : "/dev/null", O_RDONLY);
+    int out = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0600), err = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (i < 0 || out < 0 || err < 0 || dup2(i, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) _exit(126);
+    if (o->cwd && chdir(o->cwd) != 0) _exit(126);
+    struct rlimit rl = {o->fsize, o->fsize};
+    if (o->fsize && setrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(126);
+    if (o->inherit_env) {
+      for (int k = 0; k < n - 1; k++) putenv(own[k]);
+      execv(prog, argv);
+    } else {
+      execve(prog, argv, own);
+    }
+    _exit(127);
+  }
+  r.pid = pid;
+  CU_ASSERT_EQUAL_FATAL(waitpid(pid, &r.status, 0), pid);
+  r.out = lp_test_slurp(outp);
+  r.err = lp_test_slurp(errp);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(r.out);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(r.err);
+  return r;
+}
+
+static inline void lp_test_run_free(lp_test_run_t *r) {
+  free(r->out);
+  free(r->err);
+  r->out = r->err = NULL;
+}
+
+/* The exit status, or -1 when the child did not exit (a signal). */
+static inline int lp_test_exit_code(const lp_test_run_t *r) {
+  return WIFEXITED(r->status) ? WEXITSTATUS(r->status) : -1;
+}
+
+/*
+ * Takes the collector's warning that it kept under 90% of its rate out of a
+ * child's stderr: whether it comes depends on how busy the machine is
+ * (sanitizers, other jobs), not on what a test checks. Returns how many.
+ */
+static inline int lp_test_strip_rate_warning(char *err) {
+  static const char w[] = "labelprof: the collector achieved only ";
+  int n = 0;
+  char *at;
+  while (err && (at = strstr(err, w)) != NULL) {
+    char *end = strchr(at, '\n');
+    end = end ? end + 1 : at + strlen(at);
+    memmove(at, end, strlen(end) + 1);
+    n++;
+  }
+  return n;
 }
 
 #endif

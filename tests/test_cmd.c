@@ -33,31 +33,14 @@ typedef struct run {
 
 /* Runs labelprof with argv (NULL-terminated), stdin from `in` (NULL: /dev/null). */
 static run_t run_in(const char *in, const char *const *args) {
-  run_t r = {-1, NULL, NULL};
-  char outp[256], errp[256];
-  snprintf(outp, sizeof outp, "%s/stdout", dir);
-  snprintf(errp, sizeof errp, "%s/stderr", dir);
   char *argv[32];
   int n = 0;
   argv[n++] = tool;
   for (; args[n - 1] && n < 31; n++) argv[n] = (char *)args[n - 1];
   argv[n] = NULL;
-  pid_t pid = fork();
-  CU_ASSERT_FATAL(pid >= 0);
-  if (pid == 0) {
-    int i = open(in ? in : "/dev/null", O_RDONLY);
-    int o = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0600), e = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (i < 0 || o < 0 || e < 0 || dup2(i, 0) < 0 || dup2(o, 1) < 0 || dup2(e, 2) < 0) _exit(126);
-    execv(tool, argv);
-    _exit(127);
-  }
-  int st;
-  CU_ASSERT_EQUAL_FATAL(waitpid(pid, &st, 0), pid);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  r.out = lp_test_slurp(outp);
-  r.err = lp_test_slurp(errp);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(r.out);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(r.err);
+  lp_test_child_t c = {in, NULL, 0, 1};
+  lp_test_run_t t = lp_test_run(tool, argv, NULL, &c);
+  run_t r = {lp_test_exit_code(&t), t.out, t.err};
   return r;
 }
 
@@ -382,7 +365,7 @@ static void test_cmd_bad_input(void) {
       {"type_ev.json", "[1,2]", NULL, 2, "type_ev.json:1:2: expected an event object in the trace's array, found a number"},
       {"type_te.json", "{\"traceEvents\":{}}", NULL, 2, "expected an array for \"traceEvents\", found an object"},
       {"huge_ts.json", "[{\"ph\":\"X\",\"name\":\"a\",\"ts\":1e400,\"dur\":2}]", NULL, 2,
-       "expected microseconds for \"ts\" (at most 4611686018427388), found 1e400"},
+       "expected microseconds for \"ts\" (less than 2^62 ns: at most 4611686018427387.903 either side of 0), found 1e400"},
       {"huge_dur.json", "[{\"ph\":\"X\",\"name\":\"a\",\"ts\":1,\"dur\":99999999999999999999}]", NULL, 2,
        "found 99999999999999999999"},
       {"neg_dur.json", "[{\"ph\":\"X\",\"name\":\"a\",\"ts\":1,\"dur\":-2}]", NULL, 2, "neg_dur.json:1:38: a negative \"dur\""},
@@ -392,7 +375,7 @@ static void test_cmd_bad_input(void) {
       {"no_events.json", "{\"foo\":1}", NULL, 2, "no \"traceEvents\" array in the trace object"},
       {"garbage.json", "hello world", NULL, 2, "garbage.json:1:1: invalid JSON (lexical error"},
       {"trailing.json", "{\"traceEvents\":[]} x", NULL, 2, "invalid JSON (parse error: trailing garbage)"},
-      {"badgz.json", "\x1f\x8bxxxxxxxxxxxxxxxxxxxx", NULL, 2, "badgz.json: invalid gzip data"},
+      {"badgz.json", "\x1f\x8bxxxxxxxxxxxxxxxxxxxx", NULL, 2, "badgz.json: byte 4: invalid gzip data"},
       {"lone_e.json", "[{\"ph\":\"E\",\"ts\":1},{\"ph\":\"X\",\"name\":\"a\",\"ts\":2,\"dur\":1}]", NULL, 0,
        "lone_e.json:1:2: warning: an \"E\" event with no open \"B\" on its lane: ignored"},
       {"lone_e2.json", "[{\"ph\":\"E\",\"ts\":1},{\"ph\":\"X\",\"name\":\"a\",\"ts\":2,\"dur\":1}]", "--strict", 2,
@@ -427,6 +410,157 @@ static void test_cmd_bad_input(void) {
   run_free(&r);
 }
 
+/* The sum of the self_percent column of `stats --format csv` output. */
+static double csv_self_sum(const char *out) {
+  double sum = 0;
+  for (const char *line = strchr(out, '\n'); line && line[1]; line = strchr(line + 1, '\n')) {
+    const char *comma = strrchr(line + 1, ',');
+    const char *eol = strchr(line + 1, '\n');
+    if (comma && (!eol || comma < eol)) sum += atof(comma + 1);
+  }
+  return sum;
+}
+
+/* An E earlier than a child's end: the scope ends with its child, self times stay within the wall time. */
+static void test_cmd_early_end_clamped(void) {
+  const char *files[] = {"fuzz/crash-early-end-selfsum.json", "early_end.txt"};
+  for (int i = 0; i < 2; i++) {
+    run_t r = RUN("stats", "--format", "csv", data(files[i]));
+    CU_ASSERT_EQUAL(r.status, 0);
+    double sum = csv_self_sum(r.out);
+    if (sum > 100.0001) fprintf(stderr, "\n%s: self shares sum to %.4f%%:\n%s", files[i], sum, r.out);
+    CU_ASSERT(sum <= 100.0001);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "\nb,1,9000,0,")); /* b ends with c, its child, at 10 us */
+    const char *w = strstr(r.err, "warning: an \"E\" ends before a scope inside it ends");
+    CU_ASSERT_PTR_NOT_NULL(w);
+    if (w) CU_ASSERT_PTR_NULL(strstr(w + 1, "warning: an \"E\" ends before")); /* once per file */
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, files[i]));
+    run_free(&r);
+  }
+}
+
+/* Times near ±2^62 ns: refused with their position past the limit, exact spans inside it. */
+static void test_cmd_time_limits(void) {
+  run_t r = RUN("stats", data("fuzz/crash-span-overflow.json"));
+  CU_ASSERT_EQUAL(r.status, 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "crash-span-overflow.json:1:64: expected microseconds for \"ts\""));
+  run_free(&r);
+  r = RUN("stats", "--format", "csv", data("fuzz/widest-span.json"));
+  CU_ASSERT_EQUAL(r.status, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "\nb,1,4611686018427387903,4611686018427387903,"));
+  run_free(&r);
+  r = RUN("stats", "--format", "json", data("fuzz/widest-span.json"));
+  CU_ASSERT_EQUAL(r.status, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "\"wall_ns\":9223372036854775806"));
+  run_free(&r);
+  const char *st = "# tracer: nop\n#\n#           TASK-PID     TGID     CPU#  |||||  TIMESTAMP  FUNCTION\n"
+                   "            app-100     (    100) [001] .....    4611686018.427387904: tracing_mark_write: B|100|a\n";
+  write_file(tmp("late.txt"), st, strlen(st));
+  r = RUN("stats", tmp("late.txt"));
+  CU_ASSERT_EQUAL(r.status, 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "late.txt:4:1: timestamp 4611686018.427387904: too large"));
+  run_free(&r);
+}
+
+/* Names that differ after a \u0000 stay apart, the NUL shown as \u0000. */
+static void test_cmd_nul_in_names(void) {
+  run_t r = RUN("stats", "--format", "csv", data("fuzz/nul-names.json"));
+  CU_ASSERT_EQUAL(r.status, 0);
+  expect_text(r.out, "label,calls,total_ns,self_ns,mean_ns,min_ns,p50_ns,p95_ns,p99_ns,max_ns,self_percent\n"
+                     "\\u0000,1,1000,1000,1000,1000,1000,1000,1000,1000,14.2857\n"
+                     "a,1,1000,1000,1000,1000,1000,1000,1000,1000,14.2857\n"
+                     "a\\u0000b,1,1000,1000,1000,1000,1000,1000,1000,1000,14.2857\n"
+                     "a\\u0000c,1,1000,1000,1000,1000,1000,1000,1000,1000,14.2857\n");
+  run_free(&r);
+}
+
+/* Writes text as one more gzip member at the end of path. */
+static void gz_append(const char *path, const char *text) {
+  gzFile gz = gzopen(path, "ab");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(gz);
+  CU_ASSERT_EQUAL(gzwrite(gz, text, (unsigned)strlen(text)), (int)strlen(text));
+  CU_ASSERT_EQUAL(gzclose(gz), Z_OK);
+}
+
+/* Every member of a multi-member gzip is read, as zcat does; bytes after the last one, or a cut member, are errors. */
+static void test_cmd_gzip_members(void) {
+  const char *path = tmp("members.gz");
+  unlink(path);
+  gz_append(path, "[{\"ph\":\"X\",\"name\":\"a\",\"ts\":1,\"dur\":1},\n");
+  gz_append(path, "{\"ph\":\"X\",\"name\":\"b\",\"ts\":3,\"dur\":1},\n");
+  gz_append(path, "{\"ph\":\"X\",\"name\":\"c\",\"ts\":5,\"dur\":1}]\n");
+  run_t r = RUN("stats", "--format", "csv", path);
+  CU_ASSERT_EQUAL(r.status, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "\na,1,1000,"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "\nb,1,1000,"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "\nc,1,1000,"));
+  run_free(&r);
+  FILE *f = fopen(path, "rb");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  CU_ASSERT_EQUAL(fseek(f, 0, SEEK_END), 0);
+  long size = ftell(f);
+  CU_ASSERT_EQUAL(fclose(f), 0);
+  f = fopen(path, "ab");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fputs("trailing", f);
+  CU_ASSERT_EQUAL(fclose(f), 0);
+  r = RUN("stats", path);
+  CU_ASSERT_EQUAL(r.status, 2);
+  char want[PATH_MAX + 128];
+  snprintf(want, sizeof want, "%s: byte %ld: trailing garbage after the gzip data", path, size);
+  if (!strstr(r.err, want)) fprintf(stderr, "\nexpected %s in: %s", want, r.err);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, want));
+  run_free(&r);
+  CU_ASSERT_EQUAL(truncate(path, size - 4), 0); /* the last member without its size */
+  r = RUN("stats", path);
+  CU_ASSERT_EQUAL(r.status, 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "unexpected end of the gzip data"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, path));
+  run_free(&r);
+  unlink(path);
+}
+
+/* Past the memory cap: exit 2 naming the file, the position and the cap; under it, the same trace reads. */
+static void test_cmd_memory_cap(void) {
+  const char *path = tmp("names.json");
+  FILE *f = fopen(path, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fputs("[", f);
+  for (int i = 0; i < 20000; i++)
+    fprintf(f, "%s\n{\"ph\":\"X\",\"name\":\"label %d\",\"pid\":1,\"tid\":%d,\"ts\":%d,\"dur\":1}", i ? "," : "", i, i % 50, i);
+  fputs("]\n", f);
+  CU_ASSERT_EQUAL_FATAL(fclose(f), 0);
+  run_t r = RUN("stats", "--max-memory", "1M", path);
+  CU_ASSERT_EQUAL(r.status, 2);
+  char want[PATH_MAX + 16];
+  snprintf(want, sizeof want, "%s:", path);
+  const char *at = strstr(r.err, want);
+  CU_ASSERT_PTR_NOT_NULL(at);
+  if (at) { /* FILE:LINE:COLUMN: past the first line */
+    long line = strtol(at + strlen(want), NULL, 10);
+    CU_ASSERT(line > 1 && line <= 20001);
+  }
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "more than 1 MiB of memory"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "--max-memory"));
+  CU_ASSERT_STRING_EQUAL(r.out, "");
+  run_free(&r);
+  const char *others[] = {"tree", "folded"};
+  for (int i = 0; i < 2; i++) {
+    r = RUN(others[i], "--max-memory=1M", path);
+    CU_ASSERT_EQUAL(r.status, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "more than 1 MiB of memory"));
+    run_free(&r);
+  }
+  r = RUN("stats", "--max-memory", "64M", "--top", "1", path);
+  CU_ASSERT_EQUAL(r.status, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "20000 scopes"));
+  run_free(&r);
+  r = RUN("stats", "--max-memory", "lots", path);
+  CU_ASSERT_EQUAL(r.status, 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "--max-memory takes a size"));
+  run_free(&r);
+}
+
 /* JSON nested absurdly deep, and scopes nested deeper than any program. */
 static void test_cmd_bad_depth(void) {
   size_t n = 200000;
@@ -450,6 +584,18 @@ static void test_cmd_bad_depth(void) {
   CU_ASSERT_EQUAL(r.status, 2);
   CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "deepscope.json:10002:1: scopes nested deeper than 10000"));
   run_free(&r);
+  /* The same depth from X events written at their ends, innermost first: found in the buffered pass. */
+  f = fopen(tmp("deepx.json"), "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fputs("[", f);
+  for (int i = 10000; i >= 0; i--)
+    fprintf(f, "%s\n{\"ph\":\"X\",\"name\":\"r\",\"ts\":%d,\"dur\":%d}", i < 10000 ? "," : "", i, 2 * (10001 - i));
+  fputs("]", f);
+  CU_ASSERT_EQUAL(fclose(f), 0);
+  r = RUN("stats", tmp("deepx.json"));
+  CU_ASSERT_EQUAL(r.status, 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "deepx.json: byte 2: scopes nested deeper than 10000")); /* the first event */
+  run_free(&r);
 }
 
 /* ---- traces recorded here ------------------------------------------------------------------ */
@@ -469,6 +615,71 @@ static void rec(int depth, uint64_t each) {
     if (depth > 1) rec(depth - 1, each);
   }
   if (depth == 3) rec_outer_ns = lp_now_ns() - t0;
+}
+
+/*
+ * labelprof's JSON writes "ts" relative to otherData.ts_base_ns; files
+ * written before did not, and carry CLOCK_MONOTONIC itself. The same trace
+ * in both forms reads the same: the old form is made here from the new by
+ * adding the base back to every "ts", exactly, in decimal.
+ */
+static int absolute_copy(const char *src, const char *dst) {
+  char *text = lp_test_slurp(src);
+  if (!text) return -1;
+  const char *b = strstr(text, "\"ts_base_ns\":\"");
+  if (!b) {
+    free(text);
+    return -1;
+  }
+  unsigned long long base = strtoull(b + 14, NULL, 10);
+  FILE *f = fopen(dst, "w");
+  if (!f) {
+    free(text);
+    return -1;
+  }
+  int n = 0;
+  for (const char *p = text, *at; *p; p = at) {
+    at = strstr(p, "\"ts\":");
+    if (!at) {
+      fputs(p, f);
+      break;
+    }
+    at += 5;
+    fwrite(p, 1, (size_t)(at - p), f);
+    bool neg = *at == '-';
+    char *end;
+    unsigned long long us = strtoull(at + neg, &end, 10), frac = 0;
+    if (*end == '.') frac = strtoull(end + 1, &end, 10);
+    unsigned long long ns = us * 1000 + frac, abs = neg ? base - ns : base + ns;
+    fprintf(f, "%llu.%03llu", abs / 1000, abs % 1000);
+    at = end;
+    n++;
+  }
+  free(text);
+  return fclose(f) == 0 ? n : -1;
+}
+
+static void test_cmd_reads_relative_and_absolute_times(void) {
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(NULL), 0);
+  for (int i = 0; i < 50; i++) {
+    LP_SCOPE("outer");
+    busy_ns(20000);
+    {
+      LP_SCOPE("inner");
+      busy_ns(10000);
+    }
+  }
+  CU_ASSERT_EQUAL_FATAL(lp_trace_stop(), 0);
+  CU_ASSERT_EQUAL_FATAL(lp_trace_write_json(tmp("relative.json"), "test_cmd"), 0);
+  CU_ASSERT(absolute_copy(tmp("relative.json"), tmp("absolute.json")) >= 100);
+  run_t a = RUN("stats", "--format", "csv", tmp("relative.json"));
+  run_t b = RUN("stats", "--format", "csv", tmp("absolute.json"));
+  CU_ASSERT_EQUAL(a.status, 0);
+  CU_ASSERT_EQUAL(b.status, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(a.out, "\nouter,50,"));
+  CU_ASSERT_STRING_EQUAL(a.out, b.out);
+  run_free(&a);
+  run_free(&b);
 }
 
 /* Finds `label,` at a line start in CSV output and reads its integer columns. */
@@ -722,8 +933,14 @@ int main(void) {
       LP_TEST(test_cmd_diff_statuses),
       LP_TEST(test_cmd_bad_input),
       LP_TEST(test_cmd_bad_depth),
+      LP_TEST(test_cmd_early_end_clamped),
+      LP_TEST(test_cmd_time_limits),
+      LP_TEST(test_cmd_memory_cap),
+      LP_TEST(test_cmd_nul_in_names),
+      LP_TEST(test_cmd_gzip_members),
       LP_TEST(test_cmd_live_trace_totals),
       LP_TEST(test_cmd_tree_matches_profile),
+      LP_TEST(test_cmd_reads_relative_and_absolute_times),
       CU_TEST_INFO_NULL,
   };
   int rc = lp_test_main("cmd", tests);

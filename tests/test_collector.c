@@ -1,10 +1,15 @@
 /* test_collector.c: the profiler thread: lifecycle, ticking, accuracy, bounded memory. */
 #include "internal.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -34,6 +39,12 @@ static void test_collector_start_twice(void) {
 static void test_collector_rejects_bad_options(void) {
   lp_profile_opts_t o = {.hz = 100001};
   CU_ASSERT_EQUAL(lp_profile_start(&o), -EINVAL);
+  o = (lp_profile_opts_t){.sched = (lp_sched_t)3};
+  CU_ASSERT_EQUAL(lp_profile_start(&o), -EINVAL);
+  o = (lp_profile_opts_t){.sched = LP_SCHED_FIFO, .sched_priority = 100};
+  CU_ASSERT_EQUAL(lp_profile_start(&o), -EINVAL);
+  CU_ASSERT_EQUAL(lp_profile_running(), 0);
+  o = (lp_profile_opts_t){0};
   CU_ASSERT_EQUAL(lp_profile_running(), 0);
   o.hz = 100000;
   CU_ASSERT_EQUAL(lp_profile_start(&o), 0);
@@ -240,6 +251,172 @@ static void test_collector_stop_is_prompt_at_slow_tick(void) {
   CU_ASSERT(now_s() - t0 < 0.5);
 }
 
+/* ---- how the collector is scheduled ------------------------------------------------ */
+
+typedef struct attr_k {
+  uint32_t size, policy;
+  uint64_t flags;
+  int32_t nice;
+  uint32_t priority;
+  uint64_t runtime, deadline, period;
+} attr_k;
+
+static int get_attr(pid_t tid, attr_k *a) {
+  memset(a, 0, sizeof *a);
+  return (int)syscall(SYS_sched_getattr, tid, a, (unsigned)sizeof *a, 0u);
+}
+
+/* Whether this kernel gives a SCHED_OTHER thread the slice it asks for: tried on a thread of the test's own. */
+static void *try_slice(void *arg) {
+  attr_k a;
+  int *granted = arg;
+  *granted = 0;
+  if (get_attr(0, &a) != 0) return NULL;
+  a.size = sizeof a;
+  a.runtime = 100000;
+  if (syscall(SYS_sched_setattr, 0, &a, 0u) != 0) return NULL;
+  *granted = get_attr(0, &a) == 0 && a.runtime == 100000;
+  return NULL;
+}
+
+static int kernel_grants_slices(void) {
+  pthread_t t;
+  int granted = 0;
+  CU_ASSERT_EQUAL_FATAL(pthread_create(&t, NULL, try_slice, &granted), 0);
+  CU_ASSERT_EQUAL_FATAL(pthread_join(t, NULL), 0);
+  return granted;
+}
+
+/* The collector thread's id (the thread named "labelprof"), 0 if there is none. */
+static pid_t collector_tid(void) {
+  DIR *d = opendir("/proc/self/task");
+  pid_t found = 0;
+  if (!d) return 0;
+  for (struct dirent *e; (e = readdir(d)) != NULL && !found;) {
+    char p[300], comm[32] = "";
+    snprintf(p, sizeof p, "/proc/self/task/%s/comm", e->d_name);
+    FILE *f = fopen(p, "r");
+    if (!f) continue;
+    if (fgets(comm, sizeof comm, f) && strcmp(comm, "labelprof\n") == 0) found = (pid_t)atoi(e->d_name);
+    fclose(f);
+  }
+  closedir(d);
+  return found;
+}
+
+/* The stats of a profile that ran with opts until one tick had passed, and its report's second line. */
+static lp_profile_stats_t profile_with(const lp_profile_opts_t *o, attr_k *thread, char *line, size_t len) {
+  lp_profile_stats_t st;
+  memset(&st, 0, sizeof st);
+  memset(thread, 0, sizeof *thread);
+  CU_ASSERT_EQUAL_FATAL(lp_profile_start(o), 0);
+  {
+    /* The thread asks before its first tick: wait for one (10 s at most). */
+    LP_SCOPE("scheduled");
+    uint64_t until = lp_now_ns() + 10000000000ull;
+    for (uint64_t ticks = 0; ticks == 0 && lp_now_ns() < until;) {
+      lp_profile_t *peek = NULL;
+      lp_profile_stats_t ps;
+      CU_ASSERT_EQUAL_FATAL(lp__profile_peek(LP__PROGRAM, &peek), 0);
+      CU_ASSERT_EQUAL(lp_profile_get_stats(peek, &ps), 0);
+      ticks = ps.ticks;
+      lp_profile_free(peek);
+    }
+  }
+  pid_t tid = collector_tid();
+  CU_ASSERT(tid > 0);
+  if (tid > 0) CU_ASSERT_EQUAL(get_attr(tid, thread), 0);
+  lp_profile_t *p = NULL;
+  CU_ASSERT_EQUAL_FATAL(lp_profile_stop(&p), 0);
+  CU_ASSERT_EQUAL(lp_profile_get_stats(p, &st), 0);
+  char *text = NULL;
+  size_t n = 0;
+  FILE *m = open_memstream(&text, &n);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  CU_ASSERT_EQUAL(lp_profile_print(p, m), 0);
+  fclose(m);
+  const char *l2 = strchr(text, '\n');
+  snprintf(line, len, "%.*s", l2 ? (int)strcspn(l2 + 1, "\n") : 0, l2 ? l2 + 1 : "");
+  free(text);
+  lp_profile_free(p);
+  return st;
+}
+
+/* By default the collector asks for a 100 µs slice; the kernel's answer is in the stats and the report. */
+static void test_collector_asks_for_a_short_slice(void) {
+  attr_k a;
+  char line[256];
+  lp_profile_stats_t st = profile_with(NULL, &a, line, sizeof line);
+  if (kernel_grants_slices()) {
+    CU_ASSERT_EQUAL(st.sched, LP_SCHED_SLICE);
+    CU_ASSERT_EQUAL(st.slice_ns, 100000);
+    CU_ASSERT_EQUAL(a.policy, SCHED_OTHER);
+    CU_ASSERT_EQUAL(a.runtime, 100000);
+    CU_ASSERT_PTR_NOT_NULL(strstr(line, "; collector "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(line, " of one CPU, slice 100 \xc2\xb5s"));
+  } else {
+    printf("\n    this kernel gives no slice on request: checking the fallback ");
+    CU_ASSERT_EQUAL(st.sched, LP_SCHED_DEFAULT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(line, " of one CPU, default scheduling"));
+  }
+  CU_ASSERT_EQUAL(a.nice, 0); /* the nice value as it was */
+  CU_ASSERT(st.cpus >= 1);
+  /* Asked not to, it leaves the thread alone. */
+  lp_profile_opts_t o = {.sched = LP_SCHED_DEFAULT};
+  st = profile_with(&o, &a, line, sizeof line);
+  CU_ASSERT_EQUAL(st.sched, LP_SCHED_DEFAULT);
+  CU_ASSERT_EQUAL(st.slice_ns, 0);
+  CU_ASSERT_NOT_EQUAL(a.runtime, 100000);
+  CU_ASSERT_PTR_NOT_NULL(strstr(line, " of one CPU, default scheduling"));
+}
+
+/*
+ * SCHED_FIFO where the process may have it; where it may not (a child that
+ * gave up root and RLIMIT_RTPRIO), one warning, and the profile runs anyway
+ * with the slice or the default.
+ */
+static void test_collector_fifo_granted_or_refused(void) {
+  attr_k a;
+  char line[256];
+  lp_profile_opts_t o = {.sched = LP_SCHED_FIFO, .sched_priority = 3};
+  if (geteuid() == 0) {
+    lp_profile_stats_t st = profile_with(&o, &a, line, sizeof line);
+    CU_ASSERT_EQUAL(st.sched, LP_SCHED_FIFO);
+    CU_ASSERT_EQUAL(st.sched_priority, 3);
+    CU_ASSERT_EQUAL(a.policy, SCHED_FIFO);
+    CU_ASSERT_EQUAL(a.priority, 3);
+    CU_ASSERT_PTR_NOT_NULL(strstr(line, " of one CPU, SCHED_FIFO 3"));
+  }
+  char errp[300];
+  snprintf(errp, sizeof errp, "%s/fifo-stderr", lp_test_tmpdir("collector"));
+  int slices = kernel_grants_slices();
+  fflush(NULL);
+  pid_t pid = fork();
+  CU_ASSERT_FATAL(pid >= 0);
+  if (pid == 0) {
+    struct rlimit none = {0, 0};
+    if (!freopen(errp, "w", stderr)) _exit(10);
+    if (setrlimit(RLIMIT_RTPRIO, &none) != 0) _exit(11);
+    if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(12);
+    lp_profile_stats_t st = profile_with(&o, &a, line, sizeof line);
+    int bad = CU_get_number_of_failures() != 0;
+    bad |= st.sched != (slices ? LP_SCHED_SLICE : LP_SCHED_DEFAULT);
+    bad |= a.policy != SCHED_OTHER;
+    bad |= strstr(line, slices ? " of one CPU, slice 100 \xc2\xb5s" : " of one CPU, default scheduling") == NULL;
+    fflush(stderr);
+    _exit(bad ? 13 : 0);
+  }
+  int status;
+  CU_ASSERT_EQUAL_FATAL(waitpid(pid, &status, 0), pid);
+  CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status)) printf("\n    child: %d ", WEXITSTATUS(status));
+  char *err = lp_test_slurp(errp);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(err);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "labelprof: the collector cannot run as SCHED_FIFO 3 ("));
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "it asks for a short slice instead"));
+  free(err);
+}
+
 int main(void) {
   CU_TestInfo tests[] = {
       LP_TEST(test_collector_stop_without_start),
@@ -251,6 +428,8 @@ int main(void) {
       LP_TEST(test_collector_accuracy_three_to_one),
       LP_TEST(test_collector_memory_flat_over_a_million_samples),
       LP_TEST(test_collector_stop_is_prompt_at_slow_tick),
+      LP_TEST(test_collector_asks_for_a_short_slice),
+      LP_TEST(test_collector_fifo_granted_or_refused),
       CU_TEST_INFO_NULL,
   };
   return lp_test_main("collector", tests);

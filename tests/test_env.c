@@ -23,29 +23,14 @@ static const char *dir;
 
 static char child_path[4096];
 
-typedef struct run {
-  pid_t pid;
-  int status;
-  char *out, *err;
-} run_t;
-
+typedef lp_test_run_t run_t;
 
 /*
  * The collector's warning that it kept under 90% of its rate depends on how
  * busy the machine is (sanitizers, other jobs): taken out of stderr before
  * tests look at it, except where a test asks for it.
  */
-static const char rate_warning[] = "labelprof: the collector achieved only ";
 static int rate_warnings;
-static void strip_rate_warning(char *err) {
-  char *at;
-  while ((at = strstr(err, rate_warning)) != NULL) {
-    char *end = strchr(at, '\n');
-    end = end ? end + 1 : at + strlen(at);
-    memmove(at, end, strlen(end) + 1);
-    rate_warnings++;
-  }
-}
 
 typedef struct spawn_opts {
   const char *duration, *mode, *arg; /* env_child's arguments */
@@ -55,15 +40,6 @@ typedef struct spawn_opts {
 
 /* Runs tests/env_child with exactly the given environment (NULL-terminated, up to 8 variables). */
 static run_t spawn_child(const spawn_opts_t *o, const char *const *vars) {
-  run_t r = {-1, -1, NULL, NULL};
-  char outp[256], errp[256];
-  snprintf(outp, sizeof outp, "%s/stdout", dir);
-  snprintf(errp, sizeof errp, "%s/stderr", dir);
-  char *envp[12];
-  int n = 0;
-  for (; vars && vars[n] && n < 10; n++) envp[n] = (char *)vars[n];
-  envp[n++] = "PATH=/usr/bin:/bin";
-  envp[n] = NULL;
   /* The child works 10 ms per character of its duration; LP_TEST_SLOW times longer under emulation. */
   char work[256];
   size_t len = strlen(o->duration) * lp_test_slow();
@@ -71,24 +47,9 @@ static run_t spawn_child(const spawn_opts_t *o, const char *const *vars) {
   memset(work, 'x', len);
   work[len] = '\0';
   char *argv[] = {child_path, work, (char *)(o->mode ? o->mode : "plain"), (char *)o->arg, NULL};
-  pid_t pid = fork();
-  CU_ASSERT_FATAL(pid >= 0);
-  if (pid == 0) {
-    struct rlimit rl = {o->fsize, o->fsize};
-    int out = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0600), err = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (out < 0 || err < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) _exit(126);
-    if (o->cwd && chdir(o->cwd) != 0) _exit(126);
-    if (o->fsize && setrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(126);
-    execve(child_path, argv, envp);
-    _exit(127);
-  }
-  r.pid = pid;
-  CU_ASSERT_EQUAL_FATAL(waitpid(pid, &r.status, 0), pid);
-  r.out = lp_test_slurp(outp);
-  r.err = lp_test_slurp(errp);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(r.out);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(r.err);
-  strip_rate_warning(r.err);
+  lp_test_child_t c = {NULL, o->cwd, o->fsize, 0};
+  run_t r = lp_test_run(child_path, argv, vars, &c);
+  rate_warnings += lp_test_strip_rate_warning(r.err);
   return r;
 }
 
@@ -98,8 +59,7 @@ static run_t run_child(const char *duration, const char *const *vars) {
 }
 
 static void run_free(run_t *r) {
-  free(r->out);
-  free(r->err);
+  lp_test_run_free(r);
 }
 
 static int exited_ok(const run_t *r) { return WIFEXITED(r->status) && WEXITSTATUS(r->status) == 0; }
@@ -215,6 +175,37 @@ static void test_env_bad_values_warn_once_and_run_on(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "LABELPROF_HZ='abc'"));
   CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "'min=200'"));
   CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "LABELPROF_CLOCK='sundial'"));
+  run_free(&r);
+}
+
+/* LABELPROF_COLLECTOR_SCHED: the report says how the collector ran; a bad value warns and keeps the slice. */
+static void test_env_collector_sched(void) {
+  const char *def[] = {"LABELPROF_PROFILE=-", "LABELPROF_COLLECTOR_SCHED=default", NULL};
+  run_t r = run_child("xx", def);
+  CU_ASSERT(exited_ok(&r));
+  CU_ASSERT_STRING_EQUAL(r.err, "");
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, " of one CPU, default scheduling\n"));
+  run_free(&r);
+  const char *bad[] = {"LABELPROF_COLLECTOR_SCHED=fifo:0", NULL};
+  const char *worse[] = {"LABELPROF_COLLECTOR_SCHED=fifo:100", NULL};
+  const char *typo[] = {"LABELPROF_COLLECTOR_SCHED=realtime", NULL};
+  const char *const *each[] = {bad, worse, typo};
+  for (int i = 0; i < 3; i++) {
+    r = run_child("x", each[i]);
+    CU_ASSERT(exited_ok(&r));
+    CU_ASSERT_STRING_EQUAL(r.out, "child done\n");
+    CU_ASSERT_EQUAL(count_lines(r.err), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "LABELPROF_COLLECTOR_SCHED='"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "using the default, slice"));
+    run_free(&r);
+  }
+  const char *fifo[] = {"LABELPROF_PROFILE=-", "LABELPROF_COLLECTOR_SCHED=fifo:2", NULL};
+  r = run_child("xx", fifo);
+  CU_ASSERT(exited_ok(&r));
+  if (geteuid() == 0) {
+    CU_ASSERT_STRING_EQUAL(r.err, "");
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, " of one CPU, SCHED_FIFO 2\n"));
+  }
   run_free(&r);
 }
 
@@ -698,6 +689,8 @@ static void test_env_big_numbers_in_every_variable(void) {
       {"LABELPROF_TRACE_BUFFER", "17592186044416", "64"}, /* 2^44 MiB: 2^64 bytes */
       {"LABELPROF_TRACE_BUFFER", "4294967297", "64"},
       {"LABELPROF_TRACE_BUFFER", "1048577", "64"},
+      {"LABELPROF_COLLECTOR_SCHED", "fifo:4294967397", "slice"}, /* 2^32 + 101 */
+      {"LABELPROF_COLLECTOR_SCHED", "fifo:100", "slice"},
       {"LABELPROF_REPORT", "min=1e999", "ignoring it"},
       {"LABELPROF_REPORT", "min=100.000001", "ignoring it"},
       {"LABELPROF_REPORT", "min=-0.5", "ignoring it"},
@@ -728,9 +721,9 @@ static void test_env_big_numbers_in_every_variable(void) {
   CU_ASSERT_EQUAL(lp__env_parse(&v, "LABELPROF_TRACE_BUFFER", "1048576"), 0);
   CU_ASSERT_EQUAL(v.trace.budget_bytes, (uint64_t)1 << 40);
   CU_ASSERT_EQUAL(lp__env_parse(&v, "LABELPROF_HZ", " 100000 "), 0);
-  CU_ASSERT_EQUAL(v.hz, 100000);
+  CU_ASSERT_EQUAL(v.profile.hz, 100000);
   CU_ASSERT_EQUAL(lp__env_parse(&v, "LABELPROF_HZ", "4294968296"), 0);
-  CU_ASSERT_EQUAL(v.hz, 1000);
+  CU_ASSERT_EQUAL(v.profile.hz, 1000);
   CU_ASSERT_EQUAL(lp__env_parse(&v, "LABELPROF_REPORT", "min=100"), 0);
   CU_ASSERT(v.report.min_percent == 100.0);
   CU_ASSERT_EQUAL(lp__env_parse(&v, "LABELPROF_TRACE", "x"), -ENOENT);
@@ -746,6 +739,7 @@ int main(void) {
       LP_TEST(test_env_pid_in_path),
       LP_TEST(test_env_bad_values_warn_once_and_run_on),
       LP_TEST(test_env_hz_and_report_options),
+      LP_TEST(test_env_collector_sched),
       LP_TEST(test_env_unwritable_path_is_reported),
       LP_TEST(test_env_trace_written_at_exit),
       LP_TEST(test_env_trace_levels),

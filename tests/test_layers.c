@@ -559,36 +559,10 @@ static void test_layers_systrace_write_failures_leave_nothing(void) {
 
 /* ---- the environment: child processes ------------------------------------------------ */
 
-typedef struct run {
-  int status;
-  char *out, *err;
-} run_t;
+typedef lp_test_run_t run_t;
 
 static run_t spawn(const char *prog, char *const argv[], const char *const *vars) {
-  run_t r = {-1, NULL, NULL};
-  char outp[256], errp[256];
-  snprintf(outp, sizeof outp, "%s/stdout", dir);
-  snprintf(errp, sizeof errp, "%s/stderr", dir);
-  char *envp[12];
-  int n = 0;
-  for (; vars && vars[n] && n < 10; n++) envp[n] = (char *)vars[n];
-  envp[n++] = "PATH=/usr/bin:/bin";
-  envp[n] = NULL;
-  fflush(NULL);
-  pid_t pid = fork();
-  CU_ASSERT_FATAL(pid >= 0);
-  if (pid == 0) {
-    int out = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0600), err = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (out < 0 || err < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) _exit(126);
-    execve(prog, argv, envp);
-    _exit(127);
-  }
-  CU_ASSERT_EQUAL_FATAL(waitpid(pid, &r.status, 0), pid);
-  r.out = lp_test_slurp(outp);
-  r.err = lp_test_slurp(errp);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(r.out);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(r.err);
-  return r;
+  return lp_test_run(prog, argv, vars, NULL);
 }
 
 static run_t run_layers_child(const char *const *vars) {
@@ -596,21 +570,10 @@ static run_t run_layers_child(const char *const *vars) {
   return spawn(env_child, argv, vars);
 }
 
-static void run_free(run_t *r) {
-  free(r->out);
-  free(r->err);
-}
+static void run_free(run_t *r) { lp_test_run_free(r); }
 
 static int exited_ok(const run_t *r) { return WIFEXITED(r->status) && WEXITSTATUS(r->status) == 0; }
 
-/* Drops the collector's rate warning, which a loaded machine may print; anything else stays. */
-static void drop_notes(char *err) {
-  for (char *at; (at = strstr(err, "labelprof: the collector achieved")) != NULL;) {
-    char *end = strchr(at, '\n');
-    end = end ? end + 1 : at + strlen(at);
-    memmove(at, end, strlen(end) + 1);
-  }
-}
 
 /* The marks of the layered thread, in order, as "B|[tag]label" and "E" with the pid checked and dropped. */
 static char *marks_of(const char *text, const char *task, int pid) {
@@ -671,7 +634,7 @@ static void test_layers_env_systrace_at_exit(void) {
   const char *vars[] = {var, NULL};
   run_t r = run_layers_child(vars);
   CU_ASSERT(exited_ok(&r));
-  drop_notes(r.err);
+  lp_test_strip_rate_warning(r.err);
   CU_ASSERT_STRING_EQUAL(r.err, "");
   CU_ASSERT_STRING_EQUAL(r.out, "child done\n");
   char *text = lp_test_slurp(sys);
@@ -705,7 +668,7 @@ static void test_layers_env_trace_marker_file(void) {
   const char *vars[] = {var, jvar, NULL};
   run_t r = run_layers_child(vars);
   CU_ASSERT(exited_ok(&r));
-  drop_notes(r.err);
+  lp_test_strip_rate_warning(r.err);
   CU_ASSERT_STRING_EQUAL(r.err, "");
   char *text = lp_test_slurp(mk);
   CU_ASSERT_PTR_NOT_NULL_FATAL(text);
@@ -740,7 +703,7 @@ static void test_layers_env_trace_marker_cannot_open(void) {
   run_t r = run_layers_child(vars);
   CU_ASSERT(exited_ok(&r));
   CU_ASSERT_STRING_EQUAL(r.out, "child done\n");
-  drop_notes(r.err);
+  lp_test_strip_rate_warning(r.err);
   CU_ASSERT_EQUAL(count(r.err, "\n"), 1);
   CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "LABELPROF_TRACE_MARKER"));
   CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "/nonexistent-dir/marker"));
@@ -793,7 +756,7 @@ static void test_layers_env_trace_marker_kernel(void) {
   const char *vars[] = {var, NULL};
   run_t r = run_layers_child(vars);
   CU_ASSERT(exited_ok(&r));
-  drop_notes(r.err);
+  lp_test_strip_rate_warning(r.err);
   CU_ASSERT_STRING_EQUAL(r.err, "");
   snprintf(mk, sizeof mk, "%s/trace", mnt);
   char *text = lp_test_slurp(mk);

@@ -134,6 +134,21 @@ static void test_reader_forms(void) {
   CU_ASSERT_EQUAL(read_text("{\"traceEvents\":[{\"ph\":\"i\",\"ts\":1}", &s), LP_READ_BAD);
 }
 
+/* \u0000 in a string: kept as those six characters, so "a\u0000b" is neither "a" nor "a\u0000c". */
+static void test_reader_nul_in_strings(void) {
+  sink_state_t s = {.n = 0};
+  int rc = read_text("[{\"ph\":\"M\",\"name\":\"thread_name\",\"tid\":1,\"args\":{\"name\":\"t\\u0000\"}},"
+                     "{\"ph\":\"X\",\"name\":\"a\\u0000b\",\"tid\":1,\"ts\":1,\"dur\":1,"
+                     "\"args\":{\"layer\\u0000\":\"no\",\"phase\":\"\\u0000\\u0000\"}}]",
+                     &s);
+  CU_ASSERT_EQUAL(rc, LP_READ_OK);
+  CU_ASSERT_EQUAL_FATAL(s.n, 2);
+  CU_ASSERT_STRING_EQUAL(s.ev[0].name, "t\\u0000");
+  CU_ASSERT_STRING_EQUAL(s.ev[1].name, "a\\u0000b");
+  CU_ASSERT_STRING_EQUAL(s.ev[1].layer, "(null)"); /* the key "layer\0" is not "layer" */
+  CU_ASSERT_STRING_EQUAL(s.ev[1].phase, "\\u0000\\u0000");
+}
+
 /* The table of readers: JSON claims text that starts with '{' or '[' after blanks. */
 static void test_reader_sniff(void) {
   CU_ASSERT_PTR_NOT_NULL_FATAL(lp_readers[0]);
@@ -151,6 +166,7 @@ int main(void) {
       LP_TEST(test_reader_sink_stops),
       LP_TEST(test_reader_forms),
       LP_TEST(test_reader_sniff),
+      LP_TEST(test_reader_nul_in_strings),
       CU_TEST_INFO_NULL,
   };
   int rc = lp_test_main("reader", tests);

@@ -13,7 +13,6 @@
 #include "config.h"
 
 #include <fcntl.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,8 +26,7 @@
 
 static const char *dir;
 /* Everything the test may leave in dir: the reports and the child's output. */
-static char prof[256], fold[256], trace[256], out[256], err[256];
-static char *const files[] = {prof, fold, trace, out, err};
+static char prof[256], fold[256], trace[256];
 
 
 /*
@@ -54,18 +52,12 @@ static void test_static_child_is_linked_statically(void) {
   CU_ASSERT(is_elf("tests/subs_child_static"));
 }
 
-/*
- * The collector's warning that it kept under 90% of its rate depends on how
- * busy the machine is: taken out of the child's stderr before it is checked.
- */
-static void strip_rate_warning(char *e) {
-  static const char w[] = "labelprof: the collector achieved only ";
-  char *at;
-  while (e && (at = strstr(e, w)) != NULL) {
-    char *end = strchr(at, '\n');
-    end = end ? end + 1 : at + strlen(at);
-    memmove(at, end, strlen(end) + 1);
-  }
+/* What the last child wrote: taken by the test that reads it. */
+static lp_test_run_t last;
+static char *take(char **p) {
+  char *v = *p;
+  *p = NULL;
+  return v;
 }
 
 /* Runs the static child with envp and argv[1..2]; its status, 0 if it exited 0. */
@@ -77,18 +69,9 @@ static int run_static(char *const *envp, const char *mode) {
   memset(work, 'x', len);
   work[len] = '\0';
   char *argv[] = {CHILD, work, (char *)mode, NULL};
-
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  posix_spawn_file_actions_addopen(&fa, 2, err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  pid_t pid;
-  int rc = posix_spawn(&pid, CHILD, &fa, NULL, argv, envp);
-  posix_spawn_file_actions_destroy(&fa);
-  CU_ASSERT_EQUAL_FATAL(rc, 0);
-  int status = -1;
-  CU_ASSERT_EQUAL_FATAL(waitpid(pid, &status, 0), pid);
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+  lp_test_run_free(&last);
+  last = lp_test_run(CHILD, argv, (const char *const *)envp, NULL);
+  return lp_test_exit_code(&last) == 0 ? 0 : -1;
 }
 
 static void test_static_env_writes_profile_folded_and_trace(void) {
@@ -99,8 +82,8 @@ static void test_static_env_writes_profile_folded_and_trace(void) {
   char *envp[] = {pv, fv, tv, "PATH=/usr/bin:/bin", NULL};
   CU_ASSERT_EQUAL(run_static(envp, "plain"), 0);
 
-  char *o = lp_test_slurp(out), *e = lp_test_slurp(err);
-  strip_rate_warning(e);
+  char *o = take(&last.out), *e = take(&last.err);
+  lp_test_strip_rate_warning(e);
   CU_ASSERT(o && strcmp(o, "child done\n") == 0);
   CU_ASSERT(e && strcmp(e, "") == 0);
   if (e && *e) fprintf(stderr, "\n    the child's stderr: %s\n", e);
@@ -152,19 +135,11 @@ static int run_subscribed(const char *prog, const char *arg, const char *module)
   char mod[4096], sv[4200];
   CU_ASSERT_PTR_NOT_NULL_FATAL(realpath(module, mod));
   snprintf(sv, sizeof sv, "LABELPROF_SUBSCRIBERS=%s", mod);
-  char *envp[] = {sv, "PATH=/usr/bin:/bin", NULL};
+  const char *vars[] = {sv, NULL};
   char *argv[] = {(char *)prog, (char *)arg, NULL};
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  posix_spawn_file_actions_addopen(&fa, 2, err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  pid_t pid;
-  int rc = posix_spawn(&pid, prog, &fa, NULL, argv, envp);
-  posix_spawn_file_actions_destroy(&fa);
-  CU_ASSERT_EQUAL_FATAL(rc, 0);
-  int status = -1;
-  CU_ASSERT_EQUAL_FATAL(waitpid(pid, &status, 0), pid);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  lp_test_run_free(&last);
+  last = lp_test_run(prog, argv, vars, NULL);
+  return lp_test_exit_code(&last);
 }
 
 static int count(const char *hay, const char *needle) {
@@ -176,7 +151,7 @@ static int count(const char *hay, const char *needle) {
 /* Linked with -rdynamic, a static program lends its labelprof to the object: every label reaches it. */
 static void test_static_rdynamic_program_feeds_subscribers(void) {
   CU_ASSERT_EQUAL(run_subscribed("tests/subs_child_static", NULL, "tests/.libs/subs_good.so"), 3);
-  char *o = lp_test_slurp(out), *e = lp_test_slurp(err);
+  char *o = take(&last.out), *e = take(&last.err);
   CU_ASSERT(o && strcmp(o, "subs_child: done\n") == 0);
   /* 100 alpha + 1000 beta + 1 delta scopes, as with the shared library (test_subs_env). */
   CU_ASSERT(e && strstr(e, "good finish labelprof.labels begins=1101 ends=1101\n") != NULL);
@@ -189,8 +164,8 @@ static void test_static_rdynamic_program_feeds_subscribers(void) {
 /* Without -rdynamic the object cannot load; the line says why, and the program runs on unchanged. */
 static void test_static_program_without_rdynamic_says_so(void) {
   CU_ASSERT_EQUAL(run_subscribed(CHILD, "x", "tests/.libs/subs_good.so"), 0);
-  char *o = lp_test_slurp(out), *e = lp_test_slurp(err);
-  strip_rate_warning(e);
+  char *o = take(&last.out), *e = take(&last.err);
+  lp_test_strip_rate_warning(e);
   CU_ASSERT(o && strcmp(o, "child done\n") == 0);
   CU_ASSERT_EQUAL(count(e, "\n"), 1);
   CU_ASSERT(e && strstr(e, "labelprof: LABELPROF_SUBSCRIBERS: cannot load ") == e);
@@ -208,8 +183,8 @@ static void test_static_program_without_rdynamic_says_so(void) {
  */
 static void test_static_program_refuses_a_second_copy(void) {
   CU_ASSERT_EQUAL(run_subscribed(CHILD, "x", "tests/.libs/subs_linked.so"), 0);
-  char *o = lp_test_slurp(out), *e = lp_test_slurp(err);
-  strip_rate_warning(e);
+  char *o = take(&last.out), *e = take(&last.err);
+  lp_test_strip_rate_warning(e);
   CU_ASSERT(o && strcmp(o, "child done\n") == 0);
   CU_ASSERT_EQUAL(count(e, "labelprof: "), 1);
   CU_ASSERT(e && strstr(e, "brings a second copy of labelprof") != NULL);
@@ -227,8 +202,6 @@ int main(void) {
   snprintf(prof, sizeof prof, "%s/p.txt", dir);
   snprintf(fold, sizeof fold, "%s/p.folded", dir);
   snprintf(trace, sizeof trace, "%s/t.json", dir);
-  snprintf(out, sizeof out, "%s/stdout", dir);
-  snprintf(err, sizeof err, "%s/stderr", dir);
   CU_TestInfo tests[] = {
       LP_TEST(test_static_child_is_linked_statically),
       LP_TEST(test_static_env_writes_profile_folded_and_trace),
@@ -239,10 +212,6 @@ int main(void) {
       CU_TEST_INFO_NULL,
   };
   int rc = lp_test_main("static", tests);
-  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) unlink(files[i]);
-  if (rmdir(dir) != 0) {
-    perror(dir);
-    rc = rc ? rc : 1;
-  }
+  lp_test_run_free(&last);
   return rc;
 }

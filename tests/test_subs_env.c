@@ -16,43 +16,15 @@
 static const char *dir;
 static char child[4096], good[4096], noentry[4096], callstats[4096], example[4096];
 
-typedef struct run {
-  int status;
-  char *out, *err;
-} run_t;
+typedef lp_test_run_t run_t;
 
 /* Runs subs_child [arg] with exactly these variables (NULL-terminated, up to 6). */
 static run_t run(const char *arg, const char *const *vars) {
-  run_t r = {-1, NULL, NULL};
-  char outp[256], errp[256];
-  snprintf(outp, sizeof outp, "%s/stdout", dir);
-  snprintf(errp, sizeof errp, "%s/stderr", dir);
-  char *envp[8];
-  int n = 0;
-  for (; vars && vars[n] && n < 6; n++) envp[n] = (char *)vars[n];
-  envp[n++] = "PATH=/usr/bin:/bin";
-  envp[n] = NULL;
   char *argv[] = {child, (char *)arg, NULL};
-  pid_t pid = fork();
-  CU_ASSERT_FATAL(pid >= 0);
-  if (pid == 0) {
-    int out = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0600), err = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (out < 0 || err < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) _exit(126);
-    execve(child, argv, envp);
-    _exit(127);
-  }
-  CU_ASSERT_EQUAL_FATAL(waitpid(pid, &r.status, 0), pid);
-  r.out = lp_test_slurp(outp);
-  r.err = lp_test_slurp(errp);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(r.out);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(r.err);
-  return r;
+  return lp_test_run(child, argv, vars, NULL);
 }
 
-static void run_free(run_t *r) {
-  free(r->out);
-  free(r->err);
-}
+static void run_free(run_t *r) { lp_test_run_free(r); }
 
 /* The program's own output and status, whatever the subscribers do. */
 static void unchanged(const run_t *r) {

@@ -1085,7 +1085,127 @@ static void test_trace_scope_enclosing_a_nested_window(void) {
   CU_ASSERT_EQUAL(lp__trace_stop(LP__ENV), 0);
 }
 
-int main(void) {
+/*
+ * ---- a year of uptime ----
+ * A child runs in a time namespace whose CLOCK_MONOTONIC (and BOOTTIME) is
+ * a year ahead, as on a server up that long: it records tight nested scopes
+ * on two threads, brackets one probe with clock_gettime, and writes the
+ * trace. Read back through doubles, as viewers read it, every scope must
+ * still nest, and the probe must sit where the namespace's clock saw it: so
+ * the counter's map follows the namespace too.
+ */
+#ifndef CLONE_NEWTIME
+#define CLONE_NEWTIME 0x00000080
+#endif
+#define YEAR_S 31622400ull /* 366 days: past 2^53 ns on its own */
+
+static uint64_t mono_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static void *uptime_worker(void *arg) {
+  (void)arg;
+  for (int i = 0; i < 4000; i++) {
+    LP_SCOPE("outer");
+    {
+      LP_SCOPE("inner a");
+    }
+    {
+      LP_SCOPE("inner b");
+    }
+  }
+  return NULL;
+}
+
+/* The child's side: argv[2] is the trace to write, argv[3] where the probe's brackets go. */
+static int uptime_child(const char *trace, const char *probe) {
+  if (lp_trace_start(NULL) != 0) return 3;
+  pthread_t t;
+  if (pthread_create(&t, NULL, uptime_worker, NULL) != 0) return 3;
+  uptime_worker(NULL);
+  if (pthread_join(t, NULL) != 0) return 3;
+  uint64_t before = mono_ns();
+  LP_INSTANT("probe");
+  uint64_t after = mono_ns();
+  if (lp_trace_stop() != 0 || lp_trace_write_json(trace, "uptime") != 0) return 3;
+  FILE *f = fopen(probe, "w");
+  if (!f) return 3;
+  fprintf(f, "%llu %llu\n", (unsigned long long)before, (unsigned long long)after);
+  return fclose(f) == 0 ? 0 : 3;
+}
+
+static void test_trace_exact_after_a_year_of_uptime(void) {
+  char trace[300], probe[300];
+  snprintf(trace, sizeof trace, "%s/uptime.json", dir);
+  snprintf(probe, sizeof probe, "%s/uptime.probe", dir);
+  fflush(NULL);
+  pid_t pid = fork();
+  CU_ASSERT_FATAL(pid >= 0);
+  if (pid == 0) {
+    /* Offsets may be set only before any process is in the namespace: the next fork is its first. */
+    char off[64];
+    int n = snprintf(off, sizeof off, "monotonic %llu 0\nboottime %llu 0\n", YEAR_S, YEAR_S);
+    int fd;
+    if (unshare(CLONE_NEWTIME) != 0 || (fd = open("/proc/self/timens_offsets", O_WRONLY)) < 0) _exit(77);
+    if (write(fd, off, (size_t)n) != n) _exit(77);
+    close(fd);
+    pid_t g = fork();
+    if (g < 0) _exit(3);
+    if (g == 0) {
+      char *argv[] = {"test_trace", "--uptime-child", trace, probe, NULL};
+      execv("/proc/self/exe", argv);
+      _exit(127);
+    }
+    int st;
+    if (waitpid(g, &st, 0) != g || !WIFEXITED(st)) _exit(4);
+    _exit(WEXITSTATUS(st));
+  }
+  int status;
+  CU_ASSERT_EQUAL_FATAL(waitpid(pid, &status, 0), pid);
+  CU_ASSERT_FATAL(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 77) {
+    printf("\n    no time namespace here (they need root and Linux 5.6): not tried ");
+    return;
+  }
+  CU_ASSERT_EQUAL_FATAL(WEXITSTATUS(status), 0);
+  unsigned long long before = 0, after = 0;
+  FILE *f = fopen(probe, "r");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  CU_ASSERT_EQUAL(fscanf(f, "%llu %llu", &before, &after), 2);
+  fclose(f);
+  CU_ASSERT(before >= YEAR_S * 1000000000ull); /* the offset took */
+  json_t *root = trace_load(trace);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(root);
+  json_t *ev = trace_events(root);
+  const char *bad = trace_check_lanes(ev);
+  if (bad) printf("\n    %s ", bad);
+  CU_ASSERT_PTR_NULL(bad);
+  CU_ASSERT_EQUAL(trace_count(ev, "X", "outer"), 8000);
+  CU_ASSERT_EQUAL(trace_count(ev, "X", "inner b"), 8000);
+  /* Every time a viewer reads is an exact number of nanoseconds. */
+  size_t i;
+  json_t *e;
+  int inexact = 0;
+  json_array_foreach(ev, i, e) {
+    json_t *ts = json_object_get(e, "ts");
+    if (ts && fabs(json_number_value(ts) * 1000.0) >= 9007199254740992.0) inexact++;
+  }
+  CU_ASSERT_EQUAL(inexact, 0);
+  json_t *p = trace_find(ev, "i", "probe");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+  int64_t at = ev_ns(p, "ts");
+  if (at < (int64_t)before - 1000 || at > (int64_t)after + 1000)
+    printf("\n    probe at %lld, outside [%llu, %llu] ", (long long)at, before, after);
+  CU_ASSERT(at >= (int64_t)before - 1000 && at <= (int64_t)after + 1000);
+  json_decref(root);
+  unlink(trace);
+  unlink(probe);
+}
+
+int main(int argc, char **argv) {
+  if (argc == 4 && strcmp(argv[1], "--uptime-child") == 0) return uptime_child(argv[2], argv[3]);
   dir = lp_test_tmpdir("trace");
   snprintf(path, sizeof path, "%s/trace.json", dir);
   CU_TestInfo tests[] = {
@@ -1121,6 +1241,7 @@ int main(void) {
       LP_TEST(test_trace_room_for_ends_stays_inside_the_chunk),
       LP_TEST(test_trace_fork_inside_recorded_scopes),
       LP_TEST(test_trace_scope_enclosing_a_nested_window),
+      LP_TEST(test_trace_exact_after_a_year_of_uptime),
       CU_TEST_INFO_NULL,
   };
   int rc = lp_test_main("trace", tests);

@@ -27,7 +27,8 @@ static void kernel_site_two(int n) {
  * achieved, 1 missed tick and 0.2 ms of collector CPU. The header's second
  * line is then exactly HEADER2.
  */
-#define HEADER2 "0.02 s at 1000 Hz requested, 500 Hz achieved, 1 missed ticks; collector 1.0% of one CPU\n"
+#define HEADER2 \
+  "0.02 s at 1000 Hz requested, 500 Hz achieved, 1 missed ticks; collector 1.0% of one CPU, default scheduling\n"
 static void fix_figures(lp_profile_t *p, uint64_t duration_ns, uint64_t ticks) {
   lp_profile_stats_t s;
   CU_ASSERT_EQUAL_FATAL(lp_profile_get_stats(p, &s), 0);
@@ -183,7 +184,8 @@ static void test_tree_print_per_thread(void) {
   char expected[1024];
   snprintf(expected, sizeof expected,
            "labelprof profile (1 threads, 10 samples)\n"
-           "0.02 s at 1000 Hz requested, 500 Hz achieved, 1 missed ticks; collector 1.0%% of one CPU\n"
+           "0.02 s at 1000 Hz requested, 500 Hz achieved, 1 missed ticks; collector 1.0%% of one CPU, default "
+           "scheduling\n"
            "thread %llu \"%s\" (10 samples, 100.00%% of all)\n"
            "80.00%% matmul\n"
            "    50.00%% kernel\n"
@@ -357,6 +359,31 @@ static void test_tree_print_notes_a_low_rate(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "1.00 s at 1000 Hz requested, 410 Hz achieved, 1 missed ticks"));
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "note: the collector achieved 41% of the requested rate"));
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "each sample stands for 2.439 ms\n"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "(late wakeups: slow timers, or a busy host)"));
+  free(out);
+  /* The likely causes, where the collector saw them; and how it was scheduled. */
+  lp_profile_stats_t s;
+  CU_ASSERT_EQUAL_FATAL(lp_profile_get_stats(p, &s), 0);
+  s.max_runnable = 17;
+  s.cpus = 2;
+  s.throttled = 12;
+  s.sched = LP_SCHED_SLICE;
+  s.slice_ns = 100000;
+  lp__profile_test_set_stats(p, &s);
+  out = print_to_string(p, NULL, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "collector 1.0% of one CPU, slice 100 \xc2\xb5s\n"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "note: the collector achieved 41% of the requested rate (up to 17 runnable "
+                                     "threads on 2 CPUs; a CPU quota (cgroup cpu.max) throttled the process 12 "
+                                     "times); each sample stands for 2.439 ms\n"));
+  free(out);
+  s.max_runnable = 2;
+  s.throttled = 0;
+  s.sched = LP_SCHED_FIFO;
+  s.sched_priority = 7;
+  lp__profile_test_set_stats(p, &s);
+  out = print_to_string(p, NULL, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "collector 1.0% of one CPU, SCHED_FIFO 7\n"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "(late wakeups: slow timers, or a busy host)"));
   free(out);
   fix_figures(p, 1000000000, 950);
   out = print_to_string(p, NULL, 0);

@@ -13,11 +13,20 @@
 #include <string.h>
 #include <unistd.h>
 
+/*
+ * The base of the last trace loaded: its "ts" are microseconds since this
+ * CLOCK_MONOTONIC time (otherData.ts_base_ns, a string of digits, so that
+ * it stays exact past 2^53); 0 for a file without it.
+ */
+static int64_t trace_ts_base;
+
 /* Parses a trace file; NULL (and a message) if it is not valid JSON. */
 static inline json_t *trace_load(const char *path) {
   json_error_t err;
   json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &err);
   if (!root) fprintf(stderr, "\n    %s:%d:%d: %s\n", path, err.line, err.column, err.text);
+  const char *base = json_string_value(json_object_get(json_object_get(root, "otherData"), "ts_base_ns"));
+  trace_ts_base = base ? strtoll(base, NULL, 10) : 0;
   return root;
 }
 
@@ -25,10 +34,16 @@ static inline json_t *trace_events(json_t *root) { return json_object_get(root, 
 
 static inline const char *ev_str(json_t *e, const char *key) { return json_string_value(json_object_get(e, key)); }
 
-/* A time field (microseconds with nanosecond decimals) in whole nanoseconds. */
+/*
+ * A time field (microseconds with nanosecond decimals) in whole nanoseconds,
+ * read as every viewer reads it: through a double. "ts" comes back as
+ * CLOCK_MONOTONIC (the trace's base added exactly, as an integer).
+ */
 static inline int64_t ev_ns(json_t *e, const char *key) {
   json_t *v = json_object_get(e, key);
-  return v ? (int64_t)llround(json_number_value(v) * 1000.0) : -1;
+  if (!v) return -1;
+  int64_t ns = (int64_t)llround(json_number_value(v) * 1000.0);
+  return strcmp(key, "ts") == 0 ? trace_ts_base + ns : ns;
 }
 
 static inline int64_t ev_int(json_t *e, const char *key) { return json_integer_value(json_object_get(e, key)); }

@@ -42,6 +42,7 @@ typedef struct lp_frame {
   uint32_t label, node;
   int64_t start, end; /* end: OPEN_END for a B */
   int64_t kids;       /* time in direct children */
+  int64_t kids_end;   /* the latest end of a direct child popped: this scope cannot end before it */
   bool top;           /* the outermost frame of its label on this stack */
   uint64_t line, col, off; /* where it began, for the message if it never ends */
 } lp_frame_t;
@@ -50,6 +51,7 @@ typedef struct lp_rec {
   int64_t start, end;
   uint32_t label;
   uint32_t seq;
+  uint64_t off; /* where the scope's event (its B for a B/E pair) is in the input: the second pass's messages */
 } lp_rec_t;
 
 typedef struct lp_run {
@@ -59,6 +61,7 @@ typedef struct lp_run {
 typedef struct lp_open {
   uint32_t label;
   int64_t start;
+  int64_t kids_end; /* the latest end of a B closed inside this one */
   lp_pos_t pos;
 } lp_open_t;
 
@@ -77,14 +80,80 @@ static uint32_t hash_str(const char *s) {
   return hash64(h);
 }
 
-static int grow(void **p, uint32_t *cap, size_t elem, uint32_t need) {
+/* ---- memory ------------------------------------------------------------------------ */
+
+#define BLOCK_OVERHEAD 16 /* what the allocator keeps beside each block, about */
+
+uint64_t lp_agg_max_memory; /* 0: lp_mem_default_cap() */
+
+void *lp_mem_realloc(lp_mem_t *m, void *p, size_t old, size_t size) {
+  if (!m) return realloc(p, size);
+  uint64_t drop = p ? old : 0, add = size + (p ? 0 : BLOCK_OVERHEAD);
+  if (m->cap && m->used - drop + add > m->cap) {
+    m->over = true;
+    return NULL;
+  }
+  void *q = realloc(p, size);
+  if (!q) return NULL;
+  m->used = m->used - drop + add;
+  return q;
+}
+
+void lp_mem_free(lp_mem_t *m, void *p, size_t size) {
+  if (!p) return;
+  if (m) m->used -= size + BLOCK_OVERHEAD;
+  free(p);
+}
+
+static void *mem_calloc(lp_mem_t *m, size_t n, size_t size) {
+  void *p = lp_mem_realloc(m, NULL, 0, n * size);
+  if (p) memset(p, 0, n * size);
+  return p;
+}
+
+uint64_t lp_mem_default_cap(void) {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  uint64_t half = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page / 2 : 0;
+  return half < (256ull << 20) ? 256ull << 20 : half;
+}
+
+int lp_parse_size(const char *s, uint64_t *bytes) {
+  if (strcmp(s, "none") == 0) {
+    *bytes = 0;
+    return 1;
+  }
+  uint64_t v = 0;
+  const char *p = s;
+  if (*p < '0' || *p > '9') return 0;
+  for (; *p >= '0' && *p <= '9'; p++) {
+    if (v > (UINT64_MAX - 9) / 10) return 0;
+    v = v * 10 + (uint64_t)(*p - '0');
+  }
+  unsigned shift = 0;
+  switch (*p) {
+  case 'K': case 'k': shift = 10; break;
+  case 'M': case 'm': shift = 20; break;
+  case 'G': case 'g': shift = 30; break;
+  case 'T': case 't': shift = 40; break;
+  case '\0': break;
+  default: return 0;
+  }
+  if (shift && *++p == 'i') p++; /* "MiB" */
+  if (shift && (*p == 'B' || *p == 'b')) p++;
+  if (*p || (shift && v > UINT64_MAX >> shift)) return 0;
+  *bytes = v << shift;
+  return 1;
+}
+
+/* Grows an array of elem-sized items to hold need, from `first` items, then doubling. */
+static int grow(lp_mem_t *m, void **p, uint32_t *cap, size_t elem, uint32_t need, uint32_t first) {
   if (need <= *cap) return 0;
-  uint32_t n = *cap ? *cap : 8;
+  uint32_t n = *cap ? *cap : first;
   while (n < need) {
     if (n > UINT32_MAX / 4) return -1;
     n *= 2;
   }
-  void *q = realloc(*p, (size_t)n * elem);
+  void *q = lp_mem_realloc(m, *p, (size_t)*cap * elem, (size_t)n * elem);
   if (!q) return -1;
   *p = q;
   *cap = n;
@@ -92,14 +161,21 @@ static int grow(void **p, uint32_t *cap, size_t elem, uint32_t need) {
 }
 
 /* Sums of durations saturate: a file may hold times near the 2^62 ns limit many times over. */
-static inline int64_t sat_add(int64_t x, int64_t y) {
-  int64_t r;
-  if (__builtin_add_overflow(x, y, &r)) return y > 0 ? INT64_MAX : INT64_MIN;
-  return r;
-}
+static inline int64_t sat_add(int64_t x, int64_t y) { return lp_sat_add(x, y); }
 
-static int oom(void) {
-  fprintf(stderr, "labelprof: out of memory\n");
+/* Out of memory, or past the cap: said once, at the event being counted. */
+static int oom_at(lp_agg_t *a) {
+  lp_pos_t pos = a->at;
+  if (!pos.file) pos.file = a->file;
+  if (a->mem.over) {
+    uint64_t c = a->mem.cap;
+    unsigned shift = c % (1ull << 30) == 0 ? 30 : c % (1ull << 20) == 0 ? 20 : c % 1024 == 0 ? 10 : 0;
+    lp_report(&pos, "this trace needs more than %llu %s of memory for its labels, lanes and paths "
+                    "(the cap, --max-memory): stopped here",
+              (unsigned long long)(c >> shift), shift == 30 ? "GiB" : shift == 20 ? "MiB" : shift ? "KiB" : "bytes");
+  } else {
+    lp_report(&pos, "out of memory");
+  }
   return LP_READ_BAD;
 }
 
@@ -117,69 +193,115 @@ static void hist_slot(int64_t v, unsigned *oct, unsigned *sub) {
   *sub = (unsigned)(u >> (e - 7)) & (LP_HIST_SUB - 1);
 }
 
-int lp_hist_add(lp_hist_t *h, int64_t v) {
+/* The value a slot stands for: exact below 128, the middle of its step above. */
+static int64_t slot_value(unsigned o, unsigned s) {
+  if (o == 0) return s;
+  uint64_t lo = ((uint64_t)(LP_HIST_SUB + s)) << (o - 7), width = 1ull << (o - 7);
+  return (int64_t)(lo + width / 2);
+}
+
+static int hist_add(lp_mem_t *m, lp_hist_t *h, int64_t v) {
   unsigned o, s;
   hist_slot(v, &o, &s);
-  if (!h->oct[o] && !(h->oct[o] = calloc(LP_HIST_SUB, sizeof(uint32_t)))) return -1;
+  if (!h->oct[o] && !(h->oct[o] = mem_calloc(m, LP_HIST_SUB, sizeof(uint32_t)))) return -1;
   if (h->oct[o][s] == UINT32_MAX) return 0; /* saturated: 4 billion calls of one size */
   h->oct[o][s]++;
   h->count++;
   return 0;
 }
 
-int lp_hist_merge(lp_hist_t *to, const lp_hist_t *from) {
-  for (unsigned o = 0; o < 64; o++) {
-    if (!from->oct[o]) continue;
-    if (!to->oct[o] && !(to->oct[o] = calloc(LP_HIST_SUB, sizeof(uint32_t)))) return -1;
-    for (unsigned s = 0; s < LP_HIST_SUB; s++) {
-      uint64_t sum = (uint64_t)to->oct[o][s] + from->oct[o][s];
-      to->oct[o][s] = sum > UINT32_MAX ? UINT32_MAX : (uint32_t)sum;
-    }
-  }
-  to->count += from->count;
+static void hist_free(lp_mem_t *m, lp_hist_t *h) {
+  if (!h) return;
+  for (unsigned o = 0; o < 64; o++) lp_mem_free(m, h->oct[o], LP_HIST_SUB * sizeof(uint32_t));
+  lp_mem_free(m, h, sizeof *h);
+}
+
+/* s's calls so far (at most two: its min and max) into a new histogram. */
+static int hist_make(lp_mem_t *m, lp_lstat_t *s) {
+  if (!(s->hist = mem_calloc(m, 1, sizeof *s->hist))) return -1;
+  if (s->calls >= 1 && hist_add(m, s->hist, s->min)) return -1;
+  if (s->calls >= 2 && hist_add(m, s->hist, s->max)) return -1;
   return 0;
 }
 
-int64_t lp_hist_percentile(const lp_hist_t *h, double p, int64_t min, int64_t max) {
-  if (!h->count) return 0;
-  uint64_t rank = (uint64_t)((p / 100.0) * (double)h->count + 0.999999999);
-  if (rank < 1) rank = 1;
-  if (rank > h->count) rank = h->count;
-  uint64_t seen = 0;
-  for (unsigned o = 0; o < 64; o++) {
-    if (!h->oct[o]) continue;
-    for (unsigned s = 0; s < LP_HIST_SUB; s++) {
-      seen += h->oct[o][s];
-      if (seen < rank) continue;
-      int64_t v;
-      if (o == 0) {
-        v = s;
-      } else {
-        uint64_t lo = ((uint64_t)(LP_HIST_SUB + s)) << (o - 7), width = 1ull << (o - 7);
-        v = (int64_t)(lo + width / 2);
-      }
-      return v < min ? min : v > max ? max : v;
-    }
-  }
-  return max;
+/* Counts one call's duration into s's distribution (before s->calls, min and max count it). */
+static int stat_value(lp_mem_t *m, lp_lstat_t *s, int64_t v) {
+  if (!s->hist && s->calls < 2) return 0;
+  if (!s->hist && hist_make(m, s)) return -1;
+  return hist_add(m, s->hist, v);
 }
 
-void lp_hist_free(lp_hist_t *h) {
-  for (unsigned o = 0; o < 64; o++) free(h->oct[o]);
-  memset(h, 0, sizeof *h);
+/* from's distribution into to's (before to's calls, min and max take from's). */
+static int stat_merge(lp_mem_t *m, lp_lstat_t *to, const lp_lstat_t *from) {
+  if (!from->calls) return 0;
+  if (!to->hist && !from->hist && to->calls + from->calls <= 2) return 0;
+  if (!to->hist && hist_make(m, to)) return -1;
+  if (!from->hist) {
+    if (hist_add(m, to->hist, from->min)) return -1;
+    return from->calls >= 2 ? hist_add(m, to->hist, from->max) : 0;
+  }
+  for (unsigned o = 0; o < 64; o++) {
+    if (!from->hist->oct[o]) continue;
+    if (!to->hist->oct[o] && !(to->hist->oct[o] = mem_calloc(m, LP_HIST_SUB, sizeof(uint32_t)))) return -1;
+    for (unsigned k = 0; k < LP_HIST_SUB; k++) {
+      uint64_t sum = (uint64_t)to->hist->oct[o][k] + from->hist->oct[o][k];
+      to->hist->oct[o][k] = sum > UINT32_MAX ? UINT32_MAX : (uint32_t)sum;
+    }
+  }
+  to->hist->count += from->hist->count;
+  return 0;
+}
+
+int64_t lp_lstat_percentile(const lp_lstat_t *st, double p) {
+  int64_t min = st->min, max = st->max;
+  const lp_hist_t *h = st->hist;
+  uint64_t count = h ? h->count : st->calls;
+  if (!count) return 0;
+  uint64_t rank = (uint64_t)((p / 100.0) * (double)count + 0.999999999);
+  if (rank < 1) rank = 1;
+  if (rank > count) rank = count;
+  int64_t v = max;
+  if (!h) { /* one or two calls: min, then max */
+    unsigned o, s;
+    hist_slot(rank == 1 ? min : max, &o, &s);
+    v = slot_value(o, s);
+  } else {
+    uint64_t seen = 0;
+    bool found = false;
+    for (unsigned o = 0; o < 64 && !found; o++) {
+      if (!h->oct[o]) continue;
+      for (unsigned s = 0; s < LP_HIST_SUB && !found; s++) {
+        seen += h->oct[o][s];
+        if (seen >= rank) {
+          v = slot_value(o, s);
+          found = true;
+        }
+      }
+    }
+  }
+  return v < min ? min : v > max ? max : v;
 }
 
 /* ---- trees of call paths -------------------------------------------------------- */
 
-int lp_tree_init(lp_tree_t *t) {
+#define TREE_LINEAR 8 /* a tree of up to this many nodes is searched without a hash */
+
+int lp_tree_init(lp_tree_t *t, lp_mem_t *mem) {
   memset(t, 0, sizeof *t);
-  if (grow((void **)&t->nodes, &t->cap, sizeof *t->nodes, 16)) return -1;
+  t->mem = mem;
+  if (grow(mem, (void **)&t->nodes, &t->cap, sizeof *t->nodes, 2, 2)) return -1;
   t->nodes[0] = (lp_tnode_t){UINT32_MAX, UINT32_MAX, 0, 0, 0, UINT32_MAX, UINT32_MAX};
   t->n = 1;
   return 0;
 }
 
 static uint32_t node_hash(uint32_t parent, uint32_t label) { return hash64(((uint64_t)parent << 32) | label); }
+
+static void tree_slot_put(lp_tree_t *t, uint32_t k) {
+  uint32_t i = node_hash(t->nodes[k].parent, t->nodes[k].label) & (t->nslots - 1);
+  while (t->slots[i]) i = (i + 1) & (t->nslots - 1);
+  t->slots[i] = k + 1;
+}
 
 uint32_t lp_tree_child(lp_tree_t *t, uint32_t parent, uint32_t label) {
   if (t->nslots) {
@@ -188,26 +310,28 @@ uint32_t lp_tree_child(lp_tree_t *t, uint32_t parent, uint32_t label) {
       if (!s) break;
       if (t->nodes[s - 1].parent == parent && t->nodes[s - 1].label == label) return s - 1;
     }
+  } else {
+    for (uint32_t k = 1; k < t->n; k++)
+      if (t->nodes[k].parent == parent && t->nodes[k].label == label) return k;
   }
-  if ((t->n + 1) * 2 > t->nslots) { /* rehash at half full */
-    uint32_t ns = t->nslots ? t->nslots * 2 : 64;
-    uint32_t *slots = calloc(ns, sizeof *slots);
-    if (!slots) return UINT32_MAX;
-    for (uint32_t k = 1; k < t->n; k++) {
-      uint32_t i = node_hash(t->nodes[k].parent, t->nodes[k].label) & (ns - 1);
-      while (slots[i]) i = (i + 1) & (ns - 1);
-      slots[i] = k + 1;
-    }
-    free(t->slots);
-    t->slots = slots;
-    t->nslots = ns;
-  }
-  if (grow((void **)&t->nodes, &t->cap, sizeof *t->nodes, t->n + 1)) return UINT32_MAX;
+  if (grow(t->mem, (void **)&t->nodes, &t->cap, sizeof *t->nodes, t->n + 1, 2)) return UINT32_MAX;
   uint32_t k = t->n++;
   t->nodes[k] = (lp_tnode_t){label, parent, 0, 0, 0, UINT32_MAX, UINT32_MAX};
-  uint32_t i = node_hash(parent, label) & (t->nslots - 1);
-  while (t->slots[i]) i = (i + 1) & (t->nslots - 1);
-  t->slots[i] = k + 1;
+  if (t->n <= TREE_LINEAR) return k;
+  if (t->n * 2 > t->nslots) { /* rehash at half full */
+    uint32_t ns = t->nslots ? t->nslots * 2 : 4 * TREE_LINEAR;
+    uint32_t *slots = mem_calloc(t->mem, ns, sizeof *slots);
+    if (!slots) {
+      t->n--;
+      return UINT32_MAX;
+    }
+    lp_mem_free(t->mem, t->slots, (size_t)t->nslots * sizeof *t->slots);
+    t->slots = slots;
+    t->nslots = ns;
+    for (uint32_t j = 1; j < t->n; j++) tree_slot_put(t, j);
+  } else {
+    tree_slot_put(t, k);
+  }
   return k;
 }
 
@@ -245,12 +369,47 @@ void lp_tree_link(lp_tree_t *t, const char *const *labels) {
 }
 
 void lp_tree_free(lp_tree_t *t) {
-  free(t->nodes);
-  free(t->slots);
+  lp_mem_free(t->mem, t->nodes, (size_t)t->cap * sizeof *t->nodes);
+  lp_mem_free(t->mem, t->slots, (size_t)t->nslots * sizeof *t->slots);
   memset(t, 0, sizeof *t);
 }
 
 /* ---- labels and lanes --------------------------------------------------------------- */
+
+/* The labels' texts, packed in blocks: no allocator's word per label. */
+#define TEXT_BLOCK (64u << 10)
+typedef struct lp_text {
+  struct lp_text *next;
+  size_t used, cap;
+  char s[];
+} lp_text_t;
+
+static char *text_copy(lp_agg_t *a, const char *s) {
+  size_t n = strlen(s) + 1;
+  lp_text_t *b = a->text;
+  if (!b || b->cap - b->used < n) {
+    size_t cap = n > TEXT_BLOCK / 16 ? n : TEXT_BLOCK - sizeof *b - BLOCK_OVERHEAD;
+    lp_text_t *nb = lp_mem_realloc(&a->mem, NULL, 0, sizeof *nb + cap);
+    if (!nb) return NULL;
+    nb->used = 0;
+    nb->cap = cap;
+    if (b && cap != n) { /* a new block to fill */
+      nb->next = b;
+      a->text = nb;
+    } else if (b) { /* a long text alone in its block; the one being filled stays first */
+      nb->next = b->next;
+      b->next = nb;
+    } else {
+      nb->next = NULL;
+      a->text = nb;
+    }
+    b = nb;
+  }
+  char *t = b->s + b->used;
+  memcpy(t, s, n);
+  b->used += n;
+  return t;
+}
 
 uint32_t lp_agg_label(const lp_agg_t *a, const char *s) {
   if (!a->label_nslots) return UINT32_MAX;
@@ -271,25 +430,22 @@ static uint32_t intern(lp_agg_t *a, const char *s) {
     }
   }
   if ((a->nlabels + 1) * 2 > a->label_nslots) {
-    uint32_t ns = a->label_nslots ? a->label_nslots * 2 : 256;
-    uint32_t *slots = calloc(ns, sizeof *slots);
+    uint32_t ns = a->label_nslots ? a->label_nslots * 2 : 64;
+    uint32_t *slots = mem_calloc(&a->mem, ns, sizeof *slots);
     if (!slots) return UINT32_MAX;
     for (uint32_t k = 0; k < a->nlabels; k++) {
       uint32_t i = hash_str(a->labels[k]) & (ns - 1);
       while (slots[i]) i = (i + 1) & (ns - 1);
       slots[i] = k + 1;
     }
-    free(a->label_slots);
+    lp_mem_free(&a->mem, a->label_slots, (size_t)a->label_nslots * sizeof *a->label_slots);
     a->label_slots = slots;
     a->label_nslots = ns;
   }
-  uint32_t cap = a->labels_cap;
-  if (grow((void **)&a->labels, &a->labels_cap, sizeof *a->labels, a->nlabels + 1)) return UINT32_MAX;
-  if (a->labels_cap != cap) {
-    uint32_t gcap = cap;
-    if (grow((void **)&a->gstats, &gcap, sizeof *a->gstats, a->labels_cap)) return UINT32_MAX;
-  }
-  char *copy = strdup(s);
+  if (grow(&a->mem, (void **)&a->gstats, &a->gstats_cap, sizeof *a->gstats, a->nlabels + 1, 16) ||
+      grow(&a->mem, (void **)&a->labels, &a->labels_cap, sizeof *a->labels, a->nlabels + 1, 16))
+    return UINT32_MAX;
+  char *copy = text_copy(a, s);
   if (!copy) return UINT32_MAX;
   uint32_t k = a->nlabels++;
   a->labels[k] = copy;
@@ -300,33 +456,54 @@ static uint32_t intern(lp_agg_t *a, const char *s) {
   return k;
 }
 
-static lp_lstat_t *lane_stat(lp_lane_t *l, uint32_t label) {
-  if (l->stats_cap) {
-    for (uint32_t i = hash64(label) & (l->stats_cap - 1);; i = (i + 1) & (l->stats_cap - 1)) {
-      if (l->stats[i].label == label) return &l->stats[i];
-      if (l->stats[i].label == UINT32_MAX) break;
+#define STATS_LINEAR 8 /* a lane with up to this many labels finds them without a hash */
+
+static void stat_slot_put(lp_lane_t *l, uint32_t j) {
+  uint32_t i = hash64(l->stats[j].label) & (l->stat_nslots - 1);
+  while (l->stat_slots[i]) i = (i + 1) & (l->stat_nslots - 1);
+  l->stat_slots[i] = j + 1;
+}
+
+/* The lane's statistics of a label, made if new; NULL when out of memory. Valid until the next call. */
+static lp_lstat_t *lane_stat(lp_agg_t *a, lp_lane_t *l, uint32_t label) {
+  if (l->stat_nslots) {
+    for (uint32_t i = hash64(label) & (l->stat_nslots - 1);; i = (i + 1) & (l->stat_nslots - 1)) {
+      uint32_t j = l->stat_slots[i];
+      if (!j) break;
+      if (l->stats[j - 1].label == label) return &l->stats[j - 1];
     }
+  } else {
+    for (uint32_t j = 0; j < l->nstats; j++)
+      if (l->stats[j].label == label) return &l->stats[j];
   }
-  if ((l->nstats + 1) * 2 > l->stats_cap) {
-    uint32_t ns = l->stats_cap ? l->stats_cap * 2 : 16;
-    lp_lstat_t *t = malloc((size_t)ns * sizeof *t);
-    if (!t) return NULL;
-    for (uint32_t i = 0; i < ns; i++) t[i].label = UINT32_MAX;
-    for (uint32_t j = 0; j < l->stats_cap; j++) {
-      if (l->stats[j].label == UINT32_MAX) continue;
-      uint32_t i = hash64(l->stats[j].label) & (ns - 1);
-      while (t[i].label != UINT32_MAX) i = (i + 1) & (ns - 1);
-      t[i] = l->stats[j];
+  if (grow(&a->mem, (void **)&l->stats, &l->stats_cap, sizeof *l->stats, l->nstats + 1, 1)) return NULL;
+  uint32_t j = l->nstats++;
+  l->stats[j] = (lp_lstat_t){.label = label, .min = INT64_MAX};
+  if (l->nstats <= STATS_LINEAR) return &l->stats[j];
+  if (l->nstats * 2 > l->stat_nslots) {
+    uint32_t ns = l->stat_nslots ? l->stat_nslots * 2 : 4 * STATS_LINEAR;
+    uint32_t *slots = mem_calloc(&a->mem, ns, sizeof *slots);
+    if (!slots) {
+      l->nstats--;
+      return NULL;
     }
-    free(l->stats);
-    l->stats = t;
-    l->stats_cap = ns;
+    lp_mem_free(&a->mem, l->stat_slots, (size_t)l->stat_nslots * sizeof *l->stat_slots);
+    l->stat_slots = slots;
+    l->stat_nslots = ns;
+    for (uint32_t k = 0; k < l->nstats; k++) stat_slot_put(l, k);
+  } else {
+    stat_slot_put(l, j);
   }
-  uint32_t i = hash64(label) & (l->stats_cap - 1);
-  while (l->stats[i].label != UINT32_MAX) i = (i + 1) & (l->stats_cap - 1);
-  l->stats[i] = (lp_lstat_t){.label = label, .min = INT64_MAX};
-  l->nstats++;
-  return &l->stats[i];
+  return &l->stats[j];
+}
+
+static void lane_stats_free(lp_agg_t *a, lp_lane_t *l) {
+  for (uint32_t j = 0; j < l->nstats; j++) hist_free(&a->mem, l->stats[j].hist);
+  lp_mem_free(&a->mem, l->stats, (size_t)l->stats_cap * sizeof *l->stats);
+  lp_mem_free(&a->mem, l->stat_slots, (size_t)l->stat_nslots * sizeof *l->stat_slots);
+  l->stats = NULL;
+  l->stat_slots = NULL;
+  l->nstats = l->stats_cap = l->stat_nslots = 0;
 }
 
 static uint32_t lane_hash(unsigned file, int64_t pid, int64_t tid) {
@@ -348,7 +525,7 @@ static lp_lane_t *lane_get(lp_agg_t *a, int64_t pid, int64_t tid) {
   }
   if ((a->nlanes + 1) * 2 > a->lane_nslots) {
     uint32_t ns = a->lane_nslots ? a->lane_nslots * 2 : 64;
-    uint32_t *slots = calloc(ns, sizeof *slots);
+    uint32_t *slots = mem_calloc(&a->mem, ns, sizeof *slots);
     if (!slots) return NULL;
     for (uint32_t k = 0; k < a->nlanes; k++) {
       lp_lane_t *l = a->lanes[k];
@@ -356,15 +533,15 @@ static lp_lane_t *lane_get(lp_agg_t *a, int64_t pid, int64_t tid) {
       while (slots[i]) i = (i + 1) & (ns - 1);
       slots[i] = k + 1;
     }
-    free(a->lane_slots);
+    lp_mem_free(&a->mem, a->lane_slots, (size_t)a->lane_nslots * sizeof *a->lane_slots);
     a->lane_slots = slots;
     a->lane_nslots = ns;
   }
-  if (grow((void **)&a->lanes, &a->lanes_cap, sizeof *a->lanes, a->nlanes + 1)) return NULL;
-  lp_lane_t *l = calloc(1, sizeof *l);
+  if (grow(&a->mem, (void **)&a->lanes, &a->lanes_cap, sizeof *a->lanes, a->nlanes + 1, 16)) return NULL;
+  lp_lane_t *l = mem_calloc(&a->mem, 1, sizeof *l);
   if (!l) return NULL;
-  if (lp_tree_init(&l->tree)) {
-    free(l);
+  if (lp_tree_init(&l->tree, &a->mem)) {
+    lp_mem_free(&a->mem, l, sizeof *l);
     return NULL;
   }
   l->file = file;
@@ -381,17 +558,15 @@ static lp_lane_t *lane_get(lp_agg_t *a, int64_t pid, int64_t tid) {
   return a->last_lane = l;
 }
 
-static void lane_free(lp_lane_t *l) {
-  for (uint32_t i = 0; i < l->stats_cap; i++)
-    if (l->stats[i].label != UINT32_MAX) lp_hist_free(&l->stats[i].hist);
-  free(l->stats);
+static void lane_free(lp_agg_t *a, lp_lane_t *l) {
+  lane_stats_free(a, l);
   lp_tree_free(&l->tree);
-  free(l->stack);
-  free(l->recs);
-  free(l->runs);
-  free(l->opens);
-  free(l->name);
-  free(l);
+  lp_mem_free(&a->mem, l->stack, (size_t)l->stack_cap * sizeof *l->stack);
+  lp_mem_free(&a->mem, l->recs, l->recs_cap * sizeof *l->recs);
+  lp_mem_free(&a->mem, l->runs, (size_t)l->runs_cap * sizeof *l->runs);
+  lp_mem_free(&a->mem, l->opens, (size_t)l->opens_cap * sizeof *l->opens);
+  if (l->name) lp_mem_free(&a->mem, l->name, strlen(l->name) + 1);
+  lp_mem_free(&a->mem, l, sizeof *l);
 }
 
 const char *lp_lane_title(const lp_agg_t *a, const lp_lane_t *l, char *buf, size_t len) {
@@ -421,25 +596,38 @@ static void span(lp_lane_t *l, int64_t t) {
   if (t > l->last) l->last = t;
 }
 
-static int count_call(lp_lstat_t *s, int64_t dur, int64_t self, bool top, bool hist) {
+static int count_call(lp_agg_t *a, lp_lstat_t *s, int64_t dur, int64_t self, bool top) {
+  if (stat_value(&a->mem, s, dur)) return oom_at(a);
   s->calls++;
   s->sum = sat_add(s->sum, dur);
   s->self = sat_add(s->self, self);
   if (top) s->total = sat_add(s->total, dur);
   if (dur < s->min) s->min = dur;
   if (dur > s->max) s->max = dur;
-  if (hist && lp_hist_add(&s->hist, dur)) return oom();
   return 0;
 }
 
-/* Pops the top frame, ending at `end`, and counts it. */
-static int pop(lp_agg_t *a, lp_lane_t *l, int64_t end) {
+static void warn_early_end(lp_agg_t *a, const lp_pos_t *pos) {
+  if (a->early_end_warned) return;
+  a->early_end_warned = true;
+  if (a->file_buffered && pos->offset <= a->reported_upto) return; /* past the first pass's warning */
+  lp_warn(pos, "an \"E\" ends before a scope inside it ends: it is taken to end with that scope "
+               "(said once per file)");
+}
+
+/* Pops the top frame, ending at `end` (at the E at pos, NULL when none), and counts it. */
+static int pop(lp_agg_t *a, lp_lane_t *l, int64_t end, const lp_pos_t *pos) {
   lp_frame_t *f = &l->stack[--l->depth];
+  if (end < f->kids_end) { /* a scope never ends before its children do */
+    end = f->kids_end;
+    a->early_ends++;
+    if (pos) warn_early_end(a, pos);
+  }
   if (l->depth && l->stack[l->depth - 1].end != OPEN_END && end > l->stack[l->depth - 1].end) {
     end = l->stack[l->depth - 1].end; /* a child cannot outlast its parent */
     a->overlaps++;
   }
-  int64_t dur = end > f->start ? end - f->start : 0;
+  int64_t dur = end > f->start ? lp_sat_sub(end, f->start) : 0;
   if (end > l->closed) l->closed = end;
   int64_t self = dur - f->kids;
   if (self < 0) self = 0;
@@ -447,20 +635,21 @@ static int pop(lp_agg_t *a, lp_lane_t *l, int64_t end) {
   n->calls++;
   n->total = sat_add(n->total, dur);
   n->self = sat_add(n->self, self);
-  if (l->depth)
+  if (l->depth) {
     l->stack[l->depth - 1].kids = sat_add(l->stack[l->depth - 1].kids, dur);
-  else
+    if (end > l->stack[l->depth - 1].kids_end) l->stack[l->depth - 1].kids_end = end;
+  } else
     l->in_label = sat_add(l->in_label, dur);
-  lp_lstat_t *ls = lane_stat(l, f->label);
-  if (!ls) return oom();
+  lp_lstat_t *ls = lane_stat(a, l, f->label);
+  if (!ls) return oom_at(a);
   a->scopes++;
-  return count_call(ls, dur, self, f->top, true);
+  return count_call(a, ls, dur, self, f->top);
 }
 
 /* Pops the complete scopes that have ended by t. */
 static int settle(lp_agg_t *a, lp_lane_t *l, int64_t t) {
   while (l->depth && l->stack[l->depth - 1].end != OPEN_END && l->stack[l->depth - 1].end <= t) {
-    int rc = pop(a, l, l->stack[l->depth - 1].end);
+    int rc = pop(a, l, l->stack[l->depth - 1].end, NULL);
     if (rc) return rc;
   }
   return 0;
@@ -473,18 +662,18 @@ static int push(lp_agg_t *a, lp_lane_t *l, uint32_t label, int64_t start, int64_
               lp_lane_title(a, l, t, sizeof t));
     return LP_READ_BAD;
   }
-  if (grow((void **)&l->stack, &l->stack_cap, sizeof *l->stack, l->depth + 1)) return oom();
+  if (grow(&a->mem, (void **)&l->stack, &l->stack_cap, sizeof *l->stack, l->depth + 1, 1)) return oom_at(a);
   if (l->depth && end != OPEN_END && l->stack[l->depth - 1].end != OPEN_END && end > l->stack[l->depth - 1].end) {
     end = l->stack[l->depth - 1].end; /* a child cannot outlast its parent */
     a->overlaps++;
   }
   uint32_t parent = l->depth ? l->stack[l->depth - 1].node : 0;
   uint32_t node = lp_tree_child(&l->tree, parent, label);
-  if (node == UINT32_MAX) return oom();
+  if (node == UINT32_MAX) return oom_at(a);
   bool top = true;
   for (uint32_t i = 0; i < l->depth && top; i++) top = l->stack[i].label != label;
   lp_frame_t *f = &l->stack[l->depth++];
-  *f = (lp_frame_t){label, node, start, end, 0, top, pos ? pos->line : 0, pos ? pos->column : 0, pos ? pos->offset : 0};
+  *f = (lp_frame_t){label, node, start, end, 0, INT64_MIN, top, pos ? pos->line : 0, pos ? pos->column : 0, pos ? pos->offset : 0};
   if (start > l->last_start) l->last_start = start;
   return 0;
 }
@@ -510,7 +699,7 @@ static int end_scope(lp_agg_t *a, lp_lane_t *l, int64_t t, const lp_pos_t *pos) 
     return 0;
   }
   while (l->depth >= b) /* complete scopes still open inside the B end with it */
-    if ((rc = pop(a, l, t))) return rc;
+    if ((rc = pop(a, l, t, pos))) return rc;
   return 0;
 }
 
@@ -534,14 +723,14 @@ static int spill(lp_agg_t *a) {
     lp_lane_t *l = a->lanes[k];
     if (!l->nrecs) continue;
     qsort(l->recs, l->nrecs, sizeof *l->recs, cmp_rec);
-    if (grow((void **)&l->runs, &l->runs_cap, sizeof *l->runs, l->nruns + 1)) return oom();
+    if (grow(&a->mem, (void **)&l->runs, &l->runs_cap, sizeof *l->runs, l->nruns + 1, 8)) return oom_at(a);
     if (fwrite(l->recs, sizeof *l->recs, l->nrecs, a->spill) != l->nrecs) {
       fprintf(stderr, "labelprof: %s: writing buffered scopes to a temporary file: %s\n", a->file, strerror(errno));
       return LP_READ_BAD;
     }
     l->runs[l->nruns++] = (lp_run_t){a->spill_off, l->nrecs};
     a->spill_off += l->nrecs * sizeof *l->recs;
-    free(l->recs);
+    lp_mem_free(&a->mem, l->recs, l->recs_cap * sizeof *l->recs);
     l->recs = NULL;
     l->nrecs = l->recs_cap = 0;
   }
@@ -553,19 +742,19 @@ static int spill(lp_agg_t *a) {
   return 0;
 }
 
-static int rec_add(lp_agg_t *a, lp_lane_t *l, int64_t start, int64_t end, uint32_t label) {
+static int rec_add(lp_agg_t *a, lp_lane_t *l, int64_t start, int64_t end, uint32_t label, uint64_t off) {
   if (a->nbuffered >= (a->spill_limit ? a->spill_limit : LP_SPILL_RECS)) {
     int rc = spill(a);
     if (rc) return rc;
   }
   if (l->nrecs == l->recs_cap) {
-    size_t n = l->recs_cap ? l->recs_cap * 2 : 1024;
-    lp_rec_t *r = realloc(l->recs, n * sizeof *r);
-    if (!r) return oom();
+    uint32_t n = l->recs_cap ? l->recs_cap * 2 : 4;
+    lp_rec_t *r = lp_mem_realloc(&a->mem, l->recs, l->recs_cap * sizeof *r, n * sizeof *r);
+    if (!r) return oom_at(a);
     l->recs = r;
     l->recs_cap = n;
   }
-  l->recs[l->nrecs++] = (lp_rec_t){start, end, label, l->seq++};
+  l->recs[l->nrecs++] = (lp_rec_t){start, end, label, l->seq++, off};
   a->nbuffered++;
   return 0;
 }
@@ -619,7 +808,8 @@ static int feed(lp_agg_t *a, lp_lane_t *l, lp_rec_t r) {
     if (r.end < r.start) r.end = r.start;
     a->overlaps++;
   }
-  lp_pos_t pos = {a->file, 0, 0, 0};
+  lp_pos_t pos = {a->file, r.off, 0, 0}; /* the byte offset: lines are not kept for buffered scopes */
+  a->at = pos;
   return push(a, l, r.label, r.start, r.end, &pos);
 }
 
@@ -637,11 +827,11 @@ static int run_buffered(lp_agg_t *a, lp_lane_t *l) {
   if (!cur || !heap) {
     free(cur);
     free(heap);
-    return oom();
+    return oom_at(a);
   }
   for (uint32_t i = 0; i < l->nruns && !rc; i++) {
     cur[i] = (cursor_t){malloc(RUN_BLOCK * sizeof(lp_rec_t)), 0, 0, l->runs[i].off, l->runs[i].n, true};
-    if (!cur[i].buf) rc = oom();
+    if (!cur[i].buf) rc = oom_at(a);
     else rc = cursor_fill(a, &cur[i]);
   }
   cur[n - 1] = (cursor_t){l->recs, 0, l->nrecs, 0, 0, false};
@@ -659,7 +849,7 @@ static int run_buffered(lp_agg_t *a, lp_lane_t *l) {
     if (cur[i].owned) free(cur[i].buf);
   free(cur);
   free(heap);
-  free(l->runs);
+  lp_mem_free(&a->mem, l->runs, (size_t)l->runs_cap * sizeof *l->runs);
   l->runs = NULL;
   l->nruns = l->runs_cap = 0;
   return rc;
@@ -668,6 +858,7 @@ static int run_buffered(lp_agg_t *a, lp_lane_t *l) {
 static int on_event(void *ctx, const lp_event_t *ev) {
   lp_agg_t *a = ctx;
   a->events++;
+  a->at = ev->pos;
   if (!a->file_buffered) a->reported_upto = ev->pos.offset;
   if (ev->kind == LP_EV_SKIPPED) {
     a->skipped++;
@@ -686,7 +877,7 @@ static int on_event(void *ctx, const lp_event_t *ev) {
     char *s = strdup(ev->name);
     if (!p || !q || !f || !s) {
       free(s);
-      return oom();
+      return oom_at(a);
     }
     a->pnames[a->npnames] = s;
     a->pname_pids[a->npnames] = ev->pid;
@@ -694,17 +885,21 @@ static int on_event(void *ctx, const lp_event_t *ev) {
     return 0;
   }
   lp_lane_t *l = lane_get(a, ev->pid, ev->tid);
-  if (!l) return oom();
+  if (!l) return oom_at(a);
   switch (ev->kind) {
   case LP_EV_THREAD_NAME:
-    if (!l->name && !(l->name = strdup(ev->name))) return oom();
+    if (!l->name) {
+      size_t n = strlen(ev->name) + 1;
+      if (!(l->name = lp_mem_realloc(&a->mem, NULL, 0, n))) return oom_at(a);
+      memcpy(l->name, ev->name, n);
+    }
     return 0;
   case LP_EV_INSTANT: a->instants++; span(l, ev->ts); return 0;
   case LP_EV_COUNTER: a->counters++; span(l, ev->ts); return 0;
   default: break;
   }
   span(l, ev->ts);
-  if (ev->kind == LP_EV_COMPLETE) span(l, ev->ts + ev->dur);
+  if (ev->kind == LP_EV_COMPLETE) span(l, sat_add(ev->ts, ev->dur));
   if (l->buffered) {
     if (ev->kind == LP_EV_END) {
       if (!l->nopens) {
@@ -718,22 +913,29 @@ static int on_event(void *ctx, const lp_event_t *ev) {
         return 0;
       }
       lp_open_t *o = &l->opens[--l->nopens];
-      return rec_add(a, l, o->start, ev->ts < o->start ? o->start : ev->ts, o->label);
+      int64_t end = ev->ts < o->start ? o->start : ev->ts;
+      if (end < o->kids_end) { /* as pop() does: never before a scope inside it */
+        end = o->kids_end;
+        a->early_ends++;
+        warn_early_end(a, &ev->pos);
+      }
+      if (l->nopens && end > l->opens[l->nopens - 1].kids_end) l->opens[l->nopens - 1].kids_end = end;
+      return rec_add(a, l, o->start, end, o->label, o->pos.offset);
     }
     uint32_t label = intern(a, ev->name);
-    if (label == UINT32_MAX) return oom();
-    if (ev->kind == LP_EV_COMPLETE) return rec_add(a, l, ev->ts, ev->ts + ev->dur, label);
+    if (label == UINT32_MAX) return oom_at(a);
+    if (ev->kind == LP_EV_COMPLETE) return rec_add(a, l, ev->ts, sat_add(ev->ts, ev->dur), label, ev->pos.offset);
     if (l->nopens >= MAX_DEPTH) {
       lp_report(&ev->pos, "\"B\" events nested deeper than %d on one lane: expected their ends", MAX_DEPTH);
       return LP_READ_BAD;
     }
-    if (grow((void **)&l->opens, &l->opens_cap, sizeof *l->opens, l->nopens + 1)) return oom();
-    l->opens[l->nopens++] = (lp_open_t){label, ev->ts, ev->pos};
+    if (grow(&a->mem, (void **)&l->opens, &l->opens_cap, sizeof *l->opens, l->nopens + 1, 4)) return oom_at(a);
+    l->opens[l->nopens++] = (lp_open_t){label, ev->ts, INT64_MIN, ev->pos};
     return 0;
   }
   if (ev->kind == LP_EV_END) return end_scope(a, l, ev->ts, &ev->pos);
   /* A scope starts: the lane must be in order of starts, a parent before its children. */
-  int64_t end = ev->kind == LP_EV_COMPLETE ? ev->ts + ev->dur : OPEN_END;
+  int64_t end = ev->kind == LP_EV_COMPLETE ? sat_add(ev->ts, ev->dur) : OPEN_END;
   /* Before an end already seen: written at its end, or B/E out of order. */
   bool late = ev->ts < l->last_start || ev->ts < l->closed;
   if (!late && l->depth && ev->kind == LP_EV_COMPLETE) {
@@ -747,7 +949,7 @@ static int on_event(void *ctx, const lp_event_t *ev) {
   int rc = settle(a, l, ev->ts);
   if (rc) return rc;
   uint32_t label = intern(a, ev->name);
-  if (label == UINT32_MAX) return oom();
+  if (label == UINT32_MAX) return oom_at(a);
   return push(a, l, label, ev->ts, end, &ev->pos);
 }
 
@@ -765,11 +967,11 @@ static int finish_file(lp_agg_t *a, unsigned file) {
           return LP_READ_BAD;
         }
         warn_pos(a, &l->opens[i].pos, "a \"B\" event never closed: it ends at its lane's last event");
-        if ((rc = rec_add(a, l, l->opens[i].start, l->last, l->opens[i].label))) return rc;
+        if ((rc = rec_add(a, l, l->opens[i].start, l->last, l->opens[i].label, l->opens[i].pos.offset))) return rc;
       }
       l->nopens = 0;
       if ((rc = run_buffered(a, l))) return rc;
-      free(l->recs);
+      lp_mem_free(&a->mem, l->recs, l->recs_cap * sizeof *l->recs);
       l->recs = NULL;
       l->nrecs = l->recs_cap = 0;
     }
@@ -783,35 +985,40 @@ static int finish_file(lp_agg_t *a, unsigned file) {
         return LP_READ_BAD;
       }
       warn_pos(a, &pos, "a \"B\" event never closed: it ends at its lane's last event");
-      if ((rc = pop(a, l, l->last))) return rc;
+      if ((rc = pop(a, l, l->last, NULL))) return rc;
       if ((rc = settle(a, l, INT64_MAX))) return rc;
     }
     /* The lane is done: its statistics join those of all lanes. */
-    for (uint32_t i = 0; i < l->stats_cap; i++) {
+    for (uint32_t i = 0; i < l->nstats; i++) {
       lp_lstat_t *s = &l->stats[i];
-      if (s->label == UINT32_MAX) continue;
       lp_lstat_t *g = &a->gstats[s->label];
+      if (stat_merge(&a->mem, g, s)) return oom_at(a);
       g->calls += s->calls;
       g->total = sat_add(g->total, s->total);
       g->self = sat_add(g->self, s->self);
       g->sum = sat_add(g->sum, s->sum);
       if (s->min < g->min) g->min = s->min;
       if (s->max > g->max) g->max = s->max;
-      if (lp_hist_merge(&g->hist, &s->hist)) return oom();
-      if (!a->lane_hists) lp_hist_free(&s->hist);
     }
+    if (!a->lane_hists) lane_stats_free(a, l);
+    lp_mem_free(&a->mem, l->stack, (size_t)l->stack_cap * sizeof *l->stack); /* the lane is done */
+    l->stack = NULL;
+    l->stack_cap = 0;
   }
   return 0;
 }
 
-void lp_agg_init(lp_agg_t *a) { memset(a, 0, sizeof *a); }
+void lp_agg_init(lp_agg_t *a) {
+  memset(a, 0, sizeof *a);
+  a->mem.cap = lp_agg_max_memory == 0 ? lp_mem_default_cap() : lp_agg_max_memory == UINT64_MAX ? 0 : lp_agg_max_memory;
+}
 
 /* Forgets the lanes of the last file (to read it again); labels stay, their statistics are rebuilt. */
 static void drop_file(lp_agg_t *a, unsigned file) {
   uint32_t kept = 0;
   for (uint32_t k = 0; k < a->nlanes; k++) {
     if (a->lanes[k]->file == file)
-      lane_free(a->lanes[k]);
+      lane_free(a, a->lanes[k]);
     else
       a->lanes[kept++] = a->lanes[k];
   }
@@ -844,6 +1051,7 @@ int lp_agg_file(lp_agg_t *a, const char *path) {
   a->file = path;
   a->file_buffered = false;
   a->restart = false;
+  a->early_end_warned = false;
   lp_agg_t saved_counts = *a; /* the counts to go back to if the file is read again */
   lp_sink_t sink = {a, on_event};
   int rc = lp_read_input(in, &sink);
@@ -862,6 +1070,7 @@ int lp_agg_file(lp_agg_t *a, const char *path) {
     a->unmatched_ends = saved_counts.unmatched_ends;
     a->unclosed_begins = saved_counts.unclosed_begins;
     a->overlaps = saved_counts.overlaps;
+    a->early_ends = saved_counts.early_ends;
     /* warnings already printed are not printed again, nor counted twice */
     a->file_buffered = true;
     a->restart = false;
@@ -899,18 +1108,19 @@ int lp_agg_read_one(lp_agg_t *a, const char *path, bool strict) {
 int64_t lp_agg_wall(const lp_agg_t *a) {
   int64_t w = 0;
   for (uint32_t k = 0; k < a->nlanes; k++)
-    if (a->lanes[k]->has_span) w = sat_add(w, a->lanes[k]->last - a->lanes[k]->first);
+    w = sat_add(w, lp_lane_span(a->lanes[k]));
   return w;
 }
 
 void lp_agg_free(lp_agg_t *a) {
   if (a->spill) fclose(a->spill);
-  for (uint32_t k = 0; k < a->nlanes; k++) lane_free(a->lanes[k]);
+  for (uint32_t k = 0; k < a->nlanes; k++) lane_free(a, a->lanes[k]);
   free(a->lanes);
   free(a->lane_slots);
-  for (uint32_t j = 0; j < a->nlabels; j++) {
-    free(a->labels[j]);
-    lp_hist_free(&a->gstats[j].hist);
+  for (uint32_t j = 0; j < a->nlabels; j++) hist_free(NULL, a->gstats[j].hist);
+  for (lp_text_t *b = a->text, *next; b; b = next) {
+    next = b->next;
+    free(b);
   }
   free(a->labels);
   free(a->gstats);
@@ -923,14 +1133,14 @@ void lp_agg_free(lp_agg_t *a) {
 }
 
 void lp_agg_lane_tree(const lp_agg_t *a, lp_lane_t *l) {
-  int64_t span = l->has_span ? l->last - l->first : 0;
+  int64_t span = lp_lane_span(l);
   l->tree.nodes[0].total = span;
   l->tree.nodes[0].self = span > l->in_label ? span - l->in_label : 0;
   lp_tree_link(&l->tree, (const char *const *)a->labels);
 }
 
 int lp_agg_merged_tree(const lp_agg_t *a, lp_tree_t *m) {
-  if (lp_tree_init(m)) return -1;
+  if (lp_tree_init(m, NULL)) return -1;
   for (uint32_t k = 0; k < a->nlanes; k++) {
     const lp_lane_t *l = a->lanes[k];
     uint32_t *map = malloc((size_t)l->tree.n * sizeof *map);
@@ -950,7 +1160,7 @@ int lp_agg_merged_tree(const lp_agg_t *a, lp_tree_t *m) {
       m->nodes[to].self = sat_add(m->nodes[to].self, n->self);
     }
     free(map);
-    int64_t span = l->has_span ? l->last - l->first : 0;
+    int64_t span = lp_lane_span(l);
     m->nodes[0].total = sat_add(m->nodes[0].total, span);
     m->nodes[0].self = sat_add(m->nodes[0].self, span > l->in_label ? span - l->in_label : 0);
   }

@@ -9,7 +9,7 @@
  * as each lane's scopes arrive in time order of their starts (B/E pairs in
  * any case, X events sorted by ts). A lane whose X events come in another
  * order (some writers put each X at its end, children before parents) is
- * read again with that file's lanes buffered: 24 bytes per scope, said on
+ * read again with that file's lanes buffered: 32 bytes per scope, said on
  * stderr; past LP_SPILL_RECS of them (24 MiB) the buffered scopes go to a
  * temporary file in sorted runs, merged at the end,
  * so memory stays bounded whatever the file's size.
@@ -22,28 +22,52 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define LP_SPILL_RECS (1u << 20)
+#include "reader.h"
 
-/* Durations of calls: a log-linear histogram, exact below 128 ns and within 0.4% above. */
+#define LP_SPILL_RECS (3u << 18) /* 32 bytes each: 24 MiB */
+
+/*
+ * Memory the engine holds: every table below is counted here (with a word
+ * of the allocator's per block), and an allocation that would take `used`
+ * past `cap` is refused, which the reading reports with its position.
+ */
+typedef struct lp_mem {
+  uint64_t used;
+  uint64_t cap; /* 0: no cap */
+  bool over;    /* an allocation was refused for the cap */
+} lp_mem_t;
+
+/* realloc, counted in m (NULL: not counted); old is p's size. NULL when refused or out of memory. */
+void *lp_mem_realloc(lp_mem_t *m, void *p, size_t old, size_t size);
+void lp_mem_free(lp_mem_t *m, void *p, size_t size);
+/* The default cap: half the physical memory (at least 256 MiB). */
+uint64_t lp_mem_default_cap(void);
+/* "512M", "2G", "1048576" (bytes; K, M, G, T are powers of 1024), "0" or "none": no cap. 1 on success. */
+int lp_parse_size(const char *s, uint64_t *bytes);
+/* The cap the next lp_agg_init() gives (the commands' --max-memory). */
+extern uint64_t lp_agg_max_memory;
+
+/*
+ * Durations of calls: a log-linear histogram, exact below 128 ns and within
+ * 0.4% above. A label's first two calls need none (they are its min and
+ * max): the histogram is made at the third.
+ */
 #define LP_HIST_SUB 128
 typedef struct lp_hist {
-  uint32_t *oct[64]; /* oct[0]: values 0..127 exactly; oct[e] (e >= 7): 2^e .. 2^(e+1)-1 in 128 steps */
   uint64_t count;
+  uint32_t *oct[64]; /* oct[0]: values 0..127 exactly; oct[e] (e >= 7): 2^e .. 2^(e+1)-1 in 128 steps */
 } lp_hist_t;
-
-int lp_hist_add(lp_hist_t *h, int64_t v);      /* 0 or -1 (out of memory) */
-int lp_hist_merge(lp_hist_t *to, const lp_hist_t *from);
-/* The nearest-rank p-th percentile (p in 0..100], clamped to [min, max]; 0 when empty. */
-int64_t lp_hist_percentile(const lp_hist_t *h, double p, int64_t min, int64_t max);
-void lp_hist_free(lp_hist_t *h);
 
 typedef struct lp_lstat {
   uint32_t label;
   uint64_t calls;
   int64_t total, self, sum; /* total: outermost calls only; sum: all calls (for the mean) */
   int64_t min, max;
-  lp_hist_t hist;
+  lp_hist_t *hist; /* NULL while calls <= 2 */
 } lp_lstat_t;
+
+/* The nearest-rank p-th percentile (p in 0..100] of a label's calls, within [min, max]; 0 when none. */
+int64_t lp_lstat_percentile(const lp_lstat_t *s, double p);
 
 /* A node of a tree of call paths: the time of every scope whose path from the lane's root is this one. */
 typedef struct lp_tnode {
@@ -57,11 +81,12 @@ typedef struct lp_tnode {
 typedef struct lp_tree {
   lp_tnode_t *nodes; /* nodes[0] is the root */
   uint32_t n, cap;
-  uint32_t *slots; /* hash of (parent, label) -> node + 1 */
+  uint32_t *slots; /* hash of (parent, label) -> node + 1; none while the tree is small */
   uint32_t nslots;
+  lp_mem_t *mem; /* where its memory is counted, or NULL */
 } lp_tree_t;
 
-int lp_tree_init(lp_tree_t *t);
+int lp_tree_init(lp_tree_t *t, lp_mem_t *mem);
 /* The child of parent labelled label, made if new; UINT32_MAX when out of memory. */
 uint32_t lp_tree_child(lp_tree_t *t, uint32_t parent, uint32_t label);
 /* Fills first_kid/next_sib, children sorted by total (heaviest first), then by label text. */
@@ -70,39 +95,45 @@ void lp_tree_free(lp_tree_t *t);
 
 struct lp_frame;
 typedef struct lp_lane {
-  unsigned file;
   int64_t pid, tid;
-  char *name;         /* thread_name, or NULL */
+  unsigned file;
   bool has_span;
+  bool buffered;
+  char *name;         /* thread_name, or NULL */
   int64_t first, last; /* earliest and latest time of any event */
   int64_t in_label;    /* time inside a top-level scope */
-  lp_lstat_t *stats;   /* hashed by label */
+  lp_lstat_t *stats;   /* in order of first call; freed once merged unless lane_hists */
   uint32_t nstats, stats_cap;
-  lp_tree_t tree;
+  uint32_t *stat_slots; /* label -> index + 1, once the lane has more than a few labels */
+  uint32_t stat_nslots;
   /* reading */
-  struct lp_frame *stack;
   uint32_t depth, stack_cap;
+  struct lp_frame *stack;
+  lp_tree_t tree;
   int64_t last_start;
   int64_t closed;      /* the latest end of a scope already popped: nothing new may start before it */
-  bool buffered;
   struct lp_rec *recs; /* buffered scopes */
-  size_t nrecs, recs_cap;
+  uint32_t nrecs, recs_cap;
   uint32_t seq;          /* buffered scopes so far: ties sort in file order */
-  struct lp_run *runs;   /* sorted runs of buffered scopes in the spill file */
   uint32_t nruns, runs_cap;
+  struct lp_run *runs;   /* sorted runs of buffered scopes in the spill file */
   struct lp_open *opens; /* buffered: B events waiting for their E */
   uint32_t nopens, opens_cap;
 } lp_lane_t;
 
 typedef struct lp_agg {
   bool strict;        /* unmatched E / unclosed B are errors */
-  bool lane_hists;    /* keep each lane's histograms after its file is read (stats --by thread) */
-  /* labels: interned texts */
+  bool lane_hists;    /* keep each lane's statistics after its file is read (stats --by thread) */
+  lp_mem_t mem;       /* what the tables hold, and the cap */
+  lp_pos_t at;        /* the event being counted: where a memory error points */
+  /* labels: interned texts, in blocks */
+  struct lp_text *text;
   char **labels;
   uint32_t nlabels, labels_cap;
   uint32_t *label_slots;
   uint32_t label_nslots;
   lp_lstat_t *gstats; /* per label, all lanes: indexed by label id */
+  uint32_t gstats_cap;
   /* lanes */
   lp_lane_t **lanes;
   uint32_t nlanes, lanes_cap;
@@ -118,11 +149,13 @@ typedef struct lp_agg {
   /* counts */
   unsigned nfiles;
   uint64_t events, scopes, instants, counters, skipped, unmatched_ends, unclosed_begins, overlaps;
+  uint64_t early_ends; /* E events before the end of a scope inside theirs: moved to that end */
   /* the file being read */
   const char *file;
   bool file_buffered; /* this file's lanes are buffered */
   bool restart;       /* the file must be read again, buffered */
   int warned;
+  bool early_end_warned; /* the warning about early ends is said once per file */
   uint64_t reported_upto; /* the first pass's last event: its warnings are not repeated */
 } lp_agg_t;
 
@@ -136,6 +169,23 @@ int lp_agg_read_one(lp_agg_t *a, const char *path, bool strict);
 uint32_t lp_agg_label(const lp_agg_t *a, const char *text);
 /* The summed span of all lanes that have events: the traced wall time. */
 int64_t lp_agg_wall(const lp_agg_t *a);
+/*
+ * Arithmetic on times: the readers keep every time within ±2^62 ns, so a
+ * difference of two fits; these saturate anyway, so that no input can make
+ * the engine's arithmetic overflow.
+ */
+static inline int64_t lp_sat_add(int64_t x, int64_t y) {
+  int64_t r;
+  if (__builtin_add_overflow(x, y, &r)) return y > 0 ? INT64_MAX : INT64_MIN;
+  return r;
+}
+static inline int64_t lp_sat_sub(int64_t x, int64_t y) {
+  int64_t r;
+  if (__builtin_sub_overflow(x, y, &r)) return y < 0 ? INT64_MAX : INT64_MIN;
+  return r;
+}
+/* A lane's span (latest time - earliest), 0 when it has no timed event. */
+static inline int64_t lp_lane_span(const lp_lane_t *l) { return l->has_span ? lp_sat_sub(l->last, l->first) : 0; }
 /* A lane's display name: "NAME (pid P, tid T)" or "pid P, tid T"; into buf. */
 const char *lp_lane_title(const lp_agg_t *a, const lp_lane_t *l, char *buf, size_t len);
 

@@ -71,6 +71,8 @@ int lp_cmd_diff(int argc, char **argv) {
       return LP_EXIT_OK;
     } else if (strcmp(argv[i], "--strict") == 0) {
       strict = true;
+    } else if ((r = lp_opt_max_memory(cmd, argc, argv, &i))) {
+      if (r < 0) return LP_EXIT_BAD;
     } else if ((r = lp_opt_value(cmd, argc, argv, &i, "--fail-above", &v))) {
       if (r < 0) return LP_EXIT_BAD;
       if (!lp_parse_double(v, &fail_above)) return lp_usage_error(cmd, "--fail-above takes a percentage, not '%s'", v);

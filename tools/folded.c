@@ -24,11 +24,14 @@ int lp_cmd_folded(int argc, char **argv) {
   const char *cmd = argv[0], *file = NULL;
   bool strict = false;
   for (int i = 1; i < argc; i++) {
+    int r;
     if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
       lp_cmd_usage(cmd, stdout);
       return LP_EXIT_OK;
     } else if (strcmp(argv[i], "--strict") == 0) {
       strict = true;
+    } else if ((r = lp_opt_max_memory(cmd, argc, argv, &i))) {
+      if (r < 0) return LP_EXIT_BAD;
     } else if (argv[i][0] == '-' && argv[i][1]) {
       return lp_usage_error(cmd, "unknown option '%s'", argv[i]);
     } else if (file) {

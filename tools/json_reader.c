@@ -114,8 +114,29 @@ static int fail(jr_t *r, uint64_t off, const char *fmt, ...) {
   return 0; /* yajl: stop */
 }
 
+/* A NUL decoded from \u0000, written back as those six characters: texts never hold a NUL (as in systrace). */
+#define NUL_TEXT "\\u0000"
+
 static int sb_set(jr_t *r, strbuf_t *b, const unsigned char *s, size_t n) {
   if (n > MAX_STRING) return fail(r, tok(r), "a string of %zu bytes; at most %u are expected", n, MAX_STRING);
+  if (memchr(s, 0, n)) {
+    size_t nuls = 0;
+    for (size_t i = 0; i < n; i++) nuls += s[i] == 0;
+    size_t len = n + nuls * 5;
+    unsigned char *t = malloc(len);
+    if (!t) return fail(r, here(r), "out of memory");
+    for (size_t i = 0, k = 0; i < n; i++) {
+      if (s[i]) {
+        t[k++] = s[i];
+      } else {
+        memcpy(t + k, NUL_TEXT, 6);
+        k += 6;
+      }
+    }
+    int ok = sb_set(r, b, t, len);
+    free(t);
+    return ok;
+  }
   if (n + 1 > b->cap) {
     size_t cap = b->cap ? b->cap : 64;
     while (cap < n + 1) cap *= 2;
@@ -200,6 +221,7 @@ static int parse_us(const char *s, size_t n, int64_t *ns) {
   }
   if (p != end) return 0;
   uint64_t v = whole * 1000 + frac;
+  if (v >= (uint64_t)1 << 62) return 0; /* the fraction may carry past the limit: times stay within ±2^62 ns */
   *ns = neg ? -(int64_t)v : (int64_t)v;
   return 1;
 }
@@ -309,8 +331,8 @@ static int cb_number(void *ctx, const char *s, size_t n) {
     case F_DUR: {
       int64_t v;
       if (!parse_us(s, n, &v))
-        return fail(r, tok(r), "expected microseconds for \"%s\" (at most %.0f), found %.*s", field_name(r->key),
-                    NS_LIMIT / 1000.0, (int)(n > 40 ? 40 : n), s);
+        return fail(r, tok(r), "expected microseconds for \"%s\" (less than 2^62 ns: at most 4611686018427387.903 "
+                    "either side of 0), found %.*s", field_name(r->key), (int)(n > 40 ? 40 : n), s);
       if (r->key == F_TS) r->ts = v, r->has_ts = true;
       else r->dur = v, r->has_dur = true;
       return 1;
@@ -376,8 +398,15 @@ static int cb_map_key(void *ctx, const unsigned char *s, size_t n) {
     return 1;
   }
   if (in_args(r)) {
-    size_t k = n < sizeof r->arg_key - 1 ? n : sizeof r->arg_key - 1;
-    memcpy(r->arg_key, s, k);
+    size_t k = 0;
+    for (size_t i = 0; i < n && k + 7 <= sizeof r->arg_key; i++) { /* a NUL as in sb_set */
+      if (s[i]) {
+        r->arg_key[k++] = (char)s[i];
+      } else {
+        memcpy(r->arg_key + k, NUL_TEXT, 6);
+        k += 6;
+      }
+    }
     r->arg_key[k] = '\0';
   }
   return 1;

@@ -17,7 +17,7 @@
 
 static const char stats_usage[] =
     "usage: labelprof stats [--by thread] [--top N] [--sort calls|total|self|mean|max]\n"
-    "                       [--format table|csv|json] FILE...\n"
+    "                       [--format table|csv|json] [--strict] [--max-memory SIZE] FILE...\n"
     "\n"
     "One row per label: calls, total, self, mean, min, p50, p95, p99, max, and self\n"
     "time as a percentage of the traced wall time, heaviest self time first.\n"
@@ -38,12 +38,17 @@ static const char stats_usage[] =
     "  --format F    table (aligned, human units; the default), csv or json\n"
     "                (csv and json: integer nanoseconds)\n"
     "  --strict      a B never closed or an E with nothing open is an error\n"
+    "  --max-memory SIZE  stop (exit 2, naming the file and the position) when the\n"
+    "                trace's labels, lanes and paths would need more memory than\n"
+    "                SIZE (512M, 2G: powers of 1024; none: no cap); the default is\n"
+    "                half the physical memory\n"
     "\n"
     "Several files are read as one trace whose lanes are kept apart. FILE may be\n"
     "gzip-compressed, and - is standard input.\n";
 
 static const char tree_usage[] =
-    "usage: labelprof tree [--threads] [--min-percent P] [--counts] [--strict] FILE\n"
+    "usage: labelprof tree [--threads] [--min-percent P] [--counts] [--strict]\n"
+    "                      [--max-memory SIZE] FILE\n"
     "\n"
     "The tree of time, in the layout of the sampled profile (lp_profile_print):\n"
     "percentages of the summed wall time of all lanes (each lane from its first\n"
@@ -53,10 +58,12 @@ static const char tree_usage[] =
     "\n"
     "  --threads        one tree per lane, heaviest first, in percent of that lane\n"
     "  --min-percent P  hide nodes under P percent (their time goes to \"other\")\n"
-    "  --counts         [N calls, T] on every line\n";
+    "  --counts         [N calls, T] on every line\n"
+    "  --max-memory SIZE  as for stats (labelprof help stats)\n";
 
 static const char diff_usage[] =
-    "usage: labelprof diff [--fail-above PCT] [--min-time T] [--strict] BASE NEW\n"
+    "usage: labelprof diff [--fail-above PCT] [--min-time T] [--strict] [--max-memory SIZE]\n"
+    "                      BASE NEW\n"
     "\n"
     "Per label: calls, total and self time in BASE and NEW, the change in self\n"
     "time and its percentage, sorted by the size of the change in self time.\n"
@@ -66,15 +73,18 @@ static const char diff_usage[] =
     "  --min-time T      labels whose self time is under T in both files are not\n"
     "                    checked: a duration (500us, 2ms, 1.5s; plain numbers are ns)\n"
     "                    or a percentage of NEW's wall time (0.5%); default 1%\n"
+    "  --max-memory SIZE as for stats (labelprof help stats), for each file\n"
     "\n"
     "Exit status: 0, 1 when --fail-above failed, 2 for bad input.\n";
 
 static const char folded_usage[] =
-    "usage: labelprof folded [--strict] FILE\n"
+    "usage: labelprof folded [--strict] [--max-memory SIZE] FILE\n"
     "\n"
     "Folded stacks weighted by self time in nanoseconds, one line per distinct\n"
     "stack (main;matmul;kernel 123456): the input of flamegraph.pl, inferno,\n"
-    "speedscope and Pyroscope. ';' in a label becomes ':'.\n";
+    "speedscope and Pyroscope. ';' in a label becomes ':'.\n"
+    "\n"
+    "  --max-memory SIZE  as for stats (labelprof help stats)\n";
 
 static const char nnapi_usage[] =
     "usage: labelprof nnapi [--total-times] [--per-execution] [--json] FILE\n"

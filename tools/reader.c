@@ -5,8 +5,10 @@
  * An input is a file descriptor that can always seek: standard input that
  * cannot (a pipe) is copied once to an unlinked temporary file, so a view
  * that needs a second pass (lanes written out of order) can rewind any
- * input. Gzip is recognised by its magic bytes and read through zlib; the
- * first bytes of the decompressed stream are kept aside for sniffing.
+ * input. Gzip is recognised by its magic bytes and inflated with zlib,
+ * every member in turn as zcat does; bytes after the last member, or a
+ * member cut short, are errors at their compressed byte offset. The first
+ * bytes of the decompressed stream are kept aside for sniffing.
  */
 #include "config.h"
 
@@ -19,14 +21,21 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <stdbool.h>
 #include <zlib.h>
+
+#define ZIN (1u << 17)
 
 #define HEAD_MAX 512
 
 struct lp_input {
   const char *name;
   int fd;
-  gzFile gz; /* NULL: plain */
+  z_stream *gz; /* NULL: plain */
+  unsigned char *zin;  /* compressed bytes read, not yet inflated */
+  uint64_t zread;      /* compressed bytes read from the file so far */
+  bool zeof;           /* the file's end was reached */
+  bool member_done;    /* a gzip member ended: another, or the end, must follow */
   unsigned char head[HEAD_MAX];
   size_t head_len, head_pos; /* bytes of head not yet read */
   int head_done;             /* head has been filled */
@@ -117,26 +126,74 @@ static int spool(int from, const char *name) {
   return fd;
 }
 
-static ssize_t raw_read(lp_input_t *in, void *buf, size_t n) {
-  if (in->gz) {
-    unsigned want = n > (1u << 30) ? 1u << 30 : (unsigned)n;
-    int got = gzread(in->gz, buf, want);
-    if (got < 0) {
-      int err;
-      const char *msg = gzerror(in->gz, &err);
-      const char *colon = msg ? strstr(msg, ": ") : NULL; /* zlib names the descriptor: "<fd:4>: ..." */
-      if (colon && msg[0] == '<') msg = colon + 2;
-      fprintf(stderr, "labelprof: %s: invalid gzip data (%s)\n", shown(in), err == Z_ERRNO ? strerror(errno) : msg);
-      return -1;
-    }
-    return got;
-  }
+static ssize_t fd_read(lp_input_t *in, void *buf, size_t n) {
   for (;;) {
     ssize_t got = read(in->fd, buf, n);
     if (got < 0 && errno == EINTR) continue;
     if (got < 0) fprintf(stderr, "labelprof: %s: %s\n", shown(in), strerror(errno));
     return got;
   }
+}
+
+/* A message about the compressed bytes, at the offset of the first one not yet inflated. */
+static ssize_t gz_bad(lp_input_t *in, const char *what, const char *detail) {
+  lp_pos_t pos = {in->name, in->zread - in->gz->avail_in, 0, 0};
+  if (detail)
+    lp_report(&pos, "%s (%s), in the compressed file", what, detail);
+  else
+    lp_report(&pos, "%s, in the compressed file", what);
+  return -1;
+}
+
+/*
+ * Inflates every member of a gzip file in turn, as zcat does; what follows
+ * the last member must be the end of the file, anything else is an error,
+ * and so is a member cut short.
+ */
+static ssize_t gz_read(lp_input_t *in, void *buf, size_t n) {
+  z_stream *z = in->gz;
+  unsigned want = n > (1u << 30) ? 1u << 30 : (unsigned)n;
+  z->next_out = buf;
+  z->avail_out = want;
+  for (;;) {
+    if (z->avail_in < 2 && !in->zeof) { /* two bytes: a member's magic */
+      if (z->avail_in) memmove(in->zin, z->next_in, z->avail_in);
+      ssize_t got = fd_read(in, in->zin + z->avail_in, ZIN - z->avail_in);
+      if (got < 0) return -1;
+      if (got == 0) in->zeof = true;
+      in->zread += (uint64_t)got;
+      z->next_in = in->zin;
+      z->avail_in += (unsigned)got;
+    }
+    if (in->member_done) {
+      if (!z->avail_in && in->zeof) return (ssize_t)(want - z->avail_out); /* the end */
+      if (z->avail_in < 2 && !in->zeof) continue;
+      if (z->avail_in < 2 || z->next_in[0] != 0x1f || z->next_in[1] != 0x8b)
+        return gz_bad(in, "trailing garbage after the gzip data (expected another gzip member or the end)", NULL);
+      if (inflateReset(z) != Z_OK) return gz_bad(in, "invalid gzip data", z->msg);
+      in->member_done = false;
+    }
+    if (!z->avail_in && in->zeof) return gz_bad(in, "unexpected end of the gzip data (a truncated file?)", NULL);
+    int rc = inflate(z, Z_NO_FLUSH);
+    if (rc == Z_STREAM_END) in->member_done = true;
+    else if (rc == Z_MEM_ERROR) return gz_bad(in, "out of memory", NULL);
+    else if (rc != Z_OK && rc != Z_BUF_ERROR) return gz_bad(in, "invalid gzip data", z->msg ? z->msg : "corrupt");
+    if (z->avail_out < want) return (ssize_t)(want - z->avail_out);
+  }
+}
+
+static ssize_t raw_read(lp_input_t *in, void *buf, size_t n) {
+  if (in->gz) return gz_read(in, buf, n);
+  return fd_read(in, buf, n);
+}
+
+static void gz_end(lp_input_t *in) {
+  if (!in->gz) return;
+  inflateEnd(in->gz);
+  free(in->gz);
+  free(in->zin);
+  in->gz = NULL;
+  in->zin = NULL;
 }
 
 /* From offset 0 of the file: gzip or not, then the first bytes into head. */
@@ -152,13 +209,18 @@ static int start(lp_input_t *in) {
     return -1;
   }
   if (m == 2 && magic[0] == 0x1f && magic[1] == 0x8b) {
-    int dfd = dup(in->fd);
-    if (dfd < 0 || !(in->gz = gzdopen(dfd, "rb"))) {
-      if (dfd >= 0) close(dfd);
+    in->gz = calloc(1, sizeof *in->gz);
+    in->zin = malloc(ZIN);
+    if (!in->gz || !in->zin || inflateInit2(in->gz, 16 + MAX_WBITS) != Z_OK) {
+      free(in->gz);
+      free(in->zin);
+      in->gz = NULL;
+      in->zin = NULL;
       fprintf(stderr, "labelprof: %s: cannot start gzip decompression\n", shown(in));
       return -1;
     }
-    gzbuffer(in->gz, 1u << 17);
+    in->zread = 0;
+    in->zeof = in->member_done = false;
   }
   in->head_len = in->head_pos = 0;
   while (in->head_len < HEAD_MAX) {
@@ -215,7 +277,7 @@ lp_input_t *lp_input_open(const char *path) {
 
 void lp_input_close(lp_input_t *in) {
   if (!in) return;
-  if (in->gz) gzclose(in->gz);
+  gz_end(in);
   if (in->fd >= 0) close(in->fd);
   free(in);
 }
@@ -239,10 +301,7 @@ ssize_t lp_input_peek(lp_input_t *in, void *buf, size_t n) {
 }
 
 int lp_input_rewind(lp_input_t *in) {
-  if (in->gz) {
-    gzclose(in->gz);
-    in->gz = NULL;
-  }
+  gz_end(in);
   if (lseek(in->fd, 0, SEEK_SET) != 0) {
     fprintf(stderr, "labelprof: %s: %s\n", shown(in), strerror(errno));
     return -1;

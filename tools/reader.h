@@ -10,7 +10,8 @@
  * works on every format.
  *
  * Input (lp_input_t) is shared by all readers: a file, or "-" for standard
- * input, transparently gunzipped when it starts with gzip's magic bytes. The
+ * input, transparently gunzipped when it starts with gzip's magic bytes (every
+ * member of a multi-member file; trailing bytes that are not one are an error). The
  * driver (lp_read_trace) peeks at the first bytes and picks the first reader
  * whose sniff() accepts them.
  *
@@ -58,6 +59,8 @@ typedef struct lp_event {
   int64_t pid, tid;     /* the lane is (pid, tid) */
   int64_t ts;           /* nanoseconds, in the file's own time base; 0 for metadata */
   int64_t dur;          /* nanoseconds, >= 0; LP_EV_COMPLETE only */
+  /* Readers refuse (LP_READ_BAD) times at or beyond ±2^62 ns: ts and ts + dur stay strictly inside, so the
+     difference of any two times fits an int64_t. */
   const char *name;     /* never NULL ("" when the file gives none) */
   const char *category; /* "cat", NULL when absent; labelprof writes "layer,phase" for layered sites */
   const char *layer;    /* args.layer, args.phase, args.mode as strings; NULL when absent */

@@ -44,9 +44,9 @@ static void fill(row_t *r, const char *label, const lp_lstat_t *s) {
   r->label = label;
   r->s = s;
   r->mean = s->calls ? s->sum / (int64_t)s->calls : 0;
-  r->p50 = lp_hist_percentile(&s->hist, 50, s->min, s->max);
-  r->p95 = lp_hist_percentile(&s->hist, 95, s->min, s->max);
-  r->p99 = lp_hist_percentile(&s->hist, 99, s->min, s->max);
+  r->p50 = lp_lstat_percentile(s, 50);
+  r->p95 = lp_lstat_percentile(s, 95);
+  r->p99 = lp_lstat_percentile(s, 99);
 }
 
 static const char *const heads[] = {"calls", "total", "self", "mean", "min", "p50", "p95", "p99", "max", "self%"};
@@ -123,17 +123,33 @@ static void notes(FILE *out, const lp_agg_t *a) {
     fprintf(out, "note: %" PRIu64 " scopes never closed, counted as ending at their lane's last event\n",
             a->unclosed_begins);
   if (a->unmatched_ends) fprintf(out, "note: %" PRIu64 " \"E\" events had no open \"B\"\n", a->unmatched_ends);
+  if (a->early_ends)
+    fprintf(out, "note: %" PRIu64 " \"E\" events came before the end of a scope inside theirs; their scopes end with it\n",
+            a->early_ends);
   if (a->overlaps) fprintf(out, "note: %" PRIu64 " scopes outlasted their parent and were cut at its end\n", a->overlaps);
 }
 
 static int cmp_lane(const void *x, const void *y) {
   const lp_lane_t *a = *(lp_lane_t *const *)x, *b = *(lp_lane_t *const *)y;
-  int64_t sa = a->has_span ? a->last - a->first : 0, sb = b->has_span ? b->last - b->first : 0;
+  int64_t sa = lp_lane_span(a), sb = lp_lane_span(b);
   if (a->in_label != b->in_label) return a->in_label > b->in_label ? -1 : 1;
   if (sa != sb) return sa > sb ? -1 : 1;
   if (a->file != b->file) return a->file < b->file ? -1 : 1;
   if (a->pid != b->pid) return a->pid < b->pid ? -1 : 1;
   return a->tid < b->tid ? -1 : a->tid > b->tid;
+}
+
+int lp_opt_max_memory(const char *cmd, int argc, char **argv, int *i) {
+  const char *v;
+  int r = lp_opt_value(cmd, argc, argv, i, "--max-memory", &v);
+  if (r <= 0) return r;
+  uint64_t bytes;
+  if (!lp_parse_size(v, &bytes))
+    return lp_usage_error(cmd, "--max-memory takes a size (512M, 2G; K, M, G, T are powers of 1024) or none, not '%s'",
+                          v),
+           -1;
+  lp_agg_max_memory = bytes ? bytes : UINT64_MAX;
+  return 1;
 }
 
 int lp_cmd_stats(int argc, char **argv) {
@@ -152,6 +168,8 @@ int lp_cmd_stats(int argc, char **argv) {
     }
     if (strcmp(argv[i], "--strict") == 0) {
       strict = true;
+    } else if ((r = lp_opt_max_memory(cmd, argc, argv, &i))) {
+      if (r < 0) return LP_EXIT_BAD;
     } else if ((r = lp_opt_value(cmd, argc, argv, &i, "--by", &v))) {
       if (r < 0) return LP_EXIT_BAD;
       if (strcmp(v, "thread") != 0) return lp_usage_error(cmd, "--by takes 'thread', not '%s'", v);
@@ -245,9 +263,9 @@ int lp_cmd_stats(int argc, char **argv) {
   for (uint32_t k = 0; k < a.nlanes; k++) {
     const lp_lane_t *l = lanes[k];
     if (!l->nstats) continue;
-    int64_t lw = l->has_span ? l->last - l->first : 0;
+    int64_t lw = lp_lane_span(l);
     size_t n;
-    row_t *rows = rows_of(&a, l->stats, l->stats_cap, &n);
+    row_t *rows = rows_of(&a, l->stats, l->nstats, &n);
     if (!rows) {
       status = LP_EXIT_BAD;
       fprintf(stderr, "labelprof: out of memory\n");

@@ -41,6 +41,7 @@ typedef struct strd {
   int stop; /* the sink's non-zero verdict */
   char *label;
   size_t label_cap;
+  uint64_t line_off; /* the byte offset of the line being scanned */
 } strd_t;
 
 static lane_t *lane_get(strd_t *r, long long tid, int *fresh) {
@@ -83,18 +84,24 @@ static int lane_push(lane_t *l, unsigned char v) {
   return 0;
 }
 
-/* "123.456789" -> nanoseconds; digits beyond the ninth decimal are cut. -1 if too large. */
+/*
+ * "123.456789" -> nanoseconds; digits beyond the ninth decimal are cut. -1
+ * at 2^62 ns (146 years) or more: every time of the event stream stays
+ * within ±2^62 ns, so that any difference of two fits (reader.h).
+ */
 static int64_t ts_ns(const char *s, size_t n) {
   int64_t sec = 0, frac = 0;
   size_t i = 0;
   for (; i < n && s[i] != '.'; i++) {
-    if (sec > (INT64_MAX / 1000000000 - 10) / 10) return -1;
+    if (sec > 4611686018) return -1;
     sec = sec * 10 + (s[i] - '0');
   }
   int k = 0;
   for (i++; i < n && k < 9; i++, k++) frac = frac * 10 + (s[i] - '0');
   for (; k < 9; k++) frac *= 10;
-  return sec * 1000000000 + frac;
+  if (sec > 4611686018) return -1;
+  int64_t v = sec * 1000000000 + frac;
+  return v >= (int64_t)1 << 62 ? -1 : v;
 }
 
 static const char *const LWORD[] = {"application", "runtime", "ipc", "driver", "cpu", "utility"};
@@ -127,6 +134,7 @@ static int on_mark(void *ctx, const struct lp_st_mark *m) {
   ev.pos.file = r->file;
   ev.pos.line = (uint64_t)m->lineno;
   ev.pos.column = 1;
+  ev.pos.offset = r->line_off;
   ev.name = "";
   if (!l) {
     lp_report(&ev.pos, "out of memory");
@@ -134,7 +142,7 @@ static int on_mark(void *ctx, const struct lp_st_mark *m) {
   }
   ev.ts = ts_ns(m->ts, m->ts_len);
   if (ev.ts < 0) {
-    lp_report(&ev.pos, "timestamp %.*s: too large (at most about 9.2e9 seconds)", (int)m->ts_len, m->ts);
+    lp_report(&ev.pos, "timestamp %.*s: too large (less than 2^62 ns: at most 4611686018.427387903 seconds)", (int)m->ts_len, m->ts);
     return LP_READ_BAD;
   }
   if (fresh) {
@@ -258,6 +266,7 @@ static int st_read(lp_input_t *in, const lp_sink_t *sink) {
   char *buf = malloc(cap);
   int rc = LP_READ_OK, eof = 0, pending_cr = 0;
   long lineno = 0;
+  uint64_t base = 0; /* the offset of buf[0] in the input */
   lp_pos_t pos = {r.file, 0, 0, 0};
   if (!buf) {
     lp_report(&pos, "out of memory");
@@ -301,6 +310,7 @@ static int st_read(lp_input_t *in, const lp_sink_t *sink) {
       if (q == have && q == p) break;
       lineno++;
       struct lp_st_error se = {0};
+      r.line_off = base + p;
       int v = lp_st_line(&sc, buf + p, q - p, lineno, on_mark, &r, &se);
       if (v < 0) {
         pos.line = (uint64_t)se.lineno;
@@ -330,6 +340,7 @@ static int st_read(lp_input_t *in, const lp_sink_t *sink) {
     }
     memmove(buf, buf + p, have - p);
     have -= p;
+    base += p;
   }
   if (rc == LP_READ_OK && !sc.collecting) {
     pos.line = 0;

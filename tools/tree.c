@@ -76,7 +76,7 @@ static void print_children(printer_t *pr, uint32_t k, unsigned depth) {
 
 static int cmp_lane(const void *x, const void *y) {
   const lp_lane_t *a = *(lp_lane_t *const *)x, *b = *(lp_lane_t *const *)y;
-  int64_t sa = a->has_span ? a->last - a->first : 0, sb = b->has_span ? b->last - b->first : 0;
+  int64_t sa = lp_lane_span(a), sb = lp_lane_span(b);
   if (sa != sb) return sa > sb ? -1 : 1;
   if (a->pid != b->pid) return a->pid < b->pid ? -1 : 1;
   return a->tid < b->tid ? -1 : a->tid > b->tid;
@@ -98,6 +98,8 @@ int lp_cmd_tree(int argc, char **argv) {
       counts = true;
     } else if (strcmp(argv[i], "--strict") == 0) {
       strict = true;
+    } else if ((r = lp_opt_max_memory(cmd, argc, argv, &i))) {
+      if (r < 0) return LP_EXIT_BAD;
     } else if ((r = lp_opt_value(cmd, argc, argv, &i, "--min-percent", &v))) {
       if (r < 0) return LP_EXIT_BAD;
       if (!lp_parse_double(v, &min_percent) || min_percent > 100)
