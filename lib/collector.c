@@ -249,7 +249,7 @@ static void sample_pass(void) {
   for (lp__thread_t *t = lp__registry_head(); t; t = t->next) {
     if (n == cappicks) {
       uint32_t ncap = cappicks ? cappicks * 2 : 64;
-      pick_t *np = realloc(picks, ncap * sizeof *np);
+      pick_t *np = lp__realloc(picks, ncap * sizeof *np);
       if (!np) {
         agg.skipped++;
         continue;

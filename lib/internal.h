@@ -640,10 +640,51 @@ void lp__lifecycle_init(void);
 /* True in a child created by fork() from a process that had started labelprof. */
 bool lp__forked_child(void);
 
+/* ---- util.c: allocation ---------------------------------------------------- */
+
+/*
+ * Every allocation of the library goes through these: malloc, calloc,
+ * realloc, strdup, strndup and aligned_alloc, freed with free(). They differ
+ * only in a test hook: lp__alloc_test_fail(n) makes the n-th allocation the
+ * calling thread makes from then on fail (NULL, errno ENOMEM), once; 0
+ * turns it off. lp__alloc_test_pending() is what is left of the countdown:
+ * 0 once the failure has happened (or when none was asked for).
+ */
+void *lp__malloc(size_t n);
+void *lp__calloc(size_t n, size_t size);
+void *lp__realloc(void *p, size_t n);
+char *lp__strdup(const char *s);
+char *lp__strndup(const char *s, size_t n);
+void *lp__aligned_alloc(size_t align, size_t n);
+void lp__alloc_test_fail(unsigned long nth);
+unsigned long lp__alloc_test_pending(void);
+
 /* ---- env.c ---------------------------------------------------------------- */
 
 /* Reads LABELPROF_*, starts what they ask for and arranges the reports (the constructor calls it). */
 void lp__env_load(void);
 void lp__env_atfork_child(void);
+
+/*
+ * The loader's parsers, for tests/fuzz_env.c and tests/test_env.c. The
+ * values of the variables that are not paths: lp__env_defaults fills in
+ * what the loader uses when none is set; lp__env_parse reads one variable's
+ * value (NULL or "" as unset) into *v as the loader does, a bad value
+ * warning on stderr and keeping the default. It returns 0, -ENOMEM, or
+ * -ENOENT for a name it does not parse (the paths, LABELPROF_TRACE_MARKER,
+ * the subscribers' variables).
+ */
+typedef struct lp__env_values {
+  lp_profile_opts_t profile; /* LABELPROF_HZ, LABELPROF_COLLECTOR_SCHED */
+  lp_print_opts_t report;    /* LABELPROF_REPORT */
+  lp_trace_opts_t trace;     /* LABELPROF_LEVELS, _TRACE_MODE, _TRACE_BUFFER, _CLOCK */
+  int dump_signal;           /* LABELPROF_DUMP_SIGNAL; 0: none */
+} lp__env_values_t;
+void lp__env_defaults(lp__env_values_t *v);
+int lp__env_parse(lp__env_values_t *v, const char *name, const char *value);
+/* A path variable's value as the loader keeps it: absolute, %p expanded, %n and %% kept. NULL on ENOMEM. */
+char *lp__env_resolve(const char *value);
+/* The file name of report number n from a resolved path: each %n the number, %% a %. NULL on ENOMEM. */
+char *lp__env_numbered(const char *path, unsigned n);
 
 #endif /* LABELPROF_INTERNAL_H */

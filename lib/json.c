@@ -25,7 +25,7 @@
 int lp__jw_init(lp__jw_t *w, int fd) {
   memset(w, 0, sizeof *w);
   w->fd = fd;
-  w->buf = malloc(JW_CAP);
+  w->buf = lp__malloc(JW_CAP);
   if (!w->buf) w->err = -ENOMEM;
   return w->err;
 }

@@ -83,7 +83,7 @@ static int name_id(char **names, size_t stride, uint32_t *n, const char *name, u
     }
   }
   if (*n >= 255) return -ENOSPC;
-  char *copy = strdup(name);
+  char *copy = lp__strdup(name);
   if (!copy) return -ENOMEM;
   (*n)++;
   *(char **)((char *)names + *n * stride) = copy;
@@ -142,7 +142,7 @@ int lp_stream_initialize(const char *name, uint32_t major, uint32_t minor, const
   uint8_t id;
   int rc = lp_stream_register(name, &id);
   if (rc) return rc;
-  char *v = strdup(version ? version : "");
+  char *v = lp__strdup(version ? version : "");
   if (!v) return -ENOMEM;
   lp__lock(&streams_mu);
   stream_t *s = &streams[id];
@@ -155,7 +155,7 @@ int lp_stream_initialize(const char *name, uint32_t major, uint32_t minor, const
   uint32_t n = atomic_load(&nlibs);
   /* The library's copies of name and version: they live as long as the process (versions are only replaced). */
   const char *stable = s->name;
-  char *vcopy = strdup(v);
+  char *vcopy = lp__strdup(v);
   lp__unlock(&streams_mu);
   run_inits(0, n, stable, major, minor, vcopy ? vcopy : "");
   free(vcopy);
@@ -277,7 +277,7 @@ static char *ev_cur, *ev_end;
 #endif
 #endif
 static void *big_alloc(size_t size) {
-  void *e = aligned_alloc(64, (size + 63) & ~(size_t)63);
+  void *e = lp__aligned_alloc(64, (size + 63) & ~(size_t)63);
   if (e) memset(e, 0, size);
   return e;
 }
@@ -288,7 +288,7 @@ static void *event_alloc(size_t size) {
   if (size > EV_BLOCK / 4) return big_alloc(size);
   size = (size + 63) & ~(size_t)63;
   if ((size_t)(ev_end - ev_cur) < size) {
-    char *b = aligned_alloc(64, EV_BLOCK);
+    char *b = lp__aligned_alloc(64, EV_BLOCK);
     if (!b) return NULL;
     memset(b, 0, EV_BLOCK);
     ev_cur = b;
@@ -305,7 +305,7 @@ static lp_event_t *new_event(const lp_payload_t *p, uint64_t h, uint16_t type) {
   if (id > (uint64_t)EV_PAGE * EV_PAGES) return NULL;
   evslot_t *page = atomic_load(&pages[(id - 1) / EV_PAGE]);
   if (!page) {
-    page = calloc(EV_PAGE, sizeof *page);
+    page = lp__calloc(EV_PAGE, sizeof *page);
     if (!page) return NULL;
     atomic_store_explicit(&pages[(id - 1) / EV_PAGE], page, memory_order_release);
   }
@@ -374,8 +374,8 @@ static const meta_t *find_meta(const lp_event_t *ev, const char *key) {
 int lp_event_set_metadata(const lp_event_t *ev, const char *key, const char *value) {
   if (!ev || !key || !value) return -EINVAL;
   lp_event_t *e = (lp_event_t *)ev;
-  meta_t *m = malloc(sizeof *m);
-  char *k = strdup(key), *v = strdup(value);
+  meta_t *m = lp__malloc(sizeof *m);
+  char *k = lp__strdup(key), *v = lp__strdup(value);
   if (!m || !k || !v) {
     free(m);
     free(k);
@@ -528,7 +528,7 @@ static void st_make_key(void) { st_key_ok = pthread_key_create(&st_key, st_exit)
 static sthread_t *st_create(void) {
   lp__thread_t *t = lp__thread_attach();
   if (!t || pthread_once(&st_once, st_make_key) != 0 || !st_key_ok) return NULL;
-  sthread_t *st = calloc(1, sizeof *st);
+  sthread_t *st = lp__calloc(1, sizeof *st);
   if (!st) return NULL;
   st->tid = t->tid;
   st->pub.lbegin = (lp_notification_t){LP_STREAM_LABELS, LP_TP_SCOPE_BEGIN, NULL, NULL, NULL, 0, NULL, st->tid};
@@ -563,7 +563,7 @@ static inline sthread_t *st_get(void) {
 static lp_event_t **cache_slot(const lp_payload_t *p) {
   sthread_t *st = st_get();
   if (!st) return NULL;
-  if (LP_IMPL_UNLIKELY(!st->events) && !(st->events = calloc(ECACHE, sizeof *st->events))) return NULL;
+  if (LP_IMPL_UNLIKELY(!st->events) && !(st->events = lp__calloc(ECACHE, sizeof *st->events))) return NULL;
   uint64_t h = ((uint64_t)(uintptr_t)p->name ^ (uint64_t)(uintptr_t)p->file * 31 ^ (uint64_t)(uintptr_t)p->code_ptr * 7 ^ p->line * 2654435761u ^
                  p->column) *
                 0x9e3779b97f4a7c15ull;
@@ -674,7 +674,7 @@ static snap_t *build(int *rc) {
   if (!nenabled) return NULL;
   uint32_t nf = 0;
   for (uint32_t i = 0; i < nenabled; i++) nf += enabled_list[i]->ncbs;
-  flat_t *f = malloc((nf ? nf : 1) * sizeof *f);
+  flat_t *f = lp__malloc((nf ? nf : 1) * sizeof *f);
   if (!f) goto oom;
   nf = 0;
   for (uint32_t i = 0; i < nenabled; i++)
@@ -692,7 +692,7 @@ static snap_t *build(int *rc) {
   uint32_t size = 8;
   while (size < nkeys * 2) size *= 2;
   while (size < KEYS_SPREAD && homes_collide(f, nf, size - 1)) size *= 2;
-  snap_t *s = calloc(1, sizeof *s + size * sizeof(keyent_t) + (ncalls ? ncalls : 1) * sizeof(call_t));
+  snap_t *s = lp__calloc(1, sizeof *s + size * sizeof(keyent_t) + (ncalls ? ncalls : 1) * sizeof(call_t));
   if (!s) {
     free(f);
     goto oom;
@@ -782,7 +782,7 @@ static bool known_sub(const lp_subscriber_t *s) {
 int lp_subscriber_create(void *subscriber_data, lp_subscriber_t **out) {
   if (!out) return -EINVAL;
   lp__lifecycle_init();
-  lp_subscriber_t *s = calloc(1, sizeof *s);
+  lp_subscriber_t *s = lp__calloc(1, sizeof *s);
   if (!s) return -ENOMEM;
   s->data = subscriber_data;
   lp__lock(&subs_mu);
@@ -816,7 +816,7 @@ int lp_subscriber_set_callback(lp_subscriber_t *s, uint8_t stream, uint16_t type
   if (!cb) goto out;
   if (s->ncbs == s->capcbs) {
     uint32_t cap = s->capcbs ? s->capcbs * 2 : 8;
-    cbent_t *n = realloc(s->cbs, cap * sizeof *n);
+    cbent_t *n = lp__realloc(s->cbs, cap * sizeof *n);
     if (!n) {
       rc = -ENOMEM;
       goto out;
@@ -1364,7 +1364,7 @@ static void load_one(const char *path) {
                           : "labelprof_subscriber_finish");
     return;
   }
-  char *copy = strdup(path);
+  char *copy = lp__strdup(path);
   if (!copy) {
     warn("LABELPROF_SUBSCRIBERS: out of memory; %s skipped", path);
     return;
@@ -1386,7 +1386,7 @@ static void load_one(const char *path) {
       done_order = best;
       major = streams[which].major;
       minor = streams[which].minor;
-      version = strdup(streams[which].version ? streams[which].version : "");
+      version = lp__strdup(streams[which].version ? streams[which].version : "");
     }
     const char *name = which ? streams[which].name : NULL;
     lp__unlock(&streams_mu);
@@ -1399,7 +1399,7 @@ static void load_one(const char *path) {
 void lp__subs_env_load(void) {
   const char *v = secure_getenv("LABELPROF_SUBSCRIBERS");
   if (!v || !*v) return;
-  char *list = strdup(v);
+  char *list = lp__strdup(v);
   if (!list) {
     warn("LABELPROF_SUBSCRIBERS: out of memory; no subscriber loaded");
     return;
@@ -1422,7 +1422,7 @@ void lp__subs_init(void) {
   streams[LP_STREAM_LABELS].initialized = true;
   streams[LP_STREAM_LABELS].major = LABELPROF_VERSION_MAJOR;
   streams[LP_STREAM_LABELS].minor = LABELPROF_VERSION_MINOR;
-  streams[LP_STREAM_LABELS].version = strdup(LABELPROF_VERSION_STRING);
+  streams[LP_STREAM_LABELS].version = lp__strdup(LABELPROF_VERSION_STRING);
   streams[LP_STREAM_LABELS].init_order = ++init_seq;
   lp__unlock(&streams_mu);
 #if !LP__TSAN
