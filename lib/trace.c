@@ -545,13 +545,18 @@ static uint64_t enter_slow(lp__thread_t *t, const lp_site_t *site, int manual) {
   }
   if (!(site->level & levels)) return lp_impl_push((uintptr_t)site); /* the session stopped meanwhile */
   lp_impl_event_t *e = LP_IMPL_LOAD_RELAXED(t->hot.tcur);
-  if (e < t->hot.tlim) return lp_impl_enter_traced(site, levels, manual); /* just registered, with room */
-  if (levels & LP_IMPL_SPENT) {
+  if (e < t->hot.tlim && !(levels & LP_IMPL_SPENT)) {
+    /* Just registered, with room: as lp_impl_enter_traced() records it (levels has no subscribers' part). */
+    e->ts = lp_impl_ticks();
+    e->tag = (uintptr_t)site | LP_IMPL_EV_BEGIN | LP_IMPL_DEPTH_TAG(d);
+    t->hot.tlim = t->hot.tlim - 1;
+    LP_IMPL_STORE_RELEASE(t->hot.tcur, e + 1);
+  } else if (levels & LP_IMPL_SPENT) {
     drop_own(t);
     return lp_impl_push((uintptr_t)site);
-  }
-  if (!record_slow(t, (uintptr_t)site | LP_IMPL_EV_BEGIN | LP_IMPL_DEPTH_TAG(d), 0, 1, EV_BEGIN))
+  } else if (!record_slow(t, (uintptr_t)site | LP_IMPL_EV_BEGIN | LP_IMPL_DEPTH_TAG(d), 0, 1, EV_BEGIN)) {
     return lp_impl_push((uintptr_t)site);
+  }
   LP_IMPL_STORE_RELEASE(t->hot.frames[d], (uintptr_t)site | LP_IMPL_TRACED);
   uint64_t w = LP_IMPL_LOAD_RELAXED(t->hot.word) + LP_IMPL_COUNT_ONE + 1;
   LP_IMPL_STORE_RELEASE(t->hot.word, w);
