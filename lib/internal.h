@@ -400,7 +400,7 @@ int lp__output_close(lp__output_t *o, int rc);
 /* Tests only: a named temporary even where O_TMPFILE works, so that both ways are exercised. */
 extern bool lp__output_named_temp_only;
 
-/* ---- layers.c: layers and phases ---------------------------------------- */
+/* ---- names.c: layers and phases, by name ------------------------------------ */
 
 /* The low bits of a frame that are not the site's address (the site is 8-byte aligned). */
 #define LP__FRAME_BITS 0x7u
@@ -413,6 +413,11 @@ const char *lp__phase_tag(int phase);
 bool lp__site_has_layer(const lp_site_t *site);
 /* Writes the site's systrace tag ("[SW][NN_LC_PCO]") into buf (LP__TAG_MAX bytes); its length, 0 for none. */
 size_t lp__site_tag(const lp_site_t *site, char *buf, size_t size);
+/* Whether a frame is a switch's, whose end is already recorded: the replaced scope's end pops it quietly. */
+bool lp__switch_frame(uintptr_t frame);
+
+/* ---- marker.c: the live trace_marker ---------------------------------------- */
+
 /*
  * The live trace_marker (LABELPROF_TRACE_MARKER). While it is open, every
  * recording thread's tlim and tend equal its cursor, so that every begin,
@@ -429,8 +434,6 @@ void lp__marker_hide(lp__thread_t *t);
 void lp__marker_begin(lp__thread_t *t, const lp_site_t *site, uint32_t d);
 void lp__marker_end(lp__thread_t *t, uint32_t d);
 void lp__marker_atfork_child(void);
-/* Whether a frame is a switch's, whose end is already recorded: the replaced scope's end pops it quietly. */
-bool lp__switch_frame(uintptr_t frame);
 
 /* ---- trace.c: recording ------------------------------------------------- */
 
