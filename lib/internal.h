@@ -138,6 +138,11 @@ void lp__registry_atfork_child(void);
 
 /* ---- stack.c ------------------------------------------------------------ */
 
+/* The stack word w with depth d, as a pop or a push to d publishes it (the change counter moves). */
+static inline uint64_t lp__with_depth(uint64_t w, uint32_t d) {
+  return (w & ~(uint64_t)LP_IMPL_DEPTH_MASK) + LP_IMPL_COUNT_ONE + d;
+}
+
 /* Bounded retries of a snapshot whose stack keeps changing under it. */
 #define LP__SNAPSHOT_TRIES 8
 
@@ -629,8 +634,6 @@ void lp__subs_env_load(void);
 void lp__subs_heal(lp__thread_t *t, uint32_t from, uint32_t to);
 /* The end callbacks of the notified scope whose frame is at depth (still on the stack). */
 void lp__subs_end(lp__thread_t *t, uint32_t depth, const lp_site_t *site);
-/* stack.c: lp_impl_leave_slow() (in subs.c) past the subscribers' direct end; heals the stack if it must. */
-void lp__leave_general(const lp_site_t *site, uint64_t word);
 void lp__subs_atfork_prepare(void);
 void lp__subs_atfork_parent(void);
 void lp__subs_atfork_child(void);
