@@ -101,14 +101,10 @@ static int register_stream(const char *name, uint8_t *id) {
   return rc;
 }
 
-int lp_stream_register(const char *name, uint8_t *id) {
-  lp__lifecycle_init(); /* the labels stream is registered first, as id 1 */
-  return register_stream(name, id);
-}
+int lp__stream_register(const char *name, uint8_t *id) { return register_stream(name, id); }
 
-int lp_tp_register(const char *vendor, uint8_t index, uint16_t *type) {
+int lp__tp_register(const char *vendor, uint8_t index, uint16_t *type) {
   if (!type || index > 127) return -EINVAL;
-  lp__lifecycle_init();
   uint8_t v = 0;
   lp__lock(&streams_mu);
   int rc = name_id(vendors, sizeof(char *), &nvendors, vendor, &v);
@@ -138,9 +134,9 @@ static void run_inits(uint32_t from, uint32_t to, const char *name, uint32_t maj
   for (uint32_t i = from; i < to; i++) libs[i].init(major, minor, version, name);
 }
 
-int lp_stream_initialize(const char *name, uint32_t major, uint32_t minor, const char *version) {
+int lp__stream_initialize(const char *name, uint32_t major, uint32_t minor, const char *version) {
   uint8_t id;
-  int rc = lp_stream_register(name, &id);
+  int rc = register_stream(name, &id);
   if (rc) return rc;
   char *v = strdup(version ? version : "");
   if (!v) return -ENOMEM;
@@ -162,9 +158,8 @@ int lp_stream_initialize(const char *name, uint32_t major, uint32_t minor, const
   return 0;
 }
 
-int lp_stream_finalize(const char *name) {
+int lp__stream_finalize(const char *name) {
   if (!name) return -EINVAL;
-  lp__lifecycle_init();
   const char *stable = NULL;
   lp__lock(&streams_mu);
   for (uint32_t i = 1; i <= nstreams; i++)
@@ -779,9 +774,8 @@ static bool known_sub(const lp_subscriber_t *s) {
   return false;
 }
 
-int lp_subscriber_create(void *subscriber_data, lp_subscriber_t **out) {
+int lp__subscriber_create(void *subscriber_data, lp_subscriber_t **out) {
   if (!out) return -EINVAL;
-  lp__lifecycle_init();
   lp_subscriber_t *s = calloc(1, sizeof *s);
   if (!s) return -ENOMEM;
   s->data = subscriber_data;
@@ -1420,11 +1414,12 @@ static void load_one(const char *path) {
    * are not there when this library is linked in statically and the program
    * does not export them (no -rdynamic), or when it came in a library loaded
    * RTLD_LOCAL. (RTLD_DEFAULT would search this library's own scope too: the
-   * program's handle searches the global one only.)
+   * program's handle searches the global one only.) Any of this file's
+   * lp_* functions tells.
    */
-  void *ours = (void *)(uintptr_t)lp_subscriber_create;
+  void *ours = (void *)(uintptr_t)lp_subscriber_destroy;
   void *prog = dlopen(NULL, RTLD_NOW);
-  bool global = prog && dlsym(prog, "lp_subscriber_create") == ours;
+  bool global = prog && dlsym(prog, "lp_subscriber_destroy") == ours;
   if (prog) dlclose(prog);
   (void)dlerror(); /* a failed probe leaves nothing pending for the program */
   void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -1440,7 +1435,7 @@ static void load_one(const char *path) {
   for (uint32_t i = 0; i < n; i++)
     if (libs[i].handle == h) return; /* another path to an object already loaded */
   /* Its own liblabelprof.so, where the program's labelprof is not global: a second library nothing records into. */
-  void *theirs = dlsym(h, "lp_subscriber_create");
+  void *theirs = dlsym(h, "lp_subscriber_destroy");
   (void)dlerror();
   if (!global && theirs && theirs != ours) {
     warn("LABELPROF_SUBSCRIBERS: %s brings a second copy of labelprof (it is linked with -llabelprof, and the "

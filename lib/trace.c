@@ -717,7 +717,6 @@ static uint64_t since(uint64_t later, uint64_t earlier) { return later > earlier
 int lp__trace_start(lp__owner_t who, const lp_trace_opts_t *opts) {
   lp_trace_opts_t want;
   if (check_opts(opts, &want) != 0) return -EINVAL;
-  lp__lifecycle_init();
   lp__clock_choose(want.clock); /* before the first event: the tick source never changes after */
   lp__counters_t c;
   lp__registry_counters(&c);
@@ -767,7 +766,6 @@ bool lp__trace_running(lp__owner_t who) {
   return r;
 }
 
-int lp_trace_start(const lp_trace_opts_t *opts) { return lp__trace_start(LP__PROGRAM, opts); }
 int lp_trace_stop(void) { return lp__trace_stop(LP__PROGRAM); }
 int lp_trace_running(void) { return lp__trace_running(LP__PROGRAM); }
 
@@ -1022,14 +1020,13 @@ int lp_trace_write_systrace(const char *path) {
 
 /* ---- tracks -------------------------------------------------------------------- */
 
-lp_track_t lp_track_create(const char *name) {
+lp_track_t lp__track_create(const char *name) {
   if (!name) return -EINVAL;
   lp__lane_t *l = calloc(1, sizeof *l);
   if (!l || !(l->name = strdup(name))) {
     free(l);
     return -ENOMEM;
   }
-  lp__lifecycle_init();
   lp__lock(&trace_mu);
   uint32_t n = atomic_load(&ntracks);
   if (n == LP__MAX_TRACKS) {
