@@ -588,11 +588,14 @@ void lp_impl_instant_slow(uintptr_t tag) {
   if (LP_IMPL_UNLIKELY(lp__marker_fd >= 0)) {
     lp__marker_unhide(t);
     lp_impl_event_t *e = LP_IMPL_LOAD_RELAXED(t->hot.tcur);
-    uint32_t levels = LP_IMPL_LOAD_RELAXED(lp_impl_levels);
-    if (e && e < t->hot.tlim && !(levels & LP_IMPL_SPENT))
-      lp_impl_instant(tag, levels);
-    else
+    /* Recorded here, as lp_impl_instant() would: not through its subscribers' branch, which have had it. */
+    if (e && e < t->hot.tlim && !(lp__trace_levels() & LP_IMPL_SPENT)) {
+      e->ts = lp_impl_ticks();
+      e->tag = tag;
+      LP_IMPL_STORE_RELEASE(t->hot.tcur, e + 1);
+    } else {
       record_slow(t, tag, 0, 1, EV_OTHER);
+    }
     lp__marker_hide(t);
     return;
   }
