@@ -1,16 +1,18 @@
 #!/bin/sh
 # layering.sh: the files of lib/ depend one way. No file may reach back to
-# itself through the functions it calls, directly or through other files
-# (the order is written at the top of lib/internal.h).
+# itself through the functions it calls or the variables it uses, directly
+# or through other files (the order is written at the top of lib/internal.h).
 #
-# The call graph is read from the objects the build made, not from the
-# sources: for each lib/X.c, nm lists the lp_* and lp__* functions its
-# object defines and the lp_* and lp__* symbols it leaves undefined; an
-# undefined symbol that another file's object defines as a function is an
-# edge X -> that file. Calls through pointers (the hooks an upper module
-# installs) are not edges, which is the point of them. Variables are not
-# calls and are left out: lp_impl_self, which every label reads, lives in
-# lifecycle.c only so that static links pull in the constructor.
+# The graph is read from the objects the build made, not from the sources:
+# for each lib/X.c, nm lists the lp_* and lp__* symbols its object defines
+# and those it leaves undefined; an undefined symbol that another file's
+# object defines is an edge X -> that file. That is every call the compiler
+# emitted (the inline label paths of labelprof.h included, with branches
+# that never run) and every shared variable. Calls through pointers (the
+# hooks an upper module installs) are not edges, which is the point of
+# them. One variable is left out: lp_impl_self, which every label reads,
+# is defined in lifecycle.c, at the top, only so that a static link that
+# uses a label pulls in the constructor.
 #
 # Any edge that lies on a cycle is printed with the functions it calls and a
 # path back, and the test fails.
@@ -64,9 +66,10 @@ for c in "$src"/lib/*.c; do
 done
 
 awk -v nfiles="$nfiles" '
-  # Functions: T (text), W (weak), i (indirect). Everything else defined is data.
-  $2 ~ /^[TWi]$/ { def[$3] = $1; next }
+  $3 == "lp_impl_self" { next }
   $2 == "U" { use[++nuse] = $1 SUBSEP $3; next }
+  # Defined and global: functions (T, W, i), variables (D, B, R, V, G, S, C).
+  $2 ~ /^[A-Z]$/ || $2 == "i" { def[$3] = $1; next }
   END {
     for (k = 1; k <= nuse; k++) {
       split(use[k], p, SUBSEP)
