@@ -34,7 +34,7 @@ if ! command -v "$1" >/dev/null 2>&1; then
 fi
 
 tmp=${TMPDIR:-/tmp}/labelprof-layering.$$
-trap 'rm -f "$tmp"' EXIT
+trap 'rm -f "$tmp" "$tmp.nm" "$tmp.err"' EXIT
 : >"$tmp" || exit 99
 
 nfiles=0
@@ -61,6 +61,12 @@ for c in "$src"/lib/*.c; do
     exit 99
   }
   awk -v f="$base" 'NF >= 2 && $NF ~ /^lp_/ { print f, $(NF - 1), $NF }' "$tmp.nm" >>"$tmp"
+  # Every file of lib/ defines some lp_* symbol: none read means nm could not read the object (LTO).
+  if ! awk -v f="$base" '$1 == f && $2 != "U" { found = 1 } END { exit !found }' "$tmp"; then
+    echo "layering: $nm_cmd found no lp_* symbol defined in $obj; cannot check" >&2
+    rm -f "$tmp.nm" "$tmp.err"
+    exit 99
+  fi
   rm -f "$tmp.nm" "$tmp.err"
   nfiles=$((nfiles + 1))
 done
