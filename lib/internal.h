@@ -2,10 +2,13 @@
  * internal.h: private to the library, never installed.
  *
  * The files of lib/ in layers, top first. A file calls only files below it
- * (those on its own line beside it call neither way); no file reaches back
- * to itself through the functions it calls. Where a lower file must reach
- * an upper one, the upper one installs a hook (the registry's hooks for
- * thread exit and rename). tests/layering.sh checks it on the objects.
+ * and uses only their variables (those on one line call neither way), so no
+ * file reaches back to itself through what it calls. Where a lower file
+ * must reach an upper one, the upper one installs a hook (the registry's
+ * hooks for thread exit and rename). The one exception is lp_impl_self,
+ * which every label reads: it is defined in lifecycle.c so that a static
+ * link that uses a label pulls in the constructor. tests/layering.sh checks
+ * all this on the objects the build made.
  *
  *   lifecycle.c   the top: the constructor, fork and thread exit across modules, and the
  *                 public entry points that start something (lp_profile_start, lp_trace_start,
