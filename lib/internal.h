@@ -1,16 +1,32 @@
 /*
  * internal.h: private to the library, never installed.
  *
- * Modules depend downwards only:
+ * The files of lib/ in layers, top first. A file calls only files below it
+ * and uses only their variables (those on one line call neither way), so no
+ * file reaches back to itself through what it calls. Where a lower file
+ * must reach an upper one, the upper one installs a hook (the registry's
+ * hooks for thread exit and rename). The one exception is lp_impl_self,
+ * which every label reads: it is defined in lifecycle.c so that a static
+ * link that uses a label pulls in the constructor. tests/layering.sh checks
+ * all this on the objects the build made.
  *
- *   lifecycle.c   fork, thread exit and process exit across modules; the constructor
+ *   lifecycle.c   the top: the constructor, fork and thread exit across modules, and the
+ *                 public entry points that start something (lp_profile_start, lp_trace_start,
+ *                 lp_track_create, lp_stream_*, lp_tp_register, lp_subscriber_create), which
+ *                 make sure of the fork handlers first; nothing below starts the library
  *   env.c         LABELPROF_* sessions; reports at exit and on a signal
- *   collector.c   the profile: sessions, the sampling thread      tree.c: aggregation, reports
- *   trace.c       the timeline: sessions, chunks, lanes, tracks   export.c, json.c, clock.c, output.c
- *   subs.c        streams, events, subscribers and their callbacks; LABELPROF_SUBSCRIBERS
- *   stack.c       the pseudo-stack's slow paths and its reader
- *   thread.c      the registry of threads; it calls nobody above it, its
- *                 users register hooks (thread exit, rename) through lifecycle.c
+ *   layers.c      LP_PHASE_SWITCH's calls: a scope's begin and end, as the program's are
+ *   subs.c        streams, events, subscribers and their callbacks; LABELPROF_SUBSCRIBERS;
+ *                 lp_impl_leave_slow() and the pseudo-stack's slow end (a heal, the pop of
+ *                 a notified or recorded frame), which call the timeline and the marker
+ *   collector.c   the profile: sessions, the sampling thread
+ *   trace.c       the timeline: sessions, chunks, lanes, tracks; levels
+ *   export.c      the timeline's JSON and systrace text
+ *   marker.c      the live trace_marker
+ *   stack.c       the pseudo-stack's push and LP_END slow paths, and its reader
+ *   thread.c      the registry of threads; lp__forked_child()
+ *   tree.c, clock.c, json.c, output.c, names.c (layers' and phases' names and tags)
+ *   util.c
  *
  * Lock order, outermost first; nothing takes them the other way round:
  *   profile control (collector.c) > sampling (collector.c) > registry (thread.c)
@@ -135,9 +151,17 @@ void lp__registry_counters(lp__counters_t *out);
 
 void lp__registry_atfork_prepare(void);
 void lp__registry_atfork_parent(void);
+/* The first fork handler to run in the child. */
 void lp__registry_atfork_child(void);
+/* True in a child created by fork() from a process that had started labelprof (its handlers ran). */
+bool lp__forked_child(void);
 
 /* ---- stack.c ------------------------------------------------------------ */
+
+/* The stack word w with depth d, as a pop or a push to d publishes it (the change counter moves). */
+static inline uint64_t lp__with_depth(uint64_t w, uint32_t d) {
+  return (w & ~(uint64_t)LP_IMPL_DEPTH_MASK) + LP_IMPL_COUNT_ONE + d;
+}
 
 /* Bounded retries of a snapshot whose stack keeps changing under it. */
 #define LP__SNAPSHOT_TRIES 8
@@ -401,7 +425,7 @@ int lp__output_close(lp__output_t *o, int rc);
 /* Tests only: a named temporary even where O_TMPFILE works, so that both ways are exercised. */
 extern bool lp__output_named_temp_only;
 
-/* ---- layers.c: layers and phases ---------------------------------------- */
+/* ---- names.c: layers and phases, by name ------------------------------------ */
 
 /* The low bits of a frame that are not the site's address (the site is 8-byte aligned). */
 #define LP__FRAME_BITS 0x7u
@@ -414,6 +438,11 @@ const char *lp__phase_tag(int phase);
 bool lp__site_has_layer(const lp_site_t *site);
 /* Writes the site's systrace tag ("[SW][NN_LC_PCO]") into buf (LP__TAG_MAX bytes); its length, 0 for none. */
 size_t lp__site_tag(const lp_site_t *site, char *buf, size_t size);
+/* Whether a frame is a switch's, whose end is already recorded: the replaced scope's end pops it quietly. */
+bool lp__switch_frame(uintptr_t frame);
+
+/* ---- marker.c: the live trace_marker ---------------------------------------- */
+
 /*
  * The live trace_marker (LABELPROF_TRACE_MARKER). While it is open, every
  * recording thread's tlim and tend equal its cursor, so that every begin,
@@ -430,8 +459,6 @@ void lp__marker_hide(lp__thread_t *t);
 void lp__marker_begin(lp__thread_t *t, const lp_site_t *site, uint32_t d);
 void lp__marker_end(lp__thread_t *t, uint32_t d);
 void lp__marker_atfork_child(void);
-/* Whether a frame is a switch's, whose end is already recorded: the replaced scope's end pops it quietly. */
-bool lp__switch_frame(uintptr_t frame);
 
 /* ---- trace.c: recording ------------------------------------------------- */
 
@@ -516,6 +543,8 @@ int lp__trace_write_systrace(lp__owner_t who, const char *path);
 uint64_t lp__trace_held_bytes(void);
 /* Thread lanes the recorder keeps (live and exited threads). */
 uint32_t lp__trace_lane_count(void);
+/* lp_track_create() (lifecycle.c), once the library is started. */
+lp_track_t lp__track_create(const char *name);
 
 void lp__trace_thread_exit(lp__thread_t *t);
 void lp__trace_thread_renamed(lp__thread_t *t);
@@ -627,18 +656,15 @@ void lp__subs_env_load(void);
 void lp__subs_heal(lp__thread_t *t, uint32_t from, uint32_t to);
 /* The end callbacks of the notified scope whose frame is at depth (still on the stack). */
 void lp__subs_end(lp__thread_t *t, uint32_t depth, const lp_site_t *site);
-/* stack.c: lp_impl_leave_slow() (in subs.c) past the subscribers' direct end; heals the stack if it must. */
-void lp__leave_general(const lp_site_t *site, uint64_t word);
+/* lp_stream_register() and the others of lifecycle.c, once the library is started. */
+int lp__stream_register(const char *name, uint8_t *id);
+int lp__stream_initialize(const char *name, uint32_t major, uint32_t minor, const char *version);
+int lp__stream_finalize(const char *name);
+int lp__tp_register(const char *vendor, uint8_t index, uint16_t *type);
+int lp__subscriber_create(void *subscriber_data, lp_subscriber_t **out);
 void lp__subs_atfork_prepare(void);
 void lp__subs_atfork_parent(void);
 void lp__subs_atfork_child(void);
-
-/* ---- lifecycle.c ---------------------------------------------------------- */
-
-/* Fork handlers and registry hooks, once; every entry point calls it first. */
-void lp__lifecycle_init(void);
-/* True in a child created by fork() from a process that had started labelprof. */
-bool lp__forked_child(void);
 
 /* ---- util.c: allocation ---------------------------------------------------- */
 

@@ -101,14 +101,10 @@ static int register_stream(const char *name, uint8_t *id) {
   return rc;
 }
 
-int lp_stream_register(const char *name, uint8_t *id) {
-  lp__lifecycle_init(); /* the labels stream is registered first, as id 1 */
-  return register_stream(name, id);
-}
+int lp__stream_register(const char *name, uint8_t *id) { return register_stream(name, id); }
 
-int lp_tp_register(const char *vendor, uint8_t index, uint16_t *type) {
+int lp__tp_register(const char *vendor, uint8_t index, uint16_t *type) {
   if (!type || index > 127) return -EINVAL;
-  lp__lifecycle_init();
   uint8_t v = 0;
   lp__lock(&streams_mu);
   int rc = name_id(vendors, sizeof(char *), &nvendors, vendor, &v);
@@ -138,9 +134,9 @@ static void run_inits(uint32_t from, uint32_t to, const char *name, uint32_t maj
   for (uint32_t i = from; i < to; i++) libs[i].init(major, minor, version, name);
 }
 
-int lp_stream_initialize(const char *name, uint32_t major, uint32_t minor, const char *version) {
+int lp__stream_initialize(const char *name, uint32_t major, uint32_t minor, const char *version) {
   uint8_t id;
-  int rc = lp_stream_register(name, &id);
+  int rc = register_stream(name, &id);
   if (rc) return rc;
   char *v = lp__strdup(version ? version : "");
   if (!v) return -ENOMEM;
@@ -162,9 +158,8 @@ int lp_stream_initialize(const char *name, uint32_t major, uint32_t minor, const
   return 0;
 }
 
-int lp_stream_finalize(const char *name) {
+int lp__stream_finalize(const char *name) {
   if (!name) return -EINVAL;
-  lp__lifecycle_init();
   const char *stable = NULL;
   lp__lock(&streams_mu);
   for (uint32_t i = 1; i <= nstreams; i++)
@@ -779,9 +774,8 @@ static bool known_sub(const lp_subscriber_t *s) {
   return false;
 }
 
-int lp_subscriber_create(void *subscriber_data, lp_subscriber_t **out) {
+int lp__subscriber_create(void *subscriber_data, lp_subscriber_t **out) {
   if (!out) return -EINVAL;
-  lp__lifecycle_init();
   lp_subscriber_t *s = lp__calloc(1, sizeof *s);
   if (!s) return -ENOMEM;
   s->data = subscriber_data;
@@ -1086,11 +1080,106 @@ static inline bool end_direct(lp_impl_thread_t *h, sthread_t *st, uint32_t depth
   return true;
 }
 
+/* ---- the pseudo-stack's slow end ------------------------------------------------
+ * Here, above the timeline, the live trace_marker and stack.c, because it
+ * calls all three and the subscribers' ends.
+ */
+
 /*
- * The pseudo-stack's slow end (stack.c has the rest, lp__leave_general),
- * here so that the usual end of a notified scope is one call from the
- * program: a marked word (its begin reached subscribers, or was recorded),
- * its frame on top and notified, outside any callback.
+ * The ends of traced frames that a heal pops will never be recorded: give
+ * back the room their begins kept.
+ */
+static void release_ends(lp__thread_t *t, uint32_t from, uint32_t to) {
+  uint32_t n = 0;
+  if (to > LP_STACK_CAPACITY) to = LP_STACK_CAPACITY;
+  for (uint32_t k = from; k < to; k++) n += (LP_IMPL_LOAD_RELAXED(t->hot.frames[k]) & LP_IMPL_TRACED) != 0;
+  /* ---- layers and phases: the live trace_marker ends them (innermost first), on the real limits ---- */
+  if (LP_IMPL_UNLIKELY(lp__marker_fd >= 0)) {
+    for (uint32_t k = to; k-- > from;)
+      if (LP_IMPL_LOAD_RELAXED(t->hot.frames[k]) & LP_IMPL_TRACED) lp__marker_end(t, k);
+    bool hidden = t->mark_hidden;
+    lp__marker_unhide(t);
+    if (n && t->hot.tlim) {
+      uint32_t room = (uint32_t)(t->hot.tend - t->hot.tlim);
+      t->hot.tlim += n < room ? n : room;
+    }
+    if (hidden) lp__marker_hide(t);
+    return;
+  }
+  /* ---- end of layers and phases ---- */
+  if (n && t->hot.tlim) {
+    uint32_t room = (uint32_t)(t->hot.tend - t->hot.tlim);
+    t->hot.tlim += n < room ? n : room;
+  }
+}
+
+/*
+ * The scope whose frame is at `depth` ends, and the top is not its frame.
+ * Either labels it did not start are still open above it (a longjmp, a
+ * missing LP_END): they go with it. Or its own frame was already ended by a
+ * stray LP_END: never go back up, which would expose stale frames. Counted.
+ * Returns true if its frame was still there (and is now popped).
+ */
+static bool heal(lp__thread_t *t, uint32_t depth) {
+  uint64_t w = LP_IMPL_LOAD_RELAXED(t->hot.word);
+  uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
+  lp__bump(&t->mismatched);
+  if (d > depth + 1) release_ends(t, depth + 1, d);
+  LP_IMPL_STORE_RELEASE(t->hot.word, lp__with_depth(w, d <= depth ? d : depth));
+  return d > depth;
+}
+
+/*
+ * A scope's end that the inline path could not finish. lp_impl_leave_slow()
+ * ends a notified scope directly and comes here otherwise. Out of line, as
+ * when it was in a file of its own: lp_impl_leave_slow() keeps the usual
+ * end's registers to itself.
+ */
+static __attribute__((noinline)) void leave_general(const lp_site_t *site, uint64_t word) {
+  if ((uint32_t)(word & LP_IMPL_DEPTH_MASK) == LP_IMPL_NOT_PUSHED) return;
+  /* Marked: the scope recorded a begin, or its begin reached subscribers; its frame says which. */
+  bool marked = (word & LP_IMPL_TRACED_MARK) != 0;
+  uint32_t depth = (uint32_t)((word ^ (marked ? LP_IMPL_TRACED_MARK : 0)) & LP_IMPL_DEPTH_MASK) - 1;
+  lp__thread_t *t = lp__thread_current();
+  if (!t) return; /* the thread has exited: nothing to pop, nothing to record */
+  const uintptr_t bits = LP_IMPL_TRACED | LP_IMPL_NOTIFIED;
+  uint64_t now = LP_IMPL_LOAD_RELAXED(t->hot.word);
+  uint32_t d = (uint32_t)now & LP_IMPL_DEPTH_MASK;
+  uintptr_t fr = depth < LP_STACK_CAPACITY && d > depth ? LP_IMPL_LOAD_RELAXED(t->hot.frames[depth]) : 0;
+  /* ---- layers and phases: an LP_PHASE_SWITCH replaced it and ended both; pop quietly ---- */
+  if (marked && d == depth + 1 && depth < LP_STACK_CAPACITY && lp__switch_frame(fr)) {
+    LP_IMPL_STORE_RELEASE(t->hot.word, lp__with_depth(now, depth));
+    return;
+  }
+  /* ---- end of layers and phases ---- */
+  bool ours = (fr & ~bits) == (uintptr_t)site && (fr & bits);
+  if (marked && d == depth + 1 && depth < LP_STACK_CAPACITY) {
+    if (!ours) {
+      /* A stray LP_END() ended it (and recorded its end), and another label took its depth: not ours to pop. */
+      lp__bump(&t->mismatched);
+      return;
+    }
+    if (fr & LP_IMPL_NOTIFIED) { /* the usual end of a scope subscribers saw begin: callbacks, pop, end event */
+      lp__subs_end(t, depth, site);
+      uint64_t w = LP_IMPL_LOAD_RELAXED(t->hot.word);
+      LP_IMPL_STORE_RELEASE(t->hot.word, w + LP_IMPL_COUNT_ONE - 1);
+      if (fr & LP_IMPL_TRACED) lp_impl_end_event(&t->hot, (uintptr_t)site, depth);
+      return;
+    }
+  }
+  /* Scopes a longjmp skipped, or a missing LP_END left open, end here: their subscribers' ends first. */
+  if (d > depth + 1) lp__subs_heal(t, depth + 1, d);
+  if (marked && ours && (fr & LP_IMPL_NOTIFIED)) lp__subs_end(t, depth, site);
+  /* The end is recorded when the begin was, unless a stray LP_END() already recorded it. */
+  bool traced = marked && (depth >= LP_STACK_CAPACITY || !ours || (fr & LP_IMPL_TRACED));
+  if (heal(t, depth) && traced) lp_impl_end_event(&t->hot, (uintptr_t)site, depth);
+}
+
+/*
+ * The pseudo-stack's slow end, here so that the usual end of a notified
+ * scope is one call from the program: a marked word (its begin reached
+ * subscribers, or was recorded), its frame on top and notified, outside any
+ * callback. Anything else goes to leave_general().
  */
 void lp_impl_leave_slow(const lp_site_t *site, uint64_t word) {
   lp_impl_thread_t *h = lp_impl_self;
@@ -1101,7 +1190,7 @@ void lp_impl_leave_slow(const lp_site_t *site, uint64_t word) {
                      LP_IMPL_LOAD_RELAXED(h->frames[depth]) == ((uintptr_t)site | LP_IMPL_NOTIFIED) &&
                      end_direct(h, st, depth, site)))
     return;
-  lp__leave_general(site, word);
+  leave_general(site, word);
 }
 
 void lp__subs_heal(lp__thread_t *t, uint32_t from, uint32_t to) {
@@ -1325,11 +1414,12 @@ static void load_one(const char *path) {
    * are not there when this library is linked in statically and the program
    * does not export them (no -rdynamic), or when it came in a library loaded
    * RTLD_LOCAL. (RTLD_DEFAULT would search this library's own scope too: the
-   * program's handle searches the global one only.)
+   * program's handle searches the global one only.) Any of this file's
+   * lp_* functions tells.
    */
-  void *ours = (void *)(uintptr_t)lp_subscriber_create;
+  void *ours = (void *)(uintptr_t)lp_subscriber_destroy;
   void *prog = dlopen(NULL, RTLD_NOW);
-  bool global = prog && dlsym(prog, "lp_subscriber_create") == ours;
+  bool global = prog && dlsym(prog, "lp_subscriber_destroy") == ours;
   if (prog) dlclose(prog);
   (void)dlerror(); /* a failed probe leaves nothing pending for the program */
   void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -1345,7 +1435,7 @@ static void load_one(const char *path) {
   for (uint32_t i = 0; i < n; i++)
     if (libs[i].handle == h) return; /* another path to an object already loaded */
   /* Its own liblabelprof.so, where the program's labelprof is not global: a second library nothing records into. */
-  void *theirs = dlsym(h, "lp_subscriber_create");
+  void *theirs = dlsym(h, "lp_subscriber_destroy");
   (void)dlerror();
   if (!global && theirs && theirs != ours) {
     warn("LABELPROF_SUBSCRIBERS: %s brings a second copy of labelprof (it is linked with -llabelprof, and the "

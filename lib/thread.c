@@ -173,11 +173,16 @@ void lp__registry_counters(lp__counters_t *out) {
  * forking thread's, and release the lock prepare took on this thread.
  */
 
+static bool forked;
+
+bool lp__forked_child(void) { return forked; }
+
 void lp__registry_atfork_prepare(void) { lp__lock(&registry_mu); }
 void lp__registry_atfork_parent(void) { lp__unlock(&registry_mu); }
 
 void lp__registry_atfork_child(void) {
   lp__thread_t *self = lp__thread_current();
+  forked = true;
   lp__registry_reap(NULL, NULL);
   held = false;
   for (lp__thread_t *t = head, *next; t; t = next) {

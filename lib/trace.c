@@ -545,13 +545,18 @@ static uint64_t enter_slow(lp__thread_t *t, const lp_site_t *site, int manual) {
   }
   if (!(site->level & levels)) return lp_impl_push((uintptr_t)site); /* the session stopped meanwhile */
   lp_impl_event_t *e = LP_IMPL_LOAD_RELAXED(t->hot.tcur);
-  if (e < t->hot.tlim) return lp_impl_enter_traced(site, levels, manual); /* just registered, with room */
-  if (levels & LP_IMPL_SPENT) {
+  if (e < t->hot.tlim && !(levels & LP_IMPL_SPENT)) {
+    /* Just registered, with room: as lp_impl_enter_traced() records it (levels has no subscribers' part). */
+    e->ts = lp_impl_ticks();
+    e->tag = (uintptr_t)site | LP_IMPL_EV_BEGIN | LP_IMPL_DEPTH_TAG(d);
+    t->hot.tlim = t->hot.tlim - 1;
+    LP_IMPL_STORE_RELEASE(t->hot.tcur, e + 1);
+  } else if (levels & LP_IMPL_SPENT) {
     drop_own(t);
     return lp_impl_push((uintptr_t)site);
-  }
-  if (!record_slow(t, (uintptr_t)site | LP_IMPL_EV_BEGIN | LP_IMPL_DEPTH_TAG(d), 0, 1, EV_BEGIN))
+  } else if (!record_slow(t, (uintptr_t)site | LP_IMPL_EV_BEGIN | LP_IMPL_DEPTH_TAG(d), 0, 1, EV_BEGIN)) {
     return lp_impl_push((uintptr_t)site);
+  }
   LP_IMPL_STORE_RELEASE(t->hot.frames[d], (uintptr_t)site | LP_IMPL_TRACED);
   uint64_t w = LP_IMPL_LOAD_RELAXED(t->hot.word) + LP_IMPL_COUNT_ONE + 1;
   LP_IMPL_STORE_RELEASE(t->hot.word, w);
@@ -583,11 +588,14 @@ void lp_impl_instant_slow(uintptr_t tag) {
   if (LP_IMPL_UNLIKELY(lp__marker_fd >= 0)) {
     lp__marker_unhide(t);
     lp_impl_event_t *e = LP_IMPL_LOAD_RELAXED(t->hot.tcur);
-    uint32_t levels = LP_IMPL_LOAD_RELAXED(lp_impl_levels);
-    if (e && e < t->hot.tlim && !(levels & LP_IMPL_SPENT))
-      lp_impl_instant(tag, levels);
-    else
+    /* Recorded here, as lp_impl_instant() would: not through its subscribers' branch, which have had it. */
+    if (e && e < t->hot.tlim && !(lp__trace_levels() & LP_IMPL_SPENT)) {
+      e->ts = lp_impl_ticks();
+      e->tag = tag;
+      LP_IMPL_STORE_RELEASE(t->hot.tcur, e + 1);
+    } else {
       record_slow(t, tag, 0, 1, EV_OTHER);
+    }
     lp__marker_hide(t);
     return;
   }
@@ -712,7 +720,6 @@ static uint64_t since(uint64_t later, uint64_t earlier) { return later > earlier
 int lp__trace_start(lp__owner_t who, const lp_trace_opts_t *opts) {
   lp_trace_opts_t want;
   if (check_opts(opts, &want) != 0) return -EINVAL;
-  lp__lifecycle_init();
   lp__clock_choose(want.clock); /* before the first event: the tick source never changes after */
   lp__counters_t c;
   lp__registry_counters(&c);
@@ -762,7 +769,6 @@ bool lp__trace_running(lp__owner_t who) {
   return r;
 }
 
-int lp_trace_start(const lp_trace_opts_t *opts) { return lp__trace_start(LP__PROGRAM, opts); }
 int lp_trace_stop(void) { return lp__trace_stop(LP__PROGRAM); }
 int lp_trace_running(void) { return lp__trace_running(LP__PROGRAM); }
 
@@ -1017,14 +1023,13 @@ int lp_trace_write_systrace(const char *path) {
 
 /* ---- tracks -------------------------------------------------------------------- */
 
-lp_track_t lp_track_create(const char *name) {
+lp_track_t lp__track_create(const char *name) {
   if (!name) return -EINVAL;
   lp__lane_t *l = lp__calloc(1, sizeof *l);
   if (!l || !(l->name = lp__strdup(name))) {
     free(l);
     return -ENOMEM;
   }
-  lp__lifecycle_init();
   lp__lock(&trace_mu);
   uint32_t n = atomic_load(&ntracks);
   if (n == LP__MAX_TRACKS) {
