@@ -1635,6 +1635,24 @@ LP_IMPL_INLINE void lp_impl_nscope_leave(lp_impl_nscope_t *s) {
   if (LP_IMPL_UNLIKELY(s->pin >= 0)) lp_impl_nscope_end(s->pin);
 }
 
+/* ---- Perfetto ----------------------------------------------------------
+ *
+ * Writes the program's current or last timeline session to path as a
+ * Perfetto trace (TrackEvent protobuf), which ui.perfetto.dev and Perfetto's
+ * trace processor read: the same events as lp_trace_write_json() (scopes,
+ * instants, counters, tracks, made-up begins marked "truncated", scopes a
+ * longjmp skipped marked "unterminated"), thread and process names as track
+ * descriptors, levels (or layer and phase) as categories, and the JSON's
+ * otherData as the debug annotations of an instant named "labelprof
+ * session" on the process's track. Times are CLOCK_MONOTONIC nanoseconds,
+ * exact, tied to CLOCK_BOOTTIME by a clock snapshot so that the trace lines
+ * up with system traces. process_name names the process; NULL: the
+ * program's name. The file is written as lp_trace_write_json() writes its
+ * own, with the same guarantees and the same returns.
+ */
+LP_EXPORT int lp_trace_write_perfetto(const char *path, const char *process_name);
+/* ---- end of Perfetto ---- */
+
 /* ------------------------------------------------------------------------ */
 /* Compiled out                                                             */
 /* ------------------------------------------------------------------------ */
@@ -1697,6 +1715,9 @@ LP_IMPL_INLINE void lp_impl_nscope_leave(lp_impl_nscope_t *s) {
 #define lp_notify(s, t, p, e, i, u) \
   ((void)(s), (void)(t), (void)(i), (void)(u), lp_impl_disabled_int2((const void *)(p), (const void *)(e)))
 #define lp_notify_wanted(s, t) ((void)(s), (void)(t), 0)
+/* ---- Perfetto ---- */
+#define lp_trace_write_perfetto(p, n) lp_impl_disabled_int2((const void *)(p), (const void *)(n))
+/* ---- end of Perfetto ---- */
 LP_IMPL_STUB const char *lp_impl_disabled_strerror(int e) {
   (void)e;
   return "labelprof was compiled out (LABELPROF_DISABLE)";

@@ -76,7 +76,7 @@ void lp__jw_raw(lp__jw_t *w, const char *s, size_t n) {
 }
 
 /* The length of the valid UTF-8 sequence starting at s, or 0. */
-static size_t utf8_len(const unsigned char *s) {
+size_t lp__utf8_len(const unsigned char *s) {
   unsigned char c = s[0];
   if (c >= 0xc2 && c <= 0xdf) return (s[1] & 0xc0) == 0x80 ? 2 : 0;
   if (c >= 0xe0 && c <= 0xef) {
@@ -120,7 +120,7 @@ static char *escape_chars(char *o, const unsigned char **sp, size_t max_in) {
       }
       s++;
     } else {
-      size_t n = utf8_len(s);
+      size_t n = lp__utf8_len(s);
       if (n) {
         memcpy(o, s, n);
         o += n;
