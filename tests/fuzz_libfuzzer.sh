@@ -12,6 +12,7 @@ fuzzer=tests/fuzz_reader_libfuzzer
 work=$(mktemp -d "${TMPDIR:-/tmp}/lp-libfuzzer-XXXXXX")
 mkdir "$work/corpus"
 cp "$LP_TEST_DATA"/*.json "$LP_TEST_DATA"/fuzz/*.json "$work/corpus/"
+cp "$LP_TEST_DATA"/fuzz/*.pftrace "$work/corpus/" # Perfetto's protobuf
 status=0
 # -close_fd_mask=2: the reader's messages about each bad input are not needed here (libFuzzer's own report still shows).
 "./$fuzzer" -seed="${LP_FUZZ_SEED:-1}" -max_total_time="${LP_FUZZ_SECONDS:-10}" -timeout=10 -rss_limit_mb=1024 -close_fd_mask=2 \

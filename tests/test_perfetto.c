@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
+#include <limits.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -341,6 +342,89 @@ static void test_perfetto_interning_keeps_events_small(void) {
   pd_free(&t.lines);
 }
 
+
+/* ---- the command reads it ---- */
+
+static char tool[4096];
+
+static lp_test_run_t run_tool(const char *cmd, const char *file) {
+  char *argv[] = {tool, (char *)cmd, (char *)file, NULL};
+  return lp_test_run(tool, argv, NULL, NULL);
+}
+
+static void free_run(lp_test_run_t *r) {
+  free(r->out);
+  free(r->err);
+}
+
+/* stats, tree and folded say the same of a session written both ways. */
+static void test_perfetto_command_reads_what_the_json_says(void) {
+  pthread_t a, b;
+  lp_trace_opts_t o = {.budget_bytes = 64 * 1024, .policy = LP_TRACE_RING};
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(&o), 0);
+  lp_thread_set_name("pf main");
+  {
+    LP_SCOPE("made up on main");
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&a, NULL, nested_worker, "worker a"), 0);
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&b, NULL, nested_worker, "worker b"), 0);
+    pthread_join(a, NULL);
+    pthread_join(b, NULL);
+    for (int i = 0; i < 3000; i++) {
+      LP_SCOPE_PHASE(LP_LAYER_RUNTIME, LP_PHASE_EXECUTION, "layered");
+      LP_COUNTER("queue depth", i);
+    }
+  }
+  lp_track_t gpu = lp_track_create("gpu queue");
+  uint64_t t0 = lp_now_ns();
+  for (int i = 0; i < 20; i++) lp_track_complete(gpu, i % 2 ? "kernel a" : "kernel b", t0 + 1000u * (unsigned)i, 700);
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  CU_ASSERT_EQUAL_FATAL(lp_trace_write_json(jpath, NULL), 0);
+  CU_ASSERT_EQUAL_FATAL(lp_trace_write_perfetto(ppath, NULL), 0);
+  static const char *const cmds[] = {"stats", "tree", "folded"};
+  for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+    lp_test_run_t j = run_tool(cmds[i], jpath), p = run_tool(cmds[i], ppath);
+    CU_ASSERT(WIFEXITED(p.status) && WEXITSTATUS(p.status) == 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j.out);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p.out);
+    if (strcmp(j.out, p.out) != 0) printf("\n    %s differs:\n%s\n    ---\n%s\n    %s ", cmds[i], j.out, p.out, p.err);
+    CU_ASSERT_STRING_EQUAL(j.out, p.out);
+    CU_ASSERT_PTR_NOT_NULL(strstr(p.out, cmds[i][0] == 'f' ? "layered" : "kernel a"));
+    free_run(&j);
+    free_run(&p);
+  }
+}
+
+/* A damaged file: exit 2, a message with the byte offset and what was expected. */
+static void test_perfetto_command_bad_input(void) {
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(NULL), 0);
+  for (int i = 0; i < 100; i++) {
+    LP_SCOPE("some scope");
+  }
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  CU_ASSERT_EQUAL_FATAL(lp_trace_write_perfetto(ppath, NULL), 0);
+  struct stat st;
+  CU_ASSERT_EQUAL_FATAL(stat(ppath, &st), 0);
+  /* cut inside the last packet */
+  CU_ASSERT_EQUAL_FATAL(truncate(ppath, st.st_size - 3), 0);
+  lp_test_run_t r = run_tool("stats", ppath);
+  CU_ASSERT(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 2);
+  CU_ASSERT_PTR_NOT_NULL(r.err && strstr(r.err, ": byte "));
+  CU_ASSERT_PTR_NOT_NULL(r.err && strstr(r.err, "ends inside a packet"));
+  free_run(&r);
+  /* a name iid that was never interned */
+  static const unsigned char bad[] = {
+      0x0a, 0x04, 0x50, 0x01, 0x68, 0x01,                   /* packet: sequence 1, state cleared */
+      0x0a, 0x0a, 0x50, 0x01, 0x40, 0x05, 0x5a, 0x04, 0x48, 0x01, 0x50, 0x07}; /* begin, name iid 7 */
+  FILE *f = fopen(ppath, "wb");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  CU_ASSERT_EQUAL(fwrite(bad, 1, sizeof bad, f), sizeof bad);
+  CU_ASSERT_EQUAL(fclose(f), 0);
+  r = run_tool("stats", ppath);
+  CU_ASSERT(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 2);
+  CU_ASSERT_PTR_NOT_NULL(r.err && strstr(r.err, "byte 6: an event name iid that was not interned"));
+  free_run(&r);
+}
+
 static void test_perfetto_errors(void) {
   CU_ASSERT_EQUAL(lp_trace_write_perfetto(NULL, NULL), -EINVAL);
   char missing[300];
@@ -352,6 +436,10 @@ static void test_perfetto_errors(void) {
 
 int main(void) {
   dir = lp_test_tmpdir("perfetto");
+  if (!realpath("tools/labelprof", tool)) {
+    perror("test_perfetto: setup (run from the build directory)");
+    return 2;
+  }
   snprintf(jpath, sizeof jpath, "%s/trace.json", dir);
   snprintf(ppath, sizeof ppath, "%s/trace.pftrace", dir);
   CU_TestInfo tests[] = {
@@ -365,6 +453,8 @@ int main(void) {
       LP_TEST(test_perfetto_layers_and_hostile_labels),
       LP_TEST(test_perfetto_interning_keeps_events_small),
       LP_TEST(test_perfetto_errors),
+      LP_TEST(test_perfetto_command_reads_what_the_json_says),
+      LP_TEST(test_perfetto_command_bad_input),
       CU_TEST_INFO_NULL,
   };
   int rc = lp_test_main("perfetto", tests);

@@ -43,6 +43,7 @@ struct lp_input {
 
 const lp_reader_t *const lp_readers[] = {
     &lp_json_reader,
+    &lp_perfetto_reader, /* binary: its first byte is a packet's tag, 0x0a */
     &lp_systrace_reader, /* after JSON, which claims only text that starts with '{' or '[' */
     NULL,
 };
