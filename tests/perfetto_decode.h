@@ -167,9 +167,27 @@ typedef struct pd_trace {
   const char *error;  /* the first broken rule */
 } pd_trace_t;
 
+/* Copies len bytes at p to dst (of size bytes) as a string, cut short if they do not fit. */
+static inline void pd_copy(char *dst, size_t size, const uint8_t *p, size_t len) {
+  if (len > size - 1) len = size - 1;
+  memcpy(dst, p, len);
+  dst[len] = '\0';
+}
+
+/* Appends s to buf (of size bytes), cutting it short if it does not fit. */
+static inline void pd_cat(char *buf, size_t size, const char *s) {
+  size_t n = strlen(buf), k = strlen(s);
+  if (n + 1 >= size) return;
+  if (k > size - n - 1) k = size - n - 1;
+  memcpy(buf + n, s, k);
+  buf[n + k] = '\0';
+}
+
 static inline void pd_flag(char *flags, size_t size, const char *name, const char *value) {
-  size_t n = strlen(flags);
-  snprintf(flags + n, size - n, "%s%s=%s", n ? "," : "", name, value);
+  if (flags[0]) pd_cat(flags, size, ",");
+  pd_cat(flags, size, name);
+  pd_cat(flags, size, "=");
+  pd_cat(flags, size, value);
 }
 
 /* An annotation name=value into buf. */
@@ -178,8 +196,8 @@ static inline void pd_annotation(const uint8_t *p, size_t len, char *name, size_
   const uint8_t *e = p + len;
   name[0] = value[0] = '\0';
   while (pd_next(&p, e, &f) > 0) {
-    if (f.num == 10 && f.wire == 2) snprintf(name, nsize, "%.*s", (int)f.len, (const char *)f.p);
-    if (f.num == 6 && f.wire == 2) snprintf(value, vsize, "%.*s", (int)f.len, (const char *)f.p);
+    if (f.num == 10 && f.wire == 2) pd_copy(name, nsize, f.p, f.len);
+    if (f.num == 6 && f.wire == 2) pd_copy(value, vsize, f.p, f.len);
     if (f.num == 2 && f.wire == 0) snprintf(value, vsize, "%s", f.v ? "true" : "false");
     if ((f.num == 3 || f.num == 4) && f.wire == 0) snprintf(value, vsize, "%llu", (unsigned long long)f.v);
   }
@@ -229,7 +247,7 @@ static inline void pd_track_event(pd_trace_t *t, pd_seq_t *q, uint64_t ts, const
     if (f.num == 9) type = f.v;
     else if (f.num == 11) track = f.v;
     else if (f.num == 10) name_iid = f.v;
-    else if (f.num == 23) snprintf(name, sizeof name, "%.*s", (int)f.len, (const char *)f.p);
+    else if (f.num == 23) pd_copy(name, sizeof name, f.p, f.len);
     else if (f.num == 30) value = (int64_t)f.v;
     else if (f.num == 3) {
       const char *c = pd_get(&q->cats, f.v);
@@ -411,13 +429,13 @@ static inline int pd_decode(pd_trace_t *t, const char *path) {
       int counter = 0;
       while (pd_next(&d, de, &f) > 0) {
         if (f.num == 1) uuid = f.v;
-        if (f.num == 2) snprintf(name, sizeof name, "%.*s", (int)f.len, (const char *)f.p);
+        if (f.num == 2) pd_copy(name, sizeof name, f.p, f.len);
         if (f.num == 8) counter = 1;
         if (f.num == 4) {
           const uint8_t *k = f.p, *ke = f.p + f.len;
           pd_field_t g;
           while (pd_next(&k, ke, &g) > 0)
-            if (g.num == 5) snprintf(name, sizeof name, "%.*s", (int)g.len, (const char *)g.p);
+            if (g.num == 5) pd_copy(name, sizeof name, g.p, g.len);
         }
       }
       pd_put(counter ? &t->counters : &t->lanes, uuid, name, strlen(name));
