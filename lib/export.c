@@ -1165,6 +1165,7 @@ typedef struct pf_seq {
   const void **keys;
   uint32_t kmask, nkeys;
   uint64_t *iids;
+  uint64_t *cat_of; /* the key's one category iid once interned, for the fast path; 0: none (or a layered site) */
   const char *cats[64];
   uint32_t ncats;
   bool nomem;
@@ -1181,10 +1182,11 @@ static uint64_t pf_name_iid(pf_seq_t *q, const void *key, uint64_t *fresh) {
   if (!q->keys || (q->nkeys + 1) * 2 > q->kmask + 1) {
     uint32_t mask = q->keys ? q->kmask * 2 + 1 : 255;
     const void **nk = calloc((size_t)mask + 1, sizeof *nk);
-    uint64_t *ni = calloc((size_t)mask + 1, sizeof *ni);
-    if (!nk || !ni) {
+    uint64_t *ni = calloc((size_t)mask + 1, sizeof *ni), *nc = calloc((size_t)mask + 1, sizeof *nc);
+    if (!nk || !ni || !nc) {
       free(nk);
       free(ni);
+      free(nc);
       q->nomem = true;
       *fresh = 0;
       return 0;
@@ -1195,11 +1197,14 @@ static uint64_t pf_name_iid(pf_seq_t *q, const void *key, uint64_t *fresh) {
       while (nk[h]) h = (h + 1) & mask;
       nk[h] = q->keys[i];
       ni[h] = q->iids[i];
+      nc[h] = q->cat_of[i];
     }
     free(q->keys);
     free(q->iids);
+    free(q->cat_of);
     q->keys = nk;
     q->iids = ni;
+    q->cat_of = nc;
     q->kmask = mask;
   }
   uint32_t h = (uint32_t)(((uintptr_t)key >> 3) * 0x9e3779b1u) & q->kmask;
@@ -1207,6 +1212,15 @@ static uint64_t pf_name_iid(pf_seq_t *q, const void *key, uint64_t *fresh) {
   q->keys[h] = key;
   q->iids[h] = *fresh = ++q->nkeys;
   return 0;
+}
+
+/* The slot of key on the sequence, or UINT32_MAX. */
+static inline uint32_t pf_find(const pf_seq_t *q, const void *key) {
+  if (!q->keys) return UINT32_MAX;
+  for (uint32_t h = (uint32_t)(((uintptr_t)key >> 3) * 0x9e3779b1u) & q->kmask;; h = (h + 1) & q->kmask) {
+    if (!q->keys[h]) return UINT32_MAX;
+    if (q->keys[h] == key) return h;
+  }
 }
 
 /* The category's iid on the sequence, 1-based; *fresh set when it is new. */
@@ -1225,8 +1239,10 @@ static uint64_t pf_cat_iid(pf_seq_t *q, const char *cat, bool *fresh) {
 static void pf_seq_reset(pf_seq_t *q, uint32_t id, uint64_t base) {
   free(q->keys);
   free(q->iids);
+  free(q->cat_of);
   q->keys = NULL;
   q->iids = NULL;
+  q->cat_of = NULL;
   q->kmask = q->nkeys = q->ncats = 0;
   q->id = id;
   q->last = base;
@@ -1297,9 +1313,54 @@ typedef struct pf_counters {
   size_t n, cap;
 } pf_counters_t;
 
+/*
+ * The common packets at once: a plain end, or a begin or instant whose name
+ * and single category are interned already and that has no annotations.
+ * Every length then fits in one byte. False: not one of those.
+ */
+static bool pf_event_fast(pf_seq_t *q, const pf_rec_t *r, uint32_t type, uint64_t ts, bool end) {
+  uint64_t name_iid = 0, cat_iid = 0;
+  if (ts < q->last) return false;
+  if (end) {
+    if (r->flags & PF_UNTERMINATED) return false;
+  } else {
+    if (type == TYPE_COUNTER || (r->flags & PF_TRUNCATED)) return false;
+    uint32_t h = pf_find(q, r->key);
+    if (h == UINT32_MAX || !(cat_iid = q->cat_of[h])) return false;
+    name_iid = q->iids[h];
+  }
+  uint8_t te[32], *o = lp__pb_reserve(q->pb, 64);
+  if (!o) return true; /* out of memory: it sticks, and is reported at the end */
+  size_t tn = 0, n = 2;
+  te[tn++] = TE_TYPE << 3;
+  te[tn++] = (uint8_t)type;
+  if (!end) {
+    te[tn++] = TE_CATEGORY_IIDS << 3;
+    tn += lp__pb_put_varint(te + tn, cat_iid);
+    te[tn++] = TE_NAME_IID << 3;
+    tn += lp__pb_put_varint(te + tn, name_iid);
+  }
+  o[n++] = TP_TIMESTAMP << 3;
+  n += lp__pb_put_varint(o + n, ts - q->last);
+  o[n++] = TP_TRACK_EVENT << 3 | 2;
+  o[n++] = (uint8_t)tn;
+  memcpy(o + n, te, tn);
+  n += tn;
+  o[n++] = TP_SEQ_ID << 3;
+  n += lp__pb_put_varint(o + n, q->id);
+  o[n++] = TP_SEQ_FLAGS << 3;
+  o[n++] = SEQ_NEEDS_STATE;
+  o[0] = TRACE_PACKET << 3 | 2;
+  o[1] = (uint8_t)(n - 2);
+  q->pb->len += n;
+  q->last = ts;
+  return true;
+}
+
 /* One event packet. */
 static void pf_event(pf_seq_t *q, const pf_rec_t *r, uint32_t type, uint64_t ts, uint64_t counter_uuid,
                      const char *name, bool end) {
+  if (pf_event_fast(q, r, type, ts, end)) return;
   lp__pb_t *pb = q->pb;
   size_t p = lp__pb_begin(pb, TRACE_PACKET);
   if (ts < q->last) ts = q->last; /* cannot happen in a lane's order; the clock only goes forward */
@@ -1327,6 +1388,11 @@ static void pf_event(pf_seq_t *q, const pf_rec_t *r, uint32_t type, uint64_t ts,
       if (cat_iid[k]) lp__pb_varint(pb, TE_CATEGORY_IIDS, cat_iid[k]);
     }
     if (name_iid) lp__pb_varint(pb, TE_NAME_IID, name_iid);
+    /* One category and no annotations: later events of the key take the fast path. */
+    if (!cats[1] && cat_iid[0] && (!site || !lp__site_has_layer(site))) {
+      uint32_t h = pf_find(q, r->key);
+      if (h != UINT32_MAX) q->cat_of[h] = cat_iid[0];
+    }
   }
   if (type == TYPE_COUNTER) {
     lp__pb_varint(pb, TE_TRACK_UUID, counter_uuid);

@@ -579,6 +579,18 @@ void lp__pb_str(lp__pb_t *pb, uint32_t field, const char *s);
 /* Opens a nested message; returns the mark lp__pb_end() closes it with. */
 size_t lp__pb_begin(lp__pb_t *pb, uint32_t field);
 void lp__pb_end(lp__pb_t *pb, size_t mark);
+/* n bytes to fill at the returned pointer (then add what was used to pb->len); NULL out of memory. */
+uint8_t *lp__pb_reserve(lp__pb_t *pb, size_t n);
+/* v as a varint at o; returns its length (at most 10). */
+static inline size_t lp__pb_put_varint(uint8_t *o, uint64_t v) {
+  size_t n = 0;
+  while (v >= 0x80) {
+    o[n++] = (uint8_t)(v | 0x80);
+    v >>= 7;
+  }
+  o[n++] = (uint8_t)v;
+  return n;
+}
 /* Moves what was built to w and empties the buffer. */
 void lp__pb_flush(lp__pb_t *pb, lp__jw_t *w);
 void lp__pb_free(lp__pb_t *pb);
