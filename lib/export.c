@@ -1521,7 +1521,7 @@ static void pf_write_lane(pf_export_t *x, lane_writer_t *lw, const lp__snap_lane
       uint64_t cu = pf_counter_track(x, r->key);
       pf_event(&x->q, r, TYPE_COUNTER, r->ts, cu, NULL, false);
     }
-    if (x->pb.len > 64 * 1024) lp__pb_flush(&x->pb, x->w);
+    if (x->pb.len > 512 * 1024) lp__pb_flush(&x->pb, x->w); /* more than json.c buffers: written straight through */
   }
   free(open);
   lp__pb_flush(&x->pb, x->w);
