@@ -557,6 +557,22 @@ LP_EXPORT int lp_trace_running(void);
 LP_EXPORT int lp_trace_write_json(const char *path, const char *process_name);
 
 /*
+ * Writes the program's current or last timeline session to path as a
+ * Perfetto trace (TrackEvent protobuf), which ui.perfetto.dev and Perfetto's
+ * trace processor read: the same events as lp_trace_write_json() (scopes,
+ * instants, counters, tracks, made-up begins marked "truncated", scopes a
+ * longjmp skipped marked "unterminated"), thread and process names as track
+ * descriptors, levels (or layer and phase) as categories, and the JSON's
+ * otherData as the debug annotations of an instant named "labelprof
+ * session" on the process's track. Times are CLOCK_MONOTONIC nanoseconds,
+ * exact, tied to CLOCK_BOOTTIME by a clock snapshot so that the trace lines
+ * up with system traces. process_name names the process; NULL: the
+ * program's name. The file is written as lp_trace_write_json() writes its
+ * own, with the same guarantees and the same returns.
+ */
+LP_EXPORT int lp_trace_write_perfetto(const char *path, const char *process_name);
+
+/*
  * Writes the program's current (or last) session, the same events as
  * lp_trace_write_json() writes (its window, its levels, every thread), as
  * systrace text: the kernel's ftrace text format with the TGID column, the
@@ -1135,6 +1151,7 @@ int lp_impl_disabled_nscope(uint8_t stream, uint16_t type, const lp_event_t *par
 #define lp_trace_stop() (-ENOTSUP)
 #define lp_trace_running() 0
 #define lp_trace_write_json(p, n) lp_impl_disabled_int2((const void *)(p), (const void *)(n))
+#define lp_trace_write_perfetto(p, n) lp_impl_disabled_int2((const void *)(p), (const void *)(n))
 #define lp_trace_write_systrace(p) lp_impl_disabled_int1((const void *)(p))
 #define lp_layer_name(l) ((void)(l), (const char *)0)
 #define lp_phase_name(p) ((void)(p), (const char *)0)

@@ -27,6 +27,7 @@
  *   LABELPROF_CLOCK=auto|tsc|monotonic                     LABELPROF_DUMP_SIGNAL=USR2
  *   LABELPROF_SYSTRACE=path     LABELPROF_TRACE_MARKER=1|path
  *   LABELPROF_COLLECTOR_SCHED=slice|default|fifo[:PRIO]
+ *   LABELPROF_TRACE_FORMAT=json|perfetto|systrace (else .pftrace, .perfetto-trace: Perfetto)
  *
  * LABELPROF_SYSTRACE writes the environment's timeline as systrace text, at
  * exit and at dumps, beside or instead of LABELPROF_TRACE's JSON: one
@@ -55,6 +56,7 @@ static char *profile_path; /* absolute, %p expanded, %n kept; /dev/stderr for LA
 static char *folded_path;
 static char *trace_path;
 static char *systrace_path; /* layers and phases: LABELPROF_SYSTRACE */
+static lp__format_t trace_format; /* Perfetto: LABELPROF_TRACE's format */
 static lp_print_opts_t report_opts;
 static bool profiling, tracing;
 static unsigned seq; /* reports written so far */
@@ -82,6 +84,7 @@ static const char *const known[] = {
     "LABELPROF_TRACE_MODE",   "LABELPROF_CLOCK",      "LABELPROF_DUMP_SIGNAL",
     "LABELPROF_SYSTRACE",     "LABELPROF_TRACE_MARKER",
     "LABELPROF_COLLECTOR_SCHED",
+    "LABELPROF_TRACE_FORMAT", /* Perfetto */
     /* Read by subs.c, and by the callstats.so subscriber installed with the library. */
     "LABELPROF_SUBSCRIBERS",  "LABELPROF_CALLSTATS",  "LABELPROF_CALLSTATS_THREADS",
 };
@@ -258,6 +261,24 @@ static lp_trace_policy_t parse_mode(const char *v) {
   if (strcmp(v, "ring") == 0) return LP_TRACE_RING;
   warn("LABELPROF_TRACE_MODE='%s' is neither discard nor ring; using the default, discard", v);
   return LP_TRACE_DISCARD;
+}
+
+/*
+ * Perfetto: LABELPROF_TRACE's format. LABELPROF_TRACE_FORMAT=json|perfetto|
+ * systrace says it; else the name does: .pftrace and .perfetto-trace are
+ * Perfetto, anything else JSON.
+ */
+static lp__format_t parse_format(const char *path) {
+  const char *v = value_of("LABELPROF_TRACE_FORMAT");
+  if (v && strcmp(v, "json") == 0) return LP__FORMAT_JSON;
+  if (v && strcmp(v, "perfetto") == 0) return LP__FORMAT_PERFETTO;
+  if (v && strcmp(v, "systrace") == 0) return LP__FORMAT_SYSTRACE;
+  if (v) warn("LABELPROF_TRACE_FORMAT='%s' is none of json, perfetto, systrace; the name of the file decides", v);
+  size_t n = path ? strlen(path) : 0;
+  static const char *const ext[] = {".pftrace", ".perfetto-trace"};
+  for (size_t i = 0; i < sizeof ext / sizeof ext[0]; i++)
+    if (n > strlen(ext[i]) && strcmp(path + n - strlen(ext[i]), ext[i]) == 0) return LP__FORMAT_PERFETTO;
+  return LP__FORMAT_JSON;
 }
 
 static lp_clock_t parse_clock(const char *v) {
@@ -523,7 +544,7 @@ static void write_trace(unsigned number) {
     if (!tp) {
       warn("out of memory naming the trace");
     } else {
-      int rc = lp__trace_write(LP__ENV, tp, NULL);
+      int rc = lp__trace_write_as(LP__ENV, tp, NULL, trace_format);
       if (rc) warn("cannot write the trace to '%s': %s", tp, lp_strerror(rc));
       free(tp);
     }
@@ -692,6 +713,7 @@ void lp__env_load(void) {
   report_opts = vals.report;
   lp_trace_opts_t topts = vals.trace;
   lp__clock_set_env(topts.clock);
+  trace_format = parse_format(trace);
   int dsig = sig ? vals.dump_signal : 0;
   bool want_prof = prof && strcmp(prof, "0") != 0;
   /* ---- layers and phases: the live trace_marker, opened before anything records ---- */

@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char *level_name(uint32_t level) {
@@ -64,8 +65,11 @@ typedef struct fragment {
   const char *args; /* a layered site's args members: "layer":"runtime","phase":"execution"; else "" */
 } fragment_t;
 
+typedef struct pf_lane pf_lane_t;
+
 typedef struct lane_writer {
   lp__jw_t *w;
+  pf_lane_t *pf; /* Perfetto: the lane's slices and points are collected here instead of written as JSON */
   const lp__session_t *s;
   const lp__timemap_t *map;
   lp__sync_t anchor; /* the sync point of the chunk being written */
@@ -241,10 +245,20 @@ static const char *args_tail(char *buf, size_t size, const fragment_t *f, const 
 }
 /* ---- end of layers and phases ---- */
 
+/* ---- Perfetto: what the lane rules hand over instead of JSON (see the Perfetto section) ---- */
+enum { PF_SLICE, PF_INSTANT, PF_COUNTER };
+enum { PF_TRUNCATED = 1, PF_UNTERMINATED = 2, PF_OPEN = 4, PF_WORK = 8 };
+static void pf_add(lane_writer_t *lw, uint8_t kind, uint8_t flags, const void *key, uint64_t ts, uint64_t end,
+                   int64_t value);
+
 static void complete(lane_writer_t *lw, const open_scope_t *o, uint64_t end, bool unterminated) {
   uint64_t dur = end - o->ns;
   char tail[256];
   if (o->shadow) return;
+  if (lw->pf) {
+    pf_add(lw, PF_SLICE, unterminated ? PF_UNTERMINATED : 0, o->site, o->ns, end, 0);
+    return;
+  }
   const fragment_t *f = site_fragment(lw, o->site);
   event(lw, 'X', f, o->ns, &dur,
         args_tail(tail, sizeof tail, f, unterminated ? "\"unterminated\":\"ended by an enclosing scope\"" : NULL));
@@ -344,6 +358,10 @@ static void made_up(lane_writer_t *lw, const lane_event_t *v, uint64_t end) {
   uint64_t ts = lw->made_up_base + (v->depth < 255 ? v->depth : 255);
   uint64_t dur = end > ts ? end - ts : 0;
   char tail[256];
+  if (lw->pf) {
+    pf_add(lw, PF_SLICE, PF_TRUNCATED, v->site, ts, ts + dur, 0);
+    return;
+  }
   const fragment_t *f = site_fragment(lw, v->site);
   event(lw, 'X', f, ts, &dur, args_tail(tail, sizeof tail, f, "\"truncated\":true"));
 }
@@ -442,11 +460,18 @@ static void write_thread_lane(lane_writer_t *lw, const lp__snap_lane_t *l) {
       case LP_IMPL_EV_INSTANT:
         if (!v.in_window) break;
         lw->events++;
-        event(lw, 'i', site_fragment(lw, v.site), mapped(lw, v.ts), NULL, ",\"s\":\"t\"");
+        if (lw->pf)
+          pf_add(lw, PF_INSTANT, 0, v.site, mapped(lw, v.ts), 0, 0);
+        else
+          event(lw, 'i', site_fragment(lw, v.site), mapped(lw, v.ts), NULL, ",\"s\":\"t\"");
         break;
       case LP_IMPL_EV_COUNTER:
         if (!v.in_window || i >= end) break;
         lw->events++;
+        if (lw->pf) {
+          pf_add(lw, PF_COUNTER, 0, v.site, mapped(lw, v.ts), 0, (int64_t)c->ev[i].ts);
+          break;
+        }
         snprintf(value, sizeof value, ",\"args\":{\"value\":%lld}", (long long)(int64_t)c->ev[i].ts);
         event(lw, 'C', site_fragment(lw, v.site), mapped(lw, v.ts), NULL, value);
         break;
@@ -458,6 +483,10 @@ static void write_thread_lane(lane_writer_t *lw, const lp__snap_lane_t *l) {
   /* Still open: unmatched begins (shadows are not written). */
   for (size_t k = 0; k < lw->depth; k++) {
     char tail[256];
+    if (lw->pf) {
+      if (!lw->stack[k].shadow) pf_add(lw, PF_SLICE, PF_OPEN, lw->stack[k].site, lw->stack[k].ns, UINT64_MAX, 0);
+      continue;
+    }
     const fragment_t *f = lw->stack[k].shadow ? NULL : site_fragment(lw, lw->stack[k].site);
     if (f) event(lw, 'B', f, lw->stack[k].ns, NULL, args_tail(tail, sizeof tail, f, NULL));
     else if (!lw->stack[k].shadow) lw->nomem = true;
@@ -495,6 +524,10 @@ static void write_track_lane(lane_writer_t *lw, const lp__snap_lane_t *l) {
         dur--;
       }
       prev_end = item_end;
+      if (lw->pf) {
+        pf_add(lw, PF_SLICE, PF_WORK, name, start, start + dur, 0);
+        continue;
+      }
       event(lw, 'X', fragment(lw, name, "track", name, ""), start, &dur, "");
     }
   }
@@ -1039,3 +1072,553 @@ out:
   return rc ? rc : w->err;
 }
 /* ---- end of layers and phases: systrace text ---- */
+
+/* ---- Perfetto: the session as TrackEvent protobuf ---------------------------------
+ *
+ * The same lanes, window and matching as the JSON (write_thread_lane and
+ * write_track_lane, through pf_add), written as a Perfetto trace: a Trace
+ * message is a run of packets (field 1), so the file is the packets one
+ * after the other. Field numbers are those of Perfetto's schema
+ * (protos/perfetto/trace); tests/perfetto_subset.proto names the ones used.
+ *
+ * Each lane is a packet sequence of its own (trusted_packet_sequence_id =
+ * its index + 1). Its first packet clears the incremental state and holds
+ * the clock snapshot and the defaults: timestamps are on clock 64, a
+ * sequence-scoped incremental clock in ns that the snapshot ties to
+ * CLOCK_MONOTONIC (and BOOTTIME, the clock Perfetto lines system traces up
+ * on), and events go to the lane's track unless they say otherwise. Then
+ * the lane's TrackDescriptor, then its events in time order: an event name
+ * (and category) is interned on first use on the sequence, in the packet
+ * that first uses it, and later events carry its iid.
+ *
+ * A JSON complete event becomes a SLICE_BEGIN and a SLICE_END, so the
+ * lane's slices and points are collected first (pf_add) and put in time
+ * order: begins by time, the longer first at equal times; an end goes out
+ * before anything that starts at or after it. The JSON's args become debug
+ * annotations: "truncated" on a made-up begin, "unterminated" on the end of
+ * a scope a longjmp skipped, layer, phase and mode on a layered site's
+ * begin. Counters go to one counter track per site under the process. What
+ * the JSON says in otherData is said by the debug annotations of one
+ * instant, "labelprof session", on the process's track, on a sequence of
+ * its own.
+ */
+
+typedef struct pf_rec {
+  uint64_t ts, end; /* end: slices only (UINT64_MAX while open) */
+  const void *key;  /* the site, or a track's work name */
+  int64_t value;
+  uint8_t kind, flags;
+} pf_rec_t;
+
+struct pf_lane {
+  pf_rec_t *r;
+  size_t n, cap;
+};
+
+static void pf_add(lane_writer_t *lw, uint8_t kind, uint8_t flags, const void *key, uint64_t ts, uint64_t end,
+                   int64_t value) {
+  pf_lane_t *p = lw->pf;
+  if (p->n == p->cap) {
+    size_t cap = p->cap ? p->cap * 2 : 1024;
+    pf_rec_t *r = lp__realloc(p->r, cap * sizeof *r);
+    if (!r) {
+      lw->nomem = true;
+      return;
+    }
+    p->r = r;
+    p->cap = cap;
+  }
+  p->r[p->n++] = (pf_rec_t){ts, end, key, value, kind, flags};
+}
+
+static int pf_cmp(const void *a, const void *b) {
+  const pf_rec_t *x = a, *y = b;
+  if (x->ts != y->ts) return x->ts < y->ts ? -1 : 1;
+  if (x->kind != y->kind) return x->kind == PF_SLICE ? -1 : y->kind == PF_SLICE ? 1 : 0;
+  if (x->kind == PF_SLICE && x->end != y->end) return x->end > y->end ? -1 : 1; /* the enclosing one first */
+  return x < y ? -1 : x > y; /* recording order otherwise: the sort is then stable */
+}
+
+/* Perfetto's field numbers (protos/perfetto/trace). */
+enum {
+  TRACE_PACKET = 1,
+  TP_CLOCK_SNAPSHOT = 6, TP_TIMESTAMP = 8, TP_SEQ_ID = 10, TP_TRACK_EVENT = 11, TP_INTERNED = 12,
+  TP_SEQ_FLAGS = 13, TP_CLOCK_ID = 58, TP_DEFAULTS = 59, TP_TRACK_DESCRIPTOR = 60, TP_FIRST_ON_SEQ = 87,
+  CS_CLOCKS = 1, CLK_ID = 1, CLK_TS = 2, CLK_INCREMENTAL = 3,
+  DEF_CLOCK_ID = 58, DEF_TRACK_EVENT = 11, TED_TRACK_UUID = 11,
+  TD_UUID = 1, TD_NAME = 2, TD_PROCESS = 3, TD_THREAD = 4, TD_PARENT = 5, TD_COUNTER = 8, TD_CHILD_ORDERING = 11,
+  TD_RANK = 12,
+  PD_PID = 1, PD_NAME = 6, THD_PID = 1, THD_TID = 2, THD_NAME = 5,
+  TE_CATEGORY_IIDS = 3, TE_DEBUG = 4, TE_TYPE = 9, TE_NAME_IID = 10, TE_TRACK_UUID = 11, TE_COUNTER_VALUE = 30,
+  DA_BOOL = 2, DA_UINT = 3, DA_INT = 4, DA_STRING = 6, DA_NAME = 10,
+  ID_CATEGORIES = 1, ID_NAMES = 2, IN_IID = 1, IN_NAME = 2,
+};
+enum { TYPE_SLICE_BEGIN = 1, TYPE_SLICE_END = 2, TYPE_INSTANT = 3, TYPE_COUNTER = 4 };
+enum { SEQ_CLEARED = 1, SEQ_NEEDS_STATE = 2 };
+enum { CLOCK_MONOTONIC_ID = 3, CLOCK_BOOTTIME_ID = 6, CLOCK_LANE = 64 };
+
+/* A sequence's interned names (by key) and categories (by text), and its clock. */
+typedef struct pf_seq {
+  lp__pb_t *pb;
+  uint32_t id;
+  uint64_t last; /* the incremental clock's value */
+  const void **keys;
+  uint32_t kmask, nkeys;
+  uint64_t *iids;
+  uint64_t *cat_of; /* the key's one category iid once interned, for the fast path; 0: none (or a layered site) */
+  const char *cats[64];
+  uint32_t ncats;
+  bool nomem;
+} pf_seq_t;
+
+/* The iid of key on the sequence; 0 when new (*iid is then the one to intern it under). */
+static uint64_t pf_name_iid(pf_seq_t *q, const void *key, uint64_t *fresh) {
+  if (q->keys) {
+    for (uint32_t h = (uint32_t)(((uintptr_t)key >> 3) * 0x9e3779b1u) & q->kmask;; h = (h + 1) & q->kmask) {
+      if (!q->keys[h]) break;
+      if (q->keys[h] == key) return q->iids[h];
+    }
+  }
+  if (!q->keys || (q->nkeys + 1) * 2 > q->kmask + 1) {
+    uint32_t mask = q->keys ? q->kmask * 2 + 1 : 255;
+    const void **nk = lp__calloc((size_t)mask + 1, sizeof *nk);
+    uint64_t *ni = lp__calloc((size_t)mask + 1, sizeof *ni), *nc = lp__calloc((size_t)mask + 1, sizeof *nc);
+    if (!nk || !ni || !nc) {
+      free(nk);
+      free(ni);
+      free(nc);
+      q->nomem = true;
+      *fresh = 0;
+      return 0;
+    }
+    for (uint32_t i = 0; q->keys && i <= q->kmask; i++) {
+      if (!q->keys[i]) continue;
+      uint32_t h = (uint32_t)(((uintptr_t)q->keys[i] >> 3) * 0x9e3779b1u) & mask;
+      while (nk[h]) h = (h + 1) & mask;
+      nk[h] = q->keys[i];
+      ni[h] = q->iids[i];
+      nc[h] = q->cat_of[i];
+    }
+    free(q->keys);
+    free(q->iids);
+    free(q->cat_of);
+    q->keys = nk;
+    q->iids = ni;
+    q->cat_of = nc;
+    q->kmask = mask;
+  }
+  uint32_t h = (uint32_t)(((uintptr_t)key >> 3) * 0x9e3779b1u) & q->kmask;
+  while (q->keys[h]) h = (h + 1) & q->kmask;
+  q->keys[h] = key;
+  q->iids[h] = *fresh = ++q->nkeys;
+  return 0;
+}
+
+/* The slot of key on the sequence, or UINT32_MAX. */
+static inline uint32_t pf_find(const pf_seq_t *q, const void *key) {
+  if (!q->keys) return UINT32_MAX;
+  for (uint32_t h = (uint32_t)(((uintptr_t)key >> 3) * 0x9e3779b1u) & q->kmask;; h = (h + 1) & q->kmask) {
+    if (!q->keys[h]) return UINT32_MAX;
+    if (q->keys[h] == key) return h;
+  }
+}
+
+/* The category's iid on the sequence, 1-based; *fresh set when it is new. */
+static uint64_t pf_cat_iid(pf_seq_t *q, const char *cat, bool *fresh) {
+  for (uint32_t i = 0; i < q->ncats; i++)
+    if (strcmp(q->cats[i], cat) == 0) {
+      *fresh = false;
+      return i + 1;
+    }
+  *fresh = true;
+  if (q->ncats == sizeof q->cats / sizeof q->cats[0]) return 0; /* cannot happen: a handful of names */
+  q->cats[q->ncats++] = cat;
+  return q->ncats;
+}
+
+static void pf_seq_reset(pf_seq_t *q, uint32_t id, uint64_t base) {
+  free(q->keys);
+  free(q->iids);
+  free(q->cat_of);
+  q->keys = NULL;
+  q->iids = NULL;
+  q->cat_of = NULL;
+  q->kmask = q->nkeys = q->ncats = 0;
+  q->id = id;
+  q->last = base;
+}
+
+static uint64_t pf_uuid(uint64_t pid, uint64_t what) {
+  uint64_t z = pid * 0x9e3779b97f4a7c15u + what + 0x6c6162656c70726full; /* splitmix64 */
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+  return (z ^ (z >> 31)) | 1; /* never 0 */
+}
+
+static void pf_annotation_str(lp__pb_t *pb, const char *name, const char *value) {
+  size_t m = lp__pb_begin(pb, TE_DEBUG);
+  lp__pb_str(pb, DA_NAME, name);
+  lp__pb_str(pb, DA_STRING, value);
+  lp__pb_end(pb, m);
+}
+
+static void pf_annotation_uint(lp__pb_t *pb, const char *name, uint32_t field, uint64_t value) {
+  size_t m = lp__pb_begin(pb, TE_DEBUG);
+  lp__pb_str(pb, DA_NAME, name);
+  lp__pb_varint(pb, field, value);
+  lp__pb_end(pb, m);
+}
+
+/* The first packet of a sequence: incremental state cleared, the clock snapshot, the defaults. */
+static void pf_seq_start(pf_seq_t *q, uint64_t track_uuid, int64_t boot_offset) {
+  lp__pb_t *pb = q->pb;
+  size_t p = lp__pb_begin(pb, TRACE_PACKET);
+  lp__pb_varint(pb, TP_SEQ_ID, q->id);
+  lp__pb_varint(pb, TP_SEQ_FLAGS, SEQ_CLEARED);
+  lp__pb_varint(pb, TP_FIRST_ON_SEQ, 1);
+  size_t cs = lp__pb_begin(pb, TP_CLOCK_SNAPSHOT);
+  size_t c = lp__pb_begin(pb, CS_CLOCKS);
+  lp__pb_varint(pb, CLK_ID, CLOCK_BOOTTIME_ID);
+  lp__pb_varint(pb, CLK_TS, q->last + (uint64_t)boot_offset);
+  lp__pb_end(pb, c);
+  c = lp__pb_begin(pb, CS_CLOCKS);
+  lp__pb_varint(pb, CLK_ID, CLOCK_MONOTONIC_ID);
+  lp__pb_varint(pb, CLK_TS, q->last);
+  lp__pb_end(pb, c);
+  c = lp__pb_begin(pb, CS_CLOCKS);
+  lp__pb_varint(pb, CLK_ID, CLOCK_LANE);
+  lp__pb_varint(pb, CLK_TS, q->last);
+  lp__pb_varint(pb, CLK_INCREMENTAL, 1);
+  lp__pb_end(pb, c);
+  lp__pb_end(pb, cs);
+  size_t d = lp__pb_begin(pb, TP_DEFAULTS);
+  lp__pb_varint(pb, DEF_CLOCK_ID, CLOCK_LANE);
+  size_t te = lp__pb_begin(pb, DEF_TRACK_EVENT);
+  lp__pb_varint(pb, TED_TRACK_UUID, track_uuid);
+  lp__pb_end(pb, te);
+  lp__pb_end(pb, d);
+  lp__pb_end(pb, p);
+}
+
+/* A packet that holds only a TrackDescriptor (no timestamp: it describes, it does not happen). */
+static size_t pf_descriptor_begin(lp__pb_t *pb, uint32_t seq, uint32_t flags, size_t *packet) {
+  *packet = lp__pb_begin(pb, TRACE_PACKET);
+  lp__pb_varint(pb, TP_SEQ_ID, seq);
+  lp__pb_varint(pb, TP_SEQ_FLAGS, flags);
+  return lp__pb_begin(pb, TP_TRACK_DESCRIPTOR);
+}
+
+typedef struct pf_counters {
+  const void **keys; /* sites whose counter track is described */
+  size_t n, cap;
+} pf_counters_t;
+
+/*
+ * The common packets at once: a plain end, or a begin or instant whose name
+ * and single category are interned already and that has no annotations.
+ * Every length then fits in one byte. False: not one of those.
+ */
+static bool pf_event_fast(pf_seq_t *q, const pf_rec_t *r, uint32_t type, uint64_t ts, bool end) {
+  uint64_t name_iid = 0, cat_iid = 0;
+  if (ts < q->last) return false;
+  if (end) {
+    if (r->flags & PF_UNTERMINATED) return false;
+  } else {
+    if (type == TYPE_COUNTER || (r->flags & PF_TRUNCATED)) return false;
+    uint32_t h = pf_find(q, r->key);
+    if (h == UINT32_MAX || !(cat_iid = q->cat_of[h])) return false;
+    name_iid = q->iids[h];
+  }
+  uint8_t te[32], *o = lp__pb_reserve(q->pb, 64);
+  if (!o) return true; /* out of memory: it sticks, and is reported at the end */
+  size_t tn = 0, n = 2;
+  te[tn++] = TE_TYPE << 3;
+  te[tn++] = (uint8_t)type;
+  if (!end) {
+    te[tn++] = TE_CATEGORY_IIDS << 3;
+    tn += lp__pb_put_varint(te + tn, cat_iid);
+    te[tn++] = TE_NAME_IID << 3;
+    tn += lp__pb_put_varint(te + tn, name_iid);
+  }
+  o[n++] = TP_TIMESTAMP << 3;
+  n += lp__pb_put_varint(o + n, ts - q->last);
+  o[n++] = TP_TRACK_EVENT << 3 | 2;
+  o[n++] = (uint8_t)tn;
+  memcpy(o + n, te, tn);
+  n += tn;
+  o[n++] = TP_SEQ_ID << 3;
+  n += lp__pb_put_varint(o + n, q->id);
+  o[n++] = TP_SEQ_FLAGS << 3;
+  o[n++] = SEQ_NEEDS_STATE;
+  o[0] = TRACE_PACKET << 3 | 2;
+  o[1] = (uint8_t)(n - 2);
+  q->pb->len += n;
+  q->last = ts;
+  return true;
+}
+
+/* One event packet. */
+static void pf_event(pf_seq_t *q, const pf_rec_t *r, uint32_t type, uint64_t ts, uint64_t counter_uuid,
+                     const char *name, bool end) {
+  if (pf_event_fast(q, r, type, ts, end)) return;
+  lp__pb_t *pb = q->pb;
+  size_t p = lp__pb_begin(pb, TRACE_PACKET);
+  if (ts < q->last) ts = q->last; /* cannot happen in a lane's order; the clock only goes forward */
+  lp__pb_varint(pb, TP_TIMESTAMP, ts - q->last);
+  q->last = ts;
+  size_t te = lp__pb_begin(pb, TP_TRACK_EVENT);
+  lp__pb_varint(pb, TE_TYPE, type);
+  const lp_site_t *site = r->flags & PF_WORK ? NULL : r->key;
+  const char *cats[2] = {NULL, NULL};
+  uint64_t fresh_name = 0, name_iid = 0, cat_iid[2] = {0, 0};
+  bool fresh_cat[2] = {false, false};
+  if (!end && type != TYPE_COUNTER) {
+    name_iid = pf_name_iid(q, r->key, &fresh_name);
+    if (!name_iid) name_iid = fresh_name;
+    if (!site) {
+      cats[0] = "track";
+    } else if (lp__site_has_layer(site)) {
+      cats[0] = lp_layer_name(site->layer);
+      cats[1] = lp_phase_name(site->phase);
+    } else {
+      cats[0] = level_name(site->level);
+    }
+    for (int k = 0; k < 2 && cats[k]; k++) {
+      cat_iid[k] = pf_cat_iid(q, cats[k], &fresh_cat[k]);
+      if (cat_iid[k]) lp__pb_varint(pb, TE_CATEGORY_IIDS, cat_iid[k]);
+    }
+    if (name_iid) lp__pb_varint(pb, TE_NAME_IID, name_iid);
+    /* One category and no annotations: later events of the key take the fast path. */
+    if (!cats[1] && cat_iid[0] && (!site || !lp__site_has_layer(site))) {
+      uint32_t h = pf_find(q, r->key);
+      if (h != UINT32_MAX) q->cat_of[h] = cat_iid[0];
+    }
+  }
+  if (type == TYPE_COUNTER) {
+    lp__pb_varint(pb, TE_TRACK_UUID, counter_uuid);
+    lp__pb_varint(pb, TE_COUNTER_VALUE, (uint64_t)r->value);
+  }
+  if (type == TYPE_SLICE_BEGIN && (r->flags & PF_TRUNCATED)) pf_annotation_uint(pb, "truncated", DA_BOOL, 1);
+  if (end && (r->flags & PF_UNTERMINATED)) pf_annotation_str(pb, "unterminated", "ended by an enclosing scope");
+  if (!end && site && type != TYPE_COUNTER && lp__site_has_layer(site)) {
+    pf_annotation_str(pb, "layer", lp_layer_name(site->layer));
+    pf_annotation_str(pb, "phase", lp_phase_name(site->phase));
+    if (site->mode == LP_MODE_SWITCH) pf_annotation_str(pb, "mode", "switch");
+    if (site->mode == LP_MODE_SUBTRACT) pf_annotation_str(pb, "mode", "subtract");
+  }
+  lp__pb_end(pb, te);
+  if (fresh_name || fresh_cat[0] || fresh_cat[1]) {
+    size_t id = lp__pb_begin(pb, TP_INTERNED);
+    for (int k = 0; k < 2; k++) {
+      if (!fresh_cat[k] || !cat_iid[k]) continue;
+      size_t e = lp__pb_begin(pb, ID_CATEGORIES);
+      lp__pb_varint(pb, IN_IID, cat_iid[k]);
+      lp__pb_str(pb, IN_NAME, cats[k]);
+      lp__pb_end(pb, e);
+    }
+    if (fresh_name) {
+      size_t e = lp__pb_begin(pb, ID_NAMES);
+      lp__pb_varint(pb, IN_IID, fresh_name);
+      lp__pb_str(pb, IN_NAME, name);
+      lp__pb_end(pb, e);
+    }
+    lp__pb_end(pb, id);
+  }
+  lp__pb_varint(pb, TP_SEQ_ID, q->id);
+  lp__pb_varint(pb, TP_SEQ_FLAGS, SEQ_NEEDS_STATE);
+  lp__pb_end(pb, p);
+}
+
+typedef struct pf_export {
+  lp__jw_t *w;
+  lp__pb_t pb;
+  pf_seq_t q;
+  uint64_t pid, process_uuid;
+  int64_t boot_offset;
+  pf_counters_t counters;
+  uint32_t rank;
+} pf_export_t;
+
+static const char *pf_name_of(const pf_rec_t *r) {
+  return r->flags & PF_WORK ? (const char *)r->key : lp__label((const lp_site_t *)r->key);
+}
+
+/* The counter track of a site: described on first use. */
+static uint64_t pf_counter_track(pf_export_t *x, const lp_site_t *site) {
+  uint64_t uuid = pf_uuid(x->pid, ((uint64_t)(uintptr_t)site << 1) | 1);
+  for (size_t i = 0; i < x->counters.n; i++)
+    if (x->counters.keys[i] == site) return uuid;
+  if (x->counters.n == x->counters.cap) {
+    size_t cap = x->counters.cap ? x->counters.cap * 2 : 16;
+    const void **k = lp__realloc(x->counters.keys, cap * sizeof *k);
+    if (!k) {
+      x->q.nomem = true;
+      return uuid;
+    }
+    x->counters.keys = k;
+    x->counters.cap = cap;
+  }
+  x->counters.keys[x->counters.n++] = site;
+  size_t p, td = pf_descriptor_begin(&x->pb, x->q.id, SEQ_NEEDS_STATE, &p);
+  lp__pb_varint(&x->pb, TD_UUID, uuid);
+  lp__pb_varint(&x->pb, TD_PARENT, x->process_uuid);
+  lp__pb_str(&x->pb, TD_NAME, lp__label(site));
+  size_t c = lp__pb_begin(&x->pb, TD_COUNTER);
+  lp__pb_end(&x->pb, c);
+  lp__pb_end(&x->pb, td);
+  lp__pb_end(&x->pb, p);
+  return uuid;
+}
+
+/* A lane's collected records, in time order, as packets of its sequence. */
+static void pf_write_lane(pf_export_t *x, lane_writer_t *lw, const lp__snap_lane_t *l, uint32_t seq, uint64_t uuid) {
+  pf_lane_t *pl = lw->pf;
+  qsort(pl->r, pl->n, sizeof *pl->r, pf_cmp);
+  uint64_t base = pl->n ? pl->r[0].ts : lw->s->start.ns;
+  pf_seq_reset(&x->q, seq, base);
+  pf_seq_start(&x->q, uuid, x->boot_offset);
+  size_t p, td = pf_descriptor_begin(&x->pb, seq, SEQ_NEEDS_STATE, &p);
+  lp__pb_varint(&x->pb, TD_UUID, uuid);
+  if (l->work) {
+    lp__pb_varint(&x->pb, TD_PARENT, x->process_uuid);
+    lp__pb_str(&x->pb, TD_NAME, l->name);
+  } else {
+    size_t t = lp__pb_begin(&x->pb, TD_THREAD);
+    lp__pb_varint(&x->pb, THD_PID, x->pid);
+    lp__pb_varint(&x->pb, THD_TID, l->tid);
+    lp__pb_str(&x->pb, THD_NAME, l->name);
+    lp__pb_end(&x->pb, t);
+  }
+  lp__pb_varint(&x->pb, TD_RANK, x->rank++);
+  lp__pb_end(&x->pb, td);
+  lp__pb_end(&x->pb, p);
+  /* The open slices, innermost last; an end goes out before anything at or after it. */
+  const pf_rec_t **open = NULL;
+  size_t nopen = 0, capopen = 0;
+  for (size_t i = 0; i <= pl->n && !x->q.nomem && !x->pb.err; i++) {
+    const pf_rec_t *r = i < pl->n ? &pl->r[i] : NULL;
+    while (nopen > 0 && (!r || open[nopen - 1]->end <= r->ts)) {
+      const pf_rec_t *o = open[--nopen];
+      if (!(o->flags & PF_OPEN)) pf_event(&x->q, o, TYPE_SLICE_END, o->end, 0, NULL, true);
+    }
+    if (!r) break;
+    if (r->kind == PF_SLICE) {
+      pf_event(&x->q, r, TYPE_SLICE_BEGIN, r->ts, 0, pf_name_of(r), false);
+      if (nopen == capopen) {
+        size_t cap = capopen ? capopen * 2 : 64;
+        const pf_rec_t **no = lp__realloc(open, cap * sizeof *no);
+        if (!no) {
+          x->q.nomem = true;
+          break;
+        }
+        open = no;
+        capopen = cap;
+      }
+      open[nopen++] = r;
+    } else if (r->kind == PF_INSTANT) {
+      pf_event(&x->q, r, TYPE_INSTANT, r->ts, 0, pf_name_of(r), false);
+    } else {
+      uint64_t cu = pf_counter_track(x, r->key);
+      pf_event(&x->q, r, TYPE_COUNTER, r->ts, cu, NULL, false);
+    }
+    if (x->pb.len > 512 * 1024) lp__pb_flush(&x->pb, x->w); /* more than json.c buffers: written straight through */
+  }
+  free(open);
+  lp__pb_flush(&x->pb, x->w);
+  pl->n = 0;
+}
+
+static int64_t pf_boot_offset(void) {
+  struct timespec m, b;
+  if (clock_gettime(CLOCK_MONOTONIC, &m) != 0 || clock_gettime(CLOCK_BOOTTIME, &b) != 0) return 0;
+  return ((int64_t)b.tv_sec - (int64_t)m.tv_sec) * 1000000000 + ((int64_t)b.tv_nsec - (int64_t)m.tv_nsec);
+}
+
+int lp__export_perfetto(lp__jw_t *w, const lp__session_t *s, const char *process_name, char *jump,
+                        size_t jump_len) {
+  lp__timemap_t *map = lp__timemap_new(s->syncs, s->nsyncs);
+  if (!map) return -ENOMEM;
+  pf_lane_t pl = {NULL, 0, 0};
+  pf_export_t x = {.w = w, .pid = (uint64_t)getpid(), .boot_offset = pf_boot_offset()};
+  x.q.pb = &x.pb;
+  x.process_uuid = pf_uuid(x.pid, 0);
+  uint32_t pseq = s->nlanes + 1; /* the process's own sequence: its descriptor and the session's notes */
+  /* The process. */
+  size_t p, td = pf_descriptor_begin(&x.pb, pseq, SEQ_CLEARED, &p);
+  lp__pb_varint(&x.pb, TD_UUID, x.process_uuid);
+  size_t pd = lp__pb_begin(&x.pb, TD_PROCESS);
+  lp__pb_varint(&x.pb, PD_PID, x.pid);
+  lp__pb_str(&x.pb, PD_NAME, process_name ? process_name : program_invocation_short_name);
+  lp__pb_end(&x.pb, pd);
+  lp__pb_varint(&x.pb, TD_CHILD_ORDERING, 3); /* EXPLICIT: lanes in the JSON's order */
+  lp__pb_end(&x.pb, td);
+  lp__pb_end(&x.pb, p);
+  lp__pb_flush(&x.pb, w);
+
+  lane_writer_t lw = {.w = w, .pf = &pl, .s = s, .map = map};
+  for (uint32_t i = 0; i < s->nlanes && !w->err && !lw.nomem && !x.q.nomem && !x.pb.err; i++) {
+    const lp__snap_lane_t *l = &s->lanes[i];
+    bool track = l->work != NULL;
+    if (!(track ? track_has_items(&lw, l) : thread_has_events(&lw, l))) continue;
+    lw.cursor = 0;
+    lw.last = 0;
+    if (track)
+      write_track_lane(&lw, l);
+    else
+      write_thread_lane(&lw, l);
+    if (!lw.nomem) pf_write_lane(&x, &lw, l, i + 1, pf_uuid(x.pid, (uint64_t)i + 2));
+  }
+
+  /* The session's notes: what the JSON's otherData says. */
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  uint64_t at = s->stop.ns != UINT64_MAX ? s->stop.ns : (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+  p = lp__pb_begin(&x.pb, TRACE_PACKET);
+  lp__pb_varint(&x.pb, TP_TIMESTAMP, at);
+  lp__pb_varint(&x.pb, TP_CLOCK_ID, CLOCK_MONOTONIC_ID);
+  size_t te = lp__pb_begin(&x.pb, TP_TRACK_EVENT);
+  lp__pb_varint(&x.pb, TE_TYPE, TYPE_INSTANT);
+  lp__pb_varint(&x.pb, TE_TRACK_UUID, x.process_uuid);
+  pf_annotation_str(&x.pb, "library", "labelprof " LABELPROF_VERSION_STRING);
+  pf_annotation_str(&x.pb, "clock", lp__clock_name());
+  pf_annotation_str(&x.pb, "clock_reason", lp__clock_reason());
+  pf_annotation_uint(&x.pb, "clock_check_ns", DA_UINT, lp__clock_check_ns());
+  pf_annotation_str(&x.pb, "clock_domain", "CLOCK_MONOTONIC");
+  const char *jt = lp__timemap_jump_text(map);
+  if (jt) {
+    pf_annotation_uint(&x.pb, "clock_jumps", DA_UINT, lp__timemap_jumps(map));
+    pf_annotation_str(&x.pb, "clock_jump", jt);
+    if (jump && jump_len)
+      snprintf(jump, jump_len,
+               "the timeline's clock jumped %zu time(s) during the session; the largest: %s; events recorded "
+               "in the chunk where it happened may be off by up to that much",
+               lp__timemap_jumps(map), jt);
+  }
+  pf_annotation_uint(&x.pb, "events_recorded", DA_UINT, lw.events);
+  pf_annotation_uint(&x.pb, "events_dropped", DA_UINT, s->dropped);
+  pf_annotation_uint(&x.pb, "budget_bytes", DA_UINT, s->opts.budget_bytes);
+  pf_annotation_str(&x.pb, "policy", s->opts.policy == LP_TRACE_RING ? "ring" : "discard");
+  char levels[64] = "";
+  static const uint32_t bits[] = {LP_LEVEL_REQUEST, LP_LEVEL_RUNTIME, LP_LEVEL_OPERATOR, LP_LEVEL_DEBUG};
+  for (size_t i = 0; i < sizeof bits / sizeof bits[0]; i++)
+    if (s->opts.levels & bits[i]) {
+      if (levels[0]) strcat(levels, ",");
+      strcat(levels, level_name(bits[i]));
+    }
+  pf_annotation_str(&x.pb, "levels", levels);
+  lp__pb_str(&x.pb, 23, "labelprof session"); /* TrackEvent.name: a one-off, not interned */
+  lp__pb_end(&x.pb, te);
+  lp__pb_varint(&x.pb, TP_SEQ_ID, pseq);
+  lp__pb_end(&x.pb, p);
+  lp__pb_flush(&x.pb, w);
+
+  int rc = x.pb.err ? x.pb.err : (lw.nomem || x.q.nomem) ? -ENOMEM : 0;
+  pf_seq_reset(&x.q, 0, 0);
+  lp__pb_free(&x.pb);
+  free(x.counters.keys);
+  free(pl.r);
+  free(lw.stack);
+  lp__timemap_free(map);
+  return rc ? rc : w->err;
+}
+/* ---- end of Perfetto ---- */

@@ -539,6 +539,9 @@ bool lp__trace_running(lp__owner_t who);
 int lp__trace_write(lp__owner_t who, const char *path, const char *process_name);
 /* ---- layers and phases: the same, as systrace text ---- */
 int lp__trace_write_systrace(lp__owner_t who, const char *path);
+/* ---- Perfetto: any format, by name ---- */
+typedef enum { LP__FORMAT_JSON, LP__FORMAT_PERFETTO, LP__FORMAT_SYSTRACE } lp__format_t;
+int lp__trace_write_as(lp__owner_t who, const char *path, const char *process_name, lp__format_t format);
 /* Bytes of chunks the recorder holds: in lanes, in the pool, and held by exports. */
 uint64_t lp__trace_held_bytes(void);
 /* Thread lanes the recorder keeps (live and exited threads). */
@@ -585,6 +588,43 @@ void lp__jw_i64(lp__jw_t *w, int64_t v);
 /* Nanoseconds as microseconds with three decimals: 1234567 -> 1234.567. */
 void lp__jw_us(lp__jw_t *w, uint64_t ns);
 
+/* The length of the valid UTF-8 sequence (RFC 3629) starting at s, or 0. */
+size_t lp__utf8_len(const unsigned char *s);
+
+/* ---- pb.c: a protobuf writer -------------------------------------------- */
+
+typedef struct lp__pb {
+  uint8_t *buf;
+  size_t len, cap;
+  int err; /* -ENOMEM, sticky */
+} lp__pb_t;
+
+/* The bytes v takes as a varint. */
+size_t lp__pb_varint_size(uint64_t v);
+/* A varint field (uint32/64, int64 as two's complement, bool, enum). */
+void lp__pb_varint(lp__pb_t *pb, uint32_t field, uint64_t v);
+void lp__pb_bytes(lp__pb_t *pb, uint32_t field, const void *data, size_t n);
+/* A string field; invalid UTF-8 becomes U+FFFD. NULL is "". */
+void lp__pb_str(lp__pb_t *pb, uint32_t field, const char *s);
+/* Opens a nested message; returns the mark lp__pb_end() closes it with. */
+size_t lp__pb_begin(lp__pb_t *pb, uint32_t field);
+void lp__pb_end(lp__pb_t *pb, size_t mark);
+/* n bytes to fill at the returned pointer (then add what was used to pb->len); NULL out of memory. */
+uint8_t *lp__pb_reserve(lp__pb_t *pb, size_t n);
+/* v as a varint at o; returns its length (at most 10). */
+static inline size_t lp__pb_put_varint(uint8_t *o, uint64_t v) {
+  size_t n = 0;
+  while (v >= 0x80) {
+    o[n++] = (uint8_t)(v | 0x80);
+    v >>= 7;
+  }
+  o[n++] = (uint8_t)v;
+  return n;
+}
+/* Moves what was built to w and empties the buffer. */
+void lp__pb_flush(lp__pb_t *pb, lp__jw_t *w);
+void lp__pb_free(lp__pb_t *pb);
+
 /* ---- export.c ----------------------------------------------------------- */
 
 /*
@@ -630,6 +670,8 @@ typedef struct lp__session {
 int lp__export_json(lp__jw_t *w, const lp__session_t *s, const char *process_name, char *jump, size_t jump_len);
 /* ---- layers and phases: the session as systrace text (lp_trace_write_systrace) ---- */
 int lp__export_systrace(lp__jw_t *w, const lp__session_t *s);
+/* ---- the session as Perfetto TrackEvent protobuf (lp_trace_write_perfetto) ---- */
+int lp__export_perfetto(lp__jw_t *w, const lp__session_t *s, const char *process_name, char *jump, size_t jump_len);
 /* ---- end of layers and phases ---- */
 /* A site's label for reports: "(null)" for a NULL label. */
 static inline const char *lp__label(const lp_site_t *site) { return site->label ? site->label : "(null)"; }

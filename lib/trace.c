@@ -976,18 +976,25 @@ uint64_t lp__trace_held_bytes(void) {
 
 /* ---- writing ------------------------------------------------------------------- */
 
-/* Formats a snapshot onto fd: JSON, or systrace text when systrace is set. */
-static int write_snapshot(int fd, const lp__session_t *s, const char *process_name, bool systrace, char *jump,
+/* Formats a snapshot onto fd in one of the formats. */
+static int write_snapshot(int fd, const lp__session_t *s, const char *process_name, lp__format_t format, char *jump,
                           size_t jump_len) {
   lp__jw_t w;
   int rc = lp__jw_init(&w, fd);
-  if (rc == 0) rc = systrace ? lp__export_systrace(&w, s) : lp__export_json(&w, s, process_name, jump, jump_len);
+  if (rc == 0) {
+    if (format == LP__FORMAT_SYSTRACE)
+      rc = lp__export_systrace(&w, s);
+    else if (format == LP__FORMAT_PERFETTO)
+      rc = lp__export_perfetto(&w, s, process_name, jump, jump_len);
+    else
+      rc = lp__export_json(&w, s, process_name, jump, jump_len);
+  }
   int frc = lp__jw_finish(&w);
   return rc ? rc : frc;
 }
 
-/* One way out for both formats: the same snapshot, the same output file handling (output.c). */
-static int trace_write(lp__owner_t who, const char *path, const char *process_name, bool systrace) {
+/* One way out for every format: the same snapshot, the same output file handling (output.c). */
+int lp__trace_write_as(lp__owner_t who, const char *path, const char *process_name, lp__format_t format) {
   if (!path) return -EINVAL;
   lp__session_t s;
   int rc = snapshot(who, &s);
@@ -996,7 +1003,7 @@ static int trace_write(lp__owner_t who, const char *path, const char *process_na
   lp__output_t out;
   char jump[512] = "";
   rc = lp__output_open(&out, path);
-  if (rc == 0) rc = lp__output_close(&out, write_snapshot(out.fd, &s, process_name, systrace, jump, sizeof jump));
+  if (rc == 0) rc = lp__output_close(&out, write_snapshot(out.fd, &s, process_name, format, jump, sizeof jump));
   unpin(&s);
   free_session(&s);
   if (jump[0]) fprintf(stderr, "labelprof: %s: %s\n", path, jump);
@@ -1004,16 +1011,22 @@ static int trace_write(lp__owner_t who, const char *path, const char *process_na
 }
 
 int lp__trace_write(lp__owner_t who, const char *path, const char *process_name) {
-  return trace_write(who, path, process_name, false);
+  return lp__trace_write_as(who, path, process_name, LP__FORMAT_JSON);
 }
 
 int lp_trace_write_json(const char *path, const char *process_name) {
   return lp__trace_write(LP__PROGRAM, path, process_name);
 }
 
+/* ---- Perfetto ---- */
+int lp_trace_write_perfetto(const char *path, const char *process_name) {
+  return lp__trace_write_as(LP__PROGRAM, path, process_name, LP__FORMAT_PERFETTO);
+}
+/* ---- end of Perfetto ---- */
+
 /* ---- layers and phases ---- */
 int lp__trace_write_systrace(lp__owner_t who, const char *path) {
-  return trace_write(who, path, NULL, true);
+  return lp__trace_write_as(who, path, NULL, LP__FORMAT_SYSTRACE);
 }
 
 int lp_trace_write_systrace(const char *path) {

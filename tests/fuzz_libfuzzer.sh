@@ -37,6 +37,6 @@ run() {
   rm -rf "$work"
 }
 
-run fuzz_reader_libfuzzer "$LP_TEST_DATA"/*.json "$LP_TEST_DATA"/fuzz/*.json
+run fuzz_reader_libfuzzer "$LP_TEST_DATA"/*.json "$LP_TEST_DATA"/fuzz/*.json "$LP_TEST_DATA"/fuzz/*.pftrace
 run fuzz_env_libfuzzer "$env_data"/*
 exit "$failed"

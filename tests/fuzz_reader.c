@@ -22,6 +22,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -172,7 +173,9 @@ static int load_dir(const char *dir, buf_t *seeds, int n, int max) {
   struct dirent *e;
   while ((e = readdir(d)) && n < max) {
     size_t l = strlen(e->d_name);
-    if (l < 5 || strcmp(e->d_name + l - 5, ".json") != 0) continue;
+    bool json = l >= 5 && strcmp(e->d_name + l - 5, ".json") == 0;
+    bool pftrace = l >= 8 && strcmp(e->d_name + l - 8, ".pftrace") == 0; /* Perfetto's protobuf */
+    if (!json && !pftrace) continue;
     char p[1024];
     snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
     FILE *f = fopen(p, "rb");

@@ -120,6 +120,7 @@ typedef struct lp_reader {
 
 extern const lp_reader_t lp_json_reader;
 extern const lp_reader_t lp_systrace_reader; /* tools/systrace_reader.c: systrace HTML, ftrace text */
+extern const lp_reader_t lp_perfetto_reader; /* tools/perfetto_reader.c: Perfetto TrackEvent protobuf */
 
 /* The readers, in the order they are tried; ended by NULL. */
 extern const lp_reader_t *const lp_readers[];

@@ -1,0 +1,50 @@
+#!/bin/sh
+# perfetto_protoc.sh: LABELPROF_TRACE writing Perfetto protobuf, checked with
+# protoc --decode against tests/perfetto_subset.proto: the format follows the
+# name (.pftrace, .perfetto-trace) unless LABELPROF_TRACE_FORMAT says
+# otherwise, the encoding rules hold (clock snapshot with the incremental
+# clock, MONOTONIC and BOOTTIME; defaults; interned names; descriptors), and
+# every byte decodes. Skipped, with a note, when protoc is not installed.
+srcdir=${srcdir:-.}
+proto=$srcdir/tests/perfetto_subset.proto
+if ! command -v protoc >/dev/null 2>&1; then
+  echo "SKIP: protoc is not installed (Debian: protobuf-compiler); the Perfetto files are not decoded"
+  exit 77
+fi
+tmp=${TMPDIR:-/tmp}/perfetto_protoc.$$
+mkdir -p "$tmp" || exit 99
+trap 'rm -rf "$tmp"' EXIT
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+decode() { protoc --decode=perfetto.Trace -I "$(dirname "$proto")" "$proto" <"$1"; }
+has() { if grep -q "$2" "$1"; then ok; else bad "$3: no '$2' in the decoded trace"; fi; }
+
+LABELPROF_TRACE=$tmp/run.pftrace ./examples/pipeline >/dev/null 2>"$tmp/err" || bad "pipeline failed: $(cat "$tmp/err")"
+if decode "$tmp/run.pftrace" >"$tmp/run.txt" 2>"$tmp/derr"; then ok; else bad ".pftrace does not decode: $(cat "$tmp/derr")"; fi
+has "$tmp/run.txt" "clock_id: 64" ".pftrace"
+has "$tmp/run.txt" "is_incremental: true" ".pftrace"
+has "$tmp/run.txt" "clock_id: 6$" ".pftrace"
+has "$tmp/run.txt" "clock_id: 3$" ".pftrace"
+has "$tmp/run.txt" "timestamp_clock_id: 64" ".pftrace"
+has "$tmp/run.txt" "sequence_flags: 1" ".pftrace"
+has "$tmp/run.txt" "event_names {" ".pftrace"
+has "$tmp/run.txt" "thread_name:" ".pftrace"
+has "$tmp/run.txt" "process_name:" ".pftrace"
+has "$tmp/run.txt" "name: \"labelprof session\"" ".pftrace"
+# Every field is one the subset names: protoc shows any other by its number.
+if grep -Eq '^ *[0-9]+[: ]' "$tmp/run.txt"; then bad "fields the subset does not name: $(grep -E '^ *[0-9]+[: ]' "$tmp/run.txt" | head -3)"; else ok; fi
+LABELPROF_TRACE=$tmp/run.perfetto-trace ./examples/pipeline >/dev/null 2>&1
+if decode "$tmp/run.perfetto-trace" >/dev/null 2>&1 && ! head -c 1 "$tmp/run.perfetto-trace" | grep -q '{'; then ok; else bad ".perfetto-trace is not protobuf"; fi
+LABELPROF_TRACE=$tmp/forced.json LABELPROF_TRACE_FORMAT=perfetto ./examples/pipeline >/dev/null 2>&1
+if decode "$tmp/forced.json" >/dev/null 2>&1 && ! head -c 1 "$tmp/forced.json" | grep -q '{'; then ok; else bad "LABELPROF_TRACE_FORMAT=perfetto did not win over .json"; fi
+LABELPROF_TRACE=$tmp/forced.pftrace LABELPROF_TRACE_FORMAT=json ./examples/pipeline >/dev/null 2>&1
+if head -c 1 "$tmp/forced.pftrace" | grep -q '{'; then ok; else bad "LABELPROF_TRACE_FORMAT=json did not win over .pftrace"; fi
+LABELPROF_TRACE=$tmp/forced.st LABELPROF_TRACE_FORMAT=systrace ./examples/pipeline >/dev/null 2>&1
+if head -n 1 "$tmp/forced.st" | grep -q '^# tracer: nop'; then ok; else bad "LABELPROF_TRACE_FORMAT=systrace did not write systrace text"; fi
+LABELPROF_TRACE=$tmp/plain.json ./examples/pipeline >/dev/null 2>&1
+if head -c 1 "$tmp/plain.json" | grep -q '{'; then ok; else bad ".json is not JSON"; fi
+
+echo "perfetto_protoc: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

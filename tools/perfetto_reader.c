@@ -1,0 +1,786 @@
+/*
+ * perfetto_reader.c: Perfetto traces (TrackEvent protobuf) into the
+ * normalised event stream, labelprof's own and other producers'.
+ *
+ * A trace is a run of TracePackets (field 1 of Trace), read one packet at a
+ * time: memory holds one packet, the track descriptors, and each sequence's
+ * incremental state, never the whole file. What is understood:
+ *
+ * - Sequences (trusted_packet_sequence_id): each has its interned event
+ *   names, categories and debug annotation names, its TracePacketDefaults
+ *   (clock, track) and its sequence-scoped clocks (ids 64-127). A packet
+ *   with SEQ_INCREMENTAL_STATE_CLEARED (or incremental_state_cleared)
+ *   forgets them; one that needs the state before any was set is skipped,
+ *   as Perfetto's own reader does after packet loss.
+ * - Clocks: every time is put on BOOTTIME, Perfetto's default trace clock,
+ *   through the clock snapshots (a builtin clock's offset to BOOTTIME is
+ *   taken from the latest snapshot that holds both); incremental clocks add
+ *   each packet's delta to the last value; unit_multiplier_ns is applied.
+ *   Differences within the file are what the views use.
+ * - Track descriptors: a thread's track is its (pid, tid) lane and names
+ *   it; a process's names the process; any other track (labelprof's virtual
+ *   tracks, async tracks) is a lane of its own under its process, named
+ *   after the track; a counter track names a counter series.
+ * - Track events: SLICE_BEGIN and SLICE_END (the innermost open slice of
+ *   the track), INSTANT, COUNTER (integer or double), and the legacy
+ *   events' phases B, E, X (with its duration), I and i. Names come inline
+ *   or interned; categories likewise, joined with ','; the debug
+ *   annotations layer, phase and mode are passed on as the JSON's args are.
+ *   labelprof's "labelprof session" note is not an event of the program.
+ *
+ * Anything malformed (a varint or a length past its message, a wire type
+ * the schema cannot have, an iid not interned on its sequence, a time out
+ * of range) stops the pass with a message giving the byte offset of the
+ * packet and what was expected.
+ */
+#include "reader.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PR_MAX_PACKET (256u << 20)  /* a packet larger than this is not believed */
+#define PR_TIME_LIMIT ((int64_t)1 << 62)
+
+typedef struct pr_field {
+  uint32_t num, wire;
+  uint64_t v;
+  const uint8_t *p;
+  size_t len;
+} pr_field_t;
+
+/* The next field of [*p, end): 1, 0 at the end, -1 if malformed. */
+static int pr_next(const uint8_t **p, const uint8_t *end, pr_field_t *f) {
+  memset(f, 0, sizeof *f);
+  if (*p >= end) return 0;
+  for (int k = 0; k < 2; k++) {
+    uint64_t v = 0;
+    for (int shift = 0;; shift += 7) {
+      if (*p >= end || shift > 63) return -1;
+      uint8_t b = *(*p)++;
+      v |= (uint64_t)(b & 0x7f) << shift;
+      if (!(b & 0x80)) break;
+    }
+    if (k == 0) {
+      f->num = (uint32_t)(v >> 3);
+      f->wire = (uint32_t)(v & 7);
+      if (f->num == 0 || v >> 32) return -1;
+      if (f->wire == 1 || f->wire == 5) {
+        size_t n = f->wire == 1 ? 8 : 4;
+        if ((size_t)(end - *p) < n) return -1;
+        f->p = *p;
+        f->len = n;
+        for (size_t i = n; i-- > 0;) f->v = f->v << 8 | (*p)[i];
+        *p += n;
+        return 1;
+      }
+      if (f->wire != 0 && f->wire != 2) return -1;
+    } else {
+      f->v = v;
+    }
+  }
+  if (f->wire == 2) {
+    if (f->v > (uint64_t)(end - *p)) return -1;
+    f->p = *p;
+    f->len = (size_t)f->v;
+    *p += f->len;
+  }
+  return 1;
+}
+
+/* ---- tables: uint64 keys to small records, open addressing ---- */
+
+typedef struct pr_str {
+  uint64_t key;
+  char *s;
+} pr_str_t;
+
+typedef struct pr_strmap {
+  pr_str_t *e;
+  size_t n, mask; /* mask + 1 slots; key 0 is kept aside */
+  char *zero;
+} pr_strmap_t;
+
+static size_t pr_hash(uint64_t k) {
+  k ^= k >> 33;
+  k *= 0xff51afd7ed558ccdull;
+  k ^= k >> 33;
+  return (size_t)k;
+}
+
+static const char *pr_get(const pr_strmap_t *m, uint64_t key) {
+  if (key == 0) return m->zero;
+  if (!m->e) return NULL;
+  for (size_t h = pr_hash(key) & m->mask;; h = (h + 1) & m->mask) {
+    if (!m->e[h].key) return NULL;
+    if (m->e[h].key == key) return m->e[h].s;
+  }
+}
+
+/* Sets key to a copy of s[0..len); 0, or -1 out of memory. */
+static int pr_put(pr_strmap_t *m, uint64_t key, const uint8_t *s, size_t len) {
+  char *c = malloc(len + 1);
+  if (!c) return -1;
+  memcpy(c, s, len);
+  c[len] = '\0';
+  for (size_t i = 0; i < len; i++)
+    if (!c[i]) c[i] = '?'; /* a NUL would cut the name short */
+  if (key == 0) {
+    free(m->zero);
+    m->zero = c;
+    return 0;
+  }
+  if (!m->e || (m->n + 1) * 2 > m->mask + 1) {
+    size_t mask = m->e ? m->mask * 2 + 1 : 63;
+    pr_str_t *ne = calloc(mask + 1, sizeof *ne);
+    if (!ne) {
+      free(c);
+      return -1;
+    }
+    for (size_t i = 0; m->e && i <= m->mask; i++) {
+      if (!m->e[i].key) continue;
+      size_t h = pr_hash(m->e[i].key) & mask;
+      while (ne[h].key) h = (h + 1) & mask;
+      ne[h] = m->e[i];
+    }
+    free(m->e);
+    m->e = ne;
+    m->mask = mask;
+  }
+  size_t h = pr_hash(key) & m->mask;
+  for (; m->e[h].key; h = (h + 1) & m->mask)
+    if (m->e[h].key == key) {
+      free(m->e[h].s);
+      m->e[h].s = c;
+      return 0;
+    }
+  m->e[h].key = key;
+  m->e[h].s = c;
+  m->n++;
+  return 0;
+}
+
+static void pr_strmap_free(pr_strmap_t *m) {
+  for (size_t i = 0; m->e && i <= m->mask; i++) free(m->e[i].s);
+  free(m->e);
+  free(m->zero);
+  memset(m, 0, sizeof *m);
+}
+
+/* ---- sequences ---- */
+
+typedef struct pr_clock {
+  uint32_t id;
+  uint64_t snap;   /* its value in the snapshot */
+  int64_t boot;    /* BOOTTIME at that moment */
+  uint64_t last;   /* incremental: the value so far */
+  uint64_t mult;
+  bool incremental;
+} pr_clock_t;
+
+typedef struct pr_seq {
+  uint32_t id;
+  bool valid; /* incremental state was cleared once */
+  pr_strmap_t names, cats, dnames;
+  uint32_t clock_id; /* from the defaults; 0: none */
+  uint64_t track;    /* from the defaults; 0: none */
+  bool has_track;
+  pr_clock_t clocks[8];
+  uint32_t nclocks;
+} pr_seq_t;
+
+typedef struct pr_track {
+  uint64_t uuid;
+  int64_t pid, tid;
+  bool counter;
+  char *name;
+} pr_track_t;
+
+typedef struct pr_state {
+  lp_input_t *in;
+  const lp_sink_t *sink;
+  lp_pos_t pos;
+  pr_seq_t *seqs;
+  size_t nseqs, capseqs;
+  pr_track_t *tracks;
+  size_t ntracks, captracks;
+  int64_t offset[64]; /* builtin clock -> BOOTTIME */
+  bool has_offset[64];
+  int64_t next_lane; /* synthetic tids for tracks that are not threads */
+} pr_state_t;
+
+static pr_seq_t *pr_seq(pr_state_t *st, uint32_t id) {
+  for (size_t i = 0; i < st->nseqs; i++)
+    if (st->seqs[i].id == id) return &st->seqs[i];
+  if (st->nseqs == st->capseqs) {
+    size_t cap = st->capseqs ? st->capseqs * 2 : 16;
+    pr_seq_t *s = realloc(st->seqs, cap * sizeof *s);
+    if (!s) return NULL;
+    st->seqs = s;
+    st->capseqs = cap;
+  }
+  pr_seq_t *q = &st->seqs[st->nseqs++];
+  memset(q, 0, sizeof *q);
+  q->id = id;
+  return q;
+}
+
+static void pr_seq_clear(pr_seq_t *q) {
+  pr_strmap_free(&q->names);
+  pr_strmap_free(&q->cats);
+  pr_strmap_free(&q->dnames);
+  q->clock_id = 0;
+  q->track = 0;
+  q->has_track = false;
+  q->nclocks = 0;
+}
+
+static pr_track_t *pr_track(pr_state_t *st, uint64_t uuid) {
+  for (size_t i = st->ntracks; i-- > 0;)
+    if (st->tracks[i].uuid == uuid) return &st->tracks[i];
+  return NULL;
+}
+
+static int pr_bad(pr_state_t *st, const char *what) {
+  lp_report(&st->pos, "%s", what);
+  return LP_READ_BAD;
+}
+
+/* ---- packets ---- */
+
+/* The interned entries of one kind: 0, or LP_READ_BAD. */
+static int pr_interned(pr_state_t *st, pr_strmap_t *m, const uint8_t *p, size_t len) {
+  pr_field_t f;
+  const uint8_t *e = p + len;
+  uint64_t iid = 0;
+  const uint8_t *name = (const uint8_t *)"";
+  size_t nlen = 0;
+  int r;
+  while ((r = pr_next(&p, e, &f)) > 0) {
+    if (f.num == 1 && f.wire == 0) iid = f.v;
+    if (f.num == 2 && f.wire == 2) {
+      name = f.p;
+      nlen = f.len;
+    }
+  }
+  if (r < 0) return pr_bad(st, "malformed interned entry (expected iid and name)");
+  if (pr_put(m, iid, name, nlen) != 0) return pr_bad(st, "out of memory for interned names");
+  return 0;
+}
+
+static int pr_interned_data(pr_state_t *st, pr_seq_t *q, const uint8_t *p, size_t len) {
+  pr_field_t f;
+  const uint8_t *e = p + len;
+  int r;
+  while ((r = pr_next(&p, e, &f)) > 0) {
+    if (f.wire != 2) continue;
+    pr_strmap_t *m = f.num == 1 ? &q->cats : f.num == 2 ? &q->names : f.num == 3 ? &q->dnames : NULL;
+    if (m && pr_interned(st, m, f.p, f.len)) return LP_READ_BAD;
+  }
+  return r < 0 ? pr_bad(st, "malformed interned_data") : 0;
+}
+
+static int pr_clock_snapshot(pr_state_t *st, pr_seq_t *q, const uint8_t *p, size_t len) {
+  pr_field_t f, g;
+  const uint8_t *e = p + len;
+  pr_clock_t cl[16];
+  size_t n = 0;
+  int r;
+  while ((r = pr_next(&p, e, &f)) > 0) {
+    if (f.num != 1 || f.wire != 2) continue;
+    const uint8_t *c = f.p, *ce = f.p + f.len;
+    pr_clock_t k = {0, 0, 0, 0, 1, false};
+    int r2;
+    while ((r2 = pr_next(&c, ce, &g)) > 0) {
+      if (g.num == 1) k.id = (uint32_t)g.v;
+      if (g.num == 2) k.snap = g.v;
+      if (g.num == 3) k.incremental = g.v != 0;
+      if (g.num == 4) k.mult = g.v ? g.v : 1;
+    }
+    if (r2 < 0) return pr_bad(st, "malformed clock in a clock snapshot");
+    if (n < sizeof cl / sizeof cl[0]) cl[n++] = k;
+  }
+  if (r < 0) return pr_bad(st, "malformed clock snapshot");
+  /* BOOTTIME at the snapshot: given, or through a known offset. */
+  int64_t boot = 0;
+  bool have_boot = false;
+  for (size_t i = 0; i < n && !have_boot; i++)
+    if (cl[i].id == 6) {
+      boot = (int64_t)(cl[i].snap & (UINT64_MAX >> 1));
+      have_boot = true;
+    }
+  for (size_t i = 0; i < n && !have_boot; i++)
+    if (cl[i].id < 64 && st->has_offset[cl[i].id]) {
+      boot = (int64_t)(cl[i].snap & (UINT64_MAX >> 1)) + st->offset[cl[i].id];
+      have_boot = true;
+    }
+  for (size_t i = 0; i < n && !have_boot; i++)
+    if (cl[i].id < 64) { /* nothing ties it to BOOTTIME: it becomes the time base */
+      boot = (int64_t)(cl[i].snap & (UINT64_MAX >> 1));
+      have_boot = true;
+    }
+  for (size_t i = 0; i < n; i++) {
+    if (cl[i].id < 64) {
+      st->offset[cl[i].id] = boot - (int64_t)(cl[i].snap & (UINT64_MAX >> 1));
+      st->has_offset[cl[i].id] = true;
+    } else if (cl[i].id < 128 && q) {
+      size_t k = 0;
+      while (k < q->nclocks && q->clocks[k].id != cl[i].id) k++;
+      if (k == q->nclocks) {
+        if (q->nclocks == sizeof q->clocks / sizeof q->clocks[0]) continue;
+        q->nclocks++;
+      }
+      cl[i].boot = boot;
+      cl[i].last = cl[i].snap;
+      q->clocks[k] = cl[i];
+    }
+  }
+  return 0;
+}
+
+/* The time of a packet on BOOTTIME; false if its clock is not known. */
+static bool pr_time(pr_state_t *st, pr_seq_t *q, uint32_t clock, uint64_t ts, int64_t *out) {
+  if (clock == 0) clock = q && q->clock_id ? q->clock_id : 6;
+  if (clock >= 64) {
+    for (uint32_t k = 0; q && k < q->nclocks; k++) {
+      pr_clock_t *c = &q->clocks[k];
+      if (c->id != clock) continue;
+      uint64_t v = c->incremental ? (c->last += ts * c->mult) : ts * c->mult;
+      *out = c->boot + (int64_t)(v - c->snap * 1); /* wraps like the clock does */
+      return true;
+    }
+    return false;
+  }
+  *out = (int64_t)(ts & (UINT64_MAX >> 1)) + (st->has_offset[clock] ? st->offset[clock] : 0);
+  return true;
+}
+
+static int pr_descriptor(pr_state_t *st, const uint8_t *p, size_t len) {
+  pr_field_t f, g;
+  const uint8_t *e = p + len;
+  uint64_t uuid = 0, parent = 0;
+  int64_t pid = 0, tid = 0;
+  const uint8_t *name = NULL, *tname = NULL, *pname = NULL;
+  size_t nlen = 0, tnlen = 0, pnlen = 0;
+  bool thread = false, process = false, counter = false;
+  int r;
+  while ((r = pr_next(&p, e, &f)) > 0) {
+    switch (f.num) {
+    case 1: uuid = f.v; break;
+    case 5: parent = f.v; break;
+    case 2: case 10: case 13:
+      if (f.wire == 2) {
+        name = f.p;
+        nlen = f.len;
+      }
+      break;
+    case 8: counter = true; break;
+    case 3: case 4: {
+      if (f.wire != 2) break;
+      const uint8_t *d = f.p, *de = f.p + f.len;
+      int r2;
+      if (f.num == 3) process = true;
+      else thread = true;
+      while ((r2 = pr_next(&d, de, &g)) > 0) {
+        if (g.num == 1 && g.wire == 0) pid = (int64_t)(int32_t)g.v;
+        if (f.num == 4 && g.num == 2 && g.wire == 0) tid = (int64_t)g.v;
+        if (f.num == 4 && g.num == 5 && g.wire == 2) {
+          tname = g.p;
+          tnlen = g.len;
+        }
+        if (f.num == 3 && g.num == 6 && g.wire == 2) {
+          pname = g.p;
+          pnlen = g.len;
+        }
+      }
+      if (r2 < 0) return pr_bad(st, "malformed process or thread descriptor");
+      break;
+    }
+    default: break;
+    }
+  }
+  if (r < 0) return pr_bad(st, "malformed track descriptor");
+  if (thread && !tname) {
+    tname = name;
+    tnlen = nlen;
+  }
+  if (!thread) {
+    const pr_track_t *up = parent ? pr_track(st, parent) : NULL;
+    if (!process) pid = up ? up->pid : 0;
+  }
+  pr_track_t *t = pr_track(st, uuid);
+  if (!t) {
+    if (st->ntracks == st->captracks) {
+      size_t cap = st->captracks ? st->captracks * 2 : 32;
+      pr_track_t *nt = realloc(st->tracks, cap * sizeof *nt);
+      if (!nt) return pr_bad(st, "out of memory for track descriptors");
+      st->tracks = nt;
+      st->captracks = cap;
+    }
+    t = &st->tracks[st->ntracks++];
+    memset(t, 0, sizeof *t);
+    t->uuid = uuid;
+    t->tid = thread ? tid : process ? 0 : ++st->next_lane;
+  } else if (thread) {
+    t->tid = tid;
+  }
+  t->pid = pid;
+  t->counter = counter;
+  const uint8_t *shown = thread ? tname : process ? pname : name;
+  size_t slen = thread ? tnlen : process ? pnlen : nlen;
+  char *c = malloc(slen + 1);
+  if (!c) return pr_bad(st, "out of memory for track names");
+  if (slen) memcpy(c, shown, slen);
+  c[slen] = '\0';
+  for (size_t i = 0; i < slen; i++)
+    if (!c[i]) c[i] = '?';
+  free(t->name);
+  t->name = c;
+  if (counter || (!shown && !process)) return 0;
+  lp_event_t ev = {.kind = process ? LP_EV_PROCESS_NAME : LP_EV_THREAD_NAME, .pid = t->pid, .tid = t->tid,
+                   .name = c, .pos = st->pos};
+  return st->sink->event(st->sink->ctx, &ev);
+}
+
+/* A string field of an annotation-like message; NULL if absent. Copies into buf. */
+static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, const uint8_t *p, size_t len) {
+  pr_field_t f, g;
+  const uint8_t *e = p + len;
+  uint64_t type = 0, track = q && q->has_track ? q->track : 0, name_iid = 0;
+  bool has_name_iid = false, has_value = false, dvalue = false;
+  int64_t value = 0;
+  double dv = 0;
+  char name[4096] = "", cats[512] = "", layer[64] = "", phase[64] = "", mode[64] = "";
+  bool has_name = false;
+  int legacy_phase = 0;
+  int64_t legacy_dur = -1;
+  int r;
+  while ((r = pr_next(&p, e, &f)) > 0) {
+    switch (f.num) {
+    case 9: type = f.v; break;
+    case 11: track = f.v; break;
+    case 10: name_iid = f.v; has_name_iid = true; break;
+    case 23:
+      if (f.wire == 2) {
+        snprintf(name, sizeof name, "%.*s", (int)(f.len < sizeof name ? f.len : sizeof name - 1), (const char *)f.p);
+        has_name = true;
+      }
+      break;
+    case 30: value = (int64_t)f.v; has_value = true; break;
+    case 44:
+      if (f.wire == 1) {
+        memcpy(&dv, &f.v, sizeof dv);
+        has_value = dvalue = true;
+      }
+      break;
+    case 3: case 22: {
+      const char *c = NULL;
+      char tmp[256];
+      if (f.num == 3) {
+        if (!(c = q ? pr_get(&q->cats, f.v) : NULL)) return pr_bad(st, "a category iid that was not interned on its sequence");
+      } else if (f.wire == 2) {
+        snprintf(tmp, sizeof tmp, "%.*s", (int)(f.len < sizeof tmp ? f.len : sizeof tmp - 1), (const char *)f.p);
+        c = tmp;
+      }
+      if (c) {
+        size_t n = strlen(cats);
+        snprintf(cats + n, sizeof cats - n, "%s%s", n ? "," : "", c);
+      }
+      break;
+    }
+    case 4: {
+      if (f.wire != 2) break;
+      const uint8_t *d = f.p, *de = f.p + f.len;
+      char an[64] = "", av[64] = "";
+      int r2;
+      while ((r2 = pr_next(&d, de, &g)) > 0) {
+        if (g.num == 10 && g.wire == 2) snprintf(an, sizeof an, "%.*s", (int)(g.len < 63 ? g.len : 63), (const char *)g.p);
+        if (g.num == 1 && g.wire == 0) {
+          const char *s = q ? pr_get(&q->dnames, g.v) : NULL;
+          if (s) snprintf(an, sizeof an, "%s", s);
+        }
+        if (g.num == 6 && g.wire == 2) snprintf(av, sizeof av, "%.*s", (int)(g.len < 63 ? g.len : 63), (const char *)g.p);
+      }
+      if (r2 < 0) return pr_bad(st, "malformed debug annotation");
+      if (strcmp(an, "layer") == 0) snprintf(layer, sizeof layer, "%s", av);
+      if (strcmp(an, "phase") == 0) snprintf(phase, sizeof phase, "%s", av);
+      if (strcmp(an, "mode") == 0) snprintf(mode, sizeof mode, "%s", av);
+      break;
+    }
+    case 6: { /* legacy_event: phase and duration */
+      if (f.wire != 2) break;
+      const uint8_t *d = f.p, *de = f.p + f.len;
+      int r2;
+      while ((r2 = pr_next(&d, de, &g)) > 0) {
+        if (g.num == 1 && g.wire == 0) {
+          name_iid = g.v;
+          has_name_iid = true;
+        }
+        if (g.num == 2 && g.wire == 0) legacy_phase = (int)g.v;
+        if (g.num == 3 && g.wire == 0) legacy_dur = (int64_t)g.v;
+      }
+      if (r2 < 0) return pr_bad(st, "malformed legacy event");
+      break;
+    }
+    default: break;
+    }
+  }
+  if (r < 0) return pr_bad(st, "malformed track event");
+  if (has_name_iid) {
+    const char *s = q ? pr_get(&q->names, name_iid) : NULL;
+    if (!s) return pr_bad(st, "an event name iid that was not interned on its sequence");
+    snprintf(name, sizeof name, "%s", s);
+    has_name = true;
+  }
+  if (!timed) return pr_bad(st, "a track event without a time (no timestamp, or its clock was never defined)");
+  if (ts <= -PR_TIME_LIMIT || ts >= PR_TIME_LIMIT) return pr_bad(st, "a time beyond ±2^62 ns");
+  const pr_track_t *t = pr_track(st, track);
+  lp_event_t ev = {.pid = t ? t->pid : 0, .tid = t ? t->tid : (int64_t)(track & INT32_MAX), .ts = ts,
+                   .name = name, .category = cats[0] ? cats : NULL, .layer = layer[0] ? layer : NULL,
+                   .phase = phase[0] ? phase : NULL, .mode = mode[0] ? mode : NULL, .pos = st->pos};
+  if (type == 0 && legacy_phase) {
+    switch (legacy_phase) {
+    case 'B': type = 1; break;
+    case 'E': type = 2; break;
+    case 'I': case 'i': type = 3; break;
+    case 'X':
+      if (legacy_dur < 0 || legacy_dur > PR_TIME_LIMIT / 1000) return pr_bad(st, "a complete event's duration out of range");
+      ev.kind = LP_EV_COMPLETE;
+      ev.dur = legacy_dur * 1000;
+      if (ts + ev.dur >= PR_TIME_LIMIT) return pr_bad(st, "a time beyond ±2^62 ns");
+      return st->sink->event(st->sink->ctx, &ev);
+    default: {
+      ev.kind = LP_EV_SKIPPED;
+      char ph[2] = {(char)legacy_phase, '\0'};
+      ev.name = ph;
+      return st->sink->event(st->sink->ctx, &ev);
+    }
+    }
+  }
+  switch (type) {
+  case 1: ev.kind = LP_EV_BEGIN; break;
+  case 2: ev.kind = LP_EV_END; ev.name = ""; break;
+  case 3:
+    if (has_name && strcmp(name, "labelprof session") == 0 && t && t->tid == 0) return 0; /* the session's note */
+    ev.kind = LP_EV_INSTANT;
+    break;
+  case 4:
+    if (!has_value) return pr_bad(st, "a counter event without a value");
+    ev.kind = LP_EV_COUNTER;
+    ev.name = t && t->name ? t->name : name;
+    {
+      /* On the lane of the thread that recorded it (its sequence's track), as in the JSON; else the process's. */
+      const pr_track_t *own = q && q->has_track ? pr_track(st, q->track) : NULL;
+      ev.pid = own ? own->pid : t ? t->pid : 0;
+      ev.tid = own ? own->tid : 0;
+    }
+    ev.series = ev.name;
+    ev.value = dvalue ? dv : (double)value;
+    break;
+  default:
+    ev.kind = LP_EV_SKIPPED;
+    ev.name = "track event";
+    break;
+  }
+  return st->sink->event(st->sink->ctx, &ev);
+}
+
+static int pr_packet(pr_state_t *st, const uint8_t *p, size_t len) {
+  pr_field_t f;
+  const uint8_t *e = p, *end = p + len;
+  uint32_t seq = 0, flags = 0, clock = 0;
+  uint64_t ts = 0;
+  bool has_ts = false, cleared = false;
+  const uint8_t *te = NULL, *td = NULL, *in = NULL, *cs = NULL, *def = NULL;
+  size_t tel = 0, tdl = 0, inl = 0, csl = 0, defl = 0;
+  int r;
+  while ((r = pr_next(&e, end, &f)) > 0) {
+    bool ld = f.wire == 2, vi = f.wire == 0;
+    switch (f.num) {
+    case 10: if (vi) seq = (uint32_t)f.v; break;
+    case 13: if (vi) flags = (uint32_t)f.v; break;
+    case 41: if (vi) cleared = f.v != 0; break;
+    case 8: if (vi) { ts = f.v; has_ts = true; } break;
+    case 58: if (vi) clock = (uint32_t)f.v; break;
+    case 11: if (ld) { te = f.p; tel = f.len; } break;
+    case 60: if (ld) { td = f.p; tdl = f.len; } break;
+    case 12: if (ld) { in = f.p; inl = f.len; } break;
+    case 6: if (ld) { cs = f.p; csl = f.len; } break;
+    case 59: if (ld) { def = f.p; defl = f.len; } break;
+    default: break;
+    }
+  }
+  if (r < 0) return pr_bad(st, "malformed trace packet (a varint or a length runs past the packet)");
+  pr_seq_t *q = pr_seq(st, seq);
+  if (!q) return pr_bad(st, "out of memory for sequences");
+  if ((flags & 1) || cleared) {
+    pr_seq_clear(q);
+    q->valid = true;
+  }
+  if ((flags & 2) && !q->valid) return 0; /* its state was lost (or never written): skipped */
+  if (def) {
+    const uint8_t *d = def, *de = def + defl;
+    pr_field_t g, h;
+    int r2;
+    while ((r2 = pr_next(&d, de, &g)) > 0) {
+      if (g.num == 58 && g.wire == 0) q->clock_id = (uint32_t)g.v;
+      if (g.num == 11 && g.wire == 2) {
+        const uint8_t *k = g.p, *ke = g.p + g.len;
+        int r3;
+        while ((r3 = pr_next(&k, ke, &h)) > 0)
+          if (h.num == 11 && h.wire == 0) {
+            q->track = h.v;
+            q->has_track = true;
+          }
+        if (r3 < 0) return pr_bad(st, "malformed track event defaults");
+      }
+    }
+    if (r2 < 0) return pr_bad(st, "malformed trace packet defaults");
+  }
+  if (cs && pr_clock_snapshot(st, q, cs, csl)) return LP_READ_BAD;
+  if (in && pr_interned_data(st, q, in, inl)) return LP_READ_BAD;
+  if (td && (r = pr_descriptor(st, td, tdl)) != 0) return r;
+  if (te) {
+    int64_t t = 0;
+    bool timed = has_ts && pr_time(st, q, clock, ts, &t);
+    return pr_track_event(st, q, timed, t, te, tel);
+  }
+  if (has_ts && !cs) { /* keeps an incremental clock's value right for later packets */
+    int64_t t;
+    (void)pr_time(st, q, clock, ts, &t);
+  }
+  return 0;
+}
+
+static int pr_sniff(const unsigned char *head, size_t n) {
+  /* Trace.packet (field 1, length-delimited), a plausible length, and a first field that parses. */
+  if (n < 3 || head[0] != 0x0a) return 0;
+  const uint8_t *p = head, *end = head + n;
+  pr_field_t f;
+  if (pr_next(&p, end, &f) <= 0) {
+    /* the first packet is longer than the bytes peeked: its first field must at least start well */
+    size_t k = 1;
+    uint64_t len = 0;
+    for (int shift = 0; k < n && shift < 35; shift += 7) {
+      len |= (uint64_t)(head[k] & 0x7f) << shift;
+      if (!(head[k++] & 0x80)) break;
+    }
+    if (k >= n || len > PR_MAX_PACKET || len < n - k) return 0;
+    p = head + k;
+    return pr_next(&p, end, &f) >= 0 && f.num != 0 && (f.wire == 0 || f.wire == 1 || f.wire == 2 || f.wire == 5);
+  }
+  const uint8_t *q = f.p, *qe = f.p + f.len;
+  int r;
+  while ((r = pr_next(&q, qe, &f)) > 0) {
+  }
+  return r == 0;
+}
+
+static int pr_read(lp_input_t *in, const lp_sink_t *sink) {
+  pr_state_t st;
+  memset(&st, 0, sizeof st);
+  st.in = in;
+  st.sink = sink;
+  st.pos.file = strcmp(lp_input_name(in), "-") == 0 ? "<stdin>" : lp_input_name(in);
+  st.offset[6] = 0;
+  st.has_offset[6] = true;
+  size_t cap = 1 << 16, have = 0, at = 0;
+  uint64_t base = 0; /* the offset of buf[0] in the input */
+  uint8_t *buf = malloc(cap);
+  int rc = LP_READ_OK;
+  bool eof = false;
+  if (!buf) {
+    lp_report(&st.pos, "out of memory");
+    return LP_READ_BAD;
+  }
+  for (;;) {
+    /* A whole packet at buf + at: its tag, its length, its bytes. */
+    size_t need = 0, hdr = 0;
+    uint64_t len = 0;
+    bool complete = false;
+    if (have - at >= 1) {
+      st.pos.offset = base + at;
+      if (buf[at] != 0x0a) {
+        uint8_t tag = buf[at];
+        if ((tag & 7) > 5 || tag == 0) {
+          rc = pr_bad(&st, "expected a trace packet (field 1 of Trace, length-delimited)");
+          break;
+        }
+      }
+      /* any field of Trace: packets (1) are read, others skipped; a tag of one byte is all Trace uses */
+      size_t k = at + 1;
+      int shift = 0;
+      bool ended = false;
+      uint32_t wire = buf[at] & 7;
+      if (buf[at] & 0x80) {
+        rc = pr_bad(&st, "expected a trace packet (field 1 of Trace, length-delimited)");
+        break;
+      }
+      if (wire != 2) {
+        rc = pr_bad(&st, "expected a trace packet (field 1 of Trace, length-delimited)");
+        break;
+      }
+      while (k < have && shift <= 63) {
+        len |= (uint64_t)(buf[k] & 0x7f) << shift;
+        shift += 7;
+        if (!(buf[k++] & 0x80)) {
+          ended = true;
+          break;
+        }
+      }
+      if (shift > 63 || (ended && len > PR_MAX_PACKET)) {
+        rc = pr_bad(&st, "a packet length larger than 256 MiB (not a Perfetto trace, or a damaged one)");
+        break;
+      }
+      if (ended) {
+        hdr = k - at;
+        need = hdr + (size_t)len;
+        complete = have - at >= need;
+      }
+    }
+    if (complete) {
+      if (buf[at] == 0x0a) rc = pr_packet(&st, buf + at + hdr, (size_t)len);
+      at += need;
+      if (rc) break;
+      continue;
+    }
+    if (eof) {
+      if (have > at) {
+        st.pos.offset = base + at;
+        rc = pr_bad(&st, "the file ends inside a packet (a truncated trace?)");
+      }
+      break;
+    }
+    /* More bytes: move what is left to the front, grow for a large packet. */
+    memmove(buf, buf + at, have - at);
+    have -= at;
+    base += at;
+    at = 0;
+    if (need > cap) {
+      size_t ncap = cap;
+      while (ncap < need) ncap *= 2;
+      uint8_t *nb = realloc(buf, ncap);
+      if (!nb) {
+        rc = pr_bad(&st, "out of memory for a packet");
+        break;
+      }
+      buf = nb;
+      cap = ncap;
+    }
+    ssize_t n = lp_input_read(in, buf + have, cap - have);
+    if (n < 0) {
+      rc = LP_READ_BAD;
+      break;
+    }
+    if (n == 0) eof = true;
+    have += (size_t)n;
+  }
+  free(buf);
+  for (size_t i = 0; i < st.nseqs; i++) pr_seq_clear(&st.seqs[i]);
+  free(st.seqs);
+  for (size_t i = 0; i < st.ntracks; i++) free(st.tracks[i].name);
+  free(st.tracks);
+  return rc;
+}
+
+const lp_reader_t lp_perfetto_reader = {"perfetto", pr_sniff, pr_read};
