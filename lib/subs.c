@@ -26,6 +26,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <linux/membarrier.h>
@@ -456,17 +457,19 @@ typedef struct scope_info {
 
 /* A thread's pins, allocated with its first notification. The owner writes; writers read the pins. */
 typedef struct sthread {
-  struct sthread *next, *prev; /* subs_mu */
-  uint64_t tid;
   /*
-   * First, for labelprof.h's label paths: the guard (inside a callback), the
-   * labels' notifications, filled in once (only the site changes): the
-   * direct paths, which run only outside callbacks (guard clear), set the
-   * guard, then the site, then call. A notification made while the guard is
-   * set (an end owed inside a callback) is built on the stack instead. Then
-   * the labels' pins: frame d's hazard pointer and its instance slots.
+   * First, the part labelprof.h's label paths read, so that the one
+   * thread-local pointer (lp_impl_sub_self) serves both: the guard (inside
+   * a callback), the labels' notifications, filled in once (only the site
+   * changes): the direct paths, which run only outside callbacks (guard
+   * clear), set the guard, then the site, then call. A notification made
+   * while the guard is set (an end owed inside a callback) is built on the
+   * stack instead. Then the labels' pins: frame d's hazard pointer and its
+   * instance slots.
    */
   lp_impl_sthread_t pub;
+  struct sthread *next, *prev; /* subs_mu */
+  uint64_t tid;
   uint64_t used; /* scope[] pins in use */
   /* lp_notify's, and the slot its callbacks get (NULL before each): used the same way, site always NULL. */
   pin_t probe;
@@ -495,9 +498,11 @@ static inline snap_t *cur_load(int mo) { return (snap_t *)__atomic_load_n(&lp_im
  */
 static sthread_t unborn_st = {.pub.guard = 1};
 static sthread_t gone_st = {.pub.guard = 1};
-static __thread sthread_t *my_st __attribute__((tls_model("initial-exec"))) = &unborn_st;
 /* The same, as labelprof.h sees it (pub is the first member). */
 LP_EXPORT __thread lp_impl_sthread_t *lp_impl_sub_self __attribute__((tls_model("initial-exec"))) = &unborn_st.pub;
+/* The library's whole view of the calling thread's state, whose head lp_impl_sub_self points at. */
+static inline sthread_t *my_state(void) { return (sthread_t *)lp_impl_sub_self; }
+_Static_assert(offsetof(sthread_t, pub) == 0, "lp_impl_sub_self points at the head of the thread's state");
 static inline bool st_real(const sthread_t *st) { return st != &unborn_st && st != &gone_st; }
 static pthread_once_t st_once = PTHREAD_ONCE_INIT;
 static pthread_key_t st_key;
@@ -505,7 +510,6 @@ static bool st_key_ok;
 
 static void st_exit(void *arg) {
   sthread_t *st = arg;
-  my_st = &gone_st;
   lp_impl_sub_self = &gone_st.pub;
   lp__lock(&subs_mu);
   if (st->prev)
@@ -538,13 +542,12 @@ static sthread_t *st_create(void) {
   if (sthreads) sthreads->prev = st;
   sthreads = st;
   lp__unlock(&subs_mu);
-  my_st = st;
   lp_impl_sub_self = &st->pub;
   return st;
 }
 
 static inline sthread_t *st_get(void) {
-  sthread_t *st = my_st;
+  sthread_t *st = my_state();
   if (LP_IMPL_LIKELY(st_real(st))) return st;
   return st == &gone_st ? NULL : st_create();
 }
@@ -893,7 +896,7 @@ int lp_subscriber_destroy(lp_subscriber_t *s, int64_t timeout_ns) {
   int rc = !known_sub(s) ? -EINVAL : s->enabled ? -EBUSY : 0;
   lp__unlock(&subs_mu);
   if (rc) return rc;
-  sthread_t *st = st_real(my_st) ? my_st : NULL;
+  sthread_t *st = st_real(my_state()) ? my_state() : NULL;
   if (st && (st->pub.guard || own_pins_hold(st, s))) return -EDEADLK;
   uint64_t start = lp__mono_ns();
   long nap = 20000; /* ns; doubles up to 1 ms */
@@ -1026,7 +1029,7 @@ static __attribute__((noinline)) uint64_t enter_notify_general(const lp_site_t *
  */
 uint64_t lp_impl_enter_notify(const lp_site_t *site, int manual) {
   lp_impl_thread_t *t = lp_impl_self;
-  sthread_t *st = my_st; /* unborn_st and gone_st have the guard set */
+  sthread_t *st = my_state(); /* unborn_st and gone_st have the guard set */
   uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
   uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
   snap_t *s = cur_load(__ATOMIC_ACQUIRE);
@@ -1049,8 +1052,8 @@ uint64_t lp_impl_enter_notify(const lp_site_t *site, int manual) {
 
 void lp__subs_end(lp__thread_t *t, uint32_t depth, const lp_site_t *site) {
   (void)t;
-  /* A frame marked notified means its begin pinned label[depth] on this thread: my_st exists. */
-  sthread_t *st = my_st;
+  /* A frame marked notified means its begin pinned label[depth] on this thread: the thread has a state of its own. */
+  sthread_t *st = my_state();
   if (LP_IMPL_UNLIKELY(!st_real(st) || depth >= LP_STACK_CAPACITY)) return;
   snap_t *s = hz_load(&st->pub.label[depth], __ATOMIC_RELAXED);
   if (LP_IMPL_UNLIKELY(!s)) return;
@@ -1183,7 +1186,7 @@ static __attribute__((noinline)) void leave_general(const lp_site_t *site, uint6
  */
 void lp_impl_leave_slow(const lp_site_t *site, uint64_t word) {
   lp_impl_thread_t *h = lp_impl_self;
-  sthread_t *st = my_st;
+  sthread_t *st = my_state();
   uint32_t depth = (uint32_t)((word ^ LP_IMPL_TRACED_MARK) & LP_IMPL_DEPTH_MASK) - 1;
   if (LP_IMPL_LIKELY((word & LP_IMPL_TRACED_MARK) && depth < LP_STACK_CAPACITY &&
                      (LP_IMPL_LOAD_RELAXED(h->word) & LP_IMPL_DEPTH_MASK) == depth + 1 &&
@@ -1205,7 +1208,7 @@ void lp__subs_heal(lp__thread_t *t, uint32_t from, uint32_t to) {
 void lp_impl_end_notify(uintptr_t tag, uint32_t depth) {
   const lp_site_t *site = (const lp_site_t *)(tag & ~(uintptr_t)(LP_IMPL_TRACED | LP_IMPL_NOTIFIED));
   /* LP_END of a notified, unrecorded frame on top (lp_impl_end checked the depth): the direct end. */
-  if (LP_IMPL_LIKELY(!(tag & LP_IMPL_TRACED)) && end_direct(lp_impl_self, my_st, depth, site)) return;
+  if (LP_IMPL_LIKELY(!(tag & LP_IMPL_TRACED)) && end_direct(lp_impl_self, my_state(), depth, site)) return;
   lp__thread_t *t = lp__thread_current();
   if (!t) return;
   lp__subs_end(t, depth, site);
@@ -1283,7 +1286,7 @@ int lp_impl_notify_listened(uint8_t stream, uint16_t type, const lp_event_t *par
                             uint64_t instance, const void *user_data) {
   if (LP_IMPL_UNLIKELY(!stream)) return -EINVAL;
   /* Someone may listen. The usual case here: a thread with its state, outside callbacks, pinned at the first try. */
-  sthread_t *st = my_st; /* unborn_st and gone_st have the guard set */
+  sthread_t *st = my_state(); /* unborn_st and gone_st have the guard set */
   snap_t *s = cur_load(__ATOMIC_ACQUIRE);
   if (LP_IMPL_UNLIKELY(st->pub.guard)) return notify_slow(stream, type, parent, event, instance, user_data);
   hazard_t *p = &st->pub.single;
@@ -1354,7 +1357,7 @@ int32_t lp_impl_nscope_begin(uint8_t stream, uint16_t type, const lp_event_t *pa
 }
 
 void lp_impl_nscope_end(int32_t i) {
-  sthread_t *st = my_st;
+  sthread_t *st = my_state();
   if (!st_real(st) || i < 0 || i >= NSCOPES || !(st->used >> i & 1)) return;
   pin_t *p = &st->scope[i];
   snap_t *s = hz_load(&p->snap, __ATOMIC_RELAXED);
@@ -1538,7 +1541,7 @@ void lp__subs_atfork_parent(void) {
 
 /* The child keeps the subscribers and the forking thread's pins; the other threads do not exist there. */
 void lp__subs_atfork_child(void) {
-  sthread_t *self = st_real(my_st) ? my_st : NULL;
+  sthread_t *self = st_real(my_state()) ? my_state() : NULL;
   for (sthread_t *st = sthreads, *next; st; st = next) {
     next = st->next;
     if (st != self) {
