@@ -15,7 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CACHE_SLOTS 256  /* per thread, direct-mapped */
+#define CACHE_SLOTS 256  /* per thread, direct-mapped, by text */
+#define PTR_SLOTS 64     /* per thread, direct-mapped, by the text's address */
 #define MAX_CATEGORIES 4096
 #define DEFAULT_MAX_NAMES 10000
 
@@ -24,7 +25,15 @@ typedef struct entry {
   const lp_impl_made_site_t *site;
 } entry_t;
 
+/* The site a text's address gave last time: still right if the text at that address is the same. */
+typedef struct ptr_entry {
+  const char *text;
+  const lp_impl_made_site_t *site;
+  size_t len;
+} ptr_entry_t;
+
 typedef struct cache {
+  ptr_entry_t p[PTR_SLOTS];
   entry_t e[CACHE_SLOTS];
 } cache_t;
 
@@ -45,23 +54,27 @@ static const lp_impl_made_site_t overflow_site = {
      LP_IMPL_SITE_MADE},
     NULL};
 
-/* Word-at-a-time hash of len bytes, mixed with the category pointer. */
+/* Word-at-a-time hash of len bytes, mixed with the category pointer; the last word overlaps the one before. */
 static uint64_t hash_text(const char *s, size_t len, const char *cat) {
-  uint64_t h = 0x9e3779b97f4a7c15ull ^ (uint64_t)(uintptr_t)cat ^ len;
-  while (len >= 8) {
-    uint64_t w;
+  uint64_t h = 0x9e3779b97f4a7c15ull ^ (uint64_t)(uintptr_t)cat ^ len, w = 0;
+  size_t n = len;
+  while (n > 8) {
     memcpy(&w, s, 8);
     h = (h ^ w) * 0xff51afd7ed558ccdull;
     h ^= h >> 32;
     s += 8;
-    len -= 8;
+    n -= 8;
   }
-  if (len) {
-    uint64_t w = 0;
-    memcpy(&w, s, len);
-    h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
+  if (len >= 8) {
+    memcpy(&w, s + n - 8, 8);
+  } else {
+    w = 0;
+    for (size_t i = 0; i < n; i++) w |= (uint64_t)(unsigned char)s[i] << (8 * i);
   }
-  h ^= h >> 29;
+  h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
+  h ^= h >> 33; /* a finaliser: every bit of the text reaches the low bits (the slots) */
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
   return h | 1; /* 0 marks an empty slot */
 }
 
@@ -134,13 +147,26 @@ static const lp_impl_made_site_t *lookup_locked(const char *text, size_t len, co
   return m;
 }
 
+static ptr_entry_t *ptr_slot(cache_t *c, const char *text, const char *cat) {
+  uintptr_t k = ((uintptr_t)text ^ (uintptr_t)cat >> 3) * 0x9e3779b97f4a7c15ull;
+  return &c->p[k >> (sizeof k * 8 - 6)];
+}
+
 const lp_site_t *lp_impl_site_make(const char *text, const char *category) {
   if (!text) text = "(null)";
+  cache_t *c = self_cache;
+  if (c) { /* a literal, or a buffer that holds the same text as last time: no hash */
+    const ptr_entry_t *p = ptr_slot(c, text, category);
+    if (p->text == text && p->site->category == category && memcmp(p->site->site.label, text, p->len + 1) == 0)
+      return &p->site->site;
+  }
   size_t len = strlen(text);
   uint64_t h = hash_text(text, len, category);
-  cache_t *c = self_cache;
   entry_t *e = c ? &c->e[h & (CACHE_SLOTS - 1)] : NULL;
-  if (e && e->hash == h && same(e->site, text, len, category)) return &e->site->site;
+  if (e && e->hash == h && same(e->site, text, len, category)) {
+    *ptr_slot(c, text, category) = (ptr_entry_t){text, e->site, len};
+    return &e->site->site;
+  }
   lp__lock(&mu);
   const lp_impl_made_site_t *m = lookup_locked(text, len, category, h);
   lp__unlock(&mu);
@@ -153,6 +179,7 @@ const lp_site_t *lp_impl_site_make(const char *text, const char *category) {
     e = &c->e[h & (CACHE_SLOTS - 1)];
     e->hash = h;
     e->site = m;
+    *ptr_slot(c, text, category) = (ptr_entry_t){text, m, len};
   }
   return &m->site;
 }
