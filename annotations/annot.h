@@ -28,6 +28,30 @@ typedef struct annot_thread {
   uint64_t skip[ANNOT_SKIP_DEPTH / 64]; /* bit d: the range at depth d pushed nothing */
 } annot_thread_t;
 
+/*
+ * Handles the program is given (domains, strings, counters) are never freed:
+ * the APIs have no end for some of them, and sites and events may point at
+ * them. They stay reachable from this list, so that leak checkers see them
+ * as kept, which they are.
+ */
+typedef struct annot_kept {
+  struct annot_kept *_Atomic next;
+  _Alignas(16) unsigned char data[];
+} annot_kept_t;
+static annot_kept_t *_Atomic annot_kept_list;
+
+/* Zeroed memory of n bytes, kept for the process; NULL if there is none. */
+static inline void *annot_alloc(size_t n) {
+  annot_kept_t *k = calloc(1, sizeof *k + n);
+  if (!k) return NULL;
+  annot_kept_t *head = atomic_load_explicit(&annot_kept_list, memory_order_relaxed);
+  do
+    atomic_store_explicit(&k->next, head, memory_order_relaxed);
+  while (!atomic_compare_exchange_weak_explicit(&annot_kept_list, &head, k, memory_order_release,
+                                                memory_order_relaxed));
+  return k->data;
+}
+
 /* Opens a range: site NULL means filtered out (nothing pushed). Returns its zero-based depth. */
 static inline int annot_push(annot_thread_t *t, const lp_site_t *site) {
   uint32_t d = t->depth++;

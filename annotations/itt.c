@@ -98,7 +98,7 @@ static const lp_site_t *handle_site(itt_string_handle_t *h, const char *cat) {
 }
 
 static itt_domain_t *domain_create(const char *name) {
-  itt_domain_t *d = calloc(1, sizeof *d);
+  itt_domain_t *d = annot_alloc(sizeof *d);
   if (!d) return NULL;
   const char *cat = lp_impl_category(name ? name : "(unnamed domain)");
   d->nameA = cat;
@@ -108,13 +108,11 @@ static itt_domain_t *domain_create(const char *name) {
 }
 
 static itt_string_handle_t *string_handle_create(const char *name) {
-  itt_string_handle_t *h = calloc(1, sizeof *h);
+  size_t n = strlen(name ? name : "(null)") + 1;
+  itt_string_handle_t *h = annot_alloc(sizeof *h + n);
   if (!h) return NULL;
-  h->strA = strdup(name ? name : "(null)");
-  if (!h->strA) {
-    free(h);
-    return NULL;
-  }
+  memcpy(h + 1, name ? name : "(null)", n);
+  h->strA = (const char *)(h + 1);
   /* Interned once, here, without a category: the first task in a domain re-interns it in that domain's. */
   h->extra2 = (void *)lp_impl_site_make(h->strA, NULL);
   return h;
@@ -156,7 +154,7 @@ static void thread_set_name(const char *name) {
 }
 
 static counter_t *counter_create_typed(const char *name, const char *domain, int type) {
-  counter_t *c = calloc(1, sizeof *c);
+  counter_t *c = annot_alloc(sizeof *c);
   if (!c) return NULL;
   c->site = lp_impl_site_make(name ? name : "(counter)", domain ? lp_impl_category(domain) : NULL);
   c->type = type ? type : META_U64;

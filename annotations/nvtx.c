@@ -127,7 +127,7 @@ static _Atomic uint64_t ranges_dropped;
 static domain_t *dom(const void *d) { return d ? (domain_t *)d : &default_domain; }
 
 static domain_t *domain_make(const char *name) {
-  domain_t *d = malloc(sizeof *d);
+  domain_t *d = annot_alloc(sizeof *d);
   if (!d) return NULL;
   d->category = lp_impl_category(name ? name : "(unnamed domain)");
   d->kept = annot_domain_kept("LABELPROF_NVTX_DOMAINS", d->category);
@@ -276,7 +276,7 @@ static void DomainResourceDestroy(void *r) { (void)r; }
 static void DomainNameCategoryA(const void *d, uint32_t c, const char *n) { (void)d, (void)c, (void)n; }
 static void DomainNameCategoryW(const void *d, uint32_t c, const wchar_t *n) { (void)d, (void)c, (void)n; }
 static const void *DomainRegisterStringA(const void *d, const char *s) {
-  reg_string_t *r = malloc(sizeof *r); /* kept for the process, like the site */
+  reg_string_t *r = annot_alloc(sizeof *r); /* kept for the process, like the site */
   if (!r) return NULL;
   r->site = lp_impl_site_make(s, dom(d)->category);
   return r;
@@ -299,7 +299,7 @@ static void Initialize(const void *reserved) { (void)reserved; }
 static void *SyncUserCreate(const void *d, const nvtx_sync_attributes_t *a) {
   static const char *const what[4] = {"acquire start", "acquire failed", "acquired", "releasing"};
   domain_t *dm = dom(d);
-  sync_user_t *u = calloc(1, sizeof *u);
+  sync_user_t *u = annot_alloc(sizeof *u);
   char wide[256], text[512];
   const char *name = "(sync)";
   if (!u) return NULL;
