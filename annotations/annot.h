@@ -52,6 +52,9 @@ static inline void *annot_alloc(size_t n) {
   return k->data;
 }
 
+/* A begin whose level is recorded (or subscribers listen): out of line, so that the common push saves no registers. */
+static __attribute__((noinline)) void annot_begin_traced(const lp_site_t *site) { lp_impl_begin(site); }
+
 /* Opens a range: site NULL means filtered out (nothing pushed). Returns its zero-based depth. */
 static inline int annot_push(annot_thread_t *t, const lp_site_t *site) {
   uint32_t d = t->depth++;
@@ -65,7 +68,11 @@ static inline int annot_push(annot_thread_t *t, const lp_site_t *site) {
   } else if (!site) {
     site = lp_impl_site_make("(filtered domain, deep)", NULL);
   }
-  lp_impl_begin(site);
+  /* lp_impl_begin(), with its recorded branch out of line */
+  if (__builtin_expect(site->level & LP_IMPL_LOAD_RELAXED(lp_impl_levels), 0))
+    annot_begin_traced(site);
+  else
+    (void)lp_impl_push((uintptr_t)site);
   return (int)d;
 }
 
