@@ -141,8 +141,9 @@ extern "C" {
 #define LP_LEVEL_RUNTIME  0x2u /* runtime phases; the level of a plain LP_SCOPE */
 #define LP_LEVEL_OPERATOR 0x4u /* individual operators or kernels */
 #define LP_LEVEL_DEBUG    0x8u /* fine detail, usually left off */
+#define LP_LEVEL_ANNOTATIONS 0x10u /* NVTX ranges and ITT tasks, through labelprof's NVTX and ITT libraries */
 #define LP_LEVEL_STANDARD (LP_LEVEL_RUNTIME | LP_LEVEL_OPERATOR)
-#define LP_LEVEL_ALL      0xfu
+#define LP_LEVEL_ALL      0x1fu
 
 /*
  * The deepest pseudo-stack recorded per thread. Deeper scopes still nest and

@@ -87,6 +87,8 @@ static const char *const known[] = {
     "LABELPROF_TRACE_FORMAT", /* Perfetto */
     /* Read by subs.c, and by the callstats.so subscriber installed with the library. */
     "LABELPROF_SUBSCRIBERS",  "LABELPROF_CALLSTATS",  "LABELPROF_CALLSTATS_THREADS",
+    /* Read by names.c, and by the NVTX and ITT libraries installed with the library. */
+    "LABELPROF_MAX_NAMES",    "LABELPROF_NVTX_DOMAINS", "LABELPROF_ITT_DOMAINS",
 };
 #define NKNOWN (sizeof known / sizeof known[0])
 
@@ -228,12 +230,14 @@ static int parse_report(const char *v, lp_print_opts_t *opts) {
 }
 
 static uint32_t parse_levels(const char *v) {
-  if (!v) return LP_LEVEL_STANDARD;
+  /* Unset: standard, and the NVTX and ITT libraries' ranges (no LP_SCOPE has their level). */
+  if (!v) return LP_LEVEL_STANDARD | LP_LEVEL_ANNOTATIONS;
   static const struct {
     const char *name;
     uint32_t bits;
   } names[] = {{"request", LP_LEVEL_REQUEST}, {"runtime", LP_LEVEL_RUNTIME},   {"operator", LP_LEVEL_OPERATOR},
-               {"debug", LP_LEVEL_DEBUG},     {"standard", LP_LEVEL_STANDARD}, {"all", LP_LEVEL_ALL}};
+               {"debug", LP_LEVEL_DEBUG},     {"standard", LP_LEVEL_STANDARD}, {"all", LP_LEVEL_ALL},
+               {"annotations", LP_LEVEL_ANNOTATIONS}};
   char *copy = lp__strdup(v), *cur = copy, *item;
   uint32_t levels = 0;
   bool bad = !copy;
@@ -248,8 +252,8 @@ static uint32_t parse_levels(const char *v) {
   }
   free(copy);
   if (bad || !levels) {
-    warn("LABELPROF_LEVELS='%s' is not a list of request, runtime, operator, debug, standard, all; using the "
-         "default, standard (runtime,operator)",
+    warn("LABELPROF_LEVELS='%s' is not a list of request, runtime, operator, debug, annotations, standard, all; using "
+         "standard (runtime,operator)",
          v);
     return LP_LEVEL_STANDARD;
   }

@@ -44,6 +44,8 @@ static const char *level_name(uint32_t level) {
     return "operator";
   case LP_LEVEL_DEBUG:
     return "debug";
+  case LP_LEVEL_ANNOTATIONS:
+    return "annotations";
   default:
     return "labelprof";
   }
@@ -222,6 +224,9 @@ static void event(lane_writer_t *lw, char ph, const fragment_t *f, uint64_t ts, 
 
 /* ---- layers and phases: "cat":"runtime,preparation", "args":{"layer":...,"phase":...[,"mode":...]} ---- */
 static const fragment_t *site_fragment(lane_writer_t *lw, const lp_site_t *site) {
+  /* A name made at run time (NVTX, ITT): its domain is the category. */
+  if ((site->reserved_layers & LP_IMPL_SITE_MADE) && ((const lp_impl_made_site_t *)site)->category)
+    return fragment(lw, site, ((const lp_impl_made_site_t *)site)->category, lp__label(site), "");
   if (!lp__site_has_layer(site)) return fragment(lw, site, level_name(site->level), lp__label(site), "");
   const char *layer = lp_layer_name(site->layer), *phase = lp_phase_name(site->phase);
   char cat[64], args[128];
@@ -534,7 +539,8 @@ static void write_track_lane(lane_writer_t *lw, const lp__snap_lane_t *l) {
 }
 
 static void levels_text(lp__jw_t *w, uint32_t levels) {
-  static const uint32_t bits[] = {LP_LEVEL_REQUEST, LP_LEVEL_RUNTIME, LP_LEVEL_OPERATOR, LP_LEVEL_DEBUG};
+  static const uint32_t bits[] = {LP_LEVEL_REQUEST, LP_LEVEL_RUNTIME, LP_LEVEL_OPERATOR, LP_LEVEL_DEBUG,
+                                  LP_LEVEL_ANNOTATIONS};
   char buf[64] = "";
   for (size_t i = 0; i < sizeof bits / sizeof bits[0]; i++)
     if (levels & bits[i]) {

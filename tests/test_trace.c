@@ -39,7 +39,7 @@ static void test_trace_start_stop_errors(void) {
   lp_trace_opts_t o = {0};
   CU_ASSERT_EQUAL(lp_trace_stop(), -EINVAL);
   CU_ASSERT_EQUAL(lp_trace_running(), 0);
-  o.levels = 0x10;
+  o.levels = 0x20;
   CU_ASSERT_EQUAL(lp_trace_start(&o), -EINVAL);
   o.levels = 0;
   o.policy = (lp_trace_policy_t)7;

@@ -619,8 +619,44 @@ LP_IMPL_INLINE void lp_impl_nscope_leave(lp_impl_nscope_t *s) {
   if (LP_IMPL_UNLIKELY(s->pin >= 0)) lp_impl_nscope_end(s->pin);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Sites made at run time: for labelprof's NVTX and ITT libraries (not API)  */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Exported for liblabelprof_nvtx.so and liblabelprof_itt.so, which turn
+ * NVTX ranges and ITT tasks into labels; not part of the API, and changed
+ * without notice. A name made at run time is interned by its text into a
+ * site that lives as long as the process (the pseudo-stack holds site
+ * pointers); the category (an NVTX or ITT domain) is what the timeline
+ * writes as the event's "cat". Sites made here have LP_IMPL_SITE_MADE in
+ * reserved_layers and are the first member of an lp_impl_made_site_t.
+ */
+#define LP_IMPL_SITE_MADE 0x80u
+typedef struct lp_impl_made_site {
+  lp_site_t site;
+  const char *category; /* from lp_impl_category(); NULL for none */
+} lp_impl_made_site_t;
+
+/*
+ * The site for text (NUL-terminated) in category, at LP_LEVEL_ANNOTATIONS:
+ * the same text and category always give the same site. A per-thread cache
+ * answers repeated names without a lock. Past LABELPROF_MAX_NAMES distinct
+ * names (default 10000) every new name gets one overflow site, "(other
+ * names)", and each such call is counted (lp_impl_names_overflow()). NULL
+ * text is "(null)". Never returns NULL.
+ */
+LP_EXPORT const lp_site_t *lp_impl_site_make(const char *text, const char *category);
+/* The interned copy of a category name (at most 4096 distinct; past that, "(other categories)"); NULL for NULL. */
+LP_EXPORT const char *lp_impl_category(const char *text);
+/* Calls that got the overflow site so far; *limit (may be NULL) is the bound on distinct names. */
+LP_EXPORT uint64_t lp_impl_names_overflow(uint64_t *limit);
+/* ---- end of sites made at run time ---- */
+
 #ifdef __cplusplus
 }
 #endif
+
+
 
 #endif /* LABELPROF_IMPL_H */

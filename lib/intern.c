@@ -1,0 +1,213 @@
+/*
+ * intern.c: sites made at run time, for labelprof's NVTX and ITT libraries.
+ *
+ * NVTX and ITT name their ranges with strings made while the program runs,
+ * where LP_SCOPE has a static site. Each distinct (text, category) becomes
+ * one site that lives as long as the process, so that the pseudo-stack, the
+ * timeline and the tree keep holding site pointers. Lookups go first to a
+ * per-thread cache (no lock, no shared write); a miss takes the shared
+ * table's mutex. The number of distinct names is bounded: past the bound a
+ * name gets the overflow site and the call is counted.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CACHE_SLOTS 256  /* per thread, direct-mapped, by text */
+#define PTR_SLOTS 64     /* per thread, direct-mapped, by the text's address */
+#define MAX_CATEGORIES 4096
+#define DEFAULT_MAX_NAMES 10000
+
+typedef struct entry {
+  uint64_t hash;
+  const lp_impl_made_site_t *site;
+} entry_t;
+
+/* The site a text's address gave last time: still right if the text at that address is the same. */
+typedef struct ptr_entry {
+  const char *text;
+  const lp_impl_made_site_t *site;
+  size_t len;
+} ptr_entry_t;
+
+typedef struct cache {
+  ptr_entry_t p[PTR_SLOTS];
+  entry_t e[CACHE_SLOTS];
+} cache_t;
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static entry_t *table;        /* open addressing, size a power of two, under mu */
+static size_t table_size, table_used;
+static uint64_t max_names;    /* read once, under mu */
+static _Atomic uint64_t overflowed;
+static const char *categories[MAX_CATEGORIES];
+static size_t ncategories;
+static pthread_key_t cache_key;
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+static int key_ok;
+static __thread cache_t *self_cache __attribute__((tls_model("initial-exec")));
+
+static const lp_impl_made_site_t overflow_site = {
+    {"(other names)", "", "", 0, LP_LEVEL_ANNOTATIONS, LP_LAYER_NONE, LP_PHASE_UNSPECIFIED, LP_MODE_SCOPE,
+     LP_IMPL_SITE_MADE},
+    NULL};
+
+/* Word-at-a-time hash of len bytes, mixed with the category pointer; the last word overlaps the one before. */
+static uint64_t hash_text(const char *s, size_t len, const char *cat) {
+  uint64_t h = 0x9e3779b97f4a7c15ull ^ (uint64_t)(uintptr_t)cat ^ len, w = 0;
+  size_t n = len;
+  while (n > 8) {
+    memcpy(&w, s, 8);
+    h = (h ^ w) * 0xff51afd7ed558ccdull;
+    h ^= h >> 32;
+    s += 8;
+    n -= 8;
+  }
+  if (len >= 8) {
+    memcpy(&w, s + n - 8, 8);
+  } else {
+    w = 0;
+    for (size_t i = 0; i < n; i++) w |= (uint64_t)(unsigned char)s[i] << (8 * i);
+  }
+  h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
+  h ^= h >> 33; /* a finaliser: every bit of the text reaches the low bits (the slots) */
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  return h | 1; /* 0 marks an empty slot */
+}
+
+static void free_cache(void *p) {
+  self_cache = NULL; /* key destructors run on the exiting thread: a later lookup goes to the table */
+  free(p);
+}
+static void make_key(void) { key_ok = pthread_key_create(&cache_key, free_cache) == 0; }
+
+static cache_t *thread_cache(void) {
+  if (pthread_once(&key_once, make_key) != 0 || !key_ok) return NULL;
+  cache_t *c = calloc(1, sizeof *c);
+  if (!c) return NULL;
+  if (pthread_setspecific(cache_key, c) != 0) {
+    free(c);
+    return NULL;
+  }
+  self_cache = c;
+  return c;
+}
+
+static uint64_t read_max_names(void) {
+  const char *v = getenv("LABELPROF_MAX_NAMES");
+  if (v && *v) {
+    char *end;
+    errno = 0;
+    unsigned long long n = strtoull(v, &end, 10);
+    if (!*end && !errno && n >= 1 && n <= 100000000ull) return n;
+    fprintf(stderr, "labelprof: LABELPROF_MAX_NAMES='%s' is not a number from 1 to 100000000; using %d\n", v,
+            DEFAULT_MAX_NAMES);
+  }
+  return DEFAULT_MAX_NAMES;
+}
+
+static bool same(const lp_impl_made_site_t *m, const char *text, size_t len, const char *cat) {
+  return m->category == cat && memcmp(m->site.label, text, len + 1) == 0;
+}
+
+/* Under mu: the table's site for text, made if the bound allows; NULL past the bound or out of memory. */
+static const lp_impl_made_site_t *lookup_locked(const char *text, size_t len, const char *cat, uint64_t h) {
+  if (!max_names) max_names = read_max_names();
+  if (table_used * 2 >= table_size) { /* grow: keep the load under one half */
+    size_t n = table_size ? table_size * 2 : 1024;
+    entry_t *t = calloc(n, sizeof *t);
+    if (!t) return NULL;
+    for (size_t i = 0; i < table_size; i++)
+      if (table[i].hash) {
+        size_t j = table[i].hash & (n - 1);
+        while (t[j].hash) j = (j + 1) & (n - 1);
+        t[j] = table[i];
+      }
+    free(table);
+    table = t;
+    table_size = n;
+  }
+  size_t i = h & (table_size - 1);
+  for (; table[i].hash; i = (i + 1) & (table_size - 1))
+    if (table[i].hash == h && same(table[i].site, text, len, cat)) return table[i].site;
+  if (table_used >= max_names) return NULL;
+  lp_impl_made_site_t *m = malloc(sizeof *m + len + 1);
+  if (!m) return NULL;
+  char *copy = (char *)(m + 1);
+  memcpy(copy, text, len + 1);
+  *m = (lp_impl_made_site_t){{copy, cat ? cat : "", "", 0, LP_LEVEL_ANNOTATIONS, LP_LAYER_NONE,
+                              LP_PHASE_UNSPECIFIED, LP_MODE_SCOPE, LP_IMPL_SITE_MADE},
+                             cat};
+  table[i].hash = h;
+  table[i].site = m;
+  table_used++;
+  return m;
+}
+
+static ptr_entry_t *ptr_slot(cache_t *c, const char *text, const char *cat) {
+  uintptr_t k = ((uintptr_t)text ^ (uintptr_t)cat >> 3) * 0x9e3779b97f4a7c15ull;
+  return &c->p[k >> (sizeof k * 8 - 6)];
+}
+
+const lp_site_t *lp_impl_site_make(const char *text, const char *category) {
+  if (!text) text = "(null)";
+  cache_t *c = self_cache;
+  if (c) { /* a literal, or a buffer that holds the same text as last time: no hash */
+    const ptr_entry_t *p = ptr_slot(c, text, category);
+    if (p->text == text && p->site->category == category && memcmp(p->site->site.label, text, p->len + 1) == 0)
+      return &p->site->site;
+  }
+  size_t len = strlen(text);
+  uint64_t h = hash_text(text, len, category);
+  entry_t *e = c ? &c->e[h & (CACHE_SLOTS - 1)] : NULL;
+  if (e && e->hash == h && same(e->site, text, len, category)) {
+    *ptr_slot(c, text, category) = (ptr_entry_t){text, e->site, len};
+    return &e->site->site;
+  }
+  lp__lock(&mu);
+  const lp_impl_made_site_t *m = lookup_locked(text, len, category, h);
+  lp__unlock(&mu);
+  if (!m) {
+    atomic_fetch_add_explicit(&overflowed, 1, memory_order_relaxed);
+    return &overflow_site.site;
+  }
+  if (!c) c = thread_cache();
+  if (c) {
+    e = &c->e[h & (CACHE_SLOTS - 1)];
+    e->hash = h;
+    e->site = m;
+    *ptr_slot(c, text, category) = (ptr_entry_t){text, m, len};
+  }
+  return &m->site;
+}
+
+const char *lp_impl_category(const char *text) {
+  if (!text) return NULL;
+  const char *r = "(other categories)";
+  lp__lock(&mu);
+  for (size_t i = 0; i < ncategories; i++)
+    if (strcmp(categories[i], text) == 0) {
+      r = categories[i];
+      goto out;
+    }
+  if (ncategories < MAX_CATEGORIES) {
+    char *copy = strdup(text);
+    if (copy) r = categories[ncategories++] = copy;
+  }
+out:
+  lp__unlock(&mu);
+  return r;
+}
+
+uint64_t lp_impl_names_overflow(uint64_t *limit) {
+  if (limit) {
+    lp__lock(&mu);
+    if (!max_names) max_names = read_max_names();
+    *limit = max_names;
+    lp__unlock(&mu);
+  }
+  return atomic_load_explicit(&overflowed, memory_order_relaxed);
+}
