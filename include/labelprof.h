@@ -631,6 +631,7 @@ typedef struct lp_trace_stats {
   const char *clock;        /* what stamps events: "tsc", "cntvct" or "clock_gettime"; NULL before any session */
   const char *clock_reason; /* why, e.g. "tsc (verified: 2 CPUs, max skew 0 ns, ...)"; static strings */
   uint64_t clock_check_ns;  /* what labelprof's check of the counter cost, once per process; 0 if it did not run */
+  uint64_t first_drop_ns;   /* when the first event was dropped (lp_now_ns() domain); 0 if none was */
 } lp_trace_stats_t;
 
 /* Fills *out. Returns 0, or -EINVAL if out is NULL. */

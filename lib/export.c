@@ -630,6 +630,20 @@ int lp__export_json(lp__jw_t *w, const lp__session_t *s, const char *process_nam
   lp__jw_u64(w, s->dropped);
   lp__jw_lit(w, ",\"budget_bytes\":");
   lp__jw_u64(w, s->opts.budget_bytes);
+  /* The session's window and first drop, CLOCK_MONOTONIC ns as exact strings like ts_base_ns. */
+  lp__jw_lit(w, ",\"session_start_ns\":\"");
+  lp__jw_u64(w, s->start.ns);
+  lp__jw_lit(w, "\",\"session_stop_ns\":\"");
+  lp__jw_u64(w, s->stop.ns == UINT64_MAX ? s->taken_ns : s->stop.ns);
+  if (s->stop.ns == UINT64_MAX)
+    lp__jw_lit(w, "\",\"session_running\":true");
+  else
+    lp__jw_lit(w, "\",\"session_running\":false");
+  if (s->first_drop_ns) {
+    lp__jw_lit(w, ",\"first_drop_ns\":\"");
+    lp__jw_u64(w, s->first_drop_ns);
+    lp__jw_lit(w, "\"");
+  }
   lp__jw_lit(w, ",\"policy\":");
   lp__jw_str(w, s->opts.policy == LP_TRACE_RING ? "ring" : "discard");
   lp__jw_lit(w, ",\"levels\":");
