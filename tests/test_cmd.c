@@ -682,6 +682,42 @@ static void test_cmd_reads_relative_and_absolute_times(void) {
   run_free(&b);
 }
 
+/*
+ * A file whose budget filled: every summary says how many events were
+ * dropped and what window of the session the trace covers.
+ */
+static void test_cmd_states_drops(void) {
+  lp_trace_opts_t opts = {.budget_bytes = 64 << 10};
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(&opts), 0);
+  for (int i = 0; i < 100000; i++) {
+    LP_SCOPE("dropper");
+  }
+  CU_ASSERT_EQUAL_FATAL(lp_trace_stop(), 0);
+  lp_trace_stats_t st;
+  CU_ASSERT_EQUAL(lp_trace_get_stats(&st), 0);
+  CU_ASSERT(st.dropped > 0);
+  CU_ASSERT(st.first_drop_ns > 0 && st.first_drop_ns <= lp_now_ns());
+  CU_ASSERT_EQUAL_FATAL(lp_trace_write_json(tmp("drops.json"), "test_cmd"), 0);
+  run_t s = RUN("stats", tmp("drops.json"));
+  run_t t = RUN("tree", tmp("drops.json"));
+  run_t d = RUN("diff", tmp("drops.json"), tmp("drops.json"));
+  run_t f = RUN("folded", tmp("drops.json"));
+  run_t c = RUN("stats", "--format", "csv", tmp("drops.json"));
+  run_t *all[] = {&s, &t, &d, &c, &f};
+  const char *where[] = {s.out, t.out, d.out, c.err, f.err};
+  for (int i = 0; i < 5; i++) {
+    CU_ASSERT_EQUAL(all[i]->status, 0);
+    const char *n = strstr(where[i], "note: ");
+    CU_ASSERT_PTR_NOT_NULL(n);
+    if (!n) continue;
+    CU_ASSERT_PTR_NOT_NULL(strstr(n, "drops.json: the trace covers "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(n, " session; "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(n, " events were dropped after the 64 KiB budget filled at "));
+  }
+  CU_ASSERT_PTR_NULL(strstr(f.out, "note:")); /* folded stacks stay clean */
+  for (int i = 0; i < 5; i++) run_free(all[i]);
+}
+
 /* Finds `label,` at a line start in CSV output and reads its integer columns. */
 static int csv_row(const char *csv, const char *label, long long v[9]) {
   char key[64];
@@ -988,6 +1024,7 @@ int main(void) {
       LP_TEST(test_cmd_nul_in_names),
       LP_TEST(test_cmd_gzip_members),
       LP_TEST(test_cmd_live_trace_totals),
+      LP_TEST(test_cmd_states_drops),
       LP_TEST(test_cmd_tree_matches_profile),
       LP_TEST(test_cmd_reads_relative_and_absolute_times),
       LP_TEST(test_cmd_json_any_label),

@@ -121,6 +121,7 @@ int lp_cmd_tree(int argc, char **argv) {
   fprintf(out, "labelprof trace (%u threads, %" PRIu64 " scopes)\n", a.nlanes, a.scopes);
   char wb[32];
   fprintf(out, "%s traced wall time: the sum over lanes of first to last event\n", lp_fmt_ns(wall, wb, sizeof wb));
+  lp_agg_file_notes(&a, out);
   int status = LP_EXIT_OK;
   if (threads) {
     lp_lane_t **lanes = malloc((a.nlanes ? a.nlanes : 1) * sizeof *lanes);
