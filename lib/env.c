@@ -218,8 +218,10 @@ static int parse_report(const char *v, lp_print_opts_t *opts) {
       opts->flags |= LP_PRINT_THREADS;
     else if (strcmp(item, "counts") == 0)
       opts->flags |= LP_PRINT_COUNTS;
+    else if (strcmp(item, "flat") == 0)
+      opts->flags |= LP_PRINT_FLAT;
     else if (!(strncmp(item, "min=", 4) == 0 && parse_percent(item + 4, &opts->min_percent)))
-      warn("LABELPROF_REPORT: '%s' not understood (expected threads, counts, min=PERCENT from 0 to 100); "
+      warn("LABELPROF_REPORT: '%s' not understood (expected threads, counts, flat, min=PERCENT from 0 to 100); "
            "ignoring it",
            item);
   }

@@ -721,6 +721,41 @@ static void test_cmd_states_drops(void) {
   for (int i = 0; i < 5; i++) run_free(all[i]);
 }
 
+/*
+ * tree --flat: seek under two parents and inside a recursion is summed; rec
+ * recurs on one stack and counts once in its total. 100 us of wall time.
+ */
+static void test_cmd_tree_flat(void) {
+  const char *text = "{\"traceEvents\":[\n"
+                     "{\"ph\":\"X\",\"name\":\"insert\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":30},\n"
+                     "{\"ph\":\"X\",\"name\":\"seek\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":20},\n"
+                     "{\"ph\":\"X\",\"name\":\"exec\",\"pid\":1,\"tid\":1,\"ts\":30,\"dur\":30},\n"
+                     "{\"ph\":\"X\",\"name\":\"seek\",\"pid\":1,\"tid\":1,\"ts\":30,\"dur\":30},\n"
+                     "{\"ph\":\"X\",\"name\":\"rec\",\"pid\":1,\"tid\":1,\"ts\":60,\"dur\":40},\n"
+                     "{\"ph\":\"X\",\"name\":\"rec\",\"pid\":1,\"tid\":1,\"ts\":70,\"dur\":20},\n"
+                     "{\"ph\":\"X\",\"name\":\"rec\",\"pid\":1,\"tid\":1,\"ts\":80,\"dur\":10},\n"
+                     "{\"ph\":\"X\",\"name\":\"seek\",\"pid\":1,\"tid\":1,\"ts\":80,\"dur\":10}]}\n";
+  write_file(tmp("flat.json"), text, strlen(text));
+  run_t r = RUN("tree", "--flat", tmp("flat.json"));
+  CU_ASSERT_EQUAL(r.status, 0);
+  CU_ASSERT_STRING_EQUAL(r.err, "");
+  const char *flat = strstr(r.out, "\nflat profile: ");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(flat);
+  const char *table = strchr(flat + 1, '\n');
+  CU_ASSERT_PTR_NOT_NULL_FATAL(table);
+  CU_ASSERT_STRING_EQUAL(table + 1,
+                         "   total     self  label\n"
+                         "  60.00%   60.00%  seek\n"
+                         "  40.00%   30.00%  rec\n"
+                         "  30.00%   10.00%  insert\n"
+                         "  30.00%    0.00%  exec\n");
+  run_free(&r);
+  r = RUN("tree", tmp("flat.json"));
+  CU_ASSERT_EQUAL(r.status, 0);
+  CU_ASSERT_PTR_NULL(strstr(r.out, "flat profile"));
+  run_free(&r);
+}
+
 /* Finds `label,` at a line start in CSV output and reads its integer columns. */
 static int csv_row(const char *csv, const char *label, long long v[9]) {
   char key[64];
@@ -1029,6 +1064,7 @@ int main(void) {
       LP_TEST(test_cmd_gzip_members),
       LP_TEST(test_cmd_live_trace_totals),
       LP_TEST(test_cmd_states_drops),
+      LP_TEST(test_cmd_tree_flat),
       LP_TEST(test_cmd_tree_matches_profile),
       LP_TEST(test_cmd_reads_relative_and_absolute_times),
       LP_TEST(test_cmd_json_any_label),

@@ -219,6 +219,16 @@ static void test_env_hz_and_report_options(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "\nthread "));
   CU_ASSERT_PTR_NOT_NULL(strstr(r.out, " ms]\n"));
   run_free(&r);
+  /* flat: the table after the tree, its header naming the columns */
+  const char *flat[] = {"LABELPROF_PROFILE=-", "LABELPROF_REPORT=flat", NULL};
+  r = run_child("xxx", flat);
+  CU_ASSERT(exited_ok(&r));
+  CU_ASSERT_STRING_EQUAL(r.err, "");
+  const char *t = strstr(r.out, "\nflat profile: ");
+  CU_ASSERT_PTR_NOT_NULL(t);
+  CU_ASSERT_PTR_NOT_NULL(t && strstr(t, "\n   total     self  label\n"));
+  CU_ASSERT_PTR_NOT_NULL(t && strstr(t, "%  env inner\n"));
+  run_free(&r);
 }
 
 static void test_env_unwritable_path_is_reported(void) {
