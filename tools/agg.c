@@ -20,7 +20,9 @@
  * arrives that starts before the last start (a writer that puts each X at
  * its end), the pass stops, the file's lanes are dropped, and the file is
  * read again with its lanes buffered as 24-byte records, sorted at the end
- * and fed to the same engine. stderr says so. Past LP_SPILL_RECS records
+ * and fed to the same engine. stderr says so. A file that declares that
+ * order before its events ("labelprof_scope_order":"ends", labelprof's own
+ * exporter) is read buffered from the start, in one pass and silently. Past LP_SPILL_RECS records
  * they are written to a temporary file as sorted runs, one per lane, which a
  * heap merges at the end: memory stays bounded, the disk holds the rest.
  */

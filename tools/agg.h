@@ -10,7 +10,9 @@
  * any case, X events sorted by ts). A lane whose X events come in another
  * order (some writers put each X at its end, children before parents) is
  * read again with that file's lanes buffered: 32 bytes per scope, said on
- * stderr; past LP_SPILL_RECS of them (24 MiB) the buffered scopes go to a
+ * stderr (a file that says so before its events, as labelprof's own do with
+ * "labelprof_scope_order":"ends", is buffered from the start: one pass, no
+ * note); past LP_SPILL_RECS of them (24 MiB) the buffered scopes go to a
  * temporary file in sorted runs, merged at the end,
  * so memory stays bounded whatever the file's size.
  */
