@@ -225,9 +225,9 @@ static void test_env_hz_and_report_options(void) {
   CU_ASSERT(exited_ok(&r));
   CU_ASSERT_STRING_EQUAL(r.err, "");
   const char *t = strstr(r.out, "\nflat profile: ");
-  CU_ASSERT_PTR_NOT_NULL(t);
-  CU_ASSERT_PTR_NOT_NULL(t && strstr(t, "\n   total     self  label\n"));
-  CU_ASSERT_PTR_NOT_NULL(t && strstr(t, "%  env inner\n"));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+  CU_ASSERT_PTR_NOT_NULL(strstr(t, "\n   total     self  label\n"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(t, "%  env inner\n"));
   run_free(&r);
 }
 
