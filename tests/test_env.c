@@ -531,7 +531,7 @@ static void test_env_drops_are_said_at_exit(void) {
   snprintf(tr, sizeof tr, "%s/drops.json", dir);
   snprintf(tv, sizeof tv, "LABELPROF_TRACE=%s", tr);
   const char *vars[] = {tv, "LABELPROF_TRACE_BUFFER=1", NULL};
-  spawn_opts_t o = {"xxxxxxxxxx", "many", NULL, NULL, 0};
+  spawn_opts_t o = {"x", "scopes", "200000", NULL, 0}; /* 400,000 events: 1 MiB holds 65,536 */
   run_t r = spawn_child(&o, vars);
   CU_ASSERT(exited_ok(&r));
   CU_ASSERT_EQUAL(count_lines(r.err), 1);
