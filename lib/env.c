@@ -576,9 +576,11 @@ static const char *grouped(uint64_t n, char *buf, size_t size) {
   return buf;
 }
 
-/* A duration for people: "4.5 ms", "19.70 s". */
+/* A duration for people: "5.0 us", "4.5 ms", "19.70 s". */
 static const char *seconds(uint64_t ns, char *buf, size_t size) {
-  if (ns < 1000000000u)
+  if (ns < 1000000u)
+    snprintf(buf, size, "%.1f us", (double)ns / 1e3);
+  else if (ns < 1000000000u)
     snprintf(buf, size, "%.1f ms", (double)ns / 1e6);
   else
     snprintf(buf, size, "%.2f s", (double)ns / 1e9);

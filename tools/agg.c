@@ -1190,10 +1190,12 @@ void lp_agg_free(lp_agg_t *a) {
   memset(a, 0, sizeof *a);
 }
 
-/* A duration for the notes: "3.3 ms", "19.70 s". */
+/* A duration for the notes: "5.0 us", "3.3 ms", "19.70 s". */
 static const char *note_time(int64_t ns, char *buf, size_t size) {
   if (ns < 0) ns = 0;
-  if (ns < 1000000000)
+  if (ns < 1000000)
+    snprintf(buf, size, "%.1f us", (double)ns / 1e3);
+  else if (ns < 1000000000)
     snprintf(buf, size, "%.1f ms", (double)ns / 1e6);
   else
     snprintf(buf, size, "%.2f s", (double)ns / 1e9);
