@@ -710,8 +710,8 @@ static int print_flat(printer_t *pr, const lp_node_t *root) {
   uint32_t size = 16;
   while (size < 2 * f.cap) size *= 2;
   f.mask = size - 1;
-  f.rows = malloc((size_t)f.cap * sizeof *f.rows);
-  f.slots = calloc(size, sizeof *f.slots);
+  f.rows = lp__malloc((size_t)f.cap * sizeof *f.rows);
+  f.slots = lp__calloc(size, sizeof *f.slots);
   if (!f.rows || !f.slots) f.nomem = true;
   if (!f.nomem) flat_walk(&f, root);
   if (f.nomem) {
