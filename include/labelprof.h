@@ -632,6 +632,7 @@ typedef struct lp_trace_stats {
   const char *clock;        /* what stamps events: "tsc", "cntvct" or "clock_gettime"; NULL before any session */
   const char *clock_reason; /* why, e.g. "tsc (verified: 2 CPUs, max skew 0 ns, ...)"; static strings */
   uint64_t clock_check_ns;  /* what labelprof's check of the counter cost, once per process; 0 if it did not run */
+  uint64_t first_drop_ns;   /* when the first event was dropped (lp_now_ns() domain); 0 if none was */
 } lp_trace_stats_t;
 
 /* Fills *out. Returns 0, or -EINVAL if out is NULL. */
@@ -1057,6 +1058,24 @@ static inline int lp_notify_wanted(uint8_t stream, uint16_t type);
  */
 LP_EXPORT const char *lp_layer_name(int layer);
 LP_EXPORT const char *lp_phase_name(int phase);
+
+/* ---- the flat view: an lp_print_opts_t flag ---- */
+/*
+ * LP_PRINT_FLAT (lp_print_opts_t.flags; LABELPROF_REPORT=flat) adds a flat
+ * table after the tree: for each label, its total and its self share of all
+ * samples, heaviest total first, under a header naming the columns:
+ *
+ *     flat profile: each label summed over every place it appears; ...
+ *        total     self  label
+ *       62.10%   40.00%  btree_seek
+ *
+ * A label under several parents is summed; a label that recurs on one stack
+ * counts each sample once in its total. min_percent hides rows whose total
+ * is under it. lp_profile_print_ex() then also returns -ENOMEM when the
+ * table cannot be built.
+ */
+#define LP_PRINT_FLAT 0x4u
+/* ---- end of the flat view ---- */
 
 #ifdef __cplusplus
 }

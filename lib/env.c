@@ -22,7 +22,7 @@
  * never mix with the program's own output; "-" asks for stdout.
  *
  *   LABELPROF_PROFILE=1|-|path  LABELPROF_FOLDED=path      LABELPROF_HZ=n
- *   LABELPROF_REPORT=threads,counts,min=P                  LABELPROF_TRACE=path
+ *   LABELPROF_REPORT=threads,counts,flat,min=P            LABELPROF_TRACE=path
  *   LABELPROF_LEVELS=list       LABELPROF_TRACE_BUFFER=MiB LABELPROF_TRACE_MODE=discard|ring
  *   LABELPROF_CLOCK=auto|tsc|monotonic                     LABELPROF_DUMP_SIGNAL=USR2
  *   LABELPROF_SYSTRACE=path     LABELPROF_TRACE_MARKER=1|path
@@ -220,8 +220,10 @@ static int parse_report(const char *v, lp_print_opts_t *opts) {
       opts->flags |= LP_PRINT_THREADS;
     else if (strcmp(item, "counts") == 0)
       opts->flags |= LP_PRINT_COUNTS;
+    else if (strcmp(item, "flat") == 0)
+      opts->flags |= LP_PRINT_FLAT;
     else if (!(strncmp(item, "min=", 4) == 0 && parse_percent(item + 4, &opts->min_percent)))
-      warn("LABELPROF_REPORT: '%s' not understood (expected threads, counts, min=PERCENT from 0 to 100); "
+      warn("LABELPROF_REPORT: '%s' not understood (expected threads, counts, flat, min=PERCENT from 0 to 100); "
            "ignoring it",
            item);
   }
@@ -565,6 +567,61 @@ static void write_trace(unsigned number) {
   }
 }
 
+/* n with thousands separators, into buf. */
+static const char *grouped(uint64_t n, char *buf, size_t size) {
+  char digits[24];
+  int len = snprintf(digits, sizeof digits, "%llu", (unsigned long long)n);
+  size_t k = 0;
+  for (int i = 0; i < len && k + 2 < size; i++) {
+    if (i && (len - i) % 3 == 0) buf[k++] = ',';
+    buf[k++] = digits[i];
+  }
+  buf[k] = '\0';
+  return buf;
+}
+
+/* A duration for people: "5.0 us", "4.5 ms", "19.70 s". */
+static const char *seconds(uint64_t ns, char *buf, size_t size) {
+  if (ns < 1000000u)
+    snprintf(buf, size, "%.1f us", (double)ns / 1e3);
+  else if (ns < 1000000000u)
+    snprintf(buf, size, "%.1f ms", (double)ns / 1e6);
+  else
+    snprintf(buf, size, "%.2f s", (double)ns / 1e9);
+  return buf;
+}
+
+/*
+ * At exit, a trace that dropped events says so: how many, when, the budget,
+ * and what to change, naming the file just written.
+ */
+static void note_drops(unsigned number) {
+  lp__drops_t d;
+  if (lp__trace_drops(LP__ENV, &d) != 0 || !d.dropped) return;
+  char *path = numbered(trace_path ? trace_path : systrace_path, number);
+  if (!path) return;
+  char n[32], budget[48];
+  char at[32], len[32];
+  seconds(d.first_drop_ns > d.start_ns ? d.first_drop_ns - d.start_ns : 0, at, sizeof at);
+  seconds(d.stop_ns > d.start_ns ? d.stop_ns - d.start_ns : 0, len, sizeof len);
+  if (d.budget_bytes % (1u << 20) == 0)
+    snprintf(budget, sizeof budget, "%llu MiB", (unsigned long long)(d.budget_bytes >> 20));
+  else
+    snprintf(budget, sizeof budget, "%llu bytes", (unsigned long long)d.budget_bytes);
+  if (d.ring)
+    warn("the trace '%s' lost %s events: its %s budget (LABELPROF_TRACE_BUFFER) filled %s into the %s "
+         "session, and the ring overwrote the oldest events from then on, so the file holds only the last part of "
+         "the session. To keep more: a larger LABELPROF_TRACE_BUFFER (MiB), or fewer levels with LABELPROF_LEVELS",
+         path, grouped(d.dropped, n, sizeof n), budget, at, len);
+  else
+    warn("the trace '%s' dropped %s events: its %s budget (LABELPROF_TRACE_BUFFER) filled %s into the %s "
+         "session, so the file covers only its first %s. To keep more: a larger LABELPROF_TRACE_BUFFER (MiB), "
+         "LABELPROF_TRACE_MODE=ring to keep the last events instead of the first, or fewer levels with "
+         "LABELPROF_LEVELS",
+         path, grouped(d.dropped, n, sizeof n), budget, at, len, at);
+  free(path);
+}
+
 /* The profile and the timeline so far, without stopping either. env_mu held. */
 static int dump_locked(void) {
   if (!profiling && !tracing) return -EINVAL;
@@ -653,6 +710,7 @@ static void at_exit(void) {
   if (tracing) {
     lp__trace_stop(LP__ENV);
     write_trace(number);
+    if (trace_path || systrace_path) note_drops(number);
   }
   if (p) write_profile(p, number);
   lp_profile_free(p);

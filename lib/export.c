@@ -1,9 +1,13 @@
 /*
  * export.c: a session as Chrome Trace Event JSON.
  *
- * The object form: {"traceEvents":[...],"displayTimeUnit":"ns","otherData":
- * {...}}. A process_name metadata event, then for each lane with events a
- * thread_name and a thread_sort_index, then its events.
+ * The object form: {"labelprof_scope_order":"ends","traceEvents":[...],
+ * "displayTimeUnit":"ns","otherData":{...}}. A process_name metadata event,
+ * then for each lane with events a thread_name and a thread_sort_index, then
+ * its events. The first key tells labelprof's reader, before any event, that
+ * scopes come at their ends (below), not in order of their starts: it reads
+ * such a file's lanes buffered from the start, in one pass and without a
+ * note; other readers ignore an unknown key.
  *
  * A lane's events are read in recording order, and only those of the
  * session's window and levels are written: stamped between its start and
@@ -583,7 +587,8 @@ int lp__export_json(lp__jw_t *w, const lp__session_t *s, const char *process_nam
   lp__timemap_t *map = lp__timemap_new(s->syncs, s->nsyncs);
   if (!map) return -ENOMEM;
   int pid = (int)getpid();
-  lp__jw_lit(w, "{\"traceEvents\":[\n{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":");
+  /* Said before the events, so that labelprof reads a lane written at its ends in one pass (tools/agg.c). */
+  lp__jw_lit(w, "{\"labelprof_scope_order\":\"ends\",\"traceEvents\":[\n{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":");
   lp__jw_i64(w, pid);
   lp__jw_lit(w, ",\"args\":{\"name\":");
   lp__jw_str(w, process_name ? process_name : program_invocation_short_name);
@@ -636,6 +641,20 @@ int lp__export_json(lp__jw_t *w, const lp__session_t *s, const char *process_nam
   lp__jw_u64(w, s->dropped);
   lp__jw_lit(w, ",\"budget_bytes\":");
   lp__jw_u64(w, s->opts.budget_bytes);
+  /* The session's window and first drop, CLOCK_MONOTONIC ns as exact strings like ts_base_ns. */
+  lp__jw_lit(w, ",\"session_start_ns\":\"");
+  lp__jw_u64(w, s->start.ns);
+  lp__jw_lit(w, "\",\"session_stop_ns\":\"");
+  lp__jw_u64(w, s->stop.ns == UINT64_MAX ? s->taken_ns : s->stop.ns);
+  if (s->stop.ns == UINT64_MAX)
+    lp__jw_lit(w, "\",\"session_running\":true");
+  else
+    lp__jw_lit(w, "\",\"session_running\":false");
+  if (s->first_drop_ns) {
+    lp__jw_lit(w, ",\"first_drop_ns\":\"");
+    lp__jw_u64(w, s->first_drop_ns);
+    lp__jw_lit(w, "\"");
+  }
   lp__jw_lit(w, ",\"policy\":");
   lp__jw_str(w, s->opts.policy == LP_TRACE_RING ? "ring" : "discard");
   lp__jw_lit(w, ",\"levels\":");

@@ -86,7 +86,7 @@ static void make_key(void) { key_ok = pthread_key_create(&cache_key, free_cache)
 
 static cache_t *thread_cache(void) {
   if (pthread_once(&key_once, make_key) != 0 || !key_ok) return NULL;
-  cache_t *c = calloc(1, sizeof *c);
+  cache_t *c = lp__calloc(1, sizeof *c);
   if (!c) return NULL;
   if (pthread_setspecific(cache_key, c) != 0) {
     free(c);
@@ -118,7 +118,7 @@ static const lp_impl_made_site_t *lookup_locked(const char *text, size_t len, co
   if (!max_names) max_names = read_max_names();
   if (table_used * 2 >= table_size) { /* grow: keep the load under one half */
     size_t n = table_size ? table_size * 2 : 1024;
-    entry_t *t = calloc(n, sizeof *t);
+    entry_t *t = lp__calloc(n, sizeof *t);
     if (!t) return NULL;
     for (size_t i = 0; i < table_size; i++)
       if (table[i].hash) {
@@ -134,7 +134,7 @@ static const lp_impl_made_site_t *lookup_locked(const char *text, size_t len, co
   for (; table[i].hash; i = (i + 1) & (table_size - 1))
     if (table[i].hash == h && same(table[i].site, text, len, cat)) return table[i].site;
   if (table_used >= max_names) return NULL;
-  lp_impl_made_site_t *m = malloc(sizeof *m + len + 1);
+  lp_impl_made_site_t *m = lp__malloc(sizeof *m + len + 1);
   if (!m) return NULL;
   char *copy = (char *)(m + 1);
   memcpy(copy, text, len + 1);
@@ -194,7 +194,7 @@ const char *lp_impl_category(const char *text) {
       goto out;
     }
   if (ncategories < MAX_CATEGORIES) {
-    char *copy = strdup(text);
+    char *copy = lp__strdup(text);
     if (copy) r = categories[ncategories++] = copy;
   }
 out:

@@ -542,6 +542,16 @@ int lp__trace_write_systrace(lp__owner_t who, const char *path);
 /* ---- Perfetto: any format, by name ---- */
 typedef enum { LP__FORMAT_JSON, LP__FORMAT_PERFETTO, LP__FORMAT_SYSTRACE } lp__format_t;
 int lp__trace_write_as(lp__owner_t who, const char *path, const char *process_name, lp__format_t format);
+/* What a session dropped, and when: for the note at exit (env.c). */
+typedef struct lp__drops {
+  uint64_t dropped;
+  uint64_t first_drop_ns;     /* CLOCK_MONOTONIC; 0 if nothing was dropped */
+  uint64_t start_ns, stop_ns; /* the session's window (stop: now, while it runs) */
+  uint64_t budget_bytes;
+  bool ring;
+} lp__drops_t;
+/* Fills *out for who's current or last session: 0, or -EINVAL if it never started one. */
+int lp__trace_drops(lp__owner_t who, lp__drops_t *out);
 /* Bytes of chunks the recorder holds: in lanes, in the pool, and held by exports. */
 uint64_t lp__trace_held_bytes(void);
 /* Thread lanes the recorder keeps (live and exited threads). */
@@ -660,6 +670,8 @@ typedef struct lp__session {
   size_t nsyncs;
   uint64_t dropped;
   bool pinned; /* counted among the exports in flight */
+  uint64_t first_drop_ns; /* CLOCK_MONOTONIC time of the session's first drop; 0 if it dropped nothing */
+  uint64_t taken_ns;      /* when the snapshot was taken (the end of a session still running) */
 } lp__session_t;
 
 /*

@@ -77,6 +77,7 @@ typedef struct session {
   lp__sync_t start_sync, stop_sync; /* stop_sync.ns is UINT64_MAX while it runs */
   uint64_t drops0, drops1; /* the drop total at its start and stop */
   uint64_t overwritten;    /* ring: events of its window reused */
+  uint64_t first_drop_ns;  /* CLOCK_MONOTONIC time of its first drop, 0 if none (trace lock; cold paths only) */
 } session_t;
 static session_t sessions[LP__OWNERS];
 
@@ -323,7 +324,9 @@ static lp__chunk_t *take(lp__chunk_t *c) {
   for (int o = 0; o < LP__OWNERS; o++) {
     session_t *s = &sessions[o];
     if (!s->exists || s->gen != rec.gen) continue;
-    s->overwritten += events_between(c, s->start_sync, s->stop_sync);
+    uint64_t n = events_between(c, s->start_sync, s->stop_sync);
+    s->overwritten += n;
+    if (n && !s->first_drop_ns) s->first_drop_ns = lp__mono_ns();
   }
   l->first = c->next;
   if (!l->first) l->last = NULL;
@@ -439,6 +442,22 @@ static void drop_own(lp__thread_t *t) {
 }
 
 /*
+ * The time of the first drop, for each recording session that has none yet.
+ * Trace lock held. Called where a drop starts under the lock (the budget
+ * found spent, no chunk to take, no memory); every later inline drop comes
+ * after one of these, so the hot path never reads the clock for it.
+ */
+static void note_drop(void) {
+  uint64_t now = 0;
+  for (int o = 0; o < LP__OWNERS; o++) {
+    session_t *s = &sessions[o];
+    if (!s->running || s->gen != rec.gen || s->first_drop_ns) continue;
+    if (!now) now = lp__mono_ns();
+    s->first_drop_ns = now;
+  }
+}
+
+/*
  * Records an event of nslots slots (a counter's value as the second) for the
  * calling thread, whose current chunk has no room for it: closes that chunk,
  * gets the next, and carries over the room kept for the ends of the begins
@@ -500,6 +519,7 @@ static uint32_t record_slow(lp__thread_t *t, uintptr_t tag, uint64_t payload, un
   lp__unlock(&trace_mu);
   return ok;
 drop:
+  note_drop();
   lp__unlock(&trace_mu);
   drop_own(t);
   return 0;
@@ -737,6 +757,7 @@ int lp__trace_start(lp__owner_t who, const lp_trace_opts_t *opts) {
   s->start_sync = lp__clock_sync();
   s->stop_sync = (lp__sync_t){UINT64_MAX, UINT64_MAX};
   s->drops0 = drop_total(&c);
+  if (rec.spent) s->first_drop_ns = s->start_sync.ns; /* joined a recording whose budget is spent: drops from here */
   rec.recording++;
   publish_levels();
   refill_wake(); /* a stock of touched chunks before the first ones are needed */
@@ -867,6 +888,8 @@ static int snapshot(lp__owner_t who, lp__session_t *s) {
   s->start = ss->start_sync;
   s->stop = ss->stop_sync;
   s->dropped = since(ss->running ? drop_total(&cnt) : ss->drops1, ss->drops0) + ss->overwritten;
+  /* A drop counted without its time (one inline before the lock noted it): the window's start, at the latest. */
+  s->first_drop_ns = s->dropped ? (ss->first_drop_ns ? ss->first_drop_ns : ss->start_sync.ns) : 0;
   bool current = ss->gen == rec.gen; /* else a later recording took its events back */
   uint32_t nlanes = atomic_load(&ntracks), nchunks = 0;
   for (const lp__lane_t *l = lanes; l; l = l->next) {
@@ -881,6 +904,7 @@ static int snapshot(lp__owner_t who, lp__session_t *s) {
   s->syncs[s->nsyncs++] = ss->start_sync;
   if (!ss->running) s->syncs[s->nsyncs++] = ss->stop_sync;
   s->syncs[s->nsyncs++] = lp__clock_sync();
+  s->taken_ns = s->syncs[s->nsyncs - 1].ns;
   if (current) {
     atomic_fetch_add_explicit(&exports, 1, memory_order_relaxed);
     s->pinned = true;
@@ -949,12 +973,33 @@ int lp_trace_get_stats(lp_trace_stats_t *out) {
   out->clock_check_ns = lp__clock_check_ns();
   count_window(&s, &out->recorded, &out->threads);
   out->dropped = s.dropped;
+  out->first_drop_ns = s.first_drop_ns;
   out->budget_bytes = s.opts.budget_bytes;
   unpin(&s);
   free_session(&s);
   lp__lock(&trace_mu);
   out->used_bytes = used;
   out->tracks = atomic_load(&ntracks);
+  lp__unlock(&trace_mu);
+  return 0;
+}
+
+int lp__trace_drops(lp__owner_t who, lp__drops_t *out) {
+  memset(out, 0, sizeof *out);
+  lp__counters_t cnt;
+  lp__registry_counters(&cnt);
+  lp__lock(&trace_mu);
+  const session_t *ss = &sessions[who];
+  if (!ss->exists) {
+    lp__unlock(&trace_mu);
+    return -EINVAL;
+  }
+  out->dropped = since(ss->running ? drop_total(&cnt) : ss->drops1, ss->drops0) + ss->overwritten;
+  out->first_drop_ns = out->dropped ? (ss->first_drop_ns ? ss->first_drop_ns : ss->start_sync.ns) : 0;
+  out->start_ns = ss->start_sync.ns;
+  out->stop_ns = ss->running ? lp__mono_ns() : ss->stop_sync.ns;
+  out->budget_bytes = rec.opts.budget_bytes;
+  out->ring = rec.opts.policy == LP_TRACE_RING;
   lp__unlock(&trace_mu);
   return 0;
 }
@@ -1137,6 +1182,7 @@ int lp_track_complete(lp_track_t track, const char *name, uint64_t start_ns, uin
       l->last->count = (uint32_t)(l->cur - l->last->ev);
     } else {
       lock_dropped++;
+      note_drop();
     }
   }
   lp__unlock(&trace_mu);

@@ -638,6 +638,107 @@ static int finish(printer_t *pr) {
   return pr->failed ? -EIO : 0;
 }
 
+/* ---- the flat view (LP_PRINT_FLAT) --------------------------------------------- */
+
+/*
+ * One row per label text: self is summed over every node of that label,
+ * total over the nodes that have no node of the same label above them, so
+ * that a label recurring on one stack counts each sample once.
+ */
+typedef struct flat_row {
+  const char *label;
+  uint64_t total, self;
+} flat_row_t;
+
+typedef struct flat {
+  flat_row_t *rows;
+  uint32_t n, cap;
+  uint32_t *slots; /* row index + 1, by the label's hash */
+  uint32_t mask;
+  const char *path[LP_STACK_CAPACITY + 2]; /* labels from the root's child down */
+  unsigned depth;
+  bool nomem;
+} flat_t;
+
+static flat_row_t *flat_row(flat_t *f, const char *label) {
+  uint32_t h = hash_text(label) & f->mask;
+  for (; f->slots[h]; h = (h + 1) & f->mask)
+    if (strcmp(f->rows[f->slots[h] - 1].label, label) == 0) return &f->rows[f->slots[h] - 1];
+  if (f->n == f->cap) { /* the table is sized for every node: never full */
+    f->nomem = true;
+    return NULL;
+  }
+  f->rows[f->n] = (flat_row_t){label, 0, 0};
+  f->slots[h] = ++f->n;
+  return &f->rows[f->n - 1];
+}
+
+static void flat_walk(flat_t *f, const lp_node_t *n) {
+  for (uint32_t i = 0; i < n->nkids && !f->nomem; i++) {
+    const lp_node_t *k = n->kids[i];
+    flat_row_t *r = flat_row(f, k->label);
+    if (!r) return;
+    r->self += k->self;
+    bool outermost = true;
+    for (unsigned d = 0; d < f->depth && outermost; d++) outermost = strcmp(f->path[d], k->label) != 0;
+    if (outermost) r->total += k->samples;
+    if (!k->nkids || f->depth >= sizeof f->path / sizeof f->path[0]) continue;
+    f->path[f->depth++] = k->label;
+    flat_walk(f, k);
+    f->depth--;
+  }
+}
+
+static uint32_t flat_count(const lp_node_t *n) {
+  uint32_t c = 1;
+  for (uint32_t i = 0; i < n->nkids; i++) c += flat_count(n->kids[i]);
+  return c;
+}
+
+static int cmp_flat(const void *x, const void *y) {
+  const flat_row_t *a = x, *b = y;
+  if (a->total != b->total) return a->total > b->total ? -1 : 1;
+  if (a->self != b->self) return a->self > b->self ? -1 : 1;
+  return strcmp(a->label, b->label);
+}
+
+/* The flat table of the tree under root, shares of pr->denom; rows under min_percent of total hidden. */
+static int print_flat(printer_t *pr, const lp_node_t *root) {
+  flat_t f;
+  memset(&f, 0, sizeof f);
+  f.cap = flat_count(root);
+  uint32_t size = 16;
+  while (size < 2 * f.cap) size *= 2;
+  f.mask = size - 1;
+  f.rows = lp__malloc((size_t)f.cap * sizeof *f.rows);
+  f.slots = lp__calloc(size, sizeof *f.slots);
+  if (!f.rows || !f.slots) f.nomem = true;
+  if (!f.nomem) flat_walk(&f, root);
+  if (f.nomem) {
+    free(f.rows);
+    free(f.slots);
+    return -ENOMEM;
+  }
+  qsort(f.rows, f.n, sizeof *f.rows, cmp_flat);
+  emit(pr, "flat profile: each label summed over every place it appears; a recursive label's samples counted once "
+           "in its total\n");
+  emit(pr, "%8s %8s  %s\n", "total", "self", "label");
+  uint32_t hidden = 0;
+  for (uint32_t i = 0; i < f.n; i++) {
+    if (pct(pr, f.rows[i].total) < pr->min_percent) {
+      hidden++;
+      continue;
+    }
+    emit(pr, "%7.2f%% %7.2f%%  ", pct(pr, f.rows[i].total), pct(pr, f.rows[i].self));
+    put_text(pr, f.rows[i].label, false);
+    emit(pr, "\n");
+  }
+  if (hidden) emit(pr, "(%u labels under %g%% of total not shown)\n", hidden, pr->min_percent);
+  free(f.rows);
+  free(f.slots);
+  return 0;
+}
+
 /* Samples per second the collector achieved; 0 for a profile too short to tell. */
 static double achieved_hz(const lp_profile_stats_t *s) {
   return s->duration_ns ? (double)s->ticks * 1e9 / (double)s->duration_ns : 0.0;
@@ -690,6 +791,11 @@ int lp_profile_print_ex(const lp_profile_t *p, FILE *out, const lp_print_opts_t 
     }
   } else {
     print_children(&pr, &p->nodes[0], 0);
+  }
+  if (o.flags & LP_PRINT_FLAT) {
+    pr.denom = p->nodes[0].samples;
+    int frc = print_flat(&pr, &p->nodes[0]);
+    if (frc) return frc;
   }
   double got;
   uint32_t want;

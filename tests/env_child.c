@@ -18,6 +18,8 @@
  *            and on a thread that keeps using them while the process exits
  *   many     records many short scopes, so that the trace is large
  *   dumps    calls lp_dump() ARG times
+ *   scopes   then records exactly ARG more "env inner" scopes, however slow
+ *            the build (a budget that must fill)
  *   layers   then labels with layers and phases, on a thread named
  *            "layered worker thread": a runtime preparation scope holding a
  *            CPU transformation that switches to computation, and a
@@ -161,6 +163,14 @@ int main(int argc, char **argv) {
   }
   if (strcmp(mode, "dumps") == 0 && arg)
     for (long i = atol(arg); i > 0; i--) check("lp_dump", lp_dump());
+  if (strcmp(mode, "scopes") == 0 && arg) {
+    long n = strtol(arg, NULL, 10);
+    LP_SCOPE("env work");
+    for (long i = 0; i < n; i++) {
+      LP_SCOPE("env inner");
+      sink += (unsigned long)i;
+    }
+  }
   if (strcmp(mode, "chdir") == 0 && chdir("/") != 0) failures++;
   if (strcmp(mode, "layers") == 0) {
     pthread_t th;

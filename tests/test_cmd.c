@@ -676,10 +676,84 @@ static void test_cmd_reads_relative_and_absolute_times(void) {
   run_t b = RUN("stats", "--format", "csv", tmp("absolute.json"));
   CU_ASSERT_EQUAL(a.status, 0);
   CU_ASSERT_EQUAL(b.status, 0);
+  /* labelprof's own file declares its order: one pass, nothing on stderr */
+  CU_ASSERT_STRING_EQUAL(a.err, "");
+  CU_ASSERT_STRING_EQUAL(b.err, "");
   CU_ASSERT_PTR_NOT_NULL(strstr(a.out, "\nouter,50,"));
   CU_ASSERT_STRING_EQUAL(a.out, b.out);
   run_free(&a);
   run_free(&b);
+}
+
+/*
+ * A file whose budget filled: every summary says how many events were
+ * dropped and what window of the session the trace covers.
+ */
+static void test_cmd_states_drops(void) {
+  lp_trace_opts_t opts = {.budget_bytes = 64 << 10};
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(&opts), 0);
+  for (int i = 0; i < 100000; i++) {
+    LP_SCOPE("dropper");
+  }
+  CU_ASSERT_EQUAL_FATAL(lp_trace_stop(), 0);
+  lp_trace_stats_t st;
+  CU_ASSERT_EQUAL(lp_trace_get_stats(&st), 0);
+  CU_ASSERT(st.dropped > 0);
+  CU_ASSERT(st.first_drop_ns > 0 && st.first_drop_ns <= lp_now_ns());
+  CU_ASSERT_EQUAL_FATAL(lp_trace_write_json(tmp("drops.json"), "test_cmd"), 0);
+  run_t s = RUN("stats", tmp("drops.json"));
+  run_t t = RUN("tree", tmp("drops.json"));
+  run_t d = RUN("diff", tmp("drops.json"), tmp("drops.json"));
+  run_t f = RUN("folded", tmp("drops.json"));
+  run_t c = RUN("stats", "--format", "csv", tmp("drops.json"));
+  run_t *all[] = {&s, &t, &d, &c, &f};
+  const char *where[] = {s.out, t.out, d.out, c.err, f.err};
+  for (int i = 0; i < 5; i++) {
+    CU_ASSERT_EQUAL(all[i]->status, 0);
+    const char *n = strstr(where[i], "note: ");
+    CU_ASSERT_PTR_NOT_NULL(n);
+    if (!n) continue;
+    CU_ASSERT_PTR_NOT_NULL(strstr(n, "drops.json: the trace covers "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(n, " session; "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(n, " events were dropped after the 64 KiB budget filled at "));
+  }
+  CU_ASSERT_PTR_NULL(strstr(f.out, "note:")); /* folded stacks stay clean */
+  for (int i = 0; i < 5; i++) run_free(all[i]);
+}
+
+/*
+ * tree --flat: seek under two parents and inside a recursion is summed; rec
+ * recurs on one stack and counts once in its total. 100 us of wall time.
+ */
+static void test_cmd_tree_flat(void) {
+  const char *text = "{\"traceEvents\":[\n"
+                     "{\"ph\":\"X\",\"name\":\"insert\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":30},\n"
+                     "{\"ph\":\"X\",\"name\":\"seek\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":20},\n"
+                     "{\"ph\":\"X\",\"name\":\"exec\",\"pid\":1,\"tid\":1,\"ts\":30,\"dur\":30},\n"
+                     "{\"ph\":\"X\",\"name\":\"seek\",\"pid\":1,\"tid\":1,\"ts\":30,\"dur\":30},\n"
+                     "{\"ph\":\"X\",\"name\":\"rec\",\"pid\":1,\"tid\":1,\"ts\":60,\"dur\":40},\n"
+                     "{\"ph\":\"X\",\"name\":\"rec\",\"pid\":1,\"tid\":1,\"ts\":70,\"dur\":20},\n"
+                     "{\"ph\":\"X\",\"name\":\"rec\",\"pid\":1,\"tid\":1,\"ts\":80,\"dur\":10},\n"
+                     "{\"ph\":\"X\",\"name\":\"seek\",\"pid\":1,\"tid\":1,\"ts\":80,\"dur\":10}]}\n";
+  write_file(tmp("flat.json"), text, strlen(text));
+  run_t r = RUN("tree", "--flat", tmp("flat.json"));
+  CU_ASSERT_EQUAL(r.status, 0);
+  CU_ASSERT_STRING_EQUAL(r.err, "");
+  const char *flat = strstr(r.out, "\nflat profile: ");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(flat);
+  const char *table = strchr(flat + 1, '\n');
+  CU_ASSERT_PTR_NOT_NULL_FATAL(table);
+  CU_ASSERT_STRING_EQUAL(table + 1,
+                         "   total     self  label\n"
+                         "  60.00%   60.00%  seek\n"
+                         "  40.00%   30.00%  rec\n"
+                         "  30.00%   10.00%  insert\n"
+                         "  30.00%    0.00%  exec\n");
+  run_free(&r);
+  r = RUN("tree", tmp("flat.json"));
+  CU_ASSERT_EQUAL(r.status, 0);
+  CU_ASSERT_PTR_NULL(strstr(r.out, "flat profile"));
+  run_free(&r);
 }
 
 /* Finds `label,` at a line start in CSV output and reads its integer columns. */
@@ -734,6 +808,7 @@ static void test_cmd_live_trace_totals(void) {
   CU_ASSERT_EQUAL_FATAL(lp_trace_write_json(tmp("live.json"), "test_cmd"), 0);
   run_t r = RUN("stats", "--format", "csv", tmp("live.json"));
   CU_ASSERT_EQUAL(r.status, 0);
+  CU_ASSERT_STRING_EQUAL(r.err, ""); /* read in one pass, without a note */
   long long o[9], in[9], rc[9];
   CU_ASSERT_FATAL(csv_row(r.out, "outer", o) && csv_row(r.out, "inner", in) && csv_row(r.out, "rec", rc));
   CU_ASSERT_EQUAL(o[0], 3);
@@ -988,6 +1063,8 @@ int main(void) {
       LP_TEST(test_cmd_nul_in_names),
       LP_TEST(test_cmd_gzip_members),
       LP_TEST(test_cmd_live_trace_totals),
+      LP_TEST(test_cmd_states_drops),
+      LP_TEST(test_cmd_tree_flat),
       LP_TEST(test_cmd_tree_matches_profile),
       LP_TEST(test_cmd_reads_relative_and_absolute_times),
       LP_TEST(test_cmd_json_any_label),

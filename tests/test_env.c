@@ -219,6 +219,16 @@ static void test_env_hz_and_report_options(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "\nthread "));
   CU_ASSERT_PTR_NOT_NULL(strstr(r.out, " ms]\n"));
   run_free(&r);
+  /* flat: the table after the tree, its header naming the columns */
+  const char *flat[] = {"LABELPROF_PROFILE=-", "LABELPROF_REPORT=flat", NULL};
+  r = run_child("xxx", flat);
+  CU_ASSERT(exited_ok(&r));
+  CU_ASSERT_STRING_EQUAL(r.err, "");
+  const char *t = strstr(r.out, "\nflat profile: ");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+  CU_ASSERT_PTR_NOT_NULL(strstr(t, "\n   total     self  label\n"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(t, "%  env inner\n"));
+  run_free(&r);
 }
 
 static void test_env_unwritable_path_is_reported(void) {
@@ -511,6 +521,48 @@ static void test_env_exit_order(void) {
   run_free(&r);
 }
 
+/*
+ * A trace whose budget fills drops events, and says so at exit: how many,
+ * when, the budget, and what to change. The file's otherData holds the
+ * session's window and the first drop as exact CLOCK_MONOTONIC strings.
+ */
+static void test_env_drops_are_said_at_exit(void) {
+  char tr[96], tv[128];
+  snprintf(tr, sizeof tr, "%s/drops.json", dir);
+  snprintf(tv, sizeof tv, "LABELPROF_TRACE=%s", tr);
+  const char *vars[] = {tv, "LABELPROF_TRACE_BUFFER=1", NULL};
+  spawn_opts_t o = {"x", "scopes", "200000", NULL, 0}; /* 400,000 events: 1 MiB holds 65,536 */
+  run_t r = spawn_child(&o, vars);
+  CU_ASSERT(exited_ok(&r));
+  CU_ASSERT_EQUAL(count_lines(r.err), 1);
+  CU_ASSERT_EQUAL(strncmp(r.err, "labelprof: the trace '", 22), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, tr));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, " events: its 1 MiB budget (LABELPROF_TRACE_BUFFER) filled "));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, " session, so the file covers only its first "));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "LABELPROF_TRACE_MODE=ring"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "LABELPROF_LEVELS"));
+  json_t *root = trace_load(tr);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(root);
+  json_t *od = json_object_get(root, "otherData");
+  uint64_t dropped = (uint64_t)json_integer_value(json_object_get(od, "events_dropped"));
+  CU_ASSERT(dropped > 0);
+  char want[64];
+  snprintf(want, sizeof want, "dropped %llu events", (unsigned long long)dropped);
+  if (dropped < 1000) CU_ASSERT_PTR_NOT_NULL(strstr(r.err, want)); /* larger counts have separators */
+  const char *start = json_string_value(json_object_get(od, "session_start_ns"));
+  const char *stop = json_string_value(json_object_get(od, "session_stop_ns"));
+  const char *first = json_string_value(json_object_get(od, "first_drop_ns"));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(start);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(stop);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(first);
+  unsigned long long a = strtoull(start, NULL, 10), b = strtoull(first, NULL, 10), c = strtoull(stop, NULL, 10);
+  CU_ASSERT(a > 0 && a <= b && b <= c);
+  CU_ASSERT(json_is_false(json_object_get(od, "session_running")));
+  json_decref(root);
+  unlink(tr);
+  run_free(&r);
+}
+
 /* Over RLIMIT_FSIZE the export fails with EFBIG, named on one line; the program lives and nothing is left behind. */
 static void test_env_file_size_limit_is_an_error_not_a_death(void) {
   char sub[96], tr[128], tv[160];
@@ -758,6 +810,7 @@ int main(void) {
       LP_TEST(test_env_fault_signals_refused),
       LP_TEST(test_env_huge_signal_numbers_refused),
       LP_TEST(test_env_big_numbers_in_every_variable),
+      LP_TEST(test_env_drops_are_said_at_exit),
       CU_TEST_INFO_NULL,
   };
   int rc = lp_test_main("env", tests);

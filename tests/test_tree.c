@@ -466,6 +466,73 @@ static void test_tree_strerror_names_errors(void) {
   CU_ASSERT_PTR_NOT_NULL(lp_strerror(12345));
 }
 
+/*
+ * The flat view: seek under two parents and under a recursion is summed;
+ * rec recurs on one stack and counts each sample once in its total.
+ * 10 samples: insert{seek 2, self 1}, exec{seek 3}, rec{1, rec{2, rec{seek 1}}}.
+ */
+static void flat_seek(int n) {
+  LP_SCOPE("seek");
+  sample(n);
+}
+
+static void test_tree_flat_view(void) {
+  lp_profile_t *p = NULL;
+  lp_profile_opts_t o = {.hz = 1000};
+  { LP_SCOPE("register"); }
+  CU_ASSERT_EQUAL_FATAL(lp__profile_start_manual(&o), 0);
+  {
+    LP_SCOPE("insert");
+    flat_seek(2);
+    sample(1);
+  }
+  {
+    LP_SCOPE("exec");
+    flat_seek(3);
+  }
+  {
+    LP_SCOPE("rec");
+    sample(1);
+    {
+      LP_SCOPE("rec");
+      sample(2);
+      {
+        LP_SCOPE("rec");
+        flat_seek(1);
+      }
+    }
+  }
+  CU_ASSERT_EQUAL_FATAL(lp_profile_stop(&p), 0);
+  fix_figures(p, 20000000, 10);
+  lp_print_opts_t po = {LP_PRINT_FLAT, 0.0};
+  char *s = print_to_string(p, &po, 0);
+  const char *flat = strstr(s, "flat profile: ");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(flat);
+  if (getenv("LP_TEST_VERBOSE")) fputs(s, stderr);
+  const char *table = strchr(flat, '\n');
+  CU_ASSERT_PTR_NOT_NULL_FATAL(table);
+  CU_ASSERT_STRING_EQUAL(table + 1,
+                         "   total     self  label\n"
+                         "  60.00%   60.00%  seek\n"
+                         "  40.00%   30.00%  rec\n"
+                         "  30.00%   10.00%  insert\n"
+                         "  30.00%    0.00%  exec\n");
+  free(s);
+  /* min_percent hides rows by their total, and says how many */
+  po.min_percent = 35.0;
+  s = print_to_string(p, &po, 0);
+  flat = strstr(s, "flat profile: ");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(flat);
+  CU_ASSERT_PTR_NOT_NULL(strstr(flat, "  40.00%   30.00%  rec\n(2 labels under 35% of total not shown)\n"));
+  CU_ASSERT_PTR_NULL(strstr(flat, "insert"));
+  free(s);
+  /* without the flag, no table */
+  s = print_to_string(p, NULL, 0);
+  CU_ASSERT_PTR_NULL(strstr(s, "flat profile"));
+  free(s);
+  lp_profile_free(p);
+}
+
 int main(void) {
   CU_TestInfo tests[] = {
       LP_TEST(test_tree_shape_and_merge_by_text),
@@ -485,6 +552,7 @@ int main(void) {
       LP_TEST(test_tree_folded_empty_and_null_labels),
       LP_TEST(test_tree_merge_moves_marks_with_counts),
       LP_TEST(test_tree_strerror_names_errors),
+      LP_TEST(test_tree_flat_view),
       CU_TEST_INFO_NULL,
   };
   return lp_test_main("tree", tests);

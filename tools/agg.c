@@ -20,7 +20,9 @@
  * arrives that starts before the last start (a writer that puts each X at
  * its end), the pass stops, the file's lanes are dropped, and the file is
  * read again with its lanes buffered as 24-byte records, sorted at the end
- * and fed to the same engine. stderr says so. Past LP_SPILL_RECS records
+ * and fed to the same engine. stderr says so. A file that declares that
+ * order before its events ("labelprof_scope_order":"ends", labelprof's own
+ * exporter) is read buffered from the start, in one pass and silently. Past LP_SPILL_RECS records
  * they are written to a temporary file as sorted runs, one per lane, which a
  * heap merges at the end: memory stays bounded, the disk holds the rest.
  */
@@ -855,8 +857,47 @@ static int run_buffered(lp_agg_t *a, lp_lane_t *l) {
   return rc;
 }
 
+/* The file's own words about itself: kept for the notes, and a declared order followed. */
+static int file_info(lp_agg_t *a, const lp_event_t *ev) {
+  lp_file_info_t *f = &a->finfo[a->nfiles - 1];
+  const char *k = ev->name, *v = ev->text;
+  char *end;
+  errno = 0;
+  long long n = strtoll(v, &end, 10);
+  bool num = end != v && !*end && !errno && n >= 0;
+  if (strcmp(k, "labelprof_scope_order") == 0 && strcmp(v, "ends") == 0) {
+    /* Said before any scope: every lane of the file is buffered from the start, without a first pass. */
+    bool any = false;
+    for (uint32_t i = 0; i < a->nlanes && !any; i++) any = a->lanes[i]->file == a->nfiles - 1;
+    if (!any && !a->file_buffered) {
+      a->file_buffered = true;
+      a->reported_upto = 0;
+      f->ends_order = true;
+    }
+  } else if (strcmp(k, "otherData.events_dropped") == 0 && num) {
+    f->has_dropped = true;
+    f->dropped = (uint64_t)n;
+  } else if (strcmp(k, "otherData.budget_bytes") == 0 && num) {
+    f->budget = (uint64_t)n;
+  } else if (strcmp(k, "otherData.policy") == 0) {
+    f->ring = strcmp(v, "ring") == 0;
+  } else if (strcmp(k, "otherData.ts_base_ns") == 0 && num) {
+    f->ts_base = n;
+  } else if (strcmp(k, "otherData.session_start_ns") == 0 && num) {
+    f->start = n;
+    f->has_session = f->stop >= n;
+  } else if (strcmp(k, "otherData.session_stop_ns") == 0 && num) {
+    f->stop = n;
+    f->has_session = f->start && n >= f->start;
+  } else if (strcmp(k, "otherData.first_drop_ns") == 0 && num) {
+    f->first_drop = n;
+  }
+  return 0;
+}
+
 static int on_event(void *ctx, const lp_event_t *ev) {
   lp_agg_t *a = ctx;
+  if (ev->kind == LP_EV_FILE_INFO) return file_info(a, ev);
   a->events++;
   a->at = ev->pos;
   if (!a->file_buffered) a->reported_upto = ev->pos.offset;
@@ -1047,6 +1088,21 @@ static void drop_file(lp_agg_t *a, unsigned file) {
 int lp_agg_file(lp_agg_t *a, const char *path) {
   lp_input_t *in = lp_input_open(path);
   if (!in) return LP_READ_BAD;
+  if (a->nfiles + 1 > a->finfo_cap) {
+    unsigned cap = a->finfo_cap ? a->finfo_cap * 2 : 4;
+    lp_file_info_t *f = realloc(a->finfo, cap * sizeof *f);
+    if (f) a->finfo = f;
+    const char **p = realloc(a->fpaths, cap * sizeof *p);
+    if (p) a->fpaths = p;
+    if (!f || !p) {
+      lp_input_close(in);
+      fprintf(stderr, "labelprof: out of memory\n");
+      return LP_READ_BAD;
+    }
+    a->finfo_cap = cap;
+  }
+  memset(&a->finfo[a->nfiles], 0, sizeof *a->finfo);
+  a->fpaths[a->nfiles] = path;
   a->nfiles++;
   a->file = path;
   a->file_buffered = false;
@@ -1129,7 +1185,74 @@ void lp_agg_free(lp_agg_t *a) {
   free(a->pnames);
   free(a->pname_pids);
   free(a->pname_files);
+  free(a->finfo);
+  free(a->fpaths);
   memset(a, 0, sizeof *a);
+}
+
+/* A duration for the notes: "5.0 us", "3.3 ms", "19.70 s". */
+static const char *note_time(int64_t ns, char *buf, size_t size) {
+  if (ns < 0) ns = 0;
+  if (ns < 1000000)
+    snprintf(buf, size, "%.1f us", (double)ns / 1e3);
+  else if (ns < 1000000000)
+    snprintf(buf, size, "%.1f ms", (double)ns / 1e6);
+  else
+    snprintf(buf, size, "%.2f s", (double)ns / 1e9);
+  return buf;
+}
+
+static const char *note_count(uint64_t n, char *buf, size_t size) {
+  char digits[24];
+  int len = snprintf(digits, sizeof digits, "%llu", (unsigned long long)n);
+  size_t k = 0;
+  for (int i = 0; i < len && k + 2 < size; i++) {
+    if (i && (len - i) % 3 == 0) buf[k++] = ',';
+    buf[k++] = digits[i];
+  }
+  buf[k] = '\0';
+  return buf;
+}
+
+void lp_agg_file_notes(const lp_agg_t *a, FILE *out) {
+  for (unsigned fi = 0; fi < a->nfiles; fi++) {
+    const lp_file_info_t *f = &a->finfo[fi];
+    if (!f->has_dropped || !f->dropped) continue;
+    const char *path = strcmp(a->fpaths[fi], "-") == 0 ? "<stdin>" : a->fpaths[fi];
+    char n[32], budget[48] = "budget", t1[32], t2[32], t3[32];
+    note_count(f->dropped, n, sizeof n);
+    if (f->budget) {
+      if (f->budget % (1u << 20) == 0)
+        snprintf(budget, sizeof budget, "%llu MiB budget", (unsigned long long)(f->budget >> 20));
+      else if (f->budget % 1024 == 0)
+        snprintf(budget, sizeof budget, "%llu KiB budget", (unsigned long long)(f->budget >> 10));
+      else
+        snprintf(budget, sizeof budget, "%llu-byte budget", (unsigned long long)f->budget);
+    }
+    if (!f->has_session) {
+      fprintf(out, "note: %s: %s events were dropped (otherData.events_dropped): the trace does not hold the whole run\n",
+              path, n);
+      continue;
+    }
+    int64_t len = f->stop - f->start, at = f->first_drop ? f->first_drop - f->start : 0;
+    if (!f->ring) {
+      fprintf(out, "note: %s: the trace covers %s of a %s session; %s events were dropped after the %s filled at %s\n",
+              path, note_time(at, t1, sizeof t1), note_time(len, t2, sizeof t2), n, budget, note_time(at, t3, sizeof t3));
+      continue;
+    }
+    /* A ring keeps the newest events: the trace starts at its lanes' earliest event. */
+    int64_t first = INT64_MAX;
+    for (uint32_t k = 0; k < a->nlanes; k++) {
+      const lp_lane_t *l = a->lanes[k];
+      if (l->file == fi && l->has_span && l->first < first) first = l->first;
+    }
+    int64_t from = first == INT64_MAX ? f->start : lp_sat_add(first, f->ts_base);
+    if (from < f->start) from = f->start;
+    fprintf(out, "note: %s: the trace covers the last %s of a %s session; %s events were overwritten after the %s "
+                 "filled at %s\n",
+            path, note_time(f->stop - from, t1, sizeof t1), note_time(len, t2, sizeof t2), n, budget,
+            note_time(at, t3, sizeof t3));
+  }
 }
 
 void lp_agg_lane_tree(const lp_agg_t *a, lp_lane_t *l) {

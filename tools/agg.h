@@ -10,7 +10,9 @@
  * any case, X events sorted by ts). A lane whose X events come in another
  * order (some writers put each X at its end, children before parents) is
  * read again with that file's lanes buffered: 32 bytes per scope, said on
- * stderr; past LP_SPILL_RECS of them (24 MiB) the buffered scopes go to a
+ * stderr (a file that says so before its events, as labelprof's own do with
+ * "labelprof_scope_order":"ends", is buffered from the start: one pass, no
+ * note); past LP_SPILL_RECS of them (24 MiB) the buffered scopes go to a
  * temporary file in sorted runs, merged at the end,
  * so memory stays bounded whatever the file's size.
  */
@@ -121,6 +123,19 @@ typedef struct lp_lane {
   uint32_t nopens, opens_cap;
 } lp_lane_t;
 
+/*
+ * What a file says of itself (LP_EV_FILE_INFO): labelprof's otherData
+ * (events dropped, the session's window and first drop, in CLOCK_MONOTONIC
+ * ns) and the order it declares for its scopes. Times are absolute; an
+ * event's absolute time is its ts plus ts_base.
+ */
+typedef struct lp_file_info {
+  bool has_dropped, has_session, ring;
+  bool ends_order; /* "labelprof_scope_order":"ends": X events at their ends, read buffered from the start */
+  uint64_t dropped, budget;
+  int64_t ts_base, start, stop, first_drop; /* first_drop: 0 if none */
+} lp_file_info_t;
+
 typedef struct lp_agg {
   bool strict;        /* unmatched E / unclosed B are errors */
   bool lane_hists;    /* keep each lane's statistics after its file is read (stats --by thread) */
@@ -157,6 +172,9 @@ typedef struct lp_agg {
   int warned;
   bool early_end_warned; /* the warning about early ends is said once per file */
   uint64_t reported_upto; /* the first pass's last event: its warnings are not repeated */
+  lp_file_info_t *finfo;  /* per file, as numbered by the lanes' `file` */
+  const char **fpaths;    /* per file: the path as given */
+  unsigned finfo_cap;
 } lp_agg_t;
 
 void lp_agg_init(lp_agg_t *a);
@@ -165,6 +183,13 @@ void lp_agg_free(lp_agg_t *a);
 int lp_agg_file(lp_agg_t *a, const char *path);
 /* A fresh a, holding one file read (strict or not). 0; or, after a message, LP_READ_BAD with a freed. */
 int lp_agg_read_one(lp_agg_t *a, const char *path, bool strict);
+/*
+ * For each file that dropped events (its otherData says so): one line
+ * "note: FILE: the trace covers 3.3 ms of a 101 ms session; 957,103 events
+ * were dropped after the 1 MiB budget filled at 3.3 ms". Nothing for a
+ * file without drops.
+ */
+void lp_agg_file_notes(const lp_agg_t *a, FILE *out);
 /* The id of a label's text, UINT32_MAX when the trace has no such label. */
 uint32_t lp_agg_label(const lp_agg_t *a, const char *text);
 /* The summed span of all lanes that have events: the traced wall time. */

@@ -123,6 +123,8 @@ int lp_cmd_diff(int argc, char **argv) {
   printf("base: %s (%s traced wall time)\nnew:  %s (%s traced wall time, %+.1f%%)\n", files[0],
          lp_fmt_ns(wb, b1, sizeof b1), files[1], lp_fmt_ns(wn, b2, sizeof b2),
          wb ? 100.0 * (double)(wn - wb) / (double)wb : 0.0);
+  lp_agg_file_notes(&ab, stdout);
+  lp_agg_file_notes(&an, stdout);
   size_t w = 5;
   for (size_t i = 0; i < m; i++)
     if (strlen(rows[i].label) > w) w = strlen(rows[i].label);

@@ -43,6 +43,7 @@ int lp_cmd_folded(int argc, char **argv) {
   if (!file) return lp_usage_error(cmd, "no trace file given");
   lp_agg_t a;
   if (lp_agg_read_one(&a, file, strict) != 0) return LP_EXIT_BAD;
+  lp_agg_file_notes(&a, stderr); /* stdout is the stacks */
   lp_tree_t m;
   int status = LP_EXIT_OK;
   uint32_t *path = NULL;

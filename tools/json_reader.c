@@ -60,6 +60,8 @@ typedef struct jr {
   bool events_done;    /* the events array closed */
   bool top_key_events; /* the last key at depth 1 was "traceEvents" */
   bool saw_events;
+  bool top_other;      /* the last key at depth 1 was "otherData" */
+  char info_key[80];   /* the last key at depth 1, or in otherData: "KEY" or "otherData.KEY" (truncated) */
   enum field key;      /* the current key of the event */
   char arg_key[64];    /* the current key in args (truncated; only short keys matter) */
   /* the event being read */
@@ -296,6 +298,32 @@ static int scalar_place(jr_t *r, const char *what) {
   return 0;
 }
 
+/*
+ * A scalar member of the trace object or of its otherData: handed on as
+ * LP_EV_FILE_INFO (what the file says about itself: labelprof's
+ * events_dropped, session times, scope order). Long values are not of that
+ * kind and are left out.
+ */
+static int file_info(jr_t *r, const char *text, size_t n) {
+  if (r->in_event || r->form != FORM_OBJECT || !r->info_key[0]) return 1;
+  if (!(r->depth == 1 || (r->depth == 2 && r->top_other))) return 1;
+  char value[256];
+  if (n >= sizeof value || memchr(text, 0, n)) return 1;
+  memcpy(value, text, n);
+  value[n] = '\0';
+  lp_event_t ev = {0};
+  ev.kind = LP_EV_FILE_INFO;
+  ev.name = r->info_key;
+  ev.text = value;
+  ev.pos = pos_at(r, tok(r));
+  int rc = r->sink->event(r->sink->ctx, &ev);
+  if (rc) {
+    r->rc = rc;
+    return 0;
+  }
+  return 1;
+}
+
 static int cb_null(void *ctx) {
   jr_t *r = ctx;
   int at = scalar_place(r, "null");
@@ -309,6 +337,7 @@ static int cb_boolean(void *ctx, int v) {
   int at = scalar_place(r, v ? "true" : "false");
   if (at < 0) return 0;
   if (at == 1 && r->key != F_NONE) return wrong_type(r, "a boolean");
+  if (at == 0) return file_info(r, v ? "true" : "false", v ? 4 : 5);
   return 1;
 }
 
@@ -353,6 +382,7 @@ static int cb_number(void *ctx, const char *s, size_t n) {
     r->series_off[r->nseries] = off;
     r->series_val[r->nseries++] = v;
   }
+  if (at == 0) return file_info(r, s, n);
   return 1;
 }
 
@@ -375,6 +405,7 @@ static int cb_string(void *ctx, const unsigned char *s, size_t n) {
     if (strcmp(r->arg_key, "mode") == 0) return sb_set(r, &r->mode, s, n);
     if (strcmp(r->arg_key, "name") == 0) return sb_set(r, &r->mname, s, n);
   }
+  if (at == 0) return file_info(r, (const char *)s, n);
   return 1;
 }
 
@@ -382,7 +413,17 @@ static int cb_map_key(void *ctx, const unsigned char *s, size_t n) {
   jr_t *r = ctx;
   if (r->form == FORM_OBJECT && r->depth == 1) {
     r->top_key_events = n == 11 && memcmp(s, "traceEvents", 11) == 0;
+    r->top_other = n == 9 && memcmp(s, "otherData", 9) == 0;
+    size_t k = n < sizeof r->info_key - 1 ? n : sizeof r->info_key - 1;
+    memcpy(r->info_key, s, k);
+    r->info_key[k] = '\0';
+    if (memchr(r->info_key, 0, k)) r->info_key[0] = '\0';
     if (r->top_key_events && r->saw_events) return fail(r, here(r), "a second \"traceEvents\" array");
+    return 1;
+  }
+  if (r->form == FORM_OBJECT && r->depth == 2 && r->top_other) {
+    int k = snprintf(r->info_key, sizeof r->info_key, "otherData.%.*s", (int)(n < 64 ? n : 64), (const char *)s);
+    if (k < 0 || memchr(s, 0, n)) r->info_key[0] = '\0';
     return 1;
   }
   if (in_fields(r)) {

@@ -48,7 +48,7 @@ static const char stats_usage[] =
     "gzip-compressed, and - is standard input.\n";
 
 static const char tree_usage[] =
-    "usage: labelprof tree [--threads] [--min-percent P] [--counts] [--strict]\n"
+    "usage: labelprof tree [--threads] [--min-percent P] [--counts] [--flat] [--strict]\n"
     "                      [--max-memory SIZE] FILE\n"
     "\n"
     "The tree of time, in the layout of the sampled profile (lp_profile_print):\n"
@@ -60,6 +60,8 @@ static const char tree_usage[] =
     "  --threads        one tree per lane, heaviest first, in percent of that lane\n"
     "  --min-percent P  hide nodes under P percent (their time goes to \"other\")\n"
     "  --counts         [N calls, T] on every line\n"
+    "  --flat           then a flat table: each label's total and self share,\n"
+    "                   summed over every place it appears, heaviest total first\n"
     "  --max-memory SIZE  as for stats (labelprof help stats)\n";
 
 static const char diff_usage[] =

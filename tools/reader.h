@@ -47,7 +47,9 @@ typedef enum lp_ev_kind {
   LP_EV_COUNTER,      /* one value of a counter ('C'): one event per series */
   LP_EV_THREAD_NAME,  /* metadata ('M' thread_name): name is the lane's name */
   LP_EV_PROCESS_NAME, /* metadata ('M' process_name): name is the process's name */
-  LP_EV_SKIPPED       /* an event of a phase the views do not use (async, flow, ...): name is the phase */
+  LP_EV_SKIPPED,      /* an event of a phase the views do not use (async, flow, ...): name is the phase */
+  LP_EV_FILE_INFO     /* what the file says of itself, not an event: name is the key ("otherData.events_dropped",
+                         or a top-level key), text its scalar value as written (strings unquoted) */
 } lp_ev_kind_t;
 
 /*
@@ -68,6 +70,7 @@ typedef struct lp_event {
   const char *mode;
   const char *series;   /* LP_EV_COUNTER: the series (the key in args); NULL otherwise */
   double value;         /* LP_EV_COUNTER: the value */
+  const char *text;     /* LP_EV_FILE_INFO: the value's text; NULL otherwise */
   lp_pos_t pos;         /* where the event starts in the input */
 } lp_event_t;
 

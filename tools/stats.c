@@ -220,6 +220,8 @@ int lp_cmd_stats(int argc, char **argv) {
   FILE *out = stdout;
   int status = LP_EXIT_OK;
   char wb[32];
+  /* Drops, and the window the trace covers: on the table's first lines, on stderr beside csv and json. */
+  if (fmt != FMT_TABLE) lp_agg_file_notes(&a, stderr);
   if (!by_thread) {
     size_t n;
     row_t *rows = rows_of(&a, a.gstats, a.nlabels, &n);
@@ -232,6 +234,7 @@ int lp_cmd_stats(int argc, char **argv) {
     if (fmt == FMT_TABLE) {
       fprintf(out, "%u lanes, %s traced wall time, %" PRIu64 " scopes\n", a.nlanes, lp_fmt_ns(wall, wb, sizeof wb),
               a.scopes);
+      lp_agg_file_notes(&a, out);
       print_table(out, rows, n, wall);
       notes(out, &a);
     } else if (fmt == FMT_CSV) {
@@ -254,6 +257,7 @@ int lp_cmd_stats(int argc, char **argv) {
   }
   if (a.nlanes) memcpy(lanes, a.lanes, a.nlanes * sizeof *lanes);
   qsort(lanes, a.nlanes, sizeof *lanes, cmp_lane);
+  if (fmt == FMT_TABLE) lp_agg_file_notes(&a, out);
   if (fmt == FMT_CSV)
     fputs("thread,label,calls,total_ns,self_ns,mean_ns,min_ns,p50_ns,p95_ns,p99_ns,max_ns,self_percent\n", out);
   if (fmt == FMT_JSON)

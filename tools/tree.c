@@ -74,6 +74,48 @@ static void print_children(printer_t *pr, uint32_t k, unsigned depth) {
   }
 }
 
+/* ---- the flat view (--flat) ---- */
+
+static int cmp_flat(const void *x, const void *y, void *ctx) {
+  const lp_agg_t *a = ctx;
+  uint32_t i = *(const uint32_t *)x, j = *(const uint32_t *)y;
+  const lp_lstat_t *s = &a->gstats[i], *t = &a->gstats[j];
+  if (s->total != t->total) return s->total > t->total ? -1 : 1;
+  if (s->self != t->self) return s->self > t->self ? -1 : 1;
+  return strcmp(a->labels[i], a->labels[j]);
+}
+
+/*
+ * For each label of every lane: its total and self shares of the traced wall
+ * time, heaviest total first. The engine's label statistics are that
+ * already: self summed over every call, total over the calls with no call of
+ * the same label around them on their lane (a recursion counts once).
+ */
+static int print_flat(printer_t *pr) {
+  const lp_agg_t *a = pr->a;
+  uint32_t *ids = malloc((a->nlabels ? a->nlabels : 1) * sizeof *ids), n = 0, hidden = 0;
+  if (!ids) return -1;
+  for (uint32_t i = 0; i < a->nlabels; i++)
+    if (a->gstats[i].calls) ids[n++] = i;
+  qsort_r(ids, n, sizeof *ids, cmp_flat, (void *)a);
+  fprintf(pr->out, "flat profile: each label summed over every place it appears; a recursive label's time counted "
+                   "once in its total\n");
+  fprintf(pr->out, "%8s %8s  %s\n", "total", "self", "label");
+  for (uint32_t k = 0; k < n; k++) {
+    const lp_lstat_t *s = &a->gstats[ids[k]];
+    if (pct(pr, s->total) < pr->min_percent) {
+      hidden++;
+      continue;
+    }
+    fprintf(pr->out, "%7.2f%% %7.2f%%  ", pct(pr, s->total), pct(pr, s->self));
+    put_text(pr->out, a->labels[ids[k]]);
+    putc('\n', pr->out);
+  }
+  if (hidden) fprintf(pr->out, "(%u labels under %g%% of total not shown)\n", hidden, pr->min_percent);
+  free(ids);
+  return 0;
+}
+
 static int cmp_lane(const void *x, const void *y) {
   const lp_lane_t *a = *(lp_lane_t *const *)x, *b = *(lp_lane_t *const *)y;
   int64_t sa = lp_lane_span(a), sb = lp_lane_span(b);
@@ -84,7 +126,7 @@ static int cmp_lane(const void *x, const void *y) {
 
 int lp_cmd_tree(int argc, char **argv) {
   const char *cmd = argv[0], *file = NULL;
-  bool threads = false, counts = false, strict = false;
+  bool threads = false, counts = false, strict = false, flat = false;
   double min_percent = 0;
   for (int i = 1; i < argc; i++) {
     const char *v;
@@ -96,6 +138,8 @@ int lp_cmd_tree(int argc, char **argv) {
       threads = true;
     } else if (strcmp(argv[i], "--counts") == 0) {
       counts = true;
+    } else if (strcmp(argv[i], "--flat") == 0) {
+      flat = true;
     } else if (strcmp(argv[i], "--strict") == 0) {
       strict = true;
     } else if ((r = lp_opt_max_memory(cmd, argc, argv, &i))) {
@@ -121,6 +165,7 @@ int lp_cmd_tree(int argc, char **argv) {
   fprintf(out, "labelprof trace (%u threads, %" PRIu64 " scopes)\n", a.nlanes, a.scopes);
   char wb[32];
   fprintf(out, "%s traced wall time: the sum over lanes of first to last event\n", lp_fmt_ns(wall, wb, sizeof wb));
+  lp_agg_file_notes(&a, out);
   int status = LP_EXIT_OK;
   if (threads) {
     lp_lane_t **lanes = malloc((a.nlanes ? a.nlanes : 1) * sizeof *lanes);
@@ -153,6 +198,13 @@ int lp_cmd_tree(int argc, char **argv) {
       print_children(&pr, 0, 0);
     }
     lp_tree_free(&m);
+  }
+  if (status == LP_EXIT_OK && flat) {
+    pr.denom = wall;
+    if (print_flat(&pr) != 0) {
+      fprintf(stderr, "labelprof: out of memory\n");
+      status = LP_EXIT_BAD;
+    }
   }
   if (status == LP_EXIT_OK) {
     if (a.skipped) fprintf(out, "note: %" PRIu64 " events of other phases (async, flow, ...) skipped\n", a.skipped);
