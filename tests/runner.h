@@ -75,7 +75,8 @@ static inline unsigned lp_test_slow(void) {
 
 /*
  * The test program's temporary directory: made under $TMPDIR (/tmp when
- * unset) as lp-TAG-XXXXXX, and removed with everything in it when the
+ * unset) as lp-TAG-XXXXXX by the first call (later calls return the same
+ * one, whatever their tag), and removed with everything in it when the
  * program exits, whether its tests passed or failed. A child forked from the
  * program leaves it alone. Returns its path; a directory that cannot be made
  * stops the program with exit status 2 (an error, not a failed test).
@@ -114,6 +115,7 @@ static inline void lp_test_tmpdir_remove(void) {
 }
 
 static inline const char *lp_test_tmpdir(const char *tag) {
+  if (lp_test_dir_path[0]) return lp_test_dir_path; /* one per program: the first call's tag names it */
   const char *t = getenv("TMPDIR");
   if (!t || !*t) t = "/tmp";
   /* The tests build file names in buffers of 256 bytes from this path. */
