@@ -22,11 +22,12 @@
  * never mix with the program's own output; "-" asks for stdout.
  *
  *   LABELPROF_PROFILE=1|-|path  LABELPROF_FOLDED=path      LABELPROF_HZ=n
- *   LABELPROF_REPORT=threads,counts,min=P                  LABELPROF_TRACE=path
+ *   LABELPROF_REPORT=threads,counts,cpu,min=P              LABELPROF_TRACE=path
  *   LABELPROF_LEVELS=list       LABELPROF_TRACE_BUFFER=MiB LABELPROF_TRACE_MODE=discard|ring
  *   LABELPROF_CLOCK=auto|tsc|monotonic                     LABELPROF_DUMP_SIGNAL=USR2
  *   LABELPROF_SYSTRACE=path     LABELPROF_TRACE_MARKER=1|path
  *   LABELPROF_COLLECTOR_SCHED=slice|default|fifo[:PRIO]
+ *   LABELPROF_CPU=0|1           (CPU clocks; on with LABELPROF_REPORT=cpu)
  *
  * LABELPROF_SYSTRACE writes the environment's timeline as systrace text, at
  * exit and at dumps, beside or instead of LABELPROF_TRACE's JSON: one
@@ -81,6 +82,7 @@ static const char *const known[] = {
     "LABELPROF_TRACE_MODE",   "LABELPROF_CLOCK",      "LABELPROF_DUMP_SIGNAL",
     "LABELPROF_SYSTRACE",     "LABELPROF_TRACE_MARKER",
     "LABELPROF_COLLECTOR_SCHED",
+    "LABELPROF_CPU",
     /* Read by subs.c, and by the callstats.so subscriber installed with the library. */
     "LABELPROF_SUBSCRIBERS",  "LABELPROF_CALLSTATS",  "LABELPROF_CALLSTATS_THREADS",
 };
@@ -187,8 +189,10 @@ static void parse_report(void) {
       report_opts.flags |= LP_PRINT_THREADS;
     else if (strcmp(item, "counts") == 0)
       report_opts.flags |= LP_PRINT_COUNTS;
+    else if (strcmp(item, "cpu") == 0)
+      report_opts.flags |= LP_PRINT_CPU;
     else if (!(strncmp(item, "min=", 4) == 0 && parse_percent(item + 4, &report_opts.min_percent)))
-      warn("LABELPROF_REPORT: '%s' not understood (expected threads, counts, min=PERCENT from 0 to 100); "
+      warn("LABELPROF_REPORT: '%s' not understood (expected threads, counts, cpu, min=PERCENT from 0 to 100); "
            "ignoring it",
            item);
   }
@@ -365,8 +369,7 @@ static char *numbered(const char *path, unsigned number) {
 /* ---- reports ---------------------------------------------------------------------- */
 
 static int folded_fn(const lp_profile_t *p, FILE *f, const lp_print_opts_t *o) {
-  (void)o;
-  return lp_profile_write_folded(p, f);
+  return lp_profile_write_folded_ex(p, f, o); /* LABELPROF_REPORT=cpu: CPU microseconds */
 }
 
 /* Writes one report through the output layer; a failure is one stderr line naming the file and why. */
@@ -528,6 +531,9 @@ void lp__env_load(void) {
   lp_profile_opts_t popts = {.hz = hz};
   parse_sched(&popts);
   parse_report();
+  /* CPU clocks: LABELPROF_CPU=1, or a report by CPU that needs them. */
+  if (number("LABELPROF_CPU", 0, 1, (report_opts.flags & LP_PRINT_CPU) ? 1 : 0, ""))
+    popts.flags |= LP_PROFILE_CPU;
   lp_trace_opts_t topts = {.levels = parse_levels(),
                            .policy = parse_mode(),
                            .budget_bytes = (uint64_t)number("LABELPROF_TRACE_BUFFER", 1, 1048576, 64, " of MiB") << 20,

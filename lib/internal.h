@@ -75,6 +75,9 @@ struct lp__thread {
   /* The collector's: which run's aggregation has this thread, and where (sampling lock). */
   uint64_t prof_run;
   uint32_t prof_slot;
+  /* The thread's CPU clock (pthread_getcpuclockid at attach); cpu_clock_ok false if it has none. */
+  clockid_t cpu_clock;
+  bool cpu_clock_ok;
   /* The trace's: the thread's timeline lane (trace lock). */
   lp__lane_t *lane;
   /* ---- layers and phases: the live trace_marker (owner only) ---- */
@@ -162,6 +165,7 @@ typedef struct lp__agg_node {
   uint32_t next;         /* the thread's next node in creation order (parents first); the free list */
   uint32_t aux;          /* scratch for merges */
   uint64_t self;         /* samples that stopped here */
+  uint64_t cpu_ns;       /* CPU time those samples were given: each the thread's CPU since its previous one */
 } lp__agg_node_t;
 
 typedef struct lp__agg_thread {
@@ -176,6 +180,8 @@ typedef struct lp__agg_thread {
   uint64_t samples;
   uint64_t last_word; /* the stack word of the last sample, LP__NO_WORD if none */
   uint32_t last_leaf; /* the node that sample ended at */
+  uint64_t last_cpu_ns; /* the thread's CPU clock at its last sample */
+  bool cpu_known;       /* last_cpu_ns was read */
 } lp__agg_thread_t;
 
 typedef struct lp__agg {
@@ -186,6 +192,7 @@ typedef struct lp__agg {
   lp__agg_thread_t *threads;
   uint32_t nthreads, capthreads, free_threads;
   uint64_t samples, skipped, ticks, missed, sampling_ns;
+  bool cpu; /* the threads' CPU clocks are read at each sample (some session asked for it) */
 } lp__agg_t;
 
 /*
@@ -194,6 +201,7 @@ typedef struct lp__agg {
  */
 typedef struct lp__mark {
   uint64_t *self;
+  uint64_t *cpu; /* the nodes' cpu_ns, nself of them like self */
   uint32_t nself;
   uint64_t *tsamples;
   uint32_t nthreads;
