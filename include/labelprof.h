@@ -1639,6 +1639,7 @@ LP_IMPL_INLINE void lp_impl_nscope_leave(lp_impl_nscope_t *s) {
 /* ------------------------------------------------------------------------ */
 /* CPU time and pprof                                                       */
 /* ------------------------------------------------------------------------ */
+/* This block needs <stdio.h> (FILE), which the header includes above. */
 
 /*
  * CPU time beside wall time. At each tick the collector reads every sampled
@@ -1672,8 +1673,22 @@ LP_EXPORT uint64_t lp_node_cpu_ns(const lp_node_t *n);
 LP_EXPORT uint64_t lp_node_self_cpu_ns(const lp_node_t *n);
 /* lp_profile_write_folded() with options: only LP_PRINT_CPU counts; opts may be NULL. */
 LP_EXPORT int lp_profile_write_folded_ex(const lp_profile_t *p, FILE *out, const lp_print_opts_t *opts);
+/*
+ * Writes p to path as pprof's profile.proto, gzipped (the file `go tool
+ * pprof`, speedscope, Pyroscope, Parca and Grafana read). Sample types
+ * samples/count, wall/nanoseconds (samples x the achieved tick) and
+ * cpu/nanoseconds (0 without LP_PROFILE_CPU); period wall/nanoseconds, the
+ * tick. Each label at a call site is a function named by the label, with the
+ * site's file and line; one sample per thread and stack, leaf first, labelled
+ * thread (the name) and thread_id. Time in no label is the function
+ * "(outside of any label)". The gzip file holds stored (uncompressed) blocks:
+ * the library has no zlib. The file appears whole or not at all. Returns 0,
+ * -EINVAL if p or path is NULL, -ENOMEM, or a negative errno from writing.
+ */
+LP_EXPORT int lp_profile_write_pprof(const lp_profile_t *p, const char *path);
 #else
 #define lp_profile_has_cpu(p) ((void)(p), 0)
+#define lp_profile_write_pprof(p, f) lp_impl_disabled_int2((const void *)(p), (const void *)(f))
 #define lp_node_cpu_ns(n) ((void)(n), (uint64_t)0)
 #define lp_node_self_cpu_ns(n) ((void)(n), (uint64_t)0)
 #define lp_profile_write_folded_ex(p, f, o) ((void)(f), lp_impl_disabled_int2((const void *)(p), (const void *)(o)))

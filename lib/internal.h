@@ -408,6 +408,15 @@ int lp__output_close(lp__output_t *o, int rc);
 /* Tests only: a named temporary even where O_TMPFILE works, so that both ways are exercised. */
 extern bool lp__output_named_temp_only;
 
+/* ---- pprof.c: the profile as profile.proto, gzipped --------------------- */
+
+/* The file and line of the first call site that made node n (NULL and 0 for a root). tree.c. */
+void lp__node_site(const lp_node_t *n, const char **file, uint32_t *line);
+/* When p was built (its stop), CLOCK_REALTIME ns. tree.c. */
+uint64_t lp__profile_end_real_ns(const lp_profile_t *p);
+/* lp_profile_write_pprof() to a stream. */
+int lp__profile_write_pprof_stream(const lp_profile_t *p, FILE *out);
+
 /* ---- layers.c: layers and phases ---------------------------------------- */
 
 /* The low bits of a frame that are not the site's address (the site is 8-byte aligned). */

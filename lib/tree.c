@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 const lp_site_t lp__truncated_site = {"(deeper than 64 labels)", __FILE__, "", 0, 0, 0, 0, 0, 0};
 
@@ -346,6 +347,7 @@ struct lp_profile {
   lp__pthread_t *threads;
   uint32_t nthreads;
   bool cpu; /* CPU clocks were read */
+  uint64_t end_real_ns; /* CLOCK_REALTIME when it was built */
 };
 
 /* Builder state: nodes refer to labels and parents by index until the end. */
@@ -490,6 +492,8 @@ lp_profile_t *lp__profile_build(const lp__agg_t *a, const lp__mark_t *mark, cons
 
   p->stats = *stats;
   p->cpu = a->cpu;
+  struct timespec rt;
+  if (clock_gettime(CLOCK_REALTIME, &rt) == 0) p->end_real_ns = (uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec;
   p->nnodes = b.nnodes;
   p->nodes = calloc(b.nnodes, sizeof *p->nodes);
   p->kidbuf = calloc(b.nnodes, sizeof *p->kidbuf);
@@ -591,6 +595,13 @@ int lp_profile_thread(const lp_profile_t *p, size_t i, lp_thread_info_t *out) {
 const char *lp_node_label(const lp_node_t *n) { return n ? n->label : NULL; }
 uint64_t lp_node_samples(const lp_node_t *n) { return n ? n->samples : 0; }
 uint64_t lp_node_self(const lp_node_t *n) { return n ? n->self : 0; }
+void lp__node_site(const lp_node_t *n, const char **file, uint32_t *line) {
+  *file = n ? n->file : NULL;
+  *line = n ? n->line : 0;
+}
+
+uint64_t lp__profile_end_real_ns(const lp_profile_t *p) { return p->end_real_ns; }
+
 int lp_profile_has_cpu(const lp_profile_t *p) { return p && p->cpu; }
 uint64_t lp_node_cpu_ns(const lp_node_t *n) { return n ? n->cpu : 0; }
 uint64_t lp_node_self_cpu_ns(const lp_node_t *n) { return n ? n->cpu_self : 0; }

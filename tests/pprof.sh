@@ -1,0 +1,80 @@
+#!/bin/sh
+# pprof.sh: LABELPROF_PROFILE=*.pb.gz and LABELPROF_PROFILE_EVERY, read back
+# by Go's own reader (`go tool pprof`, Debian's golang-go) and checked
+# against the folded stacks of the same profile: every stack, its count of
+# samples, each label's file and line. Without go, the gzip checks run and
+# the rest is skipped with a note.
+srcdir=${srcdir:-.}
+child=./tests/env_child
+tmp=${TMPDIR:-/tmp}/pprof_sh.$$
+mkdir -p "$tmp" || exit 99
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+# One profile at exit, in pprof's format, beside the folded stacks of the same profile.
+LABELPROF_PROFILE="$tmp/p.pb.gz" LABELPROF_FOLDED="$tmp/p.folded" LABELPROF_CPU=1 $child xxxxxxxx >/dev/null 2>"$tmp/err" ||
+  bad "env_child failed: $(cat "$tmp/err")"
+gzip -t "$tmp/p.pb.gz" 2>/dev/null || bad "p.pb.gz is not a valid gzip file"
+[ -s "$tmp/p.folded" ] || bad "no folded stacks"
+# .pprof is the same format.
+LABELPROF_PROFILE="$tmp/q.pprof" $child xx >/dev/null 2>&1 && gzip -t "$tmp/q.pprof" 2>/dev/null || bad "q.pprof is not gzip"
+
+# One profile per period, numbered.
+LABELPROF_PROFILE="$tmp/every-%n.pb.gz" LABELPROF_PROFILE_EVERY=40ms $child xxxxxxxxxxxxxxxxxxxx >/dev/null 2>"$tmp/err" ||
+  bad "env_child with LABELPROF_PROFILE_EVERY failed: $(cat "$tmp/err")"
+n=$(ls "$tmp" | grep -c '^every-[0-9]*\.pb\.gz$')
+[ "$n" -ge 2 ] || bad "LABELPROF_PROFILE_EVERY=40ms over 200 ms wrote $n profiles, want 2 or more"
+for f in "$tmp"/every-*.pb.gz; do gzip -t "$f" 2>/dev/null || bad "$f is not gzip"; done
+
+if ! command -v go >/dev/null 2>&1; then
+  echo "note: go (Debian's golang-go) is not installed: go tool pprof's checks are skipped"
+  [ $fail -eq 0 ] || exit 1
+  exit 77
+fi
+export HOME=${HOME:-$tmp} GOCACHE=$tmp/gocache GOFLAGS=-mod=mod GOTOOLCHAIN=local
+
+# Every stack and its samples, as go tool pprof -traces reads them, in folded form (root first).
+go tool pprof -traces -sample_index=samples "$tmp/p.pb.gz" >"$tmp/traces" 2>"$tmp/err" || bad "go tool pprof -traces: $(cat "$tmp/err")"
+awk '
+  /^-----/ { if (n) { s = st[n]; for (i = n - 1; i >= 1; i--) s = s ";" st[i]; sum[s] += v } n = 0; next }
+  /^ *thread(_id)?:/ { next }
+  /^ +[0-9]+ +/ { v = $1; sub(/^ +[0-9]+ +/, ""); st[++n] = $0; next }
+  /^      +[^ ]/ && n { sub(/^ +/, ""); st[++n] = $0; next }
+  END { for (s in sum) print s " " sum[s] }
+' "$tmp/traces" | sort >"$tmp/from_pprof"
+sort "$tmp/p.folded" >"$tmp/folded_sorted"
+cmp -s "$tmp/from_pprof" "$tmp/folded_sorted" || {
+  bad "the stacks go tool pprof reads differ from the folded stacks"
+  diff "$tmp/from_pprof" "$tmp/folded_sorted"
+}
+
+# Flat and cumulative: env inner is flat only, env request cumulative only; the total is the samples.
+go tool pprof -top -sample_index=samples "$tmp/p.pb.gz" >"$tmp/top" 2>"$tmp/err" || bad "go tool pprof -top: $(cat "$tmp/err")"
+total=$(awk '{ s += $NF } END { print s }' "$tmp/p.folded")
+grep -q "Total samples = $total *$" "$tmp/top" || bad "-top's total is not $total: $(grep Total "$tmp/top")"
+inner=$(awk '$0 ~ /;env inner / { s += $NF } END { print s }' "$tmp/p.folded")
+awk -v want="$inner" '$NF == "inner" && $(NF-1) == "env" { found = 1; if ($1 != want || $4 != want) exit 1 } END { exit !found }' "$tmp/top" ||
+  bad "env inner: flat and cum should both be $inner"
+awk -v want="$total" '$NF == "request" { found = 1; if ($1 != 0 || $4 != want) exit 1 } END { exit !found }' "$tmp/top" ||
+  bad "env request: flat should be 0 and cum $total"
+
+# Function names, files and lines: each label at its call site in env_child.c.
+go tool pprof -raw "$tmp/p.pb.gz" >"$tmp/raw" 2>"$tmp/err" || bad "go tool pprof -raw: $(cat "$tmp/err")"
+for label in "env inner" "env work" "env request"; do
+  line=$(grep -n "\"$label\")" "$srcdir/tests/env_child.c" | head -1 | cut -d: -f1)
+  grep -q " $label [^ ]*env_child.c:$line s=$line\$" "$tmp/raw" || bad "no location '$label env_child.c:$line' in -raw"
+done
+grep -q '^samples/count wall/nanoseconds cpu/nanoseconds\[dflt\]$' "$tmp/raw" || bad "sample types: $(grep count "$tmp/raw")"
+grep -q '^PeriodType: wall nanoseconds$' "$tmp/raw" || bad "no wall/nanoseconds period type"
+grep -q '^Period: 1000000$' "$tmp/raw" || bad "the period is not the 1 ms tick"
+grep -q 'thread:\[env_child\]' "$tmp/raw" || bad "no thread label"
+grep -q 'thread_id:\[[0-9][0-9]*\]' "$tmp/raw" || bad "no thread_id label"
+
+# The periodic profiles are profiles too.
+for f in "$tmp"/every-*.pb.gz; do
+  go tool pprof -top "$f" >/dev/null 2>"$tmp/err" || bad "go tool pprof cannot read $f: $(cat "$tmp/err")"
+done
+
+[ $fail -eq 0 ] || exit 1
+echo "pprof.sh: all checks passed"
