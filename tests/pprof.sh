@@ -71,6 +71,48 @@ grep -q '^Period: 1000000$' "$tmp/raw" || bad "the period is not the 1 ms tick"
 grep -q 'thread:\[env_child\]' "$tmp/raw" || bad "no thread label"
 grep -q 'thread_id:\[[0-9][0-9]*\]' "$tmp/raw" || bad "no thread_id label"
 
+# labelprof pprof: any timeline the command reads, checked against labelprof folded on the same file.
+lp=./tools/labelprof
+to_folded() { # a -traces output, summed by stack, root first
+  awk '
+    /^-----/ { if (n) { s = st[n]; for (i = n - 1; i >= 1; i--) s = s ";" st[i]; sum[s] += v } n = 0; next }
+    /^ *thread(_id)?:/ { next }
+    /^ +[0-9]+ +/ { v = $1; sub(/^ +[0-9]+ +/, ""); st[++n] = $0; next }
+    /^      +[^ ]/ && n { sub(/^ +/, ""); st[++n] = $0; next }
+    END { for (s in sum) print s " " sum[s] }
+  ' "$1" | sort
+}
+for trace in "$srcdir/tests/data/cmd/diff_base.json" "$srcdir/tests/data/cmd/diff_new.json" "$srcdir"/tests/data/nnapi/*.txt; do
+  [ -f "$trace" ] || continue
+  $lp folded "$trace" >"$tmp/cmd.folded" 2>/dev/null || continue
+  $lp pprof "$trace" >"$tmp/cmd.pb.gz" 2>"$tmp/err" || { bad "labelprof pprof $trace: $(cat "$tmp/err")"; continue; }
+  gzip -t "$tmp/cmd.pb.gz" 2>/dev/null || bad "labelprof pprof $trace: not gzip"
+  # -traces prints times with units; -raw gives the plain nanoseconds.
+  go tool pprof -raw "$tmp/cmd.pb.gz" >"$tmp/cmd.raw" 2>"$tmp/err" || { bad "go tool pprof -raw $trace: $(cat "$tmp/err")"; continue; }
+  awk '
+    /^Samples:/ { s = 1; next } /^Locations/ { s = 0; l = 1; next } /^Mappings/ { l = 0 }
+    s && /^ +[0-9]+ +[0-9]+ +[0-9]+: / { sub(/:/, "", $3); w = $2; stack = ""; for (i = 4; i <= NF; i++) stack = stack " " $i; rows[++nr] = w stack }
+    l && /^ +[0-9]+: / { id = $1; sub(/:/, "", id); name = $0; sub(/^ +[0-9]+: 0x0 M=1 /, "", name); sub(/ +s=0$/, "", name); sub(/ :0$/, "", name); names[id] = name }
+    END {
+      for (r = 1; r <= nr; r++) {
+        k = split(rows[r], f, " "); s = names[f[k]]
+        for (i = k - 1; i >= 2; i--) s = s ";" names[f[i]]
+        if (f[1] > 0) sum[s] += f[1]
+      }
+      for (s in sum) print s " " sum[s]
+    }' "$tmp/cmd.raw" | sort >"$tmp/cmd.from_pprof"
+  sort "$tmp/cmd.folded" >"$tmp/cmd.folded_sorted"
+  cmp -s "$tmp/cmd.from_pprof" "$tmp/cmd.folded_sorted" || {
+    bad "labelprof pprof $trace: the stacks differ from labelprof folded"
+    diff "$tmp/cmd.from_pprof" "$tmp/cmd.folded_sorted" | head -10
+  }
+  checked=$((checked + 1))
+done
+[ "${checked:-0}" -ge 2 ] || bad "labelprof pprof was checked on ${checked:-0} traces, want 2 or more"
+printf '{"traceEvents":[{"ph":"B","name":"x","ts":1,"pid":1,"tid":1}' >"$tmp/cut.json"
+$lp pprof "$tmp/cut.json" >"$tmp/cut.pb.gz" 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q 'cut.json' "$tmp/err" || bad "a cut JSON trace: want exit 2 and a message naming it"
+
 # The periodic profiles are profiles too.
 for f in "$tmp"/every-*.pb.gz; do
   go tool pprof -top "$f" >/dev/null 2>"$tmp/err" || bad "go tool pprof cannot read $f: $(cat "$tmp/err")"
