@@ -28,31 +28,38 @@ typedef struct buf {
   bool oom;
 } buf_t;
 
-static void put(buf_t *b, const void *data, size_t n) {
-  if (b->oom) return;
+/* Room for n more bytes; false (and oom) if there is none. */
+static bool room(buf_t *b, size_t n) {
+  if (b->oom) return false;
   if (b->n + n > b->cap) {
     size_t cap = b->cap ? b->cap : 4096;
     while (cap < b->n + n) cap *= 2;
     uint8_t *np = realloc(b->p, cap);
     if (!np) {
       b->oom = true;
-      return;
+      return false;
     }
     b->p = np;
     b->cap = cap;
   }
+  return true;
+}
+
+static void put(buf_t *b, const void *data, size_t n) {
+  if (!room(b, n)) return;
   memcpy(b->p + b->n, data, n);
   b->n += n;
 }
 
 static void varint(buf_t *b, uint64_t v) {
-  uint8_t tmp[10];
-  size_t n = 0;
-  do {
-    tmp[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+  if (!room(b, 10)) return;
+  uint8_t *p = b->p + b->n;
+  while (v > 0x7f) {
+    *p++ = (uint8_t)(v | 0x80);
     v >>= 7;
-  } while (v);
-  put(b, tmp, n);
+  }
+  *p++ = (uint8_t)v;
+  b->n = (size_t)(p - b->p);
 }
 
 /* Wire types: 0 varint, 2 length-delimited. */
@@ -93,6 +100,9 @@ struct lp__pprof {
   fkey_t *funcs;
   uint32_t nfuncs, funcmask;
   uint32_t *funcslots;
+  /* The last sample's thread name and its index, and the label keys' indexes (0: not yet). */
+  const char *last_thread;
+  int64_t last_thread_idx, thread_key, tid_key;
 };
 
 static uint64_t hash_str(const char *s) {
@@ -225,9 +235,13 @@ uint64_t lp__pprof_location(lp__pprof_t *pp, const char *name, const char *file,
 int lp__pprof_sample(lp__pprof_t *pp, const uint64_t *locs, size_t nlocs, int64_t samples, int64_t wall_ns,
                      int64_t cpu_ns, const char *thread, uint64_t tid) {
   buf_t *m = &pp->scratch, *p = &pp->scratch2;
-  int64_t tk = thread ? str_index(pp, "thread") : 0, tv = thread ? str_index(pp, thread) : 0;
-  int64_t ik = tid ? str_index(pp, "thread_id") : 0;
-  if (tk < 0 || tv < 0 || ik < 0) return -ENOMEM;
+  if (thread && !pp->thread_key && (pp->thread_key = str_index(pp, "thread")) < 0) return pp->thread_key = 0, -ENOMEM;
+  if (tid && !pp->tid_key && (pp->tid_key = str_index(pp, "thread_id")) < 0) return pp->tid_key = 0, -ENOMEM;
+  if (thread && thread != pp->last_thread) {
+    if ((pp->last_thread_idx = str_index(pp, thread)) < 0) return pp->last_thread = NULL, -ENOMEM;
+    pp->last_thread = thread;
+  }
+  int64_t tk = pp->thread_key, tv = pp->last_thread_idx, ik = pp->tid_key;
   /* Sample: location_id 1 and value 2, both packed; label 3 (Label: key 1, str 2, num 3). */
   for (size_t i = 0; i < nlocs; i++) varint(p, locs[i]);
   f_msg(m, 1, p);
