@@ -19,6 +19,7 @@
 #include "pprof_enc.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -266,17 +267,18 @@ int lp__pprof_sample(lp__pprof_t *pp, const uint64_t *locs, size_t nlocs, int64_
 /* ---- gzip, stored ------------------------------------------------------------- */
 
 static uint32_t crc_table[256];
-static bool crc_ready;
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+
+static void crc_init(void) {
+  for (uint32_t i = 0; i < 256; i++) {
+    uint32_t c = i;
+    for (int k = 0; k < 8; k++) c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
+    crc_table[i] = c;
+  }
+}
 
 uint32_t lp__crc32(uint32_t crc, const void *data, size_t n) {
-  if (!crc_ready) { /* idempotent: two threads filling it at once write the same values */
-    for (uint32_t i = 0; i < 256; i++) {
-      uint32_t c = i;
-      for (int k = 0; k < 8; k++) c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
-      crc_table[i] = c;
-    }
-    crc_ready = true;
-  }
+  (void)pthread_once(&crc_once, crc_init); /* fails only for a bad argument */
   const uint8_t *p = data;
   crc = ~crc;
   for (size_t i = 0; i < n; i++) crc = crc_table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
