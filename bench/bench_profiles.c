@@ -9,8 +9,11 @@
  *    of another thread's CPU clock, timed alone. Target: at most 1% of one
  *    CPU. (The reads are off by default because this is not met on every
  *    machine: a virtual machine's system calls are slow.)
- * 2. pprof writing (when built with it): a profile of 100,000 distinct
- *    stacks written with lp_profile_write_pprof(). Target: 100 ms.
+ * 2. pprof writing: a profile of 125,000 distinct stacks written with
+ *    lp_profile_write_pprof(), wall and CPU time. Target: 100 ms.
+ * 3. labelprof flamegraph of a large JSON trace against labelprof folded on
+ *    the same file (the same reader and tree): within 10%, and at most 5 MB
+ *    of SVG.
  */
 #include "bench.h"
 
@@ -178,10 +181,68 @@ static void bench_pprof(void) {
          bench_verdict(ms <= 100.0));
 }
 
+/* ---- 3. flamegraph of a large trace: as fast as the command reads it (labelprof folded reads the same way) -- */
+
+static double run_ms(const char *cmd) {
+  double t0 = bench_now_ns();
+  int rc = system(cmd);
+  if (rc != 0) {
+    fprintf(stderr, "bench_profiles: '%s' failed\n", cmd);
+    exit(1);
+  }
+  return (bench_now_ns() - t0) / 1e6;
+}
+
+static void bench_flamegraph(void) {
+  const char *dir = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+  char trace[2048], svg[2048], cmd[8192];
+  snprintf(trace, sizeof trace, "%s/bench_profiles.%d.json", dir, (int)getpid());
+  snprintf(svg, sizeof svg, "%s/bench_profiles.%d.svg", dir, (int)getpid());
+  FILE *f = fopen(trace, "w");
+  if (!f) {
+    fprintf(stderr, "bench_profiles: cannot write %s\n", trace);
+    exit(1);
+  }
+  /* 4 threads, 300,000 scopes each: outer > one of 1000 middles > inner, in order of their starts. */
+  fputs("[", f);
+  for (int t = 0; t < 4; t++)
+    for (long i = 0; i < 100000; i++) {
+      long ts = i * 100;
+      fprintf(f, "%s{\"name\":\"outer\",\"ph\":\"X\",\"ts\":%ld,\"dur\":90,\"pid\":1,\"tid\":%d},\n", t || i ? "," : "", ts, t);
+      fprintf(f, "{\"name\":\"middle %ld\",\"ph\":\"X\",\"ts\":%ld,\"dur\":60,\"pid\":1,\"tid\":%d},\n", i % 1000, ts + 10, t);
+      fprintf(f, "{\"name\":\"inner\",\"ph\":\"X\",\"ts\":%ld,\"dur\":20,\"pid\":1,\"tid\":%d}", ts + 20, t);
+    }
+  fputs("]\n", f);
+  long size = ftell(f);
+  if (fclose(f) != 0) exit(1);
+  double folded[3], flame[3];
+  for (int r = 0; r < 3; r++) {
+    snprintf(cmd, sizeof cmd, "./tools/labelprof folded '%s' >/dev/null", trace);
+    folded[r] = run_ms(cmd);
+    snprintf(cmd, sizeof cmd, "./tools/labelprof flamegraph '%s' >'%s'", trace, svg);
+    flame[r] = run_ms(cmd);
+  }
+  f = fopen(svg, "r");
+  long svgsize = 0;
+  if (f && fseek(f, 0, SEEK_END) == 0) svgsize = ftell(f);
+  if (f) fclose(f);
+  unlink(trace);
+  unlink(svg);
+  double mf = bench_median(folded, 3), mg = bench_median(flame, 3);
+  printf("\n  a %.0f MB JSON trace of 1.2 million scopes: labelprof folded %.0f ms, labelprof flamegraph %.0f ms "
+         "(%.0f MB/s), SVG %.0f kB\n",
+         (double)size / 1e6, mf, mg, (double)size / 1e3 / mg, (double)svgsize / 1e3);
+  printf("  flamegraph within 10%% of the command's reading speed (folded)          %+5.1f%%    %s\n",
+         100.0 * (mg - mf) / mf, bench_verdict(mg <= 1.1 * mf));
+  printf("  flamegraph output <= 5 MB                                              %6.2f MB  %s\n",
+         (double)svgsize / 1e6, bench_verdict(svgsize <= 5000000));
+}
+
 int main(void) {
   printf("labelprof %s: what CPU time and pprof output cost\n", LABELPROF_VERSION_STRING);
   bench_print_machine();
   bench_cpu_reads();
   bench_pprof();
+  bench_flamegraph();
   return 0;
 }
