@@ -14,12 +14,34 @@
  * Perfetto UI and speedscope (lp_trace_start / lp_trace_stop /
  * lp_trace_write_json), or as systrace text for Android's and Linux's
  * tools (lp_trace_write_systrace). Labels may carry a layer and a phase
- * (LP_SCOPE_PHASE: see "layers and phases").
+ * (LP_SCOPE_PHASE: see part 6).
  *
  * A label costs a few stores to memory no other thread writes, so labels can
- * stay in production code. With -DLABELPROF_DISABLE every macro compiles to
- * nothing and every function becomes an inline stub, so the program builds
- * and links without the library.
+ * stay in production code. With -DLABELPROF_DISABLE (or -DLP_DISABLE) every
+ * macro compiles to nothing and every function becomes an inline stub, so
+ * the program builds and links without the library.
+ *
+ * How this file is laid out. The API comes first, in the order a user needs
+ * it; each part opens with what it is for:
+ *   1. Scopes: the macros that label code, their levels, the thread's name.
+ *   2. The profile: the sampled percentage tree (and lp_strerror()).
+ *   3. The timeline: every scope's begin and end, as JSON or systrace text.
+ *   4. The environment: the LABELPROF_* variables' sessions, lp_dump().
+ *   5. Subscribers: callbacks for tools, streams, events.
+ *   6. Layers and phases: NNAPI's vocabulary for scopes.
+ * After the API: the inline code the macros expand to, in
+ * <labelprof/impl.h>, which this file includes and which is not an API; or,
+ * with LABELPROF_DISABLE, every compiled-out replacement, in one block at
+ * the end of this file.
+ *
+ * Where to include it. This header includes <stddef.h>, <stdint.h> and
+ * <stdio.h>: its API has fixed-width integers and FILE. With glibc the
+ * first system header a file includes fixes the feature-test macros for the
+ * whole file: a _GNU_SOURCE, _POSIX_C_SOURCE or _FILE_OFFSET_BITS defined
+ * after it has no effect, and what it would declare (mremap, say) stays
+ * undeclared. So include labelprof.h where a system header may go: after the
+ * file's feature-test macros, for instance after its own system includes;
+ * or define those macros on the command line (-D_GNU_SOURCE).
  *
  * Conventions. Functions that can fail return 0 or a negative errno value;
  * lp_strerror() names it. The library never calls exit() or abort() on a
@@ -27,8 +49,8 @@
  * called from any thread. Labels are string literals, or strings that
  * outlive every profile and trace they appear in.
  *
- * Names that start with lp_impl_ / LP_IMPL_ belong to the inline code in this
- * header. They are not part of the API and change without notice.
+ * Names that start with lp_impl_ / LP_IMPL_ belong to the inline code. They
+ * are not part of the API and change without notice.
  */
 #ifndef LABELPROF_H
 #define LABELPROF_H
@@ -42,6 +64,11 @@
 #define LABELPROF_VERSION_PATCH 0
 #define LABELPROF_VERSION_STRING "0.1.0"
 
+/* LP_DISABLE, the name the LP_ macros suggest, compiles labelprof out as LABELPROF_DISABLE does. */
+#if defined(LP_DISABLE) && !defined(LABELPROF_DISABLE)
+#define LABELPROF_DISABLE 1
+#endif
+
 #if defined(__GNUC__) || defined(__clang__)
 #define LP_EXPORT __attribute__((visibility("default")))
 #else
@@ -52,9 +79,58 @@
 extern "C" {
 #endif
 
-/* ------------------------------------------------------------------------ */
-/* Call sites and levels                                                    */
-/* ------------------------------------------------------------------------ */
+/* ======================================================================== */
+/* 1. Scopes                                                                */
+/* ======================================================================== */
+
+/*
+ * A scope labels the code from where it opens to where its block ends. Each
+ * thread keeps a pseudo-stack of its open labels; the profile samples it and
+ * the timeline records its begins and ends. Nothing needs registering: a
+ * thread joins at its first label. Scopes with a layer and a phase
+ * (LP_SCOPE_PHASE, LP_PHASE_SWITCH, LP_SCOPE_SUBTRACT) are in part 6;
+ * LP_NOTIFY_SCOPE, a scope for subscribers only, is in part 5.
+ *
+ * LP_SCOPE("label"): a label from here to the end of the enclosing block,
+ * however the block is left (return, break, goto). Usable several times in
+ * one block. A runtime-level scope for the timeline.
+ *
+ * LP_SCOPE_L(level, "label"): the same with an LP_LEVEL_* bit.
+ *
+ * A label is a constant expression: a string literal, or the address of a
+ * static array. NULL is accepted and reported as "(null)".
+ *
+ * LP_BEGIN("label") ... LP_END(): a manual pair, for code that cannot use a
+ * block. LP_END() ends the innermost label of the calling thread, whichever
+ * it is. An LP_END() with nothing to end (also on a thread that never used a
+ * label) is counted and ignored. (A manual pair deeper than
+ * LP_STACK_CAPACITY is on the pseudo-stack but not on the timeline.)
+ *
+ * Labels are not async-signal-safe: do not use them in signal handlers. A
+ * thread's first label allocates, and a handler's label could interleave
+ * with the push it interrupted.
+ *
+ * The pseudo-stack survives mistakes: a scope that ends while labels it did
+ * not start are still open above it (a longjmp, a missing LP_END) pops them
+ * too, and counts a mismatch. Nothing is ever written beyond the stack. On
+ * the timeline, begins and ends carry their depth, so the scopes a longjmp
+ * skipped are closed where the scope that caught it ends, even in recursion.
+ *
+ * At exit: labels keep working after the environment's reports are written
+ * (in destructors, in atexit handlers that run later, on threads still
+ * running); they are simply not recorded. The program's own atexit handlers
+ * run before labelprof's and are recorded; its destructor functions run
+ * before it with the shared library and after it with the static one.
+ *
+ * For the timeline only (they are not on the pseudo-stack):
+ *
+ * LP_INSTANT("label"), LP_INSTANT_L(level, "label"): a point in time on the
+ * calling thread's lane.
+ *
+ * LP_COUNTER("name", value), LP_COUNTER_L(level, "name", value): the value
+ * (a 64-bit integer) of a counter from now on, drawn as a graph. value is
+ * evaluated only when the level is recorded.
+ */
 
 /*
  * Trace levels, a bitmask. Each scope has one level; a timeline records the
@@ -67,6 +143,13 @@ extern "C" {
 #define LP_LEVEL_DEBUG    0x8u /* fine detail, usually left off */
 #define LP_LEVEL_STANDARD (LP_LEVEL_RUNTIME | LP_LEVEL_OPERATOR)
 #define LP_LEVEL_ALL      0xfu
+
+/*
+ * The deepest pseudo-stack recorded per thread. Deeper scopes still nest and
+ * unwind correctly; the profile shows them as one "(deeper than 64 labels)"
+ * node under the 64th.
+ */
+#define LP_STACK_CAPACITY 64
 
 /*
  * One record per call site, created by the macros as a static constant: the
@@ -82,84 +165,12 @@ typedef struct lp_site {
   const char *func;  /* __func__ of the call site */
   uint32_t line;     /* __LINE__ of the call site */
   uint32_t level;    /* one LP_LEVEL_* bit */
-  /* ---- layers and phases (LP_SCOPE_PHASE, LP_PHASE_SWITCH, LP_SCOPE_SUBTRACT) ---- */
+  /* layers and phases (part 6): zero for a plain label */
   uint8_t layer; /* LP_LAYER_*; LP_LAYER_NONE (0) for a label without a layer */
   uint8_t phase; /* LP_PHASE_*; meaningful only with a layer */
   uint8_t mode;  /* LP_MODE_SCOPE, LP_MODE_SWITCH or LP_MODE_SUBTRACT */
   uint8_t reserved_layers; /* zero */
-  /* ---- end of layers and phases ---- */
 } __attribute__((aligned(8))) lp_site_t;
-
-/* ---- layers and phases ----------------------------------------------------
- *
- * The vocabulary of Android's NNAPI tracing (NNTRACE_*), for any program:
- * a labelled scope may say which layer of the software runs in it and in
- * which phase of the work. The timeline then carries both (Chrome JSON
- * "cat":"runtime,preparation"; systrace tags [NN_LR_PP]), and tools
- * (`labelprof layers`, AOSP's parse_systrace.py for systrace files) add up
- * self and total times per layer and phase.
- *
- * Layers, from the top: the application, the runtime (a framework or
- * library the application calls), IPC (the client side of calls into
- * another process), the driver (the server side: the process doing the
- * work), the CPU (work done on the CPU instead of an accelerator), and
- * utility code, whose time stays with whoever called it.
- */
-#define LP_LAYER_NONE        0 /* a plain label: not attributed */
-#define LP_LAYER_APPLICATION 1 /* systrace tag LA */
-#define LP_LAYER_RUNTIME     2 /* LR */
-#define LP_LAYER_IPC         3 /* LI */
-#define LP_LAYER_DRIVER      4 /* LD */
-#define LP_LAYER_CPU         5 /* LC */
-#define LP_LAYER_UTILITY     6 /* LU */
-
-/*
- * Phases. UNSPECIFIED takes the enclosing scope's phase. EXECUTION has four
- * subphases (I/O, transformation, computation, results) whose time also
- * counts in EXECUTION. OVERALL, WARMUP and BENCHMARK belong to the
- * application layer: a whole run, and its warm-up and measured parts.
- * INITIALIZATION is one-time work: its time is moved out of whatever phase
- * encloses it.
- */
-#define LP_PHASE_UNSPECIFIED    0  /* PU: the enclosing scope's phase */
-#define LP_PHASE_INITIALIZATION 1  /* PI */
-#define LP_PHASE_PREPARATION    2  /* PP */
-#define LP_PHASE_COMPILATION    3  /* PC */
-#define LP_PHASE_EXECUTION      4  /* PE */
-#define LP_PHASE_IO             5  /* PIO, a subphase of execution */
-#define LP_PHASE_TRANSFORMATION 6  /* PTR, a subphase of execution */
-#define LP_PHASE_COMPUTATION    7  /* PCO, a subphase of execution */
-#define LP_PHASE_RESULTS        8  /* PR, a subphase of execution */
-#define LP_PHASE_TERMINATION    9  /* PT */
-#define LP_PHASE_OVERALL        10 /* PO, application only */
-#define LP_PHASE_WARMUP         11 /* PWU, application only */
-#define LP_PHASE_BENCHMARK      12 /* PBM, application only */
-
-/* What kind of scope a site opens (lp_site_t.mode). */
-#define LP_MODE_SCOPE    0 /* LP_SCOPE_PHASE, and every plain label */
-#define LP_MODE_SWITCH   1 /* LP_PHASE_SWITCH: systrace prefix [SW] */
-#define LP_MODE_SUBTRACT 2 /* LP_SCOPE_SUBTRACT: systrace prefix [SUB] */
-/* ---- end of layers and phases ---- */
-
-/*
- * The deepest pseudo-stack recorded per thread. Deeper scopes still nest and
- * unwind correctly; the profile shows them as one "(deeper than 64 labels)"
- * node under the 64th.
- */
-#define LP_STACK_CAPACITY 64
-
-/* ------------------------------------------------------------------------ */
-/* Errors and threads                                                       */
-/* ------------------------------------------------------------------------ */
-
-/*
- * A short English description of a value returned by this library (0 or a
- * negative errno such as -EBUSY; the sign does not matter), in the library's
- * own words where a value has a meaning of its own (-EBUSY: already
- * running), else the system's description of that errno. Never NULL; the
- * string is static; safe from any thread.
- */
-LP_EXPORT const char *lp_strerror(int err);
 
 /*
  * Names the calling thread in reports (the per-thread trees, and timeline
@@ -170,9 +181,25 @@ LP_EXPORT const char *lp_strerror(int err);
  */
 LP_EXPORT int lp_thread_set_name(const char *name);
 
-/* ------------------------------------------------------------------------ */
-/* The sampled profile                                                      */
-/* ------------------------------------------------------------------------ */
+/* ======================================================================== */
+/* 2. The profile                                                           */
+/* ======================================================================== */
+
+/*
+ * The sampled profile: a collector thread looks at every labelled thread's
+ * pseudo-stack hz times a second, and the samples make a tree of
+ * percentages, printed in the gemmlowp layout or written as folded stacks
+ * for flame graphs. It costs the labelled threads nothing but their labels.
+ */
+
+/*
+ * A short English description of a value returned by this library (0 or a
+ * negative errno such as -EBUSY; the sign does not matter), in the library's
+ * own words where a value has a meaning of its own (-EBUSY: already
+ * running), else the system's description of that errno. Never NULL; the
+ * string is static; safe from any thread.
+ */
+LP_EXPORT const char *lp_strerror(int err);
 
 /*
  * A finished profile: the tree of samples of every thread that used labels
@@ -389,9 +416,17 @@ LP_EXPORT const lp_node_t *lp_node_child(const lp_node_t *n, size_t i);
 /* The child with this label text, or NULL. */
 LP_EXPORT const lp_node_t *lp_node_find(const lp_node_t *n, const char *label);
 
-/* ------------------------------------------------------------------------ */
-/* The timeline                                                             */
-/* ------------------------------------------------------------------------ */
+/* ======================================================================== */
+/* 3. The timeline                                                          */
+/* ======================================================================== */
+
+/*
+ * The timeline: while a session records, every scope whose level is
+ * enabled writes a begin and an end event, stamped with the CPU's counter
+ * where it is sound (see lp_clock_t), into its thread's buffer; instants, counters and work on virtual tracks
+ * join them. A session is written as Chrome Trace Event JSON or as systrace
+ * text.
+ */
 
 /*
  * What happens when the event memory budget is spent:
@@ -522,8 +557,7 @@ LP_EXPORT int lp_trace_running(void);
  */
 LP_EXPORT int lp_trace_write_json(const char *path, const char *process_name);
 
-/* ---- layers and phases: systrace ------------------------------------------
- *
+/*
  * Writes the program's current (or last) session, the same events as
  * lp_trace_write_json() writes (its window, its levels, every thread), as
  * systrace text: the kernel's ftrace text format with the TGID column, the
@@ -570,18 +604,6 @@ LP_EXPORT int lp_trace_write_json(const char *path, const char *process_name);
  * that failed.
  */
 LP_EXPORT int lp_trace_write_systrace(const char *path);
-
-/*
- * The lowercase names of a layer and of a phase, as the JSON's "cat" and
- * args and `labelprof layers` write them: "application", "runtime", "ipc",
- * "driver", "cpu", "utility"; "unspecified", "initialization",
- * "preparation", "compilation", "execution", "io", "transformation",
- * "computation", "results", "termination", "overall", "warmup",
- * "benchmark". NULL for LP_LAYER_NONE and for values out of range.
- */
-LP_EXPORT const char *lp_layer_name(int layer);
-LP_EXPORT const char *lp_phase_name(int phase);
-/* ---- end of layers and phases: systrace ---- */
 
 /* Counters of the current (or last) session. */
 typedef struct lp_trace_stats {
@@ -638,9 +660,17 @@ LP_EXPORT lp_track_t lp_track_create(const char *name);
  */
 LP_EXPORT int lp_track_complete(lp_track_t track, const char *name, uint64_t start_ns, uint64_t dur_ns);
 
-/* ------------------------------------------------------------------------ */
-/* The environment's sessions                                               */
-/* ------------------------------------------------------------------------ */
+/* ======================================================================== */
+/* 4. The environment                                                       */
+/* ======================================================================== */
+
+/*
+ * Without a line of code beyond the labels, the LABELPROF_* environment
+ * variables (the README lists them) start a profile and a timeline when the
+ * library loads and write their reports at exit. These sessions run beside
+ * the program's own (parts 2 and 3) and take nothing from them. lp_dump()
+ * writes their reports at a moment of the program's choosing.
+ */
 
 /*
  * Writes what the LABELPROF_* variables asked for, so far, without stopping
@@ -657,9 +687,9 @@ LP_EXPORT int lp_track_complete(lp_track_t track, const char *name, uint64_t sta
  */
 LP_EXPORT int lp_dump(void);
 
-/* ------------------------------------------------------------------------ */
-/* Subscribers: streams, trace points, events and callbacks                 */
-/* ------------------------------------------------------------------------ */
+/* ======================================================================== */
+/* 5. Subscribers                                                           */
+/* ======================================================================== */
 
 /*
  * Tools receive what a program does through callbacks. Everything that can
@@ -922,46 +952,60 @@ static inline int lp_notify_wanted(uint8_t stream, uint16_t type);
  * the pairing promise above. A declaration, like LP_SCOPE.
  */
 
-/* ------------------------------------------------------------------------ */
-/* The macros                                                               */
-/* ------------------------------------------------------------------------ */
+/* ======================================================================== */
+/* 6. Layers and phases                                                     */
+/* ======================================================================== */
 
 /*
- * LP_SCOPE("label"): a label from here to the end of the enclosing block,
- * however the block is left (return, break, goto). Usable several times in
- * one block. A runtime-level scope for the timeline.
+ * The vocabulary of Android's NNAPI tracing (NNTRACE_*), for any program:
+ * a labelled scope may say which layer of the software runs in it and in
+ * which phase of the work. The timeline then carries both (Chrome JSON
+ * "cat":"runtime,preparation"; systrace tags [NN_LR_PP]), and tools
+ * (`labelprof layers`, AOSP's parse_systrace.py for systrace files) add up
+ * self and total times per layer and phase.
  *
- * LP_SCOPE_L(level, "label"): the same with an LP_LEVEL_* bit.
- *
- * A label is a constant expression: a string literal, or the address of a
- * static array. NULL is accepted and reported as "(null)".
- *
- * LP_BEGIN("label") ... LP_END(): a manual pair, for code that cannot use a
- * block. LP_END() ends the innermost label of the calling thread, whichever
- * it is. An LP_END() with nothing to end (also on a thread that never used a
- * label) is counted and ignored. (A manual pair deeper than
- * LP_STACK_CAPACITY is on the pseudo-stack but not on the timeline.)
- *
- * Labels are not async-signal-safe: do not use them in signal handlers. A
- * thread's first label allocates, and a handler's label could interleave
- * with the push it interrupted.
- *
- * The pseudo-stack survives mistakes: a scope that ends while labels it did
- * not start are still open above it (a longjmp, a missing LP_END) pops them
- * too, and counts a mismatch. Nothing is ever written beyond the stack. On
- * the timeline, begins and ends carry their depth, so the scopes a longjmp
- * skipped are closed where the scope that caught it ends, even in recursion.
- *
- * At exit: labels keep working after the environment's reports are written
- * (in destructors, in atexit handlers that run later, on threads still
- * running); they are simply not recorded. The program's own atexit handlers
- * run before labelprof's and are recorded; its destructor functions run
- * before it with the shared library and after it with the static one.
- *
- * For the timeline only (they are not on the pseudo-stack):
- *
- * ---- layers and phases ----
- *
+ * Layers, from the top: the application, the runtime (a framework or
+ * library the application calls), IPC (the client side of calls into
+ * another process), the driver (the server side: the process doing the
+ * work), the CPU (work done on the CPU instead of an accelerator), and
+ * utility code, whose time stays with whoever called it.
+ */
+#define LP_LAYER_NONE        0 /* a plain label: not attributed */
+#define LP_LAYER_APPLICATION 1 /* systrace tag LA */
+#define LP_LAYER_RUNTIME     2 /* LR */
+#define LP_LAYER_IPC         3 /* LI */
+#define LP_LAYER_DRIVER      4 /* LD */
+#define LP_LAYER_CPU         5 /* LC */
+#define LP_LAYER_UTILITY     6 /* LU */
+
+/*
+ * Phases. UNSPECIFIED takes the enclosing scope's phase. EXECUTION has four
+ * subphases (I/O, transformation, computation, results) whose time also
+ * counts in EXECUTION. OVERALL, WARMUP and BENCHMARK belong to the
+ * application layer: a whole run, and its warm-up and measured parts.
+ * INITIALIZATION is one-time work: its time is moved out of whatever phase
+ * encloses it.
+ */
+#define LP_PHASE_UNSPECIFIED    0  /* PU: the enclosing scope's phase */
+#define LP_PHASE_INITIALIZATION 1  /* PI */
+#define LP_PHASE_PREPARATION    2  /* PP */
+#define LP_PHASE_COMPILATION    3  /* PC */
+#define LP_PHASE_EXECUTION      4  /* PE */
+#define LP_PHASE_IO             5  /* PIO, a subphase of execution */
+#define LP_PHASE_TRANSFORMATION 6  /* PTR, a subphase of execution */
+#define LP_PHASE_COMPUTATION    7  /* PCO, a subphase of execution */
+#define LP_PHASE_RESULTS        8  /* PR, a subphase of execution */
+#define LP_PHASE_TERMINATION    9  /* PT */
+#define LP_PHASE_OVERALL        10 /* PO, application only */
+#define LP_PHASE_WARMUP         11 /* PWU, application only */
+#define LP_PHASE_BENCHMARK      12 /* PBM, application only */
+
+/* What kind of scope a site opens (lp_site_t.mode). */
+#define LP_MODE_SCOPE    0 /* LP_SCOPE_PHASE, and every plain label */
+#define LP_MODE_SWITCH   1 /* LP_PHASE_SWITCH: systrace prefix [SW] */
+#define LP_MODE_SUBTRACT 2 /* LP_SCOPE_SUBTRACT: systrace prefix [SUB] */
+
+/*
  * LP_SCOPE_PHASE(layer, phase, "label"): LP_SCOPE with an LP_LAYER_* and an
  * LP_PHASE_* (NNAPI's NNTRACE_FULL). It costs what LP_SCOPE costs.
  *
@@ -985,656 +1029,18 @@ static inline int lp_notify_wanted(uint8_t stream, uint16_t type);
  *
  * All three record at LP_LEVEL_RUNTIME. Labels without a layer are
  * untouched by any of this: same tree, same timeline, same files.
- * ---- end of layers and phases ----
- *
- * LP_INSTANT("label"), LP_INSTANT_L(level, "label"): a point in time on the
- * calling thread's lane.
- *
- * LP_COUNTER("name", value), LP_COUNTER_L(level, "name", value): the value
- * (a 64-bit integer) of a counter from now on, drawn as a graph. value is
- * evaluated only when the level is recorded.
  */
-#ifndef LABELPROF_DISABLE
-
-#define LP_SCOPE(label) LP_SCOPE_L(LP_LEVEL_RUNTIME, label)
-#define LP_SCOPE_L(level, label) LP_IMPL_SCOPE(level, label, __COUNTER__)
-#define LP_BEGIN(label) LP_BEGIN_L(LP_LEVEL_RUNTIME, label)
-#define LP_BEGIN_L(level, label) \
-  do { \
-    static const lp_site_t lp_impl_begin_site = LP_IMPL_SITE(label, level); \
-    lp_impl_begin(&lp_impl_begin_site); \
-  } while (0)
-#define LP_END() lp_impl_end()
-#define LP_INSTANT(label) LP_INSTANT_L(LP_LEVEL_RUNTIME, label)
-#define LP_INSTANT_L(lvl, text) \
-  do { \
-    static const lp_site_t lp_impl_instant_site = LP_IMPL_SITE(text, lvl); \
-    uint32_t lp_impl_lv = LP_IMPL_LOAD_RELAXED(lp_impl_levels); \
-    if (LP_IMPL_UNLIKELY(lp_impl_instant_site.level & lp_impl_lv)) \
-      lp_impl_instant((uintptr_t)&lp_impl_instant_site | LP_IMPL_EV_INSTANT, lp_impl_lv); \
-  } while (0)
-#define LP_NOTIFY_SCOPE(stream, type, parent, event, instance, user_data) \
-  lp_impl_nscope_t LP_IMPL_CAT(lp_impl_nscope_, __COUNTER__) __attribute__((cleanup(lp_impl_nscope_leave), unused)) = \
-      lp_impl_nscope_enter((stream), (type), (parent), (event), (instance), (user_data))
-#define LP_COUNTER(name, value) LP_COUNTER_L(LP_LEVEL_RUNTIME, name, value)
-#define LP_COUNTER_L(lvl, text, value) \
-  do { \
-    static const lp_site_t lp_impl_counter_site = LP_IMPL_SITE(text, lvl); \
-    if (LP_IMPL_UNLIKELY(lp_impl_counter_site.level & LP_IMPL_LOAD_RELAXED(lp_impl_levels))) \
-      lp_impl_counter(&lp_impl_counter_site, (int64_t)(value)); \
-  } while (0)
-
-/* ---- layers and phases ---- */
-#define LP_SCOPE_PHASE(layer, phase, label) LP_IMPL_SCOPE_LP(layer, phase, LP_MODE_SCOPE, label, __COUNTER__)
-#define LP_SCOPE_SUBTRACT(layer, phase, label) LP_IMPL_SCOPE_LP(layer, phase, LP_MODE_SUBTRACT, label, __COUNTER__)
-#define LP_PHASE_SWITCH(layer, phase, label) LP_IMPL_SWITCH(layer, phase, label, __COUNTER__)
-/* ---- end of layers and phases ---- */
-
-#else /* LABELPROF_DISABLE */
 
 /*
- * Compiled out, the macros keep their grammar: LP_SCOPE and LP_SCOPE_L are
- * still declarations, so that `LP_SCOPE("f"); int s = 0;` is as clean under
- * -Wdeclaration-after-statement as in the enabled build, and the others are
- * still statements. A scope becomes an enumeration constant whose value is
- * the size of a call to lp_impl_disabled_site(): the level and the label are
- * checked as the enabled build checks them, nothing is evaluated, nothing is
- * left unused, and the function is never defined or linked (a sizeof operand
- * is not evaluated).
+ * The lowercase names of a layer and of a phase, as the JSON's "cat" and
+ * args and `labelprof layers` write them: "application", "runtime", "ipc",
+ * "driver", "cpu", "utility"; "unspecified", "initialization",
+ * "preparation", "compilation", "execution", "io", "transformation",
+ * "computation", "results", "termination", "overall", "warmup",
+ * "benchmark". NULL for LP_LAYER_NONE and for values out of range.
  */
-int lp_impl_disabled_site(uint32_t level, const char *label);
-#define LP_IMPL_DISABLED_SITE(level, label) sizeof(lp_impl_disabled_site((uint32_t)(level), (label)))
-#define LP_SCOPE(label) LP_SCOPE_L(LP_LEVEL_RUNTIME, label)
-#define LP_SCOPE_L(level, label) \
-  enum { LP_IMPL_CAT(lp_impl_disabled_scope_, __COUNTER__) = LP_IMPL_DISABLED_SITE(level, label) }
-#define LP_BEGIN(label) LP_BEGIN_L(LP_LEVEL_RUNTIME, label)
-#define LP_BEGIN_L(level, label) ((void)LP_IMPL_DISABLED_SITE(level, label))
-#define LP_END() ((void)0)
-#define LP_INSTANT(label) LP_INSTANT_L(LP_LEVEL_RUNTIME, label)
-#define LP_INSTANT_L(level, label) ((void)LP_IMPL_DISABLED_SITE(level, label))
-/*
- * The value is never evaluated, yet what only feeds a counter still counts as
- * used (no unused-variable or unneeded-function warnings), and it is checked
- * for conversion to int64_t as in the enabled build.
- */
-#define LP_NOTIFY_SCOPE(stream, type, parent, event, instance, user_data) \
-  enum { LP_IMPL_CAT(lp_impl_disabled_nscope_, __COUNTER__) = \
-             sizeof(lp_impl_disabled_nscope((stream), (type), (parent), (event), (instance), (user_data))) }
-int lp_impl_disabled_nscope(uint8_t stream, uint16_t type, const lp_event_t *parent, const lp_event_t *event,
-                            uint64_t instance, const void *user_data);
-#define LP_COUNTER(name, value) ((void)(1 ? 0 : (int64_t)(value)))
-#define LP_COUNTER_L(level, name, value) ((void)(1 ? 0 : (int64_t)(value)))
-/* ---- layers and phases: compiled out, checked like LP_SCOPE_L ---- */
-#define LP_IMPL_DISABLED_LP(layer, phase, label) \
-  enum { LP_IMPL_CAT(lp_impl_disabled_scope_, __COUNTER__) = \
-             LP_IMPL_DISABLED_SITE((layer) * 0 + (phase) * 0 + LP_LEVEL_RUNTIME, label) }
-#define LP_SCOPE_PHASE(layer, phase, label) LP_IMPL_DISABLED_LP(layer, phase, label)
-#define LP_SCOPE_SUBTRACT(layer, phase, label) LP_IMPL_DISABLED_LP(layer, phase, label)
-#define LP_PHASE_SWITCH(layer, phase, label) LP_IMPL_DISABLED_LP(layer, phase, label)
-/* ---- end of layers and phases ---- */
-
-#endif /* LABELPROF_DISABLE */
-
-/* ------------------------------------------------------------------------ */
-/* Inline implementation: not API                                           */
-/* ------------------------------------------------------------------------ */
-
-/*
- * The per-thread state the macros touch. The owning thread is its only
- * writer. `word` holds the stack depth in its low 16 bits and a change
- * counter above them; every push and pop publishes a new word with a release
- * store, and a push writes its frame (also with a release store) before
- * publishing. A reader (the collector) copies the frames, with acquire loads,
- * between two reads of the word and keeps the copy only if the word did not
- * change: a frame is only rewritten after a pop has published a new word, and
- * the frame's release store carries that word to any reader that sees the
- * new frame, so an unchanged word means an untorn copy. The counter never
- * goes back, so no word is ever published twice. On x86 all of this compiles
- * to plain moves.
- *
- * Frames hold the site pointer with bit 0 set when the scope also recorded
- * a timeline begin event, and bit 1 set when its begin reached subscribers
- * (sites are 8-aligned).
- *
- * Timeline cursor: events go to [tcur, tlim) of the current chunk. The room
- * between tlim and tend is kept for the ends of the scopes whose begins this
- * thread recorded and that are still open: a begin moves tlim down one slot,
- * its end moves it back up, so an end always finds room, even after the
- * budget is spent or the session has stopped.
- */
-/*
- * Shared fields are plain types accessed only through the __atomic builtins
- * (GCC and Clang, every C and C++ standard), so the header compiles cleanly
- * under -std=c99 -pedantic and C++11 as well as C11.
- */
-#define LP_IMPL_LOAD_RELAXED(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
-#define LP_IMPL_LOAD_ACQUIRE(x) __atomic_load_n(&(x), __ATOMIC_ACQUIRE)
-#define LP_IMPL_STORE_RELAXED(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
-#define LP_IMPL_STORE_RELEASE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELEASE)
-
-typedef struct lp_impl_event {
-  uint64_t ts;   /* clock ticks, or a counter's value */
-  uintptr_t tag; /* site pointer | event kind; begins and ends also carry the depth in bits 56-63 */
-} lp_impl_event_t;
-
-typedef struct lp_impl_thread {
-  uint64_t word;          /* depth | change counter << 16 */
-  lp_impl_event_t *tcur;  /* timeline: the next free slot, published with release */
-  lp_impl_event_t *tlim;  /* begins, instants and counters stop here */
-  lp_impl_event_t *tend;  /* the end of the chunk: ends may go up to here */
-  uint64_t dropped;       /* events dropped inline because the budget is spent */
-  uintptr_t frames[LP_STACK_CAPACITY];
-} lp_impl_thread_t;
-
-/*
- * A scope keeps the word its push published, so that its end stores the
- * next word computed from a register when nothing was pushed or popped in
- * between: then the pop waits on no load of the word (on Intel a store
- * forwarded to a dependent load costs about 5 cycles). It still loads the
- * word, but only to compare, which a predicted branch takes off the chain.
- * The word is published ^ LP_IMPL_TRACED_MARK when the scope recorded a
- * begin (no published word has that bit in its depth, so a traced scope ends
- * on its own branch), and LP_IMPL_NOT_PUSHED when nothing was pushed.
- */
-typedef struct lp_impl_scope {
-  const lp_site_t *site;
-  uint64_t word;
-} lp_impl_scope_t;
-
-#define LP_IMPL_DEPTH_MASK  0xffffu
-#define LP_IMPL_COUNT_ONE   0x10000u
-#define LP_IMPL_TRACED_MARK 0x8000u /* depths stay below it */
-#define LP_IMPL_NOT_PUSHED  0x7ffeu /* a depth no stack reaches; no published word equals it */
-#define LP_IMPL_TRACED      0x1u    /* in a frame: the scope recorded a begin */
-#define LP_IMPL_SPENT       0x80000000u /* in lp_impl_levels: the discard budget is spent */
-#define LP_IMPL_EV_BEGIN    0x0u /* event kinds, in the low bits of an event's tag */
-#define LP_IMPL_EV_END      0x1u
-#define LP_IMPL_EV_INSTANT  0x2u
-#define LP_IMPL_EV_COUNTER  0x3u /* followed by a slot holding the value */
-#define LP_IMPL_EV_KIND     0x7u
-#if UINTPTR_MAX > 0xffffffffu
-/* Depth 0..255 in the top byte (no user-space pointer reaches it); 255 means 255 or deeper. */
-#define LP_IMPL_DEPTH_TAG(d) ((uintptr_t)((d) < 255u ? (d) : 255u) << 56)
-#else
-#define LP_IMPL_DEPTH_TAG(d) ((uintptr_t)0 * (d))
-#endif
-
-/* The hot path is inlined whatever the compiler's size heuristics say: a call would double its cost. */
-#define LP_IMPL_INLINE static inline __attribute__((always_inline))
-#define LP_IMPL_LIKELY(x) __builtin_expect(!!(x), 1)
-#define LP_IMPL_UNLIKELY(x) __builtin_expect(!!(x), 0)
-
-/*
- * The calling thread's state. Initial-exec TLS: reached with one
- * thread-pointer-relative load, never through __tls_get_addr, also from a
- * shared library. Before a thread's first label it points at a shared,
- * read-only state whose depth is out of range, so the first push takes the
- * slow path, which registers the thread.
- */
-LP_EXPORT extern __thread lp_impl_thread_t *lp_impl_self __attribute__((tls_model("initial-exec")));
-/*
- * The trace levels being recorded (0 when no timeline is), and LP_IMPL_SPENT;
- * while subscribers listen to labels, also every level and LP_IMPL_SUBS.
- */
-LP_EXPORT extern uint32_t lp_impl_levels;
-/* 1 when events are stamped with the CPU's counter; set before the first event, never changed after. */
-LP_EXPORT extern int lp_impl_clock_counter;
-
-LP_EXPORT uint64_t lp_impl_push_slow(uintptr_t tag);
-LP_EXPORT uint64_t lp_impl_enter_slow(const lp_site_t *site, int manual);
-LP_EXPORT void lp_impl_leave_slow(const lp_site_t *site, uint64_t word);
-LP_EXPORT void lp_impl_end_slow(void);
-LP_EXPORT void lp_impl_end_event_slow(uintptr_t site, uint32_t depth);
-LP_EXPORT void lp_impl_instant_slow(uintptr_t tag);
-LP_EXPORT uint64_t lp_impl_ticks_slow(void);
-LP_EXPORT void lp_impl_counter(const lp_site_t *site, int64_t value);
-/* ---- layers and phases ---- */
-LP_EXPORT lp_impl_scope_t lp_impl_switch_enter(const lp_site_t *site);
-LP_EXPORT void lp_impl_switch_leave(lp_impl_scope_t *s);
-/* ---- end of layers and phases ---- */
-
-/* Subscribers (see "subscribers: the inline part" below). */
-#define LP_IMPL_NOTIFIED 0x2u       /* in a frame: the scope's begin reached subscribers */
-#define LP_IMPL_SUBS 0x40000000u    /* in lp_impl_levels: subscribers listen to labels */
-#define LP_IMPL_WANT_BIT(type) ((uint64_t)1 << ((((unsigned)(type) >> 1) ^ ((unsigned)(type) >> 8)) & 63u))
-LP_EXPORT extern uint64_t lp_impl_wanted[256];
-LP_EXPORT uint64_t lp_impl_enter_notify(const lp_site_t *site, int manual);
-LP_EXPORT void lp_impl_end_notify(uintptr_t tag, uint32_t depth);
-LP_EXPORT void lp_impl_instant_notify(uintptr_t tag);
-LP_EXPORT int lp_impl_notify_wanted_slow(uint8_t stream, uint16_t type);
-/* lp_notify() past its test of lp_impl_wanted, which the caller made and found set (or stream 0). */
-LP_EXPORT int lp_impl_notify_listened(uint8_t stream, uint16_t type, const lp_event_t *parent,
-                                      const lp_event_t *event, uint64_t instance, const void *user_data);
-LP_EXPORT int32_t lp_impl_nscope_begin(uint8_t stream, uint16_t type, const lp_event_t *parent,
-                                       const lp_event_t *event, uint64_t instance, const void *user_data);
-LP_EXPORT void lp_impl_nscope_end(int32_t pin);
-
-/*
- * The part of the library's subscriber state that the inline label paths
- * read (lib/subs.c has the rest and the protocol). A snapshot of the enabled
- * subscribers starts with the labels stream's scope pair: nscope calls, each
- * a begin and an end callback (never NULL), the subscriber's data and its
- * instance slot. A thread's state starts with its guard (set inside a
- * callback, and in the shared states of threads without one), its two
- * ready-made label notifications, lp_notify's notification, slot and pin,
- * and frame d's hazard pointer and instance slots. A snapshot also has the
- * key table that finds the calls for a (stream, pair of types): the key's
- * home is (key * 2654435761) >> 7 & mask. lp_impl_subs_current is the current snapshot, never NULL;
- * lp_impl_subs_asym is 1 while readers may pin without a fence (the writer
- * runs membarrier(2)).
- */
-#define LP_IMPL_MAX_SUBS 16
-#define LP_IMPL_SUBS_TRACED 0x20000000u /* in lp_impl_levels: subscribers listen and a timeline records */
-typedef struct lp_impl_call {
-  lp_callback_t cb[2]; /* the begin's callback, the end's */
-  void *data;
-  uint32_t slot;
-} lp_impl_call_t;
-typedef struct lp_impl_key {
-  uint32_t key; /* stream << 16 | even type; 0 = empty */
-  uint32_t count;
-  const lp_impl_call_t *first; /* its calls, in subscriber order */
-} lp_impl_key_t;
-typedef struct lp_impl_snap {
-  uint32_t nscope;
-  uint32_t mask;             /* keys - 1 */
-  const lp_impl_key_t *keys; /* no two keys share a home unless the table reached its largest size */
-  lp_impl_call_t scope[LP_IMPL_MAX_SUBS];
-} lp_impl_snap_t;
-typedef struct lp_impl_sthread {
-  int guard;
-  lp_notification_t lbegin, lend;
-  lp_notification_t snote; /* lp_notify's, filled in (but tid) each time */
-  void *sslot;              /* the slot lp_notify's callback gets, NULL before each */
-  lp_impl_snap_t *single;   /* lp_notify's pin */
-  lp_impl_snap_t *label[LP_STACK_CAPACITY]; /* frame d's pin */
-  void *label_slots[LP_STACK_CAPACITY][LP_IMPL_MAX_SUBS];
-} lp_impl_sthread_t;
-LP_EXPORT extern __thread lp_impl_sthread_t *lp_impl_sub_self __attribute__((tls_model("initial-exec")));
-LP_EXPORT extern lp_impl_snap_t *lp_impl_subs_current;
-LP_EXPORT extern int lp_impl_subs_asym;
-
-/* A timestamp in the session's ticks: the CPU's counter, or CLOCK_MONOTONIC ns through the library. */
-LP_IMPL_INLINE uint64_t lp_impl_ticks(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  if (LP_IMPL_LIKELY(LP_IMPL_LOAD_RELAXED(lp_impl_clock_counter))) return __builtin_ia32_rdtsc();
-#elif defined(__aarch64__)
-  if (LP_IMPL_LIKELY(LP_IMPL_LOAD_RELAXED(lp_impl_clock_counter))) {
-    uint64_t v;
-    __asm__ __volatile__("mrs %0, cntvct_el0" : "=r"(v));
-    return v;
-  }
-#endif
-  return lp_impl_ticks_slow();
-}
-
-#define LP_IMPL_CAT2(a, b) a##b
-#define LP_IMPL_CAT(a, b) LP_IMPL_CAT2(a, b)
-#define LP_IMPL_SITE(label, level) LP_IMPL_SITE_LP(label, level, LP_LAYER_NONE, LP_PHASE_UNSPECIFIED, LP_MODE_SCOPE)
-/* ---- layers and phases ---- */
-#define LP_IMPL_SITE_LP(label, level, layer, phase, mode) \
-  { (label), __FILE__, __func__, (uint32_t)__LINE__, (uint32_t)(level), (uint8_t)(layer), (uint8_t)(phase), \
-    (uint8_t)(mode), 0 }
-#define LP_IMPL_SCOPE_LP(layer, phase, mode, label, n) \
-  static const lp_site_t LP_IMPL_CAT(lp_impl_site_, n) = LP_IMPL_SITE_LP(label, LP_LEVEL_RUNTIME, layer, phase, mode); \
-  lp_impl_scope_t LP_IMPL_CAT(lp_impl_scope_, n) __attribute__((cleanup(lp_impl_leave), unused)) = \
-      lp_impl_enter(&LP_IMPL_CAT(lp_impl_site_, n))
-/*
- * A switch's scope: lp_impl_switch_enter ends the innermost open label and
- * puts the switch's site in its frame; lp_impl_switch_leave records the
- * switch's end and leaves the frame to the scope it replaced, whose own end
- * pops it (without recording a second end). Both are calls: a switch is rare.
- */
-#define LP_IMPL_SWITCH(layer, phase, label, n) \
-  static const lp_site_t LP_IMPL_CAT(lp_impl_site_, n) = \
-      LP_IMPL_SITE_LP(label, LP_LEVEL_RUNTIME, layer, phase, LP_MODE_SWITCH); \
-  lp_impl_scope_t LP_IMPL_CAT(lp_impl_scope_, n) __attribute__((cleanup(lp_impl_switch_leave), unused)) = \
-      lp_impl_switch_enter(&LP_IMPL_CAT(lp_impl_site_, n))
-/* ---- end of layers and phases ---- */
-#define LP_IMPL_SCOPE(level, label, n) \
-  static const lp_site_t LP_IMPL_CAT(lp_impl_site_, n) = LP_IMPL_SITE(label, level); \
-  lp_impl_scope_t LP_IMPL_CAT(lp_impl_scope_, n) __attribute__((cleanup(lp_impl_leave), unused)) = \
-      lp_impl_enter(&LP_IMPL_CAT(lp_impl_site_, n))
-
-/* Pushes tag; returns the word published, or LP_IMPL_NOT_PUSHED. */
-LP_IMPL_INLINE uint64_t lp_impl_push(uintptr_t tag) {
-  lp_impl_thread_t *t = lp_impl_self;
-  uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
-  uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
-  if (LP_IMPL_UNLIKELY(d >= LP_STACK_CAPACITY)) return lp_impl_push_slow(tag);
-  /* Release: a reader that sees this frame also sees every word published before it. */
-  LP_IMPL_STORE_RELEASE(t->frames[d], tag);
-  w += LP_IMPL_COUNT_ONE + 1;
-  LP_IMPL_STORE_RELEASE(t->word, w);
-  return w;
-}
-
-/*
- * Pins the current snapshot s in h, as lib/subs.c does: without a fence
- * while the writer runs membarrier(2), sequentially consistent otherwise.
- * Returns current as read after the pin; the pin holds only if it is s.
- */
-LP_IMPL_INLINE lp_impl_snap_t *lp_impl_pin(lp_impl_snap_t **h, lp_impl_snap_t *s) {
-  if (LP_IMPL_LIKELY(LP_IMPL_LOAD_RELAXED(lp_impl_subs_asym))) {
-    LP_IMPL_STORE_RELAXED(*h, s);
-    __atomic_signal_fence(__ATOMIC_SEQ_CST); /* the writer's membarrier() is the fence */
-    return LP_IMPL_LOAD_RELAXED(lp_impl_subs_current);
-  }
-  __atomic_store_n(h, s, __ATOMIC_SEQ_CST);
-  return __atomic_load_n(&lp_impl_subs_current, __ATOMIC_SEQ_CST);
-}
-
-/*
- * A label's begin while subscribers listen to labels, in the program's own
- * code for the usual case: no timeline recording, a thread with its
- * subscriber state (the shared states have the guard set), room on the
- * stack, outside callbacks, one subscriber on the scope pair, the snapshot
- * pinned at the first try. Pin, push the frame marked notified, call the
- * begin with the thread's ready-made notification. Anything else goes to
- * lp_impl_enter_notify(), which does it all out of line.
- */
-LP_IMPL_INLINE uint64_t lp_impl_enter_subs(const lp_site_t *site, uint32_t levels, int manual) {
-  lp_impl_thread_t *t = lp_impl_self;
-  lp_impl_sthread_t *st = lp_impl_sub_self;
-  uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
-  uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
-  lp_impl_snap_t *s = LP_IMPL_LOAD_ACQUIRE(lp_impl_subs_current);
-  lp_impl_call_t *c;
-  if (LP_IMPL_UNLIKELY(levels & LP_IMPL_SUBS_TRACED)) return lp_impl_enter_notify(site, manual);
-  if (LP_IMPL_UNLIKELY(d >= LP_STACK_CAPACITY)) return lp_impl_enter_notify(site, manual);
-  if (LP_IMPL_UNLIKELY(st->guard)) return lp_impl_enter_notify(site, manual);
-  if (LP_IMPL_UNLIKELY(lp_impl_pin(&st->label[d], s) != s || s->nscope != 1)) {
-    LP_IMPL_STORE_RELEASE(st->label[d], (lp_impl_snap_t *)0);
-    return lp_impl_enter_notify(site, manual);
-  }
-  LP_IMPL_STORE_RELEASE(t->frames[d], (uintptr_t)site | LP_IMPL_NOTIFIED);
-  w += LP_IMPL_COUNT_ONE + 1;
-  LP_IMPL_STORE_RELEASE(t->word, w);
-  st->guard = 1; /* first: a signal handler's label from here on reaches nobody, and leaves lbegin alone */
-  st->lbegin.site = site;
-  st->label_slots[d][0] = 0;
-  c = &s->scope[0];
-  c->cb[0](&st->lbegin, c->data, &st->label_slots[d][0]);
-  st->guard = 0;
-  return w | LP_IMPL_TRACED_MARK;
-}
-
-/*
- * The end of a scope whose begin reached subscribers, its frame (at depth
- * d) on top: in the program's own code when the thread is outside callbacks
- * and its pin holds one subscriber on the scope pair. The end callback, the
- * unpin, the pop (the word reloaded: the callback's own labels moved the
- * change counter). Returns 0, having done nothing, otherwise.
- */
-LP_IMPL_INLINE int lp_impl_leave_subs(lp_impl_thread_t *t, const lp_site_t *site, uint32_t d) {
-  lp_impl_sthread_t *st = lp_impl_sub_self;
-  lp_impl_snap_t *s = LP_IMPL_LOAD_RELAXED(st->label[d]);
-  lp_impl_call_t *c;
-  if (LP_IMPL_UNLIKELY(!s || st->guard || s->nscope != 1)) return 0;
-  st->guard = 1;
-  st->lend.site = site;
-  c = &s->scope[0];
-  c->cb[1](&st->lend, c->data, &st->label_slots[d][0]);
-  st->guard = 0;
-  LP_IMPL_STORE_RELEASE(st->label[d], (lp_impl_snap_t *)0);
-  LP_IMPL_STORE_RELEASE(t->word, LP_IMPL_LOAD_RELAXED(t->word) + LP_IMPL_COUNT_ONE - 1);
-  return 1;
-}
-
-/*
- * A scope or manual pair whose level is being recorded: the begin event (its
- * depth in the tag), then the push, with the frame marked as traced. The
- * begin keeps one slot of room for its end (tlim moves down). Anything
- * unusual (no chunk or a full one, a full stack, an unregistered thread)
- * goes to the slow path; a spent budget is counted here, at almost the cost
- * of an untraced scope.
- */
-LP_IMPL_INLINE uint64_t lp_impl_enter_traced(const lp_site_t *site, uint32_t levels, int manual) {
-  lp_impl_thread_t *t = lp_impl_self;
-  uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
-  uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
-  lp_impl_event_t *e;
-  if (LP_IMPL_UNLIKELY(levels & (LP_IMPL_SPENT | LP_IMPL_SUBS))) {
-    /* Subscribers listen: everything on the slow path, which also records. */
-    if (levels & LP_IMPL_SUBS) return lp_impl_enter_subs(site, levels, manual);
-    /* Recording has stopped: count the drop, push as an untraced scope would. A new thread goes slow. */
-    if (LP_IMPL_LIKELY(d < LP_STACK_CAPACITY)) {
-      LP_IMPL_STORE_RELAXED(t->dropped, LP_IMPL_LOAD_RELAXED(t->dropped) + 1);
-      LP_IMPL_STORE_RELEASE(t->frames[d], (uintptr_t)site);
-      w += LP_IMPL_COUNT_ONE + 1;
-      LP_IMPL_STORE_RELEASE(t->word, w);
-      return w;
-    }
-    return lp_impl_enter_slow(site, manual);
-  }
-  e = LP_IMPL_LOAD_RELAXED(t->tcur);
-  if (LP_IMPL_LIKELY(d < LP_STACK_CAPACITY && e < t->tlim)) {
-    e->ts = lp_impl_ticks();
-    e->tag = (uintptr_t)site | LP_IMPL_EV_BEGIN | LP_IMPL_DEPTH_TAG(d);
-    t->tlim = t->tlim - 1;
-    LP_IMPL_STORE_RELEASE(t->tcur, e + 1);
-    LP_IMPL_STORE_RELEASE(t->frames[d], (uintptr_t)site | LP_IMPL_TRACED);
-    w += LP_IMPL_COUNT_ONE + 1;
-    LP_IMPL_STORE_RELEASE(t->word, w);
-    return w ^ LP_IMPL_TRACED_MARK;
-  }
-  return lp_impl_enter_slow(site, manual);
-}
-
-/*
- * An end event at depth d, into the room its begin kept, which it gives
- * back. Scopes deeper than the frames keep no room (a longjmp out of them
- * could not give it back), and a mistake (a stray LP_END, then a new scope
- * at the same depth) must not push the limit past the chunk's end.
- */
-LP_IMPL_INLINE void lp_impl_end_event(lp_impl_thread_t *t, uintptr_t site, uint32_t d) {
-  lp_impl_event_t *e = LP_IMPL_LOAD_RELAXED(t->tcur);
-  if (LP_IMPL_LIKELY(e < t->tend)) {
-    e->ts = lp_impl_ticks();
-    e->tag = site | LP_IMPL_EV_END | LP_IMPL_DEPTH_TAG(d);
-    if (LP_IMPL_LIKELY(d < LP_STACK_CAPACITY && t->tlim + 1 < t->tend)) t->tlim = t->tlim + 1;
-    LP_IMPL_STORE_RELEASE(t->tcur, e + 1);
-    return;
-  }
-  lp_impl_end_event_slow(site, d);
-}
-
-LP_IMPL_INLINE lp_impl_scope_t lp_impl_enter(const lp_site_t *site) {
-  lp_impl_scope_t s;
-  uint32_t levels = LP_IMPL_LOAD_RELAXED(lp_impl_levels);
-  s.site = site;
-  /* Recording: a path of its own, so that the common one carries nothing of it. */
-  if (LP_IMPL_UNLIKELY(site->level & levels))
-    s.word = lp_impl_enter_traced(site, levels, 0);
-  else
-    s.word = lp_impl_push((uintptr_t)site);
-  return s;
-}
-
-LP_IMPL_INLINE void lp_impl_leave(lp_impl_scope_t *s) {
-  lp_impl_thread_t *t = lp_impl_self;
-  uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
-  uint64_t diff = (w ^ s->word) & LP_IMPL_DEPTH_MASK;
-  if (LP_IMPL_LIKELY(w == s->word)) { /* nothing pushed or popped since: the next word from a register */
-    LP_IMPL_STORE_RELEASE(t->word, s->word + LP_IMPL_COUNT_ONE - 1);
-    return;
-  }
-  if (LP_IMPL_LIKELY(diff == 0)) { /* scopes inside it came and went */
-    LP_IMPL_STORE_RELEASE(t->word, w + LP_IMPL_COUNT_ONE - 1);
-    return;
-  }
-  if (LP_IMPL_LIKELY(diff == LP_IMPL_TRACED_MARK)) { /* it recorded a begin, and the stack is as it should be */
-    uint32_t d = ((uint32_t)w & LP_IMPL_DEPTH_MASK) - 1;
-    /* ...unless a stray LP_END ended it and another label took its place: the slow path sorts that out. */
-    if (LP_IMPL_LIKELY(d >= LP_STACK_CAPACITY ||
-                       LP_IMPL_LOAD_RELAXED(t->frames[d]) == ((uintptr_t)s->site | LP_IMPL_TRACED))) {
-      LP_IMPL_STORE_RELEASE(t->word, w + LP_IMPL_COUNT_ONE - 1);
-      lp_impl_end_event(t, (uintptr_t)s->site, d);
-      return;
-    }
-    /* Its begin reached subscribers: the usual end inline. */
-    if (LP_IMPL_LOAD_RELAXED(t->frames[d]) == ((uintptr_t)s->site | LP_IMPL_NOTIFIED) &&
-        lp_impl_leave_subs(t, s->site, d))
-      return;
-  }
-  lp_impl_leave_slow(s->site, s->word); /* a stack to heal */
-}
-
-LP_IMPL_INLINE void lp_impl_begin(const lp_site_t *site) {
-  uint32_t levels = LP_IMPL_LOAD_RELAXED(lp_impl_levels);
-  if (LP_IMPL_UNLIKELY(site->level & levels))
-    (void)lp_impl_enter_traced(site, levels, 1);
-  else
-    (void)lp_impl_push((uintptr_t)site);
-}
-
-LP_IMPL_INLINE void lp_impl_end(void) {
-  lp_impl_thread_t *t = lp_impl_self;
-  uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
-  uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
-  uintptr_t tag;
-  /* d - 1 wraps for d == 0: empty stack, deep stack and unregistered thread all go slow. */
-  if (LP_IMPL_UNLIKELY(d - 1u >= LP_STACK_CAPACITY)) {
-    lp_impl_end_slow();
-    return;
-  }
-  tag = LP_IMPL_LOAD_RELAXED(t->frames[d - 1]);
-  if (LP_IMPL_UNLIKELY(tag & (LP_IMPL_TRACED | LP_IMPL_NOTIFIED))) {
-    if (tag & LP_IMPL_NOTIFIED) { /* the end callbacks run before the pop, then the end is recorded */
-      if (!(tag & LP_IMPL_TRACED) && lp_impl_leave_subs(t, (const lp_site_t *)(tag & ~(uintptr_t)LP_IMPL_NOTIFIED), d - 1))
-        return;
-      lp_impl_end_notify(tag, d - 1);
-      return;
-    }
-    LP_IMPL_STORE_RELEASE(t->word, w + LP_IMPL_COUNT_ONE - 1);
-    lp_impl_end_event(t, tag & ~(uintptr_t)LP_IMPL_TRACED, d - 1);
-    return;
-  }
-  LP_IMPL_STORE_RELEASE(t->word, w + LP_IMPL_COUNT_ONE - 1);
-}
-
-/* An instant: room before tlim, like a begin, but it keeps none. */
-LP_IMPL_INLINE void lp_impl_instant(uintptr_t tag, uint32_t levels) {
-  lp_impl_thread_t *t = lp_impl_self;
-  lp_impl_event_t *e = LP_IMPL_LOAD_RELAXED(t->tcur);
-  if (LP_IMPL_LIKELY(e < t->tlim && !(levels & (LP_IMPL_SPENT | LP_IMPL_SUBS)))) {
-    e->ts = lp_impl_ticks();
-    e->tag = tag;
-    LP_IMPL_STORE_RELEASE(t->tcur, e + 1);
-    return;
-  }
-  if (levels & LP_IMPL_SUBS) {
-    lp_impl_instant_notify(tag);
-    return;
-  }
-  if ((levels & LP_IMPL_SPENT) && e) { /* a thread without a chunk may not be registered yet */
-    LP_IMPL_STORE_RELAXED(t->dropped, LP_IMPL_LOAD_RELAXED(t->dropped) + 1);
-    return;
-  }
-  lp_impl_instant_slow(tag);
-}
-
-/* ---- subscribers: the inline part ---------------------------------------
- * When an enabled subscriber has a callback on the labels stream,
- * lp_impl_levels holds every level bit and LP_IMPL_SUBS, so that every
- * scope takes the branch a recorded scope takes, and lp_impl_enter_traced
- * sends it to lp_impl_enter_subs() (inline for one subscriber, else
- * lp_impl_enter_notify()). A scope whose begin reached a subscriber has
- * LP_IMPL_NOTIFIED in its frame and its word marked like a traced one, so
- * that its end leaves the common path too (lp_impl_leave_subs(), else
- * lp_impl_leave_slow()). lp_impl_wanted has,
- * per stream, one bit per pair of types (hashed for vendors' types) that an
- * enabled subscriber may want.
- */
-
-static inline int lp_notify_wanted(uint8_t stream, uint16_t type) {
-  if (LP_IMPL_LIKELY(!(LP_IMPL_LOAD_RELAXED(lp_impl_wanted[stream]) & LP_IMPL_WANT_BIT(type)))) return 0;
-  return lp_impl_notify_wanted_slow(stream, type);
-}
-
-/*
- * lp_notify() is also a macro, so that nobody listening costs one load and a
- * test inline; when the bit is set, the call goes past the exported
- * lp_notify's own test of it. (lp_notify)(...) or a pointer to lp_notify
- * calls the function, test included.
- */
-/*
- * Someone may listen: in the program's own code for the usual case (a
- * thread with its subscriber state, outside callbacks, the snapshot pinned
- * at the first try, the key at its home, one subscriber on it): the
- * thread's notification filled in, the callback with a fresh NULL slot.
- * Anything else goes to lp_impl_notify_listened(). Inline at every
- * lp_notify, as its test in lp_impl_notify is: left to itself, gcc kept the
- * two out of line together, so that nobody listening cost a call, and one
- * callback a call more (about 1 ns each); the extra code is out of the way
- * of the test's likely path, as a scope's is.
- */
-LP_IMPL_INLINE int lp_impl_notify_local(uint8_t stream, uint16_t type, const lp_event_t *parent,
-                                         const lp_event_t *event, uint64_t instance, const void *user_data) {
-  lp_impl_sthread_t *st = lp_impl_sub_self;
-  lp_impl_snap_t *s = LP_IMPL_LOAD_ACQUIRE(lp_impl_subs_current);
-  uint32_t key = (uint32_t)stream << 16 | (type & 0xfffeu);
-  const lp_impl_key_t *k;
-  const lp_impl_call_t *c;
-  lp_callback_t cb;
-  if (LP_IMPL_UNLIKELY(!stream || st->guard)) goto out_of_line;
-  if (LP_IMPL_UNLIKELY(lp_impl_pin(&st->single, s) != s)) goto unpin;
-  k = &s->keys[(key * 2654435761u) >> 7 & s->mask];
-  if (LP_IMPL_UNLIKELY(k->key != key || k->count != 1)) {
-    if (k->key == 0) { /* nobody has this pair */
-      LP_IMPL_STORE_RELEASE(st->single, (lp_impl_snap_t *)0);
-      return 0;
-    }
-    goto unpin;
-  }
-  c = k->first;
-  cb = c->cb[type & 1u];
-  st->guard = 1; /* first: a signal handler's notification from here on reaches nobody, and leaves snote alone */
-  st->snote.stream = stream;
-  st->snote.type = type;
-  st->snote.parent = parent;
-  st->snote.event = event;
-  st->snote.instance = instance;
-  st->snote.user_data = user_data;
-  st->sslot = 0;
-  if (LP_IMPL_LIKELY(cb != 0)) cb(&st->snote, c->data, &st->sslot);
-  st->guard = 0;
-  LP_IMPL_STORE_RELEASE(st->single, (lp_impl_snap_t *)0);
-  return 0;
-unpin:
-  LP_IMPL_STORE_RELEASE(st->single, (lp_impl_snap_t *)0);
-out_of_line:
-  return lp_impl_notify_listened(stream, type, parent, event, instance, user_data);
-}
-
-LP_IMPL_INLINE int lp_impl_notify(uint8_t stream, uint16_t type, const lp_event_t *parent, const lp_event_t *event,
-                                   uint64_t instance, const void *user_data) {
-  if (LP_IMPL_LIKELY(!(LP_IMPL_LOAD_RELAXED(lp_impl_wanted[stream]) & LP_IMPL_WANT_BIT(type))) && stream) return 0;
-  return lp_impl_notify_local(stream, type, parent, event, instance, user_data);
-}
-#ifndef LABELPROF_DISABLE
-#define lp_notify(stream, type, parent, event, instance, user_data) \
-  lp_impl_notify((stream), (type), (parent), (event), (instance), (user_data))
-#endif
-
-/* An LP_NOTIFY_SCOPE: the per-thread pin its begin took, or -1 when nothing began. */
-typedef struct lp_impl_nscope {
-  int32_t pin;
-} lp_impl_nscope_t;
-
-LP_IMPL_INLINE lp_impl_nscope_t lp_impl_nscope_enter(uint8_t stream, uint16_t type, const lp_event_t *parent,
-                                                     const lp_event_t *event, uint64_t instance,
-                                                     const void *user_data) {
-  lp_impl_nscope_t s;
-  s.pin = -1;
-  if (LP_IMPL_UNLIKELY(LP_IMPL_LOAD_RELAXED(lp_impl_wanted[stream]) & LP_IMPL_WANT_BIT(type)))
-    s.pin = lp_impl_nscope_begin(stream, type, parent, event, instance, user_data);
-  return s;
-}
-
-LP_IMPL_INLINE void lp_impl_nscope_leave(lp_impl_nscope_t *s) {
-  if (LP_IMPL_UNLIKELY(s->pin >= 0)) lp_impl_nscope_end(s->pin);
-}
+LP_EXPORT const char *lp_layer_name(int layer);
+LP_EXPORT const char *lp_phase_name(int phase);
 
 /* ------------------------------------------------------------------------ */
 /* CPU time and pprof                                                       */
@@ -1694,12 +1100,75 @@ LP_EXPORT int lp_profile_write_pprof(const lp_profile_t *p, const char *path);
 #define lp_profile_write_folded_ex(p, f, o) ((void)(f), lp_impl_disabled_int2((const void *)(p), (const void *)(o)))
 #endif
 
-/* ------------------------------------------------------------------------ */
-/* Compiled out                                                             */
-/* ------------------------------------------------------------------------ */
+#ifdef __cplusplus
+}
+#endif
 
-#ifdef LABELPROF_DISABLE
+/* ======================================================================== */
+/* Not API: the inline code, or the compiled-out build                      */
+/* ======================================================================== */
+
+#ifndef LABELPROF_DISABLE
+
+#include "labelprof/impl.h"
+
+#else /* LABELPROF_DISABLE */
+
+/*
+ * Compiled out: every macro and every function of the API is replaced here,
+ * in one block. Nothing runs and nothing links; labelprof/impl.h is not
+ * included.
+ */
 #include <errno.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LP_IMPL_CAT2(a, b) a##b
+#define LP_IMPL_CAT(a, b) LP_IMPL_CAT2(a, b)
+
+/*
+ * Compiled out, the macros keep their grammar: LP_SCOPE and LP_SCOPE_L are
+ * still declarations, so that `LP_SCOPE("f"); int s = 0;` is as clean under
+ * -Wdeclaration-after-statement as in the enabled build, and the others are
+ * still statements. A scope becomes an enumeration constant whose value is
+ * the size of a call to lp_impl_disabled_site(): the level and the label are
+ * checked as the enabled build checks them, nothing is evaluated, nothing is
+ * left unused, and the function is never defined or linked (a sizeof operand
+ * is not evaluated).
+ */
+int lp_impl_disabled_site(uint32_t level, const char *label);
+#define LP_IMPL_DISABLED_SITE(level, label) sizeof(lp_impl_disabled_site((uint32_t)(level), (label)))
+#define LP_SCOPE(label) LP_SCOPE_L(LP_LEVEL_RUNTIME, label)
+#define LP_SCOPE_L(level, label) \
+  enum { LP_IMPL_CAT(lp_impl_disabled_scope_, __COUNTER__) = LP_IMPL_DISABLED_SITE(level, label) }
+#define LP_BEGIN(label) LP_BEGIN_L(LP_LEVEL_RUNTIME, label)
+#define LP_BEGIN_L(level, label) ((void)LP_IMPL_DISABLED_SITE(level, label))
+#define LP_END() ((void)0)
+#define LP_INSTANT(label) LP_INSTANT_L(LP_LEVEL_RUNTIME, label)
+#define LP_INSTANT_L(level, label) ((void)LP_IMPL_DISABLED_SITE(level, label))
+/*
+ * The value is never evaluated, yet what only feeds a counter still counts as
+ * used (no unused-variable or unneeded-function warnings), and it is checked
+ * for conversion to int64_t as in the enabled build.
+ */
+#define LP_COUNTER(name, value) ((void)(1 ? 0 : (int64_t)(value)))
+#define LP_COUNTER_L(level, name, value) ((void)(1 ? 0 : (int64_t)(value)))
+/* Subscribers (part 5): a declaration, its arguments checked, nothing evaluated. */
+#define LP_NOTIFY_SCOPE(stream, type, parent, event, instance, user_data) \
+  enum { LP_IMPL_CAT(lp_impl_disabled_nscope_, __COUNTER__) = \
+             sizeof(lp_impl_disabled_nscope((stream), (type), (parent), (event), (instance), (user_data))) }
+int lp_impl_disabled_nscope(uint8_t stream, uint16_t type, const lp_event_t *parent, const lp_event_t *event,
+                            uint64_t instance, const void *user_data);
+/* Layers and phases (part 6): checked like LP_SCOPE_L. */
+#define LP_IMPL_DISABLED_LP(layer, phase, label) \
+  enum { LP_IMPL_CAT(lp_impl_disabled_scope_, __COUNTER__) = \
+             LP_IMPL_DISABLED_SITE((layer) * 0 + (phase) * 0 + LP_LEVEL_RUNTIME, label) }
+#define LP_SCOPE_PHASE(layer, phase, label) LP_IMPL_DISABLED_LP(layer, phase, label)
+#define LP_SCOPE_SUBTRACT(layer, phase, label) LP_IMPL_DISABLED_LP(layer, phase, label)
+#define LP_PHASE_SWITCH(layer, phase, label) LP_IMPL_DISABLED_LP(layer, phase, label)
+
 /* With LABELPROF_DISABLE the functions are stubs: nothing runs, nothing links. */
 #define LP_IMPL_STUB static inline __attribute__((unused))
 #define lp_strerror(e) lp_impl_disabled_strerror(e)
@@ -1725,11 +1194,9 @@ LP_EXPORT int lp_profile_write_pprof(const lp_profile_t *p, const char *path);
 #define lp_trace_stop() (-ENOTSUP)
 #define lp_trace_running() 0
 #define lp_trace_write_json(p, n) lp_impl_disabled_int2((const void *)(p), (const void *)(n))
-/* ---- layers and phases ---- */
 #define lp_trace_write_systrace(p) lp_impl_disabled_int1((const void *)(p))
 #define lp_layer_name(l) ((void)(l), (const char *)0)
 #define lp_phase_name(p) ((void)(p), (const char *)0)
-/* ---- end of layers and phases ---- */
 #define lp_trace_get_stats(o) lp_impl_disabled_int1((const void *)(o))
 #define lp_now_ns() ((uint64_t)0)
 #define lp_dump() (-ENOTSUP)
@@ -1755,7 +1222,6 @@ LP_EXPORT int lp_profile_write_pprof(const lp_profile_t *p, const char *path);
 #define lp_subscriber_destroy(s, t) ((void)(t), lp_impl_disabled_int1((const void *)(s)))
 #define lp_notify(s, t, p, e, i, u) \
   ((void)(s), (void)(t), (void)(i), (void)(u), lp_impl_disabled_int2((const void *)(p), (const void *)(e)))
-#define lp_notify_wanted(s, t) ((void)(s), (void)(t), 0)
 LP_IMPL_STUB const char *lp_impl_disabled_strerror(int e) {
   (void)e;
   return "labelprof was compiled out (LABELPROF_DISABLE)";
@@ -1769,10 +1235,17 @@ LP_IMPL_STUB int lp_impl_disabled_int2(const void *a, const void *b) {
   (void)b;
   return -ENOTSUP;
 }
-#endif /* LABELPROF_DISABLE */
+/* A function, not a macro: it defines the static inline function part 5 declares. */
+LP_IMPL_STUB int lp_notify_wanted(uint8_t stream, uint16_t type) {
+  (void)stream;
+  (void)type;
+  return 0;
+}
 
 #ifdef __cplusplus
 }
 #endif
+
+#endif /* LABELPROF_DISABLE */
 
 #endif /* LABELPROF_H */

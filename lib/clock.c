@@ -467,7 +467,7 @@ static int allowed_cpus(int **out, size_t *n) {
       return -e;
     }
     size_t count = (size_t)CPU_COUNT_S(size, set), k = 0;
-    int *cpus = malloc((count ? count : 1) * sizeof *cpus);
+    int *cpus = lp__malloc((count ? count : 1) * sizeof *cpus);
     if (!cpus) {
       CPU_FREE(set);
       return -ENOMEM;
@@ -504,16 +504,16 @@ out:;
 }
 
 static check_t *check_new(const check_opts_t *o, char *err, size_t errlen) {
-  check_t *c = calloc(1, sizeof *c);
+  check_t *c = lp__calloc(1, sizeof *c);
   if (!c) goto nomem;
   c->refs = 1;
   c->rate_ppm = o->rate_ppm;
   if (o->cpus) {
     c->ncpu = o->ncpus;
-    if (!(c->cpu = malloc(o->ncpus * sizeof *c->cpu))) goto nomem;
+    if (!(c->cpu = lp__malloc(o->ncpus * sizeof *c->cpu))) goto nomem;
     memcpy(c->cpu, o->cpus, o->ncpus * sizeof *c->cpu);
     if (o->skew) {
-      if (!(c->skew = malloc(o->ncpus * sizeof *c->skew))) goto nomem;
+      if (!(c->skew = lp__malloc(o->ncpus * sizeof *c->skew))) goto nomem;
       memcpy(c->skew, o->skew, o->ncpus * sizeof *c->skew);
     }
   } else {
@@ -1037,10 +1037,10 @@ static int timemap_init(lp__timemap_t *m, lp__sync_t *pts, size_t n) {
   for (size_t i = 0; i < n; i++)
     if (u == 0 || pts[i].ns != pts[u - 1].ns || pts[i].ticks != pts[u - 1].ticks) pts[u++] = pts[i];
   n = u;
-  tm_seg_t *scratch = malloc(n * sizeof *scratch);
-  m->pt = malloc(n * sizeof *m->pt);
-  m->pt_epoch = malloc(n * sizeof *m->pt_epoch);
-  m->ep = malloc(n * sizeof *m->ep);
+  tm_seg_t *scratch = lp__malloc(n * sizeof *scratch);
+  m->pt = lp__malloc(n * sizeof *m->pt);
+  m->pt_epoch = lp__malloc(n * sizeof *m->pt_epoch);
+  m->ep = lp__malloc(n * sizeof *m->ep);
   if (!scratch || !m->pt || !m->pt_epoch || !m->ep) {
     free(scratch);
     timemap_release(m);
@@ -1090,7 +1090,7 @@ static int timemap_init(lp__timemap_t *m, lp__sync_t *pts, size_t n) {
 }
 
 lp__timemap_t *lp__timemap_new(lp__sync_t *pts, size_t n) {
-  lp__timemap_t *m = malloc(sizeof *m);
+  lp__timemap_t *m = lp__malloc(sizeof *m);
   if (m && timemap_init(m, pts, n) != 0) {
     free(m);
     return NULL;

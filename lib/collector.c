@@ -267,7 +267,7 @@ static void sample_pass(void) {
   for (lp__thread_t *t = lp__registry_head(); t; t = t->next) {
     if (n == cappicks) {
       uint32_t ncap = cappicks ? cappicks * 2 : 64;
-      pick_t *np = realloc(picks, ncap * sizeof *np);
+      pick_t *np = lp__realloc(picks, ncap * sizeof *np);
       if (!np) {
         agg.skipped++;
         continue;
@@ -537,7 +537,6 @@ static int start(lp__owner_t who, const lp_profile_opts_t *opts, bool with_threa
   if (want > 100000) return -EINVAL;
   if (opts && ((unsigned)opts->sched > LP_SCHED_FIFO || opts->sched_priority > 99)) return -EINVAL;
   if (opts && (opts->flags & ~LP_PROFILE_CPU)) return -EINVAL;
-  lp__lifecycle_init();
   int rc = pthread_once(&cv_once, init_cv);
   if (rc != 0) lp__fatal("pthread_once", rc);
   lp__lock(&ctl_mu);
@@ -670,7 +669,6 @@ bool lp__profile_running(lp__owner_t who) {
 }
 
 int lp__profile_start(lp__owner_t who, const lp_profile_opts_t *opts) { return start(who, opts, true); }
-int lp_profile_start(const lp_profile_opts_t *opts) { return start(LP__PROGRAM, opts, true); }
 int lp__profile_start_manual(const lp_profile_opts_t *opts) { return start(LP__PROGRAM, opts, false); }
 int lp_profile_stop(lp_profile_t **out) { return lp__profile_stop(LP__PROGRAM, out); }
 int lp_profile_running(void) { return lp__profile_running(LP__PROGRAM); }

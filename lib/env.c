@@ -44,6 +44,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <semaphore.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -158,16 +159,43 @@ static char *next_item(char **cursor) {
   return s;
 }
 
-/* A whole number in [lo, hi] and nothing else; else a warning and def. */
-static unsigned long number(const char *name, unsigned long lo, unsigned long hi, unsigned long def,
-                            const char *unit) {
-  const char *v = value_of(name);
-  if (!v) return def;
-  char *end;
-  errno = 0;
-  unsigned long n = strtoul(v, &end, 10);
+/*
+ * Digits only, at most hi: the value in *out and the first byte after them in
+ * *end. False when there is no digit or the number passes hi (checked before
+ * each digit is added, so no value overflows).
+ */
+static bool digits(const char *s, unsigned long hi, unsigned long *out, const char **end) {
+  unsigned long n = 0;
+  const char *c = s;
+  for (; *c >= '0' && *c <= '9'; c++) {
+    unsigned d = (unsigned)(*c - '0');
+    if (d > hi || n > (hi - d) / 10) return false;
+    n = n * 10 + d;
+  }
+  *out = n;
+  *end = c;
+  return c != s;
+}
+
+/* A whole number in [lo, hi] and nothing else (spaces around it and a leading + allowed). */
+static bool parse_whole(const char *v, unsigned long lo, unsigned long hi, unsigned long *out) {
+  while (isspace((unsigned char)*v)) v++;
+  if (*v == '+') v++;
+  unsigned long n;
+  const char *end;
+  if (!digits(v, hi, &n, &end)) return false;
   while (isspace((unsigned char)*end)) end++;
-  if (errno || *end || end == v || n < lo || n > hi || strchr(v, '-')) {
+  if (*end || n < lo) return false;
+  *out = n;
+  return true;
+}
+
+/* name's value v as a whole number in [lo, hi]; else a warning and def. */
+static unsigned long number(const char *name, const char *v, unsigned long lo, unsigned long hi, unsigned long def,
+                            const char *unit) {
+  unsigned long n;
+  if (!v) return def;
+  if (!parse_whole(v, lo, hi, &n)) {
     warn("%s='%s' is not a whole number%s from %lu to %lu; using the default, %lu", name, v, unit, lo, hi, def);
     return def;
   }
@@ -184,36 +212,36 @@ static bool parse_percent(const char *v, double *out) {
   return true;
 }
 
-static void parse_report(void) {
-  const char *v = value_of("LABELPROF_REPORT");
-  if (!v) return;
-  char *copy = strdup(v), *cur = copy, *item;
-  if (!copy) return;
+/* LABELPROF_REPORT into *opts; 0, or -ENOMEM (nothing said). */
+static int parse_report(const char *v, lp_print_opts_t *opts) {
+  if (!v) return 0;
+  char *copy = lp__strdup(v), *cur = copy, *item;
+  if (!copy) return -ENOMEM;
   while ((item = next_item(&cur)) != NULL) {
     if (!*item) continue;
     if (strcmp(item, "threads") == 0)
-      report_opts.flags |= LP_PRINT_THREADS;
+      opts->flags |= LP_PRINT_THREADS;
     else if (strcmp(item, "counts") == 0)
-      report_opts.flags |= LP_PRINT_COUNTS;
+      opts->flags |= LP_PRINT_COUNTS;
     else if (strcmp(item, "cpu") == 0)
-      report_opts.flags |= LP_PRINT_CPU;
-    else if (!(strncmp(item, "min=", 4) == 0 && parse_percent(item + 4, &report_opts.min_percent)))
+      opts->flags |= LP_PRINT_CPU;
+    else if (!(strncmp(item, "min=", 4) == 0 && parse_percent(item + 4, &opts->min_percent)))
       warn("LABELPROF_REPORT: '%s' not understood (expected threads, counts, cpu, min=PERCENT from 0 to 100); "
            "ignoring it",
            item);
   }
   free(copy);
+  return 0;
 }
 
-static uint32_t parse_levels(void) {
-  const char *v = value_of("LABELPROF_LEVELS");
+static uint32_t parse_levels(const char *v) {
   if (!v) return LP_LEVEL_STANDARD;
   static const struct {
     const char *name;
     uint32_t bits;
   } names[] = {{"request", LP_LEVEL_REQUEST}, {"runtime", LP_LEVEL_RUNTIME},   {"operator", LP_LEVEL_OPERATOR},
                {"debug", LP_LEVEL_DEBUG},     {"standard", LP_LEVEL_STANDARD}, {"all", LP_LEVEL_ALL}};
-  char *copy = strdup(v), *cur = copy, *item;
+  char *copy = lp__strdup(v), *cur = copy, *item;
   uint32_t levels = 0;
   bool bad = !copy;
   while (copy && (item = next_item(&cur)) != NULL) {
@@ -235,16 +263,14 @@ static uint32_t parse_levels(void) {
   return levels;
 }
 
-static lp_trace_policy_t parse_mode(void) {
-  const char *v = value_of("LABELPROF_TRACE_MODE");
+static lp_trace_policy_t parse_mode(const char *v) {
   if (!v || strcmp(v, "discard") == 0) return LP_TRACE_DISCARD;
   if (strcmp(v, "ring") == 0) return LP_TRACE_RING;
   warn("LABELPROF_TRACE_MODE='%s' is neither discard nor ring; using the default, discard", v);
   return LP_TRACE_DISCARD;
 }
 
-static lp_clock_t parse_clock(void) {
-  const char *v = value_of("LABELPROF_CLOCK");
+static lp_clock_t parse_clock(const char *v) {
   if (!v || strcmp(v, "auto") == 0) return LP_CLOCK_AUTO;
   if (strcmp(v, "tsc") == 0) return LP_CLOCK_TSC;
   if (strcmp(v, "monotonic") == 0) return LP_CLOCK_MONOTONIC;
@@ -252,9 +278,8 @@ static lp_clock_t parse_clock(void) {
   return LP_CLOCK_AUTO;
 }
 
-/* LABELPROF_COLLECTOR_SCHED=slice|default|fifo[:PRIO]; a bad value warns and keeps the default, slice. */
-static void parse_sched(lp_profile_opts_t *o) {
-  const char *v = value_of("LABELPROF_COLLECTOR_SCHED");
+/* LABELPROF_COLLECTOR_SCHED=slice|default|fifo[:PRIO] into *o; a bad value warns and keeps the default, slice. */
+static void parse_sched(const char *v, lp_profile_opts_t *o) {
   o->sched = LP_SCHED_SLICE;
   o->sched_priority = 0;
   if (!v || strcmp(v, "slice") == 0) return;
@@ -267,15 +292,12 @@ static void parse_sched(lp_profile_opts_t *o) {
       o->sched = LP_SCHED_FIFO;
       return;
     }
-    unsigned prio = 0;
-    const char *p = v + 5;
-    if (v[4] == ':' && *p >= '1' && *p <= '9') {
-      for (; *p >= '0' && *p <= '9' && prio <= 99; p++) prio = prio * 10 + (unsigned)(*p - '0');
-      if (*p == '\0' && prio <= 99) {
-        o->sched = LP_SCHED_FIFO;
-        o->sched_priority = prio;
-        return;
-      }
+    unsigned long prio;
+    const char *end;
+    if (v[4] == ':' && v[5] >= '1' && v[5] <= '9' && digits(v + 5, 99, &prio, &end) && !*end) {
+      o->sched = LP_SCHED_FIFO;
+      o->sched_priority = (uint32_t)prio;
+      return;
     }
   }
   warn("LABELPROF_COLLECTOR_SCHED='%s' is not slice, default, fifo or fifo:PRIO (1 to 99); using the default, "
@@ -283,92 +305,189 @@ static void parse_sched(lp_profile_opts_t *o) {
        v);
 }
 
-/* A signal by name (USR2, SIGUSR2, RTMIN+3) or number; 0 if it is not one we may take. */
-static int signal_number(const char *v) {
-  static const struct {
-    const char *name;
-    int sig;
-  } names[] = {{"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2},
-               {"ALRM", SIGALRM}, {"TERM", SIGTERM}, {"CHLD", SIGCHLD}, {"CONT", SIGCONT}, {"TSTP", SIGTSTP},
-               {"TTIN", SIGTTIN}, {"TTOU", SIGTTOU}, {"URG", SIGURG},   {"WINCH", SIGWINCH}, {"IO", SIGIO},
-               {"PWR", SIGPWR},   {"PROF", SIGPROF}, {"VTALRM", SIGVTALRM}};
-  if (strncmp(v, "SIG", 3) == 0) v += 3;
-  char *end;
-  if (isdigit((unsigned char)*v)) {
-    long n = strtol(v, &end, 10);
-    return *end || n < 1 || n > SIGRTMAX || n == SIGKILL || n == SIGSTOP ? 0 : (int)n;
-  }
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-    if (strcmp(v, names[i].name) == 0) return names[i].sig;
-  if (strncmp(v, "RTMIN", 5) == 0 || strncmp(v, "RTMAX", 5) == 0) {
-    long off = 0;
-    if (v[5]) {
-      off = strtol(v + 5, &end, 10);
-      if (*end || (v[5] != '+' && v[5] != '-')) return 0;
-    }
-    long n = (v[3] == 'I' ? SIGRTMIN : SIGRTMAX) + off;
-    return n < SIGRTMIN || n > SIGRTMAX ? 0 : (int)n;
-  }
-  return 0;
+typedef struct signame {
+  const char *name;
+  int sig;
+} signame_t;
+
+/* The signals a dump may be asked on, besides RTMIN to RTMAX. */
+static const signame_t usable[] = {
+    {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2},
+    {"ALRM", SIGALRM}, {"TERM", SIGTERM}, {"CHLD", SIGCHLD}, {"CONT", SIGCONT}, {"TSTP", SIGTSTP},
+    {"TTIN", SIGTTIN}, {"TTOU", SIGTTOU}, {"URG", SIGURG},   {"WINCH", SIGWINCH}, {"IO", SIGIO},
+    {"PWR", SIGPWR},   {"PROF", SIGPROF}, {"VTALRM", SIGVTALRM}};
+
+/*
+ * Named, and refused: faults (a handler that returns makes the fault repeat
+ * for ever), signals no handler can catch, and those whose default action a
+ * program relies on or that the library takes itself (it blocks PIPE and
+ * XFSZ while it writes a report, and takes back one its writes raised).
+ */
+static const signame_t refused[] = {
+    {"SEGV", SIGSEGV}, {"BUS", SIGBUS},   {"FPE", SIGFPE},   {"ILL", SIGILL},   {"ABRT", SIGABRT},
+    {"IOT", SIGABRT},  {"TRAP", SIGTRAP}, {"SYS", SIGSYS},   {"KILL", SIGKILL}, {"STOP", SIGSTOP},
+    {"PIPE", SIGPIPE}, {"XFSZ", SIGXFSZ}, {"XCPU", SIGXCPU},
+#ifdef SIGSTKFLT
+    {"STKFLT", SIGSTKFLT},
+#endif
+};
+
+#define NELEMS(a) (sizeof(a) / sizeof((a)[0]))
+
+static const char *name_of(const signame_t *t, size_t n, int sig) {
+  for (size_t i = 0; i < n; i++)
+    if (t[i].sig == sig) return t[i].name;
+  return NULL;
 }
+
+/*
+ * A dump signal by name (USR2, SIGUSR2, RTMIN+3, RTMAX-1) or number: its
+ * number, or 0 with a warning that says why it cannot be one.
+ */
+static int signal_number(const char *v) {
+  const char *s = strncmp(v, "SIG", 3) == 0 ? v + 3 : v, *end;
+  unsigned long n;
+  int sig = 0;
+  const char *refused_name = NULL;
+  if (*s >= '0' && *s <= '9') {
+    if (digits(s, INT_MAX, &n, &end) && !*end && n >= 1) {
+      sig = (int)n;
+      refused_name = name_of(refused, NELEMS(refused), sig);
+      if (!refused_name && !name_of(usable, NELEMS(usable), sig) && (sig < SIGRTMIN || sig > SIGRTMAX)) {
+        warn("LABELPROF_DUMP_SIGNAL='%s' is not a signal a program may take here (the real-time ones are %d to "
+             "%d); no dumps",
+             v, SIGRTMIN, SIGRTMAX);
+        return 0;
+      }
+    }
+  } else if (strncmp(s, "RTMIN", 5) == 0 || strncmp(s, "RTMAX", 5) == 0) {
+    /* Offsets within RTMIN to RTMAX only: checked as the digits are read, never past them. */
+    unsigned long span = (unsigned long)(SIGRTMAX - SIGRTMIN), off = 0;
+    bool ok = !s[5] || ((s[5] == '+') == (s[3] == 'I') && (s[5] == '+' || s[5] == '-') &&
+                        digits(s + 6, span, &off, &end) && !*end);
+    if (!ok) {
+      warn("LABELPROF_DUMP_SIGNAL='%s' is not a real-time signal: RTMIN+N or RTMAX-N with N from 0 to %lu; "
+           "no dumps",
+           v, span);
+      return 0;
+    }
+    return s[3] == 'I' ? SIGRTMIN + (int)off : SIGRTMAX - (int)off;
+  } else {
+    for (size_t i = 0; i < NELEMS(usable); i++)
+      if (strcmp(s, usable[i].name) == 0) return usable[i].sig;
+    for (size_t i = 0; i < NELEMS(refused); i++)
+      if (strcmp(s, refused[i].name) == 0) sig = refused[i].sig, refused_name = refused[i].name;
+  }
+  if (refused_name) {
+    warn("LABELPROF_DUMP_SIGNAL='%s' is SIG%s, which cannot be a dump signal (faults, KILL, STOP, PIPE, XFSZ, "
+         "XCPU are refused; USR1, USR2 or RTMIN+N are the usual choices); no dumps",
+         v, refused_name);
+    return 0;
+  }
+  if (!sig)
+    warn("LABELPROF_DUMP_SIGNAL='%s' is not a signal name (such as USR2 or RTMIN+1) or number; no dumps", v);
+  return sig;
+}
+
+/* Decimal digits of n, into buf (at least 21 bytes); their count. */
+static size_t decimal(char *buf, unsigned long long n) {
+  char tmp[24];
+  size_t len = 0;
+  do {
+    tmp[len++] = (char)('0' + n % 10);
+    n /= 10;
+  } while (n);
+  for (size_t i = 0; i < len; i++) buf[i] = tmp[len - 1 - i];
+  buf[len] = '\0';
+  return len;
+}
+
+/* a + b, or SIZE_MAX when it would not fit (then no allocation is tried). */
+static size_t add_size(size_t a, size_t b) { return a > SIZE_MAX - b ? SIZE_MAX : a + b; }
 
 /*
  * A path as it will be written: %p becomes the pid and %% a %, %n is kept
  * for the report's number, and a relative path is made absolute against the
- * working directory now. NULL on ENOMEM.
+ * working directory now (a % in its name kept as %%, so that the directory
+ * is taken as it is). NULL on ENOMEM.
  */
 static char *resolve(const char *v) {
-  char cwd[4096] = "";
+  char cwd[4096] = "", pid[24];
   bool relative = v[0] != '/';
   if (relative && !getcwd(cwd, sizeof cwd)) {
     warn("cannot read the working directory (%s); '%s' stays relative", lp_strerror(-errno), v);
     relative = false;
   }
-  size_t cap = strlen(cwd) + strlen(v) + 32, n = 0;
-  char *out = malloc(cap);
-  if (!out) return NULL;
-  if (relative) n = (size_t)snprintf(out, cap, "%s/", cwd);
+  size_t npid = decimal(pid, (unsigned long long)getpid());
+  /* The exact size first: the directory, a slash, each byte of v as it comes out, the NUL. */
+  size_t need = 1;
+  if (relative) {
+    for (const char *c = cwd; *c; c++) need = add_size(need, *c == '%' ? 2 : 1);
+    need = add_size(need, 1);
+  }
   for (const char *c = v; *c; c++) {
-    if (n + 24 >= cap) {
-      char *o = realloc(out, cap *= 2);
-      if (!o) {
-        free(out);
-        return NULL;
-      }
-      out = o;
+    if (c[0] == '%' && c[1] == 'p')
+      need = add_size(need, npid), c++;
+    else if (c[0] == '%' && c[1] == '%')
+      need = add_size(need, 2), c++;
+    else
+      need = add_size(need, 1);
+  }
+  if (need == SIZE_MAX) return NULL;
+  char *out = lp__malloc(need), *o = out;
+  if (!out) return NULL;
+  if (relative) {
+    for (const char *c = cwd; *c; c++) {
+      if (*c == '%') *o++ = '%';
+      *o++ = *c;
     }
+    *o++ = '/';
+  }
+  for (const char *c = v; *c; c++) {
     if (c[0] == '%' && c[1] == 'p') {
-      n += (size_t)snprintf(out + n, cap - n, "%ld", (long)getpid());
+      memcpy(o, pid, npid);
+      o += npid;
       c++;
     } else if (c[0] == '%' && c[1] == '%') {
-      memcpy(out + n, "%%", 2); /* kept escaped for the %n pass */
-      n += 2;
+      *o++ = '%'; /* kept escaped for the %n pass */
+      *o++ = '%';
       c++;
     } else {
-      out[n++] = *c;
+      *o++ = *c;
     }
   }
-  out[n] = '\0';
+  *o = '\0';
   return out;
 }
 
-/* path with %n as the report's number and %% as %. NULL on ENOMEM. */
+/* path with each %n as the report's number and %% as %. NULL on ENOMEM. */
 static char *numbered(const char *path, unsigned number) {
-  size_t cap = strlen(path) + 24, n = 0;
-  char *out = malloc(cap);
+  char num[24];
+  size_t nnum = decimal(num, number), need = 1;
+  for (const char *c = path; *c; c++) {
+    if (c[0] == '%' && c[1] == 'n')
+      need = add_size(need, nnum), c++;
+    else if (c[0] == '%' && c[1] == '%')
+      need = add_size(need, 1), c++;
+    else
+      need = add_size(need, 1);
+  }
+  if (need == SIZE_MAX) return NULL;
+  char *out = lp__malloc(need), *o = out;
   if (!out) return NULL;
   for (const char *c = path; *c; c++) {
     if (c[0] == '%' && c[1] == 'n') {
-      n += (size_t)snprintf(out + n, cap - n, "%u", number);
+      memcpy(o, num, nnum);
+      o += nnum;
       c++;
     } else if (c[0] == '%' && c[1] == '%') {
-      out[n++] = '%';
+      *o++ = '%';
       c++;
     } else {
-      out[n++] = *c;
+      *o++ = *c;
     }
   }
-  out[n] = '\0';
+  *o = '\0';
   return out;
 }
 
@@ -619,29 +738,67 @@ static void at_exit(void) {
 
 /* ---- load -------------------------------------------------------------------------- */
 
+void lp__env_defaults(lp__env_values_t *v) {
+  memset(v, 0, sizeof *v);
+  v->profile.hz = 1000;
+  v->profile.sched = LP_SCHED_SLICE;
+  v->trace.levels = LP_LEVEL_STANDARD;
+  v->trace.policy = LP_TRACE_DISCARD;
+  v->trace.budget_bytes = (uint64_t)64 << 20;
+  v->trace.clock = LP_CLOCK_AUTO;
+}
+
+int lp__env_parse(lp__env_values_t *v, const char *name, const char *value) {
+  if (value && !*value) value = NULL; /* set but empty: as if unset */
+  if (strcmp(name, "LABELPROF_HZ") == 0)
+    v->profile.hz = (uint32_t)number(name, value, 1, 100000, 1000, "");
+  else if (strcmp(name, "LABELPROF_COLLECTOR_SCHED") == 0)
+    parse_sched(value, &v->profile);
+  else if (strcmp(name, "LABELPROF_REPORT") == 0)
+    return parse_report(value, &v->report);
+  else if (strcmp(name, "LABELPROF_LEVELS") == 0)
+    v->trace.levels = parse_levels(value);
+  else if (strcmp(name, "LABELPROF_TRACE_MODE") == 0)
+    v->trace.policy = parse_mode(value);
+  else if (strcmp(name, "LABELPROF_TRACE_BUFFER") == 0)
+    v->trace.budget_bytes = (uint64_t)number(name, value, 1, 1048576, 64, " of MiB") << 20;
+  else if (strcmp(name, "LABELPROF_CLOCK") == 0)
+    v->trace.clock = parse_clock(value);
+  else if (strcmp(name, "LABELPROF_DUMP_SIGNAL") == 0)
+    v->dump_signal = value ? signal_number(value) : 0;
+  else
+    return -ENOENT;
+  return 0;
+}
+
+char *lp__env_resolve(const char *value) { return resolve(value); }
+
+char *lp__env_numbered(const char *path, unsigned number) { return numbered(path, number); }
+
 void lp__env_load(void) {
   warn_unknown();
   /* Every value is checked, whether or not an output variable is set. */
   const char *prof = value_of("LABELPROF_PROFILE"), *fold = value_of("LABELPROF_FOLDED");
   const char *trace = value_of("LABELPROF_TRACE"), *sig = value_of("LABELPROF_DUMP_SIGNAL");
   const char *systrace = value_of("LABELPROF_SYSTRACE"), *marker = value_of("LABELPROF_TRACE_MARKER");
-  uint32_t hz = (uint32_t)number("LABELPROF_HZ", 1, 100000, 1000, "");
-  lp_profile_opts_t popts = {.hz = hz};
-  parse_sched(&popts);
-  parse_report();
+  static const char *const parsed[] = {"LABELPROF_HZ",           "LABELPROF_COLLECTOR_SCHED", "LABELPROF_REPORT",
+                                       "LABELPROF_LEVELS",       "LABELPROF_TRACE_MODE",      "LABELPROF_TRACE_BUFFER",
+                                       "LABELPROF_CLOCK",        "LABELPROF_DUMP_SIGNAL"};
+  lp__env_values_t vals;
+  lp__env_defaults(&vals);
+  for (size_t i = 0; i < sizeof parsed / sizeof parsed[0]; i++)
+    if (lp__env_parse(&vals, parsed[i], value_of(parsed[i])) == -ENOMEM)
+      warn("out of memory reading %s; using its default", parsed[i]);
+  lp_profile_opts_t popts = vals.profile;
+  report_opts = vals.report;
+  lp_trace_opts_t topts = vals.trace;
   /* CPU clocks: LABELPROF_CPU=1, or a report by CPU that needs them. */
-  if (number("LABELPROF_CPU", 0, 1, (report_opts.flags & LP_PRINT_CPU) ? 1 : 0, ""))
+  if (number("LABELPROF_CPU", value_of("LABELPROF_CPU"), 0, 1, (report_opts.flags & LP_PRINT_CPU) ? 1 : 0, ""))
     popts.flags |= LP_PROFILE_CPU;
   env_popts = popts;
   every_ns = parse_every();
-  lp_trace_opts_t topts = {.levels = parse_levels(),
-                           .policy = parse_mode(),
-                           .budget_bytes = (uint64_t)number("LABELPROF_TRACE_BUFFER", 1, 1048576, 64, " of MiB") << 20,
-                           .clock = parse_clock()};
   lp__clock_set_env(topts.clock);
-  int dsig = 0;
-  if (sig && !(dsig = signal_number(sig)))
-    warn("LABELPROF_DUMP_SIGNAL='%s' is not a signal name (such as USR2 or RTMIN+1) or number; no dumps", sig);
+  int dsig = sig ? vals.dump_signal : 0;
   bool want_prof = prof && strcmp(prof, "0") != 0;
   /* ---- layers and phases: the live trace_marker, opened before anything records ---- */
   bool want_marker = false;
@@ -661,7 +818,7 @@ void lp__env_load(void) {
     return;
   }
   lp__lock(&env_mu);
-  if (want_prof) profile_path = strcmp(prof, "1") == 0 ? strdup("/dev/stderr") : strcmp(prof, "-") == 0 ? strdup("/dev/stdout") : resolve(prof);
+  if (want_prof) profile_path = strcmp(prof, "1") == 0 ? lp__strdup("/dev/stderr") : strcmp(prof, "-") == 0 ? lp__strdup("/dev/stdout") : resolve(prof);
   if (fold) folded_path = resolve(fold);
   if (trace) trace_path = resolve(trace);
   if (systrace) systrace_path = resolve(systrace);

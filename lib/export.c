@@ -84,7 +84,7 @@ typedef struct lane_writer {
 } lane_writer_t;
 
 static fragment_t build_fragment(const void *key, const char *cat, const char *name, const char *args) {
-  fragment_t f = {key, malloc(6 * strlen(name) + strlen(cat) + strlen(args) + 26), 0, NULL};
+  fragment_t f = {key, lp__malloc(6 * strlen(name) + strlen(cat) + strlen(args) + 26), 0, NULL};
   if (!f.text) return f;
   char *o = f.text;
   memcpy(o, "\"cat\":\"", 7);
@@ -113,7 +113,7 @@ static const fragment_t *fragment(lane_writer_t *lw, const void *key, const char
   }
   if (!lw->frags || (lw->nfrags + 1) * 2 > lw->fmask + 1) {
     uint32_t mask = lw->frags ? lw->fmask * 2 + 1 : 255;
-    fragment_t *nf = calloc((size_t)mask + 1, sizeof *nf);
+    fragment_t *nf = lp__calloc((size_t)mask + 1, sizeof *nf);
     if (!nf) return NULL;
     for (uint32_t i = 0; lw->frags && i <= lw->fmask; i++) {
       if (!lw->frags[i].key) continue;
@@ -253,7 +253,7 @@ static void complete(lane_writer_t *lw, const open_scope_t *o, uint64_t end, boo
 static bool grow_stack(lane_writer_t *lw) {
   if (lw->depth < lw->cap) return true;
   size_t cap = lw->cap ? lw->cap * 2 : 64;
-  open_scope_t *s = realloc(lw->stack, cap * sizeof *s);
+  open_scope_t *s = lp__realloc(lw->stack, cap * sizeof *s);
   if (!s) {
     lw->nomem = true;
     return false;
@@ -639,7 +639,7 @@ typedef struct st_writer {
 static inline bool st_push(st_rec_t **a, size_t *n, size_t *cap, uint64_t ns, const lp_site_t *site) {
   if (*n == *cap) {
     size_t c = *cap ? *cap * 2 : 4096;
-    st_rec_t *r = realloc(*a, c * sizeof *r);
+    st_rec_t *r = lp__realloc(*a, c * sizeof *r);
     if (!r) return false;
     *a = r;
     *cap = c;
@@ -774,7 +774,7 @@ static void st_lane(st_writer_t *sw, const lp__snap_lane_t *l) {
 static char *st_label_text(const lp_site_t *site, size_t *len) {
   const char *label = lp__label(site);
   size_t n = strlen(label);
-  char *t = malloc(n + LP__TAG_MAX + 1);
+  char *t = lp__malloc(n + LP__TAG_MAX + 1);
   if (!t) return NULL;
   size_t o = lp__site_tag(site, t, LP__TAG_MAX);
   for (size_t i = 0; i < n; i++) {
@@ -869,7 +869,7 @@ static const st_label_t *st_label(st_label_t **tab, uint32_t *mask, uint32_t *co
   }
   if (!*tab || (*count + 1) * 2 > *mask + 1) {
     uint32_t m = *tab ? *mask * 2 + 1 : 255;
-    st_label_t *nt = calloc((size_t)m + 1, sizeof *nt);
+    st_label_t *nt = lp__calloc((size_t)m + 1, sizeof *nt);
     if (!nt) return NULL;
     for (uint32_t i = 0; *tab && i <= *mask; i++) {
       if (!(*tab)[i].site) continue;
@@ -923,8 +923,8 @@ int lp__export_systrace(lp__jw_t *w, const lp__session_t *s) {
   if (!map) return -ENOMEM;
   int pid = (int)getpid();
   st_writer_t sw = {.lw = {.w = w, .s = s, .map = map}};
-  st_lane_out_t *lo = calloc(s->nlanes ? s->nlanes : 1, sizeof *lo);
-  uint32_t *heap = calloc(s->nlanes ? s->nlanes : 1, sizeof *heap);
+  st_lane_out_t *lo = lp__calloc(s->nlanes ? s->nlanes : 1, sizeof *lo);
+  uint32_t *heap = lp__calloc(s->nlanes ? s->nlanes : 1, sizeof *heap);
   st_label_t *labels = NULL;
   uint32_t lmask = 0, lcount = 0, nheap = 0;
   st_clock_text_t clock_text = {0, "", 0};
@@ -937,7 +937,7 @@ int lp__export_systrace(lp__jw_t *w, const lp__session_t *s) {
   for (uint32_t i = 0; i < s->nlanes; i++)
     for (uint32_t k = 0; !s->lanes[i].work && k < s->lanes[i].nchunks; k++) slots += s->lanes[i].chunks[k].end;
   sw.cap = slots + 64;
-  sw.recs = malloc(sw.cap * sizeof *sw.recs);
+  sw.recs = lp__malloc(sw.cap * sizeof *sw.recs);
   if (!lo || !heap || !sw.recs) {
     rc = -ENOMEM;
     goto out;
@@ -990,7 +990,7 @@ int lp__export_systrace(lp__jw_t *w, const lp__session_t *s) {
       start = p;
     else if (w->err)
       break;
-    else if (!(start = p = big = malloc(need))) { /* a label longer than the buffer */
+    else if (!(start = p = big = lp__malloc(need))) { /* a label longer than the buffer */
       rc = -ENOMEM;
       break;
     }

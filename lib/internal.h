@@ -1,16 +1,34 @@
 /*
  * internal.h: private to the library, never installed.
  *
- * Modules depend downwards only:
+ * The files of lib/ in layers, top first. A file calls only files below it
+ * and uses only their variables (those on one line call neither way), so no
+ * file reaches back to itself through what it calls. Where a lower file
+ * must reach an upper one, the upper one installs a hook (the registry's
+ * hooks for thread exit and rename). The one exception is lp_impl_self,
+ * which every label reads: it is defined in lifecycle.c so that a static
+ * link that uses a label pulls in the constructor. tests/layering.sh checks
+ * all this on the objects the build made.
  *
- *   lifecycle.c   fork, thread exit and process exit across modules; the constructor
+ *   lifecycle.c   the top: the constructor, fork and thread exit across modules, and the
+ *                 public entry points that start something (lp_profile_start, lp_trace_start,
+ *                 lp_track_create, lp_stream_*, lp_tp_register, lp_subscriber_create), which
+ *                 make sure of the fork handlers first; nothing below starts the library
  *   env.c         LABELPROF_* sessions; reports at exit and on a signal
- *   collector.c   the profile: sessions, the sampling thread      tree.c: aggregation, reports
- *   trace.c       the timeline: sessions, chunks, lanes, tracks   export.c, json.c, clock.c, output.c
- *   subs.c        streams, events, subscribers and their callbacks; LABELPROF_SUBSCRIBERS
- *   stack.c       the pseudo-stack's slow paths and its reader
- *   thread.c      the registry of threads; it calls nobody above it, its
- *                 users register hooks (thread exit, rename) through lifecycle.c
+ *   layers.c      LP_PHASE_SWITCH's calls: a scope's begin and end, as the program's are
+ *   subs.c        streams, events, subscribers and their callbacks; LABELPROF_SUBSCRIBERS;
+ *                 lp_impl_leave_slow() and the pseudo-stack's slow end (a heal, the pop of
+ *                 a notified or recorded frame), which call the timeline and the marker
+ *   pprof.c       the profile as pprof's profile.proto (lp_profile_write_pprof)
+ *   collector.c   the profile: sessions, the sampling thread
+ *   trace.c       the timeline: sessions, chunks, lanes, tracks; levels
+ *   export.c      the timeline's JSON and systrace text
+ *   marker.c      the live trace_marker
+ *   stack.c       the pseudo-stack's push and LP_END slow paths, and its reader
+ *   thread.c      the registry of threads; lp__forked_child()
+ *   tree.c, clock.c, json.c, output.c, names.c (layers' and phases' names and tags),
+ *                 pprof_enc.c (profile.proto and gzip, also compiled into the command)
+ *   util.c
  *
  * Lock order, outermost first; nothing takes them the other way round:
  *   profile control (collector.c) > sampling (collector.c) > registry (thread.c)
@@ -36,6 +54,7 @@
 #include <stdio.h>
 
 #include "labelprof.h"
+#include "jsonesc.h"
 
 #define LP__NAME_MAX 64
 /* Depths stop growing here; a push beyond it is counted and ignored. Below LP_IMPL_TRACED_MARK. */
@@ -137,9 +156,17 @@ void lp__registry_counters(lp__counters_t *out);
 
 void lp__registry_atfork_prepare(void);
 void lp__registry_atfork_parent(void);
+/* The first fork handler to run in the child. */
 void lp__registry_atfork_child(void);
+/* True in a child created by fork() from a process that had started labelprof (its handlers ran). */
+bool lp__forked_child(void);
 
 /* ---- stack.c ------------------------------------------------------------ */
+
+/* The stack word w with depth d, as a pop or a push to d publishes it (the change counter moves). */
+static inline uint64_t lp__with_depth(uint64_t w, uint32_t d) {
+  return (w & ~(uint64_t)LP_IMPL_DEPTH_MASK) + LP_IMPL_COUNT_ONE + d;
+}
 
 /* Bounded retries of a snapshot whose stack keeps changing under it. */
 #define LP__SNAPSHOT_TRIES 8
@@ -417,7 +444,7 @@ uint64_t lp__profile_end_real_ns(const lp_profile_t *p);
 /* lp_profile_write_pprof() to a stream. */
 int lp__profile_write_pprof_stream(const lp_profile_t *p, FILE *out);
 
-/* ---- layers.c: layers and phases ---------------------------------------- */
+/* ---- names.c: layers and phases, by name ------------------------------------ */
 
 /* The low bits of a frame that are not the site's address (the site is 8-byte aligned). */
 #define LP__FRAME_BITS 0x7u
@@ -430,6 +457,11 @@ const char *lp__phase_tag(int phase);
 bool lp__site_has_layer(const lp_site_t *site);
 /* Writes the site's systrace tag ("[SW][NN_LC_PCO]") into buf (LP__TAG_MAX bytes); its length, 0 for none. */
 size_t lp__site_tag(const lp_site_t *site, char *buf, size_t size);
+/* Whether a frame is a switch's, whose end is already recorded: the replaced scope's end pops it quietly. */
+bool lp__switch_frame(uintptr_t frame);
+
+/* ---- marker.c: the live trace_marker ---------------------------------------- */
+
 /*
  * The live trace_marker (LABELPROF_TRACE_MARKER). While it is open, every
  * recording thread's tlim and tend equal its cursor, so that every begin,
@@ -446,8 +478,6 @@ void lp__marker_hide(lp__thread_t *t);
 void lp__marker_begin(lp__thread_t *t, const lp_site_t *site, uint32_t d);
 void lp__marker_end(lp__thread_t *t, uint32_t d);
 void lp__marker_atfork_child(void);
-/* Whether a frame is a switch's, whose end is already recorded: the replaced scope's end pops it quietly. */
-bool lp__switch_frame(uintptr_t frame);
 
 /* ---- trace.c: recording ------------------------------------------------- */
 
@@ -532,6 +562,8 @@ int lp__trace_write_systrace(lp__owner_t who, const char *path);
 uint64_t lp__trace_held_bytes(void);
 /* Thread lanes the recorder keeps (live and exited threads). */
 uint32_t lp__trace_lane_count(void);
+/* lp_track_create() (lifecycle.c), once the library is started. */
+lp_track_t lp__track_create(const char *name);
 
 void lp__trace_thread_exit(lp__thread_t *t);
 void lp__trace_thread_renamed(lp__thread_t *t);
@@ -643,23 +675,61 @@ void lp__subs_env_load(void);
 void lp__subs_heal(lp__thread_t *t, uint32_t from, uint32_t to);
 /* The end callbacks of the notified scope whose frame is at depth (still on the stack). */
 void lp__subs_end(lp__thread_t *t, uint32_t depth, const lp_site_t *site);
-/* stack.c: lp_impl_leave_slow() (in subs.c) past the subscribers' direct end; heals the stack if it must. */
-void lp__leave_general(const lp_site_t *site, uint64_t word);
+/* lp_stream_register() and the others of lifecycle.c, once the library is started. */
+int lp__stream_register(const char *name, uint8_t *id);
+int lp__stream_initialize(const char *name, uint32_t major, uint32_t minor, const char *version);
+int lp__stream_finalize(const char *name);
+int lp__tp_register(const char *vendor, uint8_t index, uint16_t *type);
+int lp__subscriber_create(void *subscriber_data, lp_subscriber_t **out);
 void lp__subs_atfork_prepare(void);
 void lp__subs_atfork_parent(void);
 void lp__subs_atfork_child(void);
 
-/* ---- lifecycle.c ---------------------------------------------------------- */
+/* ---- util.c: allocation ---------------------------------------------------- */
 
-/* Fork handlers and registry hooks, once; every entry point calls it first. */
-void lp__lifecycle_init(void);
-/* True in a child created by fork() from a process that had started labelprof. */
-bool lp__forked_child(void);
+/*
+ * Every allocation of the library goes through these: malloc, calloc,
+ * realloc, strdup, strndup and aligned_alloc, freed with free(). They differ
+ * only in a test hook: lp__alloc_test_fail(n) makes the n-th allocation the
+ * calling thread makes from then on fail (NULL, errno ENOMEM), once; 0
+ * turns it off. lp__alloc_test_pending() is what is left of the countdown:
+ * 0 once the failure has happened (or when none was asked for).
+ */
+void *lp__malloc(size_t n);
+void *lp__calloc(size_t n, size_t size);
+void *lp__realloc(void *p, size_t n);
+char *lp__strdup(const char *s);
+char *lp__strndup(const char *s, size_t n);
+void *lp__aligned_alloc(size_t align, size_t n);
+void lp__alloc_test_fail(unsigned long nth);
+unsigned long lp__alloc_test_pending(void);
 
 /* ---- env.c ---------------------------------------------------------------- */
 
 /* Reads LABELPROF_*, starts what they ask for and arranges the reports (the constructor calls it). */
 void lp__env_load(void);
 void lp__env_atfork_child(void);
+
+/*
+ * The loader's parsers, for tests/fuzz_env.c and tests/test_env.c. The
+ * values of the variables that are not paths: lp__env_defaults fills in
+ * what the loader uses when none is set; lp__env_parse reads one variable's
+ * value (NULL or "" as unset) into *v as the loader does, a bad value
+ * warning on stderr and keeping the default. It returns 0, -ENOMEM, or
+ * -ENOENT for a name it does not parse (the paths, LABELPROF_TRACE_MARKER,
+ * the subscribers' variables).
+ */
+typedef struct lp__env_values {
+  lp_profile_opts_t profile; /* LABELPROF_HZ, LABELPROF_COLLECTOR_SCHED */
+  lp_print_opts_t report;    /* LABELPROF_REPORT */
+  lp_trace_opts_t trace;     /* LABELPROF_LEVELS, _TRACE_MODE, _TRACE_BUFFER, _CLOCK */
+  int dump_signal;           /* LABELPROF_DUMP_SIGNAL; 0: none */
+} lp__env_values_t;
+void lp__env_defaults(lp__env_values_t *v);
+int lp__env_parse(lp__env_values_t *v, const char *name, const char *value);
+/* A path variable's value as the loader keeps it: absolute, %p expanded, %n and %% kept. NULL on ENOMEM. */
+char *lp__env_resolve(const char *value);
+/* The file name of report number n from a resolved path: each %n the number, %% a %. NULL on ENOMEM. */
+char *lp__env_numbered(const char *path, unsigned n);
 
 #endif /* LABELPROF_INTERNAL_H */

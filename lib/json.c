@@ -6,10 +6,11 @@
  * writes are skipped and the error is returned at the end, so one check
  * covers every write.
  *
- * Strings are escaped for JSON (quote, backslash, every control character)
- * and validated as UTF-8 (RFC 3629: no overlong forms, no surrogates, nothing
- * above U+10FFFF); each byte that does not start a valid sequence becomes
- * U+FFFD. Any label therefore yields a document a strict parser accepts.
+ * Strings are escaped by the project's one escaper (jsonesc.c): quote,
+ * backslash and every control character escaped, UTF-8 validated (RFC 3629:
+ * no overlong forms, no surrogates, nothing above U+10FFFF), each byte that
+ * does not start a valid sequence written as U+FFFD. Any label therefore
+ * yields a document a strict parser accepts.
  */
 #include "internal.h"
 
@@ -24,7 +25,7 @@
 int lp__jw_init(lp__jw_t *w, int fd) {
   memset(w, 0, sizeof *w);
   w->fd = fd;
-  w->buf = malloc(JW_CAP);
+  w->buf = lp__malloc(JW_CAP);
   if (!w->buf) w->err = -ENOMEM;
   return w->err;
 }
@@ -75,71 +76,10 @@ void lp__jw_raw(lp__jw_t *w, const char *s, size_t n) {
   w->len += n;
 }
 
-/* The length of the valid UTF-8 sequence starting at s, or 0. */
-static size_t utf8_len(const unsigned char *s) {
-  unsigned char c = s[0];
-  if (c >= 0xc2 && c <= 0xdf) return (s[1] & 0xc0) == 0x80 ? 2 : 0;
-  if (c >= 0xe0 && c <= 0xef) {
-    unsigned char lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
-    return s[1] >= lo && s[1] <= hi && (s[2] & 0xc0) == 0x80 ? 3 : 0;
-  }
-  if (c >= 0xf0 && c <= 0xf4) {
-    unsigned char lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
-    return s[1] >= lo && s[1] <= hi && (s[2] & 0xc0) == 0x80 && (s[3] & 0xc0) == 0x80 ? 4 : 0;
-  }
-  return 0;
-}
-
-/*
- * Escapes characters of *sp to o until the string ends or at least max_in
- * bytes were read (whole characters only, so at most 3 more); advances *sp
- * and returns the end of the output, at most 6 bytes per input byte.
- */
-static char *escape_chars(char *o, const unsigned char **sp, size_t max_in) {
-  static const char hex[] = "0123456789abcdef";
-  const unsigned char *s = *sp, *stop = s + max_in;
-  while (*s && s < stop) {
-    unsigned char c = *s;
-    if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
-      *o++ = (char)c;
-      s++;
-    } else if (c == '"' || c == '\\') {
-      *o++ = '\\';
-      *o++ = (char)c;
-      s++;
-    } else if (c < 0x20) {
-      const char *named = c == '\n' ? "\\n" : c == '\t' ? "\\t" : c == '\r' ? "\\r" : c == '\b' ? "\\b" : c == '\f' ? "\\f" : NULL;
-      if (named) {
-        memcpy(o, named, 2);
-        o += 2;
-      } else {
-        memcpy(o, "\\u00", 4);
-        o[4] = hex[c >> 4];
-        o[5] = hex[c & 15];
-        o += 6;
-      }
-      s++;
-    } else {
-      size_t n = utf8_len(s);
-      if (n) {
-        memcpy(o, s, n);
-        o += n;
-        s += n;
-      } else {
-        memcpy(o, "\xef\xbf\xbd", 3);
-        o += 3;
-        s++;
-      }
-    }
-  }
-  *sp = s;
-  return o;
-}
-
 char *lp__json_escape(char *o, const char *str) {
-  const unsigned char *s = (const unsigned char *)str;
+  const char *s = str, *end = str + strlen(str);
   *o++ = '"';
-  o = escape_chars(o, &s, strlen(str));
+  o = lp__json_escape_chars(o, &s, end, end, 0);
   *o++ = '"';
   return o;
 }
@@ -147,12 +87,13 @@ char *lp__json_escape(char *o, const char *str) {
 /* Any length: a block of input at a time into reserved space, so the buffer never has to hold it all. */
 void lp__jw_str(lp__jw_t *w, const char *str) {
   enum { BLOCK = 4096 };
-  const unsigned char *s = (const unsigned char *)str;
+  const char *s = str, *end = str + strlen(str);
   lp__jw_raw(w, "\"", 1);
-  while (*s) {
-    char *o = lp__jw_reserve(w, 6 * (BLOCK + 3));
+  while (s < end) {
+    char *o = lp__jw_reserve(w, LP__JSON_ESC_MAX * (BLOCK + 3));
     if (!o) return; /* an error, which sticks */
-    w->len = (size_t)(escape_chars(o, &s, BLOCK) - w->buf);
+    const char *stop = (size_t)(end - s) > BLOCK ? s + BLOCK : end;
+    w->len = (size_t)(lp__json_escape_chars(o, &s, end, stop, 0) - w->buf);
   }
   lp__jw_raw(w, "\"", 1);
 }

@@ -1,10 +1,15 @@
 /*
- * lifecycle.c: what spans modules at fork, thread exit and load.
+ * lifecycle.c: what spans modules at fork, thread exit and load. The top of
+ * the library: it calls every module, and none calls it.
  *
  * The registry (thread.c) never calls up into its users; this file wires
  * them together: it registers the timeline's hooks for thread exit and
  * rename, and the fork handlers, which take every library lock in the one
  * order written down in internal.h and release or reinitialise them after.
+ * It runs them once, from the constructor, or from the first public entry
+ * point that starts something (below), whichever comes first: another
+ * constructor of a statically linked program may start a profile before
+ * this one has run.
  *
  * It also defines lp_impl_self. Every label reads it, so every program that
  * uses labelprof links this object, and with it the constructor that reads
@@ -16,10 +21,6 @@
 #include <stdio.h>
 
 LP_EXPORT __thread lp_impl_thread_t *lp_impl_self __attribute__((tls_model("initial-exec"))) = &lp__unattached;
-
-static bool forked;
-
-bool lp__forked_child(void) { return forked; }
 
 /*
  * Every library lock that guards state the child keeps, taken in the lock
@@ -41,8 +42,7 @@ static void atfork_parent(void) {
 }
 
 static void atfork_child(void) {
-  forked = true;
-  lp__registry_atfork_child();
+  lp__registry_atfork_child(); /* first: from here on lp__forked_child() is true */
   lp__collector_atfork_child();
   lp__trace_atfork_child();
   lp__env_atfork_child();
@@ -59,14 +59,57 @@ static void init(void) {
     fprintf(stderr, "labelprof: pthread_atfork failed (%s); do not fork while profiling\n", lp_strerror(-rc));
 }
 
-void lp__lifecycle_init(void) {
+static void lifecycle_init(void) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;
   int rc = pthread_once(&once, init);
   if (rc != 0) lp__fatal("pthread_once", rc);
 }
 
 __attribute__((constructor)) static void load(void) {
-  lp__lifecycle_init();
+  lifecycle_init();
   lp__env_load();
   lp__subs_env_load(); /* last: a subscriber's init may use every part of the library */
+}
+
+/* ---- the public entry points that start something: the library first ---- */
+
+int lp_profile_start(const lp_profile_opts_t *opts) {
+  lifecycle_init();
+  return lp__profile_start(LP__PROGRAM, opts);
+}
+
+int lp_trace_start(const lp_trace_opts_t *opts) {
+  lifecycle_init();
+  return lp__trace_start(LP__PROGRAM, opts);
+}
+
+lp_track_t lp_track_create(const char *name) {
+  lifecycle_init();
+  return lp__track_create(name);
+}
+
+/* The labels stream is registered first (lp__subs_init), as id 1. */
+int lp_stream_register(const char *name, uint8_t *id) {
+  lifecycle_init();
+  return lp__stream_register(name, id);
+}
+
+int lp_stream_initialize(const char *name, uint32_t major, uint32_t minor, const char *version) {
+  lifecycle_init();
+  return lp__stream_initialize(name, major, minor, version);
+}
+
+int lp_stream_finalize(const char *name) {
+  lifecycle_init();
+  return lp__stream_finalize(name);
+}
+
+int lp_tp_register(const char *vendor, uint8_t index, uint16_t *type) {
+  lifecycle_init();
+  return lp__tp_register(vendor, index, type);
+}
+
+int lp_subscriber_create(void *subscriber_data, lp_subscriber_t **out) {
+  lifecycle_init();
+  return lp__subscriber_create(subscriber_data, out);
 }

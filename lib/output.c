@@ -108,14 +108,14 @@ static int open_parent(int at, const char *path, int *dirfd, char **name) {
   if (slash == path) {
     dirpath = "/";
   } else if (slash) {
-    if (!(dir = strndup(path, (size_t)(slash - path)))) return -ENOMEM;
+    if (!(dir = lp__strndup(path, (size_t)(slash - path)))) return -ENOMEM;
     dirpath = dir;
   }
   int fd = open_at(at, dirpath, O_PATH | O_DIRECTORY | O_CLOEXEC, 0);
   int err = fd < 0 ? -errno : 0;
   free(dir);
   if (err) return err;
-  if (!(*name = strdup(slash ? slash + 1 : path))) {
+  if (!(*name = lp__strdup(slash ? slash + 1 : path))) {
     close(fd);
     return -ENOMEM;
   }
@@ -295,7 +295,7 @@ static int resolve_and_open(lp__output_t *o, const char *path) {
     if (S_ISLNK(st.st_mode)) {
       if (hops == MAX_HOPS) {
         err = -ELOOP;
-      } else if (!link && !(link = malloc(PATH_MAX))) {
+      } else if (!link && !(link = lp__malloc(PATH_MAX))) {
         err = -ENOMEM;
       } else {
         ssize_t n = readlinkat(dirfd, name, link, PATH_MAX);

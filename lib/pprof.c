@@ -56,7 +56,7 @@ int lp__profile_write_pprof_stream(const lp_profile_t *p, FILE *out) {
   if (!p || !out) return -EINVAL;
   lp_profile_stats_t s;
   lp_profile_get_stats(p, &s);
-  walk_t *w = calloc(1, sizeof *w);
+  walk_t *w = lp__calloc(1, sizeof *w);
   if (!w) return -ENOMEM;
   w->pp = lp__pprof_new();
   w->tick_ns = s.ticks && s.duration_ns ? (double)s.duration_ns / (double)s.ticks : (double)s.tick_ns;

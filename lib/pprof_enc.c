@@ -18,6 +18,22 @@
  */
 #include "pprof_enc.h"
 
+/*
+ * In the library every allocation goes through lp__malloc and its kin
+ * (lib/internal.h), which the allocation-failure tests hook; the command,
+ * which compiles this file too (LP_PPROF_ENC_TOOLS), uses the C library's.
+ */
+#ifdef LP_PPROF_ENC_TOOLS
+#include <stdlib.h>
+#define enc_calloc calloc
+#define enc_realloc realloc
+#else
+void *lp__calloc(size_t n, size_t size);
+void *lp__realloc(void *p, size_t n);
+#define enc_calloc lp__calloc
+#define enc_realloc lp__realloc
+#endif
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -35,7 +51,7 @@ static bool room(buf_t *b, size_t n) {
   if (b->n + n > b->cap) {
     size_t cap = b->cap ? b->cap : 4096;
     while (cap < b->n + n) cap *= 2;
-    uint8_t *np = realloc(b->p, cap);
+    uint8_t *np = enc_realloc(b->p, cap);
     if (!np) {
       b->oom = true;
       return false;
@@ -114,8 +130,8 @@ static uint64_t hash_str(const char *s) {
 
 static int rehash_strs(lp__pprof_t *pp) {
   uint32_t mask = pp->strmask ? pp->strmask * 2 + 1 : 1023;
-  uint32_t *slots = calloc((size_t)mask + 1, sizeof *slots);
-  const char **strs = realloc(pp->strs, ((size_t)mask + 1) / 2 * sizeof *strs);
+  uint32_t *slots = enc_calloc((size_t)mask + 1, sizeof *slots);
+  const char **strs = enc_realloc(pp->strs, ((size_t)mask + 1) / 2 * sizeof *strs);
   if (!slots || !strs) {
     free(slots);
     if (strs) pp->strs = strs;
@@ -150,7 +166,7 @@ static int64_t str_index(lp__pprof_t *pp, const char *s) {
 }
 
 lp__pprof_t *lp__pprof_new(void) {
-  lp__pprof_t *pp = calloc(1, sizeof *pp);
+  lp__pprof_t *pp = enc_calloc(1, sizeof *pp);
   if (!pp) return NULL;
   /* string_table[0] is "" */
   if (str_index(pp, "") != 0) {
@@ -179,8 +195,8 @@ static uint64_t hash_func(const fkey_t *k) {
 
 static int rehash_funcs(lp__pprof_t *pp) {
   uint32_t mask = pp->funcmask ? pp->funcmask * 2 + 1 : 1023;
-  uint32_t *slots = calloc((size_t)mask + 1, sizeof *slots);
-  fkey_t *funcs = realloc(pp->funcs, ((size_t)mask + 1) / 2 * sizeof *funcs);
+  uint32_t *slots = enc_calloc((size_t)mask + 1, sizeof *slots);
+  fkey_t *funcs = enc_realloc(pp->funcs, ((size_t)mask + 1) / 2 * sizeof *funcs);
   if (!slots || !funcs) {
     free(slots);
     if (funcs) pp->funcs = funcs;
@@ -354,7 +370,7 @@ int lp__pprof_write(lp__pprof_t *pp, FILE *out, int64_t time_nanos, int64_t dura
     free(head.p);
     return -ENOMEM;
   }
-  gz_t *g = calloc(1, sizeof *g);
+  gz_t *g = enc_calloc(1, sizeof *g);
   if (!g) {
     free(head.p);
     return -ENOMEM;

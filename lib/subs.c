@@ -83,7 +83,7 @@ static int name_id(char **names, size_t stride, uint32_t *n, const char *name, u
     }
   }
   if (*n >= 255) return -ENOSPC;
-  char *copy = strdup(name);
+  char *copy = lp__strdup(name);
   if (!copy) return -ENOMEM;
   (*n)++;
   *(char **)((char *)names + *n * stride) = copy;
@@ -101,14 +101,10 @@ static int register_stream(const char *name, uint8_t *id) {
   return rc;
 }
 
-int lp_stream_register(const char *name, uint8_t *id) {
-  lp__lifecycle_init(); /* the labels stream is registered first, as id 1 */
-  return register_stream(name, id);
-}
+int lp__stream_register(const char *name, uint8_t *id) { return register_stream(name, id); }
 
-int lp_tp_register(const char *vendor, uint8_t index, uint16_t *type) {
+int lp__tp_register(const char *vendor, uint8_t index, uint16_t *type) {
   if (!type || index > 127) return -EINVAL;
-  lp__lifecycle_init();
   uint8_t v = 0;
   lp__lock(&streams_mu);
   int rc = name_id(vendors, sizeof(char *), &nvendors, vendor, &v);
@@ -138,11 +134,11 @@ static void run_inits(uint32_t from, uint32_t to, const char *name, uint32_t maj
   for (uint32_t i = from; i < to; i++) libs[i].init(major, minor, version, name);
 }
 
-int lp_stream_initialize(const char *name, uint32_t major, uint32_t minor, const char *version) {
+int lp__stream_initialize(const char *name, uint32_t major, uint32_t minor, const char *version) {
   uint8_t id;
-  int rc = lp_stream_register(name, &id);
+  int rc = register_stream(name, &id);
   if (rc) return rc;
-  char *v = strdup(version ? version : "");
+  char *v = lp__strdup(version ? version : "");
   if (!v) return -ENOMEM;
   lp__lock(&streams_mu);
   stream_t *s = &streams[id];
@@ -155,16 +151,15 @@ int lp_stream_initialize(const char *name, uint32_t major, uint32_t minor, const
   uint32_t n = atomic_load(&nlibs);
   /* The library's copies of name and version: they live as long as the process (versions are only replaced). */
   const char *stable = s->name;
-  char *vcopy = strdup(v);
+  char *vcopy = lp__strdup(v);
   lp__unlock(&streams_mu);
   run_inits(0, n, stable, major, minor, vcopy ? vcopy : "");
   free(vcopy);
   return 0;
 }
 
-int lp_stream_finalize(const char *name) {
+int lp__stream_finalize(const char *name) {
   if (!name) return -EINVAL;
-  lp__lifecycle_init();
   const char *stable = NULL;
   lp__lock(&streams_mu);
   for (uint32_t i = 1; i <= nstreams; i++)
@@ -277,7 +272,7 @@ static char *ev_cur, *ev_end;
 #endif
 #endif
 static void *big_alloc(size_t size) {
-  void *e = aligned_alloc(64, (size + 63) & ~(size_t)63);
+  void *e = lp__aligned_alloc(64, (size + 63) & ~(size_t)63);
   if (e) memset(e, 0, size);
   return e;
 }
@@ -288,7 +283,7 @@ static void *event_alloc(size_t size) {
   if (size > EV_BLOCK / 4) return big_alloc(size);
   size = (size + 63) & ~(size_t)63;
   if ((size_t)(ev_end - ev_cur) < size) {
-    char *b = aligned_alloc(64, EV_BLOCK);
+    char *b = lp__aligned_alloc(64, EV_BLOCK);
     if (!b) return NULL;
     memset(b, 0, EV_BLOCK);
     ev_cur = b;
@@ -305,7 +300,7 @@ static lp_event_t *new_event(const lp_payload_t *p, uint64_t h, uint16_t type) {
   if (id > (uint64_t)EV_PAGE * EV_PAGES) return NULL;
   evslot_t *page = atomic_load(&pages[(id - 1) / EV_PAGE]);
   if (!page) {
-    page = calloc(EV_PAGE, sizeof *page);
+    page = lp__calloc(EV_PAGE, sizeof *page);
     if (!page) return NULL;
     atomic_store_explicit(&pages[(id - 1) / EV_PAGE], page, memory_order_release);
   }
@@ -374,8 +369,8 @@ static const meta_t *find_meta(const lp_event_t *ev, const char *key) {
 int lp_event_set_metadata(const lp_event_t *ev, const char *key, const char *value) {
   if (!ev || !key || !value) return -EINVAL;
   lp_event_t *e = (lp_event_t *)ev;
-  meta_t *m = malloc(sizeof *m);
-  char *k = strdup(key), *v = strdup(value);
+  meta_t *m = lp__malloc(sizeof *m);
+  char *k = lp__strdup(key), *v = lp__strdup(value);
   if (!m || !k || !v) {
     free(m);
     free(k);
@@ -528,7 +523,7 @@ static void st_make_key(void) { st_key_ok = pthread_key_create(&st_key, st_exit)
 static sthread_t *st_create(void) {
   lp__thread_t *t = lp__thread_attach();
   if (!t || pthread_once(&st_once, st_make_key) != 0 || !st_key_ok) return NULL;
-  sthread_t *st = calloc(1, sizeof *st);
+  sthread_t *st = lp__calloc(1, sizeof *st);
   if (!st) return NULL;
   st->tid = t->tid;
   st->pub.lbegin = (lp_notification_t){LP_STREAM_LABELS, LP_TP_SCOPE_BEGIN, NULL, NULL, NULL, 0, NULL, st->tid};
@@ -563,7 +558,7 @@ static inline sthread_t *st_get(void) {
 static lp_event_t **cache_slot(const lp_payload_t *p) {
   sthread_t *st = st_get();
   if (!st) return NULL;
-  if (LP_IMPL_UNLIKELY(!st->events) && !(st->events = calloc(ECACHE, sizeof *st->events))) return NULL;
+  if (LP_IMPL_UNLIKELY(!st->events) && !(st->events = lp__calloc(ECACHE, sizeof *st->events))) return NULL;
   uint64_t h = ((uint64_t)(uintptr_t)p->name ^ (uint64_t)(uintptr_t)p->file * 31 ^ (uint64_t)(uintptr_t)p->code_ptr * 7 ^ p->line * 2654435761u ^
                  p->column) *
                 0x9e3779b97f4a7c15ull;
@@ -674,7 +669,7 @@ static snap_t *build(int *rc) {
   if (!nenabled) return NULL;
   uint32_t nf = 0;
   for (uint32_t i = 0; i < nenabled; i++) nf += enabled_list[i]->ncbs;
-  flat_t *f = malloc((nf ? nf : 1) * sizeof *f);
+  flat_t *f = lp__malloc((nf ? nf : 1) * sizeof *f);
   if (!f) goto oom;
   nf = 0;
   for (uint32_t i = 0; i < nenabled; i++)
@@ -692,7 +687,7 @@ static snap_t *build(int *rc) {
   uint32_t size = 8;
   while (size < nkeys * 2) size *= 2;
   while (size < KEYS_SPREAD && homes_collide(f, nf, size - 1)) size *= 2;
-  snap_t *s = calloc(1, sizeof *s + size * sizeof(keyent_t) + (ncalls ? ncalls : 1) * sizeof(call_t));
+  snap_t *s = lp__calloc(1, sizeof *s + size * sizeof(keyent_t) + (ncalls ? ncalls : 1) * sizeof(call_t));
   if (!s) {
     free(f);
     goto oom;
@@ -779,10 +774,9 @@ static bool known_sub(const lp_subscriber_t *s) {
   return false;
 }
 
-int lp_subscriber_create(void *subscriber_data, lp_subscriber_t **out) {
+int lp__subscriber_create(void *subscriber_data, lp_subscriber_t **out) {
   if (!out) return -EINVAL;
-  lp__lifecycle_init();
-  lp_subscriber_t *s = calloc(1, sizeof *s);
+  lp_subscriber_t *s = lp__calloc(1, sizeof *s);
   if (!s) return -ENOMEM;
   s->data = subscriber_data;
   lp__lock(&subs_mu);
@@ -816,7 +810,7 @@ int lp_subscriber_set_callback(lp_subscriber_t *s, uint8_t stream, uint16_t type
   if (!cb) goto out;
   if (s->ncbs == s->capcbs) {
     uint32_t cap = s->capcbs ? s->capcbs * 2 : 8;
-    cbent_t *n = realloc(s->cbs, cap * sizeof *n);
+    cbent_t *n = lp__realloc(s->cbs, cap * sizeof *n);
     if (!n) {
       rc = -ENOMEM;
       goto out;
@@ -1086,11 +1080,106 @@ static inline bool end_direct(lp_impl_thread_t *h, sthread_t *st, uint32_t depth
   return true;
 }
 
+/* ---- the pseudo-stack's slow end ------------------------------------------------
+ * Here, above the timeline, the live trace_marker and stack.c, because it
+ * calls all three and the subscribers' ends.
+ */
+
 /*
- * The pseudo-stack's slow end (stack.c has the rest, lp__leave_general),
- * here so that the usual end of a notified scope is one call from the
- * program: a marked word (its begin reached subscribers, or was recorded),
- * its frame on top and notified, outside any callback.
+ * The ends of traced frames that a heal pops will never be recorded: give
+ * back the room their begins kept.
+ */
+static void release_ends(lp__thread_t *t, uint32_t from, uint32_t to) {
+  uint32_t n = 0;
+  if (to > LP_STACK_CAPACITY) to = LP_STACK_CAPACITY;
+  for (uint32_t k = from; k < to; k++) n += (LP_IMPL_LOAD_RELAXED(t->hot.frames[k]) & LP_IMPL_TRACED) != 0;
+  /* ---- layers and phases: the live trace_marker ends them (innermost first), on the real limits ---- */
+  if (LP_IMPL_UNLIKELY(lp__marker_fd >= 0)) {
+    for (uint32_t k = to; k-- > from;)
+      if (LP_IMPL_LOAD_RELAXED(t->hot.frames[k]) & LP_IMPL_TRACED) lp__marker_end(t, k);
+    bool hidden = t->mark_hidden;
+    lp__marker_unhide(t);
+    if (n && t->hot.tlim) {
+      uint32_t room = (uint32_t)(t->hot.tend - t->hot.tlim);
+      t->hot.tlim += n < room ? n : room;
+    }
+    if (hidden) lp__marker_hide(t);
+    return;
+  }
+  /* ---- end of layers and phases ---- */
+  if (n && t->hot.tlim) {
+    uint32_t room = (uint32_t)(t->hot.tend - t->hot.tlim);
+    t->hot.tlim += n < room ? n : room;
+  }
+}
+
+/*
+ * The scope whose frame is at `depth` ends, and the top is not its frame.
+ * Either labels it did not start are still open above it (a longjmp, a
+ * missing LP_END): they go with it. Or its own frame was already ended by a
+ * stray LP_END: never go back up, which would expose stale frames. Counted.
+ * Returns true if its frame was still there (and is now popped).
+ */
+static bool heal(lp__thread_t *t, uint32_t depth) {
+  uint64_t w = LP_IMPL_LOAD_RELAXED(t->hot.word);
+  uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
+  lp__bump(&t->mismatched);
+  if (d > depth + 1) release_ends(t, depth + 1, d);
+  LP_IMPL_STORE_RELEASE(t->hot.word, lp__with_depth(w, d <= depth ? d : depth));
+  return d > depth;
+}
+
+/*
+ * A scope's end that the inline path could not finish. lp_impl_leave_slow()
+ * ends a notified scope directly and comes here otherwise. Out of line, as
+ * when it was in a file of its own: lp_impl_leave_slow() keeps the usual
+ * end's registers to itself.
+ */
+static __attribute__((noinline)) void leave_general(const lp_site_t *site, uint64_t word) {
+  if ((uint32_t)(word & LP_IMPL_DEPTH_MASK) == LP_IMPL_NOT_PUSHED) return;
+  /* Marked: the scope recorded a begin, or its begin reached subscribers; its frame says which. */
+  bool marked = (word & LP_IMPL_TRACED_MARK) != 0;
+  uint32_t depth = (uint32_t)((word ^ (marked ? LP_IMPL_TRACED_MARK : 0)) & LP_IMPL_DEPTH_MASK) - 1;
+  lp__thread_t *t = lp__thread_current();
+  if (!t) return; /* the thread has exited: nothing to pop, nothing to record */
+  const uintptr_t bits = LP_IMPL_TRACED | LP_IMPL_NOTIFIED;
+  uint64_t now = LP_IMPL_LOAD_RELAXED(t->hot.word);
+  uint32_t d = (uint32_t)now & LP_IMPL_DEPTH_MASK;
+  uintptr_t fr = depth < LP_STACK_CAPACITY && d > depth ? LP_IMPL_LOAD_RELAXED(t->hot.frames[depth]) : 0;
+  /* ---- layers and phases: an LP_PHASE_SWITCH replaced it and ended both; pop quietly ---- */
+  if (marked && d == depth + 1 && depth < LP_STACK_CAPACITY && lp__switch_frame(fr)) {
+    LP_IMPL_STORE_RELEASE(t->hot.word, lp__with_depth(now, depth));
+    return;
+  }
+  /* ---- end of layers and phases ---- */
+  bool ours = (fr & ~bits) == (uintptr_t)site && (fr & bits);
+  if (marked && d == depth + 1 && depth < LP_STACK_CAPACITY) {
+    if (!ours) {
+      /* A stray LP_END() ended it (and recorded its end), and another label took its depth: not ours to pop. */
+      lp__bump(&t->mismatched);
+      return;
+    }
+    if (fr & LP_IMPL_NOTIFIED) { /* the usual end of a scope subscribers saw begin: callbacks, pop, end event */
+      lp__subs_end(t, depth, site);
+      uint64_t w = LP_IMPL_LOAD_RELAXED(t->hot.word);
+      LP_IMPL_STORE_RELEASE(t->hot.word, w + LP_IMPL_COUNT_ONE - 1);
+      if (fr & LP_IMPL_TRACED) lp_impl_end_event(&t->hot, (uintptr_t)site, depth);
+      return;
+    }
+  }
+  /* Scopes a longjmp skipped, or a missing LP_END left open, end here: their subscribers' ends first. */
+  if (d > depth + 1) lp__subs_heal(t, depth + 1, d);
+  if (marked && ours && (fr & LP_IMPL_NOTIFIED)) lp__subs_end(t, depth, site);
+  /* The end is recorded when the begin was, unless a stray LP_END() already recorded it. */
+  bool traced = marked && (depth >= LP_STACK_CAPACITY || !ours || (fr & LP_IMPL_TRACED));
+  if (heal(t, depth) && traced) lp_impl_end_event(&t->hot, (uintptr_t)site, depth);
+}
+
+/*
+ * The pseudo-stack's slow end, here so that the usual end of a notified
+ * scope is one call from the program: a marked word (its begin reached
+ * subscribers, or was recorded), its frame on top and notified, outside any
+ * callback. Anything else goes to leave_general().
  */
 void lp_impl_leave_slow(const lp_site_t *site, uint64_t word) {
   lp_impl_thread_t *h = lp_impl_self;
@@ -1101,7 +1190,7 @@ void lp_impl_leave_slow(const lp_site_t *site, uint64_t word) {
                      LP_IMPL_LOAD_RELAXED(h->frames[depth]) == ((uintptr_t)site | LP_IMPL_NOTIFIED) &&
                      end_direct(h, st, depth, site)))
     return;
-  lp__leave_general(site, word);
+  leave_general(site, word);
 }
 
 void lp__subs_heal(lp__thread_t *t, uint32_t from, uint32_t to) {
@@ -1325,11 +1414,12 @@ static void load_one(const char *path) {
    * are not there when this library is linked in statically and the program
    * does not export them (no -rdynamic), or when it came in a library loaded
    * RTLD_LOCAL. (RTLD_DEFAULT would search this library's own scope too: the
-   * program's handle searches the global one only.)
+   * program's handle searches the global one only.) Any of this file's
+   * lp_* functions tells.
    */
-  void *ours = (void *)(uintptr_t)lp_subscriber_create;
+  void *ours = (void *)(uintptr_t)lp_subscriber_destroy;
   void *prog = dlopen(NULL, RTLD_NOW);
-  bool global = prog && dlsym(prog, "lp_subscriber_create") == ours;
+  bool global = prog && dlsym(prog, "lp_subscriber_destroy") == ours;
   if (prog) dlclose(prog);
   (void)dlerror(); /* a failed probe leaves nothing pending for the program */
   void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -1345,7 +1435,7 @@ static void load_one(const char *path) {
   for (uint32_t i = 0; i < n; i++)
     if (libs[i].handle == h) return; /* another path to an object already loaded */
   /* Its own liblabelprof.so, where the program's labelprof is not global: a second library nothing records into. */
-  void *theirs = dlsym(h, "lp_subscriber_create");
+  void *theirs = dlsym(h, "lp_subscriber_destroy");
   (void)dlerror();
   if (!global && theirs && theirs != ours) {
     warn("LABELPROF_SUBSCRIBERS: %s brings a second copy of labelprof (it is linked with -llabelprof, and the "
@@ -1364,7 +1454,7 @@ static void load_one(const char *path) {
                           : "labelprof_subscriber_finish");
     return;
   }
-  char *copy = strdup(path);
+  char *copy = lp__strdup(path);
   if (!copy) {
     warn("LABELPROF_SUBSCRIBERS: out of memory; %s skipped", path);
     return;
@@ -1386,7 +1476,7 @@ static void load_one(const char *path) {
       done_order = best;
       major = streams[which].major;
       minor = streams[which].minor;
-      version = strdup(streams[which].version ? streams[which].version : "");
+      version = lp__strdup(streams[which].version ? streams[which].version : "");
     }
     const char *name = which ? streams[which].name : NULL;
     lp__unlock(&streams_mu);
@@ -1399,7 +1489,7 @@ static void load_one(const char *path) {
 void lp__subs_env_load(void) {
   const char *v = secure_getenv("LABELPROF_SUBSCRIBERS");
   if (!v || !*v) return;
-  char *list = strdup(v);
+  char *list = lp__strdup(v);
   if (!list) {
     warn("LABELPROF_SUBSCRIBERS: out of memory; no subscriber loaded");
     return;
@@ -1422,7 +1512,7 @@ void lp__subs_init(void) {
   streams[LP_STREAM_LABELS].initialized = true;
   streams[LP_STREAM_LABELS].major = LABELPROF_VERSION_MAJOR;
   streams[LP_STREAM_LABELS].minor = LABELPROF_VERSION_MINOR;
-  streams[LP_STREAM_LABELS].version = strdup(LABELPROF_VERSION_STRING);
+  streams[LP_STREAM_LABELS].version = lp__strdup(LABELPROF_VERSION_STRING);
   streams[LP_STREAM_LABELS].init_order = ++init_seq;
   lp__unlock(&streams_mu);
 #if !LP__TSAN

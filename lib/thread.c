@@ -78,7 +78,7 @@ lp__thread_t *lp__thread_attach(void) {
   if (pthread_once(&key_once, make_key) != 0 || !key_ok) goto fail;
   /* Own cache lines: the owner's stores never share a line with another thread's. */
   size_t size = (sizeof(lp__thread_t) + 63) & ~(size_t)63;
-  lp__thread_t *t = aligned_alloc(64, size);
+  lp__thread_t *t = lp__aligned_alloc(64, size);
   if (!t) goto fail;
   memset(t, 0, size);
   t->tid = (uint64_t)syscall(SYS_gettid);
@@ -174,11 +174,16 @@ void lp__registry_counters(lp__counters_t *out) {
  * forking thread's, and release the lock prepare took on this thread.
  */
 
+static bool forked;
+
+bool lp__forked_child(void) { return forked; }
+
 void lp__registry_atfork_prepare(void) { lp__lock(&registry_mu); }
 void lp__registry_atfork_parent(void) { lp__unlock(&registry_mu); }
 
 void lp__registry_atfork_child(void) {
   lp__thread_t *self = lp__thread_current();
+  forked = true;
   lp__registry_reap(NULL, NULL);
   held = false;
   for (lp__thread_t *t = head, *next; t; t = next) {

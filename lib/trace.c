@@ -228,7 +228,7 @@ static void *refill_main(void *arg) {
     lp__unlock(&trace_mu);
     lp__chunk_t *got = NULL;
     for (uint32_t i = 0; i < n; i++) {
-      lp__chunk_t *c = aligned_alloc(64, LP__CHUNK_BYTES);
+      lp__chunk_t *c = lp__aligned_alloc(64, LP__CHUNK_BYTES);
       if (!c) break; /* the recording threads will try for themselves */
       memset(c, 0, LP__CHUNK_BYTES); /* the touch: the page faults happen here */
       c->next = got;
@@ -279,7 +279,7 @@ static lp__chunk_t *chunk_get(void) {
     pooled -= LP__CHUNK_BYTES;
     return c;
   }
-  return aligned_alloc(64, LP__CHUNK_BYTES);
+  return lp__aligned_alloc(64, LP__CHUNK_BYTES);
 }
 
 static void retire(lp__lane_t *l);
@@ -410,8 +410,8 @@ static void retire(lp__lane_t *l) {
 }
 
 static lp__lane_t *new_lane(lp__thread_t *t) {
-  lp__lane_t *l = calloc(1, sizeof *l);
-  if (!l || !(l->name = strdup(t->name))) {
+  lp__lane_t *l = lp__calloc(1, sizeof *l);
+  if (!l || !(l->name = lp__strdup(t->name))) {
     free(l);
     return NULL;
   }
@@ -545,13 +545,18 @@ static uint64_t enter_slow(lp__thread_t *t, const lp_site_t *site, int manual) {
   }
   if (!(site->level & levels)) return lp_impl_push((uintptr_t)site); /* the session stopped meanwhile */
   lp_impl_event_t *e = LP_IMPL_LOAD_RELAXED(t->hot.tcur);
-  if (e < t->hot.tlim) return lp_impl_enter_traced(site, levels, manual); /* just registered, with room */
-  if (levels & LP_IMPL_SPENT) {
+  if (e < t->hot.tlim && !(levels & LP_IMPL_SPENT)) {
+    /* Just registered, with room: as lp_impl_enter_traced() records it (levels has no subscribers' part). */
+    e->ts = lp_impl_ticks();
+    e->tag = (uintptr_t)site | LP_IMPL_EV_BEGIN | LP_IMPL_DEPTH_TAG(d);
+    t->hot.tlim = t->hot.tlim - 1;
+    LP_IMPL_STORE_RELEASE(t->hot.tcur, e + 1);
+  } else if (levels & LP_IMPL_SPENT) {
     drop_own(t);
     return lp_impl_push((uintptr_t)site);
-  }
-  if (!record_slow(t, (uintptr_t)site | LP_IMPL_EV_BEGIN | LP_IMPL_DEPTH_TAG(d), 0, 1, EV_BEGIN))
+  } else if (!record_slow(t, (uintptr_t)site | LP_IMPL_EV_BEGIN | LP_IMPL_DEPTH_TAG(d), 0, 1, EV_BEGIN)) {
     return lp_impl_push((uintptr_t)site);
+  }
   LP_IMPL_STORE_RELEASE(t->hot.frames[d], (uintptr_t)site | LP_IMPL_TRACED);
   uint64_t w = LP_IMPL_LOAD_RELAXED(t->hot.word) + LP_IMPL_COUNT_ONE + 1;
   LP_IMPL_STORE_RELEASE(t->hot.word, w);
@@ -583,11 +588,14 @@ void lp_impl_instant_slow(uintptr_t tag) {
   if (LP_IMPL_UNLIKELY(lp__marker_fd >= 0)) {
     lp__marker_unhide(t);
     lp_impl_event_t *e = LP_IMPL_LOAD_RELAXED(t->hot.tcur);
-    uint32_t levels = LP_IMPL_LOAD_RELAXED(lp_impl_levels);
-    if (e && e < t->hot.tlim && !(levels & LP_IMPL_SPENT))
-      lp_impl_instant(tag, levels);
-    else
+    /* Recorded here, as lp_impl_instant() would: not through its subscribers' branch, which have had it. */
+    if (e && e < t->hot.tlim && !(lp__trace_levels() & LP_IMPL_SPENT)) {
+      e->ts = lp_impl_ticks();
+      e->tag = tag;
+      LP_IMPL_STORE_RELEASE(t->hot.tcur, e + 1);
+    } else {
       record_slow(t, tag, 0, 1, EV_OTHER);
+    }
     lp__marker_hide(t);
     return;
   }
@@ -639,7 +647,7 @@ void lp__trace_thread_exit(lp__thread_t *t) {
 void lp__trace_thread_renamed(lp__thread_t *t) {
   lp__lock(&trace_mu);
   if (t->lane) {
-    char *n = strdup(t->name);
+    char *n = lp__strdup(t->name);
     if (n) { /* else the lane keeps the old name */
       free(t->lane->name);
       t->lane->name = n;
@@ -712,7 +720,6 @@ static uint64_t since(uint64_t later, uint64_t earlier) { return later > earlier
 int lp__trace_start(lp__owner_t who, const lp_trace_opts_t *opts) {
   lp_trace_opts_t want;
   if (check_opts(opts, &want) != 0) return -EINVAL;
-  lp__lifecycle_init();
   lp__clock_choose(want.clock); /* before the first event: the tick source never changes after */
   lp__counters_t c;
   lp__registry_counters(&c);
@@ -762,7 +769,6 @@ bool lp__trace_running(lp__owner_t who) {
   return r;
 }
 
-int lp_trace_start(const lp_trace_opts_t *opts) { return lp__trace_start(LP__PROGRAM, opts); }
 int lp_trace_stop(void) { return lp__trace_stop(LP__PROGRAM); }
 int lp_trace_running(void) { return lp__trace_running(LP__PROGRAM); }
 
@@ -788,7 +794,7 @@ static int snap_lane(lp__session_t *s, const lp__lane_t *l, bool track) {
   lp__snap_lane_t *sl = &s->lanes[s->nlanes];
   memset(sl, 0, sizeof *sl);
   if (!n) return 0;
-  sl->chunks = calloc(n, sizeof *sl->chunks);
+  sl->chunks = lp__calloc(n, sizeof *sl->chunks);
   if (!sl->chunks) return -ENOMEM;
   for (lp__chunk_t *c = l->first; c; c = c->next) {
     uint32_t end = chunk_end(l, c);
@@ -804,12 +810,12 @@ static int snap_lane(lp__session_t *s, const lp__lane_t *l, bool track) {
   }
   sl->tid = l->tid;
   sl->lost = l->lost;
-  if (!(sl->name = strdup(l->name))) goto nomem;
+  if (!(sl->name = lp__strdup(l->name))) goto nomem;
   if (track) { /* the work names as they are now: copies, since a new recording frees them */
-    sl->work = calloc(l->nnames + 1, sizeof *sl->work);
+    sl->work = lp__calloc(l->nnames + 1, sizeof *sl->work);
     if (!sl->work) goto nomem;
     for (uint32_t i = 0; i < l->nnames; i++, sl->nwork++)
-      if (!(sl->work[i] = strdup(l->names[i]))) goto nomem;
+      if (!(sl->work[i] = lp__strdup(l->names[i]))) goto nomem;
   }
   for (uint32_t k = 0; k < sl->nchunks; k++) ((lp__chunk_t *)sl->chunks[k].chunk)->pins++;
   s->nlanes++;
@@ -869,8 +875,8 @@ static int snapshot(lp__owner_t who, lp__session_t *s) {
   }
   for (uint32_t i = 0; i < atomic_load(&ntracks); i++)
     for (const lp__chunk_t *c = tracks[i]->first; c; c = c->next) nchunks++;
-  s->lanes = calloc(nlanes + 1, sizeof *s->lanes);
-  s->syncs = malloc((nchunks + 3) * sizeof *s->syncs);
+  s->lanes = lp__calloc(nlanes + 1, sizeof *s->lanes);
+  s->syncs = lp__malloc((nchunks + 3) * sizeof *s->syncs);
   if (!s->lanes || !s->syncs) goto nomem;
   s->syncs[s->nsyncs++] = ss->start_sync;
   if (!ss->running) s->syncs[s->nsyncs++] = ss->stop_sync;
@@ -1017,14 +1023,13 @@ int lp_trace_write_systrace(const char *path) {
 
 /* ---- tracks -------------------------------------------------------------------- */
 
-lp_track_t lp_track_create(const char *name) {
+lp_track_t lp__track_create(const char *name) {
   if (!name) return -EINVAL;
-  lp__lane_t *l = calloc(1, sizeof *l);
-  if (!l || !(l->name = strdup(name))) {
+  lp__lane_t *l = lp__calloc(1, sizeof *l);
+  if (!l || !(l->name = lp__strdup(name))) {
     free(l);
     return -ENOMEM;
   }
-  lp__lifecycle_init();
   lp__lock(&trace_mu);
   uint32_t n = atomic_load(&ntracks);
   if (n == LP__MAX_TRACKS) {
@@ -1060,7 +1065,7 @@ static uint32_t intern(lp__lane_t *l, const char *name) {
   if (l->nnames == LP__MAX_WORK_NAMES) return LP__NONE; /* names are not freed within a session */
   if (!l->name_slots || (l->nnames + 1) * 2 > l->name_mask + 1) {
     uint32_t mask = l->name_slots ? l->name_mask * 2 + 1 : 63;
-    uint32_t *slots = calloc((size_t)mask + 1, sizeof *slots);
+    uint32_t *slots = lp__calloc((size_t)mask + 1, sizeof *slots);
     if (!slots) return LP__NONE;
     for (uint32_t i = 0; i < l->nnames; i++) {
       uint32_t h = hash_name(l->names[i]) & mask;
@@ -1073,12 +1078,12 @@ static uint32_t intern(lp__lane_t *l, const char *name) {
   }
   if (l->nnames == l->capnames) {
     uint32_t cap = l->capnames ? l->capnames * 2 : 16;
-    char **names = realloc(l->names, cap * sizeof *names);
+    char **names = lp__realloc(l->names, cap * sizeof *names);
     if (!names) return LP__NONE;
     l->names = names;
     l->capnames = cap;
   }
-  char *copy = strdup(name);
+  char *copy = lp__strdup(name);
   if (!copy) return LP__NONE;
   uint32_t h = hash_name(name) & l->name_mask;
   while (l->name_slots[h]) h = (h + 1) & l->name_mask;

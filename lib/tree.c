@@ -39,7 +39,7 @@ static int grow(void **arr, uint32_t *cap, size_t elem, uint32_t need) {
     if (ncap > UINT32_MAX / 2) return -ENOMEM;
     ncap *= 2;
   }
-  void *n = realloc(*arr, (size_t)ncap * elem);
+  void *n = lp__realloc(*arr, (size_t)ncap * elem);
   if (!n) return -ENOMEM;
   *arr = n;
   *cap = ncap;
@@ -53,7 +53,7 @@ int lp__agg_init(lp__agg_t *a) {
   a->mask = 255;
   a->free_nodes = LP__NONE;
   a->free_threads = LP__NONE;
-  a->slots = calloc((size_t)a->mask + 1, sizeof *a->slots);
+  a->slots = lp__calloc((size_t)a->mask + 1, sizeof *a->slots);
   return a->slots ? 0 : -ENOMEM;
 }
 
@@ -143,7 +143,7 @@ static uint32_t slot_home(const lp__agg_t *a, uint32_t node, uint32_t mask) {
 
 static int rehash(lp__agg_t *a) {
   uint32_t nmask = a->mask * 2 + 1;
-  uint32_t *ns = calloc((size_t)nmask + 1, sizeof *ns);
+  uint32_t *ns = lp__calloc((size_t)nmask + 1, sizeof *ns);
   if (!ns) return -ENOMEM;
   for (uint32_t i = 0; i < a->nnodes; i++) {
     const lp__agg_node_t *n = &a->nodes[i];
@@ -217,7 +217,7 @@ static void free_node(lp__agg_t *a, uint32_t i) {
 static int mark_cover(uint64_t **arr, uint32_t *n, uint32_t i) {
   if (i < *n) return 0;
   uint32_t want = i + 1 > *n * 2 ? i + 1 : *n * 2;
-  uint64_t *g = realloc(*arr, (size_t)want * sizeof *g);
+  uint64_t *g = lp__realloc(*arr, (size_t)want * sizeof *g);
   if (!g) return -ENOMEM;
   memset(g + *n, 0, (size_t)(want - *n) * sizeof *g);
   *arr = g;
@@ -290,9 +290,9 @@ int lp__mark_take(lp__mark_t *m, const lp__agg_t *a) {
   memset(m, 0, sizeof *m);
   m->nself = a->nnodes;
   m->nthreads = a->nthreads;
-  m->self = calloc((size_t)m->nself + 1, sizeof *m->self);
-  m->cpu = calloc((size_t)m->nself + 1, sizeof *m->cpu);
-  m->tsamples = calloc((size_t)m->nthreads + 1, sizeof *m->tsamples);
+  m->self = lp__calloc((size_t)m->nself + 1, sizeof *m->self);
+  m->cpu = lp__calloc((size_t)m->nself + 1, sizeof *m->cpu);
+  m->tsamples = lp__calloc((size_t)m->nthreads + 1, sizeof *m->tsamples);
   if (!m->self || !m->cpu || !m->tsamples) {
     lp__mark_free(m);
     return -ENOMEM;
@@ -376,7 +376,7 @@ static uint32_t hash_text(const char *s) {
 static int table_init(uint32_t **slots, uint32_t *mask, uint32_t min) {
   uint32_t m = 255;
   while (m < min * 2 && m < 0x7fffffffu) m = m * 2 + 1;
-  *slots = calloc((size_t)m + 1, sizeof **slots);
+  *slots = lp__calloc((size_t)m + 1, sizeof **slots);
   *mask = m;
   return *slots ? 0 : -ENOMEM;
 }
@@ -431,10 +431,10 @@ static int cmp_threads(const void *x, const void *y) {
 
 lp_profile_t *lp__profile_build(const lp__agg_t *a, const lp__mark_t *mark, const lp_profile_stats_t *stats) {
   builder_t b = {0};
-  lp_profile_t *p = calloc(1, sizeof *p), *done = NULL;
-  uint32_t *map_all = calloc((size_t)a->nnodes + 1, sizeof *map_all);
-  uint32_t *map_thr = calloc((size_t)a->nnodes + 1, sizeof *map_thr);
-  uint32_t *troot = calloc((size_t)a->nthreads + 1, sizeof *troot);
+  lp_profile_t *p = lp__calloc(1, sizeof *p), *done = NULL;
+  uint32_t *map_all = lp__calloc((size_t)a->nnodes + 1, sizeof *map_all);
+  uint32_t *map_thr = lp__calloc((size_t)a->nnodes + 1, sizeof *map_thr);
+  uint32_t *troot = lp__calloc((size_t)a->nthreads + 1, sizeof *troot);
   uint32_t *tname = NULL;
   if (!p || !map_all || !map_thr || !troot) goto fail;
   if (table_init(&b.slots, &b.mask, 2 * a->nnodes + a->nthreads + 1) != 0) goto fail;
@@ -485,7 +485,7 @@ lp_profile_t *lp__profile_build(const lp__agg_t *a, const lp__mark_t *mark, cons
     }
   }
   /* Thread names go into the same string table, before it is copied. */
-  tname = calloc((size_t)a->nthreads + 1, sizeof *tname);
+  tname = lp__calloc((size_t)a->nthreads + 1, sizeof *tname);
   if (!tname) goto fail;
   for (uint32_t i = 0; i < a->nthreads; i++)
     if (!a->threads[i].free && (tname[i] = intern(&b, a->threads[i].name)) == LP__NONE) goto fail;
@@ -495,10 +495,10 @@ lp_profile_t *lp__profile_build(const lp__agg_t *a, const lp__mark_t *mark, cons
   struct timespec rt;
   if (clock_gettime(CLOCK_REALTIME, &rt) == 0) p->end_real_ns = (uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec;
   p->nnodes = b.nnodes;
-  p->nodes = calloc(b.nnodes, sizeof *p->nodes);
-  p->kidbuf = calloc(b.nnodes, sizeof *p->kidbuf);
-  p->threads = calloc((size_t)a->nthreads + 1, sizeof *p->threads);
-  p->strings = malloc((size_t)b.nstrings + 1);
+  p->nodes = lp__calloc(b.nnodes, sizeof *p->nodes);
+  p->kidbuf = lp__calloc(b.nnodes, sizeof *p->kidbuf);
+  p->threads = lp__calloc((size_t)a->nthreads + 1, sizeof *p->threads);
+  p->strings = lp__malloc((size_t)b.nstrings + 1);
   if (!p->nodes || !p->kidbuf || !p->threads || !p->strings) goto fail;
   memcpy(p->strings, b.strings ? b.strings : "", b.nstrings);
   for (uint32_t i = 0; i < b.nnodes; i++) {
@@ -700,7 +700,7 @@ static void print_children(printer_t *pr, const lp_node_t *n, unsigned depth) {
   uint32_t shown = 0;
   const lp_node_t **kids = n->kids, **sorted = NULL;
   if (pr->cpu && n->nkids > 1) { /* heaviest by CPU first */
-    sorted = malloc(n->nkids * sizeof *sorted);
+    sorted = lp__malloc(n->nkids * sizeof *sorted);
     if (!sorted) {
       pr->failed = true;
       return;

@@ -1,5 +1,6 @@
 /*
- * util.c: error strings, locking that cannot fail, the monotonic clock.
+ * util.c: error strings, locking that cannot fail, the monotonic clock, and
+ * the allocator every part of the library goes through.
  *
  * lp_strerror() answers from the library's own wording for the values it
  * returns, then from the C library's static descriptions of every other
@@ -13,6 +14,30 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+/*
+ * Allocation: the C library's, but for a failure a test can ask for
+ * (lp__alloc_test_fail). The countdown is the calling thread's, so that
+ * which allocation fails does not depend on what other threads do.
+ */
+static _Thread_local unsigned long fail_in; /* 0: off; n: the n-th allocation from here fails */
+
+static bool failing(void) {
+  if (__builtin_expect(fail_in == 0, 1)) return false;
+  if (--fail_in != 0) return false;
+  errno = ENOMEM;
+  return true;
+}
+
+void lp__alloc_test_fail(unsigned long nth) { fail_in = nth; }
+unsigned long lp__alloc_test_pending(void) { return fail_in; }
+
+void *lp__malloc(size_t n) { return failing() ? NULL : malloc(n); }
+void *lp__calloc(size_t n, size_t size) { return failing() ? NULL : calloc(n, size); }
+void *lp__realloc(void *p, size_t n) { return failing() ? NULL : realloc(p, n); }
+char *lp__strdup(const char *s) { return failing() ? NULL : strdup(s); }
+char *lp__strndup(const char *s, size_t n) { return failing() ? NULL : strndup(s, n); }
+void *lp__aligned_alloc(size_t align, size_t n) { return failing() ? NULL : aligned_alloc(align, n); }
 
 void lp__fatal(const char *what, int rc) {
   /* Only reached when a mutex or condition variable is corrupt: not a caller's mistake. */

@@ -17,6 +17,7 @@
  *   atexit   uses labels in an atexit handler of its own, in a destructor,
  *            and on a thread that keeps using them while the process exits
  *   many     records many short scopes, so that the trace is large
+ *   dumps    calls lp_dump() ARG times
  *   layers   then labels with layers and phases, on a thread named
  *            "layered worker thread": a runtime preparation scope holding a
  *            CPU transformation that switches to computation, and a
@@ -158,6 +159,8 @@ int main(int argc, char **argv) {
     LP_SCOPE("env work");
     spin(seconds, 1000);
   }
+  if (strcmp(mode, "dumps") == 0 && arg)
+    for (long i = atol(arg); i > 0; i--) check("lp_dump", lp_dump());
   if (strcmp(mode, "chdir") == 0 && chdir("/") != 0) failures++;
   if (strcmp(mode, "layers") == 0) {
     pthread_t th;

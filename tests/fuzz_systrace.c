@@ -4,6 +4,10 @@
  * One input = one file's bytes: it is scanned for marks (tools/systrace.c)
  * and summarised under three flag sets (tools/nnapi.c, tools/attrib.c),
  * output to /dev/null. Any crash, sanitizer report or hang is a failure.
+ * The same bytes go through the project's JSON string escaper
+ * (lib/jsonesc.c, which writes nnapi --json's strings) in both its modes:
+ * the output must be a JSON string a strict reader accepts (json_check.h),
+ * and ASCII text must come back unchanged; otherwise the run aborts.
  *
  * Built two ways:
  *  - with libFuzzer (clang, -DLP_LIBFUZZER): LLVMFuzzerTestOneInput only;
@@ -18,6 +22,8 @@
 
 #include "nnapi.h"
 #include "systrace.h"
+#include "../lib/jsonesc.h"
+#include "json_check.h"
 
 #include <dirent.h>
 #include <stdint.h>
@@ -36,6 +42,30 @@ static int count_mark(void *ctx, const struct lp_st_mark *m) {
   return 0;
 }
 
+static void check_escaper(const char *buf, size_t size) {
+  char *out = malloc(LP__JSON_ESC_MAX * size + 1), *dec = malloc(LP__JSON_ESC_MAX * size + 1);
+  if (!out || !dec) {
+    free(out);
+    free(dec);
+    return;
+  }
+  int ascii_in = 1;
+  for (size_t i = 0; i < size; i++)
+    if ((unsigned char)buf[i] >= 0x80) ascii_in = 0;
+  for (int ascii = 0; ascii < 2; ascii++) {
+    const char *p = buf;
+    char *e = lp__json_escape_chars(out, &p, buf + size, buf + size, ascii);
+    size_t n = (size_t)(e - out), declen = 0;
+    if (p != buf + size || n > LP__JSON_ESC_MAX * size || jc_string(out, n, ascii, dec, &declen) != 0 ||
+        (ascii_in && (declen != size || memcmp(dec, buf, size) != 0))) {
+      fprintf(stderr, "fuzz_systrace: the JSON escaper (ascii %d) wrote an invalid or wrong string\n", ascii);
+      abort();
+    }
+  }
+  free(out);
+  free(dec);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!devnull) devnull = fopen("/dev/null", "w");
@@ -47,6 +77,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t n = 0;
   int hdr;
   struct lp_st_error e;
+  check_escaper(buf, size);
   lp_st_scan(buf, size, count_mark, &n, &hdr, &e);
   lp_nnapi_buffer("fuzz", buf, size, 0, 0, 0, devnull);
   lp_nnapi_buffer("fuzz", buf, size, 1, 1, 0, devnull);

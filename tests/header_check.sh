@@ -6,7 +6,16 @@
 # with and without -DLABELPROF_DISABLE, under -Wall -Wextra -pedantic
 # -Werror: 20 builds. Enabled builds are compiled only (-c): nothing needs
 # linking. Disabled builds are also linked, without liblabelprof, since the
-# point of LABELPROF_DISABLE is that nothing needs the library.
+# point of LABELPROF_DISABLE is that nothing needs the library. Then:
+#   - -DLP_DISABLE, the switch a user guesses from the LP_ macros, must
+#     compile labelprof out too: C11 and C++17 builds, linked without the
+#     library;
+#   - the header includes only <stddef.h>, <stdint.h>, <stdio.h> and
+#     labelprof/impl.h (<errno.h> instead of impl.h when compiled out): with
+#     glibc every system header it includes fixes the file's feature-test
+#     macros, so it must not include more than its API needs;
+#   - a file that defines _GNU_SOURCE and includes its system headers
+#     before labelprof.h, as the header asks, gets what they declare (mremap).
 #
 # When cross-compiling (LP_CROSS_COMPILING=yes, LP_HOST_ALIAS=aarch64-linux-gnu,
 # set by the Makefile), it uses $host-gcc, $host-g++ and clang --target=$host.
@@ -60,6 +69,9 @@ build() {
   if [ "$disable" = yes ]; then
     set -- "$@" -DLABELPROF_DISABLE -o "$tmp/header_use"
     what="$compiler -std=$std -DLABELPROF_DISABLE, linked without liblabelprof"
+  elif [ "$disable" = lp ]; then
+    set -- "$@" -DLP_DISABLE -o "$tmp/header_use"
+    what="$compiler -std=$std -DLP_DISABLE, linked without liblabelprof"
   else
     set -- "$@" -c -o "$tmp/header_use.o"
     what="$compiler -std=$std"
@@ -91,6 +103,57 @@ for family in gcc clang; do
     if command -v "$cxx" >/dev/null 2>&1; then
       for std in c++11 c++17; do build "$family" c++ "$std" "$disable"; done
     fi
+  done
+  if command -v "$cc" >/dev/null 2>&1; then build "$family" c c11 lp; fi
+  if command -v "$cxx" >/dev/null 2>&1; then build "$family" c++ c++17 lp; fi
+done
+
+# check WHAT COMMAND...: one more configuration; any output at all fails it.
+check() {
+  what=$1
+  shift
+  builds=$((builds + 1))
+  if "$@" >"$tmp/out" 2>&1 && [ ! -s "$tmp/out" ]; then
+    echo "ok:   $what"
+  else
+    failed=$((failed + 1))
+    echo "FAIL: $what"
+    echo "  command: $*"
+    sed 's/^/  | /' "$tmp/out"
+  fi
+}
+
+# includes CC FLAGS...: the headers labelprof.h itself includes, one a line,
+# as the compiler's -H shows them (depth 2 under a file that includes only it).
+includes() {
+  printf '#include <labelprof.h>\n' >"$tmp/includes.c"
+  "$@" -H -fsyntax-only -I"$src/include" "$tmp/includes.c" 2>&1 >/dev/null |
+    sed -n 's/^\.\. //p' | sed -e 's|.*/labelprof/impl\.h$|labelprof/impl.h|' -e t -e 's|.*/||' | sort | tr '\n' ' '
+}
+
+cat >"$tmp/gnu_source.c" <<'EOF_C'
+/* As labelprof.h asks: the feature-test macros and the system headers first. */
+#define _GNU_SOURCE 1
+#include <sys/mman.h>
+#include <labelprof.h>
+
+void *grow(void *p, size_t old_size, size_t new_size);
+void *grow(void *p, size_t old_size, size_t new_size) {
+  LP_SCOPE("grow");
+  return mremap(p, old_size, new_size, MREMAP_MAYMOVE);
+}
+EOF_C
+
+for family in gcc clang; do
+  if [ "$family" = gcc ]; then set -- "${gcc_prefix}gcc"; else set -- clang ${target:+"$target"}; fi
+  command -v "$1" >/dev/null 2>&1 || continue
+  got=$(includes "$@")
+  check "$* includes: $got" test "$got" = "labelprof/impl.h stddef.h stdint.h stdio.h "
+  got=$(includes "$@" -DLABELPROF_DISABLE)
+  check "$* -DLABELPROF_DISABLE includes: $got" test "$got" = "errno.h stddef.h stdint.h stdio.h "
+  for disable in "" -DLABELPROF_DISABLE; do
+    check "$* -std=c11${disable:+ $disable}: _GNU_SOURCE and <sys/mman.h> before labelprof.h, mremap declared" \
+      "$@" -std=c11 -Wall -Wextra -pedantic -Werror $disable -I"$src/include" -c "$tmp/gnu_source.c" -o "$tmp/gnu_source.o"
   done
 done
 

@@ -36,6 +36,52 @@ while IFS='|' read -r input flags status outcome expected; do
   esac
 done <"$tmp/manifest"
 
+# Per execution with a warmup and a benchmark (benchmark.txt: one warmup
+# execution, two benchmark ones). AOSP's parser, before it prints such a run
+# per execution, overwrites in the table it prints (self times; total times
+# with --total-times) the execution phase and each of its subphases (PE, PIO,
+# PTR, PCO, PR), for every layer and the total, with that table's benchmark
+# (PBM) figures; its JSON then dumps both tables, so the printed one shows the
+# benchmark under PE.. and the other keeps the whole run's figures. The
+# expected files were derived by that rule from the whole run's `--json`
+# output (its "PBM" sub-tables and the unchanged table); the check below
+# derives them again with python3, and the files are compared byte for byte.
+for fl in per-execution-json per-execution-total-times-json; do
+  case $fl in
+    per-execution-json) flags='--per-execution --json' ;;
+    *) flags='--per-execution --total-times --json' ;;
+  esac
+  # shellcheck disable=SC2086
+  $lp nnapi $flags "$data/benchmark.txt" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  if [ $rc -ne 0 ]; then bad "benchmark.txt $flags: exit $rc"; cat "$tmp/err"
+  elif ! cmp -s "$tmp/out" "$data/benchmark.$fl.out"; then bad "benchmark.txt $flags: output differs"; diff "$data/benchmark.$fl.out" "$tmp/out" | head -20
+  else ok; fi
+done
+if command -v python3 >/dev/null 2>&1; then
+  $lp nnapi --json "$data/benchmark.txt" >"$tmp/whole.json" 2>/dev/null
+  $lp nnapi --per-execution --json "$data/benchmark.txt" >"$tmp/pe.json" 2>/dev/null
+  $lp nnapi --per-execution --total-times --json "$data/benchmark.txt" >"$tmp/pett.json" 2>/dev/null
+  if python3 - "$tmp/whole.json" "$tmp/pe.json" "$tmp/pett.json" <<'EOF'
+import copy, json, sys
+whole = json.load(open(sys.argv[1]))[0]
+for path, printed in ((sys.argv[2], "self_times"), (sys.argv[3], "times")):
+    got = json.load(open(path))[0]
+    want = copy.deepcopy(whole)
+    for p in ("PE", "PIO", "PTR", "PCO", "PR"):
+        want[printed][p] = want[printed]["PBM"][p]
+    for key in ("execution_counts", "self_times", "times", "starting_mark"):
+        if got[key] != want[key]:
+            sys.exit("%s: %s differs from the rule's %s" % (path, key, key))
+    n = got["execution_counts"]["PBM"]
+    for layer, v in want[printed]["PE"].items():
+        t = got["template_inputs"]["%s_PE" % layer]
+        if (v is None) != (t is None) or (v is not None and t != v / n):
+            sys.exit("%s: template_inputs %s_PE is %r, want %r / %d" % (path, layer, t, v, n))
+EOF
+  then ok; else bad "benchmark.txt: per-execution JSON does not follow AOSP's rule"; fi
+fi
+
 hdr='#           TASK-PID    TGID   CPU#  ||||    TIMESTAMP  FUNCTION'
 # expect STATUS PATTERN SUBCOMMAND FILE: exit status and a stderr line matching PATTERN
 expect() {
@@ -125,6 +171,74 @@ gzip -c "$tmp/trace.html" >"$tmp/trace.html.gz" 2>/dev/null && {
   $lp nnapi - <"$tmp/trace.html" >"$tmp/out" 2>"$tmp/err"
   if grep -q '^Runtime  *-  *4.00 ' "$tmp/out"; then ok; else bad "nnapi on standard input"; cat "$tmp/out" "$tmp/err"; fi
 }
+
+# Streams: a FIFO, a pipe named by path (as `<(...)` gives it), gzip on
+# standard input (redirected and piped): the input is opened once and its
+# format sniffed from the bytes already read, so each gives AOSP's output.
+# (A reader that opens a FIFO twice waits forever for a second writer:
+# `timeout`, where there is one, turns that into a failure.)
+guard=
+command -v timeout >/dev/null 2>&1 && guard='timeout 60'
+# finish_writer PID: the FIFO's writer (less than a pipe's buffer) ends even
+# if nothing read it all: opened for reading and writing, the FIFO never blocks.
+finish_writer() {
+  exec 3<>"$tmp/fifo"
+  wait "$1"
+  exec 3<&-
+}
+if command -v gzip >/dev/null 2>&1 && mkfifo "$tmp/fifo" 2>/dev/null; then
+  cat "$data/driver.txt" >"$tmp/fifo" &
+  wpid=$!
+  $guard $lp nnapi "$tmp/fifo" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  finish_writer $wpid
+  if [ $rc -eq 0 ] && cmp -s "$tmp/out" "$data/driver.default.out"; then ok; else bad "nnapi on a FIFO: exit $rc"; cat "$tmp/err"; fi
+  cat "$data/driver.txt" | $lp nnapi --json /dev/stdin >"$tmp/out" 2>"$tmp/err"
+  if cmp -s "$tmp/out" "$data/driver.json.out"; then ok; else bad "nnapi on a pipe given by its path"; cat "$tmp/err"; fi
+  gzip -c "$data/driver.txt" >"$tmp/driver.txt.gz"
+  $lp nnapi - <"$tmp/driver.txt.gz" >"$tmp/out" 2>"$tmp/err"
+  if cmp -s "$tmp/out" "$data/driver.default.out"; then ok; else bad "nnapi on gzip from standard input"; cat "$tmp/err"; fi
+  cat "$tmp/driver.txt.gz" | $lp nnapi --per-execution - >"$tmp/out" 2>"$tmp/err"
+  if cmp -s "$tmp/out" "$data/driver.per-execution.out"; then ok; else bad "nnapi on gzip piped to standard input"; cat "$tmp/err"; fi
+  cat "$tmp/driver.txt.gz" >"$tmp/fifo" &
+  wpid=$!
+  $guard $lp nnapi --total-times "$tmp/fifo" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  finish_writer $wpid
+  if [ $rc -eq 0 ] && cmp -s "$tmp/out" "$data/driver.total-times.out"; then ok; else bad "nnapi on gzip through a FIFO: exit $rc"; cat "$tmp/err"; fi
+
+  # Memory: what nnapi holds (the longest line, the threads, a run's call
+  # trees) stays under --max-memory (1 GiB by default); past it, exit 2 and
+  # a message with the file, the line and the limit. A gzip bomb (32 MiB of
+  # zeros, one line, from about 32 KiB) and 300,000 scopes of one run (a few
+  # hundred KiB compressed), each against a 4 MiB limit.
+  head -c 33554432 /dev/zero | gzip -c >"$tmp/zeros.gz"
+  $lp nnapi --max-memory 4M "$tmp/zeros.gz" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  if [ $rc -eq 2 ] && grep -q "zeros.gz:1: a line longer than the memory limit of 4 MiB" "$tmp/err"; then ok
+  else bad "nnapi on a gzip bomb: exit $rc, want 2 and the limit"; cat "$tmp/err"; fi
+  $lp nnapi --max-memory 4M - <"$tmp/zeros.gz" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  if [ $rc -eq 2 ] && grep -q "<stdin>:1: a line longer than the memory limit of 4 MiB" "$tmp/err"; then ok
+  else bad "nnapi on a gzip bomb on standard input: exit $rc, want 2 and the limit"; cat "$tmp/err"; fi
+  awk -v hdr="$hdr" 'BEGIN {
+    print hdr
+    for (i = 0; i < 300000; i++) {
+      printf "  p-100  (  100) [000] ...1  %d.%06d: tracing_mark_write: B|100|[NN_LR_PC]compile\n", 10 + int(i / 500000), (2 * i) % 1000000
+      printf "  p-100  (  100) [000] ...1  %d.%06d: tracing_mark_write: E|100\n", 10 + int(i / 500000), (2 * i + 1) % 1000000
+    }
+  }' | gzip -c >"$tmp/scopes.gz"
+  $lp nnapi --max-memory 4M "$tmp/scopes.gz" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  if [ $rc -eq 2 ] && grep -q "scopes.gz:[0-9]*: more than the memory limit of 4 MiB" "$tmp/err"; then ok
+  else bad "nnapi on 300,000 scopes: exit $rc, want 2 and the limit"; cat "$tmp/err"; fi
+  # and under the default limit the same file is read
+  $lp nnapi --total-times "$tmp/scopes.gz" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  if [ $rc -eq 0 ] && grep -q '^Runtime  *-  *-  *300.00 ' "$tmp/out"; then ok; else bad "nnapi on 300,000 scopes: exit $rc"; cat "$tmp/out" "$tmp/err"; fi
+  $lp nnapi --max-memory 0 "$tmp/scopes.gz" >"$tmp/out" 2>"$tmp/err"
+  if [ $? -eq 2 ] && grep -q -- '--max-memory takes a size' "$tmp/err"; then ok; else bad "--max-memory 0 accepted"; fi
+fi
 
 # layers on labelprof's JSON: initialization moved out of compilation, subphases
 # rolled into execution, overall self time = the sum of the phases' self times

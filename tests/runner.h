@@ -9,7 +9,7 @@
 
 #include <CUnit/Basic.h>
 #include <errno.h>
-#include <ftw.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,17 +83,33 @@ static inline unsigned lp_test_slow(void) {
 static char lp_test_dir_path[160];
 static pid_t lp_test_dir_owner;
 
-static inline int lp_test_rm_entry(const char *p, const struct stat *st, int flag, struct FTW *f) {
-  (void)st;
-  (void)f;
-  if ((flag == FTW_DP ? rmdir(p) : unlink(p)) != 0 && errno != ENOENT)
-    fprintf(stderr, "cannot remove %s: %s\n", p, strerror(errno));
-  return 0;
+/* Removes path and, for a directory, everything in it (links are removed, never followed). */
+static inline void lp_test_rm_tree(const char *path) {
+  struct stat st;
+  if (lstat(path, &st) != 0) return;
+  if (S_ISDIR(st.st_mode)) {
+    DIR *d = opendir(path);
+    if (d) {
+      for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        size_t n = strlen(path) + strlen(e->d_name) + 2;
+        char *sub = (char *)malloc(n);
+        if (!sub) continue;
+        snprintf(sub, n, "%s/%s", path, e->d_name);
+        lp_test_rm_tree(sub);
+        free(sub);
+      }
+      closedir(d);
+    }
+    if (rmdir(path) != 0) fprintf(stderr, "cannot remove %s: %s\n", path, strerror(errno));
+  } else if (unlink(path) != 0) {
+    fprintf(stderr, "cannot remove %s: %s\n", path, strerror(errno));
+  }
 }
 
 static inline void lp_test_tmpdir_remove(void) {
   if (!lp_test_dir_path[0] || getpid() != lp_test_dir_owner) return;
-  nftw(lp_test_dir_path, lp_test_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+  lp_test_rm_tree(lp_test_dir_path);
   lp_test_dir_path[0] = '\0';
 }
 

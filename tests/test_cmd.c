@@ -918,6 +918,55 @@ static void test_cmd_tree_matches_profile(void) {
   CU_ASSERT_EQUAL(off, 0);
 }
 
+/* ---- JSON whatever a label holds ---------------------------------------------------- */
+
+/*
+ * A systrace label with Latin-1 (0xE9), an overlong '/', a surrogate, a
+ * control character and an emoji: stats --format json and nnapi --json
+ * must write JSON that jansson (strict UTF-8, no lone surrogates) reads,
+ * invalid bytes as U+FFFD, the emoji and the control character kept.
+ */
+static void test_cmd_json_any_label(void) {
+  static const char hdr[] = "#           TASK-PID    TGID   CPU#  ||||    TIMESTAMP  FUNCTION\n";
+  static const char label[] = "caf\xe9 \xc0\xaf \xed\xa0\x80 \x01 \xf0\x9f\x98\x80";
+  static const char want[] = "caf\xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd \x01 "
+                             "\xf0\x9f\x98\x80";
+  char text[1024];
+  int n = snprintf(text, sizeof text,
+                   "%s  p-100  (  100) [000] ...1  10.000000: tracing_mark_write: B|100|[NN_LA_PO]%s\n"
+                   "  p-100  (  100) [000] ...1  10.000000: tracing_mark_write: B|100|[NN_LR_PP]x\n"
+                   "  p-100  (  100) [000] ...1  10.001000: tracing_mark_write: E|100\n"
+                   "  p-100  (  100) [000] ...1  10.002000: tracing_mark_write: E|100\n",
+                   hdr, label);
+  CU_ASSERT_FATAL(n > 0 && (size_t)n < sizeof text);
+  write_file(tmp("latin1.txt"), text, (size_t)n);
+  run_t r = RUN("stats", "--format", "json", tmp("latin1.txt"));
+  CU_ASSERT_EQUAL(r.status, 0);
+  json_error_t je;
+  json_t *root = json_loads(r.out, 0, &je);
+  if (!root) fprintf(stderr, "\nstats --format json: %s (byte %d)\n", je.text, je.position);
+  CU_ASSERT_PTR_NOT_NULL(root);
+  json_t *labels = json_object_get(root, "labels");
+  int found = 0;
+  for (size_t i = 0; i < json_array_size(labels); i++) {
+    const char *l = json_string_value(json_object_get(json_array_get(labels, i), "label"));
+    if (l && strcmp(l, want) == 0) found = 1;
+  }
+  CU_ASSERT(found);
+  json_decref(root);
+  run_free(&r);
+  r = RUN("nnapi", "--json", tmp("latin1.txt"));
+  CU_ASSERT_EQUAL(r.status, 0);
+  root = json_loads(r.out, 0, &je);
+  if (!root) fprintf(stderr, "\nnnapi --json: %s (byte %d)\n", je.text, je.position);
+  CU_ASSERT_PTR_NOT_NULL(root);
+  const char *mark = json_string_value(json_object_get(json_array_get(root, 0), "starting_mark"));
+  CU_ASSERT(mark && strncmp(mark, "B|100|[NN_LA_PO]", 16) == 0 && strcmp(mark + 16, want) == 0);
+  CU_ASSERT_PTR_NULL(strstr(r.out, "\\ud800")); /* no lone surrogate, even escaped */
+  json_decref(root);
+  run_free(&r);
+}
+
 int main(void) {
   dir = lp_test_tmpdir("cmd");
   if (!realpath("tools/labelprof", tool)) {
@@ -941,6 +990,7 @@ int main(void) {
       LP_TEST(test_cmd_live_trace_totals),
       LP_TEST(test_cmd_tree_matches_profile),
       LP_TEST(test_cmd_reads_relative_and_absolute_times),
+      LP_TEST(test_cmd_json_any_label),
       CU_TEST_INFO_NULL,
   };
   int rc = lp_test_main("cmd", tests);

@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include "labelprof.h"
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "internal.h"
 #include "runner.h"
 #include "trace_json.h"
 
@@ -534,7 +536,7 @@ static void test_env_file_size_limit_is_an_error_not_a_death(void) {
   snprintf(tr, sizeof tr, "%s/x.json", sub);
   snprintf(tv, sizeof tv, "LABELPROF_TRACE=%s", tr);
   const char *vars[] = {tv, NULL};
-  spawn_opts_t o = {"xxxxx", NULL, NULL, NULL, 200 * 1024};
+  spawn_opts_t o = {"xxxxx", NULL, NULL, NULL, 16 * 1024}; /* a few ms of work writes more than that */
   run_t r = spawn_child(&o, vars);
   CU_ASSERT(WIFEXITED(r.status));
   CU_ASSERT(exited_ok(&r));
@@ -550,6 +552,198 @@ static void test_env_file_size_limit_is_an_error_not_a_death(void) {
   CU_ASSERT_EQUAL(entries, 0); /* no temporary file, no partial trace */
   rmdir(sub);
   run_free(&r);
+}
+
+/*
+ * Report names with many %n: a program that dumps 110 times with 25 of them
+ * in its trace's name gets 111 files (the last at exit), each named with its
+ * own number in every place.
+ */
+static void test_env_many_n_in_report_names(void) {
+  char sub[256], tv[512];
+  snprintf(sub, sizeof sub, "%s/many", dir);
+  CU_ASSERT_EQUAL_FATAL(mkdir(sub, 0700), 0);
+  int len = snprintf(tv, sizeof tv, "LABELPROF_TRACE=%s/t", sub);
+  for (int i = 0; i < 25; i++) len += snprintf(tv + len, sizeof tv - (size_t)len, "%%n");
+  snprintf(tv + len, sizeof tv - (size_t)len, ".json");
+  const char *vars[] = {tv, NULL};
+  spawn_opts_t o = {"x", "dumps", "110", NULL, 0};
+  run_t r = spawn_child(&o, vars);
+  CU_ASSERT(exited_ok(&r));
+  CU_ASSERT_STRING_EQUAL(r.err, "");
+  int found = 0;
+  for (int n = 1; n <= 111; n++) {
+    char want[512];
+    int w = snprintf(want, sizeof want, "%s/t", sub);
+    for (int i = 0; i < 25; i++) w += snprintf(want + w, sizeof want - (size_t)w, "%d", n);
+    snprintf(want + w, sizeof want - (size_t)w, ".json");
+    found += access(want, F_OK) == 0;
+    unlink(want);
+  }
+  CU_ASSERT_EQUAL(found, 111);
+  CU_ASSERT_EQUAL(rmdir(sub), 0); /* nothing else was written there */
+  run_free(&r);
+}
+
+/* The namer alone, for any number of %n and report numbers up to UINT32_MAX. */
+static void test_env_namer_any_count_any_number(void) {
+  static const unsigned numbers[] = {0, 1, 9, 10, 110, 4294967295u};
+  for (size_t k = 0; k < sizeof numbers / sizeof numbers[0]; k++) {
+    for (size_t count = 0; count <= 300; count += 23) {
+      char *path = malloc(3 * count + 16), *want = malloc(12 * count + 16);
+      CU_ASSERT_PTR_NOT_NULL_FATAL(path);
+      CU_ASSERT_PTR_NOT_NULL_FATAL(want);
+      size_t p = 0, w = 0;
+      path[p++] = '/';
+      want[w++] = '/';
+      for (size_t i = 0; i < count; i++) {
+        memcpy(path + p, i % 3 == 2 ? "%%x" : "%n", i % 3 == 2 ? 3 : 2);
+        p += i % 3 == 2 ? 3 : 2;
+        w += i % 3 == 2 ? (size_t)sprintf(want + w, "%%x") : (size_t)sprintf(want + w, "%u", numbers[k]);
+      }
+      strcpy(path + p, "%");
+      strcpy(want + w, "%");
+      char *got = lp__env_numbered(path, numbers[k]);
+      CU_ASSERT_PTR_NOT_NULL_FATAL(got);
+      CU_ASSERT_STRING_EQUAL(got, want);
+      free(got);
+      free(path);
+      free(want);
+    }
+  }
+}
+
+/* A % in the working directory's name is part of the name, not a %n or %p to expand. */
+static void test_env_percent_in_working_directory(void) {
+  char sub[256], want[320];
+  snprintf(sub, sizeof sub, "%s/pct%%n%%p%%%%", dir);
+  CU_ASSERT_EQUAL_FATAL(mkdir(sub, 0700), 0);
+  const char *vars[] = {"LABELPROF_PROFILE=rel-%n.txt", NULL};
+  spawn_opts_t o = {"xx", NULL, NULL, sub, 0};
+  run_t r = spawn_child(&o, vars);
+  CU_ASSERT(exited_ok(&r));
+  CU_ASSERT_STRING_EQUAL(r.err, "");
+  snprintf(want, sizeof want, "%s/rel-1.txt", sub);
+  char *c = lp_test_slurp(want);
+  CU_ASSERT(c && strncmp(c, "labelprof profile (", 19) == 0);
+  free(c);
+  unlink(want);
+  CU_ASSERT_EQUAL(rmdir(sub), 0);
+  run_free(&r);
+}
+
+/* One line naming LABELPROF_DUMP_SIGNAL and its value, "no dumps"; the program runs and reports as usual. */
+static void check_signal_refused(const char *value) {
+  char tr[256], tv[300], sv[128];
+  snprintf(tr, sizeof tr, "%s/sig.json", dir);
+  snprintf(tv, sizeof tv, "LABELPROF_TRACE=%s", tr);
+  snprintf(sv, sizeof sv, "LABELPROF_DUMP_SIGNAL=%s", value);
+  const char *vars[] = {tv, sv, NULL};
+  run_t r = run_child("x", vars);
+  char want[160];
+  snprintf(want, sizeof want, "labelprof: LABELPROF_DUMP_SIGNAL='%s' ", value);
+  CU_ASSERT(exited_ok(&r));
+  CU_ASSERT_EQUAL(count_lines(r.err), 1);
+  CU_ASSERT_EQUAL(strncmp(r.err, want, strlen(want)), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "; no dumps\n"));
+  if (count_lines(r.err) != 1 || strncmp(r.err, want, strlen(want)) != 0)
+    fprintf(stderr, "\n    LABELPROF_DUMP_SIGNAL=%s: stderr was '%s'", value, r.err);
+  json_t *root = trace_load(tr);
+  CU_ASSERT_PTR_NOT_NULL(root);
+  json_decref(root);
+  unlink(tr);
+  run_free(&r);
+}
+
+/*
+ * Faults (a handler that returns makes the fault repeat for ever), signals
+ * that cannot be caught, and those the library takes itself are refused as
+ * dump signals, by name and by number.
+ */
+static void test_env_fault_signals_refused(void) {
+  static const struct {
+    const char *name;
+    int sig;
+  } bad[] = {{"SEGV", SIGSEGV}, {"BUS", SIGBUS},   {"FPE", SIGFPE},   {"ILL", SIGILL},  {"ABRT", SIGABRT},
+             {"TRAP", SIGTRAP}, {"SYS", SIGSYS},   {"KILL", SIGKILL}, {"STOP", SIGSTOP}, {"PIPE", SIGPIPE},
+             {"XFSZ", SIGXFSZ}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char name[32], num[16];
+    snprintf(name, sizeof name, "%s%s", i % 2 ? "SIG" : "", bad[i].name);
+    snprintf(num, sizeof num, "%d", bad[i].sig);
+    check_signal_refused(name);
+    check_signal_refused(num);
+  }
+}
+
+/* Real-time offsets and numbers of any size give the usual warning, never an overflow. */
+static void test_env_huge_signal_numbers_refused(void) {
+  static const char *const values[] = {"RTMIN+9223372036854775807", "RTMIN+18446744073709551616",
+                                       "RTMAX-9223372036854775808", "SIGRTMIN+4294967296",
+                                       "RTMIN+99999999999999999999999999999", "RTMIN+-1", "RTMIN+", "RTMAX-31",
+                                       "4294967306", "18446744073709551626", "-10", "0", "65", "32"};
+  for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) check_signal_refused(values[i]);
+  lp__env_values_t v;
+  lp__env_defaults(&v);
+  CU_ASSERT_EQUAL(lp__env_parse(&v, "LABELPROF_DUMP_SIGNAL", "RTMIN+2"), 0);
+  CU_ASSERT_EQUAL(v.dump_signal, SIGRTMIN + 2);
+  CU_ASSERT_EQUAL(lp__env_parse(&v, "LABELPROF_DUMP_SIGNAL", "SIGRTMAX-1"), 0);
+  CU_ASSERT_EQUAL(v.dump_signal, SIGRTMAX - 1);
+  CU_ASSERT_EQUAL(lp__env_parse(&v, "LABELPROF_DUMP_SIGNAL", "12"), 0);
+  CU_ASSERT_EQUAL(v.dump_signal, SIGUSR2);
+}
+
+/* Numbers past every limit, and past 2^32 and 2^64, in each numeric variable: the usual warning and the default. */
+static void test_env_big_numbers_in_every_variable(void) {
+  static const struct {
+    const char *var, *value, *def;
+  } cases[] = {
+      {"LABELPROF_HZ", "18446744073709551616", "1000"},
+      {"LABELPROF_HZ", "4294968296", "1000"}, /* 2^32 + 1000 */
+      {"LABELPROF_HZ", "100001", "1000"},
+      {"LABELPROF_HZ", "-1", "1000"},
+      {"LABELPROF_TRACE_BUFFER", "18446744073709551615", "64"},
+      {"LABELPROF_TRACE_BUFFER", "17592186044416", "64"}, /* 2^44 MiB: 2^64 bytes */
+      {"LABELPROF_TRACE_BUFFER", "4294967297", "64"},
+      {"LABELPROF_TRACE_BUFFER", "1048577", "64"},
+      {"LABELPROF_COLLECTOR_SCHED", "fifo:4294967397", "slice"}, /* 2^32 + 101 */
+      {"LABELPROF_COLLECTOR_SCHED", "fifo:100", "slice"},
+      {"LABELPROF_REPORT", "min=1e999", "ignoring it"},
+      {"LABELPROF_REPORT", "min=100.000001", "ignoring it"},
+      {"LABELPROF_REPORT", "min=-0.5", "ignoring it"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char tr[256], tv[300], ev[128];
+    snprintf(tr, sizeof tr, "%s/big.json", dir);
+    snprintf(tv, sizeof tv, "LABELPROF_TRACE=%s", tr);
+    snprintf(ev, sizeof ev, "%s=%s", cases[i].var, cases[i].value);
+    const char *vars[] = {tv, ev, "LABELPROF_PROFILE=-", NULL};
+    run_t r = run_child("x", vars);
+    CU_ASSERT(exited_ok(&r));
+    CU_ASSERT_EQUAL(count_lines(r.err), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, cases[i].value));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, cases[i].def));
+    json_t *root = trace_load(tr);
+    CU_ASSERT_PTR_NOT_NULL(root);
+    if (root && strcmp(cases[i].var, "LABELPROF_TRACE_BUFFER") == 0)
+      CU_ASSERT_EQUAL(json_integer_value(json_object_get(json_object_get(root, "otherData"), "budget_bytes")),
+                      64 << 20);
+    json_decref(root);
+    unlink(tr);
+    run_free(&r);
+  }
+  /* The largest values taken, and the parsers' answers. */
+  lp__env_values_t v;
+  lp__env_defaults(&v);
+  CU_ASSERT_EQUAL(lp__env_parse(&v, "LABELPROF_TRACE_BUFFER", "1048576"), 0);
+  CU_ASSERT_EQUAL(v.trace.budget_bytes, (uint64_t)1 << 40);
+  CU_ASSERT_EQUAL(lp__env_parse(&v, "LABELPROF_HZ", " 100000 "), 0);
+  CU_ASSERT_EQUAL(v.profile.hz, 100000);
+  CU_ASSERT_EQUAL(lp__env_parse(&v, "LABELPROF_HZ", "4294968296"), 0);
+  CU_ASSERT_EQUAL(v.profile.hz, 1000);
+  CU_ASSERT_EQUAL(lp__env_parse(&v, "LABELPROF_REPORT", "min=100"), 0);
+  CU_ASSERT(v.report.min_percent == 100.0);
+  CU_ASSERT_EQUAL(lp__env_parse(&v, "LABELPROF_TRACE", "x"), -ENOENT);
 }
 
 int main(void) {
@@ -576,6 +770,12 @@ int main(void) {
       LP_TEST(test_env_dumps_on_signal_and_lp_dump),
       LP_TEST(test_env_exit_order),
       LP_TEST(test_env_file_size_limit_is_an_error_not_a_death),
+      LP_TEST(test_env_many_n_in_report_names),
+      LP_TEST(test_env_namer_any_count_any_number),
+      LP_TEST(test_env_percent_in_working_directory),
+      LP_TEST(test_env_fault_signals_refused),
+      LP_TEST(test_env_huge_signal_numbers_refused),
+      LP_TEST(test_env_big_numbers_in_every_variable),
       CU_TEST_INFO_NULL,
   };
   int rc = lp_test_main("env", tests);

@@ -1070,6 +1070,39 @@ static void test_fork_child_keeps_subscribers(void) {
   drop(s);
 }
 
+/*
+ * An instant reaches subscribers once while the live trace_marker is open,
+ * as without it. The marker sends every recorded event to the timeline's
+ * slow path, whose instant went back through the subscribers' path: the
+ * subscribers saw it twice. In a child: the marker stays open for the
+ * process.
+ */
+static void test_instant_once_with_trace_marker(void) {
+  char path[300];
+  snprintf(path, sizeof path, "%s/marker", lp_test_tmpdir("subs"));
+  const uint16_t t = LP_TP_INSTANT;
+  lp_subscriber_t *a = recorder("A", LP_STREAM_LABELS, &t, 1);
+  CU_ASSERT_EQUAL(lp_subscriber_set_enabled(a, 1), 0);
+  pid_t pid = fork();
+  CU_ASSERT_FATAL(pid >= 0);
+  if (pid == 0) {
+    char why[256];
+    if (lp__marker_open(path, why, sizeof why) != 0) _exit(100);
+    if (lp_trace_start(NULL) != 0) _exit(101);
+    nlog = 0;
+    {
+      LP_SCOPE("marked");
+      for (int i = 0; i < 3; i++) LP_INSTANT("marked instant");
+    }
+    _exit(nlog);
+  }
+  int status = 0;
+  CU_ASSERT_EQUAL_FATAL(waitpid(pid, &status, 0), pid);
+  CU_ASSERT(WIFEXITED(status));
+  CU_ASSERT_EQUAL(WEXITSTATUS(status), 3);
+  drop(a);
+}
+
 /* ---- the timeline records what it recorded before, while subscribers listen ---------------- */
 
 static void test_timeline_keeps_its_levels_while_subscribers_listen(void) {
@@ -1607,6 +1640,7 @@ int main(void) {
       LP_TEST(test_destroy_waits_for_other_threads_and_refuses_its_own),
       LP_TEST(test_enable_limit),
       LP_TEST(test_fork_child_keeps_subscribers),
+      LP_TEST(test_instant_once_with_trace_marker),
       LP_TEST(test_timeline_keeps_its_levels_while_subscribers_listen),
       LP_TEST(test_stream_table_fills_at_255),
       CU_TEST_INFO_NULL,

@@ -68,6 +68,7 @@ struct at_ctx {
   chunk_t *chunks;
   char **lnames, **pnames; /* unknown codes, AT_N*_KNOWN + i */
   int nl, np;
+  size_t bytes_threads, bytes_run; /* held by the threads, and by the current run's trees and intervals */
 };
 
 static const char *const LCODES[AT_NLAYERS_KNOWN] = {"LA", "LR", "LI", "LD", "LC", "LU", "LO", "LX"};
@@ -135,6 +136,7 @@ static void free_nodes(at_ctx_t *c) {
     free(k);
   }
   c->chunks = NULL;
+  c->bytes_run = 0;
 }
 
 static void thr_clear(thr_t *t) {
@@ -184,6 +186,7 @@ int at_thread(at_ctx_t *c, long long tid, int driver) {
   }
   thr_t *t = calloc(1, sizeof *t);
   if (!t) return -1;
+  c->bytes_threads += sizeof *t + sizeof t;
   t->tid = tid;
   t->driver = driver;
   thr_clear(t);
@@ -193,10 +196,13 @@ int at_thread(at_ctx_t *c, long long tid, int driver) {
 
 size_t at_nthreads(const at_ctx_t *c) { return c->nth; }
 
+size_t at_bytes(const at_ctx_t *c) { return c->bytes_threads + c->bytes_run; }
+
 static node_t *alloc_node(at_ctx_t *c) {
   if (!c->chunks || c->chunks->used == CHUNK) {
     chunk_t *k = malloc(sizeof *k);
     if (!k) return NULL;
+    c->bytes_run += sizeof *k + CHUNK * 2 * sizeof(node_t *); /* and its nodes' places in their parents' lists */
     k->next = c->chunks;
     k->used = 0;
     c->chunks = k;
@@ -396,9 +402,12 @@ static int do_end(at_ctx_t *c, thr_t *t, double ts, long line, at_error_t *err) 
              "unreadable begin mark: the B this E closes has no third |-field or an NNAPI tag without ']'");
       return -1;
     }
-    if (n->name >= 0 && iv_add(&t->iv[n->app][(int)n->name], n->start * 1000, ts * 1000) < 0) {
-      seterr(err, line, 0, "out of memory");
-      return -1;
+    if (n->name >= 0) {
+      if (iv_add(&t->iv[n->app][(int)n->name], n->start * 1000, ts * 1000) < 0) {
+        seterr(err, line, 0, "out of memory");
+        return -1;
+      }
+      c->bytes_run += 4 * sizeof(double); /* the lists double: at most twice what they hold */
     }
   }
   return 0;

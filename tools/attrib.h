@@ -60,6 +60,8 @@ void at_free(at_ctx_t *c);
 /* Returns the thread's index (created in call order = tracked order), -1 when out of memory. */
 int at_thread(at_ctx_t *c, long long tid, int driver);
 size_t at_nthreads(const at_ctx_t *c);
+/* About the bytes held: the threads, and the current run's trees and intervals (at_reset frees those). */
+size_t at_bytes(const at_ctx_t *c);
 
 /*
  * A begin on thread th at t seconds. mark is the mark text as NNAPI writes it

@@ -62,8 +62,14 @@ int lp_usage_error(const char *name, const char *fmt, ...) __attribute__((format
 int lp_opt_value(const char *cmd, int argc, char **argv, int *i, const char *name, const char **value);
 /* A duration in human units with 3 significant digits: "812 ns", "12.3 us", "1.23 s". */
 const char *lp_fmt_ns(int64_t ns, char *buf, size_t len);
-/* Writes s as a JSON string (with quotes) / as a CSV field (quoted when needed). */
+/*
+ * Writes s as a JSON string (with quotes) / as a CSV field (quoted when
+ * needed). JSON strings go through the project's one escaper (lib/jsonesc.h):
+ * valid UTF-8 passes, invalid bytes become U+FFFD, control characters are
+ * escaped; _n takes n bytes, NUL included.
+ */
 void lp_put_json_string(FILE *out, const char *s);
+void lp_put_json_string_n(FILE *out, const char *s, size_t n);
 void lp_put_csv_field(FILE *out, const char *s);
 /* --max-memory SIZE (tools/stats.c): sets the engine's cap; as lp_opt_value, 1, 0 or -1 after a usage message. */
 int lp_opt_max_memory(const char *cmd, int argc, char **argv, int *i);

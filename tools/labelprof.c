@@ -8,6 +8,7 @@
 #include "config.h"
 
 #include "cmd.h"
+#include "../lib/jsonesc.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -108,7 +109,7 @@ static const char flamegraph_usage[] =
     "  --max-memory SIZE  as for stats (labelprof help stats)\n";
 
 static const char nnapi_usage[] =
-    "usage: labelprof nnapi [--total-times] [--per-execution] [--json] FILE\n"
+    "usage: labelprof nnapi [--total-times] [--per-execution] [--json] [--max-memory SIZE] FILE\n"
     "\n"
     "NNAPI's timing summary of a systrace capture: time per layer (application,\n"
     "runtime, IPC, driver, CPU) and phase (initialization, preparation,\n"
@@ -121,15 +122,21 @@ static const char nnapi_usage[] =
     "  --per-execution  the execution columns only, divided by the number of\n"
     "                   executions (of the benchmark when it has warmup and benchmark)\n"
     "  --json           the numbers as JSON, one object per run in a list\n"
+    "  --max-memory SIZE\n"
+    "                   the most memory the longest line, the threads and a run's\n"
+    "                   call trees may take together (bytes, or K, M, G; 1G)\n"
     "\n"
     "FILE is the systrace viewer's HTML or ftrace text: Android's header, Linux 5's\n"
-    "(with or without TGID), trace-cmd report output; - is standard input.\n"
+    "(with or without TGID), trace-cmd report output; - is standard input. A FIFO\n"
+    "or a pipe is read too, and any of them may be gzip-compressed. The input is\n"
+    "streamed, twice.\n"
     "\"No NNAPI Runtime trace present\" and \"Incomplete trace\" go to stderr, as\n"
     "Android's parser writes them.\n"
     "\n"
     "Exit status: 0; 1 where Android's parser fails (a nesting violation, an\n"
     "unmatched end, a warmup without a benchmark, an unreadable mark line), with\n"
-    "a message naming the line and the rule; 2 when FILE cannot be read.\n";
+    "a message naming the line and the rule; 2 when FILE cannot be read or needs\n"
+    "more than --max-memory.\n";
 
 static const char layers_usage[] =
     "usage: labelprof layers [--total-times] FILE\n"
@@ -227,18 +234,21 @@ const char *lp_fmt_ns(int64_t ns, char *buf, size_t len) {
   return buf;
 }
 
-void lp_put_json_string(FILE *out, const char *s) {
+/* Through the project's one escaper (lib/jsonesc.c), a block at a time. */
+void lp_put_json_string_n(FILE *out, const char *s, size_t n) {
+  enum { BLOCK = 1024 };
+  char buf[LP__JSON_ESC_MAX * (BLOCK + 3)];
+  const char *end = s + n;
   putc('"', out);
-  for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-    if (*c == '"' || *c == '\\')
-      fprintf(out, "\\%c", *c);
-    else if (*c < 0x20)
-      fprintf(out, "\\u%04x", *c);
-    else
-      putc(*c, out);
+  while (s < end) {
+    const char *stop = (size_t)(end - s) > BLOCK ? s + BLOCK : end;
+    char *o = lp__json_escape_chars(buf, &s, end, stop, 0);
+    fwrite(buf, 1, (size_t)(o - buf), out);
   }
   putc('"', out);
 }
+
+void lp_put_json_string(FILE *out, const char *s) { lp_put_json_string_n(out, s, strlen(s)); }
 
 void lp_put_csv_field(FILE *out, const char *s) {
   if (!strpbrk(s, ",\"\r\n")) {

@@ -1,14 +1,18 @@
 /*
- * nnapi.c: `labelprof nnapi [--total-times] [--per-execution] [--json] FILE`.
+ * nnapi.c: `labelprof nnapi [--total-times] [--per-execution] [--json] FILE`,
+ * the summary itself.
  *
  * NNAPI's timing summary from a systrace capture, byte for byte what AOSP's
  * parse_systrace.py prints for the same flags (../shared/nnapi/SPEC.md),
- * quirks included. Flow: the file is mapped; pass 1 over its marks picks
+ * quirks included. Flow: the source (nnapi_cmd.c streams the input; a
+ * buffer for the tests) gives its lines twice; pass 1 over the marks picks
  * the threads to track (those with NNAPI tags, and HIDL servers, whose
  * processes are drivers); pass 2 replays the marks of tracked threads into
  * the attribution (attrib.c), printing a run at every [NN_LA_PO] but the
  * first and at the end. Where AOSP's parser crashes, a message names the
- * line and the rule and the exit status is 1.
+ * line and the rule and the exit status is 1. What is held (the source's
+ * line buffer, the threads, a run's call trees) is checked against the
+ * source's memory limit after every new thread and every begin.
  */
 #include "config.h"
 
@@ -16,6 +20,7 @@
 #include "cmd.h"
 #include "nnapi.h"
 #include "systrace.h"
+#include "../lib/jsonesc.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -167,41 +172,19 @@ void lp_py_float(char *out, size_t outlen, double v) {
   snprintf(out, outlen, "%s", r);
 }
 
-/* json.dumps(s, ensure_ascii=True) */
+/*
+ * json.dumps(s, ensure_ascii=True), through the project's one escaper
+ * (lib/jsonesc.c). AOSP's parser dies on a file that is not UTF-8; here a
+ * byte that starts no valid sequence becomes \ufffd.
+ */
 static void json_str(sbuf_t *b, const char *s, size_t n) {
   sb_puts(b, "\"");
-  for (size_t i = 0; i < n;) {
-    unsigned char c = (unsigned char)s[i];
-    if (c == '"') sb_puts(b, "\\\""), i++;
-    else if (c == '\\') sb_puts(b, "\\\\"), i++;
-    else if (c == '\n') sb_puts(b, "\\n"), i++;
-    else if (c == '\r') sb_puts(b, "\\r"), i++;
-    else if (c == '\t') sb_puts(b, "\\t"), i++;
-    else if (c == '\b') sb_puts(b, "\\b"), i++;
-    else if (c == '\f') sb_puts(b, "\\f"), i++;
-    else if (c < 0x20) sb_printf(b, "\\u%04x", c), i++;
-    else if (c < 0x80) sb_add(b, (const char *)&c, 1), i++;
-    else {
-      /* one UTF-8 sequence; an invalid byte stands for itself */
-      unsigned cp = c;
-      size_t len = 1;
-      if (c >= 0xc2 && c < 0xe0) cp = c & 0x1f, len = 2;
-      else if (c >= 0xe0 && c < 0xf0) cp = c & 0x0f, len = 3;
-      else if (c >= 0xf0 && c < 0xf5) cp = c & 0x07, len = 4;
-      int ok = len > 1 && i + len <= n;
-      for (size_t k = 1; ok && k < len; k++) {
-        if (((unsigned char)s[i + k] & 0xc0) != 0x80) ok = 0;
-        else cp = (cp << 6) | ((unsigned char)s[i + k] & 0x3f);
-      }
-      if (!ok) cp = c, len = 1;
-      if (cp >= 0x10000) {
-        cp -= 0x10000;
-        sb_printf(b, "\\u%04x\\u%04x", 0xd800 + (cp >> 10), 0xdc00 + (cp & 0x3ff));
-      } else {
-        sb_printf(b, "\\u%04x", cp);
-      }
-      i += len;
-    }
+  const char *end = s + n;
+  while (s < end && !b->oom) {
+    char tmp[LP__JSON_ESC_MAX * (1024 + 3)];
+    const char *stop = (size_t)(end - s) > 1024 ? s + 1024 : end;
+    char *o = lp__json_escape_chars(tmp, &s, end, stop, 1);
+    sb_add(b, tmp, (size_t)(o - tmp));
   }
   sb_puts(b, "\"");
 }
@@ -261,16 +244,17 @@ static void json_dict(sbuf_t *b, const char *name, double M[][AT_TL], double Map
 }
 
 static int print_run(const nnopts_t *o, at_stats_t *st, const char *title, size_t tlen, FILE *out) {
-  int pe_set[AT_NPHASES_KNOWN] = {0};
-  pe_set[AT_PE] = pe_set[AT_PIO] = pe_set[AT_PTR] = pe_set[AT_PCO] = pe_set[AT_PR] = 1;
-  if (st->both && o->per_execution)
-    for (int P = 0; P < AT_NPHASES_KNOWN; P++)
-      if (pe_set[P])
-        for (int L = 0; L < AT_TL; L++) {
-          st->T[P][L] = st->Tap[AT_APBM][P][L];
-          st->X[P][L] = st->Xap[AT_APBM][P][L];
-        }
   double(*src)[AT_TL] = o->total_times ? st->T : st->X;
+  /* Per execution with warmup and benchmark: the benchmark's figures for
+   * execution and its subphases, written over the table about to be printed
+   * only (self times, or total times), as AOSP's parser does. The JSON dumps
+   * both tables, so the other one keeps the whole run's figures. */
+  if (st->both && o->per_execution) {
+    static const int pe_set[5] = {AT_PE, AT_PIO, AT_PTR, AT_PCO, AT_PR};
+    double(*bm)[AT_TL] = o->total_times ? st->Tap[AT_APBM] : st->Xap[AT_APBM];
+    for (int i = 0; i < 5; i++)
+      for (int L = 0; L < AT_TL; L++) src[pe_set[i]][L] = bm[pe_set[i]][L];
+  }
   double V[AT_TL][V_N];
   for (int L = 0; L < AT_TL; L++) {
     for (int k = 0; k < 7; k++) V[L][k] = src[VPH[k]][L];
@@ -431,6 +415,7 @@ typedef struct tslot {
 
 typedef struct nnrun {
   const char *file;
+  lp_nnapi_src_t *src;
   nnopts_t o;
   FILE *out;
   /* threads */
@@ -515,6 +500,37 @@ static int fail(nnrun_t *r, long line, const char *fmt, ...) {
   return 1;
 }
 
+/* "1 GiB", "64 MiB", "1000 bytes" */
+static void fmt_size(char *buf, size_t len, size_t v) {
+  if (v >= (1u << 30) && v % (1u << 30) == 0)
+    snprintf(buf, len, "%zu GiB", v >> 30);
+  else if (v >= (1u << 20) && v % (1u << 20) == 0)
+    snprintf(buf, len, "%zu MiB", v >> 20);
+  else if (v >= (1u << 10) && v % (1u << 10) == 0)
+    snprintf(buf, len, "%zu KiB", v >> 10);
+  else
+    snprintf(buf, len, "%zu bytes", v);
+}
+
+/* What the summary holds (the source's line buffer, the threads, the run's call trees) against the limit. */
+static int over_limit(nnrun_t *r, long line) {
+  size_t max = r->src->max_memory;
+  if (!max) return 0;
+  size_t held = r->src->held + r->cap * sizeof *r->slots + r->ordcap * sizeof *r->order + (r->at ? at_bytes(r->at) : 0);
+  if (held <= max) return 0;
+  char lim[64];
+  fmt_size(lim, sizeof lim, max);
+  char at[48] = "";
+  if (line) snprintf(at, sizeof at, "%ld:", line);
+  fflush(r->out);
+  fprintf(stderr,
+          "labelprof nnapi: %s:%s more than the memory limit of %s needed to hold the threads and call trees "
+          "of a run; --max-memory raises the limit\n",
+          r->file, at, lim);
+  r->status = LP_EXIT_BAD;
+  return 1;
+}
+
 static int pass1(void *ctx, const struct lp_st_mark *m) {
   nnrun_t *r = ctx;
   if (!r->any_lr && mhas(m, "NN_LR")) r->any_lr = 1;
@@ -533,6 +549,7 @@ static int pass1(void *ctx, const struct lp_st_mark *m) {
     }
     s->idx = (int)r->norder;
     r->order[r->norder++] = m->tid;
+    if (over_limit(r, m->lineno)) return 1;
   }
   if (!s->tgid || strlen(s->tgid) != m->tgid_len || memcmp(s->tgid, m->tgid_str, m->tgid_len) != 0) {
     char *t = strndup(m->tgid_str, m->tgid_len);
@@ -603,6 +620,7 @@ static int pass2(void *ctx, const struct lp_st_mark *m) {
       r->tlen = m->mark_len;
     }
     if (at_begin(r->at, s->idx, m->t, m->mark, m->mark_len, m->lineno, &e) < 0) return at_fail(r, &e);
+    if (over_limit(r, m->lineno)) return 1;
   } else {
     if (at_end(r->at, s->idx, m->t, m->lineno, &e) < 0) return at_fail(r, &e);
   }
@@ -610,32 +628,43 @@ static int pass2(void *ctx, const struct lp_st_mark *m) {
 }
 
 
-int lp_nnapi_run(const char *path, int total_times, int per_execution, int json, FILE *out) {
-  struct lp_st_file f;
-  char msg[600];
-  if (lp_st_load(path, &f, msg, sizeof msg) < 0) {
-    fprintf(stderr, "labelprof nnapi: %s\n", msg);
-    return LP_EXIT_BAD;
-  }
-  int rc = lp_nnapi_buffer(strcmp(path, "-") == 0 ? "<stdin>" : path, f.data, f.len, total_times, per_execution,
-                           json, out);
-  lp_st_unload(&f);
-  return rc;
+/* A buffer in memory as a source. */
+typedef struct bufsrc {
+  lp_nnapi_src_t src;
+  const char *data;
+  size_t len;
+} bufsrc_t;
+
+static int buf_pass(lp_nnapi_src_t *src, lp_st_mark_cb cb, void *ctx, struct lp_st_error *err) {
+  bufsrc_t *b = (bufsrc_t *)src;
+  int hdr;
+  return lp_st_scan(b->data, b->len, cb, ctx, &hdr, err);
 }
 
 int lp_nnapi_buffer(const char *name, const char *data, size_t len, int total_times, int per_execution, int json,
                     FILE *out) {
+  bufsrc_t b;
+  memset(&b, 0, sizeof b);
+  b.src.pass = buf_pass;
+  b.src.name = name;
+  b.data = data;
+  b.len = len;
+  return lp_nnapi_read(&b.src, total_times, per_execution, json, out);
+}
+
+int lp_nnapi_read(lp_nnapi_src_t *src, int total_times, int per_execution, int json, FILE *out) {
   nnrun_t r;
   memset(&r, 0, sizeof r);
-  r.file = name;
+  r.file = src->name;
+  r.src = src;
   r.o.total_times = total_times;
   r.o.per_execution = per_execution;
   r.o.json = json;
   r.out = out;
   struct lp_st_error se = {0};
-  int hdr;
-  int rc = lp_st_scan(data, len, pass1, &r, &hdr, &se);
-  if (rc < 0) fail(&r, se.lineno, "%s", se.msg);
+  int rc = src->pass(src, pass1, &r, &se);
+  if (rc == -1) fail(&r, se.lineno, "%s", se.msg);
+  if (rc == -2) r.status = LP_EXIT_BAD;
   if (rc == 0) {
     if (!r.any_lr) fputs("\n*** No NNAPI Runtime trace present - check your systrace setup ***\n\n", stderr);
     r.at = at_new(1);
@@ -649,9 +678,11 @@ int lp_nnapi_buffer(const char *name, const char *data, size_t len, int total_ti
           if (s && s->tgid && strcmp(r.drivers[k], s->tgid) == 0) drv = 1;
         if (at_thread(r.at, r.order[i], drv) < 0) fail(&r, 0, "out of memory");
       }
+      if (!r.status && over_limit(&r, 0)) rc = 1;
       if (!r.status) {
-        rc = lp_st_scan(data, len, pass2, &r, &hdr, &se);
-        if (rc < 0) fail(&r, se.lineno, "%s", se.msg);
+        rc = src->pass(src, pass2, &r, &se);
+        if (rc == -1) fail(&r, se.lineno, "%s", se.msg);
+        if (rc == -2) r.status = LP_EXIT_BAD;
         if (rc == 0) emit(&r);
         if (!r.status && json) fputs("]\n", out);
       }

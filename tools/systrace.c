@@ -16,16 +16,12 @@
 #include "systrace.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 static const char HDR_TGID[] = "#           TASK-PID    TGID   CPU#  ||||    TIMESTAMP  FUNCTION";
 static const char HDR_OLD[] = "#           TASK-PID   CPU#  ||||    TIMESTAMP  FUNCTION";
@@ -536,68 +532,4 @@ int lp_st_sniff(const char *buf, size_t len) {
   if (n - i >= 8 && memcmp(buf + i, "# tracer", 8) == 0) return 1;
   if ((n >= 5 && memcmp(buf, "cpus=", 5) == 0) || (n >= 10 && memcmp(buf, "version = ", 10) == 0)) return 1;
   return 0;
-}
-
-int lp_st_load(const char *path, struct lp_st_file *f, char *err, size_t errlen) {
-  memset(f, 0, sizeof *f);
-  int fd = strcmp(path, "-") == 0 ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    int e = errno;
-    snprintf(err, errlen, "%s: cannot open: %s", path, strerror(e));
-    return -e;
-  }
-  struct stat st;
-  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
-    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (p != MAP_FAILED) {
-      f->data = p;
-      f->len = (size_t)st.st_size;
-      f->mapped = 1;
-      if (fd != STDIN_FILENO) close(fd);
-      return 0;
-    }
-  }
-  size_t cap = 1 << 16, used = 0;
-  char *b = malloc(cap);
-  if (!b) {
-    if (fd != STDIN_FILENO) close(fd);
-    snprintf(err, errlen, "%s: out of memory", path);
-    return -ENOMEM;
-  }
-  for (;;) {
-    if (used == cap) {
-      char *nb = cap > SIZE_MAX / 2 ? NULL : realloc(b, cap * 2);
-      if (!nb) {
-        free(b);
-        if (fd != STDIN_FILENO) close(fd);
-        snprintf(err, errlen, "%s: out of memory", path);
-        return -ENOMEM;
-      }
-      b = nb;
-      cap *= 2;
-    }
-    ssize_t r = read(fd, b + used, cap - used);
-    if (r == 0) break;
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      int e = errno;
-      free(b);
-      if (fd != STDIN_FILENO) close(fd);
-      snprintf(err, errlen, "%s: cannot read: %s", path, strerror(e));
-      return -e;
-    }
-    used += (size_t)r;
-  }
-  if (fd != STDIN_FILENO) close(fd);
-  f->data = b;
-  f->len = used;
-  return 0;
-}
-
-void lp_st_unload(struct lp_st_file *f) {
-  if (f->mapped)
-    munmap((void *)f->data, f->len);
-  else
-    free((void *)f->data);
-  memset(f, 0, sizeof *f);
 }

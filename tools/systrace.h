@@ -17,9 +17,9 @@
  * Lines are split as Python's universal newlines do (\n, \r\n, \r) and
  * numbered from 1. Collection starts at the first header line and stops
  * before the first later line holding "</script>". The reader works on a
- * buffer in memory (the whole file, mapped) and calls back once per mark,
- * in file order; nothing is kept between calls but the tid -> tgid table the
- * old header format needs.
+ * buffer in memory (lp_st_scan) or on lines fed one by one (lp_st_line, for a
+ * stream) and calls back once per mark, in file order; nothing is kept
+ * between calls but the tid -> tgid table the old header format needs.
  */
 #ifndef LP_TOOLS_SYSTRACE_H
 #define LP_TOOLS_SYSTRACE_H
@@ -77,17 +77,6 @@ void lp_st_fini(struct lp_st_scanner *sc);
 /* One line (without its end), numbered lineno. Same returns as lp_st_scan. */
 int lp_st_line(struct lp_st_scanner *sc, const char *l, size_t n, long lineno, lp_st_mark_cb cb, void *ctx,
                struct lp_st_error *err);
-
-/* A file's bytes in memory: mapped if it is a regular file, read otherwise ("-" is standard input). */
-struct lp_st_file {
-  const char *data;
-  size_t len;
-  int mapped;
-};
-
-/* Load path. Returns 0, or -errno with a message in err (naming the file). */
-int lp_st_load(const char *path, struct lp_st_file *f, char *err, size_t errlen);
-void lp_st_unload(struct lp_st_file *f);
 
 /* True if the buffer looks like systrace or ftrace text (a header, trace-cmd's preamble, or a mark line in its first 64 KiB). */
 int lp_st_sniff(const char *buf, size_t len);

@@ -1,0 +1,626 @@
+/*
+ * labelprof/impl.h: the inline part of labelprof.h. NOT AN API.
+ *
+ * labelprof.h includes this file at its end, unless LABELPROF_DISABLE is
+ * defined; include <labelprof.h>, never this file. It holds what the macros
+ * expand to and what that code touches: the per-thread state and its
+ * frames, the timeline's event cursor, the subscribers' snapshot, the read
+ * of the CPU's counter, and the declarations of the library's slow paths.
+ * Every name it declares starts with lp_impl_ or LP_IMPL_, but for the
+ * definitions of what labelprof.h documents (its macros, lp_notify as a
+ * macro, lp_notify_wanted); any of it may change in any release. Programs
+ * and tools use only what labelprof.h documents.
+ */
+#ifndef LABELPROF_IMPL_H
+#define LABELPROF_IMPL_H
+
+#ifndef LABELPROF_H
+#error "include <labelprof.h>; labelprof/impl.h is its inline part, not an API"
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* The API's macros (documented in labelprof.h, parts 1, 5 and 6)           */
+/* ------------------------------------------------------------------------ */
+
+#define LP_SCOPE(label) LP_SCOPE_L(LP_LEVEL_RUNTIME, label)
+#define LP_SCOPE_L(level, label) LP_IMPL_SCOPE(level, label, __COUNTER__)
+#define LP_BEGIN(label) LP_BEGIN_L(LP_LEVEL_RUNTIME, label)
+#define LP_BEGIN_L(level, label) \
+  do { \
+    static const lp_site_t lp_impl_begin_site = LP_IMPL_SITE(label, level); \
+    lp_impl_begin(&lp_impl_begin_site); \
+  } while (0)
+#define LP_END() lp_impl_end()
+#define LP_INSTANT(label) LP_INSTANT_L(LP_LEVEL_RUNTIME, label)
+#define LP_INSTANT_L(lvl, text) \
+  do { \
+    static const lp_site_t lp_impl_instant_site = LP_IMPL_SITE(text, lvl); \
+    uint32_t lp_impl_lv = LP_IMPL_LOAD_RELAXED(lp_impl_levels); \
+    if (LP_IMPL_UNLIKELY(lp_impl_instant_site.level & lp_impl_lv)) \
+      lp_impl_instant((uintptr_t)&lp_impl_instant_site | LP_IMPL_EV_INSTANT, lp_impl_lv); \
+  } while (0)
+#define LP_NOTIFY_SCOPE(stream, type, parent, event, instance, user_data) \
+  lp_impl_nscope_t LP_IMPL_CAT(lp_impl_nscope_, __COUNTER__) __attribute__((cleanup(lp_impl_nscope_leave), unused)) = \
+      lp_impl_nscope_enter((stream), (type), (parent), (event), (instance), (user_data))
+#define LP_COUNTER(name, value) LP_COUNTER_L(LP_LEVEL_RUNTIME, name, value)
+#define LP_COUNTER_L(lvl, text, value) \
+  do { \
+    static const lp_site_t lp_impl_counter_site = LP_IMPL_SITE(text, lvl); \
+    if (LP_IMPL_UNLIKELY(lp_impl_counter_site.level & LP_IMPL_LOAD_RELAXED(lp_impl_levels))) \
+      lp_impl_counter(&lp_impl_counter_site, (int64_t)(value)); \
+  } while (0)
+
+/* ---- layers and phases ---- */
+#define LP_SCOPE_PHASE(layer, phase, label) LP_IMPL_SCOPE_LP(layer, phase, LP_MODE_SCOPE, label, __COUNTER__)
+#define LP_SCOPE_SUBTRACT(layer, phase, label) LP_IMPL_SCOPE_LP(layer, phase, LP_MODE_SUBTRACT, label, __COUNTER__)
+#define LP_PHASE_SWITCH(layer, phase, label) LP_IMPL_SWITCH(layer, phase, label, __COUNTER__)
+/* ---- end of layers and phases ---- */
+
+/* ------------------------------------------------------------------------ */
+/* What they expand to                                                      */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * The per-thread state the macros touch. The owning thread is its only
+ * writer. `word` holds the stack depth in its low 16 bits and a change
+ * counter above them; every push and pop publishes a new word with a release
+ * store, and a push writes its frame (also with a release store) before
+ * publishing. A reader (the collector) copies the frames, with acquire loads,
+ * between two reads of the word and keeps the copy only if the word did not
+ * change: a frame is only rewritten after a pop has published a new word, and
+ * the frame's release store carries that word to any reader that sees the
+ * new frame, so an unchanged word means an untorn copy. The counter never
+ * goes back, so no word is ever published twice. On x86 all of this compiles
+ * to plain moves.
+ *
+ * Frames hold the site pointer with bit 0 set when the scope also recorded
+ * a timeline begin event, and bit 1 set when its begin reached subscribers
+ * (sites are 8-aligned).
+ *
+ * Timeline cursor: events go to [tcur, tlim) of the current chunk. The room
+ * between tlim and tend is kept for the ends of the scopes whose begins this
+ * thread recorded and that are still open: a begin moves tlim down one slot,
+ * its end moves it back up, so an end always finds room, even after the
+ * budget is spent or the session has stopped.
+ */
+/*
+ * Shared fields are plain types accessed only through the __atomic builtins
+ * (GCC and Clang, every C and C++ standard), so the header compiles cleanly
+ * under -std=c99 -pedantic and C++11 as well as C11.
+ */
+#define LP_IMPL_LOAD_RELAXED(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+#define LP_IMPL_LOAD_ACQUIRE(x) __atomic_load_n(&(x), __ATOMIC_ACQUIRE)
+#define LP_IMPL_STORE_RELAXED(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
+#define LP_IMPL_STORE_RELEASE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELEASE)
+
+typedef struct lp_impl_event {
+  uint64_t ts;   /* clock ticks, or a counter's value */
+  uintptr_t tag; /* site pointer | event kind; begins and ends also carry the depth in bits 56-63 */
+} lp_impl_event_t;
+
+typedef struct lp_impl_thread {
+  uint64_t word;          /* depth | change counter << 16 */
+  lp_impl_event_t *tcur;  /* timeline: the next free slot, published with release */
+  lp_impl_event_t *tlim;  /* begins, instants and counters stop here */
+  lp_impl_event_t *tend;  /* the end of the chunk: ends may go up to here */
+  uint64_t dropped;       /* events dropped inline because the budget is spent */
+  uintptr_t frames[LP_STACK_CAPACITY];
+} lp_impl_thread_t;
+
+/*
+ * A scope keeps the word its push published, so that its end stores the
+ * next word computed from a register when nothing was pushed or popped in
+ * between: then the pop waits on no load of the word (on Intel a store
+ * forwarded to a dependent load costs about 5 cycles). It still loads the
+ * word, but only to compare, which a predicted branch takes off the chain.
+ * The word is published ^ LP_IMPL_TRACED_MARK when the scope recorded a
+ * begin (no published word has that bit in its depth, so a traced scope ends
+ * on its own branch), and LP_IMPL_NOT_PUSHED when nothing was pushed.
+ */
+typedef struct lp_impl_scope {
+  const lp_site_t *site;
+  uint64_t word;
+} lp_impl_scope_t;
+
+#define LP_IMPL_DEPTH_MASK  0xffffu
+#define LP_IMPL_COUNT_ONE   0x10000u
+#define LP_IMPL_TRACED_MARK 0x8000u /* depths stay below it */
+#define LP_IMPL_NOT_PUSHED  0x7ffeu /* a depth no stack reaches; no published word equals it */
+#define LP_IMPL_TRACED      0x1u    /* in a frame: the scope recorded a begin */
+#define LP_IMPL_SPENT       0x80000000u /* in lp_impl_levels: the discard budget is spent */
+#define LP_IMPL_EV_BEGIN    0x0u /* event kinds, in the low bits of an event's tag */
+#define LP_IMPL_EV_END      0x1u
+#define LP_IMPL_EV_INSTANT  0x2u
+#define LP_IMPL_EV_COUNTER  0x3u /* followed by a slot holding the value */
+#define LP_IMPL_EV_KIND     0x7u
+#if UINTPTR_MAX > 0xffffffffu
+/* Depth 0..255 in the top byte (no user-space pointer reaches it); 255 means 255 or deeper. */
+#define LP_IMPL_DEPTH_TAG(d) ((uintptr_t)((d) < 255u ? (d) : 255u) << 56)
+#else
+#define LP_IMPL_DEPTH_TAG(d) ((uintptr_t)0 * (d))
+#endif
+
+/* The hot path is inlined whatever the compiler's size heuristics say: a call would double its cost. */
+#define LP_IMPL_INLINE static inline __attribute__((always_inline))
+#define LP_IMPL_LIKELY(x) __builtin_expect(!!(x), 1)
+#define LP_IMPL_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/*
+ * The calling thread's state. Initial-exec TLS: reached with one
+ * thread-pointer-relative load, never through __tls_get_addr, also from a
+ * shared library. Before a thread's first label it points at a shared,
+ * read-only state whose depth is out of range, so the first push takes the
+ * slow path, which registers the thread.
+ */
+LP_EXPORT extern __thread lp_impl_thread_t *lp_impl_self __attribute__((tls_model("initial-exec")));
+/*
+ * The trace levels being recorded (0 when no timeline is), and LP_IMPL_SPENT;
+ * while subscribers listen to labels, also every level and LP_IMPL_SUBS.
+ */
+LP_EXPORT extern uint32_t lp_impl_levels;
+/* 1 when events are stamped with the CPU's counter; set before the first event, never changed after. */
+LP_EXPORT extern int lp_impl_clock_counter;
+
+LP_EXPORT uint64_t lp_impl_push_slow(uintptr_t tag);
+LP_EXPORT uint64_t lp_impl_enter_slow(const lp_site_t *site, int manual);
+LP_EXPORT void lp_impl_leave_slow(const lp_site_t *site, uint64_t word);
+LP_EXPORT void lp_impl_end_slow(void);
+LP_EXPORT void lp_impl_end_event_slow(uintptr_t site, uint32_t depth);
+LP_EXPORT void lp_impl_instant_slow(uintptr_t tag);
+LP_EXPORT uint64_t lp_impl_ticks_slow(void);
+LP_EXPORT void lp_impl_counter(const lp_site_t *site, int64_t value);
+/* ---- layers and phases ---- */
+LP_EXPORT lp_impl_scope_t lp_impl_switch_enter(const lp_site_t *site);
+LP_EXPORT void lp_impl_switch_leave(lp_impl_scope_t *s);
+/* ---- end of layers and phases ---- */
+
+/* Subscribers (see "subscribers: the inline part" below). */
+#define LP_IMPL_NOTIFIED 0x2u       /* in a frame: the scope's begin reached subscribers */
+#define LP_IMPL_SUBS 0x40000000u    /* in lp_impl_levels: subscribers listen to labels */
+#define LP_IMPL_WANT_BIT(type) ((uint64_t)1 << ((((unsigned)(type) >> 1) ^ ((unsigned)(type) >> 8)) & 63u))
+LP_EXPORT extern uint64_t lp_impl_wanted[256];
+LP_EXPORT uint64_t lp_impl_enter_notify(const lp_site_t *site, int manual);
+LP_EXPORT void lp_impl_end_notify(uintptr_t tag, uint32_t depth);
+LP_EXPORT void lp_impl_instant_notify(uintptr_t tag);
+LP_EXPORT int lp_impl_notify_wanted_slow(uint8_t stream, uint16_t type);
+/* lp_notify() past its test of lp_impl_wanted, which the caller made and found set (or stream 0). */
+LP_EXPORT int lp_impl_notify_listened(uint8_t stream, uint16_t type, const lp_event_t *parent,
+                                      const lp_event_t *event, uint64_t instance, const void *user_data);
+LP_EXPORT int32_t lp_impl_nscope_begin(uint8_t stream, uint16_t type, const lp_event_t *parent,
+                                       const lp_event_t *event, uint64_t instance, const void *user_data);
+LP_EXPORT void lp_impl_nscope_end(int32_t pin);
+
+/*
+ * The part of the library's subscriber state that the inline label paths
+ * read (lib/subs.c has the rest and the protocol). A snapshot of the enabled
+ * subscribers starts with the labels stream's scope pair: nscope calls, each
+ * a begin and an end callback (never NULL), the subscriber's data and its
+ * instance slot. A thread's state starts with its guard (set inside a
+ * callback, and in the shared states of threads without one), its two
+ * ready-made label notifications, lp_notify's notification, slot and pin,
+ * and frame d's hazard pointer and instance slots. A snapshot also has the
+ * key table that finds the calls for a (stream, pair of types): the key's
+ * home is (key * 2654435761) >> 7 & mask. lp_impl_subs_current is the current snapshot, never NULL;
+ * lp_impl_subs_asym is 1 while readers may pin without a fence (the writer
+ * runs membarrier(2)).
+ */
+#define LP_IMPL_MAX_SUBS 16
+#define LP_IMPL_SUBS_TRACED 0x20000000u /* in lp_impl_levels: subscribers listen and a timeline records */
+typedef struct lp_impl_call {
+  lp_callback_t cb[2]; /* the begin's callback, the end's */
+  void *data;
+  uint32_t slot;
+} lp_impl_call_t;
+typedef struct lp_impl_key {
+  uint32_t key; /* stream << 16 | even type; 0 = empty */
+  uint32_t count;
+  const lp_impl_call_t *first; /* its calls, in subscriber order */
+} lp_impl_key_t;
+typedef struct lp_impl_snap {
+  uint32_t nscope;
+  uint32_t mask;             /* keys - 1 */
+  const lp_impl_key_t *keys; /* no two keys share a home unless the table reached its largest size */
+  lp_impl_call_t scope[LP_IMPL_MAX_SUBS];
+} lp_impl_snap_t;
+typedef struct lp_impl_sthread {
+  int guard;
+  lp_notification_t lbegin, lend;
+  lp_notification_t snote; /* lp_notify's, filled in (but tid) each time */
+  void *sslot;              /* the slot lp_notify's callback gets, NULL before each */
+  lp_impl_snap_t *single;   /* lp_notify's pin */
+  lp_impl_snap_t *label[LP_STACK_CAPACITY]; /* frame d's pin */
+  void *label_slots[LP_STACK_CAPACITY][LP_IMPL_MAX_SUBS];
+} lp_impl_sthread_t;
+LP_EXPORT extern __thread lp_impl_sthread_t *lp_impl_sub_self __attribute__((tls_model("initial-exec")));
+LP_EXPORT extern lp_impl_snap_t *lp_impl_subs_current;
+LP_EXPORT extern int lp_impl_subs_asym;
+
+/* A timestamp in the session's ticks: the CPU's counter, or CLOCK_MONOTONIC ns through the library. */
+LP_IMPL_INLINE uint64_t lp_impl_ticks(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (LP_IMPL_LIKELY(LP_IMPL_LOAD_RELAXED(lp_impl_clock_counter))) return __builtin_ia32_rdtsc();
+#elif defined(__aarch64__)
+  if (LP_IMPL_LIKELY(LP_IMPL_LOAD_RELAXED(lp_impl_clock_counter))) {
+    uint64_t v;
+    __asm__ __volatile__("mrs %0, cntvct_el0" : "=r"(v));
+    return v;
+  }
+#endif
+  return lp_impl_ticks_slow();
+}
+
+#define LP_IMPL_CAT2(a, b) a##b
+#define LP_IMPL_CAT(a, b) LP_IMPL_CAT2(a, b)
+#define LP_IMPL_SITE(label, level) LP_IMPL_SITE_LP(label, level, LP_LAYER_NONE, LP_PHASE_UNSPECIFIED, LP_MODE_SCOPE)
+/* ---- layers and phases ---- */
+#define LP_IMPL_SITE_LP(label, level, layer, phase, mode) \
+  { (label), __FILE__, __func__, (uint32_t)__LINE__, (uint32_t)(level), (uint8_t)(layer), (uint8_t)(phase), \
+    (uint8_t)(mode), 0 }
+#define LP_IMPL_SCOPE_LP(layer, phase, mode, label, n) \
+  static const lp_site_t LP_IMPL_CAT(lp_impl_site_, n) = LP_IMPL_SITE_LP(label, LP_LEVEL_RUNTIME, layer, phase, mode); \
+  lp_impl_scope_t LP_IMPL_CAT(lp_impl_scope_, n) __attribute__((cleanup(lp_impl_leave), unused)) = \
+      lp_impl_enter(&LP_IMPL_CAT(lp_impl_site_, n))
+/*
+ * A switch's scope: lp_impl_switch_enter ends the innermost open label and
+ * puts the switch's site in its frame; lp_impl_switch_leave records the
+ * switch's end and leaves the frame to the scope it replaced, whose own end
+ * pops it (without recording a second end). Both are calls: a switch is rare.
+ */
+#define LP_IMPL_SWITCH(layer, phase, label, n) \
+  static const lp_site_t LP_IMPL_CAT(lp_impl_site_, n) = \
+      LP_IMPL_SITE_LP(label, LP_LEVEL_RUNTIME, layer, phase, LP_MODE_SWITCH); \
+  lp_impl_scope_t LP_IMPL_CAT(lp_impl_scope_, n) __attribute__((cleanup(lp_impl_switch_leave), unused)) = \
+      lp_impl_switch_enter(&LP_IMPL_CAT(lp_impl_site_, n))
+/* ---- end of layers and phases ---- */
+#define LP_IMPL_SCOPE(level, label, n) \
+  static const lp_site_t LP_IMPL_CAT(lp_impl_site_, n) = LP_IMPL_SITE(label, level); \
+  lp_impl_scope_t LP_IMPL_CAT(lp_impl_scope_, n) __attribute__((cleanup(lp_impl_leave), unused)) = \
+      lp_impl_enter(&LP_IMPL_CAT(lp_impl_site_, n))
+
+/* Pushes tag; returns the word published, or LP_IMPL_NOT_PUSHED. */
+LP_IMPL_INLINE uint64_t lp_impl_push(uintptr_t tag) {
+  lp_impl_thread_t *t = lp_impl_self;
+  uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
+  uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
+  if (LP_IMPL_UNLIKELY(d >= LP_STACK_CAPACITY)) return lp_impl_push_slow(tag);
+  /* Release: a reader that sees this frame also sees every word published before it. */
+  LP_IMPL_STORE_RELEASE(t->frames[d], tag);
+  w += LP_IMPL_COUNT_ONE + 1;
+  LP_IMPL_STORE_RELEASE(t->word, w);
+  return w;
+}
+
+/*
+ * Pins the current snapshot s in h, as lib/subs.c does: without a fence
+ * while the writer runs membarrier(2), sequentially consistent otherwise.
+ * Returns current as read after the pin; the pin holds only if it is s.
+ */
+LP_IMPL_INLINE lp_impl_snap_t *lp_impl_pin(lp_impl_snap_t **h, lp_impl_snap_t *s) {
+  if (LP_IMPL_LIKELY(LP_IMPL_LOAD_RELAXED(lp_impl_subs_asym))) {
+    LP_IMPL_STORE_RELAXED(*h, s);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST); /* the writer's membarrier() is the fence */
+    return LP_IMPL_LOAD_RELAXED(lp_impl_subs_current);
+  }
+  __atomic_store_n(h, s, __ATOMIC_SEQ_CST);
+  return __atomic_load_n(&lp_impl_subs_current, __ATOMIC_SEQ_CST);
+}
+
+/*
+ * A label's begin while subscribers listen to labels, in the program's own
+ * code for the usual case: no timeline recording, a thread with its
+ * subscriber state (the shared states have the guard set), room on the
+ * stack, outside callbacks, one subscriber on the scope pair, the snapshot
+ * pinned at the first try. Pin, push the frame marked notified, call the
+ * begin with the thread's ready-made notification. Anything else goes to
+ * lp_impl_enter_notify(), which does it all out of line.
+ */
+LP_IMPL_INLINE uint64_t lp_impl_enter_subs(const lp_site_t *site, uint32_t levels, int manual) {
+  lp_impl_thread_t *t = lp_impl_self;
+  lp_impl_sthread_t *st = lp_impl_sub_self;
+  uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
+  uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
+  lp_impl_snap_t *s = LP_IMPL_LOAD_ACQUIRE(lp_impl_subs_current);
+  lp_impl_call_t *c;
+  if (LP_IMPL_UNLIKELY(levels & LP_IMPL_SUBS_TRACED)) return lp_impl_enter_notify(site, manual);
+  if (LP_IMPL_UNLIKELY(d >= LP_STACK_CAPACITY)) return lp_impl_enter_notify(site, manual);
+  if (LP_IMPL_UNLIKELY(st->guard)) return lp_impl_enter_notify(site, manual);
+  if (LP_IMPL_UNLIKELY(lp_impl_pin(&st->label[d], s) != s || s->nscope != 1)) {
+    LP_IMPL_STORE_RELEASE(st->label[d], (lp_impl_snap_t *)0);
+    return lp_impl_enter_notify(site, manual);
+  }
+  LP_IMPL_STORE_RELEASE(t->frames[d], (uintptr_t)site | LP_IMPL_NOTIFIED);
+  w += LP_IMPL_COUNT_ONE + 1;
+  LP_IMPL_STORE_RELEASE(t->word, w);
+  st->guard = 1; /* first: a signal handler's label from here on reaches nobody, and leaves lbegin alone */
+  st->lbegin.site = site;
+  st->label_slots[d][0] = 0;
+  c = &s->scope[0];
+  c->cb[0](&st->lbegin, c->data, &st->label_slots[d][0]);
+  st->guard = 0;
+  return w | LP_IMPL_TRACED_MARK;
+}
+
+/*
+ * The end of a scope whose begin reached subscribers, its frame (at depth
+ * d) on top: in the program's own code when the thread is outside callbacks
+ * and its pin holds one subscriber on the scope pair. The end callback, the
+ * unpin, the pop (the word reloaded: the callback's own labels moved the
+ * change counter). Returns 0, having done nothing, otherwise.
+ */
+LP_IMPL_INLINE int lp_impl_leave_subs(lp_impl_thread_t *t, const lp_site_t *site, uint32_t d) {
+  lp_impl_sthread_t *st = lp_impl_sub_self;
+  lp_impl_snap_t *s = LP_IMPL_LOAD_RELAXED(st->label[d]);
+  lp_impl_call_t *c;
+  if (LP_IMPL_UNLIKELY(!s || st->guard || s->nscope != 1)) return 0;
+  st->guard = 1;
+  st->lend.site = site;
+  c = &s->scope[0];
+  c->cb[1](&st->lend, c->data, &st->label_slots[d][0]);
+  st->guard = 0;
+  LP_IMPL_STORE_RELEASE(st->label[d], (lp_impl_snap_t *)0);
+  LP_IMPL_STORE_RELEASE(t->word, LP_IMPL_LOAD_RELAXED(t->word) + LP_IMPL_COUNT_ONE - 1);
+  return 1;
+}
+
+/*
+ * A scope or manual pair whose level is being recorded: the begin event (its
+ * depth in the tag), then the push, with the frame marked as traced. The
+ * begin keeps one slot of room for its end (tlim moves down). Anything
+ * unusual (no chunk or a full one, a full stack, an unregistered thread)
+ * goes to the slow path; a spent budget is counted here, at almost the cost
+ * of an untraced scope.
+ */
+LP_IMPL_INLINE uint64_t lp_impl_enter_traced(const lp_site_t *site, uint32_t levels, int manual) {
+  lp_impl_thread_t *t = lp_impl_self;
+  uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
+  uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
+  lp_impl_event_t *e;
+  if (LP_IMPL_UNLIKELY(levels & (LP_IMPL_SPENT | LP_IMPL_SUBS))) {
+    /* Subscribers listen: everything on the slow path, which also records. */
+    if (levels & LP_IMPL_SUBS) return lp_impl_enter_subs(site, levels, manual);
+    /* Recording has stopped: count the drop, push as an untraced scope would. A new thread goes slow. */
+    if (LP_IMPL_LIKELY(d < LP_STACK_CAPACITY)) {
+      LP_IMPL_STORE_RELAXED(t->dropped, LP_IMPL_LOAD_RELAXED(t->dropped) + 1);
+      LP_IMPL_STORE_RELEASE(t->frames[d], (uintptr_t)site);
+      w += LP_IMPL_COUNT_ONE + 1;
+      LP_IMPL_STORE_RELEASE(t->word, w);
+      return w;
+    }
+    return lp_impl_enter_slow(site, manual);
+  }
+  e = LP_IMPL_LOAD_RELAXED(t->tcur);
+  if (LP_IMPL_LIKELY(d < LP_STACK_CAPACITY && e < t->tlim)) {
+    e->ts = lp_impl_ticks();
+    e->tag = (uintptr_t)site | LP_IMPL_EV_BEGIN | LP_IMPL_DEPTH_TAG(d);
+    t->tlim = t->tlim - 1;
+    LP_IMPL_STORE_RELEASE(t->tcur, e + 1);
+    LP_IMPL_STORE_RELEASE(t->frames[d], (uintptr_t)site | LP_IMPL_TRACED);
+    w += LP_IMPL_COUNT_ONE + 1;
+    LP_IMPL_STORE_RELEASE(t->word, w);
+    return w ^ LP_IMPL_TRACED_MARK;
+  }
+  return lp_impl_enter_slow(site, manual);
+}
+
+/*
+ * An end event at depth d, into the room its begin kept, which it gives
+ * back. Scopes deeper than the frames keep no room (a longjmp out of them
+ * could not give it back), and a mistake (a stray LP_END, then a new scope
+ * at the same depth) must not push the limit past the chunk's end.
+ */
+LP_IMPL_INLINE void lp_impl_end_event(lp_impl_thread_t *t, uintptr_t site, uint32_t d) {
+  lp_impl_event_t *e = LP_IMPL_LOAD_RELAXED(t->tcur);
+  if (LP_IMPL_LIKELY(e < t->tend)) {
+    e->ts = lp_impl_ticks();
+    e->tag = site | LP_IMPL_EV_END | LP_IMPL_DEPTH_TAG(d);
+    if (LP_IMPL_LIKELY(d < LP_STACK_CAPACITY && t->tlim + 1 < t->tend)) t->tlim = t->tlim + 1;
+    LP_IMPL_STORE_RELEASE(t->tcur, e + 1);
+    return;
+  }
+  lp_impl_end_event_slow(site, d);
+}
+
+LP_IMPL_INLINE lp_impl_scope_t lp_impl_enter(const lp_site_t *site) {
+  lp_impl_scope_t s;
+  uint32_t levels = LP_IMPL_LOAD_RELAXED(lp_impl_levels);
+  s.site = site;
+  /* Recording: a path of its own, so that the common one carries nothing of it. */
+  if (LP_IMPL_UNLIKELY(site->level & levels))
+    s.word = lp_impl_enter_traced(site, levels, 0);
+  else
+    s.word = lp_impl_push((uintptr_t)site);
+  return s;
+}
+
+LP_IMPL_INLINE void lp_impl_leave(lp_impl_scope_t *s) {
+  lp_impl_thread_t *t = lp_impl_self;
+  uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
+  uint64_t diff = (w ^ s->word) & LP_IMPL_DEPTH_MASK;
+  if (LP_IMPL_LIKELY(w == s->word)) { /* nothing pushed or popped since: the next word from a register */
+    LP_IMPL_STORE_RELEASE(t->word, s->word + LP_IMPL_COUNT_ONE - 1);
+    return;
+  }
+  if (LP_IMPL_LIKELY(diff == 0)) { /* scopes inside it came and went */
+    LP_IMPL_STORE_RELEASE(t->word, w + LP_IMPL_COUNT_ONE - 1);
+    return;
+  }
+  if (LP_IMPL_LIKELY(diff == LP_IMPL_TRACED_MARK)) { /* it recorded a begin, and the stack is as it should be */
+    uint32_t d = ((uint32_t)w & LP_IMPL_DEPTH_MASK) - 1;
+    /* ...unless a stray LP_END ended it and another label took its place: the slow path sorts that out. */
+    if (LP_IMPL_LIKELY(d >= LP_STACK_CAPACITY ||
+                       LP_IMPL_LOAD_RELAXED(t->frames[d]) == ((uintptr_t)s->site | LP_IMPL_TRACED))) {
+      LP_IMPL_STORE_RELEASE(t->word, w + LP_IMPL_COUNT_ONE - 1);
+      lp_impl_end_event(t, (uintptr_t)s->site, d);
+      return;
+    }
+    /* Its begin reached subscribers: the usual end inline. */
+    if (LP_IMPL_LOAD_RELAXED(t->frames[d]) == ((uintptr_t)s->site | LP_IMPL_NOTIFIED) &&
+        lp_impl_leave_subs(t, s->site, d))
+      return;
+  }
+  lp_impl_leave_slow(s->site, s->word); /* a stack to heal */
+}
+
+LP_IMPL_INLINE void lp_impl_begin(const lp_site_t *site) {
+  uint32_t levels = LP_IMPL_LOAD_RELAXED(lp_impl_levels);
+  if (LP_IMPL_UNLIKELY(site->level & levels))
+    (void)lp_impl_enter_traced(site, levels, 1);
+  else
+    (void)lp_impl_push((uintptr_t)site);
+}
+
+LP_IMPL_INLINE void lp_impl_end(void) {
+  lp_impl_thread_t *t = lp_impl_self;
+  uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
+  uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
+  uintptr_t tag;
+  /* d - 1 wraps for d == 0: empty stack, deep stack and unregistered thread all go slow. */
+  if (LP_IMPL_UNLIKELY(d - 1u >= LP_STACK_CAPACITY)) {
+    lp_impl_end_slow();
+    return;
+  }
+  tag = LP_IMPL_LOAD_RELAXED(t->frames[d - 1]);
+  if (LP_IMPL_UNLIKELY(tag & (LP_IMPL_TRACED | LP_IMPL_NOTIFIED))) {
+    if (tag & LP_IMPL_NOTIFIED) { /* the end callbacks run before the pop, then the end is recorded */
+      if (!(tag & LP_IMPL_TRACED) && lp_impl_leave_subs(t, (const lp_site_t *)(tag & ~(uintptr_t)LP_IMPL_NOTIFIED), d - 1))
+        return;
+      lp_impl_end_notify(tag, d - 1);
+      return;
+    }
+    LP_IMPL_STORE_RELEASE(t->word, w + LP_IMPL_COUNT_ONE - 1);
+    lp_impl_end_event(t, tag & ~(uintptr_t)LP_IMPL_TRACED, d - 1);
+    return;
+  }
+  LP_IMPL_STORE_RELEASE(t->word, w + LP_IMPL_COUNT_ONE - 1);
+}
+
+/* An instant: room before tlim, like a begin, but it keeps none. */
+LP_IMPL_INLINE void lp_impl_instant(uintptr_t tag, uint32_t levels) {
+  lp_impl_thread_t *t = lp_impl_self;
+  lp_impl_event_t *e = LP_IMPL_LOAD_RELAXED(t->tcur);
+  if (LP_IMPL_LIKELY(e < t->tlim && !(levels & (LP_IMPL_SPENT | LP_IMPL_SUBS)))) {
+    e->ts = lp_impl_ticks();
+    e->tag = tag;
+    LP_IMPL_STORE_RELEASE(t->tcur, e + 1);
+    return;
+  }
+  if (levels & LP_IMPL_SUBS) {
+    lp_impl_instant_notify(tag);
+    return;
+  }
+  if ((levels & LP_IMPL_SPENT) && e) { /* a thread without a chunk may not be registered yet */
+    LP_IMPL_STORE_RELAXED(t->dropped, LP_IMPL_LOAD_RELAXED(t->dropped) + 1);
+    return;
+  }
+  lp_impl_instant_slow(tag);
+}
+
+/* ---- subscribers: the inline part ---------------------------------------
+ * When an enabled subscriber has a callback on the labels stream,
+ * lp_impl_levels holds every level bit and LP_IMPL_SUBS, so that every
+ * scope takes the branch a recorded scope takes, and lp_impl_enter_traced
+ * sends it to lp_impl_enter_subs() (inline for one subscriber, else
+ * lp_impl_enter_notify()). A scope whose begin reached a subscriber has
+ * LP_IMPL_NOTIFIED in its frame and its word marked like a traced one, so
+ * that its end leaves the common path too (lp_impl_leave_subs(), else
+ * lp_impl_leave_slow()). lp_impl_wanted has,
+ * per stream, one bit per pair of types (hashed for vendors' types) that an
+ * enabled subscriber may want.
+ */
+
+static inline int lp_notify_wanted(uint8_t stream, uint16_t type) {
+  if (LP_IMPL_LIKELY(!(LP_IMPL_LOAD_RELAXED(lp_impl_wanted[stream]) & LP_IMPL_WANT_BIT(type)))) return 0;
+  return lp_impl_notify_wanted_slow(stream, type);
+}
+
+/*
+ * lp_notify() is also a macro, so that nobody listening costs one load and a
+ * test inline; when the bit is set, the call goes past the exported
+ * lp_notify's own test of it. (lp_notify)(...) or a pointer to lp_notify
+ * calls the function, test included.
+ */
+/*
+ * Someone may listen: in the program's own code for the usual case (a
+ * thread with its subscriber state, outside callbacks, the snapshot pinned
+ * at the first try, the key at its home, one subscriber on it): the
+ * thread's notification filled in, the callback with a fresh NULL slot.
+ * Anything else goes to lp_impl_notify_listened(). Inline at every
+ * lp_notify, as its test in lp_impl_notify is: left to itself, gcc kept the
+ * two out of line together, so that nobody listening cost a call, and one
+ * callback a call more (about 1 ns each); the extra code is out of the way
+ * of the test's likely path, as a scope's is.
+ */
+LP_IMPL_INLINE int lp_impl_notify_local(uint8_t stream, uint16_t type, const lp_event_t *parent,
+                                         const lp_event_t *event, uint64_t instance, const void *user_data) {
+  lp_impl_sthread_t *st = lp_impl_sub_self;
+  lp_impl_snap_t *s = LP_IMPL_LOAD_ACQUIRE(lp_impl_subs_current);
+  uint32_t key = (uint32_t)stream << 16 | (type & 0xfffeu);
+  const lp_impl_key_t *k;
+  const lp_impl_call_t *c;
+  lp_callback_t cb;
+  if (LP_IMPL_UNLIKELY(!stream || st->guard)) goto out_of_line;
+  if (LP_IMPL_UNLIKELY(lp_impl_pin(&st->single, s) != s)) goto unpin;
+  k = &s->keys[(key * 2654435761u) >> 7 & s->mask];
+  if (LP_IMPL_UNLIKELY(k->key != key || k->count != 1)) {
+    if (k->key == 0) { /* nobody has this pair */
+      LP_IMPL_STORE_RELEASE(st->single, (lp_impl_snap_t *)0);
+      return 0;
+    }
+    goto unpin;
+  }
+  c = k->first;
+  cb = c->cb[type & 1u];
+  st->guard = 1; /* first: a signal handler's notification from here on reaches nobody, and leaves snote alone */
+  st->snote.stream = stream;
+  st->snote.type = type;
+  st->snote.parent = parent;
+  st->snote.event = event;
+  st->snote.instance = instance;
+  st->snote.user_data = user_data;
+  st->sslot = 0;
+  if (LP_IMPL_LIKELY(cb != 0)) cb(&st->snote, c->data, &st->sslot);
+  st->guard = 0;
+  LP_IMPL_STORE_RELEASE(st->single, (lp_impl_snap_t *)0);
+  return 0;
+unpin:
+  LP_IMPL_STORE_RELEASE(st->single, (lp_impl_snap_t *)0);
+out_of_line:
+  return lp_impl_notify_listened(stream, type, parent, event, instance, user_data);
+}
+
+LP_IMPL_INLINE int lp_impl_notify(uint8_t stream, uint16_t type, const lp_event_t *parent, const lp_event_t *event,
+                                   uint64_t instance, const void *user_data) {
+  if (LP_IMPL_LIKELY(!(LP_IMPL_LOAD_RELAXED(lp_impl_wanted[stream]) & LP_IMPL_WANT_BIT(type))) && stream) return 0;
+  return lp_impl_notify_local(stream, type, parent, event, instance, user_data);
+}
+#define lp_notify(stream, type, parent, event, instance, user_data) \
+  lp_impl_notify((stream), (type), (parent), (event), (instance), (user_data))
+
+/* An LP_NOTIFY_SCOPE: the per-thread pin its begin took, or -1 when nothing began. */
+typedef struct lp_impl_nscope {
+  int32_t pin;
+} lp_impl_nscope_t;
+
+LP_IMPL_INLINE lp_impl_nscope_t lp_impl_nscope_enter(uint8_t stream, uint16_t type, const lp_event_t *parent,
+                                                     const lp_event_t *event, uint64_t instance,
+                                                     const void *user_data) {
+  lp_impl_nscope_t s;
+  s.pin = -1;
+  if (LP_IMPL_UNLIKELY(LP_IMPL_LOAD_RELAXED(lp_impl_wanted[stream]) & LP_IMPL_WANT_BIT(type)))
+    s.pin = lp_impl_nscope_begin(stream, type, parent, event, instance, user_data);
+  return s;
+}
+
+LP_IMPL_INLINE void lp_impl_nscope_leave(lp_impl_nscope_t *s) {
+  if (LP_IMPL_UNLIKELY(s->pin >= 0)) lp_impl_nscope_end(s->pin);
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LABELPROF_IMPL_H */
