@@ -35,6 +35,14 @@
  * which has the scheduler pick it soon after it wakes; or SCHED_FIFO when
  * the program asks for it and may have it. sched_getattr tells what it got,
  * and the report says so.
+ *
+ * CPU time beside wall time: each registered thread's CPU clock is taken at
+ * registration (pthread_getcpuclockid), and at each tick the pass reads it
+ * (clock_gettime, one system call per thread) and gives the CPU the thread
+ * used since its previous sample to the stack it is in now. A thread's first
+ * sample gets none: there is nothing to measure from. The reads are made
+ * while some running session asked for them (LP_PROFILE_CPU): a system call
+ * per thread per tick is not free.
  */
 #include "internal.h"
 
@@ -217,6 +225,10 @@ static void sample_one(lp__thread_t *t, uint32_t slot) {
   lp__agg_thread_t *rec = &agg.threads[slot];
   uint32_t depth, leaf;
   uint64_t word;
+  /* The thread's CPU clock, read first: a skipped sample leaves its CPU to the next one. */
+  struct timespec ts;
+  bool have_cpu = agg.cpu && t->cpu_clock_ok && clock_gettime(t->cpu_clock, &ts) == 0;
+  uint64_t cpu = have_cpu ? (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec : 0;
   int rc = lp__stack_snapshot(t, rec->last_word, frames, &depth, &word);
   if (rc < 0) {
     agg.skipped++;
@@ -236,6 +248,12 @@ static void sample_one(lp__thread_t *t, uint32_t slot) {
     rec->last_leaf = leaf;
   }
   agg.nodes[leaf].self++;
+  if (have_cpu) {
+    /* The CPU used since the thread's previous sample goes to the stack it is in now. */
+    if (rec->cpu_known && cpu > rec->last_cpu_ns) agg.nodes[leaf].cpu_ns += cpu - rec->last_cpu_ns;
+    rec->last_cpu_ns = cpu;
+    rec->cpu_known = true;
+  }
   rec->samples++;
   agg.samples++;
 }
@@ -518,6 +536,7 @@ static int start(lp__owner_t who, const lp_profile_opts_t *opts, bool with_threa
   uint32_t want = opts && opts->hz ? opts->hz : 1000;
   if (want > 100000) return -EINVAL;
   if (opts && ((unsigned)opts->sched > LP_SCHED_FIFO || opts->sched_priority > 99)) return -EINVAL;
+  if (opts && (opts->flags & ~LP_PROFILE_CPU)) return -EINVAL;
   int rc = pthread_once(&cv_once, init_cv);
   if (rc != 0) lp__fatal("pthread_once", rc);
   lp__lock(&ctl_mu);
@@ -536,6 +555,7 @@ static int start(lp__owner_t who, const lp_profile_opts_t *opts, bool with_threa
     psession_t *s = &sessions[who];
     rc = lp__mark_take(&s->mark, &agg);
     if (rc == 0) {
+      if (opts && (opts->flags & LP_PROFILE_CPU)) agg.cpu = true; /* from the next tick on, for every session */
       s->mark.cpu_ns = cpu;
       /* The first session starts when the deadlines do, so that its ticks and missed ticks fit its duration. */
       s->mark.start_ns = first ? start_ns : lp__mono_ns();

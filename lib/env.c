@@ -22,12 +22,17 @@
  * never mix with the program's own output; "-" asks for stdout.
  *
  *   LABELPROF_PROFILE=1|-|path  LABELPROF_FOLDED=path      LABELPROF_HZ=n
- *   LABELPROF_REPORT=threads,counts,flat,min=P            LABELPROF_TRACE=path
+ *   LABELPROF_REPORT=threads,counts,flat,cpu,min=P        LABELPROF_TRACE=path
  *   LABELPROF_LEVELS=list       LABELPROF_TRACE_BUFFER=MiB LABELPROF_TRACE_MODE=discard|ring
  *   LABELPROF_CLOCK=auto|tsc|monotonic                     LABELPROF_DUMP_SIGNAL=USR2
  *   LABELPROF_SYSTRACE=path     LABELPROF_TRACE_MARKER=1|path
  *   LABELPROF_COLLECTOR_SCHED=slice|default|fifo[:PRIO]
  *   LABELPROF_TRACE_FORMAT=json|perfetto|systrace (else .pftrace, .perfetto-trace: Perfetto)
+ *   LABELPROF_CPU=0|1           (CPU clocks; on with LABELPROF_REPORT=cpu)
+ *   LABELPROF_PROFILE_EVERY=60s (one profile per period: rotate_locked)
+ *
+ * LABELPROF_PROFILE=path.pb.gz (or .pprof) writes pprof's format instead of
+ * the printed tree.
  *
  * LABELPROF_SYSTRACE writes the environment's timeline as systrace text, at
  * exit and at dumps, beside or instead of LABELPROF_TRACE's JSON: one
@@ -47,6 +52,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -85,6 +91,8 @@ static const char *const known[] = {
     "LABELPROF_SYSTRACE",     "LABELPROF_TRACE_MARKER",
     "LABELPROF_COLLECTOR_SCHED",
     "LABELPROF_TRACE_FORMAT", /* Perfetto */
+    "LABELPROF_CPU",
+    "LABELPROF_PROFILE_EVERY",
     /* Read by subs.c, and by the callstats.so subscriber installed with the library. */
     "LABELPROF_SUBSCRIBERS",  "LABELPROF_CALLSTATS",  "LABELPROF_CALLSTATS_THREADS",
     /* Read by names.c, and by the NVTX and ITT libraries installed with the library. */
@@ -222,8 +230,10 @@ static int parse_report(const char *v, lp_print_opts_t *opts) {
       opts->flags |= LP_PRINT_COUNTS;
     else if (strcmp(item, "flat") == 0)
       opts->flags |= LP_PRINT_FLAT;
+    else if (strcmp(item, "cpu") == 0)
+      opts->flags |= LP_PRINT_CPU;
     else if (!(strncmp(item, "min=", 4) == 0 && parse_percent(item + 4, &opts->min_percent)))
-      warn("LABELPROF_REPORT: '%s' not understood (expected threads, counts, flat, min=PERCENT from 0 to 100); "
+      warn("LABELPROF_REPORT: '%s' not understood (expected threads, counts, flat, cpu, min=PERCENT from 0 to 100); "
            "ignoring it",
            item);
   }
@@ -511,8 +521,7 @@ static char *numbered(const char *path, unsigned number) {
 /* ---- reports ---------------------------------------------------------------------- */
 
 static int folded_fn(const lp_profile_t *p, FILE *f, const lp_print_opts_t *o) {
-  (void)o;
-  return lp_profile_write_folded(p, f);
+  return lp_profile_write_folded_ex(p, f, o); /* LABELPROF_REPORT=cpu: CPU microseconds */
 }
 
 /* Writes one report through the output layer; a failure is one stderr line naming the file and why. */
@@ -528,10 +537,24 @@ static void write_report(const char *path, const char *what, const lp_profile_t 
   if (rc) warn("cannot write the %s to '%s': %s", what, path, lp_strerror(rc));
 }
 
+/* pprof's format for LABELPROF_PROFILE=*.pb.gz and *.pprof. */
+static bool wants_pprof(const char *path) {
+  size_t n = strlen(path);
+  return (n >= 6 && strcmp(path + n - 6, ".pb.gz") == 0) || (n >= 6 && strcmp(path + n - 6, ".pprof") == 0);
+}
+
+static int pprof_fn(const lp_profile_t *p, FILE *f, const lp_print_opts_t *o) {
+  (void)o;
+  return lp__profile_write_pprof_stream(p, f);
+}
+
 static void write_profile(const lp_profile_t *p, unsigned number) {
   char *pp = profile_path ? numbered(profile_path, number) : NULL;
   char *fp = folded_path ? numbered(folded_path, number) : NULL;
-  if (pp) write_report(pp, "profile", p, lp_profile_print_ex);
+  if (pp && wants_pprof(profile_path))
+    write_report(pp, "pprof profile", p, pprof_fn);
+  else if (pp)
+    write_report(pp, "profile", p, lp_profile_print_ex);
   if (fp) write_report(fp, "folded stacks", p, folded_fn);
   if ((profile_path && !pp) || (folded_path && !fp)) warn("out of memory naming a report");
   double got;
@@ -635,6 +658,84 @@ static int dump_locked(void) {
     lp_profile_free(p);
   }
   return rc;
+}
+
+/* ---- LABELPROF_PROFILE_EVERY: one profile per period ------------------------- */
+
+static lp_profile_opts_t env_popts; /* how the environment's profile was started */
+static uint64_t every_ns;
+static pthread_t every_thread;
+
+/* Ends the environment's profile, writes it, and starts the next at once. env_mu held. */
+static void rotate_locked(void) {
+  lp_profile_t *p = NULL;
+  int rc = lp__profile_stop(LP__ENV, &p);
+  if (rc) {
+    warn("could not finish the profile: %s", lp_strerror(rc));
+    return;
+  }
+  rc = lp__profile_start(LP__ENV, &env_popts);
+  if (rc) {
+    warn("cannot start the next profile: %s; no more periodic profiles", lp_strerror(rc));
+    profiling = false;
+  }
+  write_profile(p, ++seq);
+  lp_profile_free(p);
+}
+
+static void *every_main(void *arg) {
+  (void)arg;
+  struct timespec next;
+  clock_gettime(CLOCK_MONOTONIC, &next);
+  for (;;) {
+    uint64_t ns = (uint64_t)next.tv_nsec + every_ns;
+    next.tv_sec += (time_t)(ns / 1000000000u);
+    next.tv_nsec = (long)(ns % 1000000000u);
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL) == EINTR) {
+    }
+    lp__lock(&env_mu);
+    bool go = !at_exit_done && profiling;
+    if (go) rotate_locked();
+    lp__unlock(&env_mu);
+    if (!go) return NULL;
+  }
+}
+
+static void start_every(void) {
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int rc = pthread_create(&every_thread, NULL, every_main, NULL);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (rc != 0) {
+    warn("LABELPROF_PROFILE_EVERY: cannot start its thread (%s); one profile at exit", lp_strerror(-rc));
+    return;
+  }
+  pthread_setname_np(every_thread, "labelprof-every");
+  pthread_detach(every_thread);
+}
+
+/* "60s", "500ms", "5m", or seconds alone: 10 ms to a day. 0 if unset or not understood (with a warning). */
+static uint64_t parse_every(void) {
+  const char *v = value_of("LABELPROF_PROFILE_EVERY");
+  if (!v) return 0;
+  char *end;
+  errno = 0;
+  double d = strtod(v, &end);
+  double unit = 1e9;
+  if (strcmp(end, "ms") == 0)
+    unit = 1e6;
+  else if (strcmp(end, "m") == 0)
+    unit = 60e9;
+  else if (*end && strcmp(end, "s") != 0)
+    unit = 0;
+  double ns = d * unit;
+  if (errno || end == v || !(ns >= 1e7 && ns <= 86400e9)) {
+    warn("LABELPROF_PROFILE_EVERY='%s' is not a period from 10ms to 24h (such as 60s, 500ms, 5m); one profile at exit",
+         v);
+    return 0;
+  }
+  return (uint64_t)ns;
 }
 
 int lp_dump(void) {
@@ -774,6 +875,11 @@ void lp__env_load(void) {
   lp_profile_opts_t popts = vals.profile;
   report_opts = vals.report;
   lp_trace_opts_t topts = vals.trace;
+  /* CPU clocks: LABELPROF_CPU=1, or a report by CPU that needs them. */
+  if (number("LABELPROF_CPU", value_of("LABELPROF_CPU"), 0, 1, (report_opts.flags & LP_PRINT_CPU) ? 1 : 0, ""))
+    popts.flags |= LP_PROFILE_CPU;
+  env_popts = popts;
+  every_ns = parse_every();
   lp__clock_set_env(topts.clock);
   trace_format = parse_format(trace);
   int dsig = sig ? vals.dump_signal : 0;
@@ -823,6 +929,7 @@ void lp__env_load(void) {
   lp__unlock(&env_mu);
   if ((profiling || tracing) && atexit(at_exit) != 0) warn("atexit failed; nothing will be reported at exit");
   if (dsig && (profiling || tracing)) start_dumps(dsig);
+  if (every_ns && profiling) start_every();
 }
 
 /* ---- fork: see lifecycle.c ---------------------------------------------------- */

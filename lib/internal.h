@@ -19,13 +19,15 @@
  *   subs.c        streams, events, subscribers and their callbacks; LABELPROF_SUBSCRIBERS;
  *                 lp_impl_leave_slow() and the pseudo-stack's slow end (a heal, the pop of
  *                 a notified or recorded frame), which call the timeline and the marker
+ *   pprof.c       the profile as pprof's profile.proto (lp_profile_write_pprof)
  *   collector.c   the profile: sessions, the sampling thread
  *   trace.c       the timeline: sessions, chunks, lanes, tracks; levels
  *   export.c      the timeline's JSON and systrace text
  *   marker.c      the live trace_marker
  *   stack.c       the pseudo-stack's push and LP_END slow paths, and its reader
  *   thread.c      the registry of threads; lp__forked_child()
- *   tree.c, clock.c, json.c, output.c, names.c (layers' and phases' names and tags)
+ *   tree.c, clock.c, json.c, output.c, names.c (layers' and phases' names and tags),
+ *                 pprof_enc.c (profile.proto and gzip, also compiled into the command)
  *   util.c
  *
  * Lock order, outermost first; nothing takes them the other way round:
@@ -92,6 +94,9 @@ struct lp__thread {
   /* The collector's: which run's aggregation has this thread, and where (sampling lock). */
   uint64_t prof_run;
   uint32_t prof_slot;
+  /* The thread's CPU clock (pthread_getcpuclockid at attach); cpu_clock_ok false if it has none. */
+  clockid_t cpu_clock;
+  bool cpu_clock_ok;
   /* The trace's: the thread's timeline lane (trace lock). */
   lp__lane_t *lane;
   /* ---- layers and phases: the live trace_marker (owner only) ---- */
@@ -187,6 +192,7 @@ typedef struct lp__agg_node {
   uint32_t next;         /* the thread's next node in creation order (parents first); the free list */
   uint32_t aux;          /* scratch for merges */
   uint64_t self;         /* samples that stopped here */
+  uint64_t cpu_ns;       /* CPU time those samples were given: each the thread's CPU since its previous one */
 } lp__agg_node_t;
 
 typedef struct lp__agg_thread {
@@ -201,6 +207,8 @@ typedef struct lp__agg_thread {
   uint64_t samples;
   uint64_t last_word; /* the stack word of the last sample, LP__NO_WORD if none */
   uint32_t last_leaf; /* the node that sample ended at */
+  uint64_t last_cpu_ns; /* the thread's CPU clock at its last sample */
+  bool cpu_known;       /* last_cpu_ns was read */
 } lp__agg_thread_t;
 
 typedef struct lp__agg {
@@ -211,6 +219,7 @@ typedef struct lp__agg {
   lp__agg_thread_t *threads;
   uint32_t nthreads, capthreads, free_threads;
   uint64_t samples, skipped, ticks, missed, sampling_ns;
+  bool cpu; /* the threads' CPU clocks are read at each sample (some session asked for it) */
 } lp__agg_t;
 
 /*
@@ -219,6 +228,7 @@ typedef struct lp__agg {
  */
 typedef struct lp__mark {
   uint64_t *self;
+  uint64_t *cpu; /* the nodes' cpu_ns, nself of them like self */
   uint32_t nself;
   uint64_t *tsamples;
   uint32_t nthreads;
@@ -424,6 +434,15 @@ FILE *lp__output_stream(lp__output_t *o);
 int lp__output_close(lp__output_t *o, int rc);
 /* Tests only: a named temporary even where O_TMPFILE works, so that both ways are exercised. */
 extern bool lp__output_named_temp_only;
+
+/* ---- pprof.c: the profile as profile.proto, gzipped --------------------- */
+
+/* The file and line of the first call site that made node n (NULL and 0 for a root). tree.c. */
+void lp__node_site(const lp_node_t *n, const char **file, uint32_t *line);
+/* When p was built (its stop), CLOCK_REALTIME ns. tree.c. */
+uint64_t lp__profile_end_real_ns(const lp_profile_t *p);
+/* lp_profile_write_pprof() to a stream. */
+int lp__profile_write_pprof_stream(const lp_profile_t *p, FILE *out);
 
 /* ---- names.c: layers and phases, by name ------------------------------------ */
 

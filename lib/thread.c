@@ -82,6 +82,7 @@ lp__thread_t *lp__thread_attach(void) {
   if (!t) goto fail;
   memset(t, 0, size);
   t->tid = (uint64_t)syscall(SYS_gettid);
+  t->cpu_clock_ok = pthread_getcpuclockid(pthread_self(), &t->cpu_clock) == 0;
   /* The calling thread's own name: no file to read, unlike pthread_getname_np on another thread. */
   char comm[17] = "";
   if (prctl(PR_GET_NAME, comm) == 0 && comm[0])
@@ -195,5 +196,6 @@ void lp__registry_atfork_child(void) {
   if (self) self->next = self->prev = NULL;
   /* The child's only thread has a thread id of its own: its lane (systrace's TASK-PID) must say so. */
   if (self) self->tid = (uint64_t)syscall(SYS_gettid);
+  if (self) self->cpu_clock_ok = pthread_getcpuclockid(pthread_self(), &self->cpu_clock) == 0;
   lp__unlock(&registry_mu); /* taken by prepare on this thread, the child's only one */
 }

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 const lp_site_t lp__truncated_site = {"(deeper than 64 labels)", __FILE__, "", 0, 0, 0, 0, 0, 0};
 
@@ -92,6 +93,7 @@ static uint32_t new_node(lp__agg_t *a, const lp_site_t *site, uint32_t parent, u
   n->next = LP__NONE;
   n->aux = LP__NONE;
   n->self = 0;
+  n->cpu_ns = 0;
   /* Appended to its thread's list: parents come before their children there. */
   if (thread != LP__NONE) {
     lp__agg_thread_t *t = &a->threads[thread];
@@ -205,6 +207,7 @@ static void free_node(lp__agg_t *a, uint32_t i) {
   n->parent = LP__NONE;
   n->thread = LP__NONE;
   n->self = 0;
+  n->cpu_ns = 0;
   n->next = a->free_nodes;
   a->free_nodes = i;
   a->nfree++;
@@ -222,6 +225,15 @@ static int mark_cover(uint64_t **arr, uint32_t *n, uint32_t i) {
   return 0;
 }
 
+/* Room in a mark's node arrays (samples and CPU, always the same length) for node i. */
+static int mark_cover_node(lp__mark_t *m, uint32_t i) {
+  uint32_t n = m->nself;
+  int rc = mark_cover(&m->cpu, &n, i);
+  if (rc == 0) rc = mark_cover(&m->self, &m->nself, i);
+  if (rc == 0 && n != m->nself) return -ENOMEM; /* cannot happen: both grow by the same rule */
+  return rc;
+}
+
 int lp__agg_merge(lp__agg_t *a, uint32_t from, uint32_t to, lp__mark_t *const *marks, size_t nmarks) {
   lp__agg_thread_t *f = &a->threads[from];
   /* First every target node, so that running out of memory changes nothing that counts. */
@@ -233,7 +245,7 @@ int lp__agg_merge(lp__agg_t *a, uint32_t from, uint32_t to, lp__mark_t *const *m
     n->aux = target;
     for (size_t m = 0; m < nmarks; m++) {
       if (i >= marks[m]->nself || !marks[m]->self[i]) continue;
-      if (mark_cover(&marks[m]->self, &marks[m]->nself, target) != 0) return -ENOMEM;
+      if (mark_cover_node(marks[m], target) != 0) return -ENOMEM;
     }
   }
   for (size_t m = 0; m < nmarks; m++)
@@ -244,11 +256,14 @@ int lp__agg_merge(lp__agg_t *a, uint32_t from, uint32_t to, lp__mark_t *const *m
   for (uint32_t i = f->first; i != LP__NONE; i = a->nodes[i].next) {
     uint32_t target = a->nodes[i].aux;
     a->nodes[target].self += a->nodes[i].self;
+    a->nodes[target].cpu_ns += a->nodes[i].cpu_ns;
     for (size_t m = 0; m < nmarks; m++) {
       /* Only nonzero marks were given room at the target above. */
       if (i >= marks[m]->nself || !marks[m]->self[i]) continue;
       marks[m]->self[target] += marks[m]->self[i];
       marks[m]->self[i] = 0;
+      marks[m]->cpu[target] += marks[m]->cpu[i];
+      marks[m]->cpu[i] = 0;
     }
   }
   a->threads[to].samples += f->samples;
@@ -276,12 +291,16 @@ int lp__mark_take(lp__mark_t *m, const lp__agg_t *a) {
   m->nself = a->nnodes;
   m->nthreads = a->nthreads;
   m->self = lp__calloc((size_t)m->nself + 1, sizeof *m->self);
+  m->cpu = lp__calloc((size_t)m->nself + 1, sizeof *m->cpu);
   m->tsamples = lp__calloc((size_t)m->nthreads + 1, sizeof *m->tsamples);
-  if (!m->self || !m->tsamples) {
+  if (!m->self || !m->cpu || !m->tsamples) {
     lp__mark_free(m);
     return -ENOMEM;
   }
-  for (uint32_t i = 0; i < m->nself; i++) m->self[i] = a->nodes[i].self;
+  for (uint32_t i = 0; i < m->nself; i++) {
+    m->self[i] = a->nodes[i].self;
+    m->cpu[i] = a->nodes[i].cpu_ns;
+  }
   for (uint32_t i = 0; i < m->nthreads; i++) m->tsamples[i] = a->threads[i].samples;
   m->samples = a->samples;
   m->skipped = a->skipped;
@@ -293,6 +312,7 @@ int lp__mark_take(lp__mark_t *m, const lp__agg_t *a) {
 
 void lp__mark_free(lp__mark_t *m) {
   free(m->self);
+  free(m->cpu);
   free(m->tsamples);
   memset(m, 0, sizeof *m);
 }
@@ -302,6 +322,9 @@ void lp__mark_free(lp__mark_t *m) {
 struct lp_node {
   const char *label;
   uint64_t samples, self;
+  uint64_t cpu, cpu_self; /* CPU time, ns: at or below the node, and stopped at it */
+  const char *file;       /* the first call site seen with this label here: file and line (pprof) */
+  uint32_t line;
   const lp_node_t **kids;
   uint32_t nkids;
   uint32_t parent;
@@ -323,13 +346,16 @@ struct lp_profile {
   char *strings;
   lp__pthread_t *threads;
   uint32_t nthreads;
+  bool cpu; /* CPU clocks were read */
+  uint64_t end_real_ns; /* CLOCK_REALTIME when it was built */
 };
 
 /* Builder state: nodes refer to labels and parents by index until the end. */
 typedef struct bnode {
   uint32_t label; /* offset into strings, LP__NONE for roots */
   uint32_t parent;
-  uint64_t self, samples;
+  uint32_t file, line; /* file: offset into strings, LP__NONE if none yet */
+  uint64_t self, samples, cpu_self, cpu;
 } bnode_t;
 
 typedef struct builder {
@@ -375,7 +401,7 @@ static uint32_t intern(builder_t *b, const char *text) {
 
 static uint32_t bnode_new(builder_t *b, uint32_t label, uint32_t parent) {
   if (grow((void **)&b->nodes, &b->capnodes, sizeof *b->nodes, b->nnodes + 1) != 0) return LP__NONE;
-  b->nodes[b->nnodes] = (bnode_t){label, parent, 0, 0};
+  b->nodes[b->nnodes] = (bnode_t){label, parent, LP__NONE, 0, 0, 0, 0, 0};
   return b->nnodes++;
 }
 
@@ -412,7 +438,8 @@ lp_profile_t *lp__profile_build(const lp__agg_t *a, const lp__mark_t *mark, cons
   uint32_t *tname = NULL;
   if (!p || !map_all || !map_thr || !troot) goto fail;
   if (table_init(&b.slots, &b.mask, 2 * a->nnodes + a->nthreads + 1) != 0) goto fail;
-  if (table_init(&b.sslots, &b.smask, a->nnodes + a->nthreads + 1) != 0) goto fail;
+  /* Strings: a label and a file per site at most, and thread names. */
+  if (table_init(&b.sslots, &b.smask, 2 * a->nnodes + a->nthreads + 1) != 0) goto fail;
 
   if (bnode_new(&b, LP__NONE, LP__NONE) == LP__NONE) goto fail; /* the all-threads root */
   for (uint32_t i = 0; i < a->nthreads; i++)
@@ -432,17 +459,30 @@ lp_profile_t *lp__profile_build(const lp__agg_t *a, const lp__mark_t *mark, cons
         map_all[i] = bchild(&b, map_all[n->parent], label);
         map_thr[i] = bchild(&b, map_thr[n->parent], label);
         if (map_all[i] == LP__NONE || map_thr[i] == LP__NONE) goto fail;
+        for (int k = 0; k < 2; k++) {
+          bnode_t *bn = &b.nodes[k ? map_thr[i] : map_all[i]];
+          if (bn->file != LP__NONE) continue;
+          if ((bn->file = intern(&b, n->site->file ? n->site->file : "")) == LP__NONE) goto fail;
+          bn->line = n->site->line;
+        }
       }
       /* What the session saw: the count beyond its mark. */
       uint64_t self = n->self - (mark && i < mark->nself ? mark->self[i] : 0);
+      uint64_t cpu = n->cpu_ns - (mark && i < mark->nself ? mark->cpu[i] : 0);
       b.nodes[map_all[i]].self += self;
       b.nodes[map_thr[i]].self += self;
+      b.nodes[map_all[i]].cpu_self += cpu;
+      b.nodes[map_thr[i]].cpu_self += cpu;
     }
   }
   /* Totals bottom-up: a child's index is always above its parent's. */
   for (uint32_t i = b.nnodes; i-- > 0;) {
     b.nodes[i].samples += b.nodes[i].self;
-    if (b.nodes[i].parent != LP__NONE) b.nodes[b.nodes[i].parent].samples += b.nodes[i].samples;
+    b.nodes[i].cpu += b.nodes[i].cpu_self;
+    if (b.nodes[i].parent != LP__NONE) {
+      b.nodes[b.nodes[i].parent].samples += b.nodes[i].samples;
+      b.nodes[b.nodes[i].parent].cpu += b.nodes[i].cpu;
+    }
   }
   /* Thread names go into the same string table, before it is copied. */
   tname = lp__calloc((size_t)a->nthreads + 1, sizeof *tname);
@@ -451,6 +491,9 @@ lp_profile_t *lp__profile_build(const lp__agg_t *a, const lp__mark_t *mark, cons
     if (!a->threads[i].free && (tname[i] = intern(&b, a->threads[i].name)) == LP__NONE) goto fail;
 
   p->stats = *stats;
+  p->cpu = a->cpu;
+  struct timespec rt;
+  if (clock_gettime(CLOCK_REALTIME, &rt) == 0) p->end_real_ns = (uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec;
   p->nnodes = b.nnodes;
   p->nodes = lp__calloc(b.nnodes, sizeof *p->nodes);
   p->kidbuf = lp__calloc(b.nnodes, sizeof *p->kidbuf);
@@ -463,6 +506,10 @@ lp_profile_t *lp__profile_build(const lp__agg_t *a, const lp__mark_t *mark, cons
     n->label = b.nodes[i].label == LP__NONE ? NULL : p->strings + b.nodes[i].label;
     n->samples = b.nodes[i].samples;
     n->self = b.nodes[i].self;
+    n->cpu = b.nodes[i].cpu;
+    n->cpu_self = b.nodes[i].cpu_self;
+    n->file = b.nodes[i].file == LP__NONE ? NULL : p->strings + b.nodes[i].file;
+    n->line = b.nodes[i].line;
     n->parent = b.nodes[i].parent;
     if (n->parent != LP__NONE && n->samples > 0) p->nodes[n->parent].nkids++;
   }
@@ -548,6 +595,16 @@ int lp_profile_thread(const lp_profile_t *p, size_t i, lp_thread_info_t *out) {
 const char *lp_node_label(const lp_node_t *n) { return n ? n->label : NULL; }
 uint64_t lp_node_samples(const lp_node_t *n) { return n ? n->samples : 0; }
 uint64_t lp_node_self(const lp_node_t *n) { return n ? n->self : 0; }
+void lp__node_site(const lp_node_t *n, const char **file, uint32_t *line) {
+  *file = n ? n->file : NULL;
+  *line = n ? n->line : 0;
+}
+
+uint64_t lp__profile_end_real_ns(const lp_profile_t *p) { return p->end_real_ns; }
+
+int lp_profile_has_cpu(const lp_profile_t *p) { return p && p->cpu; }
+uint64_t lp_node_cpu_ns(const lp_node_t *n) { return n ? n->cpu : 0; }
+uint64_t lp_node_self_cpu_ns(const lp_node_t *n) { return n ? n->cpu_self : 0; }
 size_t lp_node_child_count(const lp_node_t *n) { return n ? n->nkids : 0; }
 
 const lp_node_t *lp_node_child(const lp_node_t *n, size_t i) { return n && i < n->nkids ? n->kids[i] : NULL; }
@@ -568,7 +625,12 @@ typedef struct printer {
   double min_percent;
   bool counts;
   bool failed;
+  bool cpu; /* weights are CPU nanoseconds, not samples */
 } printer_t;
+
+/* A node's weight in this report: samples, or CPU time. */
+static uint64_t weight(const printer_t *pr, const lp_node_t *n) { return pr->cpu ? n->cpu : n->samples; }
+static uint64_t weight_self(const printer_t *pr, const lp_node_t *n) { return pr->cpu ? n->cpu_self : n->self; }
 
 static void emit(printer_t *pr, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void emit(printer_t *pr, const char *fmt, ...) {
@@ -592,9 +654,30 @@ static void put_text(printer_t *pr, const char *s, bool folded) {
 
 static double pct(const printer_t *pr, uint64_t n) { return pr->denom ? 100.0 * (double)n / (double)pr->denom : 0.0; }
 
+static void put_time(printer_t *pr, double ns) {
+  if (ns >= 1e9)
+    emit(pr, "%.3f s", ns / 1e9);
+  else if (ns >= 1e6)
+    emit(pr, "%.3f ms", ns / 1e6);
+  else
+    emit(pr, "%.3f us", ns / 1e3);
+}
+
+static int cmp_kids_cpu(const void *x, const void *y) {
+  const lp_node_t *a = *(const lp_node_t *const *)x, *b = *(const lp_node_t *const *)y;
+  if (a->cpu != b->cpu) return a->cpu > b->cpu ? -1 : 1;
+  return strcmp(a->label, b->label);
+}
+
 static void line(printer_t *pr, unsigned depth, uint64_t samples, const char *label) {
   emit(pr, "%*s%.2f%% ", (int)(depth * 4), "", pct(pr, samples));
   put_text(pr, label, false);
+  if (pr->counts && pr->cpu) {
+    emit(pr, " [");
+    put_time(pr, (double)samples);
+    emit(pr, " CPU]\n");
+    return;
+  }
   if (pr->counts) {
     double ns = (double)samples * pr->tick_ns;
     if (ns >= 1e9)
@@ -615,21 +698,33 @@ static void line(printer_t *pr, unsigned depth, uint64_t samples, const char *la
 static void print_children(printer_t *pr, const lp_node_t *n, unsigned depth) {
   uint64_t hidden = 0;
   uint32_t shown = 0;
+  const lp_node_t **kids = n->kids, **sorted = NULL;
+  if (pr->cpu && n->nkids > 1) { /* heaviest by CPU first */
+    sorted = lp__malloc(n->nkids * sizeof *sorted);
+    if (!sorted) {
+      pr->failed = true;
+      return;
+    }
+    memcpy(sorted, n->kids, n->nkids * sizeof *sorted);
+    qsort(sorted, n->nkids, sizeof *sorted, cmp_kids_cpu);
+    kids = sorted;
+  }
   for (uint32_t i = 0; i < n->nkids; i++) {
-    const lp_node_t *k = n->kids[i];
-    if (pct(pr, k->samples) < pr->min_percent) {
-      hidden += k->samples;
+    const lp_node_t *k = kids[i];
+    if (pct(pr, weight(pr, k)) < pr->min_percent) {
+      hidden += weight(pr, k);
       continue;
     }
     shown++;
-    line(pr, depth, k->samples, k->label);
+    line(pr, depth, weight(pr, k), k->label);
     if (k->nkids) print_children(pr, k, depth + 1);
   }
+  free(sorted);
   if (!n->label) {
     if (hidden) line(pr, depth, hidden, "other (hidden labels)");
-    line(pr, depth, n->self, "other (outside of any label)");
+    line(pr, depth, weight_self(pr, n), "other (outside of any label)");
   } else if (shown) {
-    line(pr, depth, n->self + hidden, "other");
+    line(pr, depth, weight_self(pr, n) + hidden, "other");
   }
 }
 
@@ -758,9 +853,16 @@ int lp_profile_print_ex(const lp_profile_t *p, FILE *out, const lp_print_opts_t 
   if (!(o.min_percent >= 0.0 && o.min_percent <= 100.0)) return -EINVAL; /* NaN fails both */
   const lp_profile_stats_t *s = &p->stats;
   double hz = achieved_hz(s);
-  printer_t pr = {out, p->nodes[0].samples, hz > 0 ? 1e9 / hz : (double)s->tick_ns, o.min_percent,
-                  (o.flags & LP_PRINT_COUNTS) != 0, false};
-  emit(&pr, "labelprof profile (%u threads, %" PRIu64 " samples)\n", s->threads, p->nodes[0].samples);
+  bool cpu = (o.flags & LP_PRINT_CPU) != 0;
+  printer_t pr = {out, cpu ? p->nodes[0].cpu : p->nodes[0].samples, hz > 0 ? 1e9 / hz : (double)s->tick_ns,
+                  o.min_percent, (o.flags & LP_PRINT_COUNTS) != 0, false, cpu};
+  if (cpu) {
+    emit(&pr, "labelprof profile by CPU time (%u threads, %" PRIu64 " samples, ", s->threads, p->nodes[0].samples);
+    put_time(&pr, (double)p->nodes[0].cpu);
+    emit(&pr, " CPU in all)\n");
+  } else {
+    emit(&pr, "labelprof profile (%u threads, %" PRIu64 " samples)\n", s->threads, p->nodes[0].samples);
+  }
   /* What the profile cost and how well it kept its rate: on a VM each wakeup can cost tens of µs. */
   uint32_t requested = s->requested_hz ? s->requested_hz : s->hz;
   emit(&pr, "%.2f s at %u Hz requested", (double)s->duration_ns / 1e9, requested);
@@ -784,9 +886,16 @@ int lp_profile_print_ex(const lp_profile_t *p, FILE *out, const lp_print_opts_t 
       put_text(&pr, t->name, false);
       emit(&pr, "\" (");
       if (t->merged) emit(&pr, "%u exited threads merged, ", t->merged);
-      emit(&pr, "%" PRIu64 " samples, %.2f%% of all)\n", t->samples,
-           all ? 100.0 * (double)t->samples / (double)all : 0.0);
-      pr.denom = t->samples;
+      if (cpu) {
+        put_time(&pr, (double)t->root->cpu);
+        emit(&pr, " CPU in %" PRIu64 " samples, %.2f%% of all CPU)\n", t->samples,
+             all ? 100.0 * (double)t->root->cpu / (double)all : 0.0);
+        pr.denom = t->root->cpu;
+      } else {
+        emit(&pr, "%" PRIu64 " samples, %.2f%% of all)\n", t->samples,
+             all ? 100.0 * (double)t->samples / (double)all : 0.0);
+        pr.denom = t->samples;
+      }
       print_children(&pr, t->root, 0);
     }
   } else {
@@ -813,6 +922,8 @@ int lp_profile_print_ex(const lp_profile_t *p, FILE *out, const lp_print_opts_t 
     if (!*sep) emit(&pr, "late wakeups: slow timers, or a busy host");
     emit(&pr, "); each sample stands for %.3f ms\n", pr.tick_ns / 1e6);
   }
+  if (cpu && !p->cpu)
+    emit(&pr, "note: CPU time was not measured (LABELPROF_CPU=1, or LP_PROFILE_CPU in the profile's options)\n");
   if (s->skipped)
     emit(&pr, "note: %" PRIu64 " samples skipped: the stack changed during every read\n", s->skipped);
   if (s->truncated)
@@ -838,23 +949,28 @@ static void fold(folder_t *f, const lp_node_t *n) {
   for (uint32_t i = 0; i < n->nkids && !f->pr.failed; i++) {
     const lp_node_t *k = n->kids[i];
     f->path[f->depth++] = k;
-    if (k->self) {
+    uint64_t w = f->pr.cpu ? k->cpu_self / 1000 : k->self;
+    if (w) {
       /* A separator between every two labels, even empty ones. */
       for (unsigned d = 0; d < f->depth; d++) {
         if (d && putc(';', f->pr.out) == EOF) f->pr.failed = true;
         put_text(&f->pr, f->path[d]->label, true);
       }
-      emit(&f->pr, " %" PRIu64 "\n", k->self);
+      emit(&f->pr, " %" PRIu64 "\n", w);
     }
     if (f->depth < sizeof f->path / sizeof f->path[0]) fold(f, k);
     f->depth--;
   }
 }
 
-int lp_profile_write_folded(const lp_profile_t *p, FILE *out) {
+int lp_profile_write_folded_ex(const lp_profile_t *p, FILE *out, const lp_print_opts_t *opts) {
   if (!p || !out) return -EINVAL;
-  folder_t f = {{out, 0, 0, 0.0, false, false}, {NULL}, 0};
+  bool cpu = opts && (opts->flags & LP_PRINT_CPU);
+  folder_t f = {{out, 0, 0, 0.0, false, false, cpu}, {NULL}, 0};
   fold(&f, &p->nodes[0]);
-  if (p->nodes[0].self) emit(&f.pr, "(outside of any label) %" PRIu64 "\n", p->nodes[0].self);
+  uint64_t w = cpu ? p->nodes[0].cpu_self / 1000 : p->nodes[0].self;
+  if (w) emit(&f.pr, "(outside of any label) %" PRIu64 "\n", w);
   return finish(&f.pr);
 }
+
+int lp_profile_write_folded(const lp_profile_t *p, FILE *out) { return lp_profile_write_folded_ex(p, out, NULL); }

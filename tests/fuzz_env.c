@@ -145,7 +145,7 @@ static void check_parsed(const char *name, const char *value) {
            (unsigned long long)v.trace.budget_bytes, want);
   } else if (strcmp(name, "LABELPROF_REPORT") == 0) {
     if (!(v.report.min_percent >= 0.0 && v.report.min_percent <= 100.0) ||
-        (v.report.flags & ~(uint32_t)(LP_PRINT_THREADS | LP_PRINT_COUNTS | LP_PRINT_FLAT)))
+        (v.report.flags & ~(uint32_t)(LP_PRINT_THREADS | LP_PRINT_COUNTS | LP_PRINT_FLAT | LP_PRINT_CPU)))
       FAIL("LABELPROF_REPORT='%s' gave flags %#x, min %g", value, v.report.flags, v.report.min_percent);
   } else if (strcmp(name, "LABELPROF_LEVELS") == 0) {
     if (!v.trace.levels || (v.trace.levels & ~(uint32_t)LP_LEVEL_ALL))

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -175,6 +176,86 @@ static void test_collector_accuracy_three_to_one(void) {
     double p1 = 100.0 * (double)lp_node_samples(one) / total;
     printf("\n    attempt %d: %.0f worker samples, three %.2f%%, one %.2f%% ", attempt + 1, total, p3, p1);
     ok = total >= 500 && p3 > 72.0 && p3 < 78.0 && p1 > 22.0 && p1 < 28.0;
+    lp_profile_free(p);
+  }
+  CU_ASSERT(ok);
+}
+
+/* CPU time beside wall time: one thread spins in a label while another blocks in one. */
+static atomic_int sleeper_done;
+
+static void *spinner(void *arg) {
+  (void)arg;
+  LP_SCOPE("spinning");
+  volatile uint64_t x = 0;
+  while (!atomic_load(&sleeper_done)) x++;
+  return NULL;
+}
+
+static void *sleeper(void *arg) {
+  (void)arg;
+  {
+    LP_SCOPE("sleeping");
+    /* The workload: 300 ms blocked in the kernel, in 10 ms naps. */
+    for (int i = 0; i < 30; i++) {
+      struct timespec ts = {0, 10000000};
+      while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+      }
+    }
+  }
+  atomic_store(&sleeper_done, 1);
+  return NULL;
+}
+
+static void test_collector_cpu_beside_wall(void) {
+  int ok = 0;
+  for (int attempt = 0; attempt < 3 && !ok; attempt++) {
+    lp_profile_opts_t o = {.hz = 1000, .flags = LP_PROFILE_CPU};
+    lp_profile_t *p;
+    pthread_t th[2];
+    atomic_store(&sleeper_done, 0);
+    CU_ASSERT_EQUAL_FATAL(lp_profile_start(&o), 0);
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&th[0], NULL, spinner, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&th[1], NULL, sleeper, NULL), 0);
+    for (int i = 0; i < 2; i++) CU_ASSERT_EQUAL(pthread_join(th[i], NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(lp_profile_stop(&p), 0);
+    const lp_node_t *root = lp_profile_root(p);
+    const lp_node_t *spin = lp_node_find(root, "spinning"), *sleep = lp_node_find(root, "sleeping");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(spin);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(sleep);
+    /* Wall: the two labels' shares of their samples (the main thread waits outside any label meanwhile). */
+    double wall = (double)(lp_node_samples(spin) + lp_node_samples(sleep)), cpu = (double)lp_node_cpu_ns(root);
+    double w_spin = 100.0 * (double)lp_node_samples(spin) / wall, w_sleep = 100.0 * (double)lp_node_samples(sleep) / wall;
+    double c_spin = cpu > 0 ? 100.0 * (double)lp_node_cpu_ns(spin) / cpu : 0;
+    double c_sleep = cpu > 0 ? 100.0 * (double)lp_node_cpu_ns(sleep) / cpu : 100;
+    printf("\n    attempt %d: wall %.1f%% / %.1f%%, CPU %.1f%% / %.1f%% of %.0f ms ", attempt + 1, w_spin, w_sleep,
+           c_spin, c_sleep, cpu / 1e6);
+    ok = wall >= 100 && w_spin > 35 && w_spin < 65 && w_sleep > 35 && w_sleep < 65 && c_spin >= 90 && c_sleep <= 5;
+    /* The CPU report says so in its header, and puts the spinning label first. */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    lp_print_opts_t po = {.flags = LP_PRINT_CPU};
+    CU_ASSERT_EQUAL(lp_profile_print_ex(p, f, &po), 0);
+    fclose(f);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "labelprof profile by CPU time ("));
+    char *third = strchr(text, '\n');
+    third = third ? strchr(third + 1, '\n') : NULL;
+    double first_pc = 0;
+    char first[32] = "";
+    CU_ASSERT(third && sscanf(third + 1, "%lf%% %31s", &first_pc, first) == 2 && strcmp(first, "spinning") == 0);
+    free(text);
+    /* Folded stacks by CPU: microseconds, the spinning line the larger. */
+    f = open_memstream(&text, &len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    CU_ASSERT_EQUAL(lp_profile_write_folded_ex(p, f, &po), 0);
+    fclose(f);
+    unsigned long long us = 0;
+    const char *sp = strstr(text, "spinning ");
+    CU_ASSERT(sp && sscanf(sp, "spinning %llu", &us) == 1 && us * 1000 <= lp_node_self_cpu_ns(spin) &&
+              us * 1000 + 1000 > lp_node_self_cpu_ns(spin));
+    free(text);
     lp_profile_free(p);
   }
   CU_ASSERT(ok);
@@ -430,6 +511,7 @@ int main(void) {
       LP_TEST(test_collector_start_stop_10000_times),
       LP_TEST(test_collector_ticks_on_absolute_deadlines),
       LP_TEST(test_collector_accuracy_three_to_one),
+      LP_TEST(test_collector_cpu_beside_wall),
       LP_TEST(test_collector_memory_flat_over_a_million_samples),
       LP_TEST(test_collector_stop_is_prompt_at_slow_tick),
       LP_TEST(test_collector_asks_for_a_short_slice),

@@ -231,6 +231,23 @@ static void test_env_hz_and_report_options(void) {
   run_free(&r);
 }
 
+static void test_env_report_by_cpu(void) {
+  /* The work spins: "env work" holds nearly all of the CPU time, and the header says the tree is by CPU. */
+  const char *vars[] = {"LABELPROF_PROFILE=-", "LABELPROF_REPORT=cpu,counts", NULL};
+  run_t r = run_child("xxxxxxxxxx", vars);
+  CU_ASSERT(exited_ok(&r));
+  CU_ASSERT_PTR_NULL(strstr(r.err, "LABELPROF_REPORT"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "labelprof profile by CPU time ("));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, " CPU]\n"));
+  run_free(&r);
+  /* LABELPROF_CPU=0 turns the clock reads off: the report says no CPU time was measured. */
+  const char *off[] = {"LABELPROF_PROFILE=-", "LABELPROF_REPORT=cpu", "LABELPROF_CPU=0", NULL};
+  r = run_child("xxx", off);
+  CU_ASSERT(exited_ok(&r));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "note: CPU time was not measured"));
+  run_free(&r);
+}
+
 static void test_env_unwritable_path_is_reported(void) {
   const char *vars[] = {"LABELPROF_PROFILE=/nonexistent-dir/profile.txt", NULL};
   run_t r = run_child("xx", vars);
@@ -791,6 +808,7 @@ int main(void) {
       LP_TEST(test_env_pid_in_path),
       LP_TEST(test_env_bad_values_warn_once_and_run_on),
       LP_TEST(test_env_hz_and_report_options),
+      LP_TEST(test_env_report_by_cpu),
       LP_TEST(test_env_collector_sched),
       LP_TEST(test_env_unwritable_path_is_reported),
       LP_TEST(test_env_trace_written_at_exit),

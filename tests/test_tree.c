@@ -1,7 +1,9 @@
 /* test_tree.c: the profile's tree: shape, merging, sorting, the printed report, folded stacks. */
 #include "internal.h"
+#include "pprof_enc.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -211,6 +213,46 @@ static void test_tree_folded_stacks(void) {
                          "(outside of any label) 1\n");
   free(out);
   lp_profile_free(p);
+}
+
+/* The gzip file of stored blocks, taken apart by hand: header, blocks, CRC-32, size, and the message's strings. */
+static void test_tree_pprof_file(void) {
+  CU_ASSERT_EQUAL(lp__crc32(0, "123456789", 9), 0xcbf43926u); /* the check value of CRC-32 */
+  lp_profile_t *p = make_profile();
+  char path[4096];
+  snprintf(path, sizeof path, "%s/tree.pb.gz", lp_test_tmpdir("tree"));
+  CU_ASSERT_EQUAL(lp_profile_write_pprof(NULL, path), -EINVAL);
+  CU_ASSERT_EQUAL(lp_profile_write_pprof(p, NULL), -EINVAL);
+  CU_ASSERT_EQUAL_FATAL(lp_profile_write_pprof(p, path), 0);
+  lp_profile_free(p);
+  FILE *f = fopen(path, "rb");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  static unsigned char file[1 << 20], raw[1 << 20];
+  size_t n = fread(file, 1, sizeof file, f), nraw = 0, at = 10;
+  fclose(f);
+  unlink(path);
+  CU_ASSERT_FATAL(n > 18 && file[0] == 0x1f && file[1] == 0x8b && file[2] == 8 && file[3] == 0);
+  int last = 0;
+  while (!last && at + 5 <= n) {
+    last = file[at] & 1;
+    CU_ASSERT_EQUAL_FATAL(file[at] >> 1, 0); /* BTYPE 00: stored */
+    size_t len = file[at + 1] | (size_t)file[at + 2] << 8, nlen = file[at + 3] | (size_t)file[at + 4] << 8;
+    CU_ASSERT_EQUAL_FATAL(len ^ nlen, 0xffffu);
+    CU_ASSERT_FATAL(at + 5 + len <= n - 8);
+    memcpy(raw + nraw, file + at + 5, len);
+    nraw += len;
+    at += 5 + len;
+  }
+  CU_ASSERT(last);
+  CU_ASSERT_EQUAL_FATAL(at + 8, n);
+  uint32_t crc = file[at] | (uint32_t)file[at + 1] << 8 | (uint32_t)file[at + 2] << 16 | (uint32_t)file[at + 3] << 24;
+  uint32_t size = file[at + 4] | (uint32_t)file[at + 5] << 8 | (uint32_t)file[at + 6] << 16 | (uint32_t)file[at + 7] << 24;
+  CU_ASSERT_EQUAL(crc, lp__crc32(0, raw, nraw));
+  CU_ASSERT_EQUAL(size, (uint32_t)nraw);
+  const char *want[] = {"matmul", "kernel", "pack", "io", "(outside of any label)", "thread", "thread_id",
+                        "samples", "count", "wall", "cpu", "nanoseconds", "test_tree.c"};
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+    CU_ASSERT_PTR_NOT_NULL(memmem(raw, nraw, want[i], strlen(want[i])));
 }
 
 static void test_tree_folded_sanitises_labels(void) {
@@ -541,6 +583,7 @@ int main(void) {
       LP_TEST(test_tree_print_counts_and_time),
       LP_TEST(test_tree_print_per_thread),
       LP_TEST(test_tree_folded_stacks),
+      LP_TEST(test_tree_pprof_file),
       LP_TEST(test_tree_folded_sanitises_labels),
       LP_TEST(test_tree_truncated_stack_is_one_node),
       LP_TEST(test_tree_empty_profile_prints),

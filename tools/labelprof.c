@@ -89,6 +89,27 @@ static const char folded_usage[] =
     "\n"
     "  --max-memory SIZE  as for stats (labelprof help stats)\n";
 
+static const char pprof_usage[] =
+    "usage: labelprof pprof [--strict] [--max-memory SIZE] FILE > profile.pb.gz\n"
+    "\n"
+    "The timeline as pprof's profile.proto, gzipped, for go tool pprof,\n"
+    "speedscope, Pyroscope, Parca and Grafana: one sample per thread and call\n"
+    "path, with the number of scopes on it (samples) and its self time (wall,\n"
+    "nanoseconds), labelled thread and thread_id.\n"
+    "\n"
+    "  --max-memory SIZE  as for stats (labelprof help stats)\n";
+
+static const char flamegraph_usage[] =
+    "usage: labelprof flamegraph [--title TEXT] [--strict] [--max-memory SIZE] FILE > graph.svg\n"
+    "\n"
+    "The tree of time of the timeline, all threads merged by label, as one\n"
+    "self-contained SVG flame graph: each label above its parent, as wide as its\n"
+    "total time; click a frame to zoom, Search to highlight labels, Reset zoom.\n"
+    "Colours are stable per label; siblings narrower than a pixel are merged.\n"
+    "\n"
+    "  --title TEXT       the caption (default: labelprof flame graph)\n"
+    "  --max-memory SIZE  as for stats (labelprof help stats)\n";
+
 static const char nnapi_usage[] =
     "usage: labelprof nnapi [--total-times] [--per-execution] [--json] [--max-memory SIZE] FILE\n"
     "\n"
@@ -149,6 +170,8 @@ const lp_cmd_t lp_cmds[] = {
     {"tree", lp_cmd_tree, "the tree of time, in the layout of the sampled profile", tree_usage},
     {"diff", lp_cmd_diff, "compare two traces label by label; a regression gate", diff_usage},
     {"folded", lp_cmd_folded, "folded stacks weighted by self time, for flame graphs", folded_usage},
+    {"flamegraph", lp_cmd_flamegraph, "the tree of time as an SVG flame graph", flamegraph_usage},
+    {"pprof", lp_cmd_pprof, "the timeline as a pprof profile (gzipped profile.proto)", pprof_usage},
     {"nnapi", lp_cmd_nnapi, "NNAPI's timing summary of a systrace, as Android's parser prints it", nnapi_usage},
     {"layers", lp_cmd_layers, "time per layer and phase (LP_SCOPE_PHASE) as a table", layers_usage},
     {"help", lp_cmd_help, "list the subcommands, or show one's usage", help_usage},

@@ -1,0 +1,222 @@
+/*
+ * flamegraph.c: `labelprof flamegraph`: the tree of time of any timeline the
+ * command reads, all lanes merged by label text as in `tree` and `folded`,
+ * drawn as one self-contained SVG flame graph: the whole trace at the
+ * bottom, each label above its parent, as wide as its total time.
+ *
+ * No external reference: the style and a small script are inline. The
+ * script zooms to a frame on click, searches labels (a regular expression)
+ * and resets. Each frame has a <title> "label (time, P%)" that viewers show
+ * on hover. A label's colour comes from a hash of its text, so it is the
+ * same in every graph. Text that does not fit is cut with an ellipsis.
+ * Siblings narrower than a pixel are merged into one frame, and their
+ * descendants are not drawn, so that the file stays small whatever the
+ * trace (a frame is about 200 bytes; the width bounds the frames per level).
+ */
+#include "config.h"
+
+#include "agg.h"
+#include "cmd.h"
+#include "reader.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define WIDTH 1200.0 /* the image, px */
+#define PAD 10.0     /* left and right margins */
+#define FRAME_H 16.0
+#define CHAR_W 7.0 /* 12 px monospace */
+
+typedef struct fg {
+  FILE *out;
+  const lp_agg_t *a;
+  const lp_tree_t *t;
+  double scale; /* px per ns */
+  int64_t total;
+  uint32_t depth_max;
+  uint64_t frames;
+} fg_t;
+
+static uint32_t hash_text(const char *s) {
+  uint32_t h = 2166136261u;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+  return h;
+}
+
+/* XML text: the five specials escaped, control characters as '?'. */
+static void put_xml(FILE *out, const char *s, size_t max) {
+  size_t n = 0;
+  for (const unsigned char *c = (const unsigned char *)s; *c && n < max; c++, n++) {
+    if (*c == '&')
+      fputs("&amp;", out);
+    else if (*c == '<')
+      fputs("&lt;", out);
+    else if (*c == '>')
+      fputs("&gt;", out);
+    else if (*c == '"')
+      fputs("&quot;", out);
+    else if (*c < 0x20 || *c == 0x7f)
+      putc('?', out);
+    else
+      putc(*c, out);
+  }
+}
+
+/* Characters of s, counting a UTF-8 sequence as one. */
+static size_t chars(const char *s) {
+  size_t n = 0;
+  for (const unsigned char *c = (const unsigned char *)s; *c; c++) n += (*c & 0xc0) != 0x80;
+  return n;
+}
+
+/* The byte length of the first k characters of s. */
+static size_t prefix_bytes(const char *s, size_t k) {
+  size_t b = 0, n = 0;
+  for (; s[b]; b++) {
+    if (((unsigned char)s[b] & 0xc0) != 0x80) {
+      if (n == k) break;
+      n++;
+    }
+  }
+  return b;
+}
+
+static void frame(fg_t *g, const char *label, int64_t v, double x, uint32_t depth) {
+  double w = (double)v * g->scale, y = (double)(g->depth_max - depth) * FRAME_H;
+  char tb[32];
+  uint32_t h = hash_text(label);
+  g->frames++;
+  fprintf(g->out, "<g class=\"f\"><title>");
+  put_xml(g->out, label, SIZE_MAX);
+  fprintf(g->out, " (%s, %.2f%%)</title><rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"rgb(%u,%u,%u)\"/>",
+          lp_fmt_ns(v, tb, sizeof tb), g->total > 0 ? 100.0 * (double)v / (double)g->total : 0.0, x, y, w,
+          FRAME_H - 1, 205 + h % 50, 80 + (h >> 8) % 130, 30 + (h >> 16) % 50);
+  /* The full label for the script, the cut one drawn. */
+  fprintf(g->out, "<text x=\"%.2f\" y=\"%.1f\" data-l=\"", x + 3, y + FRAME_H - 4);
+  put_xml(g->out, label, SIZE_MAX);
+  fprintf(g->out, "\">");
+  size_t fit = w > 6 ? (size_t)((w - 6) / CHAR_W) : 0, len = chars(label);
+  if (len <= fit) {
+    put_xml(g->out, label, SIZE_MAX);
+  } else if (fit >= 3) {
+    put_xml(g->out, label, prefix_bytes(label, fit - 1));
+    fputs("\xe2\x80\xa6", g->out); /* … */
+  }
+  fputs("</text></g>\n", g->out);
+}
+
+static void depth_of(fg_t *g, uint32_t k, uint32_t depth) {
+  if (depth > g->depth_max) g->depth_max = depth;
+  for (uint32_t c = g->t->nodes[k].first_kid; c != UINT32_MAX; c = g->t->nodes[c].next_sib)
+    if ((double)g->t->nodes[c].total * g->scale >= 1.0) depth_of(g, c, depth + 1);
+}
+
+static void draw(fg_t *g, uint32_t k, double x, uint32_t depth) {
+  int64_t narrow = 0;
+  double nx = 0;
+  for (uint32_t c = g->t->nodes[k].first_kid; c != UINT32_MAX; c = g->t->nodes[c].next_sib) {
+    const lp_tnode_t *n = &g->t->nodes[c];
+    if (n->total <= 0) continue;
+    if ((double)n->total * g->scale < 1.0) { /* merged with its narrow neighbours */
+      if (!narrow) nx = x;
+      narrow += n->total;
+    } else {
+      if (narrow) {
+        frame(g, "(narrow frames merged)", narrow, nx, depth);
+        narrow = 0;
+      }
+      frame(g, g->a->labels[n->label], n->total, x, depth);
+      draw(g, c, x, depth + 1);
+    }
+    x += (double)n->total * g->scale;
+  }
+  if (narrow) frame(g, "(narrow frames merged)", narrow, nx, depth);
+}
+
+static const char script[] =
+    "<script type=\"text/ecmascript\"><![CDATA[\n"
+    "var W=%g,P=%g,CW=%g,fr=[];\n"
+    "function init(){var g=document.getElementsByClassName('f');for(var i=0;i<g.length;i++){var r=g[i].getElementsByTagName('rect')[0];\n"
+    " fr.push({g:g[i],r:r,t:g[i].getElementsByTagName('text')[0],x:+r.getAttribute('x'),w:+r.getAttribute('width'),y:+r.getAttribute('y')});\n"
+    " g[i].onclick=(function(f){return function(){zoom(f);};})(fr[fr.length-1]);}}\n"
+    "function fit(f,w){var l=f.t.getAttribute('data-l'),n=Math.floor((w-6)/CW);f.t.textContent=l.length<=n?l:(n>=3?l.substring(0,n-1)+'\\u2026':'');}\n"
+    "function place(f,x,w){f.r.setAttribute('x',x);f.r.setAttribute('width',Math.max(w,0));f.t.setAttribute('x',x+3);fit(f,w);}\n"
+    "function zoom(z){var s=(W-2*P)/z.w;for(var i=0;i<fr.length;i++){var f=fr[i];\n"
+    " var inside=f.x>=z.x-1e-6&&f.x+f.w<=z.x+z.w+1e-6,below=f.y>z.y&&f.x<=z.x+1e-6&&f.x+f.w>=z.x+z.w-1e-6;\n"
+    " if(inside&&f.y<=z.y){f.g.style.display='';place(f,P+(f.x-z.x)*s,f.w*s);}\n"
+    " else if(below){f.g.style.display='';f.g.style.opacity='0.6';place(f,P,W-2*P);}else{f.g.style.display='none';}}\n"
+    " document.getElementById('reset').style.display='';}\n"
+    "function reset(){for(var i=0;i<fr.length;i++){var f=fr[i];f.g.style.display='';f.g.style.opacity='';place(f,f.x,f.w);}\n"
+    " document.getElementById('reset').style.display='none';}\n"
+    "function search(){var q=prompt('Search labels (a regular expression)','');if(q===null)return;var re;try{re=new RegExp(q);}catch(e){return;}\n"
+    " var n=0;for(var i=0;i<fr.length;i++){var f=fr[i],m=q!==''&&re.test(f.t.getAttribute('data-l'));\n"
+    "  if(m){if(!f.r.hasAttribute('data-fill'))f.r.setAttribute('data-fill',f.r.getAttribute('fill'));f.r.setAttribute('fill','rgb(230,0,230)');n++;}\n"
+    "  else if(f.r.hasAttribute('data-fill')){f.r.setAttribute('fill',f.r.getAttribute('data-fill'));f.r.removeAttribute('data-fill');}}\n"
+    " document.getElementById('matched').textContent=q===''?'':n+' frames match';}\n"
+    "window.addEventListener('load',init);\n"
+    "]]></script>\n";
+
+int lp_cmd_flamegraph(int argc, char **argv) {
+  const char *cmd = argv[0], *file = NULL, *title = "labelprof flame graph";
+  bool strict = false;
+  for (int i = 1; i < argc; i++) {
+    int r;
+    if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+      lp_cmd_usage(cmd, stdout);
+      return LP_EXIT_OK;
+    } else if (strcmp(argv[i], "--strict") == 0) {
+      strict = true;
+    } else if (strcmp(argv[i], "--title") == 0 && i + 1 < argc) {
+      title = argv[++i];
+    } else if ((r = lp_opt_max_memory(cmd, argc, argv, &i))) {
+      if (r < 0) return LP_EXIT_BAD;
+    } else if (argv[i][0] == '-' && argv[i][1]) {
+      return lp_usage_error(cmd, "unknown option '%s'", argv[i]);
+    } else if (file) {
+      return lp_usage_error(cmd, "one trace file only");
+    } else {
+      file = argv[i];
+    }
+  }
+  if (!file) return lp_usage_error(cmd, "no trace file given");
+  lp_agg_t a;
+  if (lp_agg_read_one(&a, file, strict) != 0) return LP_EXIT_BAD;
+  lp_tree_t m;
+  if (lp_agg_merged_tree(&a, &m) != 0) {
+    fprintf(stderr, "labelprof: out of memory\n");
+    lp_agg_free(&a);
+    return LP_EXIT_BAD;
+  }
+  fg_t g = {stdout, &a, &m, 0, m.nodes[0].total, 0, 0};
+  g.scale = g.total > 0 ? (WIDTH - 2 * PAD) / (double)g.total : 0;
+  depth_of(&g, 0, 0);
+  double height = (double)(g.depth_max + 1) * FRAME_H + 40;
+  printf("<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n"
+         "<svg version=\"1.1\" width=\"%g\" height=\"%g\" viewBox=\"0 0 %g %g\" xmlns=\"http://www.w3.org/2000/svg\">\n",
+         WIDTH, height, WIDTH, height);
+  printf("<style>text{font-family:monospace;font-size:12px;fill:#000}.f:hover rect{stroke:#000;stroke-width:0.5}"
+         ".f{cursor:pointer}.b{cursor:pointer;fill:#248}</style>\n");
+  printf(script, WIDTH, PAD, CHAR_W);
+  printf("<rect x=\"0\" y=\"0\" width=\"%g\" height=\"%g\" fill=\"#f8f8f0\"/>\n", WIDTH, height);
+  printf("<text x=\"%g\" y=\"%g\">", PAD, height - 22);
+  put_xml(stdout, title, SIZE_MAX);
+  printf("</text>\n<text class=\"b\" x=\"%g\" y=\"%g\" onclick=\"search()\">Search</text>\n", WIDTH - 120, height - 22);
+  printf("<text id=\"reset\" class=\"b\" x=\"%g\" y=\"%g\" onclick=\"reset()\" style=\"display:none\">Reset zoom</text>\n",
+         WIDTH - 250, height - 22);
+  printf("<text id=\"matched\" x=\"%g\" y=\"%g\"></text>\n", WIDTH - 400, height - 6);
+  /* The frames: the root at the bottom, above the captions. */
+  if (g.total > 0) {
+    frame(&g, "all", g.total, PAD, 0);
+    draw(&g, 0, PAD, 1);
+  }
+  printf("</svg>\n");
+  int status = LP_EXIT_OK;
+  if (fflush(stdout) != 0 || ferror(stdout)) {
+    fprintf(stderr, "labelprof: cannot write the flame graph to standard output\n");
+    status = LP_EXIT_BAD;
+  }
+  lp_tree_free(&m);
+  lp_agg_free(&a);
+  return status;
+}
