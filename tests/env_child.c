@@ -20,14 +20,21 @@
  *   dumps    calls lp_dump() ARG times
  *   scopes   then records exactly ARG more "env inner" scopes, however slow
  *            the build (a budget that must fill)
+ *   starve   then, on CPU 0 with every thread of the process, spins for
+ *            ARG ms in "env starving" as a SCHED_FIFO thread, so that the
+ *            collector cannot run meanwhile (root, or RLIMIT_RTPRIO; exit
+ *            status 3 where it may not)
  *   layers   then labels with layers and phases, on a thread named
  *            "layered worker thread": a runtime preparation scope holding a
  *            CPU transformation that switches to computation, and a
  *            subtracted runtime compilation scope
  * The exit status is 0 when every call it makes returns what it should.
  */
+#define _GNU_SOURCE /* sched_setaffinity, CPU_SET */
 #include <labelprof.h>
+#include <dirent.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -140,6 +147,27 @@ static void *layered(void *unused) {
   return NULL;
 }
 
+/* Every thread of the process onto CPU 0, this one SCHED_FIFO spinning for ms: the collector gets no tick. */
+static int starve(long ms) {
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(0, &one);
+  DIR *d = opendir("/proc/self/task");
+  if (!d) return 1;
+  for (struct dirent *e; (e = readdir(d)) != NULL;)
+    if (e->d_name[0] != '.' && sched_setaffinity((pid_t)atoi(e->d_name), sizeof one, &one) != 0) failures++;
+  closedir(d);
+  struct sched_param fifo = {.sched_priority = 1}, other = {.sched_priority = 0};
+  if (pthread_setschedparam(pthread_self(), SCHED_FIFO, &fifo) != 0) return 3;
+  {
+    LP_SCOPE("env starving");
+    double t0 = now_s();
+    while (now_s() - t0 < (double)ms / 1000.0) sink++;
+  }
+  if (pthread_setschedparam(pthread_self(), SCHED_OTHER, &other) != 0) failures++;
+  return 0;
+}
+
 int main(int argc, char **argv) {
   double seconds = argc > 1 ? (double)strlen(argv[1]) * 0.01 : 0.1;
   const char *arg = argc > 3 ? argv[3] : NULL;
@@ -170,6 +198,10 @@ int main(int argc, char **argv) {
       LP_SCOPE("env inner");
       sink += (unsigned long)i;
     }
+  }
+  if (strcmp(mode, "starve") == 0 && arg) {
+    int rc = starve(atol(arg));
+    if (rc) return rc;
   }
   if (strcmp(mode, "chdir") == 0 && chdir("/") != 0) failures++;
   if (strcmp(mode, "layers") == 0) {
