@@ -144,26 +144,6 @@ static void test_itt_tasks_in_the_tree(void) {
   CU_FAIL("no sample ever landed in itt outer > itt inner");
 }
 
-static json_t *find_event(json_t *events, const char *ph, const char *name) {
-  size_t i;
-  json_t *e;
-  json_array_foreach(events, i, e) if (ev_is(e, ph, name)) return e;
-  return NULL;
-}
-
-static json_t *record(void (*body)(void)) {
-  char path[4096];
-  lp_trace_opts_t o = {.levels = LP_LEVEL_ALL};
-  snprintf(path, sizeof path, "%s/itt.json", lp_test_tmpdir("itt"));
-  CU_ASSERT_EQUAL_FATAL(lp_trace_start(&o), 0);
-  body();
-  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
-  CU_ASSERT_EQUAL_FATAL(lp_trace_write_json(path, "test"), 0);
-  json_t *root = trace_load(path);
-  unlink(path);
-  return root;
-}
-
 static void timeline_body(void) {
   domain_t *d = domain_create("oneDNN"), *skipped = domain_create("skipped");
   string_handle_t *conv = string_handle_create("conv"), *ckpt = string_handle_create("checkpoint");
@@ -183,13 +163,13 @@ static void timeline_body(void) {
 
 static void test_itt_timeline(void) {
   load();
-  json_t *root = record(timeline_body);
+  json_t *root = trace_record_with("itt", timeline_body);
   CU_ASSERT_PTR_NOT_NULL_FATAL(root);
   json_t *ev = trace_events(root), *e;
   CU_ASSERT_EQUAL(trace_count(ev, "X", "conv"), 1);
-  CU_ASSERT_PTR_NOT_NULL(e = find_event(ev, "X", "conv"));
+  CU_ASSERT_PTR_NOT_NULL(e = trace_find(ev, "X", "conv"));
   if (e) CU_ASSERT_STRING_EQUAL(ev_str(e, "cat"), "oneDNN");
-  CU_ASSERT_PTR_NOT_NULL(find_event(ev, "i", "checkpoint"));
+  CU_ASSERT_PTR_NOT_NULL(trace_find(ev, "i", "checkpoint"));
   CU_ASSERT_EQUAL(trace_count(ev, "C", "bytes"), 3);
   size_t i;
   int named = 0;
@@ -217,10 +197,10 @@ static void misuse_body(void) {
 
 static void test_itt_unmatched_end_is_ignored(void) {
   load();
-  json_t *root = record(misuse_body);
+  json_t *root = trace_record_with("itt", misuse_body);
   CU_ASSERT_PTR_NOT_NULL_FATAL(root);
   json_t *ev = trace_events(root);
-  json_t *outer = find_event(ev, "X", "program label"), *in = find_event(ev, "X", "inside");
+  json_t *outer = trace_find(ev, "X", "program label"), *in = trace_find(ev, "X", "inside");
   CU_ASSERT_PTR_NOT_NULL_FATAL(outer);
   CU_ASSERT_PTR_NOT_NULL_FATAL(in);
   CU_ASSERT(ev_ns(outer, "ts") + ev_ns(outer, "dur") >= ev_ns(in, "ts") + ev_ns(in, "dur"));
@@ -251,7 +231,7 @@ static void threads_body(void) {
 
 static void test_itt_threads(void) {
   load();
-  json_t *root = record(threads_body);
+  json_t *root = trace_record_with("itt", threads_body);
   CU_ASSERT_PTR_NOT_NULL_FATAL(root);
   json_t *ev = trace_events(root), *e;
   CU_ASSERT_EQUAL(trace_count(ev, "X", "shared task"), 4000);

@@ -123,26 +123,6 @@ static void test_nvtx_push_pop_in_the_tree(void) {
   CU_FAIL("no sample ever landed in nvtx outer > nvtx inner");
 }
 
-static json_t *find_event(json_t *events, const char *ph, const char *name) {
-  size_t i;
-  json_t *e;
-  json_array_foreach(events, i, e) if (ev_is(e, ph, name)) return e;
-  return NULL;
-}
-
-static json_t *record(void (*body)(void)) {
-  char path[4096];
-  lp_trace_opts_t o = {.levels = LP_LEVEL_ALL};
-  snprintf(path, sizeof path, "%s/nvtx.json", lp_test_tmpdir("nvtx"));
-  CU_ASSERT_EQUAL_FATAL(lp_trace_start(&o), 0);
-  body();
-  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
-  CU_ASSERT_EQUAL_FATAL(lp_trace_write_json(path, "test"), 0);
-  json_t *root = trace_load(path);
-  unlink(path);
-  return root;
-}
-
 static void timeline_body(void) {
   void *dom = DomainCreateA("oneDNN");
   void *conv = DomainRegisterStringA(dom, "conv");
@@ -161,16 +141,16 @@ static void timeline_body(void) {
 
 static void test_nvtx_timeline(void) {
   load();
-  json_t *root = record(timeline_body);
+  json_t *root = trace_record_with("nvtx", timeline_body);
   CU_ASSERT_PTR_NOT_NULL_FATAL(root);
   json_t *ev = trace_events(root), *e;
-  CU_ASSERT_PTR_NOT_NULL(e = find_event(ev, "X", "step"));
+  CU_ASSERT_PTR_NOT_NULL(e = trace_find(ev, "X", "step"));
   if (e) CU_ASSERT_STRING_EQUAL(ev_str(e, "cat"), "nvtx");
-  CU_ASSERT_PTR_NOT_NULL(e = find_event(ev, "X", "conv"));
+  CU_ASSERT_PTR_NOT_NULL(e = trace_find(ev, "X", "conv"));
   if (e) CU_ASSERT_STRING_EQUAL(ev_str(e, "cat"), "oneDNN");
-  CU_ASSERT_PTR_NOT_NULL(find_event(ev, "X", "wide \xc3\xa9"));
-  CU_ASSERT_PTR_NOT_NULL(find_event(ev, "i", "checkpoint"));
-  CU_ASSERT_PTR_NOT_NULL(find_event(ev, "X", "async copy")); /* a slice on the track */
+  CU_ASSERT_PTR_NOT_NULL(trace_find(ev, "X", "wide \xc3\xa9"));
+  CU_ASSERT_PTR_NOT_NULL(trace_find(ev, "i", "checkpoint"));
+  CU_ASSERT_PTR_NOT_NULL(trace_find(ev, "X", "async copy")); /* a slice on the track */
   size_t i;
   int named = 0, track = 0;
   json_array_foreach(ev, i, e) {
@@ -195,10 +175,10 @@ static void misuse_body(void) {
 
 static void test_nvtx_unmatched_pop_is_ignored(void) {
   load();
-  json_t *root = record(misuse_body);
+  json_t *root = trace_record_with("nvtx", misuse_body);
   CU_ASSERT_PTR_NOT_NULL_FATAL(root);
   json_t *ev = trace_events(root);
-  json_t *outer = find_event(ev, "X", "program label"), *in = find_event(ev, "X", "inside");
+  json_t *outer = trace_find(ev, "X", "program label"), *in = trace_find(ev, "X", "inside");
   CU_ASSERT_PTR_NOT_NULL_FATAL(outer);
   CU_ASSERT_PTR_NOT_NULL_FATAL(in);
   /* the program's label ended at its LP_END, after "inside": the stray pops did not end it */
@@ -219,11 +199,11 @@ static void filter_body(void) {
 
 static void test_nvtx_domain_filter(void) {
   load();
-  json_t *root = record(filter_body);
+  json_t *root = trace_record_with("nvtx", filter_body);
   CU_ASSERT_PTR_NOT_NULL_FATAL(root);
   json_t *ev = trace_events(root), *e;
-  CU_ASSERT_PTR_NULL(find_event(ev, "X", "filtered out"));
-  CU_ASSERT_PTR_NOT_NULL(e = find_event(ev, "X", "kept range"));
+  CU_ASSERT_PTR_NULL(trace_find(ev, "X", "filtered out"));
+  CU_ASSERT_PTR_NOT_NULL(e = trace_find(ev, "X", "kept range"));
   if (e) CU_ASSERT_STRING_EQUAL(ev_str(e, "cat"), "kept");
   json_decref(root);
 }
@@ -254,7 +234,7 @@ static void threads_body(void) {
 
 static void test_nvtx_threads(void) {
   load();
-  json_t *root = record(threads_body);
+  json_t *root = trace_record_with("nvtx", threads_body);
   CU_ASSERT_PTR_NOT_NULL_FATAL(root);
   json_t *ev = trace_events(root), *e;
   CU_ASSERT_EQUAL(trace_count(ev, "X", "leaf"), 4000);
@@ -283,17 +263,17 @@ static void test_nvtx_bound_on_names(void) {
   load();
   uint64_t limit = 0, before = lp_impl_names_overflow(&limit);
   CU_ASSERT_EQUAL(limit, 100);
-  json_t *root = record(names_body);
+  json_t *root = trace_record_with("nvtx", names_body);
   CU_ASSERT_PTR_NOT_NULL_FATAL(root);
   json_t *ev = trace_events(root);
   size_t distinct = 0;
   char name[32];
   for (int i = 0; i < 300; i++) {
     snprintf(name, sizeof name, "many %d", i);
-    distinct += find_event(ev, "X", name) != NULL;
+    distinct += trace_find(ev, "X", name) != NULL;
   }
   CU_ASSERT(distinct > 0 && distinct < 100);
-  CU_ASSERT_PTR_NULL(find_event(ev, "X", "many 299"));
+  CU_ASSERT_PTR_NULL(trace_find(ev, "X", "many 299"));
   CU_ASSERT_EQUAL(trace_count(ev, "X", "(other names)"), 300 - distinct);
   CU_ASSERT_EQUAL(lp_impl_names_overflow(NULL) - before, 300 - distinct);
   json_decref(root);

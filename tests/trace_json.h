@@ -146,4 +146,24 @@ static inline const char *trace_check_lanes(json_t *events) {
   return bad;
 }
 
+/*
+ * Records body's events in a timeline of every level, writes it to TAG.json
+ * in the test's temporary directory, and returns it parsed (NULL if it is
+ * not valid JSON); the file is removed. Needs runner.h (CUnit).
+ */
+#ifdef LP_TESTS_RUNNER_H
+static inline json_t *trace_record_with(const char *tag, void (*body)(void)) {
+  char path[4096];
+  lp_trace_opts_t o = {.levels = LP_LEVEL_ALL};
+  snprintf(path, sizeof path, "%s/%s.json", lp_test_tmpdir(tag), tag);
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(&o), 0);
+  body();
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  CU_ASSERT_EQUAL_FATAL(lp_trace_write_json(path, "test"), 0);
+  json_t *root = trace_load(path);
+  unlink(path);
+  return root;
+}
+#endif
+
 #endif
