@@ -149,9 +149,9 @@ static inline const char *trace_check_lanes(json_t *events) {
 /*
  * Records body's events in a timeline of every level, writes it to TAG.json
  * in the test's temporary directory, and returns it parsed (NULL if it is
- * not valid JSON); the file is removed. Needs runner.h (CUnit).
+ * not valid JSON); the file is removed. Needs runner.h and labelprof.h first.
  */
-#ifdef LP_TESTS_RUNNER_H
+#if defined(LP_TESTS_RUNNER_H) && defined(LABELPROF_H) && !defined(LABELPROF_DISABLE)
 static inline json_t *trace_record_with(const char *tag, void (*body)(void)) {
   char path[4096];
   lp_trace_opts_t o = {.levels = LP_LEVEL_ALL};
