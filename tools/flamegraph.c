@@ -206,10 +206,8 @@ static int read_tree(const char *file, bool strict, bool cpu, lp_agg_t *a, lp_tr
   unsigned before = lp_read_cpu_files;
   if (lp_agg_read_one(a, file, strict) != 0) return LP_EXIT_BAD;
   if (cpu && lp_read_cpu_files == before) {
-    fprintf(stderr, "labelprof: %s: no CPU time in this input (--cpu reads pprof profiles with a 'cpu' sample type and "
-                    "folded stacks)\n", file);
     lp_agg_free(a);
-    return LP_EXIT_BAD;
+    return lp_no_cpu(file);
   }
   if (lp_agg_merged_tree(a, m) != 0) {
     fprintf(stderr, "labelprof: out of memory\n");

@@ -34,6 +34,14 @@
 bool lp_read_cpu;
 unsigned lp_read_cpu_files;
 
+int lp_no_cpu(const char *file) {
+  fprintf(stderr,
+          "labelprof: %s: no CPU time in this input (--cpu reads pprof profiles with a 'cpu' sample type, and folded "
+          "stacks)\n",
+          strcmp(file, "-") == 0 ? "<stdin>" : file);
+  return LP_READ_BAD;
+}
+
 #define MAX_TIME ((int64_t)1 << 62)
 
 /* ---- stacks laid end to end ------------------------------------------------------- */
@@ -45,11 +53,13 @@ typedef struct stacker {
   uint32_t nopen, cap;
   int64_t ts;
   bool outside; /* the last weight was outside any label: an instant ends the lane there */
+  bool started; /* an event was sent */
 } stacker_t;
 
 #define OUTSIDE "(outside of any label)"
 
 static int emit(stacker_t *s, lp_ev_kind_t kind, const char *name) {
+  s->started = true;
   lp_event_t ev;
   memset(&ev, 0, sizeof ev);
   ev.kind = kind;
@@ -78,6 +88,10 @@ static int close_to(stacker_t *s, uint32_t keep) {
 static int stack(stacker_t *s, uint32_t n, const char *(*label)(uint32_t i, void *ctx), void *ctx, int64_t w) {
   if (n == 1 && strcmp(label(0, ctx), OUTSIDE) == 0) n = 0; /* time in no label, as `folded` and `pprof` write it */
   s->outside = n == 0;
+  if (s->outside && !s->started) { /* the lane starts at its first event: one marks the start */
+    int r0 = emit(s, LP_EV_INSTANT, "(start of profile)");
+    if (r0) return r0;
+  }
   uint32_t same = 0;
   while (same < n && same < s->nopen && strcmp(s->open[same], label(same, ctx)) == 0) same++;
   int r = close_to(s, same);
@@ -150,7 +164,7 @@ typedef struct { /* the labels of one line, split in place */
 static const char *fo_label(uint32_t i, void *ctx) { return ((labels_t *)ctx)->v[i]; }
 
 static int fo_read(lp_input_t *in, const lp_sink_t *sink) {
-  stacker_t s = {sink, {lp_input_name(in), 0, 0, 0}, NULL, 0, 0, 0, false};
+  stacker_t s = {sink, {lp_input_name(in), 0, 0, 0}, NULL, 0, 0, 0, false, false};
   if (strcmp(s.pos.file, "-") == 0) s.pos.file = "<stdin>";
   labels_t ls = {NULL, 0, 0};
   size_t cap = 1 << 16, have = 0;
@@ -422,7 +436,7 @@ static int pp_parse(pp_t *pp, const lp_sink_t *sink) {
   int r, rc = LP_READ_OK;
   u64s_t types = {0}, nstr = {0}, locs = {0}, vals = {0};
   size_t nf = 0, nl = 0;
-  stacker_t s = {sink, pp->pos, NULL, 0, 0, 0, false};
+  stacker_t s = {sink, pp->pos, NULL, 0, 0, 0, false, false};
   /* First pass: count and check, find the strings, the sample types, functions and locations. */
   while ((r = pp_next(pp, &p, end, &f)) == 1) {
     if (f.num == 6 && f.wire == 2) {

@@ -130,6 +130,8 @@ extern const lp_reader_t lp_pprof_reader;    /* tools/profile_reader.c: pprof's 
 /* Profiles give their CPU weights instead of wall time (flamegraph --cpu); see tools/profile_reader.c. */
 extern bool lp_read_cpu;
 extern unsigned lp_read_cpu_files; /* the inputs read so that gave CPU weights */
+/* "labelprof: FILE: no CPU time in this input ..." on stderr; returns LP_READ_BAD (the exit status 2). */
+int lp_no_cpu(const char *file);
 
 /* The readers, in the order they are tried; ended by NULL. */
 extern const lp_reader_t *const lp_readers[];
