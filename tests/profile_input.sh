@@ -83,6 +83,12 @@ grep -q '<title>slow (30.0 us, 30.00%, +50.0% from 20.0 us)</title><rect [^>]*fi
 grep -q '<title>work (100 us, 100.00%, +0.0% from 100 us)</title><rect [^>]*fill="rgb(255,255,255)"' "$tmp/d.svg" ||
   bad "flamegraph --diff: 'work' (unchanged) is not white"
 grep -q 'change from base: 100 us to 100 us (+0.0%); red grew, blue shrank' "$tmp/d.svg" || bad "flamegraph --diff: no delta in the title"
+if command -v xmllint >/dev/null 2>&1; then
+  xmllint --noout "$tmp/d.svg" || bad "the differential flame graph is not well-formed XML"
+fi
+if command -v rsvg-convert >/dev/null 2>&1; then
+  rsvg-convert "$tmp/d.svg" -o "$tmp/d.png" && [ -s "$tmp/d.png" ] || bad "rsvg-convert cannot render the differential flame graph"
+fi
 $lp flamegraph --diff "$new" "$base" >"$tmp/d2.svg" 2>/dev/null || bad "flamegraph --diff (reversed) failed"
 grep -q '<title>slow (20.0 us, 20.00%, -33.3% from 30.0 us)</title><rect [^>]*fill="rgb(188,188,255)"' "$tmp/d2.svg" ||
   bad "flamegraph --diff: 'slow' (-33%) is not drawn light blue"
