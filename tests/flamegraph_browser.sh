@@ -1,8 +1,8 @@
 #!/bin/sh
 # flamegraph_browser.sh: the flame graph's inline script in a real browser.
-# tests/flamegraph_browser.js is put into a graph that labelprof drew, before
-# </svg>; headless Chromium loads the SVG, the graph's script sets up, and
-# the harness clicks a frame (zoom), Reset zoom and Search (a regular
+# A harness (below) is put into a graph that labelprof drew, before </svg>;
+# headless Chromium loads the SVG, the graph's script sets up, and after
+# load the harness clicks a frame (zoom), Reset zoom and Search (a regular
 # expression), writing what each frame then shows (place, width, text,
 # dimmed, fill, hidden) into the document, which --dump-dom prints. The
 # result must be exactly what the script promises. Skipped (77) without
@@ -27,7 +27,40 @@ $lp flamegraph "$tmp/t.folded" >"$tmp/t.svg" || { echo "FAIL: labelprof flamegra
 {
   sed '$d' "$tmp/t.svg"
   printf '<script type="text/ecmascript"><![CDATA[\n'
-  cat "$srcdir/tests/flamegraph_browser.js"
+  cat <<'EOJ'
+window.addEventListener('load', function () {
+  var out = [], labels = ['all', 'main', 'a', 'b', 'compute_the_kernel_by_rows'];
+  function frame(l) {
+    var g = document.getElementsByClassName('f');
+    for (var i = 0; i < g.length; i++)
+      if (g[i].getElementsByTagName('text')[0].getAttribute('data-l') === l) return g[i];
+    return null;
+  }
+  function state(l) {
+    var g = frame(l);
+    if (!g) return l + ' missing';
+    var r = g.getElementsByTagName('rect')[0], t = g.getElementsByTagName('text')[0];
+    if (g.style.display === 'none') return l + ' hidden';
+    return l + ' x=' + r.getAttribute('x') + ' w=' + r.getAttribute('width') + ' text=' + t.textContent +
+      (g.style.opacity ? ' dim' : '') + ' fill=' + r.getAttribute('fill');
+  }
+  function click(el) { el.dispatchEvent(new MouseEvent('click', {bubbles: true, cancelable: true})); }
+  function all(what) { out.push(what); labels.forEach(function (l) { out.push(state(l)); }); }
+  all('start');
+  click(frame('b').getElementsByTagName('rect')[0]);
+  all('zoomed on b; reset shown=' + (document.getElementById('reset').style.display !== 'none'));
+  click(document.getElementById('reset'));
+  all('reset; reset shown=' + (document.getElementById('reset').style.display !== 'none'));
+  window.prompt = function () { return '^(b|.*_by_rows)$'; };
+  var texts = document.getElementsByTagName('text');
+  for (var i = 0; i < texts.length; i++) if (texts[i].textContent === 'Search') click(texts[i]);
+  all('searched ^(b|.*_by_rows)$: ' + document.getElementById('matched').textContent);
+  var res = document.createElementNS('http://www.w3.org/2000/svg', 'text');
+  res.setAttribute('id', 'lp-result');
+  res.textContent = out.join('\n');
+  document.documentElement.appendChild(res);
+});
+EOJ
   printf ']]></script>\n</svg>\n'
 } >"$tmp/page.svg"
 grep -q '^</svg>$' "$tmp/t.svg" || { echo "FAIL: the graph does not end with </svg>"; exit 1; }
