@@ -78,3 +78,14 @@ int lp_opt_parse_max_memory(const char *cmd, const char *v, void *arg) {
   lp_agg_max_memory = bytes ? bytes : UINT64_MAX;
   return 0;
 }
+
+int lp_opt_parse_word(const char *cmd, const char *v, void *arg) {
+  const lp_opt_words_t *w = arg;
+  for (int i = 0; w->words[i]; i++)
+    if (strcmp(v, w->words[i]) == 0) {
+      *w->dst = w->values[i];
+      return 0;
+    }
+  lp_usage_error(cmd, "%s, not '%s'", w->error, v);
+  return -1;
+}

@@ -50,6 +50,19 @@ typedef struct lp_operands {
 enum { LP_OPTS_RUN = -1 };
 int lp_opts_parse(const char *cmd, int argc, char **argv, const lp_opt_t *opts, lp_operands_t *ops);
 
+/*
+ * A value that is one of a few words: as the parse of a row, with arg an
+ * lp_opt_words_t. Sets *dst to the value of the word given; another word is
+ * the usage error "ERROR, not 'WORD'".
+ */
+typedef struct lp_opt_words {
+  const char *const *words; /* ended by NULL */
+  const int *values;
+  int *dst;
+  const char *error; /* "--sort takes calls, total, self, mean or max" */
+} lp_opt_words_t;
+int lp_opt_parse_word(const char *cmd, const char *value, void *arg);
+
 /* The row of --max-memory SIZE, and of --strict into a bool. */
 int lp_opt_parse_max_memory(const char *cmd, const char *value, void *arg);
 #define LP_OPT_MAX_MEMORY {"--max-memory", 0, 0, lp_opt_parse_max_memory, 0}

@@ -140,42 +140,43 @@ static int cmp_lane(const void *x, const void *y) {
   return a->tid < b->tid ? -1 : a->tid > b->tid;
 }
 
+static int parse_top(const char *cmd, const char *v, void *arg) {
+  long *top = arg;
+  char *end;
+  *top = strtol(v, &end, 10);
+  if (*v && !*end && *top >= 0) return 0;
+  lp_usage_error(cmd, "--top takes a count, not '%s'", v);
+  return -1;
+}
+
 int lp_cmd_stats(int argc, char **argv) {
   const char *cmd = argv[0];
   bool by_thread = false, strict = false;
   long top = -1;
   enum format fmt = FMT_TABLE;
   sort_by = BY_SELF;
-  const char *by = NULL, *top_text = NULL, *sort_text = NULL, *format_text = NULL;
-  const lp_opt_t opts[] = {LP_OPT_STRICT(&strict), LP_OPT_MAX_MEMORY, {"--by", 0, &by, 0, 0}, {"--top", 0, &top_text, 0, 0},
-                           {"--sort", 0, &sort_text, 0, 0}, {"--format", 0, &format_text, 0, 0}, LP_OPT_END};
+  static const char *const by_words[] = {"thread", NULL}, *const sort_words[] = {"self", "calls", "total", "mean", "max", NULL},
+                           *const format_words[] = {"table", "csv", "json", NULL};
+  static const int by_values[] = {1}, sort_values[] = {BY_SELF, BY_CALLS, BY_TOTAL, BY_MEAN, BY_MAX},
+                   format_values[] = {FMT_TABLE, FMT_CSV, FMT_JSON};
+  int by = 0, sort = BY_SELF, format = FMT_TABLE;
+  lp_opt_words_t by_w = {by_words, by_values, &by, "--by takes 'thread'"},
+                 sort_w = {sort_words, sort_values, &sort, "--sort takes calls, total, self, mean or max"},
+                 format_w = {format_words, format_values, &format, "--format takes table, csv or json"};
+  const lp_opt_t opts[] = {LP_OPT_STRICT(&strict),
+                           LP_OPT_MAX_MEMORY,
+                           {"--by", 0, 0, lp_opt_parse_word, &by_w},
+                           {"--top", 0, 0, parse_top, &top},
+                           {"--sort", 0, 0, lp_opt_parse_word, &sort_w},
+                           {"--format", 0, 0, lp_opt_parse_word, &format_w},
+                           LP_OPT_END};
   lp_operands_t ops = {.first_ends_options = true};
   int r = lp_opts_parse(cmd, argc, argv, opts, &ops);
   if (r != LP_OPTS_RUN) return r;
   int first = ops.first;
-  if (by && strcmp(by, "thread") != 0) return lp_usage_error(cmd, "--by takes 'thread', not '%s'", by);
-  by_thread = by != NULL;
-  if (top_text) {
-    char *end;
-    top = strtol(top_text, &end, 10);
-    if (!*top_text || *end || top < 0) return lp_usage_error(cmd, "--top takes a count, not '%s'", top_text);
-  }
-  if (sort_text) {
-    const char *v = sort_text;
-    if (strcmp(v, "self") == 0) sort_by = BY_SELF;
-    else if (strcmp(v, "calls") == 0) sort_by = BY_CALLS;
-    else if (strcmp(v, "total") == 0) sort_by = BY_TOTAL;
-    else if (strcmp(v, "mean") == 0) sort_by = BY_MEAN;
-    else if (strcmp(v, "max") == 0) sort_by = BY_MAX;
-    else return lp_usage_error(cmd, "--sort takes calls, total, self, mean or max, not '%s'", v);
-  }
-  if (format_text) {
-    const char *v = format_text;
-    if (strcmp(v, "table") == 0) fmt = FMT_TABLE;
-    else if (strcmp(v, "csv") == 0) fmt = FMT_CSV;
-    else if (strcmp(v, "json") == 0) fmt = FMT_JSON;
-    else return lp_usage_error(cmd, "--format takes table, csv or json, not '%s'", v);
-  }
+  by_thread = by != 0;
+  sort_by = (enum sort_key)sort;
+  fmt = (enum format)format;
   if (first >= argc) return lp_usage_error(cmd, "no trace file given");
   for (int i = first; i < argc; i++) /* options after the files are an easy mistake: say so */
     if (argv[i][0] == '-' && argv[i][1]) return lp_usage_error(cmd, "options go before the files ('%s')", argv[i]);
