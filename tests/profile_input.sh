@@ -22,7 +22,8 @@ bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 
 # Round trips: trace -> folded -> folded, and trace -> pprof -> folded.
 n=0
-for trace in "$srcdir/tests/data/cmd/diff_base.json" "$srcdir/tests/data/cmd/diff_new.json" "$srcdir"/tests/data/nnapi/*.txt; do
+for trace in "$srcdir/tests/data/cmd/diff_base.json" "$srcdir/tests/data/cmd/diff_new.json" "$srcdir"/tests/data/nnapi/*.txt \
+  "$srcdir"/tests/data/cmd/fuzz/perfetto-*.pftrace; do
   $lp folded "$trace" >"$tmp/a.folded" 2>/dev/null || continue
   [ -s "$tmp/a.folded" ] || continue
   n=$((n + 1))
@@ -44,6 +45,10 @@ for trace in "$srcdir/tests/data/cmd/diff_base.json" "$srcdir/tests/data/cmd/dif
   # stats and tree take profiles as well.
   $lp tree "$tmp/a.pb.gz" >/dev/null 2>&1 || bad "labelprof tree on the pprof of $trace failed"
   $lp stats "$tmp/a.folded" >/dev/null 2>&1 || bad "labelprof stats on the folded stacks of $trace failed"
+  # The flame graph of the trace and of its profile draw the same frames.
+  $lp flamegraph "$trace" 2>/dev/null | grep '^<g class="f">' >"$tmp/t.frames"
+  $lp flamegraph "$tmp/a.pb.gz" 2>/dev/null | grep '^<g class="f">' >"$tmp/p.frames"
+  [ -s "$tmp/t.frames" ] && cmp -s "$tmp/t.frames" "$tmp/p.frames" || bad "the flame graphs of $trace and of its pprof differ"
 done
 [ "$n" -ge 3 ] || bad "only $n traces gave folded stacks"
 
