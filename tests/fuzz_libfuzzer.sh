@@ -37,6 +37,7 @@ run() {
   rm -rf "$work"
 }
 
-run fuzz_reader_libfuzzer "$LP_TEST_DATA"/*.json "$LP_TEST_DATA"/fuzz/*.json "$LP_TEST_DATA"/fuzz/*.pftrace
+run fuzz_reader_libfuzzer "$LP_TEST_DATA"/*.json "$LP_TEST_DATA"/fuzz/*.json "$LP_TEST_DATA"/fuzz/*.pftrace \
+  "$LP_TEST_DATA"/fuzz/*.pprof "$LP_TEST_DATA"/fuzz/*.folded
 run fuzz_env_libfuzzer "$env_data"/*
 exit "$failed"

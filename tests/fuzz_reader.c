@@ -1,8 +1,10 @@
 /*
  * fuzz_reader.c: mutates the seed traces of tests/data/cmd (and its fuzz/
  * directory of earlier crashers and odd shapes) and feeds every mutant to the
- * reader and the engine, as `labelprof stats` does. A mutant must end with
- * status 0 or 2, never a crash, a sanitizer report or a hang; a trace read
+ * reader and the engine, as `labelprof stats` does (Chrome JSON, Perfetto
+ * .pftrace, and the profiles of tools/profile_reader.c: .pprof, .folded).
+ * A mutant must end with status 0 or 2, never a crash, a sanitizer report or
+ * a hang; a trace read
  * successfully must have its self times add up to no more than its wall time.
  *
  * The mutations come from a fixed-seed generator, so a run is reproducible;
@@ -175,7 +177,8 @@ static int load_dir(const char *dir, buf_t *seeds, int n, int max) {
     size_t l = strlen(e->d_name);
     bool json = l >= 5 && strcmp(e->d_name + l - 5, ".json") == 0;
     bool pftrace = l >= 8 && strcmp(e->d_name + l - 8, ".pftrace") == 0; /* Perfetto's protobuf */
-    if (!json && !pftrace) continue;
+    bool profile = (l >= 6 && strcmp(e->d_name + l - 6, ".pprof") == 0) || (l >= 7 && strcmp(e->d_name + l - 7, ".folded") == 0);
+    if (!json && !pftrace && !profile) continue;
     char p[1024];
     snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
     FILE *f = fopen(p, "rb");

@@ -71,7 +71,5 @@ const char *lp_fmt_ns(int64_t ns, char *buf, size_t len);
 void lp_put_json_string(FILE *out, const char *s);
 void lp_put_json_string_n(FILE *out, const char *s, size_t n);
 void lp_put_csv_field(FILE *out, const char *s);
-/* --max-memory SIZE (tools/stats.c): sets the engine's cap; as lp_opt_value, 1, 0 or -1 after a usage message. */
-int lp_opt_max_memory(const char *cmd, int argc, char **argv, int *i);
 /* Parses a non-negative number; 1 on success. */
 int lp_parse_double(const char *s, double *v);

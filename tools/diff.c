@@ -7,6 +7,7 @@
 
 #include "agg.h"
 #include "cmd.h"
+#include "opts.h"
 #include "reader.h"
 
 #include <inttypes.h>
@@ -58,38 +59,31 @@ static void pct_text(const drow_t *r, char *buf, size_t len) {
   else snprintf(buf, len, "%+.1f%%", 100.0 * (double)(now - base) / (double)base);
 }
 
+static int parse_fail_above(const char *cmd, const char *v, void *arg) {
+  if (lp_parse_double(v, arg)) return 0;
+  lp_usage_error(cmd, "--fail-above takes a percentage, not '%s'", v);
+  return -1;
+}
+
+static int parse_min_time(const char *cmd, const char *v, void *arg) {
+  if (parse_time(v, 0) < 0) {
+    lp_usage_error(cmd, "--min-time takes a duration (500us, 2ms, 1.5s) or a percentage (0.5%%), not '%s'", v);
+    return -1;
+  }
+  *(const char **)arg = v;
+  return 0;
+}
+
 int lp_cmd_diff(int argc, char **argv) {
   const char *cmd = argv[0], *files[2] = {NULL, NULL}, *min_text = "1%";
   double fail_above = -1;
   bool strict = false;
-  int nfiles = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *v;
-    int r;
-    if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-      lp_cmd_usage(cmd, stdout);
-      return LP_EXIT_OK;
-    } else if (strcmp(argv[i], "--strict") == 0) {
-      strict = true;
-    } else if ((r = lp_opt_max_memory(cmd, argc, argv, &i))) {
-      if (r < 0) return LP_EXIT_BAD;
-    } else if ((r = lp_opt_value(cmd, argc, argv, &i, "--fail-above", &v))) {
-      if (r < 0) return LP_EXIT_BAD;
-      if (!lp_parse_double(v, &fail_above)) return lp_usage_error(cmd, "--fail-above takes a percentage, not '%s'", v);
-    } else if ((r = lp_opt_value(cmd, argc, argv, &i, "--min-time", &v))) {
-      if (r < 0) return LP_EXIT_BAD;
-      if (parse_time(v, 0) < 0)
-        return lp_usage_error(cmd, "--min-time takes a duration (500us, 2ms, 1.5s) or a percentage (0.5%%), not '%s'", v);
-      min_text = v;
-    } else if (argv[i][0] == '-' && argv[i][1]) {
-      return lp_usage_error(cmd, "unknown option '%s'", argv[i]);
-    } else if (nfiles == 2) {
-      return lp_usage_error(cmd, "two trace files: BASE and NEW");
-    } else {
-      files[nfiles++] = argv[i];
-    }
-  }
-  if (nfiles != 2) return lp_usage_error(cmd, "two trace files are needed: BASE and NEW");
+  const lp_opt_t opts[] = {LP_OPT_STRICT(&strict), LP_OPT_MAX_MEMORY, {"--fail-above", 0, 0, parse_fail_above, &fail_above},
+                           {"--min-time", 0, 0, parse_min_time, &min_text}, LP_OPT_END};
+  lp_operands_t ops = {.v = files, .min = 2, .max = 2, .too_many = "two trace files: BASE and NEW",
+                       .missing = "two trace files are needed: BASE and NEW"};
+  int parsed = lp_opts_parse(cmd, argc, argv, opts, &ops);
+  if (parsed != LP_OPTS_RUN) return parsed;
   lp_agg_t ab, an;
   lp_agg_init(&ab);
   lp_agg_init(&an);

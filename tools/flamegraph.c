@@ -17,6 +17,7 @@
 
 #include "agg.h"
 #include "cmd.h"
+#include "opts.h"
 #include "reader.h"
 
 #include <inttypes.h>
@@ -36,6 +37,9 @@ typedef struct fg {
   int64_t total;
   uint32_t depth_max;
   uint64_t frames;
+  /* --diff: BASE's labels and merged tree; NULL without it */
+  const lp_agg_t *ba;
+  const lp_tree_t *bt;
 } fg_t;
 
 static uint32_t hash_text(const char *s) {
@@ -82,16 +86,43 @@ static size_t prefix_bytes(const char *s, size_t k) {
   return b;
 }
 
-static void frame(fg_t *g, const char *label, int64_t v, double x, uint32_t depth) {
+/*
+ * The change of a frame from BASE (base < 0: not in BASE) to NEW as a fill:
+ * white when equal, red deepening with growth, blue with shrinking, full at
+ * a change of 100% of BASE's time or more (and for a frame new in NEW).
+ */
+static void diff_fill(int64_t base, int64_t v, unsigned rgb[3]) {
+  double r = base < 0 ? 1.0 : base == 0 ? (v > 0 ? 1.0 : 0.0) : (double)(v - base) / (double)base;
+  if (r > 1) r = 1;
+  if (r < -1) r = -1;
+  unsigned fade = (unsigned)(255.0 - 200.0 * (r < 0 ? -r : r) + 0.5);
+  rgb[0] = r < 0 ? fade : 255;
+  rgb[1] = fade;
+  rgb[2] = r > 0 ? fade : 255;
+}
+
+/* base: the frame's time in BASE under --diff (-1 when BASE has no such frame); unused without it. */
+static void frame(fg_t *g, const char *label, int64_t v, int64_t base, double x, uint32_t depth) {
   double w = (double)v * g->scale, y = (double)(g->depth_max - depth) * FRAME_H;
-  char tb[32];
+  char tb[32], db[48] = "";
   uint32_t h = hash_text(label);
+  unsigned rgb[3] = {205 + h % 50, 80 + (h >> 8) % 130, 30 + (h >> 16) % 50};
+  if (g->bt) {
+    diff_fill(base, v, rgb);
+    char bb[32];
+    if (base < 0)
+      snprintf(db, sizeof db, ", not in base");
+    else if (base == 0)
+      snprintf(db, sizeof db, ", base 0");
+    else
+      snprintf(db, sizeof db, ", %+.1f%% from %s", 100.0 * (double)(v - base) / (double)base, lp_fmt_ns(base, bb, sizeof bb));
+  }
   g->frames++;
   fprintf(g->out, "<g class=\"f\"><title>");
   put_xml(g->out, label, SIZE_MAX);
-  fprintf(g->out, " (%s, %.2f%%)</title><rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"rgb(%u,%u,%u)\"/>",
-          lp_fmt_ns(v, tb, sizeof tb), g->total > 0 ? 100.0 * (double)v / (double)g->total : 0.0, x, y, w,
-          FRAME_H - 1, 205 + h % 50, 80 + (h >> 8) % 130, 30 + (h >> 16) % 50);
+  fprintf(g->out, " (%s, %.2f%%%s)</title><rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"rgb(%u,%u,%u)\"/>",
+          lp_fmt_ns(v, tb, sizeof tb), g->total > 0 ? 100.0 * (double)v / (double)g->total : 0.0, db, x, y, w,
+          FRAME_H - 1, rgb[0], rgb[1], rgb[2]);
   /* The full label for the script, the cut one drawn. */
   fprintf(g->out, "<text x=\"%.2f\" y=\"%.1f\" data-l=\"", x + 3, y + FRAME_H - 4);
   put_xml(g->out, label, SIZE_MAX);
@@ -112,26 +143,39 @@ static void depth_of(fg_t *g, uint32_t k, uint32_t depth) {
     if ((double)g->t->nodes[c].total * g->scale >= 1.0) depth_of(g, c, depth + 1);
 }
 
-static void draw(fg_t *g, uint32_t k, double x, uint32_t depth) {
-  int64_t narrow = 0;
+/* The child of BASE's node bk with the label text of NEW's node c, UINT32_MAX if none (or no BASE). */
+static uint32_t base_kid(const fg_t *g, uint32_t bk, uint32_t c) {
+  if (!g->bt || bk == UINT32_MAX) return UINT32_MAX;
+  const char *l = g->a->labels[g->t->nodes[c].label];
+  for (uint32_t b = g->bt->nodes[bk].first_kid; b != UINT32_MAX; b = g->bt->nodes[b].next_sib)
+    if (strcmp(g->ba->labels[g->bt->nodes[b].label], l) == 0) return b;
+  return UINT32_MAX;
+}
+
+/* NEW's node k above x, BASE's node of the same path bk (UINT32_MAX if none). */
+static void draw(fg_t *g, uint32_t k, uint32_t bk, double x, uint32_t depth) {
+  int64_t narrow = 0, narrow_base = 0;
   double nx = 0;
   for (uint32_t c = g->t->nodes[k].first_kid; c != UINT32_MAX; c = g->t->nodes[c].next_sib) {
     const lp_tnode_t *n = &g->t->nodes[c];
     if (n->total <= 0) continue;
+    uint32_t bc = base_kid(g, bk, c);
+    int64_t base = bc == UINT32_MAX ? -1 : g->bt->nodes[bc].total;
     if ((double)n->total * g->scale < 1.0) { /* merged with its narrow neighbours */
       if (!narrow) nx = x;
       narrow += n->total;
+      narrow_base += base > 0 ? base : 0;
     } else {
       if (narrow) {
-        frame(g, "(narrow frames merged)", narrow, nx, depth);
-        narrow = 0;
+        frame(g, "(narrow frames merged)", narrow, narrow_base, nx, depth);
+        narrow = narrow_base = 0;
       }
-      frame(g, g->a->labels[n->label], n->total, x, depth);
-      draw(g, c, x, depth + 1);
+      frame(g, g->a->labels[n->label], n->total, base, x, depth);
+      draw(g, c, bc, x, depth + 1);
     }
     x += (double)n->total * g->scale;
   }
-  if (narrow) frame(g, "(narrow frames merged)", narrow, nx, depth);
+  if (narrow) frame(g, "(narrow frames merged)", narrow, narrow_base, nx, depth);
 }
 
 static const char script[] =
@@ -157,38 +201,57 @@ static const char script[] =
     "window.addEventListener('load',init);\n"
     "]]></script>\n";
 
-int lp_cmd_flamegraph(int argc, char **argv) {
-  const char *cmd = argv[0], *file = NULL, *title = "labelprof flame graph";
-  bool strict = false;
-  for (int i = 1; i < argc; i++) {
-    int r;
-    if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-      lp_cmd_usage(cmd, stdout);
-      return LP_EXIT_OK;
-    } else if (strcmp(argv[i], "--strict") == 0) {
-      strict = true;
-    } else if (strcmp(argv[i], "--title") == 0 && i + 1 < argc) {
-      title = argv[++i];
-    } else if ((r = lp_opt_max_memory(cmd, argc, argv, &i))) {
-      if (r < 0) return LP_EXIT_BAD;
-    } else if (argv[i][0] == '-' && argv[i][1]) {
-      return lp_usage_error(cmd, "unknown option '%s'", argv[i]);
-    } else if (file) {
-      return lp_usage_error(cmd, "one trace file only");
-    } else {
-      file = argv[i];
-    }
+/* One input's merged tree: 0, or LP_EXIT_BAD after a message. */
+static int read_tree(const char *file, bool strict, bool cpu, lp_agg_t *a, lp_tree_t *m) {
+  unsigned before = lp_read_cpu_files;
+  if (lp_agg_read_one(a, file, strict) != 0) return LP_EXIT_BAD;
+  if (cpu && lp_read_cpu_files == before) {
+    lp_agg_free(a);
+    return lp_no_cpu(file);
   }
-  if (!file) return lp_usage_error(cmd, "no trace file given");
-  lp_agg_t a;
-  if (lp_agg_read_one(&a, file, strict) != 0) return LP_EXIT_BAD;
-  lp_tree_t m;
-  if (lp_agg_merged_tree(&a, &m) != 0) {
+  if (lp_agg_merged_tree(a, m) != 0) {
     fprintf(stderr, "labelprof: out of memory\n");
-    lp_agg_free(&a);
+    lp_agg_free(a);
     return LP_EXIT_BAD;
   }
-  fg_t g = {stdout, &a, &m, 0, m.nodes[0].total, 0, 0};
+  return 0;
+}
+
+int lp_cmd_flamegraph(int argc, char **argv) {
+  const char *cmd = argv[0], *files[2] = {NULL, NULL}, *title = NULL;
+  bool strict = false, cpu = false, diff = false;
+  const lp_opt_t opts[] = {LP_OPT_STRICT(&strict), LP_OPT_MAX_MEMORY, {"--title", 0, &title, 0, 0},
+                           {"--cpu", &cpu, 0, 0, 0}, {"--diff", &diff, 0, 0, 0}, LP_OPT_END};
+  lp_operands_t ops = {.v = files, .min = 1, .max = 2, .too_many = "one trace file only (two with --diff)",
+                       .missing = "no trace file given"};
+  int r = lp_opts_parse(cmd, argc, argv, opts, &ops);
+  if (r != LP_OPTS_RUN) return r;
+  if (diff && ops.n != 2) return lp_usage_error(cmd, "--diff takes two files: BASE and NEW");
+  if (!diff && ops.n != 1) return lp_usage_error(cmd, "one trace file only (two with --diff)");
+  lp_read_cpu = cpu;
+  lp_agg_t a, ba;
+  lp_tree_t m, bm;
+  const char *file = files[diff ? 1 : 0];
+  if (diff && read_tree(files[0], strict, cpu, &ba, &bm) != 0) return LP_EXIT_BAD;
+  if (read_tree(file, strict, cpu, &a, &m) != 0) {
+    if (diff) {
+      lp_tree_free(&bm);
+      lp_agg_free(&ba);
+    }
+    return LP_EXIT_BAD;
+  }
+  char tb[160];
+  if (!title && diff) {
+    int64_t b0 = bm.nodes[0].total, n0 = m.nodes[0].total;
+    char x[32], y[32];
+    snprintf(tb, sizeof tb, "%s change from base: %s to %s (%s%.1f%%); red grew, blue shrank", cpu ? "CPU time" : "time",
+             lp_fmt_ns(b0, x, sizeof x), lp_fmt_ns(n0, y, sizeof y), n0 >= b0 ? "+" : "",
+             b0 > 0 ? 100.0 * (double)(n0 - b0) / (double)b0 : 0.0);
+    title = tb;
+  } else if (!title) {
+    title = cpu ? "labelprof flame graph (CPU time)" : "labelprof flame graph";
+  }
+  fg_t g = {stdout, &a, &m, 0, m.nodes[0].total, 0, 0, diff ? &ba : NULL, diff ? &bm : NULL};
   g.scale = g.total > 0 ? (WIDTH - 2 * PAD) / (double)g.total : 0;
   depth_of(&g, 0, 0);
   double height = (double)(g.depth_max + 1) * FRAME_H + 40;
@@ -207,8 +270,8 @@ int lp_cmd_flamegraph(int argc, char **argv) {
   printf("<text id=\"matched\" x=\"%g\" y=\"%g\"></text>\n", WIDTH - 400, height - 6);
   /* The frames: the root at the bottom, above the captions. */
   if (g.total > 0) {
-    frame(&g, "all", g.total, PAD, 0);
-    draw(&g, 0, PAD, 1);
+    frame(&g, "all", g.total, diff ? bm.nodes[0].total : -1, PAD, 0);
+    draw(&g, 0, diff ? 0 : UINT32_MAX, PAD, 1);
   }
   printf("</svg>\n");
   int status = LP_EXIT_OK;
@@ -218,5 +281,9 @@ int lp_cmd_flamegraph(int argc, char **argv) {
   }
   lp_tree_free(&m);
   lp_agg_free(&a);
+  if (diff) {
+    lp_tree_free(&bm);
+    lp_agg_free(&ba);
+  }
   return status;
 }

@@ -9,6 +9,7 @@
 
 #include "agg.h"
 #include "cmd.h"
+#include "opts.h"
 #include "reader.h"
 
 #include <inttypes.h>
@@ -22,27 +23,18 @@ static void put_label(FILE *out, const char *s) {
 
 int lp_cmd_folded(int argc, char **argv) {
   const char *cmd = argv[0], *file = NULL;
-  bool strict = false;
-  for (int i = 1; i < argc; i++) {
-    int r;
-    if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-      lp_cmd_usage(cmd, stdout);
-      return LP_EXIT_OK;
-    } else if (strcmp(argv[i], "--strict") == 0) {
-      strict = true;
-    } else if ((r = lp_opt_max_memory(cmd, argc, argv, &i))) {
-      if (r < 0) return LP_EXIT_BAD;
-    } else if (argv[i][0] == '-' && argv[i][1]) {
-      return lp_usage_error(cmd, "unknown option '%s'", argv[i]);
-    } else if (file) {
-      return lp_usage_error(cmd, "one trace file only");
-    } else {
-      file = argv[i];
-    }
-  }
-  if (!file) return lp_usage_error(cmd, "no trace file given");
+  bool strict = false, cpu = false;
+  const lp_opt_t opts[] = {LP_OPT_STRICT(&strict), LP_OPT_MAX_MEMORY, {"--cpu", &cpu, 0, 0, 0}, LP_OPT_END};
+  lp_operands_t ops = {.v = &file, .min = 1, .max = 1, .too_many = "one trace file only", .missing = "no trace file given"};
+  int r = lp_opts_parse(cmd, argc, argv, opts, &ops);
+  if (r != LP_OPTS_RUN) return r;
   lp_agg_t a;
+  lp_read_cpu = cpu;
   if (lp_agg_read_one(&a, file, strict) != 0) return LP_EXIT_BAD;
+  if (cpu && !lp_read_cpu_files) {
+    lp_agg_free(&a);
+    return lp_no_cpu(file);
+  }
   lp_agg_file_notes(&a, stderr); /* stdout is the stacks */
   lp_tree_t m;
   int status = LP_EXIT_OK;

@@ -81,12 +81,14 @@ static const char diff_usage[] =
     "Exit status: 0, 1 when --fail-above failed, 2 for bad input.\n";
 
 static const char folded_usage[] =
-    "usage: labelprof folded [--strict] [--max-memory SIZE] FILE\n"
+    "usage: labelprof folded [--cpu] [--strict] [--max-memory SIZE] FILE\n"
     "\n"
     "Folded stacks weighted by self time in nanoseconds, one line per distinct\n"
     "stack (main;matmul;kernel 123456): the input of flamegraph.pl, inferno,\n"
     "speedscope and Pyroscope. ';' in a label becomes ':'.\n"
     "\n"
+    "  --cpu              CPU time: the cpu sample type of a pprof profile, or a\n"
+    "                     folded file's weights; other inputs are refused\n"
     "  --max-memory SIZE  as for stats (labelprof help stats)\n";
 
 static const char pprof_usage[] =
@@ -100,14 +102,22 @@ static const char pprof_usage[] =
     "  --max-memory SIZE  as for stats (labelprof help stats)\n";
 
 static const char flamegraph_usage[] =
-    "usage: labelprof flamegraph [--title TEXT] [--strict] [--max-memory SIZE] FILE > graph.svg\n"
+    "usage: labelprof flamegraph [--cpu] [--title TEXT] [--strict] [--max-memory SIZE] FILE > graph.svg\n"
+    "       labelprof flamegraph --diff [--cpu] [--title TEXT] BASE NEW > diff.svg\n"
     "\n"
-    "The tree of time of the timeline, all threads merged by label, as one\n"
-    "self-contained SVG flame graph: each label above its parent, as wide as its\n"
-    "total time; click a frame to zoom, Search to highlight labels, Reset zoom.\n"
-    "Colours are stable per label; siblings narrower than a pixel are merged.\n"
+    "The tree of time of a timeline or a profile, all threads merged by label,\n"
+    "as one self-contained SVG flame graph: each label above its parent, as wide\n"
+    "as its total time; click a frame to zoom, Search to highlight labels, Reset\n"
+    "zoom. Colours are stable per label; siblings narrower than a pixel are\n"
+    "merged. FILE may be JSON, systrace, Perfetto, folded stacks or pprof.\n"
     "\n"
-    "  --title TEXT       the caption (default: labelprof flame graph)\n"
+    "  --cpu              CPU time: the cpu sample type of a pprof profile, or a\n"
+    "                     folded file's weights; other inputs are refused\n"
+    "  --diff BASE NEW    frames sized by NEW and coloured by their change from\n"
+    "                     BASE: red grew, blue shrank, white the same, full colour\n"
+    "                     at 100% or more (and for frames not in BASE)\n"
+    "  --title TEXT       the caption (default: labelprof flame graph, or the\n"
+    "                     change of the total with --diff)\n"
     "  --max-memory SIZE  as for stats (labelprof help stats)\n";
 
 static const char nnapi_usage[] =

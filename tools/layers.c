@@ -14,6 +14,7 @@
 
 #include "attrib.h"
 #include "cmd.h"
+#include "opts.h"
 #include "reader.h"
 
 #include <math.h>
@@ -188,23 +189,12 @@ static void print_table(const at_stats_t *st, int total, const char *file) {
 }
 
 int lp_cmd_layers(int argc, char **argv) {
-  int total = 0;
+  bool total = false;
   const char *file = NULL;
-  for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-      lp_cmd_usage("layers", stdout);
-      return LP_EXIT_OK;
-    } else if (strcmp(argv[i], "--total-times") == 0) {
-      total = 1;
-    } else if (argv[i][0] == '-' && argv[i][1]) {
-      return lp_usage_error("layers", "unknown option '%s'", argv[i]);
-    } else if (file) {
-      return lp_usage_error("layers", "one FILE only");
-    } else {
-      file = argv[i];
-    }
-  }
-  if (!file) return lp_usage_error("layers", "FILE is missing");
+  const lp_opt_t opts[] = {{"--total-times", &total, 0, 0, 0}, LP_OPT_END};
+  lp_operands_t ops = {.v = &file, .min = 1, .max = 1, .too_many = "one FILE only", .missing = "FILE is missing"};
+  int r = lp_opts_parse("layers", argc, argv, opts, &ops);
+  if (r != LP_OPTS_RUN) return r;
   lp_input_t *in = lp_input_open(file);
   if (!in) return LP_EXIT_BAD;
   lctx_t c;

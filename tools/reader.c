@@ -44,6 +44,8 @@ struct lp_input {
 const lp_reader_t *const lp_readers[] = {
     &lp_json_reader,
     &lp_systrace_reader, /* after JSON, which claims only text that starts with '{' or '[' */
+    &lp_folded_reader,   /* tools/profile_reader.c: text whose first line ends in " NUMBER" */
+    &lp_pprof_reader,    /* before Perfetto: 0x0a LEN 0x08, a ValueType, which no TracePacket starts with */
     &lp_perfetto_reader, /* last: binary, its first byte a packet's tag (0x0a), which text may also start with */
     NULL,
 };

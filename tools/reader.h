@@ -23,6 +23,7 @@
 #ifndef LP_TOOLS_READER_H
 #define LP_TOOLS_READER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -124,6 +125,13 @@ typedef struct lp_reader {
 extern const lp_reader_t lp_json_reader;
 extern const lp_reader_t lp_systrace_reader; /* tools/systrace_reader.c: systrace HTML, ftrace text */
 extern const lp_reader_t lp_perfetto_reader; /* tools/perfetto_reader.c: Perfetto TrackEvent protobuf */
+extern const lp_reader_t lp_folded_reader;   /* tools/profile_reader.c: folded stacks */
+extern const lp_reader_t lp_pprof_reader;    /* tools/profile_reader.c: pprof's profile.proto */
+/* Profiles give their CPU weights instead of wall time (flamegraph --cpu); see tools/profile_reader.c. */
+extern bool lp_read_cpu;
+extern unsigned lp_read_cpu_files; /* the inputs read so that gave CPU weights */
+/* "labelprof: FILE: no CPU time in this input ..." on stderr; returns LP_READ_BAD (the exit status 2). */
+int lp_no_cpu(const char *file);
 
 /* The readers, in the order they are tried; ended by NULL. */
 extern const lp_reader_t *const lp_readers[];

@@ -6,6 +6,7 @@
 
 #include "agg.h"
 #include "cmd.h"
+#include "opts.h"
 #include "reader.h"
 
 #include <inttypes.h>
@@ -139,17 +140,13 @@ static int cmp_lane(const void *x, const void *y) {
   return a->tid < b->tid ? -1 : a->tid > b->tid;
 }
 
-int lp_opt_max_memory(const char *cmd, int argc, char **argv, int *i) {
-  const char *v;
-  int r = lp_opt_value(cmd, argc, argv, i, "--max-memory", &v);
-  if (r <= 0) return r;
-  uint64_t bytes;
-  if (!lp_parse_size(v, &bytes))
-    return lp_usage_error(cmd, "--max-memory takes a size (512M, 2G; K, M, G, T are powers of 1024) or none, not '%s'",
-                          v),
-           -1;
-  lp_agg_max_memory = bytes ? bytes : UINT64_MAX;
-  return 1;
+static int parse_top(const char *cmd, const char *v, void *arg) {
+  long *top = arg;
+  char *end;
+  *top = strtol(v, &end, 10);
+  if (*v && !*end && *top >= 0) return 0;
+  lp_usage_error(cmd, "--top takes a count, not '%s'", v);
+  return -1;
 }
 
 int lp_cmd_stats(int argc, char **argv) {
@@ -158,51 +155,28 @@ int lp_cmd_stats(int argc, char **argv) {
   long top = -1;
   enum format fmt = FMT_TABLE;
   sort_by = BY_SELF;
-  int first = argc;
-  for (int i = 1; i < argc; i++) {
-    const char *v;
-    int r;
-    if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-      lp_cmd_usage(cmd, stdout);
-      return LP_EXIT_OK;
-    }
-    if (strcmp(argv[i], "--strict") == 0) {
-      strict = true;
-    } else if ((r = lp_opt_max_memory(cmd, argc, argv, &i))) {
-      if (r < 0) return LP_EXIT_BAD;
-    } else if ((r = lp_opt_value(cmd, argc, argv, &i, "--by", &v))) {
-      if (r < 0) return LP_EXIT_BAD;
-      if (strcmp(v, "thread") != 0) return lp_usage_error(cmd, "--by takes 'thread', not '%s'", v);
-      by_thread = true;
-    } else if ((r = lp_opt_value(cmd, argc, argv, &i, "--top", &v))) {
-      if (r < 0) return LP_EXIT_BAD;
-      char *end;
-      top = strtol(v, &end, 10);
-      if (!*v || *end || top < 0) return lp_usage_error(cmd, "--top takes a count, not '%s'", v);
-    } else if ((r = lp_opt_value(cmd, argc, argv, &i, "--sort", &v))) {
-      if (r < 0) return LP_EXIT_BAD;
-      if (strcmp(v, "self") == 0) sort_by = BY_SELF;
-      else if (strcmp(v, "calls") == 0) sort_by = BY_CALLS;
-      else if (strcmp(v, "total") == 0) sort_by = BY_TOTAL;
-      else if (strcmp(v, "mean") == 0) sort_by = BY_MEAN;
-      else if (strcmp(v, "max") == 0) sort_by = BY_MAX;
-      else return lp_usage_error(cmd, "--sort takes calls, total, self, mean or max, not '%s'", v);
-    } else if ((r = lp_opt_value(cmd, argc, argv, &i, "--format", &v))) {
-      if (r < 0) return LP_EXIT_BAD;
-      if (strcmp(v, "table") == 0) fmt = FMT_TABLE;
-      else if (strcmp(v, "csv") == 0) fmt = FMT_CSV;
-      else if (strcmp(v, "json") == 0) fmt = FMT_JSON;
-      else return lp_usage_error(cmd, "--format takes table, csv or json, not '%s'", v);
-    } else if (strcmp(argv[i], "--") == 0) {
-      first = i + 1;
-      break;
-    } else if (argv[i][0] == '-' && argv[i][1]) {
-      return lp_usage_error(cmd, "unknown option '%s'", argv[i]);
-    } else {
-      first = i;
-      break;
-    }
-  }
+  static const char *const by_words[] = {"thread", NULL}, *const sort_words[] = {"self", "calls", "total", "mean", "max", NULL},
+                           *const format_words[] = {"table", "csv", "json", NULL};
+  static const int by_values[] = {1}, sort_values[] = {BY_SELF, BY_CALLS, BY_TOTAL, BY_MEAN, BY_MAX},
+                   format_values[] = {FMT_TABLE, FMT_CSV, FMT_JSON};
+  int by = 0, sort = BY_SELF, format = FMT_TABLE;
+  lp_opt_words_t by_w = {by_words, by_values, &by, "--by takes 'thread'"},
+                 sort_w = {sort_words, sort_values, &sort, "--sort takes calls, total, self, mean or max"},
+                 format_w = {format_words, format_values, &format, "--format takes table, csv or json"};
+  const lp_opt_t opts[] = {LP_OPT_STRICT(&strict),
+                           LP_OPT_MAX_MEMORY,
+                           {"--by", 0, 0, lp_opt_parse_word, &by_w},
+                           {"--top", 0, 0, parse_top, &top},
+                           {"--sort", 0, 0, lp_opt_parse_word, &sort_w},
+                           {"--format", 0, 0, lp_opt_parse_word, &format_w},
+                           LP_OPT_END};
+  lp_operands_t ops = {.first_ends_options = true};
+  int r = lp_opts_parse(cmd, argc, argv, opts, &ops);
+  if (r != LP_OPTS_RUN) return r;
+  int first = ops.first;
+  by_thread = by != 0;
+  sort_by = (enum sort_key)sort;
+  fmt = (enum format)format;
   if (first >= argc) return lp_usage_error(cmd, "no trace file given");
   for (int i = first; i < argc; i++) /* options after the files are an easy mistake: say so */
     if (argv[i][0] == '-' && argv[i][1]) return lp_usage_error(cmd, "options go before the files ('%s')", argv[i]);

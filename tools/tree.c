@@ -10,6 +10,7 @@
 
 #include "agg.h"
 #include "cmd.h"
+#include "opts.h"
 #include "reader.h"
 
 #include <inttypes.h>
@@ -124,39 +125,23 @@ static int cmp_lane(const void *x, const void *y) {
   return a->tid < b->tid ? -1 : a->tid > b->tid;
 }
 
+static int parse_percent(const char *cmd, const char *v, void *arg) {
+  double *p = arg;
+  if (lp_parse_double(v, p) && *p <= 100) return 0;
+  lp_usage_error(cmd, "--min-percent takes a percentage from 0 to 100, not '%s'", v);
+  return -1;
+}
+
 int lp_cmd_tree(int argc, char **argv) {
   const char *cmd = argv[0], *file = NULL;
   bool threads = false, counts = false, strict = false, flat = false;
   double min_percent = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *v;
-    int r;
-    if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-      lp_cmd_usage(cmd, stdout);
-      return LP_EXIT_OK;
-    } else if (strcmp(argv[i], "--threads") == 0) {
-      threads = true;
-    } else if (strcmp(argv[i], "--counts") == 0) {
-      counts = true;
-    } else if (strcmp(argv[i], "--flat") == 0) {
-      flat = true;
-    } else if (strcmp(argv[i], "--strict") == 0) {
-      strict = true;
-    } else if ((r = lp_opt_max_memory(cmd, argc, argv, &i))) {
-      if (r < 0) return LP_EXIT_BAD;
-    } else if ((r = lp_opt_value(cmd, argc, argv, &i, "--min-percent", &v))) {
-      if (r < 0) return LP_EXIT_BAD;
-      if (!lp_parse_double(v, &min_percent) || min_percent > 100)
-        return lp_usage_error(cmd, "--min-percent takes a percentage from 0 to 100, not '%s'", v);
-    } else if (argv[i][0] == '-' && argv[i][1]) {
-      return lp_usage_error(cmd, "unknown option '%s'", argv[i]);
-    } else if (file) {
-      return lp_usage_error(cmd, "one trace file only");
-    } else {
-      file = argv[i];
-    }
-  }
-  if (!file) return lp_usage_error(cmd, "no trace file given");
+  const lp_opt_t opts[] = {{"--threads", &threads, 0, 0, 0}, {"--counts", &counts, 0, 0, 0}, {"--flat", &flat, 0, 0, 0},
+                           LP_OPT_STRICT(&strict), LP_OPT_MAX_MEMORY, {"--min-percent", 0, 0, parse_percent, &min_percent},
+                           LP_OPT_END};
+  lp_operands_t ops = {.v = &file, .min = 1, .max = 1, .too_many = "one trace file only", .missing = "no trace file given"};
+  int r = lp_opts_parse(cmd, argc, argv, opts, &ops);
+  if (r != LP_OPTS_RUN) return r;
   lp_agg_t a;
   if (lp_agg_read_one(&a, file, strict) != 0) return LP_EXIT_BAD;
   int64_t wall = lp_agg_wall(&a);
