@@ -66,6 +66,126 @@
 /* Who started a session: the program through the public API, or the environment. They nest. */
 typedef enum lp__owner { LP__PROGRAM = 0, LP__ENV = 1, LP__OWNERS = 2 } lp__owner_t;
 
+/* ---- cold.c: the recorded and notified paths of a label ---------------
+ * labelprof/impl.h inlines only a label's check, push and matched pop; the
+ * library reaches these from lp_impl_enter_cold() and its siblings, and
+ * from its other slow paths.
+ */
+/*
+ * A label's begin while subscribers listen to labels, in the program's own
+ * code for the usual case: no timeline recording, a thread with its
+ * subscriber state (the shared states have the guard set), room on the
+ * stack, outside callbacks, one subscriber on the scope pair, the snapshot
+ * pinned at the first try. Pin, push the frame marked notified, call the
+ * begin with the thread's ready-made notification. Anything else goes to
+ * lp_impl_enter_notify(), which does it all out of line.
+ */
+LP_IMPL_INLINE uint64_t lp_impl_enter_subs(const lp_site_t *site, uint32_t levels, int manual) {
+  lp_impl_thread_t *t = lp_impl_self;
+  lp_impl_sthread_t *st = lp_impl_sub_self;
+  uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
+  uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
+  lp_impl_snap_t *s = LP_IMPL_LOAD_ACQUIRE(lp_impl_subs_current);
+  lp_impl_call_t *c;
+  if (LP_IMPL_UNLIKELY(levels & LP_IMPL_SUBS_TRACED)) return lp_impl_enter_notify(site, manual);
+  if (LP_IMPL_UNLIKELY(d >= LP_STACK_CAPACITY)) return lp_impl_enter_notify(site, manual);
+  if (LP_IMPL_UNLIKELY(st->guard)) return lp_impl_enter_notify(site, manual);
+  if (LP_IMPL_UNLIKELY(lp_impl_pin(&st->label[d], s) != s || s->nscope != 1)) {
+    LP_IMPL_STORE_RELEASE(st->label[d], (lp_impl_snap_t *)0);
+    return lp_impl_enter_notify(site, manual);
+  }
+  LP_IMPL_STORE_RELEASE(t->frames[d], (uintptr_t)site | LP_IMPL_NOTIFIED);
+  w += LP_IMPL_COUNT_ONE + 1;
+  LP_IMPL_STORE_RELEASE(t->word, w);
+  st->guard = 1; /* first: a signal handler's label from here on reaches nobody, and leaves lbegin alone */
+  st->lbegin.site = site;
+  st->label_slots[d][0] = 0;
+  c = &s->scope[0];
+  c->cb[0](&st->lbegin, c->data, &st->label_slots[d][0]);
+  st->guard = 0;
+  return w | LP_IMPL_TRACED_MARK;
+}
+
+/*
+ * The end of a scope whose begin reached subscribers, its frame (at depth
+ * d) on top: in the program's own code when the thread is outside callbacks
+ * and its pin holds one subscriber on the scope pair. The end callback, the
+ * unpin, the pop (the word reloaded: the callback's own labels moved the
+ * change counter). Returns 0, having done nothing, otherwise.
+ */
+LP_IMPL_INLINE int lp_impl_leave_subs(lp_impl_thread_t *t, const lp_site_t *site, uint32_t d) {
+  lp_impl_sthread_t *st = lp_impl_sub_self;
+  lp_impl_snap_t *s = LP_IMPL_LOAD_RELAXED(st->label[d]);
+  lp_impl_call_t *c;
+  if (LP_IMPL_UNLIKELY(!s || st->guard || s->nscope != 1)) return 0;
+  st->guard = 1;
+  st->lend.site = site;
+  c = &s->scope[0];
+  c->cb[1](&st->lend, c->data, &st->label_slots[d][0]);
+  st->guard = 0;
+  LP_IMPL_STORE_RELEASE(st->label[d], (lp_impl_snap_t *)0);
+  LP_IMPL_STORE_RELEASE(t->word, LP_IMPL_LOAD_RELAXED(t->word) + LP_IMPL_COUNT_ONE - 1);
+  return 1;
+}
+
+/*
+ * A scope or manual pair whose level is being recorded: the begin event (its
+ * depth in the tag), then the push, with the frame marked as traced. The
+ * begin keeps one slot of room for its end (tlim moves down). Anything
+ * unusual (no chunk or a full one, a full stack, an unregistered thread)
+ * goes to the slow path; a spent budget is counted here, at almost the cost
+ * of an untraced scope.
+ */
+LP_IMPL_INLINE uint64_t lp_impl_enter_traced(const lp_site_t *site, uint32_t levels, int manual) {
+  lp_impl_thread_t *t = lp_impl_self;
+  uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
+  uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
+  lp_impl_event_t *e;
+  if (LP_IMPL_UNLIKELY(levels & (LP_IMPL_SPENT | LP_IMPL_SUBS))) {
+    /* Subscribers listen: everything on the slow path, which also records. */
+    if (levels & LP_IMPL_SUBS) return lp_impl_enter_subs(site, levels, manual);
+    /* Recording has stopped: count the drop, push as an untraced scope would. A new thread goes slow. */
+    if (LP_IMPL_LIKELY(d < LP_STACK_CAPACITY)) {
+      LP_IMPL_STORE_RELAXED(t->dropped, LP_IMPL_LOAD_RELAXED(t->dropped) + 1);
+      LP_IMPL_STORE_RELEASE(t->frames[d], (uintptr_t)site);
+      w += LP_IMPL_COUNT_ONE + 1;
+      LP_IMPL_STORE_RELEASE(t->word, w);
+      return w;
+    }
+    return lp_impl_enter_slow(site, manual);
+  }
+  e = LP_IMPL_LOAD_RELAXED(t->tcur);
+  if (LP_IMPL_LIKELY(d < LP_STACK_CAPACITY && e < t->tlim)) {
+    e->ts = lp_impl_ticks();
+    e->tag = (uintptr_t)site | LP_IMPL_EV_BEGIN | LP_IMPL_DEPTH_TAG(d);
+    t->tlim = t->tlim - 1;
+    LP_IMPL_STORE_RELEASE(t->tcur, e + 1);
+    LP_IMPL_STORE_RELEASE(t->frames[d], (uintptr_t)site | LP_IMPL_TRACED);
+    w += LP_IMPL_COUNT_ONE + 1;
+    LP_IMPL_STORE_RELEASE(t->word, w);
+    return w ^ LP_IMPL_TRACED_MARK;
+  }
+  return lp_impl_enter_slow(site, manual);
+}
+
+/*
+ * An end event at depth d, into the room its begin kept, which it gives
+ * back. Scopes deeper than the frames keep no room (a longjmp out of them
+ * could not give it back), and a mistake (a stray LP_END, then a new scope
+ * at the same depth) must not push the limit past the chunk's end.
+ */
+LP_IMPL_INLINE void lp_impl_end_event(lp_impl_thread_t *t, uintptr_t site, uint32_t d) {
+  lp_impl_event_t *e = LP_IMPL_LOAD_RELAXED(t->tcur);
+  if (LP_IMPL_LIKELY(e < t->tend)) {
+    e->ts = lp_impl_ticks();
+    e->tag = site | LP_IMPL_EV_END | LP_IMPL_DEPTH_TAG(d);
+    if (LP_IMPL_LIKELY(d < LP_STACK_CAPACITY && t->tlim + 1 < t->tend)) t->tlim = t->tlim + 1;
+    LP_IMPL_STORE_RELEASE(t->tcur, e + 1);
+    return;
+  }
+  lp_impl_end_event_slow(site, d);
+}
+
 /* ---- util.c ------------------------------------------------------------- */
 
 /* A pthread call that cannot fail unless memory is corrupt: report and abort. */
