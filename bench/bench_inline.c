@@ -6,8 +6,8 @@
  *
  * Calls a leaf (`return n->next ? n->next->v : 0`) and a function that ends
  * in a call, each with and without LP_SCOPE, N times; then runs a small
- * key-value store (inline_work.h) on N requests, with labels on its small
- * functions and without. No session runs: the labels' untraced cost.
+ * SQL-fronted B+tree store (inline_work.h) on N requests, with labels where
+ * SQLite had them and without. No session runs: the labels' untraced cost.
  */
 #include "bench.h"
 
@@ -36,16 +36,38 @@ int call_label(int x) {
   return callee(x + 1);
 }
 
-#define TABLE 65536
-typedef struct slot {
-  int used;
-  uint64_t h;
-  size_t klen, vlen;
-  char key[24], val[32];
-} slot_t;
-typedef struct table {
-  slot_t slots[TABLE];
-} table_t;
+#define FAN 32 /* keys per page */
+#define KEYLEN 16
+#define VALLEN 24
+#define ROWLEN 48
+#define MAXROWS 64
+#define DIRTY 4096
+#define LINE 96
+enum { OP_INSERT = 1, OP_GET, OP_RANGE };
+typedef struct page {
+  int leaf, n, dirty;
+  char keys[FAN][KEYLEN];
+  char vals[FAN][VALLEN];        /* a leaf's values, text */
+  struct page *kids[FAN + 1];    /* an interior page's children */
+  struct page *next;             /* a leaf's right sibling */
+} page_t;
+typedef struct store {
+  page_t *root, *pool;
+  size_t used;
+  long inserts;
+  int ndirty;
+  page_t *dirtied[DIRTY];
+  uint64_t sum;
+} store_t;
+typedef struct op {
+  int code, limit;
+  char key[KEYLEN];
+  char val[VALLEN];
+} op_t;
+typedef struct cursor {
+  page_t *pg;
+  int i;
+} cursor_t;
 
 #define W(x) lab_##x
 #define LABEL(s) LP_SCOPE(s)
@@ -65,22 +87,40 @@ int main(int argc, char **argv) {
   for (long i = 0; i < n; i++) sink += leaf_label(pa);
   for (long i = 0; i < n; i++) sink += call_plain((int)i);
   for (long i = 0; i < n; i++) sink += call_label((int)i);
-  char (*lines)[64] = malloc((size_t)n * 64);
-  table_t *t1 = calloc(1, sizeof *t1), *t2 = calloc(1, sizeof *t2);
-  if (!lines || !t1 || !t2) return 1;
+  /* The store: as many requests as leaf calls, a third of them inserts, a fifth ranges of 20 rows. */
+  long m = n;
+  char (*lines)[LINE] = malloc((size_t)m * LINE);
+  store_t *s1 = calloc(1, sizeof *s1), *s2 = calloc(1, sizeof *s2);
+  size_t cap = (size_t)m / 4 + 64; /* every page but the root holds at least FAN / 2 keys */
+  if (!lines || !s1 || !s2) return 1;
+  s1->pool = calloc(cap, sizeof(page_t));
+  s2->pool = calloc(cap, sizeof(page_t));
+  if (!s1->pool || !s2->pool) return 1;
+  s1->root = &s1->pool[s1->used++];
+  s2->root = &s2->pool[s2->used++];
+  s1->root->leaf = s2->root->leaf = 1;
   uint64_t r = 88172645463325252u;
-  for (long i = 0; i < n; i++) {
+  for (long i = 0; i < m; i++) {
     r ^= r << 13, r ^= r >> 7, r ^= r << 17;
-    unsigned key = (unsigned)(r % 20000);
-    if (r % 4 == 0)
-      snprintf(lines[i], 64, "put user:%u value-%u-%lu", key, key * 7u, (unsigned long)(r % 1000));
+    unsigned key = (unsigned)(r % 400000), kind = (unsigned)(r >> 40) % 15;
+    if (kind < 5)
+      snprintf(lines[i], LINE, "INSERT INTO t VALUES ('k%015u', 'v%u-%s')", key, (unsigned)(r >> 20) % 100000u,
+               (r >> 50) & 1 ? "blue" : "green");
+    else if (kind < 12)
+      snprintf(lines[i], LINE, "SELECT v FROM t WHERE k = 'k%015u'", key);
     else
-      snprintf(lines[i], 64, "get user:%u", key);
+      snprintf(lines[i], LINE, "SELECT v FROM t WHERE k >= 'k%015u' LIMIT 20", key);
   }
-  sink += (int)lab_run(t1, lines, n);
-  sink += (int)plain_run(t2, lines, n);
+  uint64_t a1 = lab_run(s1, lines, m), a2 = plain_run(s2, lines, m);
+  if (a1 != a2) {
+    fprintf(stderr, "bench_inline: the labelled store answered differently\n");
+    return 1;
+  }
+  sink += (int)a1;
   free(lines);
-  free(t1);
-  free(t2);
+  free(s1->pool);
+  free(s2->pool);
+  free(s1);
+  free(s2);
   return sink == 42;
 }

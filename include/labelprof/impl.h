@@ -314,6 +314,190 @@ LP_IMPL_INLINE lp_impl_snap_t *lp_impl_pin(lp_impl_snap_t **h, lp_impl_snap_t *s
 }
 
 /*
+ * The recorded and notified paths of a label, and the rest of what its
+ * inline code leaves to lib/cold.c: lp_impl_enter_cold() and its siblings
+ * are these, out of line. With LABELPROF_INLINE_RECORDING they are inline
+ * in the program instead (and the library's own paths use them too).
+ */
+/*
+ * A label's begin while subscribers listen to labels, in the program's own
+ * code for the usual case: no timeline recording, a thread with its
+ * subscriber state (the shared states have the guard set), room on the
+ * stack, outside callbacks, one subscriber on the scope pair, the snapshot
+ * pinned at the first try. Pin, push the frame marked notified, call the
+ * begin with the thread's ready-made notification. Anything else goes to
+ * lp_impl_enter_notify(), which does it all out of line.
+ */
+LP_IMPL_INLINE uint64_t lp_impl_enter_subs(const lp_site_t *site, uint32_t levels, int manual) {
+  lp_impl_thread_t *t = lp_impl_self;
+  lp_impl_sthread_t *st = lp_impl_sub_self;
+  uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
+  uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
+  lp_impl_snap_t *s = LP_IMPL_LOAD_ACQUIRE(lp_impl_subs_current);
+  lp_impl_call_t *c;
+  if (LP_IMPL_UNLIKELY(levels & LP_IMPL_SUBS_TRACED)) return lp_impl_enter_notify(site, manual);
+  if (LP_IMPL_UNLIKELY(d >= LP_STACK_CAPACITY)) return lp_impl_enter_notify(site, manual);
+  if (LP_IMPL_UNLIKELY(st->guard)) return lp_impl_enter_notify(site, manual);
+  if (LP_IMPL_UNLIKELY(lp_impl_pin(&st->label[d], s) != s || s->nscope != 1)) {
+    LP_IMPL_STORE_RELEASE(st->label[d], (lp_impl_snap_t *)0);
+    return lp_impl_enter_notify(site, manual);
+  }
+  LP_IMPL_STORE_RELEASE(t->frames[d], (uintptr_t)site | LP_IMPL_NOTIFIED);
+  w += LP_IMPL_COUNT_ONE + 1;
+  LP_IMPL_STORE_RELEASE(t->word, w);
+  st->guard = 1; /* first: a signal handler's label from here on reaches nobody, and leaves lbegin alone */
+  st->lbegin.site = site;
+  st->label_slots[d][0] = 0;
+  c = &s->scope[0];
+  c->cb[0](&st->lbegin, c->data, &st->label_slots[d][0]);
+  st->guard = 0;
+  return w | LP_IMPL_TRACED_MARK;
+}
+
+/*
+ * The end of a scope whose begin reached subscribers, its frame (at depth
+ * d) on top: in the program's own code when the thread is outside callbacks
+ * and its pin holds one subscriber on the scope pair. The end callback, the
+ * unpin, the pop (the word reloaded: the callback's own labels moved the
+ * change counter). Returns 0, having done nothing, otherwise.
+ */
+LP_IMPL_INLINE int lp_impl_leave_subs(lp_impl_thread_t *t, const lp_site_t *site, uint32_t d) {
+  lp_impl_sthread_t *st = lp_impl_sub_self;
+  lp_impl_snap_t *s = LP_IMPL_LOAD_RELAXED(st->label[d]);
+  lp_impl_call_t *c;
+  if (LP_IMPL_UNLIKELY(!s || st->guard || s->nscope != 1)) return 0;
+  st->guard = 1;
+  st->lend.site = site;
+  c = &s->scope[0];
+  c->cb[1](&st->lend, c->data, &st->label_slots[d][0]);
+  st->guard = 0;
+  LP_IMPL_STORE_RELEASE(st->label[d], (lp_impl_snap_t *)0);
+  LP_IMPL_STORE_RELEASE(t->word, LP_IMPL_LOAD_RELAXED(t->word) + LP_IMPL_COUNT_ONE - 1);
+  return 1;
+}
+
+/*
+ * A scope or manual pair whose level is being recorded: the begin event (its
+ * depth in the tag), then the push, with the frame marked as traced. The
+ * begin keeps one slot of room for its end (tlim moves down). Anything
+ * unusual (no chunk or a full one, a full stack, an unregistered thread)
+ * goes to the slow path; a spent budget is counted here, at almost the cost
+ * of an untraced scope.
+ */
+LP_IMPL_INLINE uint64_t lp_impl_enter_traced(const lp_site_t *site, uint32_t levels, int manual) {
+  lp_impl_thread_t *t = lp_impl_self;
+  uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
+  uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
+  lp_impl_event_t *e;
+  if (LP_IMPL_UNLIKELY(levels & (LP_IMPL_SPENT | LP_IMPL_SUBS))) {
+    /* Subscribers listen: everything on the slow path, which also records. */
+    if (levels & LP_IMPL_SUBS) return lp_impl_enter_subs(site, levels, manual);
+    /* Recording has stopped: count the drop, push as an untraced scope would. A new thread goes slow. */
+    if (LP_IMPL_LIKELY(d < LP_STACK_CAPACITY)) {
+      LP_IMPL_STORE_RELAXED(t->dropped, LP_IMPL_LOAD_RELAXED(t->dropped) + 1);
+      LP_IMPL_STORE_RELEASE(t->frames[d], (uintptr_t)site);
+      w += LP_IMPL_COUNT_ONE + 1;
+      LP_IMPL_STORE_RELEASE(t->word, w);
+      return w;
+    }
+    return lp_impl_enter_slow(site, manual);
+  }
+  e = LP_IMPL_LOAD_RELAXED(t->tcur);
+  if (LP_IMPL_LIKELY(d < LP_STACK_CAPACITY && e < t->tlim)) {
+    e->ts = lp_impl_ticks();
+    e->tag = (uintptr_t)site | LP_IMPL_EV_BEGIN | LP_IMPL_DEPTH_TAG(d);
+    t->tlim = t->tlim - 1;
+    LP_IMPL_STORE_RELEASE(t->tcur, e + 1);
+    LP_IMPL_STORE_RELEASE(t->frames[d], (uintptr_t)site | LP_IMPL_TRACED);
+    w += LP_IMPL_COUNT_ONE + 1;
+    LP_IMPL_STORE_RELEASE(t->word, w);
+    return w ^ LP_IMPL_TRACED_MARK;
+  }
+  return lp_impl_enter_slow(site, manual);
+}
+
+/*
+ * An end event at depth d, into the room its begin kept, which it gives
+ * back. Scopes deeper than the frames keep no room (a longjmp out of them
+ * could not give it back), and a mistake (a stray LP_END, then a new scope
+ * at the same depth) must not push the limit past the chunk's end.
+ */
+LP_IMPL_INLINE void lp_impl_end_event(lp_impl_thread_t *t, uintptr_t site, uint32_t d) {
+  lp_impl_event_t *e = LP_IMPL_LOAD_RELAXED(t->tcur);
+  if (LP_IMPL_LIKELY(e < t->tend)) {
+    e->ts = lp_impl_ticks();
+    e->tag = site | LP_IMPL_EV_END | LP_IMPL_DEPTH_TAG(d);
+    if (LP_IMPL_LIKELY(d < LP_STACK_CAPACITY && t->tlim + 1 < t->tend)) t->tlim = t->tlim + 1;
+    LP_IMPL_STORE_RELEASE(t->tcur, e + 1);
+    return;
+  }
+  lp_impl_end_event_slow(site, d);
+}
+
+LP_IMPL_INLINE uint64_t lp_impl_enter_cold_in(const lp_site_t *site, int manual) {
+  uint32_t levels = LP_IMPL_LOAD_RELAXED(lp_impl_levels);
+  /* Recording, or subscribers listening (every level bit set); else a push that may find a new thread or a full stack. */
+  if (site->level & levels) return lp_impl_enter_traced(site, levels, manual);
+  return lp_impl_push((uintptr_t)site);
+}
+
+LP_IMPL_INLINE uint64_t lp_impl_leave_cold_in(const lp_site_t *site, uint64_t word) {
+  lp_impl_thread_t *t = lp_impl_self;
+  uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
+  uint64_t diff = (w ^ word) & LP_IMPL_DEPTH_MASK;
+  if (w == word) { /* the inline path's cases, should a caller come here with one */
+    LP_IMPL_STORE_RELEASE(t->word, LP_IMPL_POPPED(word));
+    return 0;
+  }
+  if (diff == 0) {
+    LP_IMPL_STORE_RELEASE(t->word, LP_IMPL_POPPED(w));
+    return 0;
+  }
+  if (LP_IMPL_LIKELY(diff == LP_IMPL_TRACED_MARK)) { /* it recorded a begin, and the stack is as it should be */
+    uint32_t d = ((uint32_t)w & LP_IMPL_DEPTH_MASK) - 1;
+    /* ...unless a stray LP_END ended it and another label took its place: the slow path sorts that out. */
+    if (LP_IMPL_LIKELY(d >= LP_STACK_CAPACITY ||
+                       LP_IMPL_LOAD_RELAXED(t->frames[d]) == ((uintptr_t)site | LP_IMPL_TRACED))) {
+      LP_IMPL_STORE_RELEASE(t->word, LP_IMPL_POPPED(w));
+      lp_impl_end_event(t, (uintptr_t)site, d);
+      return 0;
+    }
+    /* Its begin reached subscribers: the usual end. */
+    if (LP_IMPL_LOAD_RELAXED(t->frames[d]) == ((uintptr_t)site | LP_IMPL_NOTIFIED) && lp_impl_leave_subs(t, site, d))
+      return 0;
+  }
+  lp_impl_leave_slow(site, word); /* a stack to heal */
+  return 0;
+}
+
+LP_IMPL_INLINE uint64_t lp_impl_end_cold_in(void) {
+  lp_impl_thread_t *t = lp_impl_self;
+  uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
+  uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
+  uintptr_t tag;
+  /* d - 1 wraps for d == 0: empty stack, deep stack and unregistered thread all go slow. */
+  if (LP_IMPL_UNLIKELY(d - 1u >= LP_STACK_CAPACITY)) {
+    lp_impl_end_slow();
+    return 0;
+  }
+  tag = LP_IMPL_LOAD_RELAXED(t->frames[d - 1]);
+  if (tag & (LP_IMPL_TRACED | LP_IMPL_NOTIFIED)) {
+    if (tag & LP_IMPL_NOTIFIED) { /* the end callbacks run before the pop, then the end is recorded */
+      if (!(tag & LP_IMPL_TRACED) &&
+          lp_impl_leave_subs(t, (const lp_site_t *)(tag & ~(uintptr_t)LP_IMPL_NOTIFIED), d - 1))
+        return 0;
+      lp_impl_end_notify(tag, d - 1);
+      return 0;
+    }
+    LP_IMPL_STORE_RELEASE(t->word, LP_IMPL_POPPED(w));
+    lp_impl_end_event(t, tag & ~(uintptr_t)LP_IMPL_TRACED, d - 1);
+    return 0;
+  }
+  LP_IMPL_STORE_RELEASE(t->word, LP_IMPL_POPPED(w));
+  return 0;
+}
+
+/*
  * A label's inline code is only what an unrecorded scope runs: the test
  * that its level records nothing (subscribers listening set every level),
  * the test that the depth is in range (a new thread's shared state is out
@@ -354,10 +538,27 @@ LP_EXPORT uint64_t lp_impl_end_cold(void);
  * the call out of the same reckoning.) Clang counts an asm that clobbers
  * memory as a write to every such variable.
  *
- * Elsewhere, or with LP_IMPL_PLAIN_CALLS defined, they are plain calls.
+ * Elsewhere, under ThreadSanitizer, or with LP_IMPL_PLAIN_CALLS defined,
+ * they are plain calls. With LABELPROF_INLINE_RECORDING (labelprof.h
+ * documents it) they are the inline functions above, as they were before.
  */
 LP_EXPORT void lp_impl_never(void) __attribute__((cold));
-#if defined(__x86_64__) && !defined(__ILP32__) && !defined(LP_IMPL_PLAIN_CALLS)
+/* ThreadSanitizer sees no store a thunk makes: under it, plain calls. */
+#if defined(__SANITIZE_THREAD__)
+#define LP_IMPL_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define LP_IMPL_TSAN 1
+#endif
+#endif
+#if defined(LABELPROF_INLINE_RECORDING)
+#define LP_IMPL_COLD_ENTER(site, r) (*(r) = lp_impl_enter_cold_in((site), 0))
+#define LP_IMPL_COLD_BEGIN(site, r) (*(r) = lp_impl_enter_cold_in((site), 1))
+#define LP_IMPL_COLD_LEAVE(site, word, r) (*(r) = lp_impl_leave_cold_in((site), (word)))
+#define LP_IMPL_COLD_END(r) (*(r) = lp_impl_end_cold_in())
+#define LP_IMPL_SEEN(r) ((void)(r))
+#define LP_IMPL_COLD_LABEL
+#elif defined(__x86_64__) && !defined(__ILP32__) && !defined(LP_IMPL_PLAIN_CALLS) && !defined(LP_IMPL_TSAN)
 #define LP_IMPL_CLOBBER_X87 "st", "st(1)", "st(2)", "st(3)", "st(4)", "st(5)", "st(6)", "st(7)", \
     "mm0", "mm1", "mm2", "mm3", "mm4", "mm5", "mm6", "mm7"
 #define LP_IMPL_CLOBBER_XMM "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", \
