@@ -37,6 +37,11 @@ ran=0
 fail=0
 for cc in gcc clang; do
   command -v $cc >/dev/null 2>&1 || { echo "leaf_regs: $cc is not installed: skipped"; continue; }
+  # Each way of reaching the cold paths compiles cleanly: the thunks, plain calls (other architectures,
+  # ThreadSanitizer), and everything inline.
+  for v in "" -DLP_IMPL_PLAIN_CALLS -DLABELPROF_INLINE_RECORDING; do
+    $cc -O2 -Wall -Wextra -Werror $v -I"$src/include" -c "$tmp/leaf.c" -o "$tmp/leaf-$cc.o"
+  done
   $cc -O2 -I"$src/include" -c "$tmp/leaf.c" -o "$tmp/leaf-$cc.o"
   ran=1
   p=$(( $(pushes "$tmp/leaf-$cc.o" leaf_label) - $(pushes "$tmp/leaf-$cc.o" leaf_plain) ))

@@ -557,7 +557,6 @@ LP_EXPORT void lp_impl_never(void) __attribute__((cold));
 #define LP_IMPL_COLD_LEAVE(site, word, r) (*(r) = lp_impl_leave_cold_in((site), (word)))
 #define LP_IMPL_COLD_END(r) (*(r) = lp_impl_end_cold_in())
 #define LP_IMPL_SEEN(r) ((void)(r))
-#define LP_IMPL_COLD_LABEL
 #elif defined(__x86_64__) && !defined(__ILP32__) && !defined(LP_IMPL_PLAIN_CALLS) && !defined(LP_IMPL_TSAN)
 #define LP_IMPL_CLOBBER_X87 "st", "st(1)", "st(2)", "st(3)", "st(4)", "st(5)", "st(6)", "st(7)", \
     "mm0", "mm1", "mm2", "mm3", "mm4", "mm5", "mm6", "mm7"
@@ -581,10 +580,8 @@ LP_EXPORT void lp_impl_never(void) __attribute__((cold));
   __asm__ __volatile__(LP_IMPL_THUNK("lp_impl_leave_thunk") : "=a"(*(r)) : "0"(site), "d"(word) : LP_IMPL_CLOBBERS)
 #define LP_IMPL_COLD_END(r) __asm__ __volatile__(LP_IMPL_THUNK("lp_impl_end_thunk") : "=a"(*(r)) : : LP_IMPL_CLOBBERS)
 #ifdef __clang__
-#define LP_IMPL_COLD_LABEL
 #define LP_IMPL_SEEN(r) ((void)(r))
 #else
-#define LP_IMPL_COLD_LABEL __attribute__((cold))
 #define LP_IMPL_SEEN(r) \
   do { \
     if (LP_IMPL_UNLIKELY(*(r) == LP_IMPL_NEVER)) { \
@@ -629,7 +626,6 @@ LP_IMPL_INLINE lp_impl_scope_t lp_impl_enter(const lp_site_t *site) {
   LP_IMPL_STORE_RELEASE(t->word, s.word);
   return s;
 cold:
-  LP_IMPL_COLD_LABEL;
   LP_IMPL_COLD_ENTER(site, &s.word);
   LP_IMPL_SEEN(&s.word);
   return s;
