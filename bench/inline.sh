@@ -1,7 +1,7 @@
 #!/bin/sh
 # inline.sh BINARY OBJECT [LIBTOOL]: what a label adds to the function it is
 # in (#22): instructions per call under callgrind (a leaf, a function that
-# ends in a call, a key-value store with labels on its small functions),
+# ends in a call, an SQL-fronted store with labels where SQLite had them),
 # bytes and callee-saved pushes from objdump of the bench's own object.
 b=$1
 obj=$2
@@ -11,15 +11,9 @@ echo "a label in a function: bench_inline, compiled as the build compiles (CC=${
 grep -m1 "model name" /proc/cpuinfo 2>/dev/null | sed 's/^model name[^:]*: */CPU: /'
 grep -m1 "cpu MHz" /proc/cpuinfo 2>/dev/null | sed 's/^cpu MHz[^:]*: */clock (MHz, now): /'
 echo
-size() { echo $(( 0x$(nm -S "$obj" | awk -v f="$1" '$4 == f { print $2 }') )); }
-pushes() {
-  objdump -d "$obj" | awk -v f="<$1>:" '
-    index($0, f) { on = 1; next }
-    on && /^$/ { exit }
-    on && /push +%r(bx|bp|12|13|14|15)/ { n++ }
-    on && /stp +x(19|2[0-9])/ { n += 2 }
-    END { print n + 0 }'
-}
+. "$(dirname "$0")/../tests/objdump_fn.sh"
+size() { fn_size "$obj" "$1"; }
+pushes() { fn_pushes "$obj" "$1"; }
 lb=0 lp=0
 if command -v objdump >/dev/null 2>&1; then
   printf '  %-34s %10s %10s %10s\n' "objdump" "unlabelled" "labelled" "added"

@@ -23,16 +23,7 @@ int leaf_label(const node_t *n);
 int leaf_plain(const node_t *n) { return n->next ? n->next->v : 0; }
 int leaf_label(const node_t *n) { LP_SCOPE("leaf"); return n->next ? n->next->v : 0; }
 C
-# pushes FILE FUNCTION: callee-saved registers pushed (x86-64) or stored in pairs (aarch64) by FUNCTION
-pushes() {
-  objdump -d "$1" | awk -v f="<$2>:" '
-    index($0, f) { on = 1; next }
-    on && /^$/ { exit }
-    on && /push +%r(bx|bp|12|13|14|15)/ { n++ }
-    on && /stp +x(19|2[0-9])/ { n += 2 }
-    END { print n + 0 }'
-}
-size() { echo $(( 0x$(nm -S "$1" | awk -v f="$2" '$4 == f { print $2 }') )); }
+. "$src/tests/objdump_fn.sh"
 ran=0
 fail=0
 for cc in gcc clang; do
@@ -44,8 +35,8 @@ for cc in gcc clang; do
   done
   $cc -O2 -I"$src/include" -c "$tmp/leaf.c" -o "$tmp/leaf-$cc.o"
   ran=1
-  p=$(( $(pushes "$tmp/leaf-$cc.o" leaf_label) - $(pushes "$tmp/leaf-$cc.o" leaf_plain) ))
-  b=$(( $(size "$tmp/leaf-$cc.o" leaf_label) - $(size "$tmp/leaf-$cc.o" leaf_plain) ))
+  p=$(( $(fn_pushes "$tmp/leaf-$cc.o" leaf_label) - $(fn_pushes "$tmp/leaf-$cc.o" leaf_plain) ))
+  b=$(( $(fn_size "$tmp/leaf-$cc.o" leaf_label) - $(fn_size "$tmp/leaf-$cc.o" leaf_plain) ))
   max=3 maxb=200
   if [ "$(uname -m)" = x86_64 ]; then max=0 maxb=160; fi
   echo "leaf_regs: $cc -O2: the label adds $p callee-saved pushes (at most $max) and $b bytes (at most $maxb)"
