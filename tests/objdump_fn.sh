@@ -6,7 +6,7 @@ fn_pushes() {
     index($0, f) { on = 1; next }
     on && /^$/ { exit }
     on && /push +%r(bx|bp|12|13|14|15)/ { n++ }
-    on && /stp +x(19|2[0-9])/ { n += 2 }
+    on && /stp[ \t]+x(19|2[0-8])/ { n += 2 }
     END { print n + 0 }'
 }
 fn_size() { echo $(( 0x$(nm -S "$1" | awk -v f="$2" '$4 == f { print $2 }') )); }
