@@ -21,6 +21,12 @@
  */
 #include "bench.h"
 
+#ifdef LABELPROF_INLINE_RECORDING
+#define LP_BENCH_MODE ", recorded and notified paths inline (LABELPROF_INLINE_RECORDING)"
+#else
+#define LP_BENCH_MODE ""
+#endif
+
 #include <labelprof.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -216,8 +222,8 @@ int main(int argc, char **argv) {
   double fbytes = file_size(path);
   unlink(path);
 
-  printf("labelprof %s: timeline, ns per LP_SCOPE pair (median of %d runs, shared library)\n",
-         LABELPROF_VERSION_STRING, BENCH_RUNS);
+  printf("labelprof %s: timeline, ns per LP_SCOPE pair (median of %d runs, shared library)%s\n",
+         LABELPROF_VERSION_STRING, BENCH_RUNS, LP_BENCH_MODE);
   bench_print_machine();
   printf("timeline clock: %s; the check cost %.2f ms, once\n\n", s.clock_reason ? s.clock_reason : "?",
          (double)s.clock_check_ns / 1e6);

@@ -21,6 +21,14 @@
  * macro compiles to nothing and every function becomes an inline stub, so
  * the program builds and links without the library.
  *
+ * A label inlines only what an unrecorded scope runs: two tests, the push
+ * and the matched pop, about 20 instructions and, on x86-64, no register
+ * saved for it. Recording and subscribers are called out of line. Define
+ * LABELPROF_INLINE_RECORDING before including this file to inline them as
+ * well: a recorded scope or a subscriber's notification then costs a few
+ * nanoseconds less, and each labelled function about a kilobyte more and
+ * the registers its values need. Files built either way work together.
+ *
  * How this file is laid out. The API comes first, in the order a user needs
  * it; each part opens with what it is for:
  *   1. Scopes: the macros that label code, their levels, the thread's name.

@@ -69,12 +69,15 @@ extern "C" {
  * writer. `word` holds the stack depth in its low 16 bits and a change
  * counter above them; every push and pop publishes a new word with a release
  * store, and a push writes its frame (also with a release store) before
- * publishing. A reader (the collector) copies the frames, with acquire loads,
+ * publishing. A push adds one to the depth and one to the counter; the
+ * inline pop takes one from the depth only (LP_IMPL_POPPED: a smaller
+ * constant than the library's pops, which also add one to the counter, use). A reader (the collector) copies the frames, with acquire loads,
  * between two reads of the word and keeps the copy only if the word did not
  * change: a frame is only rewritten after a pop has published a new word, and
  * the frame's release store carries that word to any reader that sees the
  * new frame, so an unchanged word means an untorn copy. The counter never
- * goes back, so no word is ever published twice. On x86 all of this compiles
+ * goes back, and between two pushes the depth only goes down, so no word
+ * is ever published twice. On x86 all of this compiles
  * to plain moves.
  *
  * Frames hold the site pointer with bit 0 set when the scope also recorded
@@ -104,11 +107,11 @@ typedef struct lp_impl_event {
 
 typedef struct lp_impl_thread {
   uint64_t word;          /* depth | change counter << 16 */
+  uintptr_t frames[LP_STACK_CAPACITY]; /* next: the inline code reaches both with one-byte offsets */
   lp_impl_event_t *tcur;  /* timeline: the next free slot, published with release */
   lp_impl_event_t *tlim;  /* begins, instants and counters stop here */
   lp_impl_event_t *tend;  /* the end of the chunk: ends may go up to here */
   uint64_t dropped;       /* events dropped inline because the budget is spent */
-  uintptr_t frames[LP_STACK_CAPACITY];
 } lp_impl_thread_t;
 
 /*
@@ -128,6 +131,7 @@ typedef struct lp_impl_scope {
 
 #define LP_IMPL_DEPTH_MASK  0xffffu
 #define LP_IMPL_COUNT_ONE   0x10000u
+#define LP_IMPL_POPPED(w)   ((w) - 1u) /* the word after the inline pop */
 #define LP_IMPL_TRACED_MARK 0x8000u /* depths stay below it */
 #define LP_IMPL_NOT_PUSHED  0x7ffeu /* a depth no stack reaches; no published word equals it */
 #define LP_IMPL_TRACED      0x1u    /* in a frame: the scope recorded a begin */
@@ -310,6 +314,12 @@ LP_IMPL_INLINE lp_impl_snap_t *lp_impl_pin(lp_impl_snap_t **h, lp_impl_snap_t *s
 }
 
 /*
+ * The recorded and notified paths of a label, and the rest of what its
+ * inline code leaves to lib/cold.c: lp_impl_enter_cold() and its siblings
+ * are these, out of line. With LABELPROF_INLINE_RECORDING they are inline
+ * in the program instead (and the library's own paths use them too).
+ */
+/*
  * A label's begin while subscribers listen to labels, in the program's own
  * code for the usual case: no timeline recording, a thread with its
  * subscriber state (the shared states have the guard set), room on the
@@ -424,56 +434,43 @@ LP_IMPL_INLINE void lp_impl_end_event(lp_impl_thread_t *t, uintptr_t site, uint3
   lp_impl_end_event_slow(site, d);
 }
 
-LP_IMPL_INLINE lp_impl_scope_t lp_impl_enter(const lp_site_t *site) {
-  lp_impl_scope_t s;
+LP_IMPL_INLINE uint64_t lp_impl_enter_cold_in(const lp_site_t *site, int manual) {
   uint32_t levels = LP_IMPL_LOAD_RELAXED(lp_impl_levels);
-  s.site = site;
-  /* Recording: a path of its own, so that the common one carries nothing of it. */
-  if (LP_IMPL_UNLIKELY(site->level & levels))
-    s.word = lp_impl_enter_traced(site, levels, 0);
-  else
-    s.word = lp_impl_push((uintptr_t)site);
-  return s;
+  /* Recording, or subscribers listening (every level bit set); else a push that may find a new thread or a full stack. */
+  if (site->level & levels) return lp_impl_enter_traced(site, levels, manual);
+  return lp_impl_push((uintptr_t)site);
 }
 
-LP_IMPL_INLINE void lp_impl_leave(lp_impl_scope_t *s) {
+LP_IMPL_INLINE uint64_t lp_impl_leave_cold_in(const lp_site_t *site, uint64_t word) {
   lp_impl_thread_t *t = lp_impl_self;
   uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
-  uint64_t diff = (w ^ s->word) & LP_IMPL_DEPTH_MASK;
-  if (LP_IMPL_LIKELY(w == s->word)) { /* nothing pushed or popped since: the next word from a register */
-    LP_IMPL_STORE_RELEASE(t->word, s->word + LP_IMPL_COUNT_ONE - 1);
-    return;
+  uint64_t diff = (w ^ word) & LP_IMPL_DEPTH_MASK;
+  if (w == word) { /* the inline path's cases, should a caller come here with one */
+    LP_IMPL_STORE_RELEASE(t->word, LP_IMPL_POPPED(word));
+    return 0;
   }
-  if (LP_IMPL_LIKELY(diff == 0)) { /* scopes inside it came and went */
-    LP_IMPL_STORE_RELEASE(t->word, w + LP_IMPL_COUNT_ONE - 1);
-    return;
+  if (diff == 0) {
+    LP_IMPL_STORE_RELEASE(t->word, LP_IMPL_POPPED(w));
+    return 0;
   }
   if (LP_IMPL_LIKELY(diff == LP_IMPL_TRACED_MARK)) { /* it recorded a begin, and the stack is as it should be */
     uint32_t d = ((uint32_t)w & LP_IMPL_DEPTH_MASK) - 1;
     /* ...unless a stray LP_END ended it and another label took its place: the slow path sorts that out. */
     if (LP_IMPL_LIKELY(d >= LP_STACK_CAPACITY ||
-                       LP_IMPL_LOAD_RELAXED(t->frames[d]) == ((uintptr_t)s->site | LP_IMPL_TRACED))) {
-      LP_IMPL_STORE_RELEASE(t->word, w + LP_IMPL_COUNT_ONE - 1);
-      lp_impl_end_event(t, (uintptr_t)s->site, d);
-      return;
+                       LP_IMPL_LOAD_RELAXED(t->frames[d]) == ((uintptr_t)site | LP_IMPL_TRACED))) {
+      LP_IMPL_STORE_RELEASE(t->word, LP_IMPL_POPPED(w));
+      lp_impl_end_event(t, (uintptr_t)site, d);
+      return 0;
     }
-    /* Its begin reached subscribers: the usual end inline. */
-    if (LP_IMPL_LOAD_RELAXED(t->frames[d]) == ((uintptr_t)s->site | LP_IMPL_NOTIFIED) &&
-        lp_impl_leave_subs(t, s->site, d))
-      return;
+    /* Its begin reached subscribers: the usual end. */
+    if (LP_IMPL_LOAD_RELAXED(t->frames[d]) == ((uintptr_t)site | LP_IMPL_NOTIFIED) && lp_impl_leave_subs(t, site, d))
+      return 0;
   }
-  lp_impl_leave_slow(s->site, s->word); /* a stack to heal */
+  lp_impl_leave_slow(site, word); /* a stack to heal */
+  return 0;
 }
 
-LP_IMPL_INLINE void lp_impl_begin(const lp_site_t *site) {
-  uint32_t levels = LP_IMPL_LOAD_RELAXED(lp_impl_levels);
-  if (LP_IMPL_UNLIKELY(site->level & levels))
-    (void)lp_impl_enter_traced(site, levels, 1);
-  else
-    (void)lp_impl_push((uintptr_t)site);
-}
-
-LP_IMPL_INLINE void lp_impl_end(void) {
+LP_IMPL_INLINE uint64_t lp_impl_end_cold_in(void) {
   lp_impl_thread_t *t = lp_impl_self;
   uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
   uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
@@ -481,21 +478,208 @@ LP_IMPL_INLINE void lp_impl_end(void) {
   /* d - 1 wraps for d == 0: empty stack, deep stack and unregistered thread all go slow. */
   if (LP_IMPL_UNLIKELY(d - 1u >= LP_STACK_CAPACITY)) {
     lp_impl_end_slow();
-    return;
+    return 0;
   }
   tag = LP_IMPL_LOAD_RELAXED(t->frames[d - 1]);
-  if (LP_IMPL_UNLIKELY(tag & (LP_IMPL_TRACED | LP_IMPL_NOTIFIED))) {
+  if (tag & (LP_IMPL_TRACED | LP_IMPL_NOTIFIED)) {
     if (tag & LP_IMPL_NOTIFIED) { /* the end callbacks run before the pop, then the end is recorded */
-      if (!(tag & LP_IMPL_TRACED) && lp_impl_leave_subs(t, (const lp_site_t *)(tag & ~(uintptr_t)LP_IMPL_NOTIFIED), d - 1))
-        return;
+      if (!(tag & LP_IMPL_TRACED) &&
+          lp_impl_leave_subs(t, (const lp_site_t *)(tag & ~(uintptr_t)LP_IMPL_NOTIFIED), d - 1))
+        return 0;
       lp_impl_end_notify(tag, d - 1);
-      return;
+      return 0;
     }
-    LP_IMPL_STORE_RELEASE(t->word, w + LP_IMPL_COUNT_ONE - 1);
+    LP_IMPL_STORE_RELEASE(t->word, LP_IMPL_POPPED(w));
     lp_impl_end_event(t, tag & ~(uintptr_t)LP_IMPL_TRACED, d - 1);
+    return 0;
+  }
+  LP_IMPL_STORE_RELEASE(t->word, LP_IMPL_POPPED(w));
+  return 0;
+}
+
+/*
+ * A label's inline code is only what an unrecorded scope runs: the test
+ * that its level records nothing (subscribers listening set every level),
+ * the test that the depth is in range (a new thread's shared state is out
+ * of range, and so is a full stack), the push (the frame, then the word),
+ * and the matched pop. Everything else starts in lib/cold.c:
+ * lp_impl_enter_cold() records the begin, notifies subscribers, registers
+ * a new thread or counts a deep push; lp_impl_leave_cold() records the end,
+ * notifies, or heals a stack that an LP_END or a longjmp left otherwise;
+ * lp_impl_begin_cold() and lp_impl_end_cold() do the same for LP_BEGIN and
+ * LP_END. They return 0 (the enter, its word) and never LP_IMPL_NEVER.
+ */
+LP_EXPORT uint64_t lp_impl_enter_cold(const lp_site_t *site);
+LP_EXPORT uint64_t lp_impl_begin_cold(const lp_site_t *site);
+LP_EXPORT uint64_t lp_impl_leave_cold(const lp_site_t *site, uint64_t word);
+LP_EXPORT uint64_t lp_impl_end_cold(void);
+#define LP_IMPL_NEVER (~(uint64_t)0) /* no word: its depth would be 0xffff */
+
+/*
+ * On x86-64 the inline code calls them through thunks (lib/cold.c) that
+ * save rcx, rdx, rsi, rdi, r8 and r9 and call the C function on an aligned
+ * stack; the site goes in rax and a word in rdx. The asm says that rax, r10 and r11 (which a PLT's lazy binding may
+ * use), the flags, memory and the vector and x87 registers change; so a
+ * labelled function keeps its values in the other registers across the
+ * cold call, and saves none of them on its fast path for it, where a plain
+ * call would make it save, in its prologue, every value that lives across
+ * the call in a callee-saved register. The call steps over the 128-byte
+ * red zone, which a leaf may be using, and the thunk's return (ret $128)
+ * steps back; the thunk's unwind information accounts for it.
+ *
+ * A compiler sees no call in an asm, and gcc (12) then assumes that the
+ * labelled function changes no static variable of its file whose address
+ * is not taken: a subscriber's callback behind the thunk that changed one
+ * would go unseen by a caller in that file. So with gcc the inline code
+ * also holds a real call, to lp_impl_never(), which never runs: it is
+ * reached only when a cold function returns LP_IMPL_NEVER, which none
+ * does, and it is followed by __builtin_unreachable(), so that nothing
+ * lives across it. (Declared noreturn, it would not do: gcc then leaves
+ * the call out of the same reckoning.) Clang counts an asm that clobbers
+ * memory as a write to every such variable.
+ *
+ * Elsewhere, under ThreadSanitizer, or with LP_IMPL_PLAIN_CALLS defined,
+ * they are plain calls. With LABELPROF_INLINE_RECORDING (labelprof.h
+ * documents it) they are the inline functions above, as they were before.
+ */
+LP_EXPORT void lp_impl_never(void) __attribute__((cold));
+/* ThreadSanitizer sees no store a thunk makes: under it, plain calls. */
+#if defined(__SANITIZE_THREAD__)
+#define LP_IMPL_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define LP_IMPL_TSAN 1
+#endif
+#endif
+#if defined(LABELPROF_INLINE_RECORDING)
+#define LP_IMPL_COLD_ENTER(site, r) (*(r) = lp_impl_enter_cold_in((site), 0))
+#define LP_IMPL_COLD_BEGIN(site, r) (*(r) = lp_impl_enter_cold_in((site), 1))
+#define LP_IMPL_COLD_LEAVE(site, word, r) (*(r) = lp_impl_leave_cold_in((site), (word)))
+#define LP_IMPL_COLD_END(r) (*(r) = lp_impl_end_cold_in())
+#define LP_IMPL_SEEN(r) ((void)(r))
+#elif defined(__x86_64__) && !defined(__ILP32__) && !defined(LP_IMPL_PLAIN_CALLS) && !defined(LP_IMPL_TSAN)
+#define LP_IMPL_CLOBBER_X87 "st", "st(1)", "st(2)", "st(3)", "st(4)", "st(5)", "st(6)", "st(7)", \
+    "mm0", "mm1", "mm2", "mm3", "mm4", "mm5", "mm6", "mm7"
+#define LP_IMPL_CLOBBER_XMM "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", \
+    "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15"
+#ifdef __AVX512F__
+#define LP_IMPL_CLOBBER_VEC LP_IMPL_CLOBBER_XMM, "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", \
+    "xmm23", "xmm24", "xmm25", "xmm26", "xmm27", "xmm28", "xmm29", "xmm30", "xmm31", \
+    "k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7"
+#else
+#define LP_IMPL_CLOBBER_VEC LP_IMPL_CLOBBER_XMM
+#endif
+#define LP_IMPL_CLOBBERS "r10", "r11", "cc", "memory", LP_IMPL_CLOBBER_X87, LP_IMPL_CLOBBER_VEC
+#define LP_IMPL_THUNK(fn) "add $-128, %%rsp\n\tcall " fn "@PLT" /* the thunk returns with ret $128 */
+/* Each returns through *r, not as a value: gcc would warn that a local may be clobbered by longjmp. */
+#define LP_IMPL_COLD_ENTER(site, r) \
+  __asm__ __volatile__(LP_IMPL_THUNK("lp_impl_enter_thunk") : "=a"(*(r)) : "0"(site) : LP_IMPL_CLOBBERS)
+#define LP_IMPL_COLD_BEGIN(site, r) \
+  __asm__ __volatile__(LP_IMPL_THUNK("lp_impl_begin_thunk") : "=a"(*(r)) : "0"(site) : LP_IMPL_CLOBBERS)
+#define LP_IMPL_COLD_LEAVE(site, word, r) \
+  __asm__ __volatile__(LP_IMPL_THUNK("lp_impl_leave_thunk") : "=a"(*(r)) : "0"(site), "d"(word) : LP_IMPL_CLOBBERS)
+#define LP_IMPL_COLD_END(r) __asm__ __volatile__(LP_IMPL_THUNK("lp_impl_end_thunk") : "=a"(*(r)) : : LP_IMPL_CLOBBERS)
+#ifdef __clang__
+#define LP_IMPL_SEEN(r) ((void)(r))
+#else
+#define LP_IMPL_SEEN(r) \
+  do { \
+    if (LP_IMPL_UNLIKELY(*(r) == LP_IMPL_NEVER)) { \
+      lp_impl_never(); \
+      __builtin_unreachable(); \
+    } \
+  } while (0)
+#endif
+#else
+#define LP_IMPL_COLD_ENTER(site, r) (*(r) = lp_impl_enter_cold(site))
+#define LP_IMPL_COLD_BEGIN(site, r) (*(r) = lp_impl_begin_cold(site))
+#define LP_IMPL_COLD_LEAVE(site, word, r) (*(r) = lp_impl_leave_cold((site), (word)))
+#define LP_IMPL_COLD_END(r) (*(r) = lp_impl_end_cold())
+#define LP_IMPL_SEEN(r) ((void)(r))
+#endif
+
+/*
+ * The frame a push fills, found from the word it publishes (depth d + 1):
+ * frames[d], addressed as frames + d + 1 - 1, which the compiler folds
+ * into the thread's address plus 8 (d + 1) with no add for the index.
+ */
+LP_IMPL_INLINE uintptr_t *lp_impl_frame_below(lp_impl_thread_t *t, uint64_t pushed) {
+  return (uintptr_t *)((char *)t->frames + sizeof(uintptr_t) * ((uint32_t)pushed & LP_IMPL_DEPTH_MASK) -
+                       sizeof(uintptr_t));
+}
+
+/* Two tests, each of one load and one branch, and one cold call for both. */
+LP_IMPL_INLINE lp_impl_scope_t lp_impl_enter(const lp_site_t *site) {
+  lp_impl_scope_t s;
+  lp_impl_thread_t *t;
+  uint64_t w;
+  uint32_t d;
+  s.site = site;
+  t = lp_impl_self;
+  if (LP_IMPL_UNLIKELY(site->level & LP_IMPL_LOAD_RELAXED(lp_impl_levels))) goto cold;
+  w = LP_IMPL_LOAD_RELAXED(t->word);
+  d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
+  if (LP_IMPL_UNLIKELY(d >= LP_STACK_CAPACITY)) goto cold;
+  s.word = w + LP_IMPL_COUNT_ONE + 1;
+  /* Release: a reader that sees this frame also sees every word published before it. */
+  LP_IMPL_STORE_RELEASE(*lp_impl_frame_below(t, s.word), (uintptr_t)site);
+  LP_IMPL_STORE_RELEASE(t->word, s.word);
+  return s;
+cold:
+  LP_IMPL_COLD_ENTER(site, &s.word);
+  LP_IMPL_SEEN(&s.word);
+  return s;
+}
+
+LP_IMPL_INLINE void lp_impl_leave(lp_impl_scope_t *s) {
+  lp_impl_thread_t *t = lp_impl_self;
+  uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
+  uint64_t r;
+  if (LP_IMPL_LIKELY(w == s->word)) { /* nothing pushed or popped since: the next word from a register */
+    LP_IMPL_STORE_RELEASE(t->word, LP_IMPL_POPPED(s->word));
     return;
   }
-  LP_IMPL_STORE_RELEASE(t->word, w + LP_IMPL_COUNT_ONE - 1);
+  if (LP_IMPL_LIKELY((uint16_t)w == (uint16_t)s->word)) { /* scopes inside it came and went */
+    LP_IMPL_STORE_RELEASE(t->word, LP_IMPL_POPPED(w));
+    return;
+  }
+  /* Its begin was recorded or notified (its word is marked), or the stack needs healing. */
+  LP_IMPL_COLD_LEAVE(s->site, s->word, &r);
+  (void)r; /* the scope's enter holds the function's real call (LP_IMPL_SEEN) */
+}
+
+LP_IMPL_INLINE void lp_impl_begin(const lp_site_t *site) {
+  lp_impl_thread_t *t;
+  uint64_t w, r;
+  uint32_t d;
+  if (LP_IMPL_UNLIKELY(site->level & LP_IMPL_LOAD_RELAXED(lp_impl_levels))) goto cold;
+  t = lp_impl_self;
+  w = LP_IMPL_LOAD_RELAXED(t->word);
+  d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
+  if (LP_IMPL_UNLIKELY(d >= LP_STACK_CAPACITY)) goto cold;
+  w += LP_IMPL_COUNT_ONE + 1;
+  LP_IMPL_STORE_RELEASE(*lp_impl_frame_below(t, w), (uintptr_t)site);
+  LP_IMPL_STORE_RELEASE(t->word, w);
+  return;
+cold:
+  LP_IMPL_COLD_BEGIN(site, &r);
+  LP_IMPL_SEEN(&r);
+}
+
+LP_IMPL_INLINE void lp_impl_end(void) {
+  lp_impl_thread_t *t = lp_impl_self;
+  uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
+  uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
+  uint64_t r;
+  /* d - 1 wraps for d == 0: an empty stack, a deep one and an unregistered thread all go cold, and so does a
+     frame whose begin was recorded or notified. */
+  if (LP_IMPL_UNLIKELY(d - 1u >= LP_STACK_CAPACITY ||
+                       (LP_IMPL_LOAD_RELAXED(t->frames[d - 1u]) & (LP_IMPL_TRACED | LP_IMPL_NOTIFIED)))) {
+    LP_IMPL_COLD_END(&r);
+    LP_IMPL_SEEN(&r);
+    return;
+  }
+  LP_IMPL_STORE_RELEASE(t->word, LP_IMPL_POPPED(w));
 }
 
 /* An instant: room before tlim, like a begin, but it keeps none. */
