@@ -150,8 +150,13 @@ static double best_of(bench_loop_fn fn, long iters) {
   return bench_median(v, BENCH_RUNS);
 }
 
-int main(void) {
-  const long iters = 2000000;
+int main(int argc, char **argv) {
+  /* An argument sets the iterations per run (smaller under valgrind --tool=callgrind). */
+  const long iters = argc > 1 ? atol(argv[1]) : 2000000;
+  if (iters <= 0) {
+    fprintf(stderr, "bench_annotations: usage: bench_annotations [iterations per run]\n");
+    return 2;
+  }
   load();
   lp_profile_opts_t o = {0};
   if (lp_profile_start(&o) != 0) {

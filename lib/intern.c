@@ -15,8 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CACHE_SLOTS 256  /* per thread, direct-mapped, by text */
-#define PTR_SLOTS 64     /* per thread, direct-mapped, by the text's address */
+#define CACHE_SLOTS 256  /* per thread, direct-mapped, by the text's first and last bytes and length */
 #define MAX_CATEGORIES 4096
 #define DEFAULT_MAX_NAMES 10000
 
@@ -25,16 +24,21 @@ typedef struct entry {
   const lp_impl_made_site_t *site;
 } entry_t;
 
-/* The site a text's address gave last time: still right if the text at that address is the same. */
-typedef struct ptr_entry {
-  const char *text;
-  const lp_impl_made_site_t *site;
+/*
+ * A name the thread used: its first and last 8 bytes (or all of it, for a
+ * text up to 16 bytes, zero-padded) and its length held inline, so that a
+ * short text is compared with four loads and no call, and a longer one with
+ * one memcmp of known length over the bytes between.
+ */
+typedef struct slot {
+  uint64_t head, tail;
   size_t len;
-} ptr_entry_t;
+  const char *cat;
+  const lp_impl_made_site_t *site;
+} slot_t;
 
 typedef struct cache {
-  ptr_entry_t p[PTR_SLOTS];
-  entry_t e[CACHE_SLOTS];
+  slot_t s[CACHE_SLOTS];
 } cache_t;
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -147,26 +151,53 @@ static const lp_impl_made_site_t *lookup_locked(const char *text, size_t len, co
   return m;
 }
 
-static ptr_entry_t *ptr_slot(cache_t *c, const char *text, const char *cat) {
-  uintptr_t k = ((uintptr_t)text ^ (uintptr_t)cat >> 3) * 0x9e3779b97f4a7c15ull;
-  return &c->p[k >> (sizeof k * 8 - 6)];
+/* Up to 8 bytes of s (n of them, n <= 8) as a little-endian word, zero-padded, reading no byte past them. */
+static inline uint64_t load_upto8(const char *s, size_t n) {
+  uint32_t lo, hi;
+  if (n >= 4) { /* two 4-byte loads that overlap */
+    memcpy(&lo, s, 4);
+    memcpy(&hi, s + n - 4, 4);
+    return (uint64_t)lo | (uint64_t)hi << (8 * (n - 4));
+  }
+  uint64_t w = 0;
+  if (n > 0) w = (uint64_t)(unsigned char)s[0] | (uint64_t)(unsigned char)s[n / 2] << (8 * (n / 2)) |
+                 (uint64_t)(unsigned char)s[n - 1] << (8 * (n - 1));
+  return w;
+}
+
+/* The key of a text in the per-thread cache: head is its first 8 bytes, tail its last 8 (past the head). */
+static inline void cache_key_of(const char *text, size_t len, uint64_t *head, uint64_t *tail) {
+  if (len >= 16) {
+    memcpy(head, text, 8);
+    memcpy(tail, text + len - 8, 8);
+  } else if (len > 8) {
+    memcpy(head, text, 8);
+    *tail = load_upto8(text + 8, len - 8);
+  } else {
+    *head = load_upto8(text, len);
+    *tail = 0;
+  }
+}
+
+static inline slot_t *cache_slot(cache_t *c, uint64_t head, uint64_t tail, size_t len, const char *cat) {
+  uint64_t k = (head ^ (tail * 0x9e3779b97f4a7c15ull) ^ len ^ (uintptr_t)cat) * 0xff51afd7ed558ccdull;
+  return &c->s[k >> 56];
 }
 
 const lp_site_t *lp_impl_site_make(const char *text, const char *category) {
   if (!text) text = "(null)";
-  cache_t *c = self_cache;
-  if (c) { /* a literal, or a buffer that holds the same text as last time: no hash */
-    const ptr_entry_t *p = ptr_slot(c, text, category);
-    if (p->text == text && p->site->category == category && memcmp(p->site->site.label, text, p->len + 1) == 0)
-      return &p->site->site;
-  }
   size_t len = strlen(text);
-  uint64_t h = hash_text(text, len, category);
-  entry_t *e = c ? &c->e[h & (CACHE_SLOTS - 1)] : NULL;
-  if (e && e->hash == h && same(e->site, text, len, category)) {
-    *ptr_slot(c, text, category) = (ptr_entry_t){text, e->site, len};
-    return &e->site->site;
+  uint64_t head, tail;
+  cache_key_of(text, len, &head, &tail);
+  cache_t *c = self_cache;
+  slot_t *sl = NULL;
+  if (__builtin_expect(c != NULL, 1)) {
+    sl = cache_slot(c, head, tail, len, category);
+    if (sl->head == head && sl->tail == tail && sl->len == len && sl->cat == category &&
+        (len <= 16 || memcmp(sl->site->site.label + 8, text + 8, len - 16) == 0))
+      return &sl->site->site;
   }
+  uint64_t h = hash_text(text, len, category);
   lp__lock(&mu);
   const lp_impl_made_site_t *m = lookup_locked(text, len, category, h);
   lp__unlock(&mu);
@@ -174,13 +205,8 @@ const lp_site_t *lp_impl_site_make(const char *text, const char *category) {
     atomic_fetch_add_explicit(&overflowed, 1, memory_order_relaxed);
     return &overflow_site.site;
   }
-  if (!c) c = thread_cache();
-  if (c) {
-    e = &c->e[h & (CACHE_SLOTS - 1)];
-    e->hash = h;
-    e->site = m;
-    *ptr_slot(c, text, category) = (ptr_entry_t){text, m, len};
-  }
+  if (!c && (c = thread_cache()) != NULL) sl = cache_slot(c, head, tail, len, category);
+  if (sl) *sl = (slot_t){head, tail, len, category, m};
   return &m->site;
 }
 
