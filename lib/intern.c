@@ -10,6 +10,7 @@
  * name gets the overflow site and the call is counted.
  */
 #include "internal.h"
+#include "annot_entry.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -25,10 +26,10 @@ typedef struct entry {
 } entry_t;
 
 /*
- * A name the thread used: its first and last 8 bytes (or all of it, for a
- * text up to 16 bytes, zero-padded) and its length held inline, so that a
- * short text is compared with four loads and no call, and a longer one with
- * one memcmp of known length over the bytes between.
+ * A name the thread used: its first and last 8 bytes (which, with the
+ * length, are all of a text up to 16 bytes) and its length held inline, so
+ * that a short text is compared with four loads and no call, and a longer
+ * one with one memcmp of known length over the bytes between.
  */
 typedef struct slot {
   uint64_t head, tail;
@@ -165,14 +166,15 @@ static inline uint64_t load_upto8(const char *s, size_t n) {
   return w;
 }
 
-/* The key of a text in the per-thread cache: head is its first 8 bytes, tail its last 8 (past the head). */
+/*
+ * The key of a text in the per-thread cache: from 8 bytes on, its first and
+ * its last 8 (they overlap below 16 bytes, and with the length they are the
+ * whole text up to 16); below 8, all of it.
+ */
 static inline void cache_key_of(const char *text, size_t len, uint64_t *head, uint64_t *tail) {
-  if (len >= 16) {
+  if (__builtin_expect(len >= 8, 1)) {
     memcpy(head, text, 8);
     memcpy(tail, text + len - 8, 8);
-  } else if (len > 8) {
-    memcpy(head, text, 8);
-    *tail = load_upto8(text + 8, len - 8);
   } else {
     *head = load_upto8(text, len);
     *tail = 0;
@@ -184,19 +186,9 @@ static inline slot_t *cache_slot(cache_t *c, uint64_t head, uint64_t tail, size_
   return &c->s[k >> 56];
 }
 
-const lp_site_t *lp_impl_site_make(const char *text, const char *category) {
-  if (!text) text = "(null)";
-  size_t len = strlen(text);
-  uint64_t head, tail;
-  cache_key_of(text, len, &head, &tail);
-  cache_t *c = self_cache;
-  slot_t *sl = NULL;
-  if (__builtin_expect(c != NULL, 1)) {
-    sl = cache_slot(c, head, tail, len, category);
-    if (sl->head == head && sl->tail == tail && sl->len == len && sl->cat == category &&
-        (len <= 16 || memcmp(sl->site->site.label + 8, text + 8, len - 16) == 0))
-      return &sl->site->site;
-  }
+/* A name the thread's cache did not hold: the shared table, under its mutex; then the cache learns it. */
+static __attribute__((noinline)) const lp_site_t *site_make_slow(const char *text, size_t len, const char *category,
+                                                                 uint64_t head, uint64_t tail) {
   uint64_t h = hash_text(text, len, category);
   lp__lock(&mu);
   const lp_impl_made_site_t *m = lookup_locked(text, len, category, h);
@@ -205,10 +197,43 @@ const lp_site_t *lp_impl_site_make(const char *text, const char *category) {
     atomic_fetch_add_explicit(&overflowed, 1, memory_order_relaxed);
     return &overflow_site.site;
   }
-  if (!c && (c = thread_cache()) != NULL) sl = cache_slot(c, head, tail, len, category);
-  if (sl) *sl = (slot_t){head, tail, len, category, m};
+  cache_t *c = self_cache;
+  if (c || (c = thread_cache()) != NULL) *cache_slot(c, head, tail, len, category) = (slot_t){head, tail, len, category, m};
   return &m->site;
 }
+
+static inline __attribute__((always_inline)) const lp_site_t *site_make(const char *text, const char *category) {
+  if (__builtin_expect(!text, 0)) text = "(null)";
+  size_t len = strlen(text);
+  uint64_t head, tail;
+  cache_key_of(text, len, &head, &tail);
+  cache_t *c = self_cache;
+  if (__builtin_expect(c != NULL, 1)) {
+    const slot_t *sl = cache_slot(c, head, tail, len, category);
+    if (sl->head == head && sl->tail == tail && sl->len == len && sl->cat == category &&
+        (len <= 16 || memcmp(sl->site->site.label + 8, text + 8, len - 16) == 0))
+      return &sl->site->site;
+  }
+  return site_make_slow(text, len, category, head, tail);
+}
+
+const lp_site_t *lp_impl_site_make(const char *text, const char *category) { return site_make(text, category); }
+
+/* LP_BEGIN when the site's level is recorded or subscribers listen: out of line, so that a plain push saves no registers. */
+static __attribute__((noinline)) void annot_begin_traced(const lp_site_t *site) { lp_impl_begin(site); }
+
+static inline __attribute__((always_inline)) void annot_begin(const lp_site_t *site) {
+  if (__builtin_expect(site->level & LP_IMPL_LOAD_RELAXED(lp_impl_levels), 0))
+    annot_begin_traced(site);
+  else
+    (void)lp_impl_push((uintptr_t)site);
+}
+
+void lp_impl_annot_push(const char *text, const char *category) { annot_begin(site_make(text, category)); }
+
+void lp_impl_annot_begin(const lp_site_t *site) { annot_begin(site); }
+
+void lp_impl_annot_end(void) { lp_impl_end(); }
 
 const char *lp_impl_category(const char *text) {
   if (!text) return NULL;
