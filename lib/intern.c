@@ -262,3 +262,11 @@ uint64_t lp_impl_names_overflow(uint64_t *limit) {
   }
   return atomic_load_explicit(&overflowed, memory_order_relaxed);
 }
+
+/* Fork: the names lock is held across fork(), so that the child's table is whole; the child starts it afresh. */
+void lp__names_atfork_prepare(void) { lp__lock(&mu); }
+void lp__names_atfork_parent(void) { lp__unlock(&mu); }
+void lp__names_atfork_child(void) {
+  pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+  mu = fresh;
+}

@@ -40,6 +40,8 @@
  * subs.c's locks (streams, events, subscribers) are leaves: nothing else is
  * taken while one is held, and no callback runs under one; fork takes them
  * before all the others.
+ * intern.c's names lock is a leaf too (it guards the table of names made at
+ * run time); fork takes it after all the others.
  */
 #ifndef LABELPROF_INTERNAL_H
 #define LABELPROF_INTERNAL_H
@@ -763,6 +765,11 @@ unsigned long lp__alloc_test_pending(void);
 /* Reads LABELPROF_*, starts what they ask for and arranges the reports (the constructor calls it). */
 void lp__env_load(void);
 void lp__env_atfork_child(void);
+
+/* ---- intern.c: names made at run time (NVTX, ITT) ---- */
+void lp__names_atfork_prepare(void);
+void lp__names_atfork_parent(void);
+void lp__names_atfork_child(void);
 
 /*
  * The loader's parsers, for tests/fuzz_env.c and tests/test_env.c. The
