@@ -46,7 +46,6 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static entry_t *table;        /* open addressing, size a power of two, under mu */
 static size_t table_size, table_used;
 static uint64_t max_names;    /* read once, under mu */
-static _Atomic uint64_t overflowed;
 static const char *categories[MAX_CATEGORIES];
 static size_t ncategories;
 static pthread_key_t cache_key;
@@ -120,7 +119,10 @@ static bool same(const lp_impl_made_site_t *m, const char *text, size_t len, con
 
 /* Under mu: the table's site for text, made if the bound allows; NULL past the bound or out of memory. */
 static const lp_impl_made_site_t *lookup_locked(const char *text, size_t len, const char *cat, uint64_t h) {
-  if (!max_names) max_names = read_max_names();
+  if (!max_names) {
+    max_names = read_max_names();
+    atomic_store_explicit(&lp__names_limit, max_names, memory_order_relaxed);
+  }
   if (table_used * 2 >= table_size) { /* grow: keep the load under one half */
     size_t n = table_size ? table_size * 2 : 1024;
     entry_t *t = lp__calloc(n, sizeof *t);
@@ -194,7 +196,7 @@ static __attribute__((noinline)) const lp_site_t *site_make_slow(const char *tex
   const lp_impl_made_site_t *m = lookup_locked(text, len, category, h);
   lp__unlock(&mu);
   if (!m) {
-    atomic_fetch_add_explicit(&overflowed, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&lp__names_overflowed, 1, memory_order_relaxed);
     return &overflow_site.site;
   }
   cache_t *c = self_cache;
@@ -256,11 +258,14 @@ out:
 uint64_t lp_impl_names_overflow(uint64_t *limit) {
   if (limit) {
     lp__lock(&mu);
-    if (!max_names) max_names = read_max_names();
+    if (!max_names) {
+      max_names = read_max_names();
+      atomic_store_explicit(&lp__names_limit, max_names, memory_order_relaxed);
+    }
     *limit = max_names;
     lp__unlock(&mu);
   }
-  return atomic_load_explicit(&overflowed, memory_order_relaxed);
+  return atomic_load_explicit(&lp__names_overflowed, memory_order_relaxed);
 }
 
 /* Fork: the names lock is held across fork(), so that the child's table is whole; the child starts it afresh. */

@@ -770,6 +770,12 @@ void lp__env_atfork_child(void);
 void lp__names_atfork_prepare(void);
 void lp__names_atfork_parent(void);
 void lp__names_atfork_child(void);
+/*
+ * Calls that got the "(other names)" site so far, and the bound on names (0
+ * until first read): in util.c, so that the timeline's export can report
+ * them without depending on intern.c, which sits above the recorder.
+ */
+extern _Atomic uint64_t lp__names_overflowed, lp__names_limit;
 
 /*
  * The loader's parsers, for tests/fuzz_env.c and tests/test_env.c. The
