@@ -2,10 +2,12 @@
  * annot.h: what labelprof's NVTX and ITT libraries share: ranges on the
  * calling thread's pseudo-stack, domain filters, wide strings.
  *
- * Each library keeps, per thread, the depth of its own ranges and which of
- * them were filtered out (pushed nothing), so that a pop knows whether to
- * end a label, and a pop with no range of its own open is counted and
- * ignored instead of ending one of the program's LP_BEGIN labels.
+ * Each library keeps, per thread, the depth of its own ranges (NVTX also
+ * which of them were filtered out and pushed nothing), so that a pop knows
+ * whether to end a label, and a pop with no range of its own open is counted
+ * and ignored instead of ending one of the program's LP_BEGIN labels. The
+ * labels themselves go through liblabelprof's out-of-line entry points
+ * (lib/annot_entry.h).
  */
 #ifndef LABELPROF_ANNOT_H
 #define LABELPROF_ANNOT_H
