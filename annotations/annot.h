@@ -2,15 +2,19 @@
  * annot.h: what labelprof's NVTX and ITT libraries share: ranges on the
  * calling thread's pseudo-stack, domain filters, wide strings.
  *
- * Each library keeps, per thread, the depth of its own ranges and which of
- * them were filtered out (pushed nothing), so that a pop knows whether to
- * end a label, and a pop with no range of its own open is counted and
- * ignored instead of ending one of the program's LP_BEGIN labels.
+ * Each library keeps, per thread, the depth of its own ranges (NVTX also
+ * which of them were filtered out and pushed nothing), so that a pop knows
+ * whether to end a label, and a pop with no range of its own open is counted
+ * and ignored instead of ending one of the program's LP_BEGIN labels. The
+ * labels themselves go through liblabelprof's out-of-line entry points
+ * (lib/annot_entry.h).
  */
 #ifndef LABELPROF_ANNOT_H
 #define LABELPROF_ANNOT_H
 
 #include <labelprof.h>
+
+#include "annot_entry.h" /* lib/: the out-of-line label entry points */
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -52,27 +56,33 @@ static inline void *annot_alloc(size_t n) {
   return k->data;
 }
 
-/* A begin whose level is recorded (or subscribers listen): out of line, so that the common push saves no registers. */
-static __attribute__((noinline)) void annot_begin_traced(const lp_site_t *site) { lp_impl_begin(site); }
-
-/* Opens a range: site NULL means filtered out (nothing pushed). Returns its zero-based depth. */
-static inline int annot_push(annot_thread_t *t, const lp_site_t *site) {
+/* Counts a range opened at the thread's next depth, which pushed a label or not; returns its depth. */
+static inline uint32_t annot_open(annot_thread_t *t, bool pushed) {
   uint32_t d = t->depth++;
   if (d < ANNOT_SKIP_DEPTH) {
     uint64_t bit = (uint64_t)1 << (d & 63);
-    if (!site) {
+    if (pushed)
+      t->skip[d >> 6] &= ~bit;
+    else
       t->skip[d >> 6] |= bit;
-      return (int)d;
-    }
-    t->skip[d >> 6] &= ~bit;
-  } else if (!site) {
-    site = lp_impl_site_make("(filtered domain, deep)", NULL);
   }
-  /* lp_impl_begin(), with its recorded branch out of line */
-  if (__builtin_expect(site->level & LP_IMPL_LOAD_RELAXED(lp_impl_levels), 0))
-    annot_begin_traced(site);
-  else
-    (void)lp_impl_push((uintptr_t)site);
+  return d;
+}
+
+/* Opens a range: site NULL means filtered out (nothing pushed). Returns its zero-based depth. */
+static inline int annot_push(annot_thread_t *t, const lp_site_t *site) {
+  uint32_t d = annot_open(t, site != NULL);
+  if (site)
+    lp_impl_annot_begin(site);
+  else if (d >= ANNOT_SKIP_DEPTH) /* too deep to remember: a label, so that the pop has one to end */
+    lp_impl_annot_begin(lp_impl_site_make("(filtered domain, deep)", NULL));
+  return (int)d;
+}
+
+/* Opens a range named by text in category (never filtered out). Returns its zero-based depth. */
+static inline int annot_push_text(annot_thread_t *t, const char *text, const char *category) {
+  uint32_t d = annot_open(t, true);
+  lp_impl_annot_push(text, category);
   return (int)d;
 }
 
@@ -84,7 +94,7 @@ static inline int annot_pop(annot_thread_t *t, _Atomic uint64_t *unmatched) {
   }
   uint32_t d = --t->depth;
   if (d < ANNOT_SKIP_DEPTH && (t->skip[d >> 6] >> (d & 63) & 1)) return (int)d;
-  lp_impl_end();
+  lp_impl_annot_end();
   return (int)d;
 }
 

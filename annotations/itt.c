@@ -80,7 +80,7 @@ typedef struct counter {
 } counter_t;
 
 static _Atomic uint64_t unmatched_ends;
-static __thread annot_thread_t self __attribute__((tls_model("initial-exec")));
+static __thread uint32_t depth __attribute__((tls_model("initial-exec"))); /* tasks open on the thread */
 
 static const char *category_of(const itt_domain_t *d) {
   return d ? (const char *)d->extra2 : NULL;
@@ -118,29 +118,40 @@ static itt_string_handle_t *string_handle_create(const char *name) {
   return h;
 }
 
+/*
+ * A task of a filtered domain never reaches here through ittnotify (its
+ * header tests the domain's flags, which this library clears, before it
+ * calls begin or end), and if it is called anyway both its begin and its
+ * end return at once: no depth is kept for filtered tasks.
+ */
 static void task_begin(const itt_domain_t *d, itt_id_t id, itt_id_t parent, itt_string_handle_t *name) {
   (void)id, (void)parent;
-  annot_push(&self, d && !d->flags ? NULL : handle_site(name, category_of(d)));
+  if (__builtin_expect(d && !d->flags, 0)) return;
+  depth++;
+  lp_impl_annot_begin(handle_site(name, category_of(d)));
 }
 
 static void task_begin_fn(const itt_domain_t *d, itt_id_t id, itt_id_t parent, void *fn) {
   char text[256];
   Dl_info info;
   (void)id, (void)parent;
-  if (d && !d->flags) {
-    annot_push(&self, NULL);
-    return;
-  }
+  if (d && !d->flags) return;
   if (dladdr(fn, &info) && info.dli_sname)
     snprintf(text, sizeof text, "%s", info.dli_sname);
   else
     snprintf(text, sizeof text, "%p", fn);
-  annot_push(&self, lp_impl_site_make(text, category_of(d)));
+  depth++;
+  lp_impl_annot_push(text, category_of(d));
 }
 
 static void task_end(const itt_domain_t *d) {
-  (void)d;
-  (void)annot_pop(&self, &unmatched_ends);
+  if (__builtin_expect(d && !d->flags, 0)) return;
+  if (__builtin_expect(depth == 0, 0)) {
+    atomic_fetch_add_explicit(&unmatched_ends, 1, memory_order_relaxed);
+    return;
+  }
+  depth--;
+  lp_impl_annot_end();
 }
 
 static void marker(const itt_domain_t *d, itt_id_t id, itt_string_handle_t *name, int scope) {

@@ -236,7 +236,8 @@ static int RangePushEx(const nvtx_event_attributes_t *a) {
   return push(&default_domain, attr_site(&default_domain, a));
 }
 static int RangePushA(const char *m) {
-  return annot_push(&self, default_domain.kept ? lp_impl_site_make(m, default_domain.category) : NULL);
+  if (__builtin_expect(!default_domain.kept, 0)) return annot_push(&self, NULL);
+  return annot_push_text(&self, m, default_domain.category);
 }
 static int RangePushW(const wchar_t *m) {
   char b[512];

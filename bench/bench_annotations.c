@@ -144,14 +144,34 @@ static void loop_itt(long n) {
   }
 }
 
+/* For reference: a label of the program's own. */
+static void loop_scope(long n) {
+  for (long i = 0; i < n; i++) {
+    LP_SCOPE("bench scope");
+    BENCH_BARRIER();
+  }
+}
+
+/* The clock of the first CPU as /proc/cpuinfo reports it (MHz), or "?". */
+static void print_clock(void) {
+  char mhz[64];
+  bench_read_line("/proc/cpuinfo", "cpu MHz", mhz, sizeof mhz);
+  printf("CPU clock: %s MHz (cpu0, /proc/cpuinfo)\n", mhz);
+}
+
 static double best_of(bench_loop_fn fn, long iters) {
   double v[BENCH_RUNS];
   for (int r = 0; r < BENCH_RUNS; r++) v[r] = bench_run(fn, iters, 1);
   return bench_median(v, BENCH_RUNS);
 }
 
-int main(void) {
-  const long iters = 2000000;
+int main(int argc, char **argv) {
+  /* An argument sets the iterations per run (smaller under valgrind --tool=callgrind). */
+  const long iters = argc > 1 ? atol(argv[1]) : 2000000;
+  if (iters <= 0) {
+    fprintf(stderr, "bench_annotations: usage: bench_annotations [iterations per run]\n");
+    return 2;
+  }
   load();
   lp_profile_opts_t o = {0};
   if (lp_profile_start(&o) != 0) {
@@ -162,15 +182,18 @@ int main(void) {
   double lit = best_of(loop_literal, iters);
   double reb = best_of(loop_rebuilt, iters);
   double itt = best_of(loop_itt, iters);
+  double scope = best_of(loop_scope, iters);
   lp_profile_stop(NULL);
 
   printf("NVTX and ITT through labelprof, while a profile samples at 1000 Hz (no timeline); ns per pair, median of %d\n",
          BENCH_RUNS);
   bench_print_machine();
+  print_clock();
   printf("  %-58s %7.2f ns\n", "NVTX push/pop, no tool loaded (empty pointer calls)", none);
   printf("  %-58s %7.2f ns  target <= 20: %s\n", "nvtxRangePushA/Pop, literal name", lit, bench_verdict(lit <= 20));
   printf("  %-58s %7.2f ns  target <= 30: %s\n", "nvtxRangePushA/Pop, name rebuilt in a stack buffer (8 texts)", reb,
          bench_verdict(reb <= 30));
   printf("  %-58s %7.2f ns  target <= 15: %s\n", "__itt_task_begin/end, string handle", itt, bench_verdict(itt <= 15));
+  printf("  %-58s %7.2f ns\n", "LP_SCOPE, for reference", scope);
   return 0;
 }

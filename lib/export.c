@@ -641,6 +641,13 @@ int lp__export_json(lp__jw_t *w, const lp__session_t *s, const char *process_nam
   lp__jw_u64(w, s->dropped);
   lp__jw_lit(w, ",\"budget_bytes\":");
   lp__jw_u64(w, s->opts.budget_bytes);
+  uint64_t names_over = atomic_load_explicit(&lp__names_overflowed, memory_order_relaxed);
+  if (names_over) { /* NVTX and ITT names past LABELPROF_MAX_NAMES, in this process so far */
+    lp__jw_lit(w, ",\"names_overflowed\":");
+    lp__jw_u64(w, names_over);
+    lp__jw_lit(w, ",\"names_limit\":");
+    lp__jw_u64(w, atomic_load_explicit(&lp__names_limit, memory_order_relaxed));
+  }
   /* The session's window and first drop, CLOCK_MONOTONIC ns as exact strings like ts_base_ns. */
   lp__jw_lit(w, ",\"session_start_ns\":\"");
   lp__jw_u64(w, s->start.ns);

@@ -10,13 +10,13 @@
  * name gets the overflow site and the call is counted.
  */
 #include "internal.h"
+#include "annot_entry.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define CACHE_SLOTS 256  /* per thread, direct-mapped, by text */
-#define PTR_SLOTS 64     /* per thread, direct-mapped, by the text's address */
+#define CACHE_SLOTS 256  /* per thread, direct-mapped, by the text's first and last bytes and length */
 #define MAX_CATEGORIES 4096
 #define DEFAULT_MAX_NAMES 10000
 
@@ -25,23 +25,27 @@ typedef struct entry {
   const lp_impl_made_site_t *site;
 } entry_t;
 
-/* The site a text's address gave last time: still right if the text at that address is the same. */
-typedef struct ptr_entry {
-  const char *text;
-  const lp_impl_made_site_t *site;
+/*
+ * A name the thread used: its first and last 8 bytes (which, with the
+ * length, are all of a text up to 16 bytes) and its length held inline, so
+ * that a short text is compared with four loads and no call, and a longer
+ * one with one memcmp of known length over the bytes between.
+ */
+typedef struct slot {
+  uint64_t head, tail;
   size_t len;
-} ptr_entry_t;
+  const char *cat;
+  const lp_impl_made_site_t *site;
+} slot_t;
 
 typedef struct cache {
-  ptr_entry_t p[PTR_SLOTS];
-  entry_t e[CACHE_SLOTS];
+  slot_t s[CACHE_SLOTS];
 } cache_t;
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static entry_t *table;        /* open addressing, size a power of two, under mu */
 static size_t table_size, table_used;
 static uint64_t max_names;    /* read once, under mu */
-static _Atomic uint64_t overflowed;
 static const char *categories[MAX_CATEGORIES];
 static size_t ncategories;
 static pthread_key_t cache_key;
@@ -115,7 +119,10 @@ static bool same(const lp_impl_made_site_t *m, const char *text, size_t len, con
 
 /* Under mu: the table's site for text, made if the bound allows; NULL past the bound or out of memory. */
 static const lp_impl_made_site_t *lookup_locked(const char *text, size_t len, const char *cat, uint64_t h) {
-  if (!max_names) max_names = read_max_names();
+  if (!max_names) {
+    max_names = read_max_names();
+    atomic_store_explicit(&lp__names_limit, max_names, memory_order_relaxed);
+  }
   if (table_used * 2 >= table_size) { /* grow: keep the load under one half */
     size_t n = table_size ? table_size * 2 : 1024;
     entry_t *t = lp__calloc(n, sizeof *t);
@@ -147,42 +154,88 @@ static const lp_impl_made_site_t *lookup_locked(const char *text, size_t len, co
   return m;
 }
 
-static ptr_entry_t *ptr_slot(cache_t *c, const char *text, const char *cat) {
-  uintptr_t k = ((uintptr_t)text ^ (uintptr_t)cat >> 3) * 0x9e3779b97f4a7c15ull;
-  return &c->p[k >> (sizeof k * 8 - 6)];
+/* Up to 8 bytes of s (n of them, n <= 8) as a little-endian word, zero-padded, reading no byte past them. */
+static inline uint64_t load_upto8(const char *s, size_t n) {
+  uint32_t lo, hi;
+  if (n >= 4) { /* two 4-byte loads that overlap */
+    memcpy(&lo, s, 4);
+    memcpy(&hi, s + n - 4, 4);
+    return (uint64_t)lo | (uint64_t)hi << (8 * (n - 4));
+  }
+  uint64_t w = 0;
+  if (n > 0) w = (uint64_t)(unsigned char)s[0] | (uint64_t)(unsigned char)s[n / 2] << (8 * (n / 2)) |
+                 (uint64_t)(unsigned char)s[n - 1] << (8 * (n - 1));
+  return w;
 }
 
-const lp_site_t *lp_impl_site_make(const char *text, const char *category) {
-  if (!text) text = "(null)";
-  cache_t *c = self_cache;
-  if (c) { /* a literal, or a buffer that holds the same text as last time: no hash */
-    const ptr_entry_t *p = ptr_slot(c, text, category);
-    if (p->text == text && p->site->category == category && memcmp(p->site->site.label, text, p->len + 1) == 0)
-      return &p->site->site;
+/*
+ * The key of a text in the per-thread cache: from 8 bytes on, its first and
+ * its last 8 (they overlap below 16 bytes, and with the length they are the
+ * whole text up to 16); below 8, all of it.
+ */
+static inline void cache_key_of(const char *text, size_t len, uint64_t *head, uint64_t *tail) {
+  if (__builtin_expect(len >= 8, 1)) {
+    memcpy(head, text, 8);
+    memcpy(tail, text + len - 8, 8);
+  } else {
+    *head = load_upto8(text, len);
+    *tail = 0;
   }
-  size_t len = strlen(text);
+}
+
+static inline slot_t *cache_slot(cache_t *c, uint64_t head, uint64_t tail, size_t len, const char *cat) {
+  uint64_t k = (head ^ (tail * 0x9e3779b97f4a7c15ull) ^ len ^ (uintptr_t)cat) * 0xff51afd7ed558ccdull;
+  return &c->s[k >> 56];
+}
+
+/* A name the thread's cache did not hold: the shared table, under its mutex; then the cache learns it. */
+static __attribute__((noinline)) const lp_site_t *site_make_slow(const char *text, size_t len, const char *category,
+                                                                 uint64_t head, uint64_t tail) {
   uint64_t h = hash_text(text, len, category);
-  entry_t *e = c ? &c->e[h & (CACHE_SLOTS - 1)] : NULL;
-  if (e && e->hash == h && same(e->site, text, len, category)) {
-    *ptr_slot(c, text, category) = (ptr_entry_t){text, e->site, len};
-    return &e->site->site;
-  }
   lp__lock(&mu);
   const lp_impl_made_site_t *m = lookup_locked(text, len, category, h);
   lp__unlock(&mu);
   if (!m) {
-    atomic_fetch_add_explicit(&overflowed, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&lp__names_overflowed, 1, memory_order_relaxed);
     return &overflow_site.site;
   }
-  if (!c) c = thread_cache();
-  if (c) {
-    e = &c->e[h & (CACHE_SLOTS - 1)];
-    e->hash = h;
-    e->site = m;
-    *ptr_slot(c, text, category) = (ptr_entry_t){text, m, len};
-  }
+  cache_t *c = self_cache;
+  if (c || (c = thread_cache()) != NULL) *cache_slot(c, head, tail, len, category) = (slot_t){head, tail, len, category, m};
   return &m->site;
 }
+
+static inline __attribute__((always_inline)) const lp_site_t *site_make(const char *text, const char *category) {
+  if (__builtin_expect(!text, 0)) text = "(null)";
+  size_t len = strlen(text);
+  uint64_t head, tail;
+  cache_key_of(text, len, &head, &tail);
+  cache_t *c = self_cache;
+  if (__builtin_expect(c != NULL, 1)) {
+    const slot_t *sl = cache_slot(c, head, tail, len, category);
+    if (sl->head == head && sl->tail == tail && sl->len == len && sl->cat == category &&
+        (len <= 16 || memcmp(sl->site->site.label + 8, text + 8, len - 16) == 0))
+      return &sl->site->site;
+  }
+  return site_make_slow(text, len, category, head, tail);
+}
+
+const lp_site_t *lp_impl_site_make(const char *text, const char *category) { return site_make(text, category); }
+
+/* LP_BEGIN when the site's level is recorded or subscribers listen: out of line, so that a plain push saves no registers. */
+static __attribute__((noinline)) void annot_begin_traced(const lp_site_t *site) { lp_impl_begin(site); }
+
+static inline __attribute__((always_inline)) void annot_begin(const lp_site_t *site) {
+  if (__builtin_expect(site->level & LP_IMPL_LOAD_RELAXED(lp_impl_levels), 0))
+    annot_begin_traced(site);
+  else
+    (void)lp_impl_push((uintptr_t)site);
+}
+
+void lp_impl_annot_push(const char *text, const char *category) { annot_begin(site_make(text, category)); }
+
+void lp_impl_annot_begin(const lp_site_t *site) { annot_begin(site); }
+
+void lp_impl_annot_end(void) { lp_impl_end(); }
 
 const char *lp_impl_category(const char *text) {
   if (!text) return NULL;
@@ -205,9 +258,20 @@ out:
 uint64_t lp_impl_names_overflow(uint64_t *limit) {
   if (limit) {
     lp__lock(&mu);
-    if (!max_names) max_names = read_max_names();
+    if (!max_names) {
+      max_names = read_max_names();
+      atomic_store_explicit(&lp__names_limit, max_names, memory_order_relaxed);
+    }
     *limit = max_names;
     lp__unlock(&mu);
   }
-  return atomic_load_explicit(&overflowed, memory_order_relaxed);
+  return atomic_load_explicit(&lp__names_overflowed, memory_order_relaxed);
+}
+
+/* Fork: the names lock is held across fork(), so that the child's table is whole; the child starts it afresh. */
+void lp__names_atfork_prepare(void) { lp__lock(&mu); }
+void lp__names_atfork_parent(void) { lp__unlock(&mu); }
+void lp__names_atfork_child(void) {
+  pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+  mu = fresh;
 }

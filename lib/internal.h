@@ -40,6 +40,8 @@
  * subs.c's locks (streams, events, subscribers) are leaves: nothing else is
  * taken while one is held, and no callback runs under one; fork takes them
  * before all the others.
+ * intern.c's names lock is a leaf too (it guards the table of names made at
+ * run time); fork takes it after all the others.
  */
 #ifndef LABELPROF_INTERNAL_H
 #define LABELPROF_INTERNAL_H
@@ -763,6 +765,17 @@ unsigned long lp__alloc_test_pending(void);
 /* Reads LABELPROF_*, starts what they ask for and arranges the reports (the constructor calls it). */
 void lp__env_load(void);
 void lp__env_atfork_child(void);
+
+/* ---- intern.c: names made at run time (NVTX, ITT) ---- */
+void lp__names_atfork_prepare(void);
+void lp__names_atfork_parent(void);
+void lp__names_atfork_child(void);
+/*
+ * Calls that got the "(other names)" site so far, and the bound on names (0
+ * until first read): in util.c, so that the timeline's export can report
+ * them without depending on intern.c, which sits above the recorder.
+ */
+extern _Atomic uint64_t lp__names_overflowed, lp__names_limit;
 
 /*
  * The loader's parsers, for tests/fuzz_env.c and tests/test_env.c. The

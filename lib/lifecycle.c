@@ -32,9 +32,11 @@ static void atfork_prepare(void) {
   lp__collector_atfork_prepare();
   lp__registry_atfork_prepare();
   lp__trace_atfork_prepare();
+  lp__names_atfork_prepare();
 }
 
 static void atfork_parent(void) {
+  lp__names_atfork_parent();
   lp__trace_atfork_parent();
   lp__registry_atfork_parent();
   lp__collector_atfork_parent();
@@ -47,6 +49,7 @@ static void atfork_child(void) {
   lp__trace_atfork_child();
   lp__env_atfork_child();
   lp__subs_atfork_child();
+  lp__names_atfork_child();
 }
 
 static void init(void) {

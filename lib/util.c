@@ -192,3 +192,6 @@ const char *lp_strerror(int err) {
 #endif
   return s ? s : "unknown error";
 }
+
+/* intern.c's counts of names, read by the timeline's export (see internal.h). */
+_Atomic uint64_t lp__names_overflowed, lp__names_limit;

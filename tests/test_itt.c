@@ -12,7 +12,10 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stddef.h>
+#include <sys/wait.h>
 #include <time.h>
 
 #include "runner.h"
@@ -245,10 +248,76 @@ static void test_itt_threads(void) {
   json_decref(root);
 }
 
+/* ---- fork while another thread interns names ---- */
+static atomic_int interning_stop;
+
+static void *intern_loop(void *arg) {
+  char name[32];
+  (void)arg;
+  /* 3000 names: more than the thread's cache holds, so that most lookups take the names mutex. */
+  for (unsigned i = 0; !atomic_load_explicit(&interning_stop, memory_order_relaxed); i = (i + 1) % 3000) {
+    snprintf(name, sizeof name, "busy %u", i);
+    (void)lp_impl_site_make(name, NULL);
+  }
+  return NULL;
+}
+
+/* In the child: intern a new name, record it on a timeline, find it there. Exit 0 when it is there. */
+static int child_records_a_new_name(int round) {
+  char name[64], path[4096];
+  snprintf(name, sizeof name, "forked child %d", round);
+  snprintf(path, sizeof path, "%s/fork-%d.json", lp_test_tmpdir("itt"), round);
+  lp_trace_opts_t o = {.levels = LP_LEVEL_ALL};
+  if (lp_trace_start(&o) != 0) return 2;
+  domain_t *d = domain_create("itt.test");
+  string_handle_t *h = string_handle_create(name);
+  if (!d || !h) return 3;
+  TASK_BEGIN(d, h);
+  TASK_END(d);
+  if (lp_trace_stop() != 0 || lp_trace_write_json(path, "test") != 0) return 4;
+  json_t *root = trace_load(path);
+  unlink(path);
+  int found = root && trace_find(trace_events(root), "X", name) != NULL;
+  json_decref(root);
+  return found ? 0 : 5;
+}
+
+/* A fork while another thread holds the names mutex must leave the child able to intern names. */
+static void test_itt_fork_while_interning(void) {
+  load();
+  (void)lp_test_tmpdir("itt");
+  pthread_t th;
+  atomic_store(&interning_stop, 0);
+  CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, intern_loop, NULL), 0);
+  int ok = 0, hung = 0, rounds = 30;
+  for (int round = 0; round < rounds && !hung; round++) {
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) break;
+    if (pid == 0) {
+      alarm(10); /* a child that cannot take the names mutex ends here, instead of hanging the test */
+      _exit(child_records_a_new_name(round));
+    }
+    int status;
+    if (waitpid(pid, &status, 0) != pid) break;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      ok++;
+    else if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM)
+      hung++;
+    else
+      fprintf(stderr, "\n    round %d: child status %#x\n", round, (unsigned)status);
+  }
+  atomic_store(&interning_stop, 1);
+  CU_ASSERT_EQUAL(pthread_join(th, NULL), 0);
+  CU_ASSERT_EQUAL(hung, 0);
+  CU_ASSERT_EQUAL(ok, rounds);
+}
+
 int main(void) {
   setenv("LABELPROF_ITT_DOMAINS", "itt.test,oneDNN,threads", 1);
   CU_TestInfo tests[] = {LP_TEST(test_itt_fills_the_list), LP_TEST(test_itt_tasks_in_the_tree),
                          LP_TEST(test_itt_timeline), LP_TEST(test_itt_unmatched_end_is_ignored),
-                         LP_TEST(test_itt_threads), CU_TEST_INFO_NULL};
+                         LP_TEST(test_itt_threads), LP_TEST(test_itt_fork_while_interning),
+                         CU_TEST_INFO_NULL};
   return lp_test_main("itt", tests);
 }

@@ -276,6 +276,9 @@ static void test_nvtx_bound_on_names(void) {
   CU_ASSERT_PTR_NULL(trace_find(ev, "X", "many 299"));
   CU_ASSERT_EQUAL(trace_count(ev, "X", "(other names)"), 300 - distinct);
   CU_ASSERT_EQUAL(lp_impl_names_overflow(NULL) - before, 300 - distinct);
+  json_t *other = json_object_get(root, "otherData"); /* the JSON says so too */
+  CU_ASSERT_EQUAL(json_integer_value(json_object_get(other, "names_overflowed")), (json_int_t)lp_impl_names_overflow(NULL));
+  CU_ASSERT_EQUAL(json_integer_value(json_object_get(other, "names_limit")), 100);
   json_decref(root);
 }
 
