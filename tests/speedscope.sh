@@ -33,6 +33,7 @@ tmp=${TMPDIR:-/tmp}/speedscope_sh.$$
 mkdir -p "$tmp" || exit 99
 server=
 trap '[ -n "$server" ] && kill "$server" 2>/dev/null; rm -rf "$tmp"' EXIT
+trap 'exit 99' HUP INT PIPE TERM # the server is stopped then too
 fail=0
 bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 
@@ -112,13 +113,11 @@ js=$(cd "$release" && ls speedscope-*.js | head -1)
 css=$(cd "$release" && ls speedscope-*.css | head -1)
 printf '<!DOCTYPE html>\n<html><head><meta charset="UTF-8"><title>speedscope</title><link rel="stylesheet" href="%s"></head>\n<body><script src="harness.js"></script><script src="%s"></script></body></html>\n' \
   "$css" "$js" >"$tmp/harness.html"
+# Its port comes through a FIFO: read returns once the server listens, or at once if it died.
+mkfifo "$tmp/port" || exit 99
 node "$tmp/serve.js" "$tmp" "$release" >"$tmp/port" 2>"$tmp/serve.err" &
 server=$!
-for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
-  [ -s "$tmp/port" ] && break
-  sleep 0.5 # waiting for the server to listen, not for a result
-done
-port=$(cat "$tmp/port")
+read -r port <"$tmp/port"
 [ -n "$port" ] || { echo "FAIL: the HTTP server did not start: $(cat "$tmp/serve.err")"; exit 1; }
 
 # open FILE: what speedscope shows for $tmp/FILE, in $tmp/FILE.seen (HTML entities decoded).
