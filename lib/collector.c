@@ -70,6 +70,8 @@ static pthread_mutex_t sample_mu = PTHREAD_MUTEX_INITIALIZER; /* everything belo
 /* 1 when stop is asked for: the collector's futex word. */
 static _Atomic uint32_t stop_word;
 static uint64_t stop_ns; /* when stop was asked for: written before stop_word, read after it */
+/* 1 once the collector thread runs with its scheduling in place and has set start_ns. */
+static _Atomic uint32_t ready_word;
 
 static bool have_thread; /* ctl_mu */
 static pthread_t collector;
@@ -405,8 +407,20 @@ static void *collector_main(void *arg) {
   /* The kernel may defer a timed wakeup by the thread's timer slack (50 µs by default). */
   (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
   apply_sched();
+  /*
+   * The deadlines start now, not when the session asked: a new thread on a
+   * crowded machine may wait tens of milliseconds for its first run, with
+   * default scheduling until here, and those would be missed ticks the
+   * collector could not help.
+   */
+  lp__lock(&sample_mu);
+  uint64_t next = start_ns = lp__mono_ns();
+  lp__unlock(&sample_mu);
+  next += tick_ns;
+  atomic_store_explicit(&ready_word, 1u, memory_order_release);
+  if (syscall(SYS_futex, &ready_word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0) < 0)
+    lp__fatal("futex wake", errno);
   uint32_t since_load = 0;
-  uint64_t next = start_ns + tick_ns;
   while (!atomic_load_explicit(&stop_word, memory_order_acquire)) {
     wait_until(next);
     if (atomic_load_explicit(&stop_word, memory_order_acquire)) break;
@@ -466,11 +480,16 @@ static void drop_aggregation(void) {
   cappicks = 0;
 }
 
-/* Starts the collector for a first session. ctl_mu held. */
-static int start_collector(uint32_t want, const lp_profile_opts_t *opts, bool with_thread) {
+/*
+ * Starts the collector for a first session, whose mark is taken here, on the
+ * fresh aggregation, before the thread can make a pass. ctl_mu held.
+ */
+static int start_collector(uint32_t want, const lp_profile_opts_t *opts, bool with_thread, lp__mark_t *mark) {
   lp__lock(&sample_mu);
   int rc = lp__agg_init(&agg);
+  if (rc == 0 && (rc = lp__mark_take(mark, &agg)) != 0) lp__agg_free(&agg);
   if (rc == 0) {
+    if (opts && (opts->flags & LP_PROFILE_CPU)) agg.cpu = true;
     run++;
     sched_want = opts ? opts->sched : LP_SCHED_SLICE;
     prio_want = opts && opts->sched_priority ? opts->sched_priority : 1;
@@ -494,6 +513,7 @@ static int start_collector(uint32_t want, const lp_profile_opts_t *opts, bool wi
   }
   sigset_t all, old;
   atomic_store_explicit(&stop_word, 0u, memory_order_relaxed); /* pthread_create publishes it */
+  atomic_store_explicit(&ready_word, 0u, memory_order_relaxed);
   collector_cpu_ns = 0;
   /* The collector takes none of the program's signals. */
   sigfillset(&all);
@@ -503,9 +523,15 @@ static int start_collector(uint32_t want, const lp_profile_opts_t *opts, bool wi
   if (rc == 0) {
     have_thread = true;
     pthread_setname_np(collector, "labelprof"); /* cosmetic: top and gdb show it */
+    /* The session starts when the deadlines do (start_ns, set by the thread). */
+    while (!atomic_load_explicit(&ready_word, memory_order_acquire)) {
+      long w = syscall(SYS_futex, &ready_word, FUTEX_WAIT | FUTEX_PRIVATE_FLAG, 0u, NULL, NULL, 0);
+      if (w != 0 && errno != EAGAIN && errno != EINTR) lp__fatal("futex wait", errno);
+    }
     return 0;
   }
   lp__lock(&sample_mu);
+  lp__mark_free(mark);
   drop_aggregation();
   lp__unlock(&sample_mu);
   return rc;
@@ -536,13 +562,13 @@ static int start(lp__owner_t who, const lp_profile_opts_t *opts, bool with_threa
   lp__counters_t counters;
   lp__registry_counters(&counters);
   bool first = !any_running();
-  if (first) rc = start_collector(want, opts, with_thread);
+  psession_t *s = &sessions[who];
+  if (first) rc = start_collector(want, opts, with_thread, &s->mark);
   uint64_t throttled = throttled_now();
   if (rc == 0) {
-    uint64_t cpu = collector_cpu_now();
+    uint64_t cpu = first ? 0 : collector_cpu_now(); /* a new thread's CPU time is all the first session's */
     lp__lock(&sample_mu);
-    psession_t *s = &sessions[who];
-    rc = lp__mark_take(&s->mark, &agg);
+    if (!first) rc = lp__mark_take(&s->mark, &agg);
     if (rc == 0) {
       if (opts && (opts->flags & LP_PROFILE_CPU)) agg.cpu = true; /* from the next tick on, for every session */
       s->mark.cpu_ns = cpu;
@@ -554,13 +580,6 @@ static int start(lp__owner_t who, const lp_profile_opts_t *opts, bool with_threa
       s->running = true;
     }
     lp__unlock(&sample_mu);
-    if (rc != 0 && first) { /* undo the collector this session would have used */
-      stop_thread(lp__mono_ns());
-      lp__lock(&sample_mu);
-      drop_aggregation();
-      lp__unlock(&sample_mu);
-      have_thread = false;
-    }
   }
   lp__unlock(&ctl_mu);
   return rc;
