@@ -105,12 +105,17 @@ typedef struct pick {
 static pick_t *picks;
 static uint32_t cappicks;
 
+/* futex(2) on a private word; every argument passed as the long syscall() reads. */
+static long futex_call(_Atomic uint32_t *word, int op, uint32_t val, const struct timespec *abs, uint32_t val3) {
+  return syscall(SYS_futex, (long)(uintptr_t)word, (long)(op | FUTEX_PRIVATE_FLAG), (long)val, (long)(uintptr_t)abs,
+                 0L, (long)val3);
+}
+
 /* Waits until stop_word is no longer 0 or the absolute CLOCK_MONOTONIC time at, whichever comes first. */
 static void wait_until(uint64_t at) {
   struct timespec ts = {(time_t)(at / 1000000000u), (long)(at % 1000000000u)};
   /* Without FUTEX_CLOCK_REALTIME, FUTEX_WAIT_BITSET's timeout is absolute on CLOCK_MONOTONIC. */
-  long rc = syscall(SYS_futex, &stop_word, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, 0u, &ts, NULL,
-                    FUTEX_BITSET_MATCH_ANY);
+  long rc = futex_call(&stop_word, FUTEX_WAIT_BITSET, 0u, &ts, FUTEX_BITSET_MATCH_ANY);
   /* ETIMEDOUT: the deadline; EAGAIN: stop came first; EINTR: the caller looks again. */
   if (rc != 0 && errno != ETIMEDOUT && errno != EAGAIN && errno != EINTR) lp__fatal("futex wait", errno);
 }
@@ -418,7 +423,7 @@ static void *collector_main(void *arg) {
   lp__unlock(&sample_mu);
   next += tick_ns;
   atomic_store_explicit(&ready_word, 1u, memory_order_release);
-  if (syscall(SYS_futex, &ready_word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0) < 0)
+  if (futex_call(&ready_word, FUTEX_WAKE, 1u, NULL, 0u) < 0)
     lp__fatal("futex wake", errno);
   uint32_t since_load = 0;
   while (!atomic_load_explicit(&stop_word, memory_order_acquire)) {
@@ -525,7 +530,7 @@ static int start_collector(uint32_t want, const lp_profile_opts_t *opts, bool wi
     pthread_setname_np(collector, "labelprof"); /* cosmetic: top and gdb show it */
     /* The session starts when the deadlines do (start_ns, set by the thread). */
     while (!atomic_load_explicit(&ready_word, memory_order_acquire)) {
-      long w = syscall(SYS_futex, &ready_word, FUTEX_WAIT | FUTEX_PRIVATE_FLAG, 0u, NULL, NULL, 0);
+      long w = futex_call(&ready_word, FUTEX_WAIT, 0u, NULL, 0u);
       if (w != 0 && errno != EAGAIN && errno != EINTR) lp__fatal("futex wait", errno);
     }
     return 0;
@@ -542,7 +547,7 @@ static void stop_thread(uint64_t asked) {
   if (!have_thread) return;
   stop_ns = asked;
   atomic_store_explicit(&stop_word, 1u, memory_order_release);
-  if (syscall(SYS_futex, &stop_word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0) < 0)
+  if (futex_call(&stop_word, FUTEX_WAKE, 1u, NULL, 0u) < 0)
     lp__fatal("futex wake", errno);
   int rc = pthread_join(collector, NULL);
   if (rc != 0) lp__fatal("pthread_join", rc);
