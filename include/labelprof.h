@@ -267,6 +267,11 @@ typedef struct lp_profile_opts {
  * running, the collector keeps its rate (lp_profile_stats_t tells both
  * rates) and the program's start and stop work as if it were alone.
  *
+ * When it starts the collector thread, lp_profile_start() returns once that
+ * thread runs with its scheduling in place; the profile's first tick is one
+ * tick after that. On a crowded machine this wait is the new thread's first
+ * turn on a CPU.
+ *
  * Returns 0; -EBUSY if the program's profile is already running;
  * -EINVAL for an out-of-range option; -ENOMEM; or the negative error
  * pthread_create() gave.

@@ -17,9 +17,11 @@
  * per thread name (digits folded, so that numbered pool threads share one),
  * and the merged nodes are reused.
  *
- * The wait is pthread_cond_timedwait on a CLOCK_MONOTONIC condition variable
- * rather than clock_nanosleep: the same absolute deadline, but stop can wake
- * the thread at once instead of waiting out a tick that may be a second long.
+ * The wait is a futex wait on the stop word with an absolute CLOCK_MONOTONIC
+ * timeout (FUTEX_WAIT_BITSET): the same absolute deadline and the same one
+ * system call as clock_nanosleep, with nothing to take after it (no
+ * condition variable, no mutex to reacquire), and stop can still wake the
+ * thread at once instead of waiting out a tick that may be a second long.
  * Its timer slack is set to the minimum, so that the kernel does not defer
  * a wakeup by the default 50 µs, which at 1 kHz costs missed ticks.
  *
@@ -47,6 +49,8 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <linux/futex.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -63,11 +67,11 @@
 
 static pthread_mutex_t ctl_mu = PTHREAD_MUTEX_INITIALIZER;    /* sessions, the thread's life */
 static pthread_mutex_t sample_mu = PTHREAD_MUTEX_INITIALIZER; /* everything below it */
-static pthread_mutex_t wake_mu = PTHREAD_MUTEX_INITIALIZER;   /* stop_requested */
-static pthread_cond_t wake_cv;
-static bool cv_ready;
-static bool stop_requested;
-static uint64_t stop_ns; /* when stop was asked for (wake_mu) */
+/* 1 when stop is asked for: the collector's futex word. */
+static _Atomic uint32_t stop_word;
+static uint64_t stop_ns; /* when stop was asked for: written before stop_word, read after it */
+/* 1 once the collector thread runs with its scheduling in place and has set start_ns. */
+static _Atomic uint32_t ready_word;
 
 static bool have_thread; /* ctl_mu */
 static pthread_t collector;
@@ -101,17 +105,20 @@ typedef struct pick {
 static pick_t *picks;
 static uint32_t cappicks;
 
-static void init_cv(void) {
-  pthread_condattr_t a;
-  int rc = pthread_condattr_init(&a);
-  if (rc == 0) rc = pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-  if (rc == 0) rc = pthread_cond_init(&wake_cv, &a);
-  if (rc != 0) lp__fatal("pthread_cond_init", rc);
-  pthread_condattr_destroy(&a);
-  cv_ready = true;
+/* futex(2) on a private word; every argument passed as the long syscall() reads. */
+static long futex_call(_Atomic uint32_t *word, int op, uint32_t val, const struct timespec *abs, uint32_t val3) {
+  return syscall(SYS_futex, (long)(uintptr_t)word, (long)(op | FUTEX_PRIVATE_FLAG), (long)val, (long)(uintptr_t)abs,
+                 0L, (long)val3);
 }
 
-static pthread_once_t cv_once = PTHREAD_ONCE_INIT;
+/* Waits until stop_word is no longer 0 or the absolute CLOCK_MONOTONIC time at, whichever comes first. */
+static void wait_until(uint64_t at) {
+  struct timespec ts = {(time_t)(at / 1000000000u), (long)(at % 1000000000u)};
+  /* Without FUTEX_CLOCK_REALTIME, FUTEX_WAIT_BITSET's timeout is absolute on CLOCK_MONOTONIC. */
+  long rc = futex_call(&stop_word, FUTEX_WAIT_BITSET, 0u, &ts, FUTEX_BITSET_MATCH_ANY);
+  /* ETIMEDOUT: the deadline; EAGAIN: stop came first; EINTR: the caller looks again. */
+  if (rc != 0 && errno != ETIMEDOUT && errno != EAGAIN && errno != EINTR) lp__fatal("futex wait", errno);
+}
 
 /* ---- exited threads ------------------------------------------------------------ */
 
@@ -405,16 +412,24 @@ static void *collector_main(void *arg) {
   /* The kernel may defer a timed wakeup by the thread's timer slack (50 µs by default). */
   (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
   apply_sched();
+  /*
+   * The deadlines start now, not when the session asked: a new thread on a
+   * crowded machine may wait tens of milliseconds for its first run, with
+   * default scheduling until here, and those would be missed ticks the
+   * collector could not help.
+   */
+  lp__lock(&sample_mu);
+  uint64_t next = start_ns = lp__mono_ns();
+  lp__unlock(&sample_mu);
+  next += tick_ns;
+  atomic_store_explicit(&ready_word, 1u, memory_order_release);
+  if (futex_call(&ready_word, FUTEX_WAKE, 1u, NULL, 0u) < 0)
+    lp__fatal("futex wake", errno);
   uint32_t since_load = 0;
-  lp__lock(&wake_mu);
-  uint64_t next = start_ns + tick_ns;
-  while (!stop_requested) {
-    struct timespec ts = {(time_t)(next / 1000000000u), (long)(next % 1000000000u)};
-    int rc = pthread_cond_timedwait(&wake_cv, &wake_mu, &ts);
-    if (rc != 0 && rc != ETIMEDOUT) lp__fatal("pthread_cond_timedwait", rc);
-    if (stop_requested) break;
+  while (!atomic_load_explicit(&stop_word, memory_order_acquire)) {
+    wait_until(next);
+    if (atomic_load_explicit(&stop_word, memory_order_acquire)) break;
     if (lp__mono_ns() < next) continue; /* woken early */
-    lp__unlock(&wake_mu);
     /* Now and then, how crowded the machine is: a cause of missed ticks the report can name. */
     uint32_t running = ++since_load >= 64 ? (since_load = 0, runnable_now()) : 0;
     lp__lock(&sample_mu);
@@ -428,10 +443,8 @@ static void *collector_main(void *arg) {
       next += late * tick_ns;
     }
     lp__unlock(&sample_mu);
-    lp__lock(&wake_mu);
   }
   uint64_t end = stop_ns;
-  lp__unlock(&wake_mu);
   /* Deadlines that passed before stop was asked for, while this thread waited to run, are missed. */
   if (end >= next) {
     lp__lock(&sample_mu);
@@ -472,11 +485,16 @@ static void drop_aggregation(void) {
   cappicks = 0;
 }
 
-/* Starts the collector for a first session. ctl_mu held. */
-static int start_collector(uint32_t want, const lp_profile_opts_t *opts, bool with_thread) {
+/*
+ * Starts the collector for a first session, whose mark is taken here, on the
+ * fresh aggregation, before the thread can make a pass. ctl_mu held.
+ */
+static int start_collector(uint32_t want, const lp_profile_opts_t *opts, bool with_thread, lp__mark_t *mark) {
   lp__lock(&sample_mu);
   int rc = lp__agg_init(&agg);
+  if (rc == 0 && (rc = lp__mark_take(mark, &agg)) != 0) lp__agg_free(&agg);
   if (rc == 0) {
+    if (opts && (opts->flags & LP_PROFILE_CPU)) agg.cpu = true;
     run++;
     sched_want = opts ? opts->sched : LP_SCHED_SLICE;
     prio_want = opts && opts->sched_priority ? opts->sched_priority : 1;
@@ -499,9 +517,8 @@ static int start_collector(uint32_t want, const lp_profile_opts_t *opts, bool wi
     return rc;
   }
   sigset_t all, old;
-  lp__lock(&wake_mu);
-  stop_requested = false;
-  lp__unlock(&wake_mu);
+  atomic_store_explicit(&stop_word, 0u, memory_order_relaxed); /* pthread_create publishes it */
+  atomic_store_explicit(&ready_word, 0u, memory_order_relaxed);
   collector_cpu_ns = 0;
   /* The collector takes none of the program's signals. */
   sigfillset(&all);
@@ -511,9 +528,15 @@ static int start_collector(uint32_t want, const lp_profile_opts_t *opts, bool wi
   if (rc == 0) {
     have_thread = true;
     pthread_setname_np(collector, "labelprof"); /* cosmetic: top and gdb show it */
+    /* The session starts when the deadlines do (start_ns, set by the thread). */
+    while (!atomic_load_explicit(&ready_word, memory_order_acquire)) {
+      long w = futex_call(&ready_word, FUTEX_WAIT, 0u, NULL, 0u);
+      if (w != 0 && errno != EAGAIN && errno != EINTR) lp__fatal("futex wait", errno);
+    }
     return 0;
   }
   lp__lock(&sample_mu);
+  lp__mark_free(mark);
   drop_aggregation();
   lp__unlock(&sample_mu);
   return rc;
@@ -522,13 +545,11 @@ static int start_collector(uint32_t want, const lp_profile_opts_t *opts, bool wi
 /* Stops the collector thread, if there is one, after its last pass. ctl_mu held. */
 static void stop_thread(uint64_t asked) {
   if (!have_thread) return;
-  lp__lock(&wake_mu);
-  stop_requested = true;
   stop_ns = asked;
-  int rc = pthread_cond_signal(&wake_cv);
-  lp__unlock(&wake_mu);
-  if (rc != 0) lp__fatal("pthread_cond_signal", rc);
-  rc = pthread_join(collector, NULL);
+  atomic_store_explicit(&stop_word, 1u, memory_order_release);
+  if (futex_call(&stop_word, FUTEX_WAKE, 1u, NULL, 0u) < 0)
+    lp__fatal("futex wake", errno);
+  int rc = pthread_join(collector, NULL);
   if (rc != 0) lp__fatal("pthread_join", rc);
 }
 
@@ -537,8 +558,7 @@ static int start(lp__owner_t who, const lp_profile_opts_t *opts, bool with_threa
   if (want > 100000) return -EINVAL;
   if (opts && ((unsigned)opts->sched > LP_SCHED_FIFO || opts->sched_priority > 99)) return -EINVAL;
   if (opts && (opts->flags & ~LP_PROFILE_CPU)) return -EINVAL;
-  int rc = pthread_once(&cv_once, init_cv);
-  if (rc != 0) lp__fatal("pthread_once", rc);
+  int rc = 0;
   lp__lock(&ctl_mu);
   if (sessions[who].running) {
     lp__unlock(&ctl_mu);
@@ -547,13 +567,13 @@ static int start(lp__owner_t who, const lp_profile_opts_t *opts, bool with_threa
   lp__counters_t counters;
   lp__registry_counters(&counters);
   bool first = !any_running();
-  if (first) rc = start_collector(want, opts, with_thread);
+  psession_t *s = &sessions[who];
+  if (first) rc = start_collector(want, opts, with_thread, &s->mark);
   uint64_t throttled = throttled_now();
   if (rc == 0) {
-    uint64_t cpu = collector_cpu_now();
+    uint64_t cpu = first ? 0 : collector_cpu_now(); /* a new thread's CPU time is all the first session's */
     lp__lock(&sample_mu);
-    psession_t *s = &sessions[who];
-    rc = lp__mark_take(&s->mark, &agg);
+    if (!first) rc = lp__mark_take(&s->mark, &agg);
     if (rc == 0) {
       if (opts && (opts->flags & LP_PROFILE_CPU)) agg.cpu = true; /* from the next tick on, for every session */
       s->mark.cpu_ns = cpu;
@@ -565,13 +585,6 @@ static int start(lp__owner_t who, const lp_profile_opts_t *opts, bool with_threa
       s->running = true;
     }
     lp__unlock(&sample_mu);
-    if (rc != 0 && first) { /* undo the collector this session would have used */
-      stop_thread(lp__mono_ns());
-      lp__lock(&sample_mu);
-      drop_aggregation();
-      lp__unlock(&sample_mu);
-      have_thread = false;
-    }
   }
   lp__unlock(&ctl_mu);
   return rc;
@@ -720,14 +733,10 @@ void lp__collector_atfork_parent(void) {
 void lp__collector_atfork_child(void) {
   /*
    * The locks prepare took belong to this thread, the child's only one: they
-   * are released as usual. wake_mu was not taken (the collector may have held
-   * it, and it does not exist here): it starts again.
+   * are released as usual.
    */
-  pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
   lp__unlock(&sample_mu);
   lp__unlock(&ctl_mu);
-  wake_mu = fresh;
-  if (cv_ready) init_cv(); /* a waiter in the parent may have left it in any state */
   /* The collector thread was not copied: the child starts with no profile. */
   if (live) lp__agg_free(&agg);
   for (int o = 0; o < LP__OWNERS; o++) {

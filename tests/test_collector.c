@@ -455,6 +455,28 @@ static void test_collector_asks_for_a_short_slice(void) {
 }
 
 /*
+ * lp_profile_start returns once the collector thread runs with its
+ * scheduling in place, so that no deadline passes while a new thread waits
+ * for its first run. At a 1 s tick no tick can have come yet.
+ */
+static void test_collector_start_returns_with_the_thread_scheduled(void) {
+  int slices = kernel_grants_slices();
+  for (int i = 0; i < 50; i++) {
+    lp_profile_opts_t o = {.hz = 1};
+    CU_ASSERT_EQUAL_FATAL(lp_profile_start(&o), 0);
+    lp_profile_t *peek = NULL;
+    lp_profile_stats_t st;
+    CU_ASSERT_EQUAL_FATAL(lp__profile_peek(LP__PROGRAM, &peek), 0);
+    CU_ASSERT_EQUAL(lp_profile_get_stats(peek, &st), 0);
+    lp_profile_free(peek);
+    CU_ASSERT(st.cpus >= 1); /* read by the thread before its first deadline */
+    CU_ASSERT_EQUAL(st.sched, slices ? LP_SCHED_SLICE : LP_SCHED_DEFAULT);
+    CU_ASSERT_EQUAL(lp_profile_stop(NULL), 0);
+    if (st.cpus < 1) break;
+  }
+}
+
+/*
  * SCHED_FIFO where the process may have it; where it may not (a child that
  * gave up root and RLIMIT_RTPRIO), one warning, and the profile runs anyway
  * with the slice or the default.
@@ -516,6 +538,7 @@ int main(void) {
       LP_TEST(test_collector_stop_is_prompt_at_slow_tick),
       LP_TEST(test_collector_asks_for_a_short_slice),
       LP_TEST(test_collector_fifo_granted_or_refused),
+      LP_TEST(test_collector_start_returns_with_the_thread_scheduled),
       CU_TEST_INFO_NULL,
   };
   return lp_test_main("collector", tests);
