@@ -48,7 +48,7 @@ run() {
   env "$2=$lib" LABELPROF_PROFILE=1 LABELPROF_TRACE="$tmp/$name.json" \
     "$tmp/$name" >"$tmp/$name.out" 2>"$tmp/$name.err"
   rc=$?
-  if [ "$rc" -ne 0 ] || ! grep -qx done "$tmp/$name.out"; then
+  if [ "$rc" -ne 0 ] || ! grep -qx 'done' "$tmp/$name.out"; then
     bad "$name: exit status $rc"
     cat "$tmp/$name.out" "$tmp/$name.err"
     return
