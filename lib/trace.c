@@ -828,7 +828,8 @@ static size_t stream_collect(st_item_t **items, size_t *cap, bool all) {
   for (uint32_t pass = 0; pass < 1 + nt; pass++) {
     for (lp__lane_t *l = pass == 0 ? lanes : tracks[pass - 1]; l; l = pass == 0 ? l->next : NULL) {
       for (lp__chunk_t *c = l->first; c; c = c->next) {
-        bool closed = c != l->last || (!l->owner && (!l->track || all));
+        /* A track's last chunk stays open: lp_track_complete may add to it as soon as the lock is released. */
+        bool closed = c != l->last || (!l->owner && !l->track);
         if (!closed && !all) break;
         uint32_t from = c == l->first ? l->streamed : 0;
         uint32_t to = l->track ? c->count : chunk_end(l, c);
@@ -930,10 +931,7 @@ static void *stream_main(void *arg) {
       }
       /* Written: back to the pool. It is the first of its lane: chunks are written in order. */
       l->first = c->next;
-      if (l->last == c) {
-        l->last = NULL;
-        if (l->track) l->cur = l->lim = NULL;
-      }
+      if (l->last == c) l->last = NULL; /* an exited thread's */
       l->streamed = 0;
       release(c);
       freed = true;
