@@ -9,6 +9,8 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -181,6 +183,69 @@ static void test_stream_rotation(void) {
   CU_ASSERT_EQUAL(lp_trace_start(&bad), -EINVAL);
 }
 
+static jmp_buf jump;
+static void skipped(void) {
+  LP_SCOPE("stream skipped");
+  longjmp(jump, 1);
+}
+
+static void *other_thread(void *arg) {
+  lp_thread_set_name("stream other");
+  work(*(unsigned *)arg);
+  return NULL;
+}
+
+/* Instants, counters, virtual tracks, a second thread that exits, and a begin left by a longjmp, all streamed. */
+static void test_stream_kinds(void) {
+  char path[256];
+  snprintf(path, sizeof path, "%s/kinds.pftrace", dir);
+  lp_trace_opts_t o = stream_opts(path, 64 * LP__CHUNK_BYTES); /* room for a round: nothing dropped */
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(&o), 0);
+  lp_track_t gpu = lp_track_create("stream gpu");
+  CU_ASSERT(gpu >= 0);
+  uint64_t t0 = lp__mono_ns();
+  unsigned per = 2000;
+  for (int r = 0; r < 10; r++) {
+    LP_INSTANT("stream tick");
+    LP_COUNTER("stream depth", r);
+    CU_ASSERT_EQUAL(lp_track_complete(gpu, "stream kernel", t0 + 1000 * (uint64_t)r, 500), 0);
+    pthread_t th;
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, other_thread, &per), 0);
+    CU_ASSERT_EQUAL(pthread_join(th, NULL), 0);
+    {
+      LP_SCOPE("stream catcher");
+      if (setjmp(jump) == 0) skipped(); /* its scope never ends: the next begin at its depth ends it */
+      { LP_SCOPE("stream after"); }
+    }
+    CU_ASSERT_EQUAL(lp__trace_stream_sync(), 0);
+  }
+  lp_trace_stats_t st;
+  CU_ASSERT_EQUAL(lp_trace_get_stats(&st), 0);
+  CU_ASSERT_EQUAL(st.dropped, 0);
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  pd_trace_t t;
+  memset(&t, 0, sizeof t);
+  int rc = pd_decode(&t, path);
+  if (rc) fprintf(stderr, "decode: %s\n", t.error);
+  CU_ASSERT_EQUAL(rc, 0);
+  CU_ASSERT_EQUAL(count_lines(&t, "i", "stream tick"), 10);
+  size_t counters = 0, kernels = 0, nskipped = 0;
+  for (size_t i = 0; i < t.lines.n; i++) {
+    counters += strncmp(t.lines.v[i], "counter|C||stream depth|", 24) == 0;
+    kernels += strncmp(t.lines.v[i], "stream gpu|X|track|stream kernel|", 33) == 0;
+    nskipped += strstr(t.lines.v[i], "|stream skipped|") != NULL && strstr(t.lines.v[i], "unterminated") != NULL;
+  }
+  if (nskipped != 10)
+    for (size_t i = 0; i < t.lines.n; i++)
+      if (!strstr(t.lines.v[i], "stream inner")) fprintf(stderr, "%s\n", t.lines.v[i]);
+  CU_ASSERT_EQUAL(counters, 10);
+  CU_ASSERT_EQUAL(kernels, 10);
+  CU_ASSERT_EQUAL(nskipped, 10);
+  CU_ASSERT_EQUAL(count_lines(&t, "X", "stream after"), 10);
+  CU_ASSERT_EQUAL(count_lines(&t, "X", "stream inner"), 10 * per);
+  pd_free(&t.lines);
+}
+
 /* The child of the kill test: streams until it is killed, telling fd 3 after its first flushes. */
 static int kill_child(const char *path) {
   lp_trace_opts_t o = stream_opts(path, 4 * LP__CHUNK_BYTES);
@@ -257,7 +322,8 @@ int main(int argc, char **argv) {
   CU_TestInfo tests[] = {
       LP_TEST(test_stream_longer_than_budget), LP_TEST(test_stream_writer_behind_drops),
       LP_TEST(test_stream_export_flushes),     LP_TEST(test_stream_rotation),
-      LP_TEST(test_stream_kill9_prefix),       CU_TEST_INFO_NULL,
+      LP_TEST(test_stream_kill9_prefix),       LP_TEST(test_stream_kinds),
+      CU_TEST_INFO_NULL,
   };
   return lp_test_main("stream", tests);
 }
