@@ -316,13 +316,55 @@ static void test_stream_kill9_prefix(void) {
   pd_free(&t.lines);
 }
 
+static char env_child[4096];
+
+/* LABELPROF_TRACE_MODE=stream: the environment's session streamed to LABELPROF_TRACE, numbered by rotation. */
+static void test_stream_env(void) {
+  char tv[400], f1[300];
+  snprintf(tv, sizeof tv, "LABELPROF_TRACE=%s/env-%%n.pftrace", dir);
+  snprintf(f1, sizeof f1, "%s/env-1.pftrace", dir);
+  const char *vars[] = {tv, "LABELPROF_TRACE_MODE=stream", "LABELPROF_TRACE_ROTATE=1h", NULL};
+  char *argv[] = {env_child, (char *)"xxx", (char *)"dumps", (char *)"2", NULL};
+  lp_test_run_t r = lp_test_run(env_child, argv, vars, NULL);
+  CU_ASSERT(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0);
+  CU_ASSERT_STRING_EQUAL(r.err, "");
+  pd_trace_t t;
+  memset(&t, 0, sizeof t);
+  CU_ASSERT_EQUAL(pd_decode(&t, f1), 0);
+  CU_ASSERT_EQUAL(count_lines(&t, "X", "env work"), 1);
+  CU_ASSERT(strstr(t.session, "policy=stream") != NULL);
+  pd_free(&t.lines);
+  lp_test_run_free(&r);
+}
+
+/* Stream mode with a JSON file: a warning, and the JSON written at exit as in discard mode. */
+static void test_stream_env_json_falls_back(void) {
+  char tv[400], jf[300];
+  snprintf(jf, sizeof jf, "%s/env.json", dir);
+  snprintf(tv, sizeof tv, "LABELPROF_TRACE=%s", jf);
+  const char *vars[] = {tv, "LABELPROF_TRACE_MODE=stream", NULL};
+  char *argv[] = {env_child, (char *)"x", NULL};
+  lp_test_run_t r = lp_test_run(env_child, argv, vars, NULL);
+  CU_ASSERT(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0);
+  CU_ASSERT(strstr(r.err, "LABELPROF_TRACE_MODE=stream") != NULL && strstr(r.err, "discard") != NULL);
+  struct stat sb;
+  CU_ASSERT(stat(jf, &sb) == 0 && sb.st_size > 0);
+  lp_test_run_free(&r);
+  const char *bad[] = {tv, "LABELPROF_TRACE_MODE=stream", "LABELPROF_TRACE_ROTATE=lots", NULL};
+  r = lp_test_run(env_child, argv, bad, NULL);
+  CU_ASSERT(strstr(r.err, "LABELPROF_TRACE_ROTATE") != NULL);
+  lp_test_run_free(&r);
+}
+
 int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "--kill-child") == 0) return kill_child(argv[2]);
   dir = lp_test_tmpdir("stream");
+  if (!realpath("tests/env_child", env_child)) return 2;
   CU_TestInfo tests[] = {
       LP_TEST(test_stream_longer_than_budget), LP_TEST(test_stream_writer_behind_drops),
       LP_TEST(test_stream_export_flushes),     LP_TEST(test_stream_rotation),
       LP_TEST(test_stream_kill9_prefix),       LP_TEST(test_stream_kinds),
+      LP_TEST(test_stream_env),                LP_TEST(test_stream_env_json_falls_back),
       CU_TEST_INFO_NULL,
   };
   return lp_test_main("stream", tests);
