@@ -127,11 +127,16 @@ static int rss_child(const char *mode, double seconds, const char *path) {
     lp_trace_stop();
   }
   double other = cpu_s() - c0 - worker_cpu[0] - worker_cpu[1];
-  struct rusage ru;
-  getrusage(RUSAGE_SELF, &ru);
+  /* VmHWM, not ru_maxrss: that one keeps the parent's peak across fork and exec. */
+  long hwm = -1;
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "VmHWM: %ld kB", &hwm) == 1) break;
+  if (f) fclose(f);
   struct stat sb;
   double bytes = stream && stat(path, &sb) == 0 ? (double)sb.st_size : 0;
-  printf("%ld %ld %llu %.0f %.6f\n", ru.ru_maxrss, atomic_load(&timed_scopes), (unsigned long long)st.dropped, bytes,
+  printf("%ld %ld %llu %.0f %.6f\n", hwm, atomic_load(&timed_scopes), (unsigned long long)st.dropped, bytes,
          other);
   return 0;
 }
