@@ -462,7 +462,9 @@ typedef enum lp_trace_policy { LP_TRACE_DISCARD = 0, LP_TRACE_RING = 1, LP_TRACE
  * once the current one holds that many bytes or has been written that long;
  * a "%n" in opts.path is then the file's number (1, 2, ...) and every file is
  * a self-contained trace. lp_trace_start() returns -EINVAL for a streamed
- * session without a path, and the error of opening its first file.
+ * session without a path (or with rotation and no "%n"), -EBUSY while
+ * another session records, and the error of opening its first file;
+ * lp_trace_stop() returns the first error writing it (also said on stderr).
  */
 
 /*

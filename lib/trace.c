@@ -1013,6 +1013,9 @@ static int stream_stop(void) {
     tracks[i]->streamed = 0;
   }
   int err = st.err;
+  /* Said here too: the environment's session has nobody else to tell. */
+  if (err) fprintf(stderr, "labelprof: cannot write the stream to '%s': %s; what was recorded from then on is not in it\n",
+                  st.path, lp_strerror(err));
   lp__pfs_free(st.enc);
   free(st.path);
   st.enc = NULL;

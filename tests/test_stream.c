@@ -176,6 +176,12 @@ static void test_stream_rotation(void) {
   CU_ASSERT_EQUAL(inner, (size_t)rounds * per);
   CU_ASSERT_EQUAL(outer, 1);                /* ended in the last file */
   CU_ASSERT_EQUAL(outer_open, files - 1);   /* and open in every earlier one */
+  /* A file that cannot be written: the stop says so, and nothing waits. */
+  lp_trace_opts_t full = stream_opts("/dev/full", 4 * LP__CHUNK_BYTES);
+  if (lp_trace_start(&full) == 0) {
+    work(5000);
+    CU_ASSERT_EQUAL(lp_trace_stop(), -ENOSPC);
+  }
   lp_trace_opts_t bad = stream_opts("no-number.pftrace", 4 * LP__CHUNK_BYTES);
   bad.rotate_ns = 1000000000u;
   CU_ASSERT_EQUAL(lp_trace_start(&bad), -EINVAL); /* rotation needs %n */
