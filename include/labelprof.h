@@ -453,7 +453,32 @@ LP_EXPORT const lp_node_t *lp_node_find(const lp_node_t *n, const char *label);
  *                     recording thread: a thread that cannot get one records
  *                     nothing (counted).
  */
-typedef enum lp_trace_policy { LP_TRACE_DISCARD = 0, LP_TRACE_RING = 1 } lp_trace_policy_t;
+typedef enum lp_trace_policy { LP_TRACE_DISCARD = 0, LP_TRACE_RING = 1, LP_TRACE_STREAM = 2 } lp_trace_policy_t;
+
+/*
+ * ---- The streamed timeline (LP_TRACE_STREAM) ----
+ * LP_TRACE_STREAM writes the timeline to a Perfetto file (opts.path) while
+ * the program runs: a writer thread of the library takes each chunk as it
+ * fills, appends its events as whole TracePackets with checked write(2)
+ * calls, and returns the chunk to the pool. The budget then bounds memory,
+ * not the length of the session. The hot path never waits for the writer:
+ * when it falls behind and the budget has no free chunk, events are
+ * dropped and counted, as LP_TRACE_DISCARD's are, until chunks come back.
+ * The file is a valid trace after every append: a process killed at any
+ * moment leaves every packet written before the kill readable (and at most
+ * the one packet being written cut short). lp_dump() and the dump signal
+ * append what is recorded so far; lp_trace_stop() (and the exit, for
+ * LABELPROF_TRACE) appends the rest and closes the file. The stream's file
+ * is Perfetto only; an export of a streamed session to another path
+ * (lp_trace_write_json() ...) flushes the stream and writes nothing else.
+ * Rotation: opts.rotate_bytes and opts.rotate_ns (0: none) start a new file
+ * once the current one holds that many bytes or has been written that long;
+ * a "%n" in opts.path is then the file's number (1, 2, ...) and every file is
+ * a self-contained trace. lp_trace_start() returns -EINVAL for a streamed
+ * session without a path (or with rotation and no "%n"), -EBUSY while
+ * another session records, and the error of opening its first file;
+ * lp_trace_stop() returns the first error writing it (also said on stderr).
+ */
 
 /*
  * What stamps timeline events. Exported times are always CLOCK_MONOTONIC
@@ -482,6 +507,9 @@ typedef struct lp_trace_opts {
   uint64_t budget_bytes;    /* event memory for all threads and tracks; 0 means 64 MiB;
                                it is used in 16 KiB chunks, at least one */
   lp_clock_t clock;         /* LP_CLOCK_AUTO (the default), LP_CLOCK_TSC or LP_CLOCK_MONOTONIC */
+  const char *path;         /* LP_TRACE_STREAM: the Perfetto file ("%n": the rotation's number); else unused */
+  uint64_t rotate_bytes;    /* LP_TRACE_STREAM: a new file past this size; 0: never */
+  uint64_t rotate_ns;       /* LP_TRACE_STREAM: a new file after this long; 0: never */
 } lp_trace_opts_t;
 
 /*

@@ -23,7 +23,7 @@
  *
  *   LABELPROF_PROFILE=1|-|path  LABELPROF_FOLDED=path      LABELPROF_HZ=n
  *   LABELPROF_REPORT=threads,counts,flat,cpu,min=P        LABELPROF_TRACE=path
- *   LABELPROF_LEVELS=list       LABELPROF_TRACE_BUFFER=MiB LABELPROF_TRACE_MODE=discard|ring
+ *   LABELPROF_LEVELS=list       LABELPROF_TRACE_BUFFER=MiB LABELPROF_TRACE_MODE=discard|ring|stream
  *   LABELPROF_CLOCK=auto|tsc|monotonic                     LABELPROF_DUMP_SIGNAL=USR2
  *   LABELPROF_SYSTRACE=path     LABELPROF_TRACE_MARKER=1|path
  *   LABELPROF_COLLECTOR_SCHED=slice|default|fifo[:PRIO]
@@ -93,6 +93,7 @@ static const char *const known[] = {
     "LABELPROF_TRACE_FORMAT", /* Perfetto */
     "LABELPROF_CPU",
     "LABELPROF_PROFILE_EVERY",
+    "LABELPROF_TRACE_ROTATE", /* the Perfetto stream */
     /* Read by subs.c, and by the callstats.so subscriber installed with the library. */
     "LABELPROF_SUBSCRIBERS",  "LABELPROF_CALLSTATS",  "LABELPROF_CALLSTATS_THREADS",
     /* Read by names.c, and by the NVTX and ITT libraries installed with the library. */
@@ -275,7 +276,8 @@ static uint32_t parse_levels(const char *v) {
 static lp_trace_policy_t parse_mode(const char *v) {
   if (!v || strcmp(v, "discard") == 0) return LP_TRACE_DISCARD;
   if (strcmp(v, "ring") == 0) return LP_TRACE_RING;
-  warn("LABELPROF_TRACE_MODE='%s' is neither discard nor ring; using the default, discard", v);
+  if (strcmp(v, "stream") == 0) return LP_TRACE_STREAM;
+  warn("LABELPROF_TRACE_MODE='%s' is none of discard, ring, stream; using the default, discard", v);
   return LP_TRACE_DISCARD;
 }
 
@@ -738,6 +740,33 @@ static uint64_t parse_every(void) {
   return (uint64_t)ns;
 }
 
+/*
+ * The Perfetto stream: LABELPROF_TRACE_ROTATE=64M (a size: K, M, G, binary)
+ * or =10m (a time: s, m, h) starts a new file of the stream at that point.
+ */
+static void parse_rotate(lp_trace_opts_t *t) {
+  const char *v = value_of("LABELPROF_TRACE_ROTATE");
+  if (!v) return;
+  char *end;
+  errno = 0;
+  double d = strtod(v, &end);
+  double bytes = 0, ns = 0;
+  if (strcmp(end, "K") == 0 || strcmp(end, "KiB") == 0) bytes = d * 1024;
+  else if (strcmp(end, "M") == 0 || strcmp(end, "MiB") == 0) bytes = d * 1048576;
+  else if (strcmp(end, "G") == 0 || strcmp(end, "GiB") == 0) bytes = d * 1073741824.0;
+  else if (strcmp(end, "s") == 0) ns = d * 1e9;
+  else if (strcmp(end, "m") == 0) ns = d * 60e9;
+  else if (strcmp(end, "h") == 0) ns = d * 3600e9;
+  if (errno || end == v || !((bytes >= 4096 && bytes <= 1e15) || (ns >= 1e9 && ns <= 365 * 86400e9))) {
+    warn("LABELPROF_TRACE_ROTATE='%s' is neither a size from 4K (such as 64M, 1G) nor a time from 1s (such as 30s, "
+         "10m, 24h); the stream is not rotated",
+         v);
+    return;
+  }
+  t->rotate_bytes = (uint64_t)bytes;
+  t->rotate_ns = (uint64_t)ns;
+}
+
 int lp_dump(void) {
   lp__lock(&env_mu);
   int rc = at_exit_done ? -EINVAL : dump_locked();
@@ -912,6 +941,22 @@ void lp__env_load(void) {
     lp__unlock(&env_mu);
     return;
   }
+  /* ---- the Perfetto stream: LABELPROF_TRACE_MODE=stream writes LABELPROF_TRACE as the program runs ---- */
+  if (topts.policy == LP_TRACE_STREAM) {
+    parse_rotate(&topts);
+    if (!trace_path || trace_format != LP__FORMAT_PERFETTO) {
+      warn("LABELPROF_TRACE_MODE=stream writes a Perfetto file only (LABELPROF_TRACE=x.pftrace, or "
+           "LABELPROF_TRACE_FORMAT=perfetto); %s, written at exit, in discard mode",
+           trace_path ? "this trace is" : "the trace is not streamed: LABELPROF_TRACE is not set, so it is");
+      topts.policy = LP_TRACE_DISCARD;
+    } else if ((topts.rotate_bytes || topts.rotate_ns) && !strstr(trace_path, "%n")) {
+      warn("LABELPROF_TRACE_ROTATE needs %%n in LABELPROF_TRACE (trace-%%n.pftrace) to number the files; "
+           "the stream is not rotated");
+      topts.rotate_bytes = topts.rotate_ns = 0;
+    }
+    topts.path = topts.policy == LP_TRACE_STREAM ? trace_path : NULL;
+  }
+  /* ---- end of the Perfetto stream ---- */
   if (trace || systrace || want_marker) {
     int rc = lp__trace_start(LP__ENV, &topts);
     if (rc)

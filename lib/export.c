@@ -1653,4 +1653,239 @@ int lp__export_perfetto(lp__jw_t *w, const lp__session_t *s, const char *process
   lp__timemap_free(map);
   return rc ? rc : w->err;
 }
+
+/* ---- Perfetto streamed: chunks encoded as they fill (LP_TRACE_STREAM, trace.c) ----------
+ *
+ * The same packets as above, but written chunk by chunk, in recording order:
+ * a begin is a SLICE_BEGIN when it is read, an end the SLICE_END of the open
+ * scope it matches (the scopes above it, and those at or below a new
+ * begin's depth, end there too, flagged "unterminated": a longjmp skipped
+ * them). An end whose begin the stream never saw (dropped, or recorded
+ * before the stream) is left out. What a lane needs across chunks is kept
+ * in its lp__pfs_lane_t: its sequence (interning and clock), and its open
+ * scopes. Each file starts afresh (lp__pfs_restart): the process
+ * descriptor, and on each lane's first packet in it the cleared incremental
+ * state, the clock snapshot, the defaults and the lane's descriptor; the
+ * scopes still open then are begun again at the lane's first event in the
+ * file, flagged "truncated". A virtual track's items are written in the
+ * order they were given, as a begin and an end each.
+ */
+
+struct lp__pfs_lane {
+  pf_seq_t q;
+  uint32_t seq;
+  uint64_t uuid, file; /* the file its sequence was started in (0: none yet) */
+  open_scope_t *stack;
+  size_t depth, cap;
+};
+
+struct lp__pfs {
+  pf_export_t x;
+  uint64_t file;   /* files started */
+  uint32_t nseq;   /* sequences given out */
+  uint64_t events; /* events written to the current file */
+};
+
+lp__pfs_t *lp__pfs_new(void) {
+  lp__pfs_t *f = lp__calloc(1, sizeof *f);
+  if (!f) return NULL;
+  f->x.pid = (uint64_t)getpid();
+  f->x.process_uuid = pf_uuid(f->x.pid, 0);
+  f->x.boot_offset = pf_boot_offset();
+  f->x.q.pb = &f->x.pb;
+  f->nseq = 1; /* 1 is the process's own */
+  return f;
+}
+
+void lp__pfs_restart(lp__pfs_t *f, const char *process_name) {
+  pf_export_t *x = &f->x;
+  f->file++;
+  f->events = 0;
+  x->counters.n = 0; /* counter tracks are described again in each file */
+  x->rank = 0;
+  size_t p, td = pf_descriptor_begin(&x->pb, 1, SEQ_CLEARED, &p);
+  lp__pb_varint(&x->pb, TD_UUID, x->process_uuid);
+  size_t pd = lp__pb_begin(&x->pb, TD_PROCESS);
+  lp__pb_varint(&x->pb, PD_PID, x->pid);
+  lp__pb_str(&x->pb, PD_NAME, process_name ? process_name : program_invocation_short_name);
+  lp__pb_end(&x->pb, pd);
+  lp__pb_varint(&x->pb, TD_CHILD_ORDERING, 3);
+  lp__pb_end(&x->pb, td);
+  lp__pb_end(&x->pb, p);
+}
+
+void lp__pfs_lane_free(lp__pfs_lane_t *l) {
+  if (!l) return;
+  pf_seq_reset(&l->q, 0, 0);
+  free(l->stack);
+  free(l);
+}
+
+void lp__pfs_free(lp__pfs_t *f) {
+  if (!f) return;
+  lp__pb_free(&f->x.pb);
+  free(f->x.counters.keys);
+  free(f);
+}
+
+const uint8_t *lp__pfs_bytes(const lp__pfs_t *f, size_t *n) {
+  *n = f->x.pb.len;
+  return f->x.pb.buf;
+}
+
+void lp__pfs_clear(lp__pfs_t *f) { f->x.pb.len = 0; }
+
+int lp__pfs_error(const lp__pfs_t *f) { return f->x.pb.err ? f->x.pb.err : f->x.q.nomem ? -ENOMEM : 0; }
+
+uint64_t lp__pfs_events(const lp__pfs_t *f) { return f->events; }
+
+/* The lane's sequence started in this file, with its descriptor, and its open scopes begun again at ts. */
+static void pfs_lane_start(lp__pfs_t *f, lp__pfs_lane_t *l, const lp__pfs_lane_info_t *info, uint64_t ts) {
+  pf_export_t *x = &f->x;
+  pf_seq_reset(&l->q, l->seq, ts);
+  pf_seq_start(&l->q, l->uuid, x->boot_offset);
+  size_t p, td = pf_descriptor_begin(&x->pb, l->seq, SEQ_NEEDS_STATE, &p);
+  lp__pb_varint(&x->pb, TD_UUID, l->uuid);
+  if (info->track) {
+    lp__pb_varint(&x->pb, TD_PARENT, x->process_uuid);
+    lp__pb_str(&x->pb, TD_NAME, info->name);
+  } else {
+    size_t t = lp__pb_begin(&x->pb, TD_THREAD);
+    lp__pb_varint(&x->pb, THD_PID, x->pid);
+    lp__pb_varint(&x->pb, THD_TID, info->tid);
+    lp__pb_str(&x->pb, THD_NAME, info->name);
+    lp__pb_end(&x->pb, t);
+  }
+  lp__pb_varint(&x->pb, TD_RANK, x->rank++);
+  lp__pb_end(&x->pb, td);
+  lp__pb_end(&x->pb, p);
+  l->file = f->file;
+  for (size_t k = 0; k < l->depth; k++) {
+    pf_rec_t r = {ts, 0, l->stack[k].site, 0, PF_SLICE, PF_TRUNCATED};
+    pf_event(&l->q, &r, TYPE_SLICE_BEGIN, ts, 0, lp__label(l->stack[k].site), false);
+  }
+}
+
+/* Ends the open scopes from index k up, innermost first, at ts. */
+static void pfs_close_from(lp__pfs_lane_t *l, size_t k, uint64_t ts, bool unterminated) {
+  while (l->depth > k) {
+    l->depth--;
+    pf_rec_t r = {ts, ts, l->stack[l->depth].site, 0, PF_SLICE, unterminated ? PF_UNTERMINATED : 0};
+    pf_event(&l->q, &r, TYPE_SLICE_END, ts, 0, NULL, true);
+  }
+}
+
+int lp__pfs_chunk(lp__pfs_t *f, lp__pfs_lane_t **state, const lp__pfs_lane_info_t *info, const lp_impl_event_t *ev,
+                  uint32_t from, uint32_t to, const lp__timemap_t *map, lp__sync_t anchor) {
+  pf_export_t *x = &f->x;
+  lp__pfs_lane_t *l = *state;
+  if (!l) {
+    if (!(l = lp__calloc(1, sizeof *l))) return -ENOMEM;
+    l->seq = ++f->nseq;
+    l->uuid = pf_uuid(x->pid, ((uint64_t)l->seq << 1) | ((uint64_t)1 << 62));
+    l->q.pb = &x->pb;
+    *state = l;
+  }
+  size_t cursor = 0;
+  for (uint32_t i = from; i < to && !x->pb.err; i++) {
+    uint32_t kind = (uint32_t)(ev[i].tag & LP_IMPL_EV_KIND);
+    if (kind == LP__EV_PAYLOAD) continue;
+    uint64_t ts;
+    if (kind == LP__EV_TRACK) {
+      if (i + 1 >= to) break; /* its payload not there: cannot happen, both are written at once */
+      ts = ev[i].ts;
+    } else {
+      ts = lp__timemap_ns(map, ev[i].ts, anchor, &cursor);
+    }
+    if (l->file != f->file) pfs_lane_start(f, l, info, ts);
+    if (ts < l->q.last) ts = l->q.last; /* a lane's time never goes back on its sequence */
+    const lp_site_t *site = LP__TAG_SITE(ev[i].tag);
+    switch (kind) {
+    case LP_IMPL_EV_BEGIN: {
+      uint32_t d = LP__TAG_DEPTH(ev[i].tag);
+      size_t k = l->depth;
+      while (k > 0 && l->stack[k - 1].depth >= d) k--;
+      pfs_close_from(l, k, ts, true);
+      if (l->depth == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 32;
+        open_scope_t *s = lp__realloc(l->stack, cap * sizeof *s);
+        if (!s) {
+          l->q.nomem = true;
+          break;
+        }
+        l->stack = s;
+        l->cap = cap;
+      }
+      l->stack[l->depth++] = (open_scope_t){site, ts, d, false, 0};
+      pf_rec_t r = {ts, 0, site, 0, PF_SLICE, 0};
+      pf_event(&l->q, &r, TYPE_SLICE_BEGIN, ts, 0, lp__label(site), false);
+      f->events++;
+      break;
+    }
+    case LP_IMPL_EV_END: {
+      size_t m = match(l->stack, l->depth, site, LP__TAG_DEPTH(ev[i].tag));
+      if (!m) break; /* its begin is not in the stream */
+      pfs_close_from(l, m, ts, true);
+      pfs_close_from(l, m - 1, ts, false);
+      f->events++;
+      break;
+    }
+    case LP_IMPL_EV_INSTANT: {
+      pf_rec_t r = {ts, 0, site, 0, PF_INSTANT, 0};
+      pf_event(&l->q, &r, TYPE_INSTANT, ts, 0, lp__label(site), false);
+      f->events++;
+      break;
+    }
+    case LP_IMPL_EV_COUNTER: {
+      if (i + 1 >= to) break;
+      pf_rec_t r = {ts, 0, site, (int64_t)ev[i + 1].ts, PF_COUNTER, 0};
+      x->q.id = l->seq; /* the sequence its descriptor goes on */
+      uint64_t cu = pf_counter_track(x, site);
+      pf_event(&l->q, &r, TYPE_COUNTER, ts, cu, NULL, false);
+      f->events++;
+      i++;
+      break;
+    }
+    case LP__EV_TRACK: {
+      uint32_t id = (uint32_t)(ev[i].tag >> 3);
+      uint64_t dur = ev[i + 1].ts;
+      i++;
+      if (id >= info->nwork) break;
+      const char *name = info->work[id];
+      pf_rec_t r = {ts, ts + dur, name, 0, PF_SLICE, PF_WORK};
+      pf_event(&l->q, &r, TYPE_SLICE_BEGIN, ts, 0, name, false);
+      pf_event(&l->q, &r, TYPE_SLICE_END, ts + dur, 0, NULL, true);
+      f->events++;
+      break;
+    }
+    default:
+      break;
+    }
+  }
+  if (l->q.nomem) x->q.nomem = true;
+  return lp__pfs_error(f);
+}
+
+void lp__pfs_finish(lp__pfs_t *f, const lp__pfs_notes_t *n) {
+  pf_export_t *x = &f->x;
+  size_t p = lp__pb_begin(&x->pb, TRACE_PACKET);
+  lp__pb_varint(&x->pb, TP_TIMESTAMP, n->at_ns);
+  lp__pb_varint(&x->pb, TP_CLOCK_ID, CLOCK_MONOTONIC_ID);
+  size_t te = lp__pb_begin(&x->pb, TP_TRACK_EVENT);
+  lp__pb_varint(&x->pb, TE_TYPE, TYPE_INSTANT);
+  lp__pb_varint(&x->pb, TE_TRACK_UUID, x->process_uuid);
+  pf_annotation_str(&x->pb, "library", "labelprof " LABELPROF_VERSION_STRING);
+  pf_annotation_str(&x->pb, "clock", lp__clock_name());
+  pf_annotation_str(&x->pb, "clock_reason", lp__clock_reason());
+  pf_annotation_str(&x->pb, "clock_domain", "CLOCK_MONOTONIC");
+  pf_annotation_uint(&x->pb, "events_recorded", DA_UINT, f->events);
+  pf_annotation_uint(&x->pb, "events_dropped", DA_UINT, n->dropped);
+  pf_annotation_uint(&x->pb, "budget_bytes", DA_UINT, n->budget_bytes);
+  pf_annotation_str(&x->pb, "policy", "stream");
+  pf_annotation_uint(&x->pb, "file_number", DA_UINT, f->file);
+  lp__pb_str(&x->pb, 23, "labelprof session");
+  lp__pb_end(&x->pb, te);
+  lp__pb_varint(&x->pb, TP_SEQ_ID, 1);
+  lp__pb_end(&x->pb, p);
+}
 /* ---- end of Perfetto ---- */

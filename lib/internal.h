@@ -531,6 +531,9 @@ struct lp__lane {
   char **names;
   uint32_t nnames, capnames;
   uint32_t *name_slots, name_mask;
+  /* LP_TRACE_STREAM: slots of its first chunk already written, and the writer's state for it (trace lock). */
+  uint32_t streamed;
+  struct lp__pfs_lane *stream;
 };
 
 /*
@@ -706,6 +709,42 @@ int lp__export_systrace(lp__jw_t *w, const lp__session_t *s);
 /* ---- the session as Perfetto TrackEvent protobuf (lp_trace_write_perfetto) ---- */
 int lp__export_perfetto(lp__jw_t *w, const lp__session_t *s, const char *process_name, char *jump, size_t jump_len);
 /* ---- end of layers and phases ---- */
+/*
+ * ---- the Perfetto stream (LP_TRACE_STREAM): chunks encoded as they fill ----
+ * One encoder per stream; lp__pfs_restart starts a file (the process's
+ * descriptor), lp__pfs_chunk encodes slots [from, to) of a lane's chunk
+ * with the lane's state (*state: NULL at first; free it with
+ * lp__pfs_lane_free), lp__pfs_finish adds the session's notes. The packets
+ * built so far are at lp__pfs_bytes until lp__pfs_clear; they always end
+ * on a packet boundary.
+ */
+typedef struct lp__pfs lp__pfs_t;
+typedef struct lp__pfs_lane lp__pfs_lane_t;
+typedef struct lp__pfs_lane_info {
+  uint64_t tid;
+  const char *name;
+  bool track;
+  char *const *work; /* a track's work names by id */
+  uint32_t nwork;
+} lp__pfs_lane_info_t;
+typedef struct lp__pfs_notes {
+  uint64_t at_ns, dropped, budget_bytes;
+} lp__pfs_notes_t;
+lp__pfs_t *lp__pfs_new(void);
+void lp__pfs_free(lp__pfs_t *f);
+void lp__pfs_restart(lp__pfs_t *f, const char *process_name);
+int lp__pfs_chunk(lp__pfs_t *f, lp__pfs_lane_t **state, const lp__pfs_lane_info_t *info, const lp_impl_event_t *ev,
+                  uint32_t from, uint32_t to, const lp__timemap_t *map, lp__sync_t anchor);
+void lp__pfs_finish(lp__pfs_t *f, const lp__pfs_notes_t *n);
+void lp__pfs_lane_free(lp__pfs_lane_t *l);
+const uint8_t *lp__pfs_bytes(const lp__pfs_t *f, size_t *n);
+void lp__pfs_clear(lp__pfs_t *f);
+int lp__pfs_error(const lp__pfs_t *f);
+uint64_t lp__pfs_events(const lp__pfs_t *f);
+/* Tests: hold the writer back (on) or let it go; wait until it has written everything closed so far. */
+void lp__trace_stream_hold(bool on);
+int lp__trace_stream_sync(void);
+/* ---- end of the Perfetto stream ---- */
 /* A site's label for reports: "(null)" for a NULL label. */
 static inline const char *lp__label(const lp_site_t *site) { return site->label ? site->label : "(null)"; }
 

@@ -39,6 +39,8 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <signal.h>
@@ -55,7 +57,7 @@ static struct {
   lp_trace_opts_t opts; /* budget, policy and clock of the session that started it */
   uint64_t gen;         /* recordings started so far */
   bool spent;           /* discard mode: the budget is spent */
-} rec = {0, {LP_LEVEL_STANDARD, LP_TRACE_DISCARD, 64u << 20, LP_CLOCK_AUTO}, 0, false};
+} rec = {0, {LP_LEVEL_STANDARD, LP_TRACE_DISCARD, 64u << 20, LP_CLOCK_AUTO, NULL, 0, 0}, 0, false};
 
 static atomic_int starved;            /* ring: the last thread that needed a chunk found none to take */
 static atomic_int exports;            /* exports in flight, holding pins */
@@ -78,6 +80,7 @@ typedef struct session {
   uint64_t drops0, drops1; /* the drop total at its start and stop */
   uint64_t overwritten;    /* ring: events of its window reused */
   uint64_t first_drop_ns;  /* CLOCK_MONOTONIC time of its first drop, 0 if none (trace lock; cold paths only) */
+  bool streamed;           /* LP_TRACE_STREAM: its events went to the stream's file */
 } session_t;
 static session_t sessions[LP__OWNERS];
 
@@ -272,6 +275,8 @@ static void refill_wake(void) {
   if (rc != 0) lp__fatal("pthread_cond_signal", rc);
 }
 
+static void stream_wake(void);
+
 static lp__chunk_t *chunk_get(void) {
   lp__chunk_t *c = pool;
   if (pooled / LP__CHUNK_BYTES <= REFILL_LOW) refill_wake();
@@ -408,6 +413,7 @@ static void retire(lp__lane_t *l) {
     l->next->prev = l->prev;
   else
     lanes_tail = l->prev;
+  lp__pfs_lane_free(l->stream);
   free(l->name);
   free(l);
 }
@@ -493,6 +499,7 @@ static uint32_t record_slow(lp__thread_t *t, uintptr_t tag, uint64_t payload, un
     if (atomic_load_explicit(&starved, memory_order_relaxed)) atomic_store_explicit(&starved, 0, memory_order_relaxed);
   }
   bool spent = false;
+  if (l->last) stream_wake(); /* the chunk it leaves is the writer's */
   lp__chunk_t *c = rec.recording ? next_chunk(l, &spent) : NULL;
   if (!c) {
     if (spent) { /* not on a failed allocation: that drops this event only */
@@ -657,6 +664,7 @@ void lp__trace_thread_exit(lp__thread_t *t) {
   lp__lock(&trace_mu);
   lp__lane_t *l = t->lane;
   if (l->last) l->last->count = (uint32_t)(LP_IMPL_LOAD_RELAXED(t->hot.tcur) - l->last->ev);
+  if (l->last) stream_wake();
   l->owner = NULL;
   t->lane = NULL;
   atomic_store_explicit(&starved, 0, memory_order_relaxed); /* its chunk can be taken now */
@@ -674,6 +682,390 @@ void lp__trace_thread_renamed(lp__thread_t *t) {
     }
   }
   lp__unlock(&trace_mu);
+}
+
+/* ---- the stream (LP_TRACE_STREAM) ------------------------------------------------
+ *
+ * A writer thread takes the chunks that threads (and tracks) have left,
+ * encodes them as Perfetto packets (export.c's lp__pfs_*), appends them to
+ * the file and returns the chunks to the pool. It holds the trace lock only
+ * to collect chunks (pinned while it encodes) and to give them back, never
+ * while it encodes or writes. While it is behind and the budget has no
+ * chunk left, the recording is spent as in discard mode (the hot path drops
+ * and counts inline); it is no longer spent once the writer returns chunks.
+ * A flush (lp_dump, the dump signal, an export of the session, the tests'
+ * lp__trace_stream_sync) also writes the part of each current chunk filled
+ * so far; the stop writes everything, adds the session's notes and closes.
+ */
+static struct {
+  bool on;                 /* a stream is open (trace lock, like everything here) */
+  lp__owner_t owner;
+  char *path;              /* as given: "%n" is the file's number */
+  unsigned number;         /* of the current file */
+  int fd;
+  uint64_t rotate_bytes, rotate_ns, file_bytes, file_ns;
+  pthread_t th;
+  bool quit, wake, hold;
+  uint64_t req, done;      /* flushes asked for and done */
+  int err;                 /* the first error writing, sticky */
+  lp__pfs_t *enc;          /* the writer's own (no lock needed) */
+} st = {.fd = -1};
+static pthread_cond_t st_cv = PTHREAD_COND_INITIALIZER;      /* the writer waits here */
+static pthread_cond_t st_done_cv = PTHREAD_COND_INITIALIZER; /* and flushers here */
+static bool st_atexit;
+
+/* Trace lock held. */
+static void stream_wake(void) {
+  if (!st.on || st.wake) return;
+  st.wake = true;
+  int rc = pthread_cond_signal(&st_cv);
+  if (rc != 0) lp__fatal("pthread_cond_signal", rc);
+}
+
+/* path with each %n as number and %% as %. NULL on ENOMEM. */
+static char *stream_name(const char *path, unsigned number) {
+  char num[16];
+  int nn = snprintf(num, sizeof num, "%u", number);
+  size_t need = 1;
+  for (const char *c = path; *c; c++) {
+    if (c[0] == '%' && (c[1] == 'n' || c[1] == '%')) {
+      need += c[1] == 'n' ? (size_t)nn : 1;
+      c++;
+    } else {
+      need++;
+    }
+  }
+  char *out = lp__malloc(need), *o = out;
+  if (!out) return NULL;
+  for (const char *c = path; *c; c++) {
+    if (c[0] == '%' && c[1] == 'n') {
+      memcpy(o, num, (size_t)nn);
+      o += nn;
+      c++;
+    } else if (c[0] == '%' && c[1] == '%') {
+      *o++ = '%';
+      c++;
+    } else {
+      *o++ = *c;
+    }
+  }
+  *o = '\0';
+  return out;
+}
+
+static bool has_number(const char *path) {
+  for (const char *c = path; *c; c++) {
+    if (c[0] == '%' && c[1] == 'n') return true;
+    if (c[0] == '%' && c[1] == '%') c++;
+  }
+  return false;
+}
+
+/* Appends n bytes, all of them (write(2) may write less, or be interrupted). */
+static int write_all(int fd, const uint8_t *p, size_t n) {
+  while (n) {
+    ssize_t k = write(fd, p, n);
+    if (k < 0) {
+      if (errno == EINTR) continue;
+      return -errno;
+    }
+    p += k;
+    n -= (size_t)k;
+  }
+  return 0;
+}
+
+/* Appends what the encoder holds, whole packets. Writer only. */
+static void stream_put(void) {
+  size_t n;
+  const uint8_t *b = lp__pfs_bytes(st.enc, &n);
+  int rc = lp__pfs_error(st.enc);
+  if (!rc && n && st.fd >= 0) rc = write_all(st.fd, b, n);
+  if (rc && !st.err) st.err = rc;
+  st.file_bytes += n;
+  lp__pfs_clear(st.enc);
+}
+
+/* Opens the next file and writes its first packets. */
+static int stream_open_next(void) {
+  char *name = stream_name(st.path, ++st.number);
+  if (!name) return -ENOMEM;
+  int fd = open(name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  int rc = fd < 0 ? -errno : 0;
+  free(name);
+  if (rc) return rc;
+  st.fd = fd;
+  st.file_bytes = 0;
+  st.file_ns = lp__mono_ns();
+  lp__pfs_restart(st.enc, NULL);
+  stream_put();
+  return 0;
+}
+
+/* The session's notes at the end of the current file, and the file closed. Writer only, no lock. */
+static void stream_close_file(void) {
+  lp__drops_t d;
+  if (lp__trace_drops(st.owner, &d) != 0) memset(&d, 0, sizeof d);
+  lp__pfs_notes_t n = {lp__mono_ns(), d.dropped, d.budget_bytes};
+  lp__pfs_finish(st.enc, &n);
+  stream_put();
+  if (st.fd >= 0 && close(st.fd) != 0 && !st.err) st.err = -errno;
+  st.fd = -1;
+}
+
+typedef struct st_item {
+  lp__lane_t *lane;
+  lp__chunk_t *chunk;
+  uint32_t from, to;
+  bool closed;
+  lp__pfs_lane_info_t info; /* name and work names copied */
+} st_item_t;
+
+/* What is to be written now: closed chunks, and with all, what live ones hold. Trace lock held. */
+static size_t stream_collect(st_item_t **items, size_t *cap, bool all) {
+  size_t n = 0;
+  uint32_t nt = atomic_load(&ntracks);
+  for (uint32_t pass = 0; pass < 1 + nt; pass++) {
+    for (lp__lane_t *l = pass == 0 ? lanes : tracks[pass - 1]; l; l = pass == 0 ? l->next : NULL) {
+      for (lp__chunk_t *c = l->first; c; c = c->next) {
+        /* A track's last chunk stays open: lp_track_complete may add to it as soon as the lock is released. */
+        bool closed = c != l->last || (!l->owner && !l->track);
+        if (!closed && !all) break;
+        uint32_t from = c == l->first ? l->streamed : 0;
+        uint32_t to = l->track ? c->count : chunk_end(l, c);
+        if (n == *cap) {
+          size_t nc = *cap ? *cap * 2 : 64;
+          st_item_t *ni = lp__realloc(*items, nc * sizeof *ni);
+          if (!ni) return n; /* the rest next time */
+          *items = ni;
+          *cap = nc;
+        }
+        st_item_t *it = &(*items)[n];
+        memset(it, 0, sizeof *it);
+        it->lane = l;
+        it->chunk = c;
+        it->from = from;
+        it->to = to;
+        it->closed = closed;
+        it->info.tid = l->tid;
+        it->info.track = l->track;
+        it->info.name = lp__strdup(l->name);
+        if (l->track && l->nnames) {
+          char **w = lp__malloc(l->nnames * sizeof *w);
+          if (w) {
+            memcpy(w, l->names, l->nnames * sizeof *w); /* the strings stay until a new recording */
+            it->info.work = w;
+            it->info.nwork = l->nnames;
+          }
+        }
+        c->pins++;
+        n++;
+      }
+    }
+  }
+  return n;
+}
+
+static void *stream_main(void *arg) {
+  (void)arg;
+  st_item_t *items = NULL;
+  size_t cap = 0;
+  lp__sync_t *syncs = NULL;
+  size_t scap = 0;
+  lp__lock(&trace_mu);
+  for (;;) {
+    while (!st.quit && (st.hold || (!st.wake && st.req == st.done))) {
+      int rc = pthread_cond_wait(&st_cv, &trace_mu);
+      if (rc != 0) lp__fatal("pthread_cond_wait", rc);
+    }
+    bool quit = st.quit;
+    uint64_t req = st.req;
+    bool all = quit || req != st.done;
+    st.wake = false;
+    size_t n = stream_collect(&items, &cap, all);
+    lp__unlock(&trace_mu);
+    /* The clock's points: each chunk's, and now's (after every event collected). */
+    if (n + 1 > scap) {
+      lp__sync_t *ns = lp__realloc(syncs, (n + 1) * sizeof *ns);
+      if (ns) {
+        syncs = ns;
+        scap = n + 1;
+      }
+    }
+    lp__timemap_t *map = NULL;
+    if (scap >= n + 1) {
+      for (size_t i = 0; i < n; i++) syncs[i] = items[i].chunk->sync;
+      syncs[n] = lp__clock_sync();
+      map = lp__timemap_new(syncs, n + 1);
+    }
+    for (size_t i = 0; i < n; i++) {
+      st_item_t *it = &items[i];
+      if (st.fd >= 0 && ((st.rotate_bytes && st.file_bytes >= st.rotate_bytes) ||
+                         (st.rotate_ns && lp__mono_ns() - st.file_ns >= st.rotate_ns))) {
+        stream_close_file();
+        int rc = stream_open_next();
+        if (rc && !st.err) st.err = rc;
+      }
+      if (!map) {
+        if (!st.err) st.err = -ENOMEM;
+      } else if (it->from < it->to && it->info.name) {
+        lp__pfs_chunk(st.enc, &it->lane->stream, &it->info, it->chunk->ev, it->from, it->to, map,
+                      it->chunk->sync);
+        stream_put(); /* a chunk at a time: the file is a trace after each */
+      }
+    }
+    lp__timemap_free(map);
+    if (quit) stream_close_file();
+    lp__lock(&trace_mu);
+    bool freed = false;
+    for (size_t i = 0; i < n; i++) {
+      st_item_t *it = &items[i];
+      lp__lane_t *l = it->lane;
+      lp__chunk_t *c = it->chunk;
+      free((void *)it->info.name);
+      free((void *)it->info.work);
+      c->pins--;
+      if (!it->closed) {
+        l->streamed = it->to;
+        continue;
+      }
+      /* Written: back to the pool. It is the first of its lane: chunks are written in order. */
+      l->first = c->next;
+      if (l->last == c) l->last = NULL; /* an exited thread's */
+      l->streamed = 0;
+      release(c);
+      freed = true;
+      if (!l->owner && !l->first && !l->track) retire(l);
+    }
+    if (freed && rec.spent && rec.opts.policy == LP_TRACE_STREAM) {
+      rec.spent = false;
+      publish_levels();
+    }
+    if (all) {
+      st.done = req;
+      int rc = pthread_cond_broadcast(&st_done_cv);
+      if (rc != 0) lp__fatal("pthread_cond_broadcast", rc);
+    }
+    if (quit) break;
+  }
+  lp__unlock(&trace_mu);
+  free(items);
+  free(syncs);
+  return NULL;
+}
+
+/* Opens the stream's first file and starts its writer. Trace lock held, nothing recording. */
+static int stream_start(lp__owner_t who, const lp_trace_opts_t *o) {
+  if (lp__forked_child()) return -ENOTSUP; /* no thread may be started there */
+  memset(&st, 0, sizeof st);
+  st.fd = -1;
+  st.owner = who;
+  st.rotate_bytes = o->rotate_bytes;
+  st.rotate_ns = o->rotate_ns;
+  if (!(st.path = lp__strdup(o->path)) || !(st.enc = lp__pfs_new())) {
+    free(st.path);
+    st.path = NULL;
+    return -ENOMEM;
+  }
+  int rc = stream_open_next();
+  if (rc == 0) {
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    rc = -pthread_create(&st.th, NULL, stream_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc == 0) pthread_setname_np(st.th, "labelprof-write");
+  }
+  if (rc) {
+    if (st.fd >= 0) close(st.fd);
+    char *name = stream_name(st.path, 1);
+    if (name && st.number) unlink(name);
+    free(name);
+    lp__pfs_free(st.enc);
+    free(st.path);
+    memset(&st, 0, sizeof st);
+    st.fd = -1;
+    return rc;
+  }
+  st.on = true;
+  return 0;
+}
+
+/* The stop of the stream's session: everything written, the file closed. Trace lock held; released meanwhile. */
+static int stream_stop(void) {
+  st.quit = true;
+  int rc = pthread_cond_signal(&st_cv);
+  if (rc != 0) lp__fatal("pthread_cond_signal", rc);
+  pthread_t th = st.th;
+  lp__unlock(&trace_mu);
+  rc = pthread_join(th, NULL);
+  if (rc != 0) lp__fatal("pthread_join", rc);
+  lp__lock(&trace_mu);
+  /* Lanes keep no writer's state beyond the stream: a next one starts afresh. */
+  for (lp__lane_t *l = lanes; l; l = l->next) {
+    lp__pfs_lane_free(l->stream);
+    l->stream = NULL;
+    l->streamed = 0;
+  }
+  for (uint32_t i = 0; i < atomic_load(&ntracks); i++) {
+    lp__pfs_lane_free(tracks[i]->stream);
+    tracks[i]->stream = NULL;
+    tracks[i]->streamed = 0;
+  }
+  int err = st.err;
+  /* Said here too: the environment's session has nobody else to tell. */
+  if (err) fprintf(stderr, "labelprof: cannot write the stream to '%s': %s; what was recorded from then on is not in it\n",
+                  st.path, lp_strerror(err));
+  lp__pfs_free(st.enc);
+  free(st.path);
+  st.enc = NULL;
+  st.path = NULL;
+  st.on = st.quit = false;
+  rc = pthread_cond_broadcast(&st_done_cv);
+  if (rc != 0) lp__fatal("pthread_cond_broadcast", rc);
+  /* Sessions that still record go on as discard mode would. */
+  if (rec.opts.policy == LP_TRACE_STREAM) rec.opts.policy = LP_TRACE_DISCARD;
+  return err;
+}
+
+/* Everything recorded so far written (partly filled chunks too). Trace lock held; released meanwhile. */
+static int stream_flush_locked(void) {
+  if (!st.on) return 0;
+  uint64_t my = ++st.req;
+  int rc = pthread_cond_signal(&st_cv);
+  if (rc != 0) lp__fatal("pthread_cond_signal", rc);
+  while (st.on && st.done < my) {
+    rc = pthread_cond_wait(&st_done_cv, &trace_mu);
+    if (rc != 0) lp__fatal("pthread_cond_wait", rc);
+  }
+  return st.err;
+}
+
+int lp__trace_stream_sync(void) {
+  lp__lock(&trace_mu);
+  int rc = stream_flush_locked();
+  lp__unlock(&trace_mu);
+  return rc;
+}
+
+void lp__trace_stream_hold(bool on) {
+  lp__lock(&trace_mu);
+  st.hold = on;
+  if (!on) {
+    int rc = pthread_cond_signal(&st_cv);
+    if (rc != 0) lp__fatal("pthread_cond_signal", rc);
+  }
+  lp__unlock(&trace_mu);
+}
+
+/* At exit: the program's stream, if it still runs, written to its end. */
+static void stream_at_exit(void) {
+  if (lp__forked_child()) return;
+  lp__lock(&trace_mu);
+  bool on = st.on;
+  lp__owner_t who = st.owner;
+  lp__unlock(&trace_mu);
+  if (on) lp__trace_stop(who);
 }
 
 /* ---- sessions ------------------------------------------------------------------ */
@@ -721,7 +1113,11 @@ static int check_opts(const lp_trace_opts_t *opts, lp_trace_opts_t *want) {
   *want = opts ? *opts : (lp_trace_opts_t){0};
   if (!want->levels) want->levels = LP_LEVEL_STANDARD;
   if (!want->budget_bytes) want->budget_bytes = 64u << 20;
-  if ((want->levels & ~LP_LEVEL_ALL) || (want->policy != LP_TRACE_DISCARD && want->policy != LP_TRACE_RING) ||
+  if (want->policy == LP_TRACE_STREAM &&
+      (!want->path || !want->path[0] || ((want->rotate_bytes || want->rotate_ns) && !has_number(want->path))))
+    return -EINVAL;
+  if ((want->levels & ~LP_LEVEL_ALL) ||
+      (want->policy != LP_TRACE_DISCARD && want->policy != LP_TRACE_RING && want->policy != LP_TRACE_STREAM) ||
       want->budget_bytes < LP__CHUNK_BYTES ||
       (want->clock != LP_CLOCK_AUTO && want->clock != LP_CLOCK_TSC && want->clock != LP_CLOCK_MONOTONIC))
     return -EINVAL;
@@ -749,8 +1145,24 @@ int lp__trace_start(lp__owner_t who, const lp_trace_opts_t *opts) {
     lp__unlock(&trace_mu);
     return -EBUSY;
   }
+  if (st.quit) { /* a stream is being written to its end: its chunks are not to be taken back yet */
+    lp__unlock(&trace_mu);
+    return -EBUSY;
+  }
+  if (want.policy == LP_TRACE_STREAM) {
+    /* A stream starts the recording: its chunks are the writer's. */
+    int rc = rec.recording ? -EBUSY : stream_start(who, &want);
+    if (rc) {
+      lp__unlock(&trace_mu);
+      return rc;
+    }
+    if (!st_atexit && atexit(stream_at_exit) == 0) st_atexit = true;
+  }
   if (!rec.recording) reset(&want);
+  if (want.policy == LP_TRACE_STREAM) /* what a live thread's kept chunk holds is the last recording's */
+    for (lp__lane_t *l = lanes; l; l = l->next) l->streamed = l->first ? chunk_end(l, l->first) : 0;
   memset(s, 0, sizeof *s);
+  s->streamed = want.policy == LP_TRACE_STREAM;
   s->exists = s->running = true;
   s->levels = want.levels;
   s->gen = rec.gen;
@@ -779,8 +1191,9 @@ int lp__trace_stop(lp__owner_t who) {
   s->drops1 = drop_total(&c);
   rec.recording--;
   publish_levels();
+  int rc = st.on && st.owner == who ? stream_stop() : 0;
   lp__unlock(&trace_mu);
-  return 0;
+  return rc;
 }
 
 bool lp__trace_running(lp__owner_t who) {
@@ -1041,6 +1454,14 @@ static int write_snapshot(int fd, const lp__session_t *s, const char *process_na
 /* One way out for every format: the same snapshot, the same output file handling (output.c). */
 int lp__trace_write_as(lp__owner_t who, const char *path, const char *process_name, lp__format_t format) {
   if (!path) return -EINVAL;
+  lp__lock(&trace_mu);
+  if (sessions[who].exists && sessions[who].streamed) {
+    /* Its events are in the stream's file, or on their way: they are sent there, not here. */
+    int rc = st.on && st.owner == who ? stream_flush_locked() : 0;
+    lp__unlock(&trace_mu);
+    return rc;
+  }
+  lp__unlock(&trace_mu);
   lp__session_t s;
   int rc = snapshot(who, &s);
   if (rc != 0) return rc;
@@ -1162,6 +1583,7 @@ int lp_track_complete(lp_track_t track, const char *name, uint64_t start_ns, uin
     if (id != LP__NONE && (!l->cur || l->lim - l->cur < 2)) {
       /* (The count of the chunk it leaves is already current: it is set after every item.) */
       bool spent = false;
+      if (l->last) stream_wake();
       lp__chunk_t *c = next_chunk(l, &spent);
       if (c) {
         l->cur = c->ev;
@@ -1225,6 +1647,7 @@ void lp__trace_atfork_child(void) {
   for (lp__lane_t *l = lanes, *n; l; l = n) {
     n = l->next;
     free_chain(l->first, true);
+    lp__pfs_lane_free(l->stream);
     free(l->name);
     free(l);
   }
@@ -1235,6 +1658,9 @@ void lp__trace_atfork_child(void) {
     free_chain(l->first, true);
     l->first = l->last = NULL;
     l->cur = l->lim = NULL;
+    lp__pfs_lane_free(l->stream);
+    l->stream = NULL;
+    l->streamed = 0;
     free_names(l);
   }
   atomic_store(&exports, 0);
@@ -1243,5 +1669,15 @@ void lp__trace_atfork_child(void) {
   pool = released = oldest = newest = NULL;
   pooled = released_bytes = used = 0;
   atomic_store(&starved, 0);
+  /* The parent's stream: its writer was not copied and its file is the parent's. */
+  if (st.fd >= 0) close(st.fd);
+  lp__pfs_free(st.enc);
+  free(st.path);
+  memset(&st, 0, sizeof st);
+  st.fd = -1;
+  pthread_cond_t fresh_st = PTHREAD_COND_INITIALIZER, fresh_done = PTHREAD_COND_INITIALIZER;
+  st_cv = fresh_st;
+  st_done_cv = fresh_done;
+  if (rec.opts.policy == LP_TRACE_STREAM) rec.opts.policy = LP_TRACE_DISCARD;
   lp__unlock(&trace_mu); /* taken by prepare on this thread, the child's only one */
 }

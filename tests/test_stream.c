@@ -1,0 +1,377 @@
+/*
+ * test_stream.c: the streamed timeline (LP_TRACE_STREAM). Sessions many
+ * times longer than their budget, written to a Perfetto file while they
+ * run, read back by perfetto_decode.h (which also checks the encoding rules
+ * of every sequence). The writer is driven without sleeps: the test hooks
+ * lp__trace_stream_sync (wait until everything recorded is written) and
+ * lp__trace_stream_hold (keep the writer from running).
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "perfetto_decode.h"
+#include "runner.h"
+
+static const char *dir;
+
+static lp_trace_opts_t stream_opts(const char *path, uint64_t budget) {
+  lp_trace_opts_t o;
+  memset(&o, 0, sizeof o);
+  o.policy = LP_TRACE_STREAM;
+  o.budget_bytes = budget;
+  o.path = path;
+  o.clock = LP_CLOCK_MONOTONIC;
+  return o;
+}
+
+/* Lines of t whose name field is name and phase ph. */
+static size_t count_lines(const pd_trace_t *t, const char *ph, const char *name) {
+  size_t n = 0;
+  char want[256];
+  snprintf(want, sizeof want, "|%s|", ph);
+  for (size_t i = 0; i < t->lines.n; i++) {
+    const char *l = t->lines.v[i], *p = strstr(l, want);
+    if (!p) continue;
+    p = strchr(p + strlen(want), '|'); /* past the category */
+    if (p && strncmp(p + 1, name, strlen(name)) == 0 && p[1 + strlen(name)] == '|') n++;
+  }
+  return n;
+}
+
+/* "events_dropped=N" of the session's notes, or -1. */
+static long long notes_dropped(const pd_trace_t *t) {
+  const char *p = strstr(t->session, "events_dropped=");
+  return p ? atoll(p + strlen("events_dropped=")) : -1;
+}
+
+static void work(unsigned n) {
+  for (unsigned i = 0; i < n; i++) {
+    LP_SCOPE("stream inner");
+  }
+}
+
+/* A session of many budgets' worth of scopes, the writer kept up with: every scope is in the file. */
+static void test_stream_longer_than_budget(void) {
+  char path[256];
+  snprintf(path, sizeof path, "%s/long.pftrace", dir);
+  lp_trace_opts_t o = stream_opts(path, 4 * LP__CHUNK_BYTES);
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(&o), 0);
+  const unsigned rounds = 200, per = 300; /* 600 events a round, under one chunk: 30 budgets in all */
+  {
+    LP_SCOPE("stream outer"); /* open across every chunk */
+    for (unsigned r = 0; r < rounds; r++) {
+      work(per);
+      CU_ASSERT_EQUAL(lp__trace_stream_sync(), 0);
+    }
+    CU_ASSERT(lp__trace_held_bytes() <= 4 * LP__CHUNK_BYTES + 64 * LP__CHUNK_BYTES);
+  }
+  lp_trace_stats_t s;
+  CU_ASSERT_EQUAL(lp_trace_get_stats(&s), 0);
+  CU_ASSERT_EQUAL(s.dropped, 0);
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  pd_trace_t t;
+  memset(&t, 0, sizeof t);
+  int rc = pd_decode(&t, path);
+  if (rc) fprintf(stderr, "decode: %s\n", t.error);
+  CU_ASSERT_EQUAL(rc, 0);
+  CU_ASSERT_EQUAL(count_lines(&t, "X", "stream inner"), (size_t)rounds * per);
+  CU_ASSERT_EQUAL(count_lines(&t, "X", "stream outer"), 1);
+  CU_ASSERT_EQUAL(notes_dropped(&t), 0);
+  struct stat sb;
+  CU_ASSERT(stat(path, &sb) == 0 && (uint64_t)sb.st_size > 4 * LP__CHUNK_BYTES);
+  pd_free(&t.lines);
+}
+
+/* A writer held back: the budget fills, later events are dropped and counted, nothing waits. */
+static void test_stream_writer_behind_drops(void) {
+  char path[256];
+  snprintf(path, sizeof path, "%s/held.pftrace", dir);
+  lp_trace_opts_t o = stream_opts(path, 2 * LP__CHUNK_BYTES);
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(&o), 0);
+  lp__trace_stream_hold(true);
+  const unsigned n = 20 * LP__CHUNK_EVENTS; /* ten budgets' worth */
+  work(n); /* returns: the hot path never waited for the writer */
+  lp_trace_stats_t s;
+  CU_ASSERT_EQUAL(lp_trace_get_stats(&s), 0);
+  CU_ASSERT(s.dropped > 0);
+  CU_ASSERT(lp__trace_held_bytes() <= 2 * LP__CHUNK_BYTES + 64 * LP__CHUNK_BYTES);
+  lp__trace_stream_hold(false);
+  CU_ASSERT_EQUAL(lp__trace_stream_sync(), 0);
+  work(100); /* recording again once the writer has given chunks back */
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  pd_trace_t t;
+  memset(&t, 0, sizeof t);
+  CU_ASSERT_EQUAL(pd_decode(&t, path), 0);
+  size_t got = count_lines(&t, "X", "stream inner");
+  CU_ASSERT(got >= 100 && got < n);
+  CU_ASSERT(notes_dropped(&t) > 0);
+  pd_free(&t.lines);
+}
+
+/* An export of the streamed session flushes the stream: the file holds every scope so far, while it runs. */
+static void test_stream_export_flushes(void) {
+  char path[256], other[256];
+  snprintf(path, sizeof path, "%s/flush.pftrace", dir);
+  snprintf(other, sizeof other, "%s/other.json", dir);
+  lp_trace_opts_t o = stream_opts(path, 8 * LP__CHUNK_BYTES);
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(&o), 0);
+  work(37); /* well under a chunk: nothing closed yet */
+  CU_ASSERT_EQUAL(lp_trace_write_json(other, NULL), 0);
+  struct stat sb;
+  CU_ASSERT(stat(other, &sb) != 0); /* the events are in the stream, not here */
+  pd_trace_t t;
+  memset(&t, 0, sizeof t);
+  CU_ASSERT_EQUAL(pd_decode(&t, path), 0);
+  CU_ASSERT_EQUAL(count_lines(&t, "X", "stream inner"), 37);
+  pd_free(&t.lines);
+  work(5);
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  memset(&t, 0, sizeof t);
+  CU_ASSERT_EQUAL(pd_decode(&t, path), 0);
+  CU_ASSERT_EQUAL(count_lines(&t, "X", "stream inner"), 42);
+  pd_free(&t.lines);
+}
+
+/* Rotation: several files, each a trace on its own; together they hold every scope. */
+static void test_stream_rotation(void) {
+  char path[256];
+  snprintf(path, sizeof path, "%s/rot-%%n.pftrace", dir);
+  lp_trace_opts_t o = stream_opts(path, 4 * LP__CHUNK_BYTES);
+  o.rotate_bytes = 8192;
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(&o), 0);
+  const unsigned rounds = 40, per = 300;
+  {
+    LP_SCOPE("stream outer");
+    for (unsigned r = 0; r < rounds; r++) {
+      work(per);
+      CU_ASSERT_EQUAL(lp__trace_stream_sync(), 0);
+    }
+  }
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  size_t files = 0, inner = 0, outer_open = 0, outer = 0;
+  for (unsigned k = 1;; k++) {
+    char f[256];
+    snprintf(f, sizeof f, "%s/rot-%u.pftrace", dir, k);
+    struct stat sb;
+    if (stat(f, &sb) != 0) break;
+    files++;
+    pd_trace_t t;
+    memset(&t, 0, sizeof t);
+    int rc = pd_decode(&t, f);
+    if (rc) fprintf(stderr, "%s: %s\n", f, t.error);
+    CU_ASSERT_EQUAL(rc, 0);
+    inner += count_lines(&t, "X", "stream inner");
+    outer += count_lines(&t, "X", "stream outer");
+    outer_open += count_lines(&t, "B", "stream outer");
+    pd_free(&t.lines);
+  }
+  CU_ASSERT(files >= 3);
+  if (inner != (size_t)rounds * per) fprintf(stderr, "inner %zu files %zu outer %zu open %zu\n", inner, files, outer, outer_open);
+  CU_ASSERT_EQUAL(inner, (size_t)rounds * per);
+  CU_ASSERT_EQUAL(outer, 1);                /* ended in the last file */
+  CU_ASSERT_EQUAL(outer_open, files - 1);   /* and open in every earlier one */
+  /* A file that cannot be written: the stop says so, and nothing waits. */
+  lp_trace_opts_t full = stream_opts("/dev/full", 4 * LP__CHUNK_BYTES);
+  if (lp_trace_start(&full) == 0) {
+    work(5000);
+    CU_ASSERT_EQUAL(lp_trace_stop(), -ENOSPC);
+  }
+  lp_trace_opts_t bad = stream_opts("no-number.pftrace", 4 * LP__CHUNK_BYTES);
+  bad.rotate_ns = 1000000000u;
+  CU_ASSERT_EQUAL(lp_trace_start(&bad), -EINVAL); /* rotation needs %n */
+  bad = stream_opts(NULL, 4 * LP__CHUNK_BYTES);
+  CU_ASSERT_EQUAL(lp_trace_start(&bad), -EINVAL);
+}
+
+static jmp_buf jump;
+static void skipped(void) {
+  LP_SCOPE("stream skipped");
+  longjmp(jump, 1);
+}
+
+static void *other_thread(void *arg) {
+  lp_thread_set_name("stream other");
+  work(*(unsigned *)arg);
+  return NULL;
+}
+
+/* Instants, counters, virtual tracks, a second thread that exits, and a begin left by a longjmp, all streamed. */
+static void test_stream_kinds(void) {
+  char path[256];
+  snprintf(path, sizeof path, "%s/kinds.pftrace", dir);
+  lp_trace_opts_t o = stream_opts(path, 64 * LP__CHUNK_BYTES); /* room for a round: nothing dropped */
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(&o), 0);
+  lp_track_t gpu = lp_track_create("stream gpu");
+  CU_ASSERT(gpu >= 0);
+  uint64_t t0 = lp__mono_ns();
+  unsigned per = 2000;
+  for (int r = 0; r < 10; r++) {
+    LP_INSTANT("stream tick");
+    LP_COUNTER("stream depth", r);
+    CU_ASSERT_EQUAL(lp_track_complete(gpu, "stream kernel", t0 + 1000 * (uint64_t)r, 500), 0);
+    pthread_t th;
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, other_thread, &per), 0);
+    CU_ASSERT_EQUAL(pthread_join(th, NULL), 0);
+    {
+      LP_SCOPE("stream catcher");
+      if (setjmp(jump) == 0) skipped(); /* its scope never ends: the next begin at its depth ends it */
+      { LP_SCOPE("stream after"); }
+    }
+    CU_ASSERT_EQUAL(lp__trace_stream_sync(), 0);
+  }
+  lp_trace_stats_t st;
+  CU_ASSERT_EQUAL(lp_trace_get_stats(&st), 0);
+  CU_ASSERT_EQUAL(st.dropped, 0);
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  pd_trace_t t;
+  memset(&t, 0, sizeof t);
+  int rc = pd_decode(&t, path);
+  if (rc) fprintf(stderr, "decode: %s\n", t.error);
+  CU_ASSERT_EQUAL(rc, 0);
+  CU_ASSERT_EQUAL(count_lines(&t, "i", "stream tick"), 10);
+  size_t counters = 0, kernels = 0, nskipped = 0;
+  for (size_t i = 0; i < t.lines.n; i++) {
+    counters += strncmp(t.lines.v[i], "counter|C||stream depth|", 24) == 0;
+    kernels += strncmp(t.lines.v[i], "stream gpu|X|track|stream kernel|", 33) == 0;
+    nskipped += strstr(t.lines.v[i], "|stream skipped|") != NULL && strstr(t.lines.v[i], "unterminated") != NULL;
+  }
+  if (nskipped != 10)
+    for (size_t i = 0; i < t.lines.n; i++)
+      if (!strstr(t.lines.v[i], "stream inner")) fprintf(stderr, "%s\n", t.lines.v[i]);
+  CU_ASSERT_EQUAL(counters, 10);
+  CU_ASSERT_EQUAL(kernels, 10);
+  CU_ASSERT_EQUAL(nskipped, 10);
+  CU_ASSERT_EQUAL(count_lines(&t, "X", "stream after"), 10);
+  CU_ASSERT_EQUAL(count_lines(&t, "X", "stream inner"), 10 * per);
+  pd_free(&t.lines);
+}
+
+/* The child of the kill test: streams until it is killed, telling fd 3 after its first flushes. */
+static int kill_child(const char *path) {
+  lp_trace_opts_t o = stream_opts(path, 4 * LP__CHUNK_BYTES);
+  if (lp_trace_start(&o) != 0) return 3;
+  for (unsigned r = 0;; r++) {
+    work(300);
+    if (r < 20 && lp__trace_stream_sync() != 0) return 4;
+    if (r == 20 && write(3, "r", 1) != 1) return 5;
+  }
+}
+
+/* The length of the whole packets at the start of [p, p + n). */
+static size_t whole_packets(const uint8_t *p, size_t n) {
+  const uint8_t *q = p, *end = p + n;
+  pd_field_t f;
+  size_t ok = 0;
+  while (pd_next(&q, end, &f) > 0) ok = (size_t)(q - p);
+  return ok;
+}
+
+/* A process killed by SIGKILL while it streams: the file's whole packets are a valid trace. */
+static void test_stream_kill9_prefix(void) {
+  char path[256], cut[256];
+  snprintf(path, sizeof path, "%s/killed.pftrace", dir);
+  snprintf(cut, sizeof cut, "%s/killed-cut.pftrace", dir);
+  int fds[2];
+  CU_ASSERT_FATAL(pipe(fds) == 0);
+  pid_t pid = fork();
+  CU_ASSERT_FATAL(pid >= 0);
+  if (pid == 0) {
+    if (dup2(fds[1], 3) < 0) _exit(6);
+    execl("/proc/self/exe", "test_stream", "--kill-child", path, (char *)NULL);
+    _exit(7);
+  }
+  close(fds[1]);
+  char c = 0;
+  ssize_t r;
+  while ((r = read(fds[0], &c, 1)) < 0 && errno == EINTR)
+    ;
+  CU_ASSERT_EQUAL(r, 1);
+  kill(pid, SIGKILL);
+  int status = 0;
+  CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
+  CU_ASSERT(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  close(fds[0]);
+  FILE *f = fopen(path, "rb");
+  CU_ASSERT_FATAL(f != NULL);
+  size_t cap = 1 << 20, n = 0;
+  uint8_t *buf = malloc(cap);
+  while ((r = (ssize_t)fread(buf + n, 1, cap - n, f)) > 0) {
+    n += (size_t)r;
+    if (n == cap) buf = realloc(buf, cap *= 2);
+  }
+  fclose(f);
+  size_t ok = whole_packets(buf, n);
+  CU_ASSERT(ok > 0 && n - ok < 4096); /* at most the packet being written is cut */
+  f = fopen(cut, "wb");
+  CU_ASSERT_FATAL(f != NULL);
+  CU_ASSERT_EQUAL(fwrite(buf, 1, ok, f), ok);
+  fclose(f);
+  free(buf);
+  pd_trace_t t;
+  memset(&t, 0, sizeof t);
+  int rc = pd_decode(&t, cut);
+  if (rc) fprintf(stderr, "decode: %s\n", t.error);
+  CU_ASSERT_EQUAL(rc, 0);
+  CU_ASSERT(count_lines(&t, "X", "stream inner") >= 20 * 300); /* everything flushed before the signal */
+  pd_free(&t.lines);
+}
+
+static char env_child[4096];
+
+/* LABELPROF_TRACE_MODE=stream: the environment's session streamed to LABELPROF_TRACE, numbered by rotation. */
+static void test_stream_env(void) {
+  char tv[400], f1[300];
+  snprintf(tv, sizeof tv, "LABELPROF_TRACE=%s/env-%%n.pftrace", dir);
+  snprintf(f1, sizeof f1, "%s/env-1.pftrace", dir);
+  const char *vars[] = {tv, "LABELPROF_TRACE_MODE=stream", "LABELPROF_TRACE_ROTATE=1h", NULL};
+  char *argv[] = {env_child, (char *)"xxx", (char *)"dumps", (char *)"2", NULL};
+  lp_test_run_t r = lp_test_run(env_child, argv, vars, NULL);
+  CU_ASSERT(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0);
+  CU_ASSERT_STRING_EQUAL(r.err, "");
+  pd_trace_t t;
+  memset(&t, 0, sizeof t);
+  CU_ASSERT_EQUAL(pd_decode(&t, f1), 0);
+  CU_ASSERT_EQUAL(count_lines(&t, "X", "env work"), 1);
+  CU_ASSERT(strstr(t.session, "policy=stream") != NULL);
+  pd_free(&t.lines);
+  lp_test_run_free(&r);
+}
+
+/* Stream mode with a JSON file: a warning, and the JSON written at exit as in discard mode. */
+static void test_stream_env_json_falls_back(void) {
+  char tv[400], jf[300];
+  snprintf(jf, sizeof jf, "%s/env.json", dir);
+  snprintf(tv, sizeof tv, "LABELPROF_TRACE=%s", jf);
+  const char *vars[] = {tv, "LABELPROF_TRACE_MODE=stream", NULL};
+  char *argv[] = {env_child, (char *)"x", NULL};
+  lp_test_run_t r = lp_test_run(env_child, argv, vars, NULL);
+  CU_ASSERT(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0);
+  CU_ASSERT(strstr(r.err, "LABELPROF_TRACE_MODE=stream") != NULL && strstr(r.err, "discard") != NULL);
+  struct stat sb;
+  CU_ASSERT(stat(jf, &sb) == 0 && sb.st_size > 0);
+  lp_test_run_free(&r);
+  const char *bad[] = {tv, "LABELPROF_TRACE_MODE=stream", "LABELPROF_TRACE_ROTATE=lots", NULL};
+  r = lp_test_run(env_child, argv, bad, NULL);
+  CU_ASSERT(strstr(r.err, "LABELPROF_TRACE_ROTATE") != NULL);
+  lp_test_run_free(&r);
+}
+
+int main(int argc, char **argv) {
+  if (argc == 3 && strcmp(argv[1], "--kill-child") == 0) return kill_child(argv[2]);
+  dir = lp_test_tmpdir("stream");
+  if (!realpath("tests/env_child", env_child)) return 2;
+  CU_TestInfo tests[] = {
+      LP_TEST(test_stream_longer_than_budget), LP_TEST(test_stream_writer_behind_drops),
+      LP_TEST(test_stream_export_flushes),     LP_TEST(test_stream_rotation),
+      LP_TEST(test_stream_kill9_prefix),       LP_TEST(test_stream_kinds),
+      LP_TEST(test_stream_env),                LP_TEST(test_stream_env_json_falls_back),
+      CU_TEST_INFO_NULL,
+  };
+  return lp_test_main("stream", tests);
+}
