@@ -271,7 +271,5 @@ uint64_t lp_impl_names_overflow(uint64_t *limit) {
 /* Fork: the names lock is held across fork(), so that the child's table is whole; the child starts it afresh. */
 void lp__names_atfork_prepare(void) { lp__lock(&mu); }
 void lp__names_atfork_parent(void) { lp__unlock(&mu); }
-void lp__names_atfork_child(void) {
-  pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
-  mu = fresh;
-}
+/* The child's only thread is the one whose prepare took the lock: it releases it, as the registry's does. */
+void lp__names_atfork_child(void) { lp__unlock(&mu); }
