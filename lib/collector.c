@@ -516,18 +516,12 @@ static int start_collector(uint32_t want, const lp_profile_opts_t *opts, bool wi
     have_thread = false;
     return rc;
   }
-  sigset_t all, old;
   atomic_store_explicit(&stop_word, 0u, memory_order_relaxed); /* pthread_create publishes it */
   atomic_store_explicit(&ready_word, 0u, memory_order_relaxed);
   collector_cpu_ns = 0;
-  /* The collector takes none of the program's signals. */
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  rc = -pthread_create(&collector, NULL, collector_main, NULL);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  rc = lp__thread_spawn(&collector, collector_main, NULL, "labelprof");
   if (rc == 0) {
     have_thread = true;
-    pthread_setname_np(collector, "labelprof"); /* cosmetic: top and gdb show it */
     /* The session starts when the deadlines do (start_ns, set by the thread). */
     while (!atomic_load_explicit(&ready_word, memory_order_acquire)) {
       long w = futex_call(&ready_word, FUTEX_WAIT, 0u, NULL, 0u);

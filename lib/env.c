@@ -704,16 +704,11 @@ static void *every_main(void *arg) {
 }
 
 static void start_every(void) {
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  int rc = pthread_create(&every_thread, NULL, every_main, NULL);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  int rc = lp__thread_spawn(&every_thread, every_main, NULL, "labelprof-every");
   if (rc != 0) {
-    warn("LABELPROF_PROFILE_EVERY: cannot start its thread (%s); one profile at exit", lp_strerror(-rc));
+    warn("LABELPROF_PROFILE_EVERY: cannot start its thread (%s); one profile at exit", lp_strerror(rc));
     return;
   }
-  pthread_setname_np(every_thread, "labelprof-every");
   pthread_detach(every_thread);
 }
 
@@ -796,16 +791,11 @@ static void start_dumps(int sig) {
     warn("LABELPROF_DUMP_SIGNAL: cannot create a semaphore (%s); no dumps", lp_strerror(-errno));
     return;
   }
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old); /* the dump thread takes none of the program's signals */
-  int rc = pthread_create(&dump_thread, NULL, dump_main, NULL);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  int rc = lp__thread_spawn(&dump_thread, dump_main, NULL, "labelprof-dump");
   if (rc != 0) {
-    warn("LABELPROF_DUMP_SIGNAL: cannot start the dump thread (%s); no dumps", lp_strerror(-rc));
+    warn("LABELPROF_DUMP_SIGNAL: cannot start the dump thread (%s); no dumps", lp_strerror(rc));
     return;
   }
-  pthread_setname_np(dump_thread, "labelprof-dump");
   pthread_detach(dump_thread);
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);

@@ -74,6 +74,13 @@ typedef enum lp__owner { LP__PROGRAM = 0, LP__ENV = 1, LP__OWNERS = 2 } lp__owne
 void lp__fatal(const char *what, int rc);
 void lp__lock(pthread_mutex_t *m);
 void lp__unlock(pthread_mutex_t *m);
+/*
+ * Starts a helper thread of the library (joinable) with every signal
+ * blocked, so that none meant for the program lands there, and names it
+ * (cosmetic: top and gdb show it). 0, or a negative errno from
+ * pthread_create.
+ */
+int lp__thread_spawn(pthread_t *th, void *(*fn)(void *), void *arg, const char *name);
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t lp__mono_ns(void);
 /* Adds one to a counter that only the calling thread writes (no read-modify-write). */

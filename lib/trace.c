@@ -260,13 +260,8 @@ static void refill_wake(void) {
   if (!refill_started && lp__forked_child()) return;
   if (!refill_started) {
     pthread_t th;
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old); /* it takes none of the program's signals */
-    int rc = pthread_create(&th, NULL, refill_main, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc != 0) return; /* no refill: threads allocate their own chunks, as they can anyway */
-    pthread_setname_np(th, "labelprof-pool");
+    if (lp__thread_spawn(&th, refill_main, NULL, "labelprof-pool") != 0)
+      return; /* no refill: threads allocate their own chunks, as they can anyway */
     pthread_detach(th);
     refill_started = true;
   }
@@ -968,14 +963,7 @@ static int stream_start(lp__owner_t who, const lp_trace_opts_t *o) {
     return -ENOMEM;
   }
   int rc = stream_open_next();
-  if (rc == 0) {
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    rc = -pthread_create(&st.th, NULL, stream_main, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc == 0) pthread_setname_np(st.th, "labelprof-write");
-  }
+  if (rc == 0) rc = lp__thread_spawn(&st.th, stream_main, NULL, "labelprof-write");
   if (rc) {
     if (st.fd >= 0) close(st.fd);
     char *name = stream_name(st.path, 1);

@@ -9,6 +9,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -195,3 +196,16 @@ const char *lp_strerror(int err) {
 
 /* intern.c's counts of names, read by the timeline's export (see internal.h). */
 _Atomic uint64_t lp__names_overflowed, lp__names_limit;
+
+int lp__thread_spawn(pthread_t *th, void *(*fn)(void *), void *arg, const char *name) {
+  sigset_t all, old;
+  sigfillset(&all);
+  int rc = pthread_sigmask(SIG_SETMASK, &all, &old);
+  if (rc != 0) return -rc;
+  rc = pthread_create(th, NULL, fn, arg);
+  int rc2 = pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (rc2 != 0) lp__fatal("pthread_sigmask", rc2); /* restoring a mask just read cannot fail */
+  if (rc != 0) return -rc;
+  pthread_setname_np(*th, name); /* cosmetic: a name too long or a failure changes nothing else */
+  return 0;
+}
