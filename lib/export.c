@@ -1502,6 +1502,26 @@ static uint64_t pf_counter_track(pf_export_t *x, const lp_site_t *site) {
   return uuid;
 }
 
+/* A lane's track descriptor, on its own sequence: a track under the process, or a thread with its name. */
+static void pf_lane_descriptor(pf_export_t *x, uint32_t seq, uint64_t uuid, bool track, const char *name,
+                               uint64_t tid) {
+  size_t p, td = pf_descriptor_begin(&x->pb, seq, SEQ_NEEDS_STATE, &p);
+  lp__pb_varint(&x->pb, TD_UUID, uuid);
+  if (track) {
+    lp__pb_varint(&x->pb, TD_PARENT, x->process_uuid);
+    lp__pb_str(&x->pb, TD_NAME, name);
+  } else {
+    size_t t = lp__pb_begin(&x->pb, TD_THREAD);
+    lp__pb_varint(&x->pb, THD_PID, x->pid);
+    lp__pb_varint(&x->pb, THD_TID, tid);
+    lp__pb_str(&x->pb, THD_NAME, name);
+    lp__pb_end(&x->pb, t);
+  }
+  lp__pb_varint(&x->pb, TD_RANK, x->rank++);
+  lp__pb_end(&x->pb, td);
+  lp__pb_end(&x->pb, p);
+}
+
 /* A lane's collected records, in time order, as packets of its sequence. */
 static void pf_write_lane(pf_export_t *x, lane_writer_t *lw, const lp__snap_lane_t *l, uint32_t seq, uint64_t uuid) {
   pf_lane_t *pl = lw->pf;
@@ -1509,21 +1529,7 @@ static void pf_write_lane(pf_export_t *x, lane_writer_t *lw, const lp__snap_lane
   uint64_t base = pl->n ? pl->r[0].ts : lw->s->start.ns;
   pf_seq_reset(&x->q, seq, base);
   pf_seq_start(&x->q, uuid, x->boot_offset);
-  size_t p, td = pf_descriptor_begin(&x->pb, seq, SEQ_NEEDS_STATE, &p);
-  lp__pb_varint(&x->pb, TD_UUID, uuid);
-  if (l->work) {
-    lp__pb_varint(&x->pb, TD_PARENT, x->process_uuid);
-    lp__pb_str(&x->pb, TD_NAME, l->name);
-  } else {
-    size_t t = lp__pb_begin(&x->pb, TD_THREAD);
-    lp__pb_varint(&x->pb, THD_PID, x->pid);
-    lp__pb_varint(&x->pb, THD_TID, l->tid);
-    lp__pb_str(&x->pb, THD_NAME, l->name);
-    lp__pb_end(&x->pb, t);
-  }
-  lp__pb_varint(&x->pb, TD_RANK, x->rank++);
-  lp__pb_end(&x->pb, td);
-  lp__pb_end(&x->pb, p);
+  pf_lane_descriptor(x, seq, uuid, l->work != NULL, l->name, l->tid);
   /* The open slices, innermost last; an end goes out before anything at or after it. */
   const pf_rec_t **open = NULL;
   size_t nopen = 0, capopen = 0;
@@ -1744,21 +1750,7 @@ static void pfs_lane_start(lp__pfs_t *f, lp__pfs_lane_t *l, const lp__pfs_lane_i
   pf_export_t *x = &f->x;
   pf_seq_reset(&l->q, l->seq, ts);
   pf_seq_start(&l->q, l->uuid, x->boot_offset);
-  size_t p, td = pf_descriptor_begin(&x->pb, l->seq, SEQ_NEEDS_STATE, &p);
-  lp__pb_varint(&x->pb, TD_UUID, l->uuid);
-  if (info->track) {
-    lp__pb_varint(&x->pb, TD_PARENT, x->process_uuid);
-    lp__pb_str(&x->pb, TD_NAME, info->name);
-  } else {
-    size_t t = lp__pb_begin(&x->pb, TD_THREAD);
-    lp__pb_varint(&x->pb, THD_PID, x->pid);
-    lp__pb_varint(&x->pb, THD_TID, info->tid);
-    lp__pb_str(&x->pb, THD_NAME, info->name);
-    lp__pb_end(&x->pb, t);
-  }
-  lp__pb_varint(&x->pb, TD_RANK, x->rank++);
-  lp__pb_end(&x->pb, td);
-  lp__pb_end(&x->pb, p);
+  pf_lane_descriptor(x, l->seq, l->uuid, info->track, info->name, info->tid);
   l->file = f->file;
   for (size_t k = 0; k < l->depth; k++) {
     pf_rec_t r = {ts, 0, l->stack[k].site, 0, PF_SLICE, PF_TRUNCATED};
