@@ -1160,7 +1160,16 @@ __attribute__((noinline)) static uint64_t map_searching(const lp__timemap_t *m, 
 }
 
 uint64_t lp__timemap_ns(const lp__timemap_t *m, uint64_t ticks, lp__sync_t anchor, size_t *cursor) {
-  if (m->identity) return ticks;
+  return lp__timemap_ns_seg(m, ticks, anchor, cursor, NULL);
+}
+
+uint64_t lp__timemap_ns_seg(const lp__timemap_t *m, uint64_t ticks, lp__sync_t anchor, size_t *cursor,
+                            lp__timeseg_t *seg) {
+  if (seg) *seg = (lp__timeseg_t){1, 0, 0, 0, 0, 0, 0}; /* empty until a line is found */
+  if (m->identity) {
+    if (seg) *seg = (lp__timeseg_t){0, UINT64_MAX, 0, 0, 1, 0, UINT64_MAX};
+    return ticks;
+  }
   /* No event of a chunk is read before the chunk's own sync point. */
   if (ticks < anchor.ticks) ticks = anchor.ticks;
   /*
@@ -1179,7 +1188,18 @@ uint64_t lp__timemap_ns(const lp__timemap_t *m, uint64_t ticks, lp__sync_t ancho
   while (i < e->hi && ticks >= m->pt[i + 1].ticks) i++;
   while (i > e->lo && ticks < m->pt[i].ticks) i--;
   *cursor = i + 1;
-  uint64_t ns = eval(&m->pt[i], ticks);
-  if (__builtin_expect(ns >= e->limit_ns, 0)) ns = past_epoch(m, e, ticks, ns);
+  const tm_point_t *p = &m->pt[i];
+  uint64_t ns = eval(p, ticks);
+  if (__builtin_expect(ns >= e->limit_ns, 0)) return past_epoch(m, e, ticks, ns);
+  if (seg) {
+    /* Later ticks of the chunk in this segment, at or after both its point and the anchor, take the same line. */
+    seg->lo = p->ticks > anchor.ticks ? p->ticks : anchor.ticks;
+    seg->hi = i < e->hi ? m->pt[i + 1].ticks : UINT64_MAX;
+    seg->t0 = p->ticks;
+    seg->ns0 = p->ns;
+    seg->whole = p->whole;
+    seg->frac = p->frac;
+    seg->limit = e->limit_ns;
+  }
   return ns;
 }
