@@ -1186,6 +1186,13 @@ enum {
   ID_CATEGORIES = 1, ID_NAMES = 2, IN_IID = 1, IN_NAME = 2,
 };
 enum { TYPE_SLICE_BEGIN = 1, TYPE_SLICE_END = 2, TYPE_INSTANT = 3, TYPE_COUNTER = 4 };
+/*
+ * Event packets do not carry SEQ_NEEDS_STATE: it tells a reader to skip a
+ * packet whose sequence lost its state to a gap in the buffer, and a file
+ * written here has no gap (a killed writer leaves whole packets, in order).
+ * Their interned names are still resolved on their sequence. Two bytes an
+ * event.
+ */
 enum { SEQ_CLEARED = 1, SEQ_NEEDS_STATE = 2 };
 enum { CLOCK_MONOTONIC_ID = 3, CLOCK_BOOTTIME_ID = 6, CLOCK_LANE = 64 };
 
@@ -1380,8 +1387,6 @@ static bool pf_event_fast(pf_seq_t *q, const pf_rec_t *r, uint32_t type, uint64_
   n += tn;
   o[n++] = TP_SEQ_ID << 3;
   n += lp__pb_put_varint(o + n, q->id);
-  o[n++] = TP_SEQ_FLAGS << 3;
-  o[n++] = SEQ_NEEDS_STATE;
   o[0] = TRACE_PACKET << 3 | 2;
   o[1] = (uint8_t)(n - 2);
   q->pb->len += n;
@@ -1457,7 +1462,6 @@ static void pf_event(pf_seq_t *q, const pf_rec_t *r, uint32_t type, uint64_t ts,
     lp__pb_end(pb, id);
   }
   lp__pb_varint(pb, TP_SEQ_ID, q->id);
-  lp__pb_varint(pb, TP_SEQ_FLAGS, SEQ_NEEDS_STATE);
   lp__pb_end(pb, p);
 }
 
@@ -1677,12 +1681,20 @@ int lp__export_perfetto(lp__jw_t *w, const lp__session_t *s, const char *process
  * order they were given, as a begin and an end each.
  */
 
+/* A begin's TrackEvent fields after its type (category and name iids), ready to copy, by site. */
+typedef struct pfs_fast {
+  const void *site;
+  uint8_t n, b[15];
+} pfs_fast_t;
+
 struct lp__pfs_lane {
   pf_seq_t q;
   uint32_t seq;
   uint64_t uuid, file; /* the file its sequence was started in (0: none yet) */
   open_scope_t *stack;
   size_t depth, cap;
+  uint8_t seqb[5], nseqb;  /* its trusted_packet_sequence_id field, encoded */
+  pfs_fast_t fast[64];     /* interned sites of this file, direct-mapped by address */
 };
 
 struct lp__pfs {
@@ -1749,6 +1761,7 @@ uint64_t lp__pfs_events(const lp__pfs_t *f) { return f->events; }
 static void pfs_lane_start(lp__pfs_t *f, lp__pfs_lane_t *l, const lp__pfs_lane_info_t *info, uint64_t ts) {
   pf_export_t *x = &f->x;
   pf_seq_reset(&l->q, l->seq, ts);
+  memset(l->fast, 0, sizeof l->fast); /* the file interns its names afresh */
   pf_seq_start(&l->q, l->uuid, x->boot_offset);
   pf_lane_descriptor(x, l->seq, l->uuid, info->track, info->name, info->tid);
   l->file = f->file;
@@ -1767,6 +1780,92 @@ static void pfs_close_from(lp__pfs_lane_t *l, size_t k, uint64_t ts, bool unterm
   }
 }
 
+/* Remembers a plain site's begin fields once pf_event has interned its name and its one category. */
+static void pfs_fast_learn(lp__pfs_lane_t *l, const lp_site_t *site) {
+  uint32_t h = pf_find(&l->q, site);
+  if (h == UINT32_MAX || !l->q.cat_of[h] || lp__site_has_layer(site)) return;
+  uint64_t cat = l->q.cat_of[h], iid = l->q.iids[h];
+  if (lp__pb_varint_size(cat) + lp__pb_varint_size(iid) + 2 > sizeof l->fast[0].b) return;
+  pfs_fast_t *c = &l->fast[((uintptr_t)site >> 4) & 63];
+  c->site = site;
+  c->n = 0;
+  c->b[c->n++] = TE_CATEGORY_IIDS << 3;
+  c->n += (uint8_t)lp__pb_put_varint(c->b + c->n, cat);
+  c->b[c->n++] = TE_NAME_IID << 3;
+  c->n += (uint8_t)lp__pb_put_varint(c->b + c->n, iid);
+}
+
+/*
+ * The common events, written straight to the buffer from event i on: a
+ * begin of a learnt site that ends no scope, and an end that matches the
+ * innermost open scope, each at a time on seg's line. The packets are byte
+ * for byte those pf_event_fast writes. Returns the index of the first event
+ * it left to the general path (to when none).
+ */
+static uint32_t pfs_run(lp__pfs_t *f, lp__pfs_lane_t *l, const lp_impl_event_t *ev, uint32_t i, uint32_t to,
+                        const lp__timeseg_t *seg) {
+  lp__pb_t *pb = &f->x.pb;
+  enum { ROOM = 40 }; /* the longest packet written here, rounded up */
+  if (l->file != f->file || pb->err || pb->cap - pb->len < ROOM) return i;
+  const lp__timeseg_t s = *seg;
+  uint8_t *o = pb->buf + pb->len, *const lim = pb->buf + pb->cap - ROOM;
+  uint64_t last = l->q.last, written = 0;
+  size_t depth = l->depth;
+  open_scope_t *const stack = l->stack;
+  const size_t cap = l->cap;
+  const uint8_t *const seqb = l->seqb;
+  const size_t nseqb = l->nseqb;
+  for (; i < to && o <= lim; i++) {
+    uint64_t tag = ev[i].tag, ts;
+    uint32_t kind = (uint32_t)(tag & LP_IMPL_EV_KIND);
+    if (kind > LP_IMPL_EV_END || !lp__timeseg_ns(&s, ev[i].ts, &ts)) break;
+    if (ts < last) ts = last; /* a lane's time never goes back on its sequence */
+    const lp_site_t *site = LP__TAG_SITE(tag);
+    uint32_t d = LP__TAG_DEPTH(tag);
+    const pfs_fast_t *c = NULL;
+    if (kind == LP_IMPL_EV_BEGIN) {
+      if ((depth && stack[depth - 1].depth >= d) || depth == cap) break;
+      c = &l->fast[((uintptr_t)site >> 4) & 63];
+      if (c->site != site) break;
+      stack[depth++] = (open_scope_t){site, ts, d, false, 0};
+    } else {
+      if (!depth || stack[depth - 1].depth != d || (d >= 255 && stack[depth - 1].site != site)) break;
+      depth--;
+    }
+    uint64_t dt = ts - last;
+    size_t n = 3;
+    o[2] = TP_TIMESTAMP << 3;
+    if (dt < 0x80) {
+      o[n++] = (uint8_t)dt;
+    } else if (dt < 0x4000) {
+      o[n++] = (uint8_t)(dt | 0x80);
+      o[n++] = (uint8_t)(dt >> 7);
+    } else {
+      n += lp__pb_put_varint(o + n, dt);
+    }
+    o[n++] = TP_TRACK_EVENT << 3 | 2;
+    o[n++] = (uint8_t)(2 + (c ? c->n : 0));
+    o[n++] = TE_TYPE << 3;
+    o[n++] = c ? TYPE_SLICE_BEGIN : TYPE_SLICE_END;
+    if (c) {
+      memcpy(o + n, c->b, sizeof c->b); /* a fixed size: one move; only c->n of it counts */
+      n += c->n;
+    }
+    memcpy(o + n, seqb, sizeof l->seqb);
+    n += nseqb;
+    o[0] = TRACE_PACKET << 3 | 2;
+    o[1] = (uint8_t)(n - 2);
+    o += n;
+    last = ts;
+    written++;
+  }
+  pb->len = (size_t)(o - pb->buf);
+  l->q.last = last;
+  l->depth = depth;
+  f->events += written;
+  return i;
+}
+
 int lp__pfs_chunk(lp__pfs_t *f, lp__pfs_lane_t **state, const lp__pfs_lane_info_t *info, const lp_impl_event_t *ev,
                   uint32_t from, uint32_t to, const lp__timemap_t *map, lp__sync_t anchor) {
   pf_export_t *x = &f->x;
@@ -1776,18 +1875,22 @@ int lp__pfs_chunk(lp__pfs_t *f, lp__pfs_lane_t **state, const lp__pfs_lane_info_
     l->seq = ++f->nseq;
     l->uuid = pf_uuid(x->pid, ((uint64_t)l->seq << 1) | ((uint64_t)1 << 62));
     l->q.pb = &x->pb;
+    l->seqb[0] = TP_SEQ_ID << 3;
+    l->nseqb = (uint8_t)(1 + lp__pb_put_varint(l->seqb + 1, l->seq));
     *state = l;
   }
   size_t cursor = 0;
+  lp__timeseg_t seg = {1, 0, 0, 0, 0, 0, 0};
   for (uint32_t i = from; i < to && !x->pb.err; i++) {
+    if ((i = pfs_run(f, l, ev, i, to, &seg)) >= to) break;
     uint32_t kind = (uint32_t)(ev[i].tag & LP_IMPL_EV_KIND);
     if (kind == LP__EV_PAYLOAD) continue;
     uint64_t ts;
     if (kind == LP__EV_TRACK) {
       if (i + 1 >= to) break; /* its payload not there: cannot happen, both are written at once */
       ts = ev[i].ts;
-    } else {
-      ts = lp__timemap_ns(map, ev[i].ts, anchor, &cursor);
+    } else if (!lp__timeseg_ns(&seg, ev[i].ts, &ts)) {
+      ts = lp__timemap_ns_seg(map, ev[i].ts, anchor, &cursor, &seg);
     }
     if (l->file != f->file) pfs_lane_start(f, l, info, ts);
     if (ts < l->q.last) ts = l->q.last; /* a lane's time never goes back on its sequence */
@@ -1811,6 +1914,7 @@ int lp__pfs_chunk(lp__pfs_t *f, lp__pfs_lane_t **state, const lp__pfs_lane_info_
       l->stack[l->depth++] = (open_scope_t){site, ts, d, false, 0};
       pf_rec_t r = {ts, 0, site, 0, PF_SLICE, 0};
       pf_event(&l->q, &r, TYPE_SLICE_BEGIN, ts, 0, lp__label(site), false);
+      pfs_fast_learn(l, site);
       f->events++;
       break;
     }
