@@ -458,9 +458,11 @@ typedef enum lp_trace_policy { LP_TRACE_DISCARD = 0, LP_TRACE_RING = 1, LP_TRACE
 /*
  * ---- The streamed timeline (LP_TRACE_STREAM) ----
  * LP_TRACE_STREAM writes the timeline to a Perfetto file (opts.path) while
- * the program runs: a writer thread of the library takes each chunk as it
- * fills, appends its events as whole TracePackets with checked write(2)
- * calls, and returns the chunk to the pool. The budget then bounds memory,
+ * the program runs: a writer thread of the library takes the chunks that
+ * threads have filled, in batches (when an eighth of the budget waits, or
+ * 100 ms after the first of them filled), appends their events as whole
+ * TracePackets with checked write(2) calls, and returns the chunks to the
+ * pool. The budget then bounds memory,
  * not the length of the session. The hot path never waits for the writer:
  * when it falls behind and the budget has no free chunk, events are
  * dropped and counted, as LP_TRACE_DISCARD's are, until chunks come back.

@@ -688,10 +688,16 @@ void lp__trace_thread_renamed(lp__thread_t *t) {
  * while it encodes or writes. While it is behind and the budget has no
  * chunk left, the recording is spent as in discard mode (the hot path drops
  * and counts inline); it is no longer spent once the writer returns chunks.
+ * It wakes when an eighth of the budget's chunks (at most ST_BATCH) wait,
+ * or ST_WAIT_NS after the first of them was left: each wake then collects,
+ * maps the clock and writes a batch (one write per ST_WRITE bytes), and a
+ * chunk reaches the file at most ST_WAIT_NS after it filled.
  * A flush (lp_dump, the dump signal, an export of the session, the tests'
  * lp__trace_stream_sync) also writes the part of each current chunk filled
  * so far; the stop writes everything, adds the session's notes and closes.
  */
+enum { ST_BATCH = 64, ST_WRITE = 1 << 20 };
+#define ST_WAIT_NS 100000000ull
 static struct {
   bool on;                 /* a stream is open (trace lock, like everything here) */
   lp__owner_t owner;
@@ -701,6 +707,8 @@ static struct {
   uint64_t rotate_bytes, rotate_ns, file_bytes, file_ns;
   pthread_t th;
   bool quit, wake, hold;
+  uint32_t pending;        /* chunks left since the writer last collected */
+  uint64_t pending_ns;     /* when the first of them was left */
   uint64_t req, done;      /* flushes asked for and done */
   int err;                 /* the first error writing, sticky */
   lp__pfs_t *enc;          /* the writer's own (no lock needed) */
@@ -708,10 +716,14 @@ static struct {
 static pthread_cond_t st_cv = PTHREAD_COND_INITIALIZER;      /* the writer waits here */
 static pthread_cond_t st_done_cv = PTHREAD_COND_INITIALIZER; /* and flushers here */
 static bool st_atexit;
+static bool st_cv_monotonic; /* st_cv made again with the monotonic clock (trace lock) */
 
 /* Trace lock held. */
 static void stream_wake(void) {
   if (!st.on || st.wake) return;
+  if (st.pending++ == 0) st.pending_ns = lp__mono_ns();
+  uint64_t batch = rec.opts.budget_bytes / LP__CHUNK_BYTES / 8;
+  if (st.pending < (batch > ST_BATCH ? ST_BATCH : batch ? batch : 1)) return; /* the writer's timer takes it */
   st.wake = true;
   int rc = pthread_cond_signal(&st_cv);
   if (rc != 0) lp__fatal("pthread_cond_signal", rc);
@@ -870,13 +882,22 @@ static void *stream_main(void *arg) {
   lp__lock(&trace_mu);
   for (;;) {
     while (!st.quit && (st.hold || (!st.wake && st.req == st.done))) {
-      int rc = pthread_cond_wait(&st_cv, &trace_mu);
-      if (rc != 0) lp__fatal("pthread_cond_wait", rc);
+      if (st.pending && !st.hold) {
+        uint64_t at = st.pending_ns + ST_WAIT_NS;
+        struct timespec dl = {(time_t)(at / 1000000000u), (long)(at % 1000000000u)};
+        int rc = pthread_cond_timedwait(&st_cv, &trace_mu, &dl); /* st_cv is on CLOCK_MONOTONIC */
+        if (rc == ETIMEDOUT) break;
+        if (rc != 0) lp__fatal("pthread_cond_timedwait", rc);
+      } else {
+        int rc = pthread_cond_wait(&st_cv, &trace_mu);
+        if (rc != 0) lp__fatal("pthread_cond_wait", rc);
+      }
     }
     bool quit = st.quit;
     uint64_t req = st.req;
     bool all = quit || req != st.done;
     st.wake = false;
+    st.pending = 0;
     size_t n = stream_collect(&items, &cap, all);
     lp__unlock(&trace_mu);
     /* The clock's points: each chunk's, and now's (after every event collected). */
@@ -895,7 +916,9 @@ static void *stream_main(void *arg) {
     }
     for (size_t i = 0; i < n; i++) {
       st_item_t *it = &items[i];
-      if (st.fd >= 0 && ((st.rotate_bytes && st.file_bytes >= st.rotate_bytes) ||
+      size_t held;
+      lp__pfs_bytes(st.enc, &held);
+      if (st.fd >= 0 && ((st.rotate_bytes && st.file_bytes + held >= st.rotate_bytes) ||
                          (st.rotate_ns && lp__mono_ns() - st.file_ns >= st.rotate_ns))) {
         stream_close_file();
         int rc = stream_open_next();
@@ -906,9 +929,11 @@ static void *stream_main(void *arg) {
       } else if (it->from < it->to && it->info.name) {
         lp__pfs_chunk(st.enc, &it->lane->stream, &it->info, it->chunk->ev, it->from, it->to, map,
                       it->chunk->sync);
-        stream_put(); /* a chunk at a time: the file is a trace after each */
+        lp__pfs_bytes(st.enc, &held);
+        if (held >= ST_WRITE) stream_put(); /* whole chunks: the file is a trace after each write */
       }
     }
+    stream_put();
     lp__timemap_free(map);
     if (quit) stream_close_file();
     lp__lock(&trace_mu);
@@ -952,6 +977,17 @@ static void *stream_main(void *arg) {
 /* Opens the stream's first file and starts its writer. Trace lock held, nothing recording. */
 static int stream_start(lp__owner_t who, const lp_trace_opts_t *o) {
   if (lp__forked_child()) return -ENOTSUP; /* no thread may be started there */
+  if (!st_cv_monotonic) {
+    /* The writer's timer runs on CLOCK_MONOTONIC. Nobody waits on st_cv without a writer: it can be made again. */
+    pthread_condattr_t a;
+    int rc = pthread_condattr_init(&a);
+    if (rc) return -rc;
+    rc = pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    if (!rc && !(rc = pthread_cond_destroy(&st_cv))) rc = pthread_cond_init(&st_cv, &a);
+    pthread_condattr_destroy(&a);
+    if (rc) return -rc;
+    st_cv_monotonic = true;
+  }
   memset(&st, 0, sizeof st);
   st.fd = -1;
   st.owner = who;
