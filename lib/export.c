@@ -1681,11 +1681,15 @@ int lp__export_perfetto(lp__jw_t *w, const lp__session_t *s, const char *process
  * order they were given, as a begin and an end each.
  */
 
-/* A begin's TrackEvent fields after its type (category and name iids), ready to copy, by site. */
-typedef struct pfs_fast {
+/*
+ * The bytes of a packet that follow its timestamp, ready to copy: the
+ * TrackEvent (type, and for a begin its category and name iids) and the
+ * sequence id. A begin's are kept by site, an end's once per lane.
+ */
+typedef struct pfs_tail {
   const void *site;
-  uint8_t n, b[15];
-} pfs_fast_t;
+  uint8_t n, b[31];
+} pfs_tail_t;
 
 struct lp__pfs_lane {
   pf_seq_t q;
@@ -1693,8 +1697,8 @@ struct lp__pfs_lane {
   uint64_t uuid, file; /* the file its sequence was started in (0: none yet) */
   open_scope_t *stack;
   size_t depth, cap;
-  uint8_t seqb[5], nseqb;  /* its trusted_packet_sequence_id field, encoded */
-  pfs_fast_t fast[64];     /* interned sites of this file, direct-mapped by address */
+  pfs_tail_t end;          /* an end's */
+  pfs_tail_t fast[64];     /* the begins of sites interned in this file, direct-mapped by address */
 };
 
 struct lp__pfs {
@@ -1780,19 +1784,32 @@ static void pfs_close_from(lp__pfs_lane_t *l, size_t k, uint64_t ts, bool unterm
   }
 }
 
-/* Remembers a plain site's begin fields once pf_event has interned its name and its one category. */
+/* The tail of a packet: a TrackEvent of type with fields te (n bytes), and the sequence id. */
+static void pfs_tail_set(pfs_tail_t *t, const void *site, uint32_t type, const uint8_t *te, size_t n, uint32_t seq) {
+  t->site = site;
+  t->n = 0;
+  t->b[t->n++] = TP_TRACK_EVENT << 3 | 2;
+  t->b[t->n++] = (uint8_t)(2 + n);
+  t->b[t->n++] = TE_TYPE << 3;
+  t->b[t->n++] = (uint8_t)type;
+  memcpy(t->b + t->n, te, n);
+  t->n += (uint8_t)n;
+  t->b[t->n++] = TP_SEQ_ID << 3;
+  t->n += (uint8_t)lp__pb_put_varint(t->b + t->n, seq);
+}
+
+/* Remembers a plain site's begin once pf_event has interned its name and its one category. */
 static void pfs_fast_learn(lp__pfs_lane_t *l, const lp_site_t *site) {
   uint32_t h = pf_find(&l->q, site);
   if (h == UINT32_MAX || !l->q.cat_of[h] || lp__site_has_layer(site)) return;
-  uint64_t cat = l->q.cat_of[h], iid = l->q.iids[h];
-  if (lp__pb_varint_size(cat) + lp__pb_varint_size(iid) + 2 > sizeof l->fast[0].b) return;
-  pfs_fast_t *c = &l->fast[((uintptr_t)site >> 4) & 63];
-  c->site = site;
-  c->n = 0;
-  c->b[c->n++] = TE_CATEGORY_IIDS << 3;
-  c->n += (uint8_t)lp__pb_put_varint(c->b + c->n, cat);
-  c->b[c->n++] = TE_NAME_IID << 3;
-  c->n += (uint8_t)lp__pb_put_varint(c->b + c->n, iid);
+  uint8_t te[20];
+  size_t n = 0;
+  te[n++] = TE_CATEGORY_IIDS << 3;
+  n += lp__pb_put_varint(te + n, l->q.cat_of[h]);
+  te[n++] = TE_NAME_IID << 3;
+  n += lp__pb_put_varint(te + n, l->q.iids[h]);
+  if (n + 4 + 6 > sizeof l->fast[0].b) return; /* iids that large: the general path */
+  pfs_tail_set(&l->fast[((uintptr_t)site >> 4) & 63], site, TYPE_SLICE_BEGIN, te, n, l->seq);
 }
 
 /*
@@ -1805,16 +1822,15 @@ static void pfs_fast_learn(lp__pfs_lane_t *l, const lp_site_t *site) {
 static uint32_t pfs_run(lp__pfs_t *f, lp__pfs_lane_t *l, const lp_impl_event_t *ev, uint32_t i, uint32_t to,
                         const lp__timeseg_t *seg) {
   lp__pb_t *pb = &f->x.pb;
-  enum { ROOM = 40 }; /* the longest packet written here, rounded up */
+  enum { ROOM = 48 }; /* the longest packet written here (2 + 1 + 10 + 31), rounded up */
   if (l->file != f->file || pb->err || pb->cap - pb->len < ROOM) return i;
   const lp__timeseg_t s = *seg;
   uint8_t *o = pb->buf + pb->len, *const lim = pb->buf + pb->cap - ROOM;
-  uint64_t last = l->q.last, written = 0;
+  uint64_t last = l->q.last;
   size_t depth = l->depth;
+  uint32_t from = i;
   open_scope_t *const stack = l->stack;
   const size_t cap = l->cap;
-  const uint8_t *const seqb = l->seqb;
-  const size_t nseqb = l->nseqb;
   for (; i < to && o <= lim; i++) {
     uint64_t tag = ev[i].tag, ts;
     uint32_t kind = (uint32_t)(tag & LP_IMPL_EV_KIND);
@@ -1822,47 +1838,41 @@ static uint32_t pfs_run(lp__pfs_t *f, lp__pfs_lane_t *l, const lp_impl_event_t *
     if (ts < last) ts = last; /* a lane's time never goes back on its sequence */
     const lp_site_t *site = LP__TAG_SITE(tag);
     uint32_t d = LP__TAG_DEPTH(tag);
-    const pfs_fast_t *c = NULL;
+    const pfs_tail_t *t;
     if (kind == LP_IMPL_EV_BEGIN) {
       if ((depth && stack[depth - 1].depth >= d) || depth == cap) break;
-      c = &l->fast[((uintptr_t)site >> 4) & 63];
-      if (c->site != site) break;
-      stack[depth++] = (open_scope_t){site, ts, d, false, 0};
+      t = &l->fast[((uintptr_t)site >> 4) & 63];
+      if (t->site != site) break;
+      stack[depth].site = site; /* all the stream reads of an open scope */
+      stack[depth++].depth = d;
     } else {
       if (!depth || stack[depth - 1].depth != d || (d >= 255 && stack[depth - 1].site != site)) break;
       depth--;
+      t = &l->end;
     }
     uint64_t dt = ts - last;
-    size_t n = 3;
+    size_t n = 4;
     o[2] = TP_TIMESTAMP << 3;
-    if (dt < 0x80) {
-      o[n++] = (uint8_t)dt;
-    } else if (dt < 0x4000) {
-      o[n++] = (uint8_t)(dt | 0x80);
-      o[n++] = (uint8_t)(dt >> 7);
-    } else {
-      n += lp__pb_put_varint(o + n, dt);
+    o[3] = (uint8_t)dt;
+    if (dt >= 0x80) {
+      if (dt < 0x4000) {
+        o[3] = (uint8_t)(dt | 0x80);
+        o[n++] = (uint8_t)(dt >> 7);
+      } else {
+        n = 3 + lp__pb_put_varint(o + 3, dt);
+      }
     }
-    o[n++] = TP_TRACK_EVENT << 3 | 2;
-    o[n++] = (uint8_t)(2 + (c ? c->n : 0));
-    o[n++] = TE_TYPE << 3;
-    o[n++] = c ? TYPE_SLICE_BEGIN : TYPE_SLICE_END;
-    if (c) {
-      memcpy(o + n, c->b, sizeof c->b); /* a fixed size: one move; only c->n of it counts */
-      n += c->n;
-    }
-    memcpy(o + n, seqb, sizeof l->seqb);
-    n += nseqb;
+    memcpy(o + n, t->b, sizeof t->b); /* a fixed size: a few wide moves; only t->n of it counts */
+    n += t->n;
     o[0] = TRACE_PACKET << 3 | 2;
     o[1] = (uint8_t)(n - 2);
     o += n;
     last = ts;
-    written++;
   }
   pb->len = (size_t)(o - pb->buf);
   l->q.last = last;
   l->depth = depth;
-  f->events += written;
+  f->events += i - from;
   return i;
 }
 
@@ -1875,8 +1885,7 @@ int lp__pfs_chunk(lp__pfs_t *f, lp__pfs_lane_t **state, const lp__pfs_lane_info_
     l->seq = ++f->nseq;
     l->uuid = pf_uuid(x->pid, ((uint64_t)l->seq << 1) | ((uint64_t)1 << 62));
     l->q.pb = &x->pb;
-    l->seqb[0] = TP_SEQ_ID << 3;
-    l->nseqb = (uint8_t)(1 + lp__pb_put_varint(l->seqb + 1, l->seq));
+    pfs_tail_set(&l->end, NULL, TYPE_SLICE_END, NULL, 0, l->seq);
     *state = l;
   }
   size_t cursor = 0;
