@@ -1792,7 +1792,7 @@ static void pfs_tail_set(pfs_tail_t *t, const void *site, uint32_t type, const u
   t->b[t->n++] = (uint8_t)(2 + n);
   t->b[t->n++] = TE_TYPE << 3;
   t->b[t->n++] = (uint8_t)type;
-  memcpy(t->b + t->n, te, n);
+  if (n) memcpy(t->b + t->n, te, n);
   t->n += (uint8_t)n;
   t->b[t->n++] = TP_SEQ_ID << 3;
   t->n += (uint8_t)lp__pb_put_varint(t->b + t->n, seq);
