@@ -526,6 +526,53 @@ static void body_map_jumps(void) {
 
 static void test_clock_map_finds_jumps_both_ways(void) { CHILD(LP_CLOCK_AUTO, LP_CLOCK_TSC, body_map_jumps); }
 
+/*
+ * The line a mapping hands out (lp__timemap_ns_seg, for the stream's
+ * encoder): whenever it answers for later ticks of the chunk it answers
+ * what the map says, across the segments of a slewed clock and across a
+ * jump (where the chunk's line ends at its epoch), and it answers for most.
+ */
+static int seg_checks(lp__timemap_t *m, uint64_t from, uint64_t to, lp__sync_t anchor, int *answered) {
+  size_t cur = 0, cur2 = 0;
+  lp__timeseg_t seg = {1, 0, 0, 0, 0, 0, 0};
+  int wrong = 0;
+  for (uint64_t tk = from; tk < to; tk += 977) {
+    uint64_t want = lp__timemap_ns(m, tk, anchor, &cur2), got;
+    if (lp__timeseg_ns(&seg, tk, &got)) {
+      (*answered)++;
+      wrong += got != want;
+    } else {
+      wrong += lp__timemap_ns_seg(m, tk, anchor, &cur, &seg) != want;
+    }
+  }
+  return wrong;
+}
+
+static void body_map_segments(void) {
+  if (map_is_identity()) return;
+  lp__sync_t p[NPTS], q[NPTS];
+  points(p, NPTS, NPTS, 0);
+  for (size_t i = 1; i < NPTS; i++) p[i].ticks += (uint64_t)(int64_t)(i % 2 ? 135 : -135);
+  memcpy(q, p, sizeof p);
+  lp__timemap_t *m = lp__timemap_new(q, NPTS);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  int answered = 0, tries = (int)((p[NPTS - 1].ticks + 3000000 - p[0].ticks) / 977);
+  CU_ASSERT_EQUAL(seg_checks(m, p[0].ticks - 5000, p[NPTS - 1].ticks + 3000000, p[0], &answered), 0);
+  CU_ASSERT(answered > tries * 9 / 10);
+  lp__timemap_free(m);
+  points(p, NPTS, 100, 50000000);
+  memcpy(q, p, sizeof p);
+  m = lp__timemap_new(q, NPTS);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  CU_ASSERT_EQUAL(lp__timemap_jumps(m), 1);
+  answered = 0;
+  CU_ASSERT_EQUAL(seg_checks(m, p[99].ticks, p[102].ticks + 3000, p[99], &answered), 0);
+  CU_ASSERT(answered > 0);
+  lp__timemap_free(m);
+}
+
+static void test_clock_map_lends_its_lines(void) { CHILD(LP_CLOCK_AUTO, LP_CLOCK_TSC, body_map_segments); }
+
 /* The tolerance: 600 ppm of the time between the points plus 2 us. */
 static void body_map_tolerance(void) {
   if (map_is_identity()) return;
@@ -793,6 +840,7 @@ int main(void) {
       LP_TEST(test_clock_check_is_bounded),
       LP_TEST(test_clock_map_follows_slewing_without_jumps),
       LP_TEST(test_clock_map_finds_jumps_both_ways),
+      LP_TEST(test_clock_map_lends_its_lines),
       LP_TEST(test_clock_map_tolerance),
       LP_TEST(test_clock_map_short_segments_do_not_outvote_long_ones),
       LP_TEST(test_clock_events_agree_with_clock_gettime),

@@ -252,6 +252,97 @@ static void test_stream_kinds(void) {
   pd_free(&t.lines);
 }
 
+/*
+ * The encoder alone, on made-up chunks: 300 sites (name iids past 127, two
+ * bytes), each pair of them again and again (the encoder's fast path after
+ * their first time), gaps of 50, 200, 20,000 and 40,000 ticks (timestamps
+ * of one, two and three bytes, and two bytes' largest), and the events
+ * split across two chunks at an odd place. Every scope must come back with
+ * the clock map's time for its begin and its end. (This suite records on
+ * CLOCK_MONOTONIC, so the map is the identity here; test_clock checks the
+ * segments the encoder maps ticks through.)
+ */
+static void test_stream_encoder_on_chunks(void) {
+  enum { NSITES = 300, ROUNDS = 3, NEV = ROUNDS * NSITES * 4 };
+  static lp_site_t sites[NSITES];
+  static char names[NSITES][24];
+  for (int k = 0; k < NSITES; k++) {
+    snprintf(names[k], sizeof names[k], "enc site %d", k);
+    sites[k] = (lp_site_t){names[k], __FILE__, __func__, (uint32_t)__LINE__, LP_LEVEL_RUNTIME, 0, 0, 0, 0};
+  }
+  lp__sync_t pts[4] = {{1000000, 5000000000u}, {9000000, 5008001500u}, {17000000, 5016000500u},
+                       {45000000, 5044003000u}};
+  lp__sync_t copy[4];
+  memcpy(copy, pts, sizeof pts);
+  lp__timemap_t *m = lp__timemap_new(copy, 4);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  CU_ASSERT_EQUAL(lp__timemap_jumps(m), 0);
+  static lp_impl_event_t ev[NEV];
+  static char want[NEV / 2][128];
+  size_t n = 0, nwant = 0, cursor = 0;
+  uint64_t ticks = 1000000;
+  for (int k = 0; k < NSITES; k++)
+    for (int r = 0; r < ROUNDS; r++) { /* a pair again and again: after its first, from the encoder's site cache */
+      const lp_site_t *outer = &sites[k], *inner = &sites[(k + 1) % NSITES];
+      uint64_t t[4];
+      for (int e = 0; e < 4; e++) {
+        int g = (k + r + e) % 11;
+        t[e] = ticks += g == 0 ? 40000 : g == 3 ? 20000 : g == 5 ? 16383 : g == 9 ? 16384 : g == 7 ? 200 : 50;
+      }
+      ev[n++] = (lp_impl_event_t){t[0], (uintptr_t)outer | LP_IMPL_EV_BEGIN | LP_IMPL_DEPTH_TAG(1)};
+      ev[n++] = (lp_impl_event_t){t[1], (uintptr_t)inner | LP_IMPL_EV_BEGIN | LP_IMPL_DEPTH_TAG(2)};
+      ev[n++] = (lp_impl_event_t){t[2], (uintptr_t)inner | LP_IMPL_EV_END | LP_IMPL_DEPTH_TAG(2)};
+      ev[n++] = (lp_impl_event_t){t[3], (uintptr_t)outer | LP_IMPL_EV_END | LP_IMPL_DEPTH_TAG(1)};
+      uint64_t ns[4];
+      for (int e = 0; e < 4; e++) ns[e] = lp__timemap_ns(m, t[e], pts[0], &cursor);
+      snprintf(want[nwant++], sizeof want[0], "enc lane|X|runtime|%s|%llu|%llu|", outer->label,
+               (unsigned long long)ns[0], (unsigned long long)(ns[3] - ns[0]));
+      snprintf(want[nwant++], sizeof want[0], "enc lane|X|runtime|%s|%llu|%llu|", inner->label,
+               (unsigned long long)ns[1], (unsigned long long)(ns[2] - ns[1]));
+    }
+  CU_ASSERT_FATAL(ticks < pts[3].ticks); /* every event inside the map's segments */
+  lp__pfs_t *f = lp__pfs_new();
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  lp__pfs_restart(f, "enc");
+  lp__pfs_lane_t *lane = NULL;
+  lp__pfs_lane_info_t info = {42, "enc lane", false, NULL, 0};
+  CU_ASSERT_EQUAL(lp__pfs_chunk(f, &lane, &info, ev, 0, 1001, m, pts[0]), 0);
+  CU_ASSERT_EQUAL(lp__pfs_chunk(f, &lane, &info, ev, 1001, NEV, m, pts[0]), 0);
+  CU_ASSERT_EQUAL(lp__pfs_events(f), NEV);
+  lp__pfs_notes_t notes = {5030000000u, 0, 0};
+  lp__pfs_finish(f, &notes);
+  size_t len;
+  const uint8_t *bytes = lp__pfs_bytes(f, &len);
+  char path[256];
+  snprintf(path, sizeof path, "%s/encoder.pftrace", dir);
+  FILE *fp = fopen(path, "wb");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
+  CU_ASSERT_EQUAL(fwrite(bytes, 1, len, fp), len);
+  CU_ASSERT_EQUAL(fclose(fp), 0);
+  lp__pfs_lane_free(lane);
+  lp__pfs_free(f);
+  lp__timemap_free(m);
+  pd_trace_t t;
+  memset(&t, 0, sizeof t);
+  int rc = pd_decode(&t, path);
+  if (rc) fprintf(stderr, "decode: %s\n", t.error);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  CU_ASSERT_EQUAL(t.lines.n, nwant);
+  size_t found = 0;
+  for (size_t i = 0; i < nwant; i++) {
+    size_t j = 0;
+    while (j < t.lines.n && strcmp(t.lines.v[j], want[i]) != 0) j++;
+    if (j < t.lines.n) {
+      found++;
+    } else if (i - found < 3) {
+      fprintf(stderr, "missing: %s\n", want[i]);
+    }
+  }
+  CU_ASSERT_EQUAL(found, nwant);
+  pd_free(&t.lines);
+  unlink(path);
+}
+
 /* The child of the kill test: streams until it is killed, telling fd 3 after its first flushes. */
 static int kill_child(const char *path) {
   lp_trace_opts_t o = stream_opts(path, 4 * LP__CHUNK_BYTES);
@@ -370,6 +461,7 @@ int main(int argc, char **argv) {
       LP_TEST(test_stream_longer_than_budget), LP_TEST(test_stream_writer_behind_drops),
       LP_TEST(test_stream_export_flushes),     LP_TEST(test_stream_rotation),
       LP_TEST(test_stream_kill9_prefix),       LP_TEST(test_stream_kinds),
+      LP_TEST(test_stream_encoder_on_chunks),
       LP_TEST(test_stream_env),                LP_TEST(test_stream_env_json_falls_back),
       CU_TEST_INFO_NULL,
   };
