@@ -426,14 +426,19 @@ static bool map_is_identity(void) {
   return true;
 }
 
+/* The map of NTP slewing: each segment's rate off by up to +-450 ppm, which is no jump. p gets the points. */
+static lp__timemap_t *slewed_map(lp__sync_t *p) {
+  lp__sync_t q[NPTS];
+  points(p, NPTS, NPTS, 0);
+  for (size_t i = 1; i < NPTS; i++) p[i].ticks += (uint64_t)(int64_t)(i % 2 ? 135 : -135);
+  memcpy(q, p, NPTS * sizeof *p);
+  return lp__timemap_new(q, NPTS);
+}
+
 static void body_map_steady(void) {
   if (map_is_identity()) return;
-  lp__sync_t p[NPTS], q[NPTS];
-  points(p, NPTS, NPTS, 0);
-  /* NTP slewing: each segment's rate off by up to +-450 ppm, which is no jump. */
-  for (size_t i = 1; i < NPTS; i++) p[i].ticks += (uint64_t)(int64_t)(i % 2 ? 135 : -135);
-  memcpy(q, p, sizeof p);
-  lp__timemap_t *m = lp__timemap_new(q, NPTS);
+  lp__sync_t p[NPTS];
+  lp__timemap_t *m = slewed_map(p);
   CU_ASSERT_PTR_NOT_NULL_FATAL(m);
   CU_ASSERT_EQUAL(lp__timemap_jumps(m), 0);
   CU_ASSERT_PTR_NULL(lp__timemap_jump_text(m));
@@ -551,10 +556,7 @@ static int seg_checks(lp__timemap_t *m, uint64_t from, uint64_t to, lp__sync_t a
 static void body_map_segments(void) {
   if (map_is_identity()) return;
   lp__sync_t p[NPTS], q[NPTS];
-  points(p, NPTS, NPTS, 0);
-  for (size_t i = 1; i < NPTS; i++) p[i].ticks += (uint64_t)(int64_t)(i % 2 ? 135 : -135);
-  memcpy(q, p, sizeof p);
-  lp__timemap_t *m = lp__timemap_new(q, NPTS);
+  lp__timemap_t *m = slewed_map(p);
   CU_ASSERT_PTR_NOT_NULL_FATAL(m);
   int answered = 0, tries = (int)((p[NPTS - 1].ticks + 3000000 - p[0].ticks) / 977);
   CU_ASSERT_EQUAL(seg_checks(m, p[0].ticks - 5000, p[NPTS - 1].ticks + 3000000, p[0], &answered), 0);

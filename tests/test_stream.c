@@ -252,6 +252,18 @@ static void test_stream_kinds(void) {
   pd_free(&t.lines);
 }
 
+/* n bytes written to path and decoded into *t; pd_decode's result (its error said on stderr). */
+static int decode_bytes(pd_trace_t *t, const char *path, const uint8_t *bytes, size_t n) {
+  memset(t, 0, sizeof *t);
+  FILE *fp = fopen(path, "wb");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
+  CU_ASSERT_EQUAL(fwrite(bytes, 1, n, fp), n);
+  CU_ASSERT_EQUAL(fclose(fp), 0);
+  int rc = pd_decode(t, path);
+  if (rc) fprintf(stderr, "decode: %s\n", t->error);
+  return rc;
+}
+
 /*
  * The encoder alone, on made-up chunks: 300 sites (name iids past 127, two
  * bytes), each pair of them again and again (the encoder's fast path after
@@ -315,17 +327,11 @@ static void test_stream_encoder_on_chunks(void) {
   const uint8_t *bytes = lp__pfs_bytes(f, &len);
   char path[256];
   snprintf(path, sizeof path, "%s/encoder.pftrace", dir);
-  FILE *fp = fopen(path, "wb");
-  CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
-  CU_ASSERT_EQUAL(fwrite(bytes, 1, len, fp), len);
-  CU_ASSERT_EQUAL(fclose(fp), 0);
+  pd_trace_t t;
+  int rc = decode_bytes(&t, path, bytes, len);
   lp__pfs_lane_free(lane);
   lp__pfs_free(f);
   lp__timemap_free(m);
-  pd_trace_t t;
-  memset(&t, 0, sizeof t);
-  int rc = pd_decode(&t, path);
-  if (rc) fprintf(stderr, "decode: %s\n", t.error);
   CU_ASSERT_EQUAL_FATAL(rc, 0);
   CU_ASSERT_EQUAL(t.lines.n, nwant);
   size_t found = 0;
@@ -399,15 +405,9 @@ static void test_stream_kill9_prefix(void) {
   fclose(f);
   size_t ok = whole_packets(buf, n);
   CU_ASSERT(ok > 0 && n - ok < 4096); /* at most the packet being written is cut */
-  f = fopen(cut, "wb");
-  CU_ASSERT_FATAL(f != NULL);
-  CU_ASSERT_EQUAL(fwrite(buf, 1, ok, f), ok);
-  fclose(f);
-  free(buf);
   pd_trace_t t;
-  memset(&t, 0, sizeof t);
-  int rc = pd_decode(&t, cut);
-  if (rc) fprintf(stderr, "decode: %s\n", t.error);
+  int rc = decode_bytes(&t, cut, buf, ok);
+  free(buf);
   CU_ASSERT_EQUAL(rc, 0);
   CU_ASSERT(count_lines(&t, "X", "stream inner") >= 20 * 300); /* everything flushed before the signal */
   pd_free(&t.lines);
