@@ -6,11 +6,8 @@
 # the rest is skipped with a note.
 srcdir=${srcdir:-.}
 child=./tests/env_child
-tmp=${TMPDIR:-/tmp}/pprof_sh.$$
-mkdir -p "$tmp" || exit 99
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. "$srcdir/tests/sh_common.sh"
+test_tmpdir pprof_sh
 
 # One profile at exit, in pprof's format, beside the folded stacks of the same profile.
 LABELPROF_PROFILE="$tmp/p.pb.gz" LABELPROF_FOLDED="$tmp/p.folded" LABELPROF_CPU=1 $child xxxxxxxx >/dev/null 2>"$tmp/err" ||
