@@ -8,12 +8,9 @@
 # need a missing tool are skipped with a note.
 srcdir=${srcdir:-.}
 lp=./tools/labelprof
-tmp=${TMPDIR:-/tmp}/flamegraph_sh.$$
-mkdir -p "$tmp" || exit 99
-trap 'rm -rf "$tmp"' EXIT
-fail=0
+. "$srcdir/tests/sh_common.sh"
+test_tmpdir flamegraph_sh
 skipped=0
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 have() { command -v "$1" >/dev/null 2>&1 || { echo "note: $1 is not installed: its checks are skipped"; skipped=1; return 1; }; }
 have xmllint && xml=1 || xml=0
 have rsvg-convert && rsvg=1 || rsvg=0

@@ -9,13 +9,10 @@
 srcdir=${srcdir:-.}
 data=$srcdir/tests/data/nnapi
 lp=./tools/labelprof
-tmp=${TMPDIR:-/tmp}/nnapi_cli.$$
-mkdir -p "$tmp" || exit 99
-trap 'rm -rf "$tmp"' EXIT
+. "$srcdir/tests/sh_common.sh"
+test_tmpdir nnapi_cli
 pass=0
-fail=0
 ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 
 # (empty fields: awk keeps them, read with a tab IFS would merge them)
 awk -F '\t' '{ print $1 "|" $2 "|" $3 "|" $4 "|" $6 }' "$data/MANIFEST.tsv" >"$tmp/manifest"

@@ -6,11 +6,8 @@
 # the rest is skipped with a note.
 srcdir=${srcdir:-.}
 child=./tests/env_child
-tmp=${TMPDIR:-/tmp}/pprof_sh.$$
-mkdir -p "$tmp" || exit 99
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. "$srcdir/tests/sh_common.sh"
+test_tmpdir pprof_sh
 
 # One profile at exit, in pprof's format, beside the folded stacks of the same profile.
 LABELPROF_PROFILE="$tmp/p.pb.gz" LABELPROF_FOLDED="$tmp/p.folded" LABELPROF_CPU=1 $child xxxxxxxx >/dev/null 2>"$tmp/err" ||
@@ -34,15 +31,21 @@ if ! command -v go >/dev/null 2>&1; then
 fi
 export HOME=${HOME:-$tmp} GOCACHE=$tmp/gocache GOFLAGS=-mod=mod GOTOOLCHAIN=local
 
+# TRACES, the output of go tool pprof -traces: its stacks in folded form (root first), each with
+# the sum of its samples, sorted.
+to_folded() { # traces
+  awk '
+    /^-----/ { if (n) { s = st[n]; for (i = n - 1; i >= 1; i--) s = s ";" st[i]; sum[s] += v } n = 0; next }
+    /^ *thread(_id)?:/ { next }
+    /^ +[0-9]+ +/ { v = $1; sub(/^ +[0-9]+ +/, ""); st[++n] = $0; next }
+    /^      +[^ ]/ && n { sub(/^ +/, ""); st[++n] = $0; next }
+    END { for (s in sum) print s " " sum[s] }
+  ' "$1" | sort
+}
+
 # Every stack and its samples, as go tool pprof -traces reads them, in folded form (root first).
 go tool pprof -traces -sample_index=samples "$tmp/p.pb.gz" >"$tmp/traces" 2>"$tmp/err" || bad "go tool pprof -traces: $(cat "$tmp/err")"
-awk '
-  /^-----/ { if (n) { s = st[n]; for (i = n - 1; i >= 1; i--) s = s ";" st[i]; sum[s] += v } n = 0; next }
-  /^ *thread(_id)?:/ { next }
-  /^ +[0-9]+ +/ { v = $1; sub(/^ +[0-9]+ +/, ""); st[++n] = $0; next }
-  /^      +[^ ]/ && n { sub(/^ +/, ""); st[++n] = $0; next }
-  END { for (s in sum) print s " " sum[s] }
-' "$tmp/traces" | sort >"$tmp/from_pprof"
+to_folded "$tmp/traces" >"$tmp/from_pprof"
 sort "$tmp/p.folded" >"$tmp/folded_sorted"
 cmp -s "$tmp/from_pprof" "$tmp/folded_sorted" || {
   bad "the stacks go tool pprof reads differ from the folded stacks"
@@ -73,15 +76,6 @@ grep -q 'thread_id:\[[0-9][0-9]*\]' "$tmp/raw" || bad "no thread_id label"
 
 # labelprof pprof: any timeline the command reads, checked against labelprof folded on the same file.
 lp=./tools/labelprof
-to_folded() { # a -traces output, summed by stack, root first
-  awk '
-    /^-----/ { if (n) { s = st[n]; for (i = n - 1; i >= 1; i--) s = s ";" st[i]; sum[s] += v } n = 0; next }
-    /^ *thread(_id)?:/ { next }
-    /^ +[0-9]+ +/ { v = $1; sub(/^ +[0-9]+ +/, ""); st[++n] = $0; next }
-    /^      +[^ ]/ && n { sub(/^ +/, ""); st[++n] = $0; next }
-    END { for (s in sum) print s " " sum[s] }
-  ' "$1" | sort
-}
 for trace in "$srcdir/tests/data/cmd/diff_base.json" "$srcdir/tests/data/cmd/diff_new.json" "$srcdir"/tests/data/nnapi/*.txt; do
   [ -f "$trace" ] || continue
   $lp folded "$trace" >"$tmp/cmd.folded" 2>/dev/null || continue

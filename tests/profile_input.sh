@@ -14,11 +14,8 @@ LC_ALL=C
 export LC_ALL
 lp=./tools/labelprof
 child=./tests/env_child
-tmp=${TMPDIR:-/tmp}/profile_input_sh.$$
-mkdir -p "$tmp" || exit 99
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. "$srcdir/tests/sh_common.sh"
+test_tmpdir profile_input_sh
 
 # Round trips: trace -> folded -> folded, and trace -> pprof -> folded.
 n=0

@@ -50,6 +50,22 @@ static long long notes_dropped(const pd_trace_t *t) {
   return p ? atoll(p + strlen("events_dropped=")) : -1;
 }
 
+/*
+ * Ends a session that must have dropped nothing, and decodes its file at
+ * path into *t (free t->lines after): the stats say no drop, the stop
+ * succeeds and the file decodes (its error on stderr if not).
+ */
+static void stream_stop_and_decode(const char *path, pd_trace_t *t) {
+  lp_trace_stats_t s;
+  CU_ASSERT_EQUAL(lp_trace_get_stats(&s), 0);
+  CU_ASSERT_EQUAL(s.dropped, 0);
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  memset(t, 0, sizeof *t);
+  int rc = pd_decode(t, path);
+  if (rc) fprintf(stderr, "decode %s: %s\n", path, t->error);
+  CU_ASSERT_EQUAL(rc, 0);
+}
+
 static void work(unsigned n) {
   for (unsigned i = 0; i < n; i++) {
     LP_SCOPE("stream inner");
@@ -71,15 +87,8 @@ static void test_stream_longer_than_budget(void) {
     }
     CU_ASSERT(lp__trace_held_bytes() <= 4 * LP__CHUNK_BYTES + 64 * LP__CHUNK_BYTES);
   }
-  lp_trace_stats_t s;
-  CU_ASSERT_EQUAL(lp_trace_get_stats(&s), 0);
-  CU_ASSERT_EQUAL(s.dropped, 0);
-  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
   pd_trace_t t;
-  memset(&t, 0, sizeof t);
-  int rc = pd_decode(&t, path);
-  if (rc) fprintf(stderr, "decode: %s\n", t.error);
-  CU_ASSERT_EQUAL(rc, 0);
+  stream_stop_and_decode(path, &t);
   CU_ASSERT_EQUAL(count_lines(&t, "X", "stream inner"), (size_t)rounds * per);
   CU_ASSERT_EQUAL(count_lines(&t, "X", "stream outer"), 1);
   CU_ASSERT_EQUAL(notes_dropped(&t), 0);
@@ -225,15 +234,8 @@ static void test_stream_kinds(void) {
     }
     CU_ASSERT_EQUAL(lp__trace_stream_sync(), 0);
   }
-  lp_trace_stats_t st;
-  CU_ASSERT_EQUAL(lp_trace_get_stats(&st), 0);
-  CU_ASSERT_EQUAL(st.dropped, 0);
-  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
   pd_trace_t t;
-  memset(&t, 0, sizeof t);
-  int rc = pd_decode(&t, path);
-  if (rc) fprintf(stderr, "decode: %s\n", t.error);
-  CU_ASSERT_EQUAL(rc, 0);
+  stream_stop_and_decode(path, &t);
   CU_ASSERT_EQUAL(count_lines(&t, "i", "stream tick"), 10);
   size_t counters = 0, kernels = 0, nskipped = 0;
   for (size_t i = 0; i < t.lines.n; i++) {
