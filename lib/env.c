@@ -418,22 +418,6 @@ static int signal_number(const char *v) {
   return sig;
 }
 
-/* Decimal digits of n, into buf (at least 21 bytes); their count. */
-static size_t decimal(char *buf, unsigned long long n) {
-  char tmp[24];
-  size_t len = 0;
-  do {
-    tmp[len++] = (char)('0' + n % 10);
-    n /= 10;
-  } while (n);
-  for (size_t i = 0; i < len; i++) buf[i] = tmp[len - 1 - i];
-  buf[len] = '\0';
-  return len;
-}
-
-/* a + b, or SIZE_MAX when it would not fit (then no allocation is tried). */
-static size_t add_size(size_t a, size_t b) { return a > SIZE_MAX - b ? SIZE_MAX : a + b; }
-
 /*
  * A path as it will be written: %p becomes the pid and %% a %, %n is kept
  * for the report's number, and a relative path is made absolute against the
@@ -447,20 +431,20 @@ static char *resolve(const char *v) {
     warn("cannot read the working directory (%s); '%s' stays relative", lp_strerror(-errno), v);
     relative = false;
   }
-  size_t npid = decimal(pid, (unsigned long long)getpid());
+  size_t npid = lp__decimal(pid, (unsigned long long)getpid());
   /* The exact size first: the directory, a slash, each byte of v as it comes out, the NUL. */
   size_t need = 1;
   if (relative) {
-    for (const char *c = cwd; *c; c++) need = add_size(need, *c == '%' ? 2 : 1);
-    need = add_size(need, 1);
+    for (const char *c = cwd; *c; c++) need = lp__size_add(need, *c == '%' ? 2 : 1);
+    need = lp__size_add(need, 1);
   }
   for (const char *c = v; *c; c++) {
     if (c[0] == '%' && c[1] == 'p')
-      need = add_size(need, npid), c++;
+      need = lp__size_add(need, npid), c++;
     else if (c[0] == '%' && c[1] == '%')
-      need = add_size(need, 2), c++;
+      need = lp__size_add(need, 2), c++;
     else
-      need = add_size(need, 1);
+      need = lp__size_add(need, 1);
   }
   if (need == SIZE_MAX) return NULL;
   char *out = lp__malloc(need), *o = out;
@@ -479,37 +463,6 @@ static char *resolve(const char *v) {
       c++;
     } else if (c[0] == '%' && c[1] == '%') {
       *o++ = '%'; /* kept escaped for the %n pass */
-      *o++ = '%';
-      c++;
-    } else {
-      *o++ = *c;
-    }
-  }
-  *o = '\0';
-  return out;
-}
-
-/* path with each %n as the report's number and %% as %. NULL on ENOMEM. */
-static char *numbered(const char *path, unsigned number) {
-  char num[24];
-  size_t nnum = decimal(num, number), need = 1;
-  for (const char *c = path; *c; c++) {
-    if (c[0] == '%' && c[1] == 'n')
-      need = add_size(need, nnum), c++;
-    else if (c[0] == '%' && c[1] == '%')
-      need = add_size(need, 1), c++;
-    else
-      need = add_size(need, 1);
-  }
-  if (need == SIZE_MAX) return NULL;
-  char *out = lp__malloc(need), *o = out;
-  if (!out) return NULL;
-  for (const char *c = path; *c; c++) {
-    if (c[0] == '%' && c[1] == 'n') {
-      memcpy(o, num, nnum);
-      o += nnum;
-      c++;
-    } else if (c[0] == '%' && c[1] == '%') {
       *o++ = '%';
       c++;
     } else {
@@ -551,8 +504,8 @@ static int pprof_fn(const lp_profile_t *p, FILE *f, const lp_print_opts_t *o) {
 }
 
 static void write_profile(const lp_profile_t *p, unsigned number) {
-  char *pp = profile_path ? numbered(profile_path, number) : NULL;
-  char *fp = folded_path ? numbered(folded_path, number) : NULL;
+  char *pp = profile_path ? lp__path_numbered(profile_path, number) : NULL;
+  char *fp = folded_path ? lp__path_numbered(folded_path, number) : NULL;
   if (pp && wants_pprof(profile_path))
     write_report(pp, "pprof profile", p, pprof_fn);
   else if (pp)
@@ -571,7 +524,7 @@ static void write_profile(const lp_profile_t *p, unsigned number) {
 
 static void write_trace(unsigned number) {
   if (trace_path) {
-    char *tp = numbered(trace_path, number);
+    char *tp = lp__path_numbered(trace_path, number);
     if (!tp) {
       warn("out of memory naming the trace");
     } else {
@@ -581,7 +534,7 @@ static void write_trace(unsigned number) {
     }
   }
   if (systrace_path) {
-    char *sp = numbered(systrace_path, number);
+    char *sp = lp__path_numbered(systrace_path, number);
     if (!sp) {
       warn("out of memory naming the systrace file");
     } else {
@@ -623,7 +576,7 @@ static const char *seconds(uint64_t ns, char *buf, size_t size) {
 static void note_drops(unsigned number) {
   lp__drops_t d;
   if (lp__trace_drops(LP__ENV, &d) != 0 || !d.dropped) return;
-  char *path = numbered(trace_path ? trace_path : systrace_path, number);
+  char *path = lp__path_numbered(trace_path ? trace_path : systrace_path, number);
   if (!path) return;
   char n[32], budget[48];
   char at[32], len[32];
@@ -875,7 +828,6 @@ int lp__env_parse(lp__env_values_t *v, const char *name, const char *value) {
 
 char *lp__env_resolve(const char *value) { return resolve(value); }
 
-char *lp__env_numbered(const char *path, unsigned number) { return numbered(path, number); }
 
 void lp__env_load(void) {
   warn_unknown();

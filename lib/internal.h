@@ -83,6 +83,14 @@ void lp__unlock(pthread_mutex_t *m);
 int lp__thread_spawn(pthread_t *th, void *(*fn)(void *), void *arg, const char *name);
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t lp__mono_ns(void);
+/* Decimal digits of n, into buf (at least 21 bytes); their count. */
+size_t lp__decimal(char *buf, unsigned long long n);
+/* a + b, or SIZE_MAX when it would not fit (then no allocation is tried). */
+size_t lp__size_add(size_t a, size_t b);
+/* path with each %n as number and %% as % (a report's file, a rotated stream's). NULL on ENOMEM. */
+char *lp__path_numbered(const char *path, unsigned number);
+/* Whether path has a %n (not a %%n). */
+bool lp__path_has_number(const char *path);
 /* Adds one to a counter that only the calling thread writes (no read-modify-write). */
 static inline void lp__bump(_Atomic uint64_t *c) {
   atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1, memory_order_relaxed);
@@ -862,7 +870,5 @@ void lp__env_defaults(lp__env_values_t *v);
 int lp__env_parse(lp__env_values_t *v, const char *name, const char *value);
 /* A path variable's value as the loader keeps it: absolute, %p expanded, %n and %% kept. NULL on ENOMEM. */
 char *lp__env_resolve(const char *value);
-/* The file name of report number n from a resolved path: each %n the number, %% a %. NULL on ENOMEM. */
-char *lp__env_numbered(const char *path, unsigned n);
 
 #endif /* LABELPROF_INTERNAL_H */

@@ -729,45 +729,6 @@ static void stream_wake(void) {
   if (rc != 0) lp__fatal("pthread_cond_signal", rc);
 }
 
-/* path with each %n as number and %% as %. NULL on ENOMEM. */
-static char *stream_name(const char *path, unsigned number) {
-  char num[16];
-  int nn = snprintf(num, sizeof num, "%u", number);
-  size_t need = 1;
-  for (const char *c = path; *c; c++) {
-    if (c[0] == '%' && (c[1] == 'n' || c[1] == '%')) {
-      need += c[1] == 'n' ? (size_t)nn : 1;
-      c++;
-    } else {
-      need++;
-    }
-  }
-  char *out = lp__malloc(need), *o = out;
-  if (!out) return NULL;
-  for (const char *c = path; *c; c++) {
-    if (c[0] == '%' && c[1] == 'n') {
-      memcpy(o, num, (size_t)nn);
-      o += nn;
-      c++;
-    } else if (c[0] == '%' && c[1] == '%') {
-      *o++ = '%';
-      c++;
-    } else {
-      *o++ = *c;
-    }
-  }
-  *o = '\0';
-  return out;
-}
-
-static bool has_number(const char *path) {
-  for (const char *c = path; *c; c++) {
-    if (c[0] == '%' && c[1] == 'n') return true;
-    if (c[0] == '%' && c[1] == '%') c++;
-  }
-  return false;
-}
-
 /* Appends n bytes, all of them (write(2) may write less, or be interrupted). */
 static int write_all(int fd, const uint8_t *p, size_t n) {
   while (n) {
@@ -795,7 +756,7 @@ static void stream_put(void) {
 
 /* Opens the next file and writes its first packets. */
 static int stream_open_next(void) {
-  char *name = stream_name(st.path, ++st.number);
+  char *name = lp__path_numbered(st.path, ++st.number);
   if (!name) return -ENOMEM;
   int fd = open(name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
   int rc = fd < 0 ? -errno : 0;
@@ -1005,7 +966,7 @@ static int stream_start(lp__owner_t who, const lp_trace_opts_t *o) {
   if (rc == 0) rc = lp__thread_spawn(&st.th, stream_main, NULL, "labelprof-write");
   if (rc) {
     if (st.fd >= 0) close(st.fd);
-    char *name = stream_name(st.path, 1);
+    char *name = lp__path_numbered(st.path, 1);
     if (name && st.number) unlink(name);
     free(name);
     lp__pfs_free(st.enc);
@@ -1141,7 +1102,7 @@ static int check_opts(const lp_trace_opts_t *opts, lp_trace_opts_t *want) {
   if (!want->levels) want->levels = LP_LEVEL_STANDARD;
   if (!want->budget_bytes) want->budget_bytes = 64u << 20;
   if (want->policy == LP_TRACE_STREAM &&
-      (!want->path || !want->path[0] || ((want->rotate_bytes || want->rotate_ns) && !has_number(want->path))))
+      (!want->path || !want->path[0] || ((want->rotate_bytes || want->rotate_ns) && !lp__path_has_number(want->path))))
     return -EINVAL;
   if ((want->levels & ~LP_LEVEL_ALL) ||
       (want->policy != LP_TRACE_DISCARD && want->policy != LP_TRACE_RING && want->policy != LP_TRACE_STREAM) ||

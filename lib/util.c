@@ -209,3 +209,59 @@ int lp__thread_spawn(pthread_t *th, void *(*fn)(void *), void *arg, const char *
   pthread_setname_np(*th, name); /* cosmetic: a name too long or a failure changes nothing else */
   return 0;
 }
+
+/* ---- numbered paths: reports (env.c) and the stream's rotated files (trace.c) ---- */
+
+/* Decimal digits of n, into buf (at least 21 bytes); their count. */
+size_t lp__decimal(char *buf, unsigned long long n) {
+  char tmp[24];
+  size_t len = 0;
+  do {
+    tmp[len++] = (char)('0' + n % 10);
+    n /= 10;
+  } while (n);
+  for (size_t i = 0; i < len; i++) buf[i] = tmp[len - 1 - i];
+  buf[len] = '\0';
+  return len;
+}
+
+/* a + b, or SIZE_MAX when it would not fit (then no allocation is tried). */
+size_t lp__size_add(size_t a, size_t b) { return a > SIZE_MAX - b ? SIZE_MAX : a + b; }
+
+char *lp__path_numbered(const char *path, unsigned number) {
+  char num[24];
+  size_t nnum = lp__decimal(num, number), need = 1;
+  for (const char *c = path; *c; c++) {
+    if (c[0] == '%' && c[1] == 'n')
+      need = lp__size_add(need, nnum), c++;
+    else if (c[0] == '%' && c[1] == '%')
+      need = lp__size_add(need, 1), c++;
+    else
+      need = lp__size_add(need, 1);
+  }
+  if (need == SIZE_MAX) return NULL;
+  char *out = lp__malloc(need), *o = out;
+  if (!out) return NULL;
+  for (const char *c = path; *c; c++) {
+    if (c[0] == '%' && c[1] == 'n') {
+      memcpy(o, num, nnum);
+      o += nnum;
+      c++;
+    } else if (c[0] == '%' && c[1] == '%') {
+      *o++ = '%';
+      c++;
+    } else {
+      *o++ = *c;
+    }
+  }
+  *o = '\0';
+  return out;
+}
+
+bool lp__path_has_number(const char *path) {
+  for (const char *c = path; *c; c++) {
+    if (c[0] == '%' && c[1] == 'n') return true;
+    if (c[0] == '%' && c[1] == '%') c++;
+  }
+  return false;
+}

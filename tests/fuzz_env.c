@@ -9,7 +9,7 @@
  *                  the path resolved (lp__env_resolve), then named for
  *                  reports 1, UINT32_MAX and one taken from the input
  *   @N=PATH        PATH named for report N (0 to 4294967295) as it stands
- *                  (lp__env_numbered)
+ *                  (lp__path_numbered)
  * Any other NAME picks one of these by its first byte, so that mutated
  * names still reach a parser. Every answer is checked against what the
  * variable allows, or against a slow reference: a parser must never crash,
@@ -94,10 +94,10 @@ static char *ref_numbered(const char *path, unsigned n) {
 }
 
 static void check_numbered(const char *path, unsigned n) {
-  char *got = lp__env_numbered(path, n);
-  if (!got) FAIL("lp__env_numbered('%s', %u) returned NULL", path, n);
+  char *got = lp__path_numbered(path, n);
+  if (!got) FAIL("lp__path_numbered('%s', %u) returned NULL", path, n);
   char *want = ref_numbered(path, n);
-  if (strcmp(got, want) != 0) FAIL("lp__env_numbered('%s', %u) gave '%s', not '%s'", path, n, got, want);
+  if (strcmp(got, want) != 0) FAIL("lp__path_numbered('%s', %u) gave '%s', not '%s'", path, n, got, want);
   free(got);
   free(want);
 }

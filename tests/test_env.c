@@ -662,7 +662,7 @@ static void test_env_namer_any_count_any_number(void) {
       }
       strcpy(path + p, "%");
       strcpy(want + w, "%");
-      char *got = lp__env_numbered(path, numbers[k]);
+      char *got = lp__path_numbered(path, numbers[k]);
       CU_ASSERT_PTR_NOT_NULL_FATAL(got);
       CU_ASSERT_STRING_EQUAL(got, want);
       free(got);
