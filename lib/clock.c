@@ -1009,6 +1009,23 @@ static inline uint64_t eval(const tm_point_t *a, uint64_t ticks) {
   return off < a->ns ? a->ns - off : 0;
 }
 
+/*
+ * The first ticks in [lo, hi) that the line from a (at or before lo) puts
+ * at or past limit, hi if none. The line never goes down; here its values
+ * saturate rather than wrap, so the search is sound over any range.
+ */
+static uint64_t first_reaching(const tm_point_t *a, uint64_t lo, uint64_t hi, uint64_t limit) {
+  while (lo < hi) {
+    uint64_t mid = lo + (hi - lo) / 2, d = mid - a->ticks;
+    unsigned __int128 v = (unsigned __int128)d * a->whole + (((unsigned __int128)d * a->frac) >> 64) + a->ns;
+    if (v >= limit)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return lo;
+}
+
 static void describe_jump(lp__timemap_t *m, const lp__sync_t *a, const lp__sync_t *b, double dev) {
   char amount[32];
   fmt_duration(amount, sizeof amount, dev);
@@ -1165,9 +1182,9 @@ uint64_t lp__timemap_ns(const lp__timemap_t *m, uint64_t ticks, lp__sync_t ancho
 
 uint64_t lp__timemap_ns_seg(const lp__timemap_t *m, uint64_t ticks, lp__sync_t anchor, size_t *cursor,
                             lp__timeseg_t *seg) {
-  if (seg) *seg = (lp__timeseg_t){1, 0, 0, 0, 0, 0, 0}; /* empty until a line is found */
+  if (seg) *seg = LP__TIMESEG_NONE; /* empty until a line is found */
   if (m->identity) {
-    if (seg) *seg = (lp__timeseg_t){0, UINT64_MAX, 0, 0, 1, 0, UINT64_MAX};
+    if (seg) *seg = (lp__timeseg_t){0, UINT64_MAX, 0, 0, 1, 0};
     return ticks;
   }
   /* No event of a chunk is read before the chunk's own sync point. */
@@ -1193,13 +1210,10 @@ uint64_t lp__timemap_ns_seg(const lp__timemap_t *m, uint64_t ticks, lp__sync_t a
   if (__builtin_expect(ns >= e->limit_ns, 0)) return past_epoch(m, e, ticks, ns);
   if (seg) {
     /* Later ticks of the chunk in this segment, at or after both its point and the anchor, take the same line. */
-    seg->lo = p->ticks > anchor.ticks ? p->ticks : anchor.ticks;
-    seg->hi = i < e->hi ? m->pt[i + 1].ticks : UINT64_MAX;
-    seg->t0 = p->ticks;
-    seg->ns0 = p->ns;
-    seg->whole = p->whole;
-    seg->frac = p->frac;
-    seg->limit = e->limit_ns;
+    uint64_t lo = p->ticks > anchor.ticks ? p->ticks : anchor.ticks;
+    uint64_t hi = i < e->hi ? m->pt[i + 1].ticks : UINT64_MAX;
+    if (e->limit_ns != UINT64_MAX) hi = first_reaching(p, lo, hi, e->limit_ns);
+    *seg = (lp__timeseg_t){lo, hi > lo ? hi - lo : 0, p->ticks, p->ns, p->whole, p->frac};
   }
   return ns;
 }

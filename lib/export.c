@@ -1686,6 +1686,7 @@ int lp__export_perfetto(lp__jw_t *w, const lp__session_t *s, const char *process
  * TrackEvent (type, and for a begin its category and name iids) and the
  * sequence id. A begin's are kept by site, an end's once per lane.
  */
+enum { PFS_FAST = 64 }; /* begins kept ready per lane (a power of two) */
 typedef struct pfs_tail {
   const void *site;
   uint8_t n, b[31];
@@ -1698,7 +1699,7 @@ struct lp__pfs_lane {
   open_scope_t *stack;
   size_t depth, cap;
   pfs_tail_t end;          /* an end's */
-  pfs_tail_t fast[64];     /* the begins of sites interned in this file, direct-mapped by address */
+  pfs_tail_t fast[PFS_FAST]; /* the begins of sites interned in this file, direct-mapped by address */
 };
 
 struct lp__pfs {
@@ -1739,7 +1740,7 @@ void lp__pfs_restart(lp__pfs_t *f, const char *process_name) {
 void lp__pfs_lane_free(lp__pfs_lane_t *l) {
   if (!l) return;
   pf_seq_reset(&l->q, 0, 0);
-  free(l->stack);
+  free(l->stack ? l->stack - 1 : NULL);
   free(l);
 }
 
@@ -1784,6 +1785,17 @@ static void pfs_close_from(lp__pfs_lane_t *l, size_t k, uint64_t ts, bool unterm
   }
 }
 
+/* Doubles a lane's stack, which sits after its sentinel: an entry of depth -1 (as an int32_t). */
+static bool pfs_stack_grow(lp__pfs_lane_t *l) {
+  size_t cap = l->cap ? l->cap * 2 : 64;
+  open_scope_t *base = lp__realloc(l->stack ? l->stack - 1 : NULL, (cap + 1) * sizeof *base);
+  if (!base) return false;
+  base[0] = (open_scope_t){NULL, 0, UINT32_MAX, false, 0};
+  l->stack = base + 1;
+  l->cap = cap;
+  return true;
+}
+
 /* The tail of a packet: a TrackEvent of type with fields te (n bytes), and the sequence id. */
 static void pfs_tail_set(pfs_tail_t *t, const void *site, uint32_t type, const uint8_t *te, size_t n, uint32_t seq) {
   t->site = site;
@@ -1809,7 +1821,7 @@ static void pfs_fast_learn(lp__pfs_lane_t *l, const lp_site_t *site) {
   te[n++] = TE_NAME_IID << 3;
   n += lp__pb_put_varint(te + n, l->q.iids[h]);
   if (n + 4 + 6 > sizeof l->fast[0].b) return; /* iids that large: the general path */
-  pfs_tail_set(&l->fast[((uintptr_t)site >> 4) & 63], site, TYPE_SLICE_BEGIN, te, n, l->seq);
+  pfs_tail_set(&l->fast[((uintptr_t)site >> 4) & (PFS_FAST - 1)], site, TYPE_SLICE_BEGIN, te, n, l->seq);
 }
 
 /*
@@ -1818,62 +1830,82 @@ static void pfs_fast_learn(lp__pfs_lane_t *l, const lp_site_t *site) {
  * innermost open scope, each at a time on seg's line. The packets are byte
  * for byte those pf_event_fast writes. Returns the index of the first event
  * it left to the general path (to when none).
+ *
+ * A run is bounded before it starts, so that its loop tests neither the
+ * room in the buffer nor in the stack: an event writes at most ROOM bytes
+ * and opens at most one scope. The entry below the stack (its sentinel,
+ * depth -1) lets the loop read the innermost depth with no test for an
+ * empty stack.
  */
-static uint32_t pfs_run(lp__pfs_t *f, lp__pfs_lane_t *l, const lp_impl_event_t *ev, uint32_t i, uint32_t to,
-                        const lp__timeseg_t *seg) {
+static inline __attribute__((always_inline)) uint32_t pfs_loop(lp__pfs_t *f, lp__pfs_lane_t *l,
+                                                                 const lp_impl_event_t *ev, uint32_t i, uint32_t to,
+                                                                 const lp__timeseg_t *seg, bool whole) {
   lp__pb_t *pb = &f->x.pb;
   enum { ROOM = 48 }; /* the longest packet written here (2 + 1 + 10 + 31), rounded up */
-  if (l->file != f->file || pb->err || pb->cap - pb->len < ROOM) return i;
-  const lp__timeseg_t s = *seg;
-  uint8_t *o = pb->buf + pb->len, *const lim = pb->buf + pb->cap - ROOM;
+  if (l->file != f->file || pb->err) return i;
+  size_t n = to - i;
+  if (n > l->cap - l->depth) n = l->cap - l->depth;
+  uint8_t *o = n ? lp__pb_reserve(pb, n * ROOM) : NULL;
+  if (!o) return i;
+  const uint64_t lo = seg->lo, span = seg->span, t0 = seg->t0, ns0 = seg->ns0, frac = seg->frac;
+  const uint64_t w = whole ? seg->whole : 0;
+  const lp_impl_event_t *e = ev + i, *const end = e + n;
   uint64_t last = l->q.last;
   size_t depth = l->depth;
-  uint32_t from = i;
-  open_scope_t *const stack = l->stack;
-  const size_t cap = l->cap;
-  for (; i < to && o <= lim; i++) {
-    uint64_t tag = ev[i].tag, ts;
-    uint32_t kind = (uint32_t)(tag & LP_IMPL_EV_KIND);
-    if (kind > LP_IMPL_EV_END || !lp__timeseg_ns(&s, ev[i].ts, &ts)) break;
+  open_scope_t *const below = l->stack - 1; /* below[depth]: the innermost open scope, or the sentinel */
+  for (; e < end; e++) {
+    uint64_t tag = e->tag, tk = e->ts;
+    if ((tag & LP_IMPL_EV_KIND) > LP_IMPL_EV_END || tk - lo >= span) break;
+    uint64_t d64 = tk - t0;
+    uint64_t ts = ns0 + (uint64_t)(((unsigned __int128)d64 * frac) >> 64);
+    if (whole) ts += d64 * w;
     if (ts < last) ts = last; /* a lane's time never goes back on its sequence */
     const lp_site_t *site = LP__TAG_SITE(tag);
     uint32_t d = LP__TAG_DEPTH(tag);
+    int32_t top = (int32_t)below[depth].depth;
     const pfs_tail_t *t;
-    if (kind == LP_IMPL_EV_BEGIN) {
-      if ((depth && stack[depth - 1].depth >= d) || depth == cap) break;
-      t = &l->fast[((uintptr_t)site >> 4) & 63];
-      if (t->site != site) break;
-      stack[depth].site = site; /* all the stream reads of an open scope */
-      stack[depth++].depth = d;
+    if (!(tag & LP_IMPL_EV_END)) {
+      t = &l->fast[((uintptr_t)site >> 4) & (PFS_FAST - 1)];
+      if (top >= (int32_t)d || t->site != site) break;
+      depth++;
+      below[depth].site = site; /* all the stream reads of an open scope */
+      below[depth].depth = d;
     } else {
-      if (!depth || stack[depth - 1].depth != d || (d >= 255 && stack[depth - 1].site != site)) break;
+      if (top != (int32_t)d || (d >= 255 && below[depth].site != site)) break;
       depth--;
       t = &l->end;
     }
     uint64_t dt = ts - last;
-    size_t n = 4;
+    size_t k = 4;
     o[2] = TP_TIMESTAMP << 3;
     o[3] = (uint8_t)dt;
     if (dt >= 0x80) {
       if (dt < 0x4000) {
         o[3] = (uint8_t)(dt | 0x80);
-        o[n++] = (uint8_t)(dt >> 7);
+        o[k++] = (uint8_t)(dt >> 7);
       } else {
-        n = 3 + lp__pb_put_varint(o + 3, dt);
+        k = 3 + lp__pb_put_varint(o + 3, dt);
       }
     }
-    memcpy(o + n, t->b, sizeof t->b); /* a fixed size: a few wide moves; only t->n of it counts */
-    n += t->n;
+    memcpy(o + k, t->b, sizeof t->b); /* a fixed size: a few wide moves; only t->n of it counts */
+    k += t->n;
     o[0] = TRACE_PACKET << 3 | 2;
-    o[1] = (uint8_t)(n - 2);
-    o += n;
+    o[1] = (uint8_t)(k - 2);
+    o += k;
     last = ts;
   }
+  uint32_t done = (uint32_t)(e - (ev + i));
   pb->len = (size_t)(o - pb->buf);
   l->q.last = last;
   l->depth = depth;
-  f->events += i - from;
-  return i;
+  f->events += done;
+  return i + done;
+}
+
+/* The line's whole ns per tick is 0 for a counter faster than 1 GHz: one multiply less per event. */
+static uint32_t pfs_run(lp__pfs_t *f, lp__pfs_lane_t *l, const lp_impl_event_t *ev, uint32_t i, uint32_t to,
+                        const lp__timeseg_t *seg) {
+  return seg->whole ? pfs_loop(f, l, ev, i, to, seg, true) : pfs_loop(f, l, ev, i, to, seg, false);
 }
 
 int lp__pfs_chunk(lp__pfs_t *f, lp__pfs_lane_t **state, const lp__pfs_lane_info_t *info, const lp_impl_event_t *ev,
@@ -1889,7 +1921,7 @@ int lp__pfs_chunk(lp__pfs_t *f, lp__pfs_lane_t **state, const lp__pfs_lane_info_
     *state = l;
   }
   size_t cursor = 0;
-  lp__timeseg_t seg = {1, 0, 0, 0, 0, 0, 0};
+  lp__timeseg_t seg = LP__TIMESEG_NONE;
   for (uint32_t i = from; i < to && !x->pb.err; i++) {
     if ((i = pfs_run(f, l, ev, i, to, &seg)) >= to) break;
     uint32_t kind = (uint32_t)(ev[i].tag & LP_IMPL_EV_KIND);
@@ -1910,15 +1942,9 @@ int lp__pfs_chunk(lp__pfs_t *f, lp__pfs_lane_t **state, const lp__pfs_lane_info_
       size_t k = l->depth;
       while (k > 0 && l->stack[k - 1].depth >= d) k--;
       pfs_close_from(l, k, ts, true);
-      if (l->depth == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 32;
-        open_scope_t *s = lp__realloc(l->stack, cap * sizeof *s);
-        if (!s) {
-          l->q.nomem = true;
-          break;
-        }
-        l->stack = s;
-        l->cap = cap;
+      if (l->depth == l->cap && !pfs_stack_grow(l)) {
+        l->q.nomem = true;
+        break;
       }
       l->stack[l->depth++] = (open_scope_t){site, ts, d, false, 0};
       pf_rec_t r = {ts, 0, site, 0, PF_SLICE, 0};

@@ -369,22 +369,22 @@ void lp__timemap_free(lp__timemap_t *m);
 uint64_t lp__timemap_ns(const lp__timemap_t *m, uint64_t ticks, lp__sync_t anchor, size_t *cursor);
 /*
  * The same, and the line it took: seg then maps the chunk's later ticks in
- * [lo, hi) inline (lp__timeseg_ns), as long as the result stays below
- * limit. An empty range when there is no such line (before the map's first
- * point, past an epoch's end).
+ * [lo, lo + span) inline (lp__timeseg_ns). The range ends where the
+ * segment does and before the first tick the line would put at or past its
+ * epoch's end, so a tick in it needs no other test. An empty range when
+ * there is no such line (before the map's first point, past an epoch's end).
  */
 typedef struct lp__timeseg {
-  uint64_t lo, hi, t0, ns0, whole, frac, limit;
+  uint64_t lo, span, t0, ns0, whole, frac;
 } lp__timeseg_t;
+#define LP__TIMESEG_NONE ((lp__timeseg_t){0, 0, 0, 0, 0, 0})
 uint64_t lp__timemap_ns_seg(const lp__timemap_t *m, uint64_t ticks, lp__sync_t anchor, size_t *cursor,
                             lp__timeseg_t *seg);
 /* ns for ticks on seg's line; false when ticks is not in its range (then ask lp__timemap_ns_seg). */
 static inline bool lp__timeseg_ns(const lp__timeseg_t *s, uint64_t ticks, uint64_t *ns) {
-  if (ticks < s->lo || ticks >= s->hi) return false;
+  if (ticks - s->lo >= s->span) return false; /* below lo, the difference wraps */
   uint64_t d = ticks - s->t0;
-  uint64_t v = s->ns0 + d * s->whole + (uint64_t)(((unsigned __int128)d * s->frac) >> 64);
-  if (v >= s->limit) return false;
-  *ns = v;
+  *ns = s->ns0 + d * s->whole + (uint64_t)(((unsigned __int128)d * s->frac) >> 64);
   return true;
 }
 /* The number of jumps found between sync points, and a one-line description of the largest (NULL if none). */

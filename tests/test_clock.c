@@ -539,7 +539,7 @@ static void test_clock_map_finds_jumps_both_ways(void) { CHILD(LP_CLOCK_AUTO, LP
  */
 static int seg_checks(lp__timemap_t *m, uint64_t from, uint64_t to, lp__sync_t anchor, int *answered) {
   size_t cur = 0, cur2 = 0;
-  lp__timeseg_t seg = {1, 0, 0, 0, 0, 0, 0};
+  lp__timeseg_t seg = LP__TIMESEG_NONE;
   int wrong = 0;
   for (uint64_t tk = from; tk < to; tk += 977) {
     uint64_t want = lp__timemap_ns(m, tk, anchor, &cur2), got;

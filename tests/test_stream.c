@@ -272,11 +272,13 @@ static int decode_bytes(pd_trace_t *t, const char *path, const uint8_t *bytes, s
  * their first time), gaps of 50, 200, 20,000 and 40,000 ticks (timestamps
  * of one, two and three bytes, and two bytes' largest), and the events
  * split across two chunks at an odd place. Every scope must come back with
- * the clock map's time for its begin and its end. (This suite records on
- * CLOCK_MONOTONIC, so the map is the identity here; test_clock checks the
- * segments the encoder maps ticks through.)
+ * the clock map's time for its begin and its end. This suite records on
+ * CLOCK_MONOTONIC, so the map is the identity here; a child runs it again
+ * on the counter, where the map's lines are real: ticks_per_ns 1 (a line of
+ * one whole ns per tick and a fraction) and 3 (no whole ns: the encoder's
+ * other loop). test_clock checks the segments themselves.
  */
-static void test_stream_encoder_on_chunks(void) {
+static void encoder_on_chunks(unsigned ticks_per_ns) {
   enum { NSITES = 300, ROUNDS = 3, NEV = ROUNDS * NSITES * 4 };
   static lp_site_t sites[NSITES];
   static char names[NSITES][24];
@@ -286,6 +288,7 @@ static void test_stream_encoder_on_chunks(void) {
   }
   lp__sync_t pts[4] = {{1000000, 5000000000u}, {9000000, 5008001500u}, {17000000, 5016000500u},
                        {45000000, 5044003000u}};
+  for (int k = 0; k < 4; k++) pts[k].ticks *= ticks_per_ns;
   lp__sync_t copy[4];
   memcpy(copy, pts, sizeof pts);
   lp__timemap_t *m = lp__timemap_new(copy, 4);
@@ -294,7 +297,7 @@ static void test_stream_encoder_on_chunks(void) {
   static lp_impl_event_t ev[NEV];
   static char want[NEV / 2][128];
   size_t n = 0, nwant = 0, cursor = 0;
-  uint64_t ticks = 1000000;
+  uint64_t ticks = pts[0].ticks;
   for (int k = 0; k < NSITES; k++)
     for (int r = 0; r < ROUNDS; r++) { /* a pair again and again: after its first, from the encoder's site cache */
       const lp_site_t *outer = &sites[k], *inner = &sites[(k + 1) % NSITES];
@@ -349,6 +352,29 @@ static void test_stream_encoder_on_chunks(void) {
   CU_ASSERT_EQUAL(found, nwant);
   pd_free(&t.lines);
   unlink(path);
+}
+
+/* Run by the program itself with --on-counter, before anything has chosen the clock. */
+static void test_stream_encoder_on_counter(void) {
+  lp__clock_choose(LP_CLOCK_TSC);
+  if (!lp__clock_is_counter()) return; /* no counter here: the map stays the identity */
+  encoder_on_chunks(1);
+  encoder_on_chunks(3);
+}
+
+static void test_stream_encoder_on_chunks(void) {
+  encoder_on_chunks(1);
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  CU_ASSERT_FATAL(pid >= 0);
+  if (pid == 0) {
+    execl("/proc/self/exe", "test_stream", "--on-counter", (char *)NULL);
+    _exit(127);
+  }
+  int status;
+  while (waitpid(pid, &status, 0) < 0) CU_ASSERT_EQUAL_FATAL(errno, EINTR);
+  CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
 /* The child of the kill test: streams until it is killed, telling fd 3 after its first flushes. */
@@ -458,6 +484,10 @@ static void test_stream_env_json_falls_back(void) {
 int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "--kill-child") == 0) return kill_child(argv[2]);
   dir = lp_test_tmpdir("stream");
+  if (argc == 2 && strcmp(argv[1], "--on-counter") == 0) {
+    CU_TestInfo counter[] = {LP_TEST(test_stream_encoder_on_counter), CU_TEST_INFO_NULL};
+    return lp_test_main("stream on the counter", counter);
+  }
   if (!realpath("tests/env_child", env_child)) return 2;
   CU_TestInfo tests[] = {
       LP_TEST(test_stream_longer_than_budget), LP_TEST(test_stream_writer_behind_drops),
