@@ -779,6 +779,8 @@ uint64_t lp__pfs_events(const lp__pfs_t *f);
 /* Tests: hold the writer back (on) or let it go; wait until it has written everything closed so far. */
 void lp__trace_stream_hold(bool on);
 int lp__trace_stream_sync(void);
+/* Tests: the stream's page-cache ranges (0, 0: 8 MiB and 32 MiB); set before the stream starts. */
+void lp__trace_stream_cache(uint64_t behind, uint64_t keep);
 /* ---- end of the Perfetto stream ---- */
 /* A site's label for reports: "(null)" for a NULL label. */
 static inline const char *lp__label(const lp_site_t *site) { return site->label ? site->label : "(null)"; }

@@ -712,7 +712,16 @@ static struct {
   uint64_t req, done;      /* flushes asked for and done */
   int err;                 /* the first error writing, sticky */
   lp__pfs_t *enc;          /* the writer's own (no lock needed) */
+  uint64_t started;        /* bytes of the file whose writeback was started (writer only) */
+  bool uncached;           /* the file takes no writeback hints (a pipe, tmpfs...): none are given */
 } st = {.fd = -1};
+/*
+ * The page cache: the writer starts the writeback of each ST_BEHIND bytes
+ * it writes, and once ST_KEEP more are written, waits for that range to be
+ * on disk and drops it from the cache, so a long stream keeps at most
+ * ST_KEEP + 2 ST_BEHIND of its file cached. (Tests make both smaller.)
+ */
+static uint64_t st_behind = 8u << 20, st_keep = 32u << 20;
 static pthread_cond_t st_cv = PTHREAD_COND_INITIALIZER;      /* the writer waits here */
 static pthread_cond_t st_done_cv = PTHREAD_COND_INITIALIZER; /* and flushers here */
 static bool st_atexit;
@@ -743,6 +752,28 @@ static int write_all(int fd, const uint8_t *p, size_t n) {
   return 0;
 }
 
+/*
+ * The writeback of the file's new whole ranges started, and the range
+ * ST_KEEP behind them on disk and out of the page cache. Advice only: a
+ * file that refuses it (ESPIPE for a pipe, EINVAL...) is given no more.
+ * Writer only.
+ */
+static void stream_uncache(void) {
+  while (!st.uncached && st.fd >= 0 && st.file_bytes - st.started >= st_behind) {
+    if (sync_file_range(st.fd, (off_t)st.started, (off_t)st_behind, SYNC_FILE_RANGE_WRITE) != 0) {
+      st.uncached = true;
+      return;
+    }
+    st.started += st_behind;
+    if (st.started < st_keep + st_behind) continue;
+    off_t at = (off_t)(st.started - st_keep - st_behind);
+    unsigned flags = SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER;
+    if (sync_file_range(st.fd, at, (off_t)st_behind, flags) != 0 ||
+        posix_fadvise(st.fd, at, (off_t)st_behind, POSIX_FADV_DONTNEED) != 0)
+      st.uncached = true;
+  }
+}
+
 /* Appends what the encoder holds, whole packets. Writer only. */
 static void stream_put(void) {
   size_t n;
@@ -752,6 +783,7 @@ static void stream_put(void) {
   if (rc && !st.err) st.err = rc;
   st.file_bytes += n;
   lp__pfs_clear(st.enc);
+  if (!rc) stream_uncache();
 }
 
 /* Opens the next file and writes its first packets. */
@@ -764,6 +796,8 @@ static int stream_open_next(void) {
   if (rc) return rc;
   st.fd = fd;
   st.file_bytes = 0;
+  st.started = 0;
+  st.uncached = false;
   st.file_ns = lp__mono_ns();
   lp__pfs_restart(st.enc, NULL);
   stream_put();
@@ -1034,6 +1068,13 @@ int lp__trace_stream_sync(void) {
   int rc = stream_flush_locked();
   lp__unlock(&trace_mu);
   return rc;
+}
+
+void lp__trace_stream_cache(uint64_t behind, uint64_t keep) {
+  lp__lock(&trace_mu);
+  st_behind = behind ? behind : 8u << 20;
+  st_keep = keep ? keep : 32u << 20;
+  lp__unlock(&trace_mu);
 }
 
 void lp__trace_stream_hold(bool on) {
