@@ -670,11 +670,12 @@ LP_EXPORT int lp_trace_write_systrace(const char *path);
 
 /* Counters of the current (or last) session. */
 typedef struct lp_trace_stats {
-  uint64_t recorded;     /* events in the buffers, ready to write */
+  uint64_t recorded;     /* events in the buffers, ready to write; for a stream, written to its files so far
+                            (lp_dump() writes what is recorded) */
   uint64_t dropped;      /* events lost: budget spent (discard), overwritten (ring), or during an export */
   uint64_t budget_bytes; /* the session's budget */
   uint64_t used_bytes;   /* chunks allocated now */
-  uint32_t threads;      /* thread lanes with events, including exited threads */
+  uint32_t threads;      /* thread lanes with events, including exited threads (stream: with events written) */
   uint32_t tracks;       /* tracks created */
   const char *clock;        /* what stamps events: "tsc", "cntvct" or "clock_gettime"; NULL before any session */
   const char *clock_reason; /* why, e.g. "tsc (verified: 2 CPUs, max skew 0 ns, ...)"; static strings */

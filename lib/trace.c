@@ -712,6 +712,8 @@ static struct {
   uint64_t req, done;      /* flushes asked for and done */
   int err;                 /* the first error writing, sticky */
   lp__pfs_t *enc;          /* the writer's own (no lock needed) */
+  uint64_t written;        /* events written to the stream's files (trace lock) */
+  uint32_t threads;        /* thread lanes with events written (trace lock) */
   uint64_t started;        /* bytes of the file whose writeback was started (writer only) */
   bool uncached;           /* the file takes no writeback hints (a pipe, tmpfs...): none are given */
 } st = {.fd = -1};
@@ -912,6 +914,8 @@ static void *stream_main(void *arg) {
       syncs[n] = lp__clock_sync();
       map = lp__timemap_new(syncs, n + 1);
     }
+    uint64_t written = 0;
+    uint32_t threads = 0;
     for (size_t i = 0; i < n; i++) {
       st_item_t *it = &items[i];
       size_t held;
@@ -925,8 +929,12 @@ static void *stream_main(void *arg) {
       if (!map) {
         if (!st.err) st.err = -ENOMEM;
       } else if (it->from < it->to && it->info.name) {
+        uint64_t e0 = lp__pfs_events(st.enc);
+        bool fresh = !it->lane->stream && !it->lane->track;
         lp__pfs_chunk(st.enc, &it->lane->stream, &it->info, it->chunk->ev, it->from, it->to, map,
                       it->chunk->sync);
+        written += lp__pfs_events(st.enc) - e0; /* a new file starts between chunks, never inside one */
+        threads += fresh && it->lane->stream;
         lp__pfs_bytes(st.enc, &held);
         if (held >= ST_WRITE) stream_put(); /* whole chunks: the file is a trace after each write */
       }
@@ -935,6 +943,8 @@ static void *stream_main(void *arg) {
     lp__timemap_free(map);
     if (quit) stream_close_file();
     lp__lock(&trace_mu);
+    st.written += written;
+    st.threads += threads;
     bool freed = false;
     for (size_t i = 0; i < n; i++) {
       st_item_t *it = &items[i];
@@ -1399,8 +1409,9 @@ int lp_trace_get_stats(lp_trace_stats_t *out) {
   memset(out, 0, sizeof *out);
   lp__session_t s;
   /* The program's session; under LABELPROF_TRACE alone, the environment's. */
-  int rc = snapshot(LP__PROGRAM, &s);
-  if (rc == -EINVAL) rc = snapshot(LP__ENV, &s);
+  lp__owner_t who = LP__PROGRAM;
+  int rc = snapshot(who, &s);
+  if (rc == -EINVAL) rc = snapshot(who = LP__ENV, &s);
   if (rc == -EINVAL) {
     lp__lock(&trace_mu);
     out->budget_bytes = rec.opts.budget_bytes;
@@ -1420,6 +1431,10 @@ int lp_trace_get_stats(lp_trace_stats_t *out) {
   unpin(&s);
   free_session(&s);
   lp__lock(&trace_mu);
+  if (sessions[who].streamed && st.owner == who) { /* its events are in its files, or on their way */
+    out->recorded = st.written;
+    out->threads = st.threads;
+  }
   out->used_bytes = used;
   out->tracks = atomic_load(&ntracks);
   lp__unlock(&trace_mu);

@@ -92,6 +92,11 @@ static void test_stream_longer_than_budget(void) {
   }
   pd_trace_t t;
   stream_stop_and_decode(path, &t);
+  /* Its statistics count what went to the file, not what is left in memory. */
+  lp_trace_stats_t s;
+  CU_ASSERT_EQUAL(lp_trace_get_stats(&s), 0);
+  CU_ASSERT_EQUAL(s.recorded, 2 * ((uint64_t)rounds * per + 1));
+  CU_ASSERT_EQUAL(s.threads, 1);
   CU_ASSERT_EQUAL(count_lines(&t, "X", "stream inner"), (size_t)rounds * per);
   CU_ASSERT_EQUAL(count_lines(&t, "X", "stream outer"), 1);
   CU_ASSERT_EQUAL(notes_dropped(&t), 0);
