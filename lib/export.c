@@ -1686,7 +1686,6 @@ int lp__export_perfetto(lp__jw_t *w, const lp__session_t *s, const char *process
  * TrackEvent (type, and for a begin its category and name iids) and the
  * sequence id. A begin's are kept by site, an end's once per lane.
  */
-enum { PFS_FAST = 64 }; /* begins kept ready per lane (a power of two) */
 typedef struct pfs_tail {
   const void *site;
   uint8_t n, b[31];
@@ -1699,8 +1698,11 @@ struct lp__pfs_lane {
   open_scope_t *stack;
   size_t depth, cap;
   pfs_tail_t end;          /* an end's */
-  pfs_tail_t fast[PFS_FAST]; /* the begins of sites interned in this file, direct-mapped by address */
+  pfs_tail_t *fast;         /* the begins of sites interned in this file: open addressing, at most half full */
+  uint32_t fmask, nfast;    /* fast's slots - 1 (0 with no table: the one empty slot pfs_no_tails), sites in it */
 };
+
+static void pfs_tails_clear(lp__pfs_lane_t *l);
 
 struct lp__pfs {
   pf_export_t x;
@@ -1741,6 +1743,7 @@ void lp__pfs_lane_free(lp__pfs_lane_t *l) {
   if (!l) return;
   pf_seq_reset(&l->q, 0, 0);
   free(l->stack ? l->stack - 1 : NULL);
+  pfs_tails_clear(l);
   free(l);
 }
 
@@ -1766,7 +1769,7 @@ uint64_t lp__pfs_events(const lp__pfs_t *f) { return f->events; }
 static void pfs_lane_start(lp__pfs_t *f, lp__pfs_lane_t *l, const lp__pfs_lane_info_t *info, uint64_t ts) {
   pf_export_t *x = &f->x;
   pf_seq_reset(&l->q, l->seq, ts);
-  memset(l->fast, 0, sizeof l->fast); /* the file interns its names afresh */
+  pfs_tails_clear(l); /* the file interns its names afresh */
   pf_seq_start(&l->q, l->uuid, x->boot_offset);
   pf_lane_descriptor(x, l->seq, l->uuid, info->track, info->name, info->tid);
   l->file = f->file;
@@ -1810,6 +1813,30 @@ static void pfs_tail_set(pfs_tail_t *t, const void *site, uint32_t type, const u
   t->n += (uint8_t)lp__pb_put_varint(t->b + t->n, seq);
 }
 
+/*
+ * A lane's begins kept ready, by site: an open-addressed table, at most
+ * half full, that grows to PFS_FAST_MAX slots; a site past that takes the
+ * general path. With no table the lane points at one empty slot.
+ */
+enum { PFS_FAST_MIN = 64, PFS_FAST_MAX = 8192 };
+static pfs_tail_t pfs_no_tails[1];
+
+static inline uint32_t pfs_hash(const void *site) { return (uint32_t)((uintptr_t)site >> 4); }
+
+static void pfs_tails_clear(lp__pfs_lane_t *l) {
+  if (l->fast != pfs_no_tails) free(l->fast);
+  l->fast = pfs_no_tails;
+  l->fmask = 0;
+  l->nfast = 0;
+}
+
+/* The slot for site: its own, or the empty one it would take. */
+static pfs_tail_t *pfs_tail_slot(pfs_tail_t *fast, uint32_t mask, const void *site) {
+  uint32_t h = pfs_hash(site) & mask;
+  while (fast[h].site && fast[h].site != site) h = (h + 1) & mask;
+  return &fast[h];
+}
+
 /* Remembers a plain site's begin once pf_event has interned its name and its one category. */
 static void pfs_fast_learn(lp__pfs_lane_t *l, const lp_site_t *site) {
   uint32_t h = pf_find(&l->q, site);
@@ -1821,7 +1848,22 @@ static void pfs_fast_learn(lp__pfs_lane_t *l, const lp_site_t *site) {
   te[n++] = TE_NAME_IID << 3;
   n += lp__pb_put_varint(te + n, l->q.iids[h]);
   if (n + 4 + 6 > sizeof l->fast[0].b) return; /* iids that large: the general path */
-  pfs_tail_set(&l->fast[((uintptr_t)site >> 4) & (PFS_FAST - 1)], site, TYPE_SLICE_BEGIN, te, n, l->seq);
+  if ((l->nfast + 1) * 2 > l->fmask + 1) {
+    uint32_t slots = l->fast == pfs_no_tails ? PFS_FAST_MIN : (l->fmask + 1) * 2;
+    if (slots > PFS_FAST_MAX) return;
+    pfs_tail_t *t = lp__calloc(slots, sizeof *t);
+    if (!t) return; /* the general path, as for any site not kept */
+    for (uint32_t i = 0; l->fast != pfs_no_tails && i <= l->fmask; i++)
+      if (l->fast[i].site) *pfs_tail_slot(t, slots - 1, l->fast[i].site) = l->fast[i];
+    uint32_t kept = l->nfast;
+    pfs_tails_clear(l);
+    l->fast = t;
+    l->fmask = slots - 1;
+    l->nfast = kept;
+  }
+  pfs_tail_t *t = pfs_tail_slot(l->fast, l->fmask, site);
+  l->nfast += !t->site;
+  pfs_tail_set(t, site, TYPE_SLICE_BEGIN, te, n, l->seq);
 }
 
 /*
@@ -1853,6 +1895,8 @@ static inline __attribute__((always_inline)) uint32_t pfs_loop(lp__pfs_t *f, lp_
   uint64_t last = l->q.last;
   size_t depth = l->depth;
   open_scope_t *const below = l->stack - 1; /* below[depth]: the innermost open scope, or the sentinel */
+  const pfs_tail_t *const fast = l->fast;
+  const uint32_t fmask = l->fmask;
   for (; e < end; e++) {
     uint64_t tag = e->tag, tk = e->ts;
     if ((tag & LP_IMPL_EV_KIND) > LP_IMPL_EV_END || tk - lo >= span) break;
@@ -1865,7 +1909,9 @@ static inline __attribute__((always_inline)) uint32_t pfs_loop(lp__pfs_t *f, lp_
     int32_t top = (int32_t)below[depth].depth;
     const pfs_tail_t *t;
     if (!(tag & LP_IMPL_EV_END)) {
-      t = &l->fast[((uintptr_t)site >> 4) & (PFS_FAST - 1)];
+      uint32_t h = pfs_hash(site) & fmask;
+      while (fast[h].site != site && fast[h].site) h = (h + 1) & fmask;
+      t = &fast[h];
       if (top >= (int32_t)d || t->site != site) break;
       depth++;
       below[depth].site = site; /* all the stream reads of an open scope */
@@ -1917,6 +1963,7 @@ int lp__pfs_chunk(lp__pfs_t *f, lp__pfs_lane_t **state, const lp__pfs_lane_info_
     l->seq = ++f->nseq;
     l->uuid = pf_uuid(x->pid, ((uint64_t)l->seq << 1) | ((uint64_t)1 << 62));
     l->q.pb = &x->pb;
+    l->fast = pfs_no_tails;
     pfs_tail_set(&l->end, NULL, TYPE_SLICE_END, NULL, 0, l->seq);
     *state = l;
   }
