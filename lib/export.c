@@ -1889,8 +1889,8 @@ static inline __attribute__((always_inline)) uint32_t pfs_loop(lp__pfs_t *f, lp_
   if (n > l->cap - l->depth) n = l->cap - l->depth;
   uint8_t *o = n ? lp__pb_reserve(pb, n * ROOM) : NULL;
   if (!o) return i;
-  const uint64_t lo = seg->lo, span = seg->span, t0 = seg->t0, ns0 = seg->ns0, frac = seg->frac;
-  const uint64_t w = whole ? seg->whole : 0;
+  lp__timeseg_t s = *seg;
+  if (!whole) s.whole = 0; /* a constant here: the multiply goes */
   const lp_impl_event_t *e = ev + i, *const end = e + n;
   uint64_t last = l->q.last;
   size_t depth = l->depth;
@@ -1898,11 +1898,8 @@ static inline __attribute__((always_inline)) uint32_t pfs_loop(lp__pfs_t *f, lp_
   const pfs_tail_t *const fast = l->fast;
   const uint32_t fmask = l->fmask;
   for (; e < end; e++) {
-    uint64_t tag = e->tag, tk = e->ts;
-    if ((tag & LP_IMPL_EV_KIND) > LP_IMPL_EV_END || tk - lo >= span) break;
-    uint64_t d64 = tk - t0;
-    uint64_t ts = ns0 + (uint64_t)(((unsigned __int128)d64 * frac) >> 64);
-    if (whole) ts += d64 * w;
+    uint64_t tag = e->tag, ts;
+    if ((tag & LP_IMPL_EV_KIND) > LP_IMPL_EV_END || !lp__timeseg_ns(&s, e->ts, &ts)) break;
     if (ts < last) ts = last; /* a lane's time never goes back on its sequence */
     const lp_site_t *site = LP__TAG_SITE(tag);
     uint32_t d = LP__TAG_DEPTH(tag);
