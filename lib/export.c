@@ -79,6 +79,7 @@ typedef struct lane_writer {
   const lp__session_t *s;
   const lp__timemap_t *map;
   lp__sync_t anchor; /* the sync point of the chunk being written */
+  lp__timeseg_t seg; /* the clock map's line for the chunk's ticks, as far as it goes (lane_ns) */
   uint64_t events;   /* events written */
   uint64_t made_up_base; /* made-up begins start here, plus their depth (UINT64_MAX: not known yet) */
   uint64_t ts_base;      /* "ts" is written relative to this CLOCK_MONOTONIC time (see ts_base_of) */
@@ -156,9 +157,14 @@ static uint64_t lane_time(lane_writer_t *lw, uint64_t ns) {
   return ns;
 }
 
-static uint64_t mapped(lane_writer_t *lw, uint64_t ticks) {
-  return lane_time(lw, lp__timemap_ns(lw->map, ticks, lw->anchor, &lw->cursor));
+/* ns for ticks of the chunk being written: on the line lent for its earlier ticks when it holds, else from the map. */
+static uint64_t lane_ns(lane_writer_t *lw, uint64_t ticks) {
+  uint64_t ns;
+  if (lp__timeseg_ns(&lw->seg, ticks, &ns)) return ns;
+  return lp__timemap_ns_seg(lw->map, ticks, lw->anchor, &lw->cursor, &lw->seg);
 }
+
+static uint64_t mapped(lane_writer_t *lw, uint64_t ticks) { return lane_time(lw, lane_ns(lw, ticks)); }
 
 /*
  * "ts" is microseconds since the trace's base (otherData.ts_base_ns), with
@@ -377,7 +383,7 @@ static void made_up(lane_writer_t *lw, const lane_event_t *v, uint64_t end) {
 
 static void scope_end(lane_writer_t *lw, const lane_event_t *v) {
   size_t k = match(lw->stack, lw->depth, v->site, v->depth);
-  uint64_t ns = lp__timemap_ns(lw->map, v->ts, lw->anchor, &lw->cursor);
+  uint64_t ns = lane_ns(lw, v->ts);
   if (k == 0) {
     /* Scopes above its depth lost their ends, as when it is matched; then its own begin is made up. */
     close_at_or_below(lw, v->depth + 1, ns);
@@ -427,7 +433,7 @@ static void metadata(lp__jw_t *w, int pid, uint64_t tid, const char *name, uint3
  */
 static void note_first(lane_writer_t *lw, const lp__snap_lane_t *l, const lane_event_t *v) {
   if (lw->made_up_base != UINT64_MAX || !v->in_window) return;
-  uint64_t first = lp__timemap_ns(lw->map, v->ts, lw->anchor, &lw->cursor);
+  uint64_t first = lane_ns(lw, v->ts);
   uint64_t base = l->lost || first < lw->s->start.ns ? first : lw->s->start.ns;
   lw->made_up_base = base > 256 ? base - 256 : 0;
 }
@@ -445,6 +451,7 @@ static void write_thread_lane(lane_writer_t *lw, const lp__snap_lane_t *l) {
     uint32_t end = l->chunks[k].end;
     chunk_view_t cv = view_of(lw, &l->chunks[k]);
     lw->anchor = c->sync;
+    lw->seg = LP__TIMESEG_NONE;
     for (uint32_t i = 0; i < end; i++) {
       lane_event_t v = decode(lw, &cv, c->ev[i]);
       if (v.kind == LP_IMPL_EV_COUNTER) i++;
@@ -741,7 +748,7 @@ static void st_close_at_or_below(st_writer_t *sw, uint32_t d, uint64_t ns) {
 static void st_end(st_writer_t *sw, const lane_event_t *v) {
   lane_writer_t *lw = &sw->lw;
   size_t k = match(lw->stack, lw->depth, v->site, v->depth);
-  uint64_t ns = lp__timemap_ns(lw->map, v->ts, lw->anchor, &lw->cursor);
+  uint64_t ns = lane_ns(lw, v->ts);
   if (k == 0) {
     st_close_at_or_below(sw, v->depth + 1, ns);
     if (!v->in_window) ns = lw->s->stop.ns;
@@ -805,6 +812,7 @@ static void st_lane(st_writer_t *sw, const lp__snap_lane_t *l) {
     uint32_t end = l->chunks[k].end;
     chunk_view_t cv = view_of(lw, &l->chunks[k]);
     lw->anchor = c->sync;
+    lw->seg = LP__TIMESEG_NONE;
     for (uint32_t i = 0; i < end; i++) {
       lane_event_t v = decode(lw, &cv, c->ev[i]);
       if (v.kind == LP_IMPL_EV_COUNTER) i++;
