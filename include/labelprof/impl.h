@@ -523,8 +523,13 @@ LP_EXPORT uint64_t lp_impl_end_cold(void);
 /*
  * On x86-64 the inline code calls them through thunks (lib/cold.c) that
  * save rcx, rdx, rsi, rdi, r8 and r9 and call the C function on an aligned
- * stack; the site goes in rax and a word in rdx. The asm says that rax, r10 and r11 (which a PLT's lazy binding may
- * use), the flags, memory and the vector and x87 registers change; so a
+ * stack. An enter or a begin passes its site in rax and gets its word back
+ * in rax; a leave passes its site in rcx (its asm takes the site's address
+ * with a lea, so that the function keeps no register for it) and its word
+ * in rdx, and its thunk keeps rax too, where the function's return value
+ * usually is when its scope ends. The asm says that r10 and r11 (which a
+ * PLT's lazy binding may use), rax or rcx, the flags, memory and the
+ * vector and x87 registers change; so a
  * labelled function keeps its values in the other registers across the
  * cold call, and saves none of them on its fast path for it, where a plain
  * call would make it save, in its prologue, every value that lives across
@@ -581,8 +586,13 @@ LP_EXPORT void lp_impl_never(void) __attribute__((cold));
   __asm__ __volatile__(LP_IMPL_THUNK("lp_impl_enter_thunk") : "=a"(*(r)) : "0"(site) : LP_IMPL_CLOBBERS)
 #define LP_IMPL_COLD_BEGIN(site, r) \
   __asm__ __volatile__(LP_IMPL_THUNK("lp_impl_begin_thunk") : "=a"(*(r)) : "0"(site) : LP_IMPL_CLOBBERS)
+/* The leave's site is a memory operand: its address is a constant that the lea writes into the asm. */
 #define LP_IMPL_COLD_LEAVE(site, word, r) \
-  __asm__ __volatile__(LP_IMPL_THUNK("lp_impl_leave_thunk") : "=a"(*(r)) : "0"(site), "d"(word) : LP_IMPL_CLOBBERS)
+  do { \
+    *(r) = 0; \
+    __asm__ __volatile__("lea %1, %%rcx\n\t" LP_IMPL_THUNK("lp_impl_leave_thunk") \
+                         : : "d"(word), "m"(*(site)) : "rcx", LP_IMPL_CLOBBERS); \
+  } while (0)
 #define LP_IMPL_COLD_END(r) __asm__ __volatile__(LP_IMPL_THUNK("lp_impl_end_thunk") : "=a"(*(r)) : : LP_IMPL_CLOBBERS)
 #ifdef __clang__
 #define LP_IMPL_SEEN(r) ((void)(r))
