@@ -6,9 +6,10 @@
  * and end, notifying subscribers, registering a new thread, a full stack,
  * healing the stack) starts here: lp_impl_enter_cold() and its three
  * siblings. On x86-64 the program reaches them through the thunks below,
- * which save every general-purpose register but rax, so that the labelled
- * function keeps its values in whatever registers suit it and saves none of
- * them on its fast path; elsewhere it calls the C functions directly.
+ * which save every general-purpose register but rax (the enter's and the
+ * begin's) or rcx (the leave's), so that the labelled function keeps its
+ * values in whatever registers suit it and saves none of them on its fast
+ * path; elsewhere it calls the C functions directly.
  */
 #include "internal.h"
 
@@ -38,14 +39,16 @@ void lp_impl_never(void) {
  * The thunks the inline paths call (see labelprof/impl.h). The caller has
  * moved its stack pointer 128 bytes down, past its red zone, before the
  * call, and the thunk moves it back as it returns (ret $128). The caller
- * keeps every register but rax, r10, r11, the flags and the vector and x87
+ * keeps every register but r10, r11, the flags and the vector and x87
  * registers, which it declares changed (r10 and r11: the PLT's lazy binding
- * may use them before the thunk runs). The site comes in rax and the word
- * in rdx, registers that lazy binding keeps and that the caller can fill on
- * its cold branch without moving the values its fast path keeps in the
- * argument registers. A thunk saves rcx, rdx, rsi, rdi, r8 and r9, moves
- * its arguments where the C function takes them, aligns the stack and
- * calls it. Its unwind
+ * may use them before the thunk runs), and the one that carries the site:
+ * rax for an enter or a begin, which return their word in it, rcx for a
+ * leave, whose word comes in rdx. These are registers that lazy binding
+ * keeps and that the caller can fill on its cold branch without moving the
+ * values its fast path keeps in the argument registers; a leave keeps rax,
+ * where its caller's return value usually is when the scope ends. A thunk
+ * saves rcx, rdx, rsi, rdi, r8, r9 and rax, moves its arguments where the
+ * C function takes them, aligns the stack and calls it. Its unwind
  * information puts the caller's frame 128 bytes above the return address,
  * so that a backtrace from inside a callback walks through the labelled
  * function.
@@ -158,9 +161,10 @@ _Static_assert(LP_IMPL_SPENT == 0x80000000u && LP_IMPL_SUBS == 0x40000000u && LP
   "\tjmp " slow "\n"
 
 /*
- * A scope's end (site in rax, its word in rdx) whose begin was recorded,
- * the stack as it should be: the pop, then the end event into the room its
- * begin kept, which it gives back.
+ * A scope's end (site in rcx, its word in rdx; rax is kept, as the
+ * caller's return value may be in it) whose begin was recorded, the stack
+ * as it should be: the pop, then the end event into the room its begin
+ * kept, which it gives back.
  */
 #define LP__LEAVE_FAST(slow) \
   "\tmovq lp_impl_self@gottpoff(%rip), %r10\n" \
@@ -169,9 +173,11 @@ _Static_assert(LP_IMPL_SPENT == 0x80000000u && LP_IMPL_SUBS == 0x40000000u && LP
   "\txorq %rdx, %r11\n" \
   "\tcmpw $0x8000, %r11w\n" \
   "\tjne " slow "\n"                    /* not a recorded begin on an unchanged stack */ \
+  "\tpushq %rax\n" LP__CFA(8) \
   "\tpushq %rcx\n" LP__CFA(8) \
   "\tpushq %rdx\n" LP__CFA(8) \
   "\tpushq %rsi\n" LP__CFA(8) \
+  "\tmovq %rcx, %rax\n"                 /* the site */ \
   "\tmovq (%r10), %r11\n" \
   "\tmovzwl %r11w, %ecx\n" \
   "\tsubl $1, %ecx\n"                   /* d */ \
@@ -204,20 +210,26 @@ _Static_assert(LP_IMPL_SPENT == 0x80000000u && LP_IMPL_SUBS == 0x40000000u && LP
   "1:\n" \
   "\taddq $16, %rsi\n" \
   "\tmovq %rsi, " LP__X(LP__OFF_TCUR) "(%r10)\n" \
-  "\txorl %eax, %eax\n" \
   "\tpopq %rsi\n" LP__CFA(-8) \
   "\tpopq %rdx\n" LP__CFA(-8) \
   "\tpopq %rcx\n" LP__CFA(-8) \
+  "\tpopq %rax\n" LP__CFA(-8) \
   "\tret $128\n" \
-  LP__CFA(24) \
+  LP__CFA(32) \
   "8:\n" \
   "\tpopq %rsi\n" LP__CFA(-8) \
   "\tpopq %rdx\n" LP__CFA(-8) \
   "\tpopq %rcx\n" LP__CFA(-8) \
+  "\tpopq %rax\n" LP__CFA(-8) \
   "\tjmp " slow "\n"
 
-/* A thunk: its fast part (may be empty), then the call of the C function for everything else. */
-#define LP__THUNK(name, fast, target) \
+/*
+ * A thunk: its fast part (may be empty), then the call of the C function
+ * for everything else, with the arguments moved from where the caller put
+ * them (args), and what it does after the call (after: LP__KEEP_RAX gives
+ * the caller back its rax).
+ */
+#define LP__THUNK(name, fast, args, after, target) \
   "\t.text\n" \
   "\t.globl " name "\n" \
   "\t.type " name ", @function\n" \
@@ -236,9 +248,11 @@ _Static_assert(LP_IMPL_SPENT == 0x80000000u && LP_IMPL_SUBS == 0x40000000u && LP
   "\t.cfi_def_cfa_register %rbp\n" \
   "\tpushq %rcx\n\tpushq %rdx\n\tpushq %rsi\n\tpushq %rdi\n" \
   "\tpushq %r8\n\tpushq %r9\n" \
-  "\tmovq %rax, %rdi\n\tmovq %rdx, %rsi\n" \
+  "\tpushq %rax\n" \
+  args \
   "\tandq $-16, %rsp\n" \
   "\tcall " target "\n" \
+  after \
   "\tleaq -48(%rbp), %rsp\n" \
   "\tpopq %r9\n\tpopq %r8\n" \
   "\tpopq %rdi\n\tpopq %rsi\n\tpopq %rdx\n\tpopq %rcx\n" \
@@ -247,8 +261,14 @@ _Static_assert(LP_IMPL_SPENT == 0x80000000u && LP_IMPL_SUBS == 0x40000000u && LP
   "\tret $128\n" \
   "\t.cfi_endproc\n" \
   "\t.size " name ", .-" name "\n"
-__asm__(LP__THUNK("lp_impl_enter_thunk", LP__ENTER_FAST(".Llp_impl_enter_thunk_slow"), "lp__enter_cold")
-            LP__THUNK("lp_impl_begin_thunk", LP__ENTER_FAST(".Llp_impl_begin_thunk_slow"), "lp__begin_cold")
-                LP__THUNK("lp_impl_leave_thunk", LP__LEAVE_FAST(".Llp_impl_leave_thunk_slow"), "lp__leave_cold")
-                    LP__THUNK("lp_impl_end_thunk", "", "lp__end_cold"));
+#define LP__ARGS_AX_DX "\tmovq %rax, %rdi\n\tmovq %rdx, %rsi\n"
+#define LP__ARGS_CX_DX "\tmovq %rcx, %rdi\n\tmovq %rdx, %rsi\n"
+#define LP__KEEP_RAX "\tmovq -56(%rbp), %rax\n"
+__asm__(LP__THUNK("lp_impl_enter_thunk", LP__ENTER_FAST(".Llp_impl_enter_thunk_slow"), LP__ARGS_AX_DX, "",
+                  "lp__enter_cold")
+            LP__THUNK("lp_impl_begin_thunk", LP__ENTER_FAST(".Llp_impl_begin_thunk_slow"), LP__ARGS_AX_DX, "",
+                      "lp__begin_cold")
+                LP__THUNK("lp_impl_leave_thunk", LP__LEAVE_FAST(".Llp_impl_leave_thunk_slow"), LP__ARGS_CX_DX, LP__KEEP_RAX,
+                          "lp__leave_cold")
+                    LP__THUNK("lp_impl_end_thunk", "", LP__ARGS_AX_DX, "", "lp__end_cold"));
 #endif

@@ -283,6 +283,40 @@ static void test_trace_manual_pairs_and_open_scopes(void) {
 }
 
 /*
+ * A scope's end that leaves the inline path keeps the function's return
+ * value: on x86-64 the thunk such an end calls keeps rax, where the compiler
+ * keeps the value across it. Two such ends: a recorded scope's, and a scope
+ * that heals the stack (an LP_BEGIN left open inside it), with a session
+ * and without.
+ */
+__attribute__((noinline)) static uint64_t mixed(uint64_t x) {
+  __asm__ __volatile__("" : "+r"(x));
+  return x * 0x9e3779b97f4a7c15u + 1;
+}
+__attribute__((noinline)) static uint64_t through_a_recorded_end(uint64_t x) {
+  LP_SCOPE("recorded end");
+  return mixed(x);
+}
+__attribute__((noinline)) static uint64_t through_a_healing_end(uint64_t x) {
+  LP_SCOPE("healing end");
+  LP_BEGIN("left open");
+  return mixed(x);
+}
+
+static void test_trace_cold_ends_keep_the_return_value(void) {
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(NULL), 0);
+  for (uint64_t i = 1; i <= 3; i++) {
+    CU_ASSERT_EQUAL(through_a_recorded_end(i), mixed(i));
+    CU_ASSERT_EQUAL(through_a_healing_end(i), mixed(i));
+  }
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  for (uint64_t i = 1; i <= 3; i++) CU_ASSERT_EQUAL(through_a_healing_end(i), mixed(i));
+  json_t *root = written();
+  CU_ASSERT_EQUAL(trace_count(trace_events(root), "X", "recorded end"), 3);
+  json_decref(root);
+}
+
+/*
  * A begin that the ring overwrote: its end gets a begin made up before the
  * lane's first remaining event, marked "truncated", so the enclosing scopes
  * still show around what was kept, properly nested.
@@ -1219,6 +1253,7 @@ int main(int argc, char **argv) {
       LP_TEST(test_trace_restart_discards_the_old_session),
       LP_TEST(test_trace_scope_ending_after_stop_is_complete),
       LP_TEST(test_trace_manual_pairs_and_open_scopes),
+      LP_TEST(test_trace_cold_ends_keep_the_return_value),
       LP_TEST(test_trace_ring_overwritten_begins_are_made_up),
       LP_TEST(test_trace_longjmp_closes_skipped_scopes),
       LP_TEST(test_trace_write_failures_leave_nothing),

@@ -123,10 +123,15 @@ typedef struct lp_impl_thread {
  * The word is published ^ LP_IMPL_TRACED_MARK when the scope recorded a
  * begin (no published word has that bit in its depth, so a traced scope ends
  * on its own branch), and LP_IMPL_NOT_PUSHED when nothing was pushed.
+ * It also keeps the thread's state, so that its end does not read
+ * thread-local storage again: a thread's state changes only at its first
+ * label, which the enter's cold path handles (it reads lp_impl_self after
+ * the call), and at its exit, after its last scope has ended.
  */
 typedef struct lp_impl_scope {
   const lp_site_t *site;
   uint64_t word;
+  lp_impl_thread_t *t;
 } lp_impl_scope_t;
 
 #define LP_IMPL_DEPTH_MASK  0xffffu
@@ -518,8 +523,13 @@ LP_EXPORT uint64_t lp_impl_end_cold(void);
 /*
  * On x86-64 the inline code calls them through thunks (lib/cold.c) that
  * save rcx, rdx, rsi, rdi, r8 and r9 and call the C function on an aligned
- * stack; the site goes in rax and a word in rdx. The asm says that rax, r10 and r11 (which a PLT's lazy binding may
- * use), the flags, memory and the vector and x87 registers change; so a
+ * stack. An enter or a begin passes its site in rax and gets its word back
+ * in rax; a leave passes its site in rcx (its asm takes the site's address
+ * with a lea, so that the function keeps no register for it) and its word
+ * in rdx, and its thunk keeps rax too, where the function's return value
+ * usually is when its scope ends. The asm says that r10 and r11 (which a
+ * PLT's lazy binding may use), rax or rcx, the flags, memory and the
+ * vector and x87 registers change; so a
  * labelled function keeps its values in the other registers across the
  * cold call, and saves none of them on its fast path for it, where a plain
  * call would make it save, in its prologue, every value that lives across
@@ -576,8 +586,13 @@ LP_EXPORT void lp_impl_never(void) __attribute__((cold));
   __asm__ __volatile__(LP_IMPL_THUNK("lp_impl_enter_thunk") : "=a"(*(r)) : "0"(site) : LP_IMPL_CLOBBERS)
 #define LP_IMPL_COLD_BEGIN(site, r) \
   __asm__ __volatile__(LP_IMPL_THUNK("lp_impl_begin_thunk") : "=a"(*(r)) : "0"(site) : LP_IMPL_CLOBBERS)
+/* The leave's site is a memory operand: its address is a constant that the lea writes into the asm. */
 #define LP_IMPL_COLD_LEAVE(site, word, r) \
-  __asm__ __volatile__(LP_IMPL_THUNK("lp_impl_leave_thunk") : "=a"(*(r)) : "0"(site), "d"(word) : LP_IMPL_CLOBBERS)
+  do { \
+    *(r) = 0; \
+    __asm__ __volatile__("lea %1, %%rcx\n\t" LP_IMPL_THUNK("lp_impl_leave_thunk") \
+                         : : "d"(word), "m"(*(site)) : "rcx", LP_IMPL_CLOBBERS); \
+  } while (0)
 #define LP_IMPL_COLD_END(r) __asm__ __volatile__(LP_IMPL_THUNK("lp_impl_end_thunk") : "=a"(*(r)) : : LP_IMPL_CLOBBERS)
 #ifdef __clang__
 #define LP_IMPL_SEEN(r) ((void)(r))
@@ -608,41 +623,101 @@ LP_IMPL_INLINE uintptr_t *lp_impl_frame_below(lp_impl_thread_t *t, uint64_t push
                        sizeof(uintptr_t));
 }
 
-/* Two tests, each of one load and one branch, and one cold call for both. */
+/*
+ * The tests and the pops in x86-64 instructions, with asm goto (gcc 4.5 and
+ * clang 9 on; LP_IMPL_NO_ASM_GOTO turns it off), because a compiler does
+ * not fold an atomic load into the instruction that uses it:
+ *   - the level test: goto cold when lp_impl_levels has a bit of level, as
+ *     one test of the variable in memory (testb when level is a constant
+ *     below 256, as a site's level is);
+ *   - the matched pop's test: goto other unless the thread's word is the
+ *     one the scope published, compared in memory;
+ *   - the other pop's test: goto cold unless the word's depth is the one
+ *     the scope published;
+ *   - that pop: the word less one, in one instruction (a signal handler
+ *     runs between two instructions, never inside one).
+ * The matched pop itself stores the scope's word less one from a register:
+ * it waits on no load (see lp_impl_scope_t).
+ * Under ThreadSanitizer, which sees no access an asm makes, and elsewhere,
+ * the same in C with atomic loads and stores.
+ */
+#if defined(__clang__) && __clang_major__ < 9 && !defined(LP_IMPL_NO_ASM_GOTO)
+#define LP_IMPL_NO_ASM_GOTO 1
+#endif
+#if defined(__x86_64__) && !defined(LP_IMPL_TSAN) && !defined(LP_IMPL_NO_ASM_GOTO)
+#define LP_IMPL_IF_LEVEL(level, cold) \
+  do { \
+    if (__builtin_constant_p(level) && (level) <= 0xffu) \
+      __asm__ goto("testb %b0, %1\n\tjnz %l2" : : "ri"((uint8_t)(level)), "m"(lp_impl_levels) : "cc" : cold); \
+    else \
+      __asm__ goto("testl %0, %1\n\tjnz %l2" : : "ri"((uint32_t)(level)), "m"(lp_impl_levels) : "cc" : cold); \
+  } while (0)
+#define LP_IMPL_IF_NOT_WORD(t, kept, other) \
+  __asm__ goto("cmpq %1, %0\n\tjne %l2" : : "m"((t)->word), "r"(kept) : "cc" : other)
+#define LP_IMPL_IF_NOT_DEPTH(t, kept, other) \
+  __asm__ goto("cmpw %w1, %0\n\tjne %l2" : : "m"((t)->word), "r"(kept) : "cc" : other)
+#define LP_IMPL_POP(t) __asm__ __volatile__("decq %0" : "+m"((t)->word))
+#else
+#define LP_IMPL_IF_LEVEL(level, cold) \
+  do { \
+    if (LP_IMPL_UNLIKELY((level) & LP_IMPL_LOAD_RELAXED(lp_impl_levels))) goto cold; \
+  } while (0)
+#define LP_IMPL_IF_NOT_WORD(t, kept, other) \
+  do { \
+    if (LP_IMPL_UNLIKELY(LP_IMPL_LOAD_RELAXED((t)->word) != (kept))) goto other; \
+  } while (0)
+#define LP_IMPL_IF_NOT_DEPTH(t, kept, other) \
+  do { \
+    if (LP_IMPL_UNLIKELY((uint16_t)LP_IMPL_LOAD_RELAXED((t)->word) != (uint16_t)(kept))) goto other; \
+  } while (0)
+#define LP_IMPL_POP(t) LP_IMPL_STORE_RELEASE((t)->word, LP_IMPL_POPPED(LP_IMPL_LOAD_RELAXED((t)->word)))
+#endif
+
+/* gcc lays out the block behind an asm goto's label where it comes, unless the label is marked cold. */
+#if defined(__clang__)
+#define LP_IMPL_COLD_LABEL
+#else
+#define LP_IMPL_COLD_LABEL __attribute__((cold))
+#endif
+
+/*
+ * Two tests, each of one load and one branch, and one cold call for both.
+ * The scope keeps the thread's state, read before the tests, or again after
+ * the cold call, which may have registered the thread: its end reads
+ * nothing from thread-local storage.
+ */
 LP_IMPL_INLINE lp_impl_scope_t lp_impl_enter(const lp_site_t *site) {
   lp_impl_scope_t s;
-  lp_impl_thread_t *t;
   uint64_t w;
   uint32_t d;
   s.site = site;
-  t = lp_impl_self;
-  if (LP_IMPL_UNLIKELY(site->level & LP_IMPL_LOAD_RELAXED(lp_impl_levels))) goto cold;
-  w = LP_IMPL_LOAD_RELAXED(t->word);
+  s.t = lp_impl_self;
+  LP_IMPL_IF_LEVEL(site->level, cold);
+  w = LP_IMPL_LOAD_RELAXED(s.t->word);
   d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
   if (LP_IMPL_UNLIKELY(d >= LP_STACK_CAPACITY)) goto cold;
   s.word = w + LP_IMPL_COUNT_ONE + 1;
   /* Release: a reader that sees this frame also sees every word published before it. */
-  LP_IMPL_STORE_RELEASE(*lp_impl_frame_below(t, s.word), (uintptr_t)site);
-  LP_IMPL_STORE_RELEASE(t->word, s.word);
+  LP_IMPL_STORE_RELEASE(*lp_impl_frame_below(s.t, s.word), (uintptr_t)site);
+  LP_IMPL_STORE_RELEASE(s.t->word, s.word);
   return s;
-cold:
+cold: LP_IMPL_COLD_LABEL;
   LP_IMPL_COLD_ENTER(site, &s.word);
   LP_IMPL_SEEN(&s.word);
+  s.t = lp_impl_self;
   return s;
 }
 
 LP_IMPL_INLINE void lp_impl_leave(lp_impl_scope_t *s) {
-  lp_impl_thread_t *t = lp_impl_self;
-  uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
   uint64_t r;
-  if (LP_IMPL_LIKELY(w == s->word)) { /* nothing pushed or popped since: the next word from a register */
-    LP_IMPL_STORE_RELEASE(t->word, LP_IMPL_POPPED(s->word));
-    return;
-  }
-  if (LP_IMPL_LIKELY((uint16_t)w == (uint16_t)s->word)) { /* scopes inside it came and went */
-    LP_IMPL_STORE_RELEASE(t->word, LP_IMPL_POPPED(w));
-    return;
-  }
+  LP_IMPL_IF_NOT_WORD(s->t, s->word, other);
+  LP_IMPL_STORE_RELEASE(s->t->word, LP_IMPL_POPPED(s->word)); /* nothing pushed or popped since */
+  return;
+other:
+  LP_IMPL_IF_NOT_DEPTH(s->t, s->word, cold);
+  LP_IMPL_POP(s->t); /* scopes inside it came and went */
+  return;
+cold: LP_IMPL_COLD_LABEL;
   /* Its begin was recorded or notified (its word is marked), or the stack needs healing. */
   LP_IMPL_COLD_LEAVE(s->site, s->word, &r);
   (void)r; /* the scope's enter holds the function's real call (LP_IMPL_SEEN) */
@@ -652,7 +727,7 @@ LP_IMPL_INLINE void lp_impl_begin(const lp_site_t *site) {
   lp_impl_thread_t *t;
   uint64_t w, r;
   uint32_t d;
-  if (LP_IMPL_UNLIKELY(site->level & LP_IMPL_LOAD_RELAXED(lp_impl_levels))) goto cold;
+  LP_IMPL_IF_LEVEL(site->level, cold);
   t = lp_impl_self;
   w = LP_IMPL_LOAD_RELAXED(t->word);
   d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
@@ -661,7 +736,7 @@ LP_IMPL_INLINE void lp_impl_begin(const lp_site_t *site) {
   LP_IMPL_STORE_RELEASE(*lp_impl_frame_below(t, w), (uintptr_t)site);
   LP_IMPL_STORE_RELEASE(t->word, w);
   return;
-cold:
+cold: LP_IMPL_COLD_LABEL;
   LP_IMPL_COLD_BEGIN(site, &r);
   LP_IMPL_SEEN(&r);
 }
