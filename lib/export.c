@@ -1376,28 +1376,28 @@ static bool pf_event_fast(pf_seq_t *q, const pf_rec_t *r, uint32_t type, uint64_
     if (h == UINT32_MAX || !(cat_iid = q->cat_of[h])) return false;
     name_iid = q->iids[h];
   }
-  uint8_t te[32], *o = lp__pb_reserve(q->pb, 64);
+  lp__pb_t *pb = q->pb;
+  uint8_t *o = pb->cap - pb->len >= 64 && !pb->err ? pb->buf + pb->len : lp__pb_reserve(pb, 64);
   if (!o) return true; /* out of memory: it sticks, and is reported at the end */
-  size_t tn = 0, n = 2;
-  te[tn++] = TE_TYPE << 3;
-  te[tn++] = (uint8_t)type;
-  if (!end) {
-    te[tn++] = TE_CATEGORY_IIDS << 3;
-    tn += lp__pb_put_varint(te + tn, cat_iid);
-    te[tn++] = TE_NAME_IID << 3;
-    tn += lp__pb_put_varint(te + tn, name_iid);
-  }
+  size_t n = 2;
   o[n++] = TP_TIMESTAMP << 3;
   n += lp__pb_put_varint(o + n, ts - q->last);
   o[n++] = TP_TRACK_EVENT << 3 | 2;
-  o[n++] = (uint8_t)tn;
-  memcpy(o + n, te, tn);
-  n += tn;
+  size_t te = n++; /* the TrackEvent's length, under 128: filled in below */
+  o[n++] = TE_TYPE << 3;
+  o[n++] = (uint8_t)type;
+  if (!end) {
+    o[n++] = TE_CATEGORY_IIDS << 3;
+    n += lp__pb_put_varint(o + n, cat_iid);
+    o[n++] = TE_NAME_IID << 3;
+    n += lp__pb_put_varint(o + n, name_iid);
+  }
+  o[te] = (uint8_t)(n - te - 1);
   o[n++] = TP_SEQ_ID << 3;
   n += lp__pb_put_varint(o + n, q->id);
   o[0] = TRACE_PACKET << 3 | 2;
   o[1] = (uint8_t)(n - 2);
-  q->pb->len += n;
+  pb->len += n;
   q->last = ts;
   return true;
 }
