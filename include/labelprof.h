@@ -474,7 +474,7 @@ typedef enum lp_trace_policy { LP_TRACE_DISCARD = 0, LP_TRACE_RING = 1, LP_TRACE
  * is Perfetto only; an export of a streamed session to another path
  * (lp_trace_write_json() ...) flushes the stream and writes nothing else.
  * The file does not fill the page cache: the writer starts the writeback of
- * what it writes, and keeps at most about 40 MiB of it cached (on a file
+ * what it writes, and keeps at most 48 MiB of it cached (on a file
  * system that supports it; a pipe, tmpfs: as any write).
  * Rotation: opts.rotate_bytes and opts.rotate_ns (0: none) start a new file
  * once the current one holds that many bytes or has been written that long;
