@@ -1377,7 +1377,7 @@ static bool pf_event_fast(pf_seq_t *q, const pf_rec_t *r, uint32_t type, uint64_
     name_iid = q->iids[h];
   }
   lp__pb_t *pb = q->pb;
-  uint8_t *o = pb->cap - pb->len >= 64 && !pb->err ? pb->buf + pb->len : lp__pb_reserve(pb, 64);
+  uint8_t *o = lp__pb_reserve(pb, 64);
   if (!o) return true; /* out of memory: it sticks, and is reported at the end */
   size_t n = 2;
   o[n++] = TP_TIMESTAMP << 3;
@@ -1842,7 +1842,7 @@ static void pfs_tails_clear(lp__pfs_lane_t *l) {
 }
 
 /* The slot for site: its own, or the empty one it would take. */
-static pfs_tail_t *pfs_tail_slot(pfs_tail_t *fast, uint32_t mask, const void *site) {
+static inline pfs_tail_t *pfs_tail_slot(pfs_tail_t *fast, uint32_t mask, const void *site) {
   uint32_t h = pfs_hash(site) & mask;
   while (fast[h].site && fast[h].site != site) h = (h + 1) & mask;
   return &fast[h];
@@ -1906,7 +1906,7 @@ static inline __attribute__((always_inline)) uint32_t pfs_loop(lp__pfs_t *f, lp_
   uint64_t last = l->q.last;
   size_t depth = l->depth;
   open_scope_t *const below = l->stack - 1; /* below[depth]: the innermost open scope, or the sentinel */
-  const pfs_tail_t *const fast = l->fast;
+  pfs_tail_t *const fast = l->fast;
   const uint32_t fmask = l->fmask;
   for (; e < end; e++) {
     uint64_t tag = e->tag, ts;
@@ -1917,9 +1917,7 @@ static inline __attribute__((always_inline)) uint32_t pfs_loop(lp__pfs_t *f, lp_
     int32_t top = (int32_t)below[depth].depth;
     const pfs_tail_t *t;
     if (!(tag & LP_IMPL_EV_END)) {
-      uint32_t h = pfs_hash(site) & fmask;
-      while (fast[h].site != site && fast[h].site) h = (h + 1) & fmask;
-      t = &fast[h];
+      t = pfs_tail_slot(fast, fmask, site);
       if (top >= (int32_t)d || t->site != site) break;
       depth++;
       below[depth].site = site; /* all the stream reads of an open scope */

@@ -678,8 +678,12 @@ void lp__pb_str(lp__pb_t *pb, uint32_t field, const char *s);
 /* Opens a nested message; returns the mark lp__pb_end() closes it with. */
 size_t lp__pb_begin(lp__pb_t *pb, uint32_t field);
 void lp__pb_end(lp__pb_t *pb, size_t mark);
+/* The buffer grown to hold n more bytes: lp__pb_reserve's slow path. */
+uint8_t *lp__pb_reserve_grow(lp__pb_t *pb, size_t n);
 /* n bytes to fill at the returned pointer (then add what was used to pb->len); NULL out of memory. */
-uint8_t *lp__pb_reserve(lp__pb_t *pb, size_t n);
+static inline uint8_t *lp__pb_reserve(lp__pb_t *pb, size_t n) {
+  return !pb->err && pb->cap - pb->len >= n ? pb->buf + pb->len : lp__pb_reserve_grow(pb, n);
+}
 /* v as a varint at o; returns its length (at most 10). */
 static inline size_t lp__pb_put_varint(uint8_t *o, uint64_t v) {
   size_t n = 0;

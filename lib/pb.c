@@ -117,7 +117,7 @@ void lp__pb_end(lp__pb_t *pb, size_t mark) {
   put_varint(pb->buf + mark - 1, body);
 }
 
-uint8_t *lp__pb_reserve(lp__pb_t *pb, size_t n) { return grow(pb, n) ? pb->buf + pb->len : NULL; }
+uint8_t *lp__pb_reserve_grow(lp__pb_t *pb, size_t n) { return grow(pb, n) ? pb->buf + pb->len : NULL; }
 
 void lp__pb_flush(lp__pb_t *pb, lp__jw_t *w) {
   if (!pb->err && pb->len) lp__jw_raw(w, (const char *)pb->buf, pb->len);

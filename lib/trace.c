@@ -1424,20 +1424,21 @@ int lp_trace_get_stats(lp_trace_stats_t *out) {
   out->clock = lp__clock_name(); /* a session has started: the choice is made */
   out->clock_reason = lp__clock_reason();
   out->clock_check_ns = lp__clock_check_ns();
-  count_window(&s, &out->recorded, &out->threads);
   out->dropped = s.dropped;
   out->first_drop_ns = s.first_drop_ns;
   out->budget_bytes = s.opts.budget_bytes;
-  unpin(&s);
-  free_session(&s);
   lp__lock(&trace_mu);
-  if (sessions[who].streamed && st.owner == who) { /* its events are in its files, or on their way */
+  bool streamed = sessions[who].streamed && st.owner == who; /* its events are in its files, or on their way */
+  if (streamed) {
     out->recorded = st.written;
     out->threads = st.threads;
   }
   out->used_bytes = used;
   out->tracks = atomic_load(&ntracks);
   lp__unlock(&trace_mu);
+  if (!streamed) count_window(&s, &out->recorded, &out->threads);
+  unpin(&s);
+  free_session(&s);
   return 0;
 }
 
