@@ -151,8 +151,11 @@ static void check_parsed(const char *name, const char *value) {
     if (!v.trace.levels || (v.trace.levels & ~(uint32_t)LP_LEVEL_ALL))
       FAIL("LABELPROF_LEVELS='%s' gave %#x", value, v.trace.levels);
   } else if (strcmp(name, "LABELPROF_TRACE_MODE") == 0) {
-    if (v.trace.policy != LP_TRACE_DISCARD && v.trace.policy != LP_TRACE_RING)
-      FAIL("LABELPROF_TRACE_MODE='%s' gave %d", value, (int)v.trace.policy);
+    lp_trace_policy_t want = strcmp(value, "ring") == 0     ? LP_TRACE_RING
+                             : strcmp(value, "stream") == 0 ? LP_TRACE_STREAM
+                                                            : LP_TRACE_DISCARD;
+    if (v.trace.policy != want)
+      FAIL("LABELPROF_TRACE_MODE='%s' gave %d, not %d", value, (int)v.trace.policy, (int)want);
   } else if (strcmp(name, "LABELPROF_CLOCK") == 0) {
     if (v.trace.clock != LP_CLOCK_AUTO && v.trace.clock != LP_CLOCK_TSC && v.trace.clock != LP_CLOCK_MONOTONIC)
       FAIL("LABELPROF_CLOCK='%s' gave %d", value, (int)v.trace.clock);
