@@ -5,6 +5,10 @@
 # otherwise, the encoding rules hold (clock snapshot with the incremental
 # clock, MONOTONIC and BOOTTIME; defaults; interned names; descriptors), and
 # every byte decodes. Skipped, with a note, when protoc is not installed.
+# With LP_PERFETTO_PROTOS set to a Perfetto source tree (the directory that
+# holds protos/perfetto/trace/perfetto_trace.proto), the files written at the
+# end and streamed are also decoded with Perfetto's own schema, which must
+# name every field in them.
 srcdir=${srcdir:-.}
 proto=$srcdir/tests/perfetto_subset.proto
 if ! command -v protoc >/dev/null 2>&1; then
@@ -45,6 +49,31 @@ LABELPROF_TRACE=$tmp/forced.st LABELPROF_TRACE_FORMAT=systrace ./examples/pipeli
 if head -n 1 "$tmp/forced.st" | grep -q '^# tracer: nop'; then ok; else bad "LABELPROF_TRACE_FORMAT=systrace did not write systrace text"; fi
 LABELPROF_TRACE=$tmp/plain.json ./examples/pipeline >/dev/null 2>&1
 if head -c 1 "$tmp/plain.json" | grep -q '{'; then ok; else bad ".json is not JSON"; fi
+
+if [ -n "${LP_PERFETTO_PROTOS:-}" ]; then
+  full=protos/perfetto/trace/perfetto_trace.proto
+  if [ -f "$LP_PERFETTO_PROTOS/$full" ]; then
+    LABELPROF_TRACE=$tmp/stream.pftrace LABELPROF_TRACE_MODE=stream ./examples/pipeline >/dev/null 2>&1 ||
+      bad "pipeline failed to stream"
+    for f in run.pftrace stream.pftrace; do
+      if protoc --decode=perfetto.protos.Trace -I "$LP_PERFETTO_PROTOS" "$full" <"$tmp/$f" >"$tmp/$f.full" 2>"$tmp/derr"; then
+        ok
+      else
+        bad "$f does not decode with Perfetto's schema: $(head -3 "$tmp/derr")"
+      fi
+      if grep -Eq '^ *[0-9]+[: ]' "$tmp/$f.full"; then
+        bad "$f: fields Perfetto's schema does not name: $(grep -E '^ *[0-9]+[: ]' "$tmp/$f.full" | head -3)"
+      else
+        ok
+      fi
+      has "$tmp/$f.full" "track_event {" "$f, Perfetto's schema"
+    done
+  else
+    bad "LP_PERFETTO_PROTOS=$LP_PERFETTO_PROTOS has no $full"
+  fi
+else
+  echo "perfetto_protoc: LP_PERFETTO_PROTOS is not set: not decoded with Perfetto's own schema"
+fi
 
 echo "perfetto_protoc: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
