@@ -6,6 +6,10 @@
  * the same events each written at its end, as labelprof's exporter writes
  * them, which the command reads again with each lane buffered.
  *
+ * Then a Perfetto trace the library writes (LP_SCOPE, 6 nested labels, about
+ * as many MB as the JSON files), read by `labelprof stats`: MB and events
+ * per second of the command's CPU (#16: the command reads long streams).
+ *
  * Then memory per lane and per label (#23): peak RSS of `labelprof stats`
  * on a trace of N lanes with one complete event each, and on one lane with
  * N distinct names, less the peak on a trace of one event, over N.
@@ -14,6 +18,8 @@
  *   bench/bench_cmd --memory [N]   only the memory rows (N default 1000000; LP_BENCH_CMD_N too)
  */
 #include "bench.h"
+
+#include <labelprof.h>
 
 #include <errno.h>
 #include <sys/resource.h>
@@ -179,6 +185,67 @@ static int memory_rows(const char *dir, long n) {
   return failed;
 }
 
+/*
+ * A Perfetto trace of about mb MB from labels: 6 nested scopes in a loop,
+ * recorded in one session whose budget holds them all and written at the
+ * end, in a child process, so that the budget's memory is not counted in
+ * the peak RSS of the children run after it. Returns the events written,
+ * or 0 on failure.
+ */
+static uint64_t generate_pftrace(const char *path, double mb) {
+  int fd[2];
+  uint64_t events = 0;
+  if (pipe(fd)) {
+    perror("bench_cmd: pipe");
+    return 0;
+  }
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid < 0) {
+    perror("bench_cmd: fork");
+    return 0;
+  }
+  if (pid == 0) {
+    close(fd[0]);
+    uint64_t scopes = (uint64_t)(mb * 1e6 / 25.0); /* about 12.5 bytes an event, two events a scope */
+    lp_trace_opts_t o = {.budget_bytes = (scopes * 2 * 16 * 5 / 4 + (1u << 20)) & ~(uint64_t)0xfffff};
+    int rc = lp_trace_start(&o);
+    if (rc) {
+      fprintf(stderr, "bench_cmd: lp_trace_start: %s\n", strerror(-rc));
+      _exit(1);
+    }
+    volatile uint64_t sink = 0;
+    for (uint64_t i = 0; i < scopes / 6; i++) {
+      LP_SCOPE("request");
+      {
+        LP_SCOPE("parse");
+        sink += i;
+      }
+      LP_SCOPE("plan");
+      LP_SCOPE("execute");
+      LP_SCOPE("kernel");
+      LP_SCOPE("store");
+      sink += i;
+    }
+    lp_trace_stats_t st;
+    if ((rc = lp_trace_stop()) || (rc = lp_trace_get_stats(&st)) || (rc = lp_trace_write_perfetto(path, "bench_cmd"))) {
+      fprintf(stderr, "bench_cmd: the Perfetto trace: %s\n", strerror(-rc));
+      _exit(1);
+    }
+    if (st.dropped) {
+      fprintf(stderr, "bench_cmd: %llu events dropped from the Perfetto trace\n", (unsigned long long)st.dropped);
+      _exit(1);
+    }
+    _exit(write(fd[1], &st.recorded, sizeof st.recorded) == (ssize_t)sizeof st.recorded ? 0 : 1);
+  }
+  close(fd[1]);
+  if (read(fd[0], &events, sizeof events) != (ssize_t)sizeof events) events = 0;
+  close(fd[0]);
+  int status;
+  if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) events = 0;
+  return events;
+}
+
 static double file_mb(const char *path) {
   struct stat st;
   return stat(path, &st) == 0 ? (double)st.st_size / 1e6 : 0;
@@ -242,6 +309,31 @@ int main(int argc, char **argv) {
     printf("  %-30s %9.2f %9.1f %10.1f %7.1f MB %10.1fx\n", "    labelprof stats", mtw, size[f] / mtw, size[f] / mtc,
            trss, ratio[f]);
     printf("  %-30s %9.2f %9.1f %10.1f %7.1f MB\n", "    python3 json.load", mpw, size[f] / mpw, size[f] / mpc, prss);
+  }
+  /* The same amount of Perfetto, and the JSON's events per second for comparison. */
+  char pf[64];
+  snprintf(pf, sizeof pf, "%s/trace.pftrace", dir);
+  uint64_t pf_events = generate_pftrace(pf, mb);
+  if (!pf_events) {
+    failed = 1;
+  } else {
+    char *tool[] = {"./tools/labelprof", "stats", pf, NULL};
+    double tw[3], tc[3], rss_pf = 0;
+    for (int i = 0; i < 3; i++) {
+      result_t t = run(tool);
+      if (t.status != 0) {
+        fprintf(stderr, "bench_cmd: labelprof stats %s exited with %d\n", pf, t.status);
+        failed = 1;
+      }
+      tw[i] = t.seconds, tc[i] = t.cpu;
+      if (t.rss_mb > rss_pf) rss_pf = t.rss_mb;
+    }
+    double mtw = bench_median(tw, 3), mtc = bench_median(tc, 3), pf_mb = file_mb(pf);
+    printf("  Perfetto protobuf written by the library (%.0f MB, %.1f M events, 6 nested labels)\n", pf_mb,
+           (double)pf_events / 1e6);
+    printf("  %-30s %9.2f %9.1f %10.1f %7.1f MB   %.1f M events/s of CPU\n", "    labelprof stats", mtw,
+           pf_mb / mtw, pf_mb / mtc, rss_pf, (double)pf_events / mtc / 1e6);
+    unlink(pf);
   }
   printf("\ntargets\n\n");
   printf("  %-52s %7.1fx  %s\n", "streaming: MB/s >= 3x python3's (median of rounds)", ratio[0],

@@ -117,6 +117,26 @@ static const char *pr_get(const pr_strmap_t *m, uint64_t key) {
   }
 }
 
+/*
+ * Copies s[0..len) into dst (size bytes), up to its first NUL and cut to
+ * size - 1 bytes, as snprintf's "%.*s" would, at the cost of a memcpy: it
+ * runs for every event's strings.
+ */
+static void pr_copy(char *dst, size_t size, const void *s, size_t len) {
+  const char *nul = memchr(s, '\0', len);
+  if (nul) len = (size_t)(nul - (const char *)s);
+  if (len > size - 1) len = size - 1;
+  memcpy(dst, s, len);
+  dst[len] = '\0';
+}
+
+/* Appends "," (unless dst is empty) and then c to dst (size bytes), cut to fit, as snprintf would. */
+static void pr_append(char *dst, size_t size, const char *c) {
+  size_t n = strlen(dst);
+  if (n && n < size - 1) dst[n++] = ',';
+  pr_copy(dst + n, size - n, c, strlen(c));
+}
+
 /* Sets key to a copy of s[0..len); 0, or -1 out of memory. */
 static int pr_put(pr_strmap_t *m, uint64_t key, const uint8_t *s, size_t len) {
   char *c = malloc(len + 1);
@@ -450,7 +470,8 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
   bool has_name_iid = false, has_value = false, dvalue = false;
   int64_t value = 0;
   double dv = 0;
-  char name[4096] = "", cats[512] = "", layer[64] = "", phase[64] = "", mode[64] = "";
+  char name[4096], cats[512], layer[64], phase[64], mode[64]; /* no initializer: 5 KB to clear per event */
+  name[0] = cats[0] = layer[0] = phase[0] = mode[0] = '\0';
   bool has_name = false;
   int legacy_phase = 0;
   int64_t legacy_dur = -1;
@@ -462,7 +483,7 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
     case 10: name_iid = f.v; has_name_iid = true; break;
     case 23:
       if (f.wire == 2) {
-        snprintf(name, sizeof name, "%.*s", (int)(f.len < sizeof name ? f.len : sizeof name - 1), (const char *)f.p);
+        pr_copy(name, sizeof name, f.p, f.len);
         has_name = true;
       }
       break;
@@ -479,32 +500,31 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
       if (f.num == 3) {
         if (!(c = q ? pr_get(&q->cats, f.v) : NULL)) return pr_bad(st, "a category iid that was not interned on its sequence");
       } else if (f.wire == 2) {
-        snprintf(tmp, sizeof tmp, "%.*s", (int)(f.len < sizeof tmp ? f.len : sizeof tmp - 1), (const char *)f.p);
+        pr_copy(tmp, sizeof tmp, f.p, f.len);
         c = tmp;
       }
-      if (c) {
-        size_t n = strlen(cats);
-        snprintf(cats + n, sizeof cats - n, "%s%s", n ? "," : "", c);
-      }
+      if (c) pr_append(cats, sizeof cats, c);
       break;
     }
     case 4: {
       if (f.wire != 2) break;
       const uint8_t *d = f.p, *de = f.p + f.len;
-      char an[64] = "", av[64] = "";
+      char an[64], av[64];
+      an[0] = av[0] = '\0';
       int r2;
       while ((r2 = pr_next(&d, de, &g)) > 0) {
-        if (g.num == 10 && g.wire == 2) snprintf(an, sizeof an, "%.*s", (int)(g.len < 63 ? g.len : 63), (const char *)g.p);
+        if (g.num == 10 && g.wire == 2) pr_copy(an, sizeof an, g.p, g.len);
         if (g.num == 1 && g.wire == 0) {
           const char *s = q ? pr_get(&q->dnames, g.v) : NULL;
-          if (s) snprintf(an, sizeof an, "%s", s);
+          if (s) pr_copy(an, sizeof an, s, strlen(s));
         }
-        if (g.num == 6 && g.wire == 2) snprintf(av, sizeof av, "%.*s", (int)(g.len < 63 ? g.len : 63), (const char *)g.p);
+        if (g.num == 6 && g.wire == 2) pr_copy(av, sizeof av, g.p, g.len);
       }
       if (r2 < 0) return pr_bad(st, "malformed debug annotation");
-      if (strcmp(an, "layer") == 0) snprintf(layer, sizeof layer, "%s", av);
-      if (strcmp(an, "phase") == 0) snprintf(phase, sizeof phase, "%s", av);
-      if (strcmp(an, "mode") == 0) snprintf(mode, sizeof mode, "%s", av);
+      _Static_assert(sizeof layer == sizeof av && sizeof phase == sizeof av && sizeof mode == sizeof av, "sizes");
+      if (strcmp(an, "layer") == 0) memcpy(layer, av, sizeof av);
+      if (strcmp(an, "phase") == 0) memcpy(phase, av, sizeof av);
+      if (strcmp(an, "mode") == 0) memcpy(mode, av, sizeof av);
       break;
     }
     case 6: { /* legacy_event: phase and duration */
@@ -529,7 +549,7 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
   if (has_name_iid) {
     const char *s = q ? pr_get(&q->names, name_iid) : NULL;
     if (!s) return pr_bad(st, "an event name iid that was not interned on its sequence");
-    snprintf(name, sizeof name, "%s", s);
+    pr_copy(name, sizeof name, s, strlen(s));
     has_name = true;
   }
   if (!timed) return pr_bad(st, "a track event without a time (no timestamp, or its clock was never defined)");
