@@ -54,7 +54,7 @@ lp_impl_scope_t lp_impl_switch_enter(const lp_site_t *site) {
 
 void lp_impl_switch_leave(lp_impl_scope_t *s) {
   if ((uintptr_t)s->site & FRESH) {
-    lp_impl_scope_t own = {(const lp_site_t *)((uintptr_t)s->site & ~FRESH), s->word, s->t};
+    lp_impl_scope_t own = {(const lp_site_t *)((uintptr_t)s->site & ~FRESH), s->word};
     lp_impl_leave(&own);
     return;
   }

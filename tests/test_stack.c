@@ -151,6 +151,49 @@ static void test_stack_end_on_a_thread_without_labels_is_counted(void) {
   CU_ASSERT_EQUAL(mistakes(UNMATCHED) - before, 1);
 }
 
+/*
+ * A scope whose end runs on another thread than its begin (a coroutine
+ * resumed elsewhere) must not write the first thread's stack: that thread
+ * may be pushing and popping at the same moment. The end runs here on a
+ * second thread inside a scope of its own: the first thread's word must be
+ * the one its begin published, and the second's stack whole again once its
+ * own scope has ended.
+ */
+typedef struct moved {
+  lp_impl_scope_t scope;
+  uint32_t depth_after;
+} moved_t;
+
+static void *end_moved_scope(void *arg) {
+  moved_t *m = arg;
+  const char *l[4];
+  {
+    LP_SCOPE("the second thread's own");
+    lp_impl_leave(&m->scope); /* may pop this thread's own scope: the depths agree */
+  }
+  m->depth_after = own_stack(l, 4); /* healed by its own scope's end */
+  return NULL;
+}
+
+static void test_stack_scope_ended_on_another_thread(void) {
+  pthread_t th;
+  moved_t m = {.depth_after = 99};
+  const char *l[4];
+  static const lp_site_t moved_site = LP_IMPL_SITE("moved", LP_LEVEL_RUNTIME);
+  { LP_SCOPE("register"); }
+  lp__thread_t *self = lp__thread_current();
+  CU_ASSERT_PTR_NOT_NULL_FATAL(self);
+  m.scope = lp_impl_enter(&moved_site);
+  uint64_t published = LP_IMPL_LOAD_RELAXED(self->hot.word);
+  CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, end_moved_scope, &m), 0);
+  CU_ASSERT_EQUAL_FATAL(pthread_join(th, NULL), 0);
+  CU_ASSERT_EQUAL(LP_IMPL_LOAD_RELAXED(self->hot.word), published); /* untouched by the other thread */
+  CU_ASSERT_EQUAL(m.depth_after, 0);
+  CU_ASSERT_EQUAL(own_stack(l, 4), 1);
+  lp_impl_leave(&m.scope); /* here it ends as any scope does */
+  CU_ASSERT_EQUAL(own_stack(l, 4), 0);
+}
+
 static void test_stack_scope_heals_labels_left_open(void) {
   const char *l[8];
   uint64_t before = mistakes(MISMATCHED);
@@ -333,6 +376,7 @@ int main(void) {
       LP_TEST(test_stack_deeper_than_capacity),
       LP_TEST(test_stack_end_without_begin),
       LP_TEST(test_stack_end_on_a_thread_without_labels_is_counted),
+      LP_TEST(test_stack_scope_ended_on_another_thread),
       LP_TEST(test_stack_scope_heals_labels_left_open),
       LP_TEST(test_stack_scope_heals_an_extra_end),
       LP_TEST(test_stack_longjmp_over_scopes),

@@ -123,15 +123,17 @@ typedef struct lp_impl_thread {
  * The word is published ^ LP_IMPL_TRACED_MARK when the scope recorded a
  * begin (no published word has that bit in its depth, so a traced scope ends
  * on its own branch), and LP_IMPL_NOT_PUSHED when nothing was pushed.
- * It also keeps the thread's state, so that its end does not read
- * thread-local storage again: a thread's state changes only at its first
- * label, which the enter's cold path handles (it reads lp_impl_self after
- * the call), and at its exit, after its last scope has ended.
+ * It does not keep the thread's state: its end reads lp_impl_self again,
+ * so that a scope whose end runs on another thread than its begin (a
+ * coroutine resumed elsewhere) touches only the stack of the thread it
+ * runs on, never another thread's. That end finds a word that is not its
+ * own: it pops the running thread's innermost scope if their depths agree,
+ * or takes the cold path, and the running thread's next scope to end heals
+ * its stack.
  */
 typedef struct lp_impl_scope {
   const lp_site_t *site;
   uint64_t word;
-  lp_impl_thread_t *t;
 } lp_impl_scope_t;
 
 #define LP_IMPL_DEPTH_MASK  0xffffu
@@ -680,42 +682,37 @@ LP_IMPL_INLINE uintptr_t *lp_impl_frame_below(lp_impl_thread_t *t, uint64_t push
 #define LP_IMPL_COLD_LABEL __attribute__((cold))
 #endif
 
-/*
- * Two tests, each of one load and one branch, and one cold call for both.
- * The scope keeps the thread's state, read before the tests, or again after
- * the cold call, which may have registered the thread: its end reads
- * nothing from thread-local storage.
- */
+/* Two tests, each of one load and one branch, and one cold call for both. */
 LP_IMPL_INLINE lp_impl_scope_t lp_impl_enter(const lp_site_t *site) {
   lp_impl_scope_t s;
+  lp_impl_thread_t *t = lp_impl_self;
   uint64_t w;
   uint32_t d;
   s.site = site;
-  s.t = lp_impl_self;
   LP_IMPL_IF_LEVEL(site->level, cold);
-  w = LP_IMPL_LOAD_RELAXED(s.t->word);
+  w = LP_IMPL_LOAD_RELAXED(t->word);
   d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
   if (LP_IMPL_UNLIKELY(d >= LP_STACK_CAPACITY)) goto cold;
   s.word = w + LP_IMPL_COUNT_ONE + 1;
   /* Release: a reader that sees this frame also sees every word published before it. */
-  LP_IMPL_STORE_RELEASE(*lp_impl_frame_below(s.t, s.word), (uintptr_t)site);
-  LP_IMPL_STORE_RELEASE(s.t->word, s.word);
+  LP_IMPL_STORE_RELEASE(*lp_impl_frame_below(t, s.word), (uintptr_t)site);
+  LP_IMPL_STORE_RELEASE(t->word, s.word);
   return s;
 cold: LP_IMPL_COLD_LABEL;
   LP_IMPL_COLD_ENTER(site, &s.word);
   LP_IMPL_SEEN(&s.word);
-  s.t = lp_impl_self;
   return s;
 }
 
 LP_IMPL_INLINE void lp_impl_leave(lp_impl_scope_t *s) {
+  lp_impl_thread_t *t = lp_impl_self;
   uint64_t r;
-  LP_IMPL_IF_NOT_WORD(s->t, s->word, other);
-  LP_IMPL_STORE_RELEASE(s->t->word, LP_IMPL_POPPED(s->word)); /* nothing pushed or popped since */
+  LP_IMPL_IF_NOT_WORD(t, s->word, other);
+  LP_IMPL_STORE_RELEASE(t->word, LP_IMPL_POPPED(s->word)); /* nothing pushed or popped since */
   return;
 other:
-  LP_IMPL_IF_NOT_DEPTH(s->t, s->word, cold);
-  LP_IMPL_POP(s->t); /* scopes inside it came and went */
+  LP_IMPL_IF_NOT_DEPTH(t, s->word, cold);
+  LP_IMPL_POP(t); /* scopes inside it came and went */
   return;
 cold: LP_IMPL_COLD_LABEL;
   /* Its begin was recorded or notified (its word is marked), or the stack needs healing. */
