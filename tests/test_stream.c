@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <sys/wait.h>
@@ -500,6 +501,69 @@ static void test_stream_kill9_prefix(void) {
   pd_free(&t.lines);
 }
 
+/* The bytes of the file at path, in a buffer to free; *n its length. */
+static uint8_t *read_all(const char *path, size_t *n) {
+  FILE *f = fopen(path, "rb");
+  CU_ASSERT_FATAL(f != NULL);
+  size_t cap = 1 << 16, len = 0, r;
+  uint8_t *buf = malloc(cap);
+  CU_ASSERT_FATAL(buf != NULL);
+  while ((r = fread(buf + len, 1, cap - len, f)) > 0) {
+    len += r;
+    if (len == cap) {
+      buf = realloc(buf, cap *= 2);
+      CU_ASSERT_FATAL(buf != NULL);
+    }
+  }
+  fclose(f);
+  *n = len;
+  return buf;
+}
+
+/*
+ * A write that fails part-way (here past RLIMIT_FSIZE, as on a full disk
+ * that has room again later): the file keeps its whole packets, as after a
+ * kill, and nothing written later is appended after the cut, where it
+ * would make the rest of the file unreadable. The error sticks and the
+ * stop reports it.
+ */
+static void test_stream_write_error_keeps_a_trace(void) {
+  char path[256];
+  snprintf(path, sizeof path, "%s/efbig.pftrace", dir);
+  lp_trace_opts_t o = stream_opts(path, 64 * LP__CHUNK_BYTES);
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(&o), 0);
+  work(300);
+  CU_ASSERT_EQUAL(lp__trace_stream_sync(), 0);
+  struct stat sb;
+  CU_ASSERT_FATAL(stat(path, &sb) == 0);
+  struct rlimit was, small;
+  CU_ASSERT_EQUAL_FATAL(getrlimit(RLIMIT_FSIZE, &was), 0);
+  small = was;
+  small.rlim_cur = (rlim_t)sb.st_size + 1000; /* the next write is cut inside a packet */
+  CU_ASSERT_EQUAL_FATAL(setrlimit(RLIMIT_FSIZE, &small), 0);
+  work(3000);
+  int rc = lp__trace_stream_sync();
+  CU_ASSERT_EQUAL_FATAL(setrlimit(RLIMIT_FSIZE, &was), 0);
+  CU_ASSERT_EQUAL(rc, -EFBIG);
+  work(3000); /* room again: these must not follow the cut */
+  CU_ASSERT_EQUAL(lp__trace_stream_sync(), -EFBIG);
+  CU_ASSERT_EQUAL(lp_trace_stop(), -EFBIG);
+  size_t n;
+  uint8_t *buf = read_all(path, &n);
+  CU_ASSERT(n <= (size_t)small.rlim_cur);
+  size_t ok = whole_packets(buf, n);
+  CU_ASSERT(ok >= (size_t)sb.st_size);
+  pd_trace_t t;
+  char cut[256];
+  snprintf(cut, sizeof cut, "%s/efbig-cut.pftrace", dir);
+  CU_ASSERT_EQUAL(decode_bytes(&t, cut, buf, ok), 0);
+  CU_ASSERT(count_lines(&t, "X", "stream inner") >= 300);
+  pd_free(&t.lines);
+  free(buf);
+  unlink(cut);
+  unlink(path);
+}
+
 static char env_child[4096];
 
 /* LABELPROF_TRACE_MODE=stream: the environment's session streamed to LABELPROF_TRACE, numbered by rotation. */
@@ -553,6 +617,7 @@ int main(int argc, char **argv) {
       LP_TEST(test_stream_writer_behind_drops),
       LP_TEST(test_stream_export_flushes),     LP_TEST(test_stream_rotation),
       LP_TEST(test_stream_kill9_prefix),       LP_TEST(test_stream_kinds),
+      LP_TEST(test_stream_write_error_keeps_a_trace),
       LP_TEST(test_stream_encoder_on_chunks),
       LP_TEST(test_stream_env),                LP_TEST(test_stream_env_json_falls_back),
       CU_TEST_INFO_NULL,
