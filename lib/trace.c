@@ -715,6 +715,8 @@ static struct {
   uint64_t written;        /* events written to the stream's files (trace lock) */
   uint32_t threads;        /* thread lanes with events written (trace lock) */
   uint64_t started;        /* bytes of the file whose writeback was started (writer only) */
+  uint64_t file_ok;        /* bytes written to the file, whole packets (writer only) */
+  bool cut;                /* a write to the file failed: nothing more goes to it (writer only) */
   bool uncached;           /* the file takes no writeback hints (a pipe, tmpfs...): none are given */
 } st = {.fd = -1};
 /*
@@ -781,7 +783,21 @@ static void stream_put(void) {
   size_t n;
   const uint8_t *b = lp__pfs_bytes(st.enc, &n);
   int rc = lp__pfs_error(st.enc);
-  if (!rc && n && st.fd >= 0) rc = write_all(st.fd, b, n);
+  if (!rc && n && st.fd >= 0 && !st.cut) {
+    rc = write_all(st.fd, b, n);
+    if (rc == 0) {
+      st.file_ok += n;
+    } else {
+      /*
+       * Failed part-way (a full disk, RLIMIT_FSIZE): the file ends with its
+       * whole packets, as after a kill, and takes nothing more, which would
+       * follow a cut packet and be unreadable. A next file starts afresh.
+       */
+      st.cut = true;
+      int cut = ftruncate(st.fd, (off_t)st.file_ok);
+      (void)cut; /* fails on a pipe or a FIFO, which cannot take back what they passed on: nothing else to do */
+    }
+  }
   if (rc && !st.err) st.err = rc;
   st.file_bytes += n;
   lp__pfs_clear(st.enc);
@@ -800,6 +816,8 @@ static int stream_open_next(void) {
   st.file_bytes = 0;
   st.started = 0;
   st.uncached = false;
+  st.file_ok = 0;
+  st.cut = false;
   st.file_ns = lp__mono_ns();
   lp__pfs_restart(st.enc, NULL);
   stream_put();
