@@ -778,6 +778,20 @@ static void stream_uncache(void) {
   }
 }
 
+/*
+ * A file rotated out, out of the page cache whole: what stream_uncache()
+ * keeps cached, written back and dropped. Most of it is on its way to the
+ * disk already; the wait is for the rest, about as long as one of
+ * stream_uncache()'s. Writer only.
+ */
+static void stream_uncache_rest(void) {
+  if (st.uncached || st.cut || st.fd < 0) return;
+  uint64_t from = st.started >= st_keep + st_behind ? st.started - st_keep : 0; /* before it: dropped already */
+  unsigned flags = SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER;
+  if (sync_file_range(st.fd, (off_t)from, 0, flags) == 0) /* 0: to the end of the file */
+    (void)posix_fadvise(st.fd, (off_t)from, 0, POSIX_FADV_DONTNEED); /* advice: nothing to do if refused */
+}
+
 /* Appends what the encoder holds, whole packets. Writer only. */
 static void stream_put(void) {
   size_t n;
@@ -824,13 +838,18 @@ static int stream_open_next(void) {
   return 0;
 }
 
-/* The session's notes at the end of the current file, and the file closed. Writer only, no lock. */
-static void stream_close_file(void) {
+/*
+ * The session's notes at the end of the current file, and the file closed;
+ * rotated: out of the page cache too (the last file keeps its last ranges
+ * cached, as any file written is). Writer only, no lock.
+ */
+static void stream_close_file(bool rotated) {
   lp__drops_t d;
   if (lp__trace_drops(st.owner, &d) != 0) memset(&d, 0, sizeof d);
   lp__pfs_notes_t n = {lp__mono_ns(), d.dropped, d.budget_bytes};
   lp__pfs_finish(st.enc, &n);
   stream_put();
+  if (rotated) stream_uncache_rest();
   if (st.fd >= 0 && close(st.fd) != 0 && !st.err) st.err = -errno;
   st.fd = -1;
 }
@@ -940,7 +959,7 @@ static void *stream_main(void *arg) {
       lp__pfs_bytes(st.enc, &held);
       if (st.fd >= 0 && ((st.rotate_bytes && st.file_bytes + held >= st.rotate_bytes) ||
                          (st.rotate_ns && lp__mono_ns() - st.file_ns >= st.rotate_ns))) {
-        stream_close_file();
+        stream_close_file(true);
         int rc = stream_open_next();
         if (rc && !st.err) st.err = rc;
       }
@@ -959,7 +978,7 @@ static void *stream_main(void *arg) {
     }
     stream_put();
     lp__timemap_free(map);
-    if (quit) stream_close_file();
+    if (quit) stream_close_file(false);
     lp__lock(&trace_mu);
     st.written += written;
     st.threads += threads;
