@@ -717,6 +717,7 @@ static struct {
   uint64_t started;        /* bytes of the file whose writeback was started (writer only) */
   uint64_t file_ok;        /* bytes written to the file, whole packets (writer only) */
   bool cut;                /* a write to the file failed: nothing more goes to it (writer only) */
+  uint64_t encoded, put;   /* events in the encoder's packets; in packets written since the last count (writer only) */
   bool uncached;           /* the file takes no writeback hints (a pipe, tmpfs...): none are given */
 } st = {.fd = -1};
 /*
@@ -801,6 +802,7 @@ static void stream_put(void) {
     rc = write_all(st.fd, b, n);
     if (rc == 0) {
       st.file_ok += n;
+      st.put += st.encoded; /* the statistics count what reached the file */
     } else {
       /*
        * Failed part-way (a full disk, RLIMIT_FSIZE): the file ends with its
@@ -813,6 +815,7 @@ static void stream_put(void) {
     }
   }
   if (rc && !st.err) st.err = rc;
+  st.encoded = 0;
   st.file_bytes += n;
   lp__pfs_clear(st.enc);
   if (!rc) stream_uncache();
@@ -951,7 +954,6 @@ static void *stream_main(void *arg) {
       syncs[n] = lp__clock_sync();
       map = lp__timemap_new(syncs, n + 1);
     }
-    uint64_t written = 0;
     uint32_t threads = 0;
     for (size_t i = 0; i < n; i++) {
       st_item_t *it = &items[i];
@@ -970,7 +972,7 @@ static void *stream_main(void *arg) {
         bool fresh = !it->lane->stream && !it->lane->track;
         lp__pfs_chunk(st.enc, &it->lane->stream, &it->info, it->chunk->ev, it->from, it->to, map,
                       it->chunk->sync);
-        written += lp__pfs_events(st.enc) - e0; /* a new file starts between chunks, never inside one */
+        st.encoded += lp__pfs_events(st.enc) - e0; /* a new file starts between chunks, never inside one */
         threads += fresh && it->lane->stream;
         lp__pfs_bytes(st.enc, &held);
         if (held >= ST_WRITE) stream_put(); /* whole chunks: the file is a trace after each write */
@@ -980,7 +982,8 @@ static void *stream_main(void *arg) {
     lp__timemap_free(map);
     if (quit) stream_close_file(false);
     lp__lock(&trace_mu);
-    st.written += written;
+    st.written += st.put;
+    st.put = 0;
     st.threads += threads;
     bool freed = false;
     for (size_t i = 0; i < n; i++) {
