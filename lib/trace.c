@@ -764,7 +764,7 @@ static int write_all(int fd, const uint8_t *p, size_t n) {
  * Writer only.
  */
 static void stream_uncache(void) {
-  while (!st.uncached && st.fd >= 0 && st.file_bytes - st.started >= st_behind) {
+  while (!st.uncached && !st.cut && st.fd >= 0 && st.file_bytes - st.started >= st_behind) {
     if (sync_file_range(st.fd, (off_t)st.started, (off_t)st_behind, SYNC_FILE_RANGE_WRITE) != 0) {
       st.uncached = true;
       return;
