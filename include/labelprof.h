@@ -475,7 +475,8 @@ typedef enum lp_trace_policy { LP_TRACE_DISCARD = 0, LP_TRACE_RING = 1, LP_TRACE
  * (lp_trace_write_json() ...) flushes the stream and writes nothing else.
  * The file does not fill the page cache: the writer starts the writeback of
  * what it writes, and keeps at most 48 MiB of it cached (on a file
- * system that supports it; a pipe, tmpfs: as any write).
+ * system that supports it; a pipe, tmpfs: as any write), none of a file
+ * rotated out.
  * Rotation: opts.rotate_bytes and opts.rotate_ns (0: none) start a new file
  * once the current one holds that many bytes or has been written that long;
  * a "%n" in opts.path is then the file's number (1, 2, ...) and every file is

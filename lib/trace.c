@@ -715,6 +715,9 @@ static struct {
   uint64_t written;        /* events written to the stream's files (trace lock) */
   uint32_t threads;        /* thread lanes with events written (trace lock) */
   uint64_t started;        /* bytes of the file whose writeback was started (writer only) */
+  uint64_t file_ok;        /* bytes written to the file, whole packets (writer only) */
+  bool cut;                /* a write to the file failed: nothing more goes to it (writer only) */
+  uint64_t encoded, put;   /* events in the encoder's packets; in packets written since the last count (writer only) */
   bool uncached;           /* the file takes no writeback hints (a pipe, tmpfs...): none are given */
 } st = {.fd = -1};
 /*
@@ -761,7 +764,7 @@ static int write_all(int fd, const uint8_t *p, size_t n) {
  * Writer only.
  */
 static void stream_uncache(void) {
-  while (!st.uncached && st.fd >= 0 && st.file_bytes - st.started >= st_behind) {
+  while (!st.uncached && !st.cut && st.fd >= 0 && st.file_bytes - st.started >= st_behind) {
     if (sync_file_range(st.fd, (off_t)st.started, (off_t)st_behind, SYNC_FILE_RANGE_WRITE) != 0) {
       st.uncached = true;
       return;
@@ -776,13 +779,43 @@ static void stream_uncache(void) {
   }
 }
 
+/*
+ * A file rotated out, out of the page cache whole: what stream_uncache()
+ * keeps cached, written back and dropped. Most of it is on its way to the
+ * disk already; the wait is for the rest, about as long as one of
+ * stream_uncache()'s. Writer only.
+ */
+static void stream_uncache_rest(void) {
+  if (st.uncached || st.cut || st.fd < 0) return;
+  uint64_t from = st.started >= st_keep + st_behind ? st.started - st_keep : 0; /* before it: dropped already */
+  unsigned flags = SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER;
+  if (sync_file_range(st.fd, (off_t)from, 0, flags) == 0) /* 0: to the end of the file */
+    (void)posix_fadvise(st.fd, (off_t)from, 0, POSIX_FADV_DONTNEED); /* advice: nothing to do if refused */
+}
+
 /* Appends what the encoder holds, whole packets. Writer only. */
 static void stream_put(void) {
   size_t n;
   const uint8_t *b = lp__pfs_bytes(st.enc, &n);
   int rc = lp__pfs_error(st.enc);
-  if (!rc && n && st.fd >= 0) rc = write_all(st.fd, b, n);
+  if (!rc && n && st.fd >= 0 && !st.cut) {
+    rc = write_all(st.fd, b, n);
+    if (rc == 0) {
+      st.file_ok += n;
+      st.put += st.encoded; /* the statistics count what reached the file */
+    } else {
+      /*
+       * Failed part-way (a full disk, RLIMIT_FSIZE): the file ends with its
+       * whole packets, as after a kill, and takes nothing more, which would
+       * follow a cut packet and be unreadable. A next file starts afresh.
+       */
+      st.cut = true;
+      int cut = ftruncate(st.fd, (off_t)st.file_ok);
+      (void)cut; /* fails on a pipe or a FIFO, which cannot take back what they passed on: nothing else to do */
+    }
+  }
   if (rc && !st.err) st.err = rc;
+  st.encoded = 0;
   st.file_bytes += n;
   lp__pfs_clear(st.enc);
   if (!rc) stream_uncache();
@@ -800,19 +833,26 @@ static int stream_open_next(void) {
   st.file_bytes = 0;
   st.started = 0;
   st.uncached = false;
+  st.file_ok = 0;
+  st.cut = false;
   st.file_ns = lp__mono_ns();
   lp__pfs_restart(st.enc, NULL);
   stream_put();
   return 0;
 }
 
-/* The session's notes at the end of the current file, and the file closed. Writer only, no lock. */
-static void stream_close_file(void) {
+/*
+ * The session's notes at the end of the current file, and the file closed;
+ * rotated: out of the page cache too (the last file keeps its last ranges
+ * cached, as any file written is). Writer only, no lock.
+ */
+static void stream_close_file(bool rotated) {
   lp__drops_t d;
   if (lp__trace_drops(st.owner, &d) != 0) memset(&d, 0, sizeof d);
   lp__pfs_notes_t n = {lp__mono_ns(), d.dropped, d.budget_bytes};
   lp__pfs_finish(st.enc, &n);
   stream_put();
+  if (rotated) stream_uncache_rest();
   if (st.fd >= 0 && close(st.fd) != 0 && !st.err) st.err = -errno;
   st.fd = -1;
 }
@@ -914,7 +954,6 @@ static void *stream_main(void *arg) {
       syncs[n] = lp__clock_sync();
       map = lp__timemap_new(syncs, n + 1);
     }
-    uint64_t written = 0;
     uint32_t threads = 0;
     for (size_t i = 0; i < n; i++) {
       st_item_t *it = &items[i];
@@ -922,7 +961,7 @@ static void *stream_main(void *arg) {
       lp__pfs_bytes(st.enc, &held);
       if (st.fd >= 0 && ((st.rotate_bytes && st.file_bytes + held >= st.rotate_bytes) ||
                          (st.rotate_ns && lp__mono_ns() - st.file_ns >= st.rotate_ns))) {
-        stream_close_file();
+        stream_close_file(true);
         int rc = stream_open_next();
         if (rc && !st.err) st.err = rc;
       }
@@ -933,7 +972,7 @@ static void *stream_main(void *arg) {
         bool fresh = !it->lane->stream && !it->lane->track;
         lp__pfs_chunk(st.enc, &it->lane->stream, &it->info, it->chunk->ev, it->from, it->to, map,
                       it->chunk->sync);
-        written += lp__pfs_events(st.enc) - e0; /* a new file starts between chunks, never inside one */
+        st.encoded += lp__pfs_events(st.enc) - e0; /* a new file starts between chunks, never inside one */
         threads += fresh && it->lane->stream;
         lp__pfs_bytes(st.enc, &held);
         if (held >= ST_WRITE) stream_put(); /* whole chunks: the file is a trace after each write */
@@ -941,9 +980,10 @@ static void *stream_main(void *arg) {
     }
     stream_put();
     lp__timemap_free(map);
-    if (quit) stream_close_file();
+    if (quit) stream_close_file(false);
     lp__lock(&trace_mu);
-    st.written += written;
+    st.written += st.put;
+    st.put = 0;
     st.threads += threads;
     bool freed = false;
     for (size_t i = 0; i < n; i++) {

@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <sys/wait.h>
@@ -154,6 +155,73 @@ static void test_stream_leaves_the_page_cache(void) {
   munmap(map, len);
   close(fd);
   unlink(path);
+}
+
+/* Pages of the file at path in the page cache, from its start up to len - tail bytes; -1 if not read. */
+static long cached_pages(const char *path, size_t tail) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  struct stat sb;
+  long cached = -1;
+  if (fstat(fd, &sb) == 0 && (size_t)sb.st_size > tail) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), len = (size_t)sb.st_size;
+    void *map = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+    unsigned char *in = calloc((len + page - 1) / page, 1);
+    if (map != MAP_FAILED && in && mincore(map, len, in) == 0) {
+      cached = 0;
+      for (size_t i = 0; i < (len - tail) / page; i++) cached += in[i] & 1;
+    }
+    free(in);
+    if (map != MAP_FAILED) munmap(map, len);
+  }
+  close(fd);
+  return cached;
+}
+
+/*
+ * A rotated stream: each file rotated out leaves the page cache whole, as
+ * a long file's older ranges do, so that files of a few MiB (less than
+ * the range kept cached) do not stay cached one after another. Only the
+ * last file keeps its last ranges.
+ */
+static void test_stream_rotated_files_leave_the_page_cache(void) {
+  struct statfs fs;
+  CU_ASSERT_EQUAL_FATAL(statfs(dir, &fs), 0);
+  if (fs.f_type != 0xEF53 && fs.f_type != 0x58465342 && fs.f_type != (__typeof__(fs.f_type))0x9123683E) {
+    printf("\n    skipped: %s is on a file system (0x%lx) not checked here\n", dir, (unsigned long)fs.f_type);
+    return;
+  }
+  char path[256];
+  snprintf(path, sizeof path, "%s/rotcache-%%n.pftrace", dir);
+  lp__trace_stream_cache(64 << 10, 256 << 10);
+  lp_trace_opts_t o = stream_opts(path, 64 * LP__CHUNK_BYTES);
+  o.rotate_bytes = 1 << 20; /* more than the 384 KiB kept: each file drops its older ranges as it goes too */
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(&o), 0);
+  for (int r = 0; r < 80; r++) {
+    work(2000); /* about 50 KB of packets a round: four files or more */
+    CU_ASSERT_EQUAL(lp__trace_stream_sync(), 0);
+  }
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  lp__trace_stream_cache(0, 0);
+  unsigned files = 0;
+  for (unsigned k = 1;; k++) {
+    char f[300];
+    snprintf(f, sizeof f, "%s/rotcache-%u.pftrace", dir, k);
+    struct stat sb;
+    if (stat(f, &sb) != 0) break;
+    files++;
+  }
+  CU_ASSERT(files >= 3);
+  for (unsigned k = 1; k <= files; k++) {
+    char f[300];
+    snprintf(f, sizeof f, "%s/rotcache-%u.pftrace", dir, k);
+    if (k < files) {
+      long c = cached_pages(f, 0);
+      if (c != 0) fprintf(stderr, "%s: %ld pages cached\n", f, c);
+      CU_ASSERT_EQUAL(c, 0);
+    }
+    unlink(f);
+  }
 }
 
 /* A writer held back: the budget fills, later events are dropped and counted, nothing waits. */
@@ -500,6 +568,73 @@ static void test_stream_kill9_prefix(void) {
   pd_free(&t.lines);
 }
 
+/* The bytes of the file at path, in a buffer to free; *n its length. */
+static uint8_t *read_all(const char *path, size_t *n) {
+  FILE *f = fopen(path, "rb");
+  CU_ASSERT_FATAL(f != NULL);
+  size_t cap = 1 << 16, len = 0, r;
+  uint8_t *buf = malloc(cap);
+  CU_ASSERT_FATAL(buf != NULL);
+  while ((r = fread(buf + len, 1, cap - len, f)) > 0) {
+    len += r;
+    if (len == cap) {
+      buf = realloc(buf, cap *= 2);
+      CU_ASSERT_FATAL(buf != NULL);
+    }
+  }
+  fclose(f);
+  *n = len;
+  return buf;
+}
+
+/*
+ * A write that fails part-way (here past RLIMIT_FSIZE, as on a full disk
+ * that has room again later): the file keeps its whole packets, as after a
+ * kill, and nothing written later is appended after the cut, where it
+ * would make the rest of the file unreadable. The error sticks and the
+ * stop reports it.
+ */
+static void test_stream_write_error_keeps_a_trace(void) {
+  char path[256];
+  snprintf(path, sizeof path, "%s/efbig.pftrace", dir);
+  lp_trace_opts_t o = stream_opts(path, 64 * LP__CHUNK_BYTES);
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(&o), 0);
+  work(300);
+  CU_ASSERT_EQUAL(lp__trace_stream_sync(), 0);
+  struct stat sb;
+  CU_ASSERT_FATAL(stat(path, &sb) == 0);
+  struct rlimit was, small;
+  CU_ASSERT_EQUAL_FATAL(getrlimit(RLIMIT_FSIZE, &was), 0);
+  small = was;
+  small.rlim_cur = (rlim_t)sb.st_size + 1000; /* the next write is cut inside a packet */
+  CU_ASSERT_EQUAL_FATAL(setrlimit(RLIMIT_FSIZE, &small), 0);
+  work(3000);
+  int rc = lp__trace_stream_sync();
+  CU_ASSERT_EQUAL_FATAL(setrlimit(RLIMIT_FSIZE, &was), 0);
+  CU_ASSERT_EQUAL(rc, -EFBIG);
+  work(3000); /* room again: these must not follow the cut */
+  CU_ASSERT_EQUAL(lp__trace_stream_sync(), -EFBIG);
+  CU_ASSERT_EQUAL(lp_trace_stop(), -EFBIG);
+  lp_trace_stats_t st;
+  CU_ASSERT_EQUAL(lp_trace_get_stats(&st), 0);
+  CU_ASSERT_EQUAL(st.recorded, 2 * 300); /* the events in the file, none of those that did not reach it */
+  size_t n;
+  uint8_t *buf = read_all(path, &n);
+  CU_ASSERT(n <= (size_t)small.rlim_cur);
+  size_t ok = whole_packets(buf, n);
+  CU_ASSERT(ok >= (size_t)sb.st_size);
+  CU_ASSERT_EQUAL(ok, n); /* the cut packet taken back: the file is a trace as it is */
+  pd_trace_t t;
+  char cut[256];
+  snprintf(cut, sizeof cut, "%s/efbig-cut.pftrace", dir);
+  CU_ASSERT_EQUAL(decode_bytes(&t, cut, buf, ok), 0);
+  CU_ASSERT_EQUAL(count_lines(&t, "X", "stream inner"), 300);
+  pd_free(&t.lines);
+  free(buf);
+  unlink(cut);
+  unlink(path);
+}
+
 static char env_child[4096];
 
 /* LABELPROF_TRACE_MODE=stream: the environment's session streamed to LABELPROF_TRACE, numbered by rotation. */
@@ -550,9 +685,11 @@ int main(int argc, char **argv) {
   if (!realpath("tests/env_child", env_child)) return 2;
   CU_TestInfo tests[] = {
       LP_TEST(test_stream_longer_than_budget), LP_TEST(test_stream_leaves_the_page_cache),
+      LP_TEST(test_stream_rotated_files_leave_the_page_cache),
       LP_TEST(test_stream_writer_behind_drops),
       LP_TEST(test_stream_export_flushes),     LP_TEST(test_stream_rotation),
       LP_TEST(test_stream_kill9_prefix),       LP_TEST(test_stream_kinds),
+      LP_TEST(test_stream_write_error_keeps_a_trace),
       LP_TEST(test_stream_encoder_on_chunks),
       LP_TEST(test_stream_env),                LP_TEST(test_stream_env_json_falls_back),
       CU_TEST_INFO_NULL,
