@@ -561,6 +561,11 @@ static const yajl_callbacks callbacks = {
 };
 
 static int sniff(const unsigned char *head, size_t n) {
+  /* "\n[" and "\n{" also start a Perfetto trace whose first packet is 91 or 123 bytes long (0x0a, its length):
+     when those bytes are there and parse as a packet, the file is that trace, not JSON. */
+  if (n >= 2 && head[0] == '\n' && (head[1] == '[' || head[1] == '{') && n >= 2 + (size_t)head[1] &&
+      lp_perfetto_reader.sniff(head, n))
+    return 0;
   for (size_t i = 0; i < n; i++) {
     if (head[i] == '{' || head[i] == '[') return 1;
     if (head[i] != ' ' && head[i] != '\t' && head[i] != '\r' && head[i] != '\n') return 0;

@@ -1,0 +1,87 @@
+/*
+ * test_pfread.c: the command on Perfetto traces shaped like other producers'
+ * (Chrome, the Perfetto SDK, the tracing service), hand-made: each
+ * tests/data/cmd/pf_*.txtpb says what its .pftrace holds (encoded with
+ * protoc --encode=perfetto.protos.Trace against Perfetto's schema), and the
+ * tests here give what `labelprof stats --by thread` must print of it, as
+ * Perfetto's trace processor reads the same file.
+ */
+#include "config.h"
+
+#include "runner.h"
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef LP_TEST_DATA
+#error "LP_TEST_DATA: the directory of the fixtures"
+#endif
+
+static char tool[PATH_MAX];
+
+typedef struct run {
+  int status;
+  char *out, *err;
+} run_t;
+
+/* labelprof stats --by thread --format csv FILE, FILE in tests/data/cmd. */
+static run_t stats(const char *name) {
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s/%s", LP_TEST_DATA, name);
+  char *argv[] = {tool, "stats", "--by", "thread", "--format", "csv", path, NULL};
+  lp_test_run_t t = lp_test_run(tool, argv, NULL, NULL);
+  run_t r = {lp_test_exit_code(&t), t.out, t.err};
+  return r;
+}
+
+static void run_free(run_t *r) {
+  free(r->out);
+  free(r->err);
+}
+
+static const char head[] = "thread,label,calls,total_ns,self_ns,mean_ns,min_ns,p50_ns,p95_ns,p99_ns,max_ns,self_percent\n";
+
+/* Exit 0, nothing on stderr, and exactly these rows after the header. */
+static void expect_rows(const char *name, const char *rows) {
+  run_t r = stats(name);
+  CU_ASSERT_EQUAL(r.status, 0);
+  CU_ASSERT_STRING_EQUAL(r.err, "");
+  size_t n = strlen(head);
+  bool ok = strncmp(r.out, head, n) == 0 && strcmp(r.out + n, rows) == 0;
+  if (!ok) fprintf(stderr, "\n%s: expected:\n%s%s--- got (exit %d):\n%s%s---\n", name, head, rows, r.status, r.out, r.err);
+  CU_ASSERT(ok);
+  run_free(&r);
+}
+
+/*
+ * A first packet of 91 or 123 bytes makes the file start with "\n[" or
+ * "\n{", as JSON may: both are Perfetto traces.
+ */
+static void test_pfread_first_packet(void) {
+  static const char *const files[] = {"pf_first_packet_91.pftrace", "pf_first_packet_123.pftrace"};
+  static const char *const threads[] = {"io thread, its name long enough that the first packet is 91 bytes",
+                                        "render thread, its name long enough that the first packet of this trace "
+                                        "is 123 bytes long exactly"};
+  for (int i = 0; i < 2; i++) {
+    char rows[512];
+    snprintf(rows, sizeof rows,
+             "\"%s (pid 300, tid 301)\",load,1,3000,2000,3000,3000,3000,3000,3000,3000,66.6667\n"
+             "\"%s (pid 300, tid 301)\",parse,1,1000,1000,1000,1000,1000,1000,1000,1000,33.3333\n",
+             threads[i], threads[i]);
+    expect_rows(files[i], rows);
+  }
+}
+
+int main(void) {
+  if (!realpath("tools/labelprof", tool)) {
+    perror("test_pfread: setup (run from the build directory)");
+    return 2;
+  }
+  CU_TestInfo tests[] = {
+      LP_TEST(test_pfread_first_packet),
+      CU_TEST_INFO_NULL,
+  };
+  return lp_test_main("pfread", tests);
+}
