@@ -57,7 +57,8 @@ static void expect_rows(const char *name, const char *rows) {
 
 /*
  * A first packet of 91 or 123 bytes makes the file start with "\n[" or
- * "\n{", as JSON may: both are Perfetto traces.
+ * "\n{", as JSON may; one longer than the bytes the command looks at may have
+ * a first field that runs past them. All three are Perfetto traces.
  */
 static void test_pfread_first_packet(void) {
   static const char *const files[] = {"pf_first_packet_91.pftrace", "pf_first_packet_123.pftrace"};
@@ -72,6 +73,7 @@ static void test_pfread_first_packet(void) {
              threads[i], threads[i]);
     expect_rows(files[i], rows);
   }
+  expect_rows("pf_first_packet_long.pftrace", "\"main (server pid 500, tid 501)\",serve,1,2000,2000,2000,2000,2000,2000,2000,2000,100.0000\n");
 }
 
 int main(void) {

@@ -666,8 +666,24 @@ static int pr_sniff(const unsigned char *head, size_t n) {
       if (!(head[k++] & 0x80)) break;
     }
     if (k >= n || len > PR_MAX_PACKET || len < n - k) return 0;
-    p = head + k;
-    return pr_next(&p, end, &f) >= 0 && f.num != 0 && (f.wire == 0 || f.wire == 1 || f.wire == 2 || f.wire == 5);
+    /* Its first field's tag, and for a message or a string its length: past the bytes peeked, within the packet. */
+    uint64_t v = 0;
+    size_t i = k;
+    for (int shift = 0;; shift += 7) {
+      if (i >= n || shift > 28) return 0;
+      v |= (uint64_t)(head[i] & 0x7f) << shift;
+      if (!(head[i++] & 0x80)) break;
+    }
+    uint32_t wire = (uint32_t)(v & 7);
+    if (v >> 3 == 0 || (wire != 0 && wire != 1 && wire != 2 && wire != 5)) return 0;
+    if (wire != 2) return 1;
+    uint64_t flen = 0;
+    for (int shift = 0;; shift += 7) {
+      if (i >= n || shift > 28) return 0;
+      flen |= (uint64_t)(head[i] & 0x7f) << shift;
+      if (!(head[i++] & 0x80)) break;
+    }
+    return flen <= len - (i - k);
   }
   const uint8_t *q = f.p, *qe = f.p + f.len;
   int r;
