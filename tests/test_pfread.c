@@ -76,6 +76,19 @@ static void test_pfread_first_packet(void) {
   expect_rows("pf_first_packet_long.pftrace", "\"main (server pid 500, tid 501)\",serve,1,2000,2000,2000,2000,2000,2000,2000,2000,100.0000\n");
 }
 
+/*
+ * Tracks that are neither a thread's nor the process's (as async work is
+ * put on) are lanes of their own, whatever the threads' ids: here the main
+ * thread's tid is 1, as in a container, and a counter track comes first.
+ */
+static void test_pfread_own_tracks_are_own_lanes(void) {
+  expect_rows("pf_async_track_lanes.pftrace",
+              "\"requests (server pid 1, tid 1000000000)\",handle,1,7000,7000,7000,7000,7000,7000,7000,7000,100.0000\n"
+              "\"worker jobs (server pid 1, tid 1000000001)\",flush,1,5000,5000,5000,5000,5000,5000,5000,5000,100.0000\n"
+              "\"server (server pid 1, tid 1)\",accept,1,4000,4000,4000,4000,4000,4000,4000,4000,100.0000\n"
+              "\"worker (server pid 1, tid 2)\",compress,1,3000,3000,3000,3000,3000,3000,3000,3000,100.0000\n");
+}
+
 int main(void) {
   if (!realpath("tools/labelprof", tool)) {
     perror("test_pfread: setup (run from the build directory)");
@@ -83,6 +96,7 @@ int main(void) {
   }
   CU_TestInfo tests[] = {
       LP_TEST(test_pfread_first_packet),
+      LP_TEST(test_pfread_own_tracks_are_own_lanes),
       CU_TEST_INFO_NULL,
   };
   return lp_test_main("pfread", tests);

@@ -20,7 +20,8 @@
  * - Track descriptors: a thread's track is its (pid, tid) lane and names
  *   it; a process's names the process; any other track (labelprof's virtual
  *   tracks, async tracks) is a lane of its own under its process, named
- *   after the track; a counter track names a counter series.
+ *   after the track, its tid PR_FIRST_LANE and up (never a thread's); a
+ *   counter track names a counter series.
  * - Track events: SLICE_BEGIN and SLICE_END (the innermost open slice of
  *   the track), INSTANT, COUNTER (integer or double), and the legacy
  *   events' phases B, E, X (with its duration), I and i. Names come inline
@@ -41,6 +42,7 @@
 
 #define PR_MAX_PACKET (256u << 20)  /* a packet larger than this is not believed */
 #define PR_TIME_LIMIT ((int64_t)1 << 62)
+#define PR_FIRST_LANE 1000000000 /* far above any thread id (Linux's pid_max is at most 2^22) */
 
 typedef struct pr_field {
   uint32_t num, wire;
@@ -206,7 +208,7 @@ typedef struct pr_state {
   size_t ntracks, captracks;
   int64_t offset[64]; /* builtin clock -> BOOTTIME */
   bool has_offset[64];
-  int64_t next_lane; /* synthetic tids for tracks that are not threads */
+  int64_t next_lane; /* tracks that are lanes of their own so far: their tids are PR_FIRST_LANE up */
 } pr_state_t;
 
 static pr_seq_t *pr_seq(pr_state_t *st, uint32_t id) {
@@ -420,7 +422,9 @@ static int pr_descriptor(pr_state_t *st, const uint8_t *p, size_t len) {
     t = &st->tracks[st->ntracks++];
     memset(t, 0, sizeof *t);
     t->uuid = uuid;
-    t->tid = thread ? tid : process ? 0 : ++st->next_lane;
+    /* A track of its own (not a thread's, not the process's, not a counter) is a lane of its own: its tid is
+       above any thread's, from 1000000000 up in the file's order, as the library's JSON writes its tracks. */
+    t->tid = thread ? tid : process || counter ? 0 : PR_FIRST_LANE + st->next_lane++;
   } else if (thread) {
     t->tid = tid;
   }
