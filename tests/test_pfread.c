@@ -89,6 +89,22 @@ static void test_pfread_own_tracks_are_own_lanes(void) {
               "\"worker (server pid 1, tid 2)\",compress,1,3000,3000,3000,3000,3000,3000,3000,3000,100.0000\n");
 }
 
+/*
+ * Events that name no track: the thread whose track descriptor their
+ * sequence carries, after the state is cleared too; so is track 0 for a
+ * legacy phase, while track 0 with a type is the trace's default track;
+ * a legacy event's pid and tid overrides win; a process-wide legacy instant
+ * is the process's (the default lane spans "global" only).
+ */
+static void test_pfread_sequence_thread(void) {
+  expect_rows("pf_sequence_thread.pftrace",
+              "\"ui (pid 7, tid 70)\",frame,1,2000,2000,2000,2000,2000,2000,2000,2000,30.7692\n"
+              "\"ui (pid 7, tid 70)\",paint,1,2000,2000,2000,2000,2000,2000,2000,2000,30.7692\n"
+              "\"ui (pid 7, tid 70)\",layout,1,500,500,500,500,500,500,500,500,7.6923\n"
+              "\"worker (pid 7, tid 71)\",gc,1,2000,2000,2000,2000,2000,2000,2000,2000,100.0000\n"
+              "\"pid 0, tid 0\",global,1,400,400,400,400,400,400,400,400,100.0000\n");
+}
+
 int main(void) {
   if (!realpath("tools/labelprof", tool)) {
     perror("test_pfread: setup (run from the build directory)");
@@ -97,6 +113,7 @@ int main(void) {
   CU_TestInfo tests[] = {
       LP_TEST(test_pfread_first_packet),
       LP_TEST(test_pfread_own_tracks_are_own_lanes),
+      LP_TEST(test_pfread_sequence_thread),
       CU_TEST_INFO_NULL,
   };
   return lp_test_main("pfread", tests);

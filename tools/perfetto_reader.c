@@ -189,6 +189,10 @@ typedef struct pr_seq {
   bool has_track;
   pr_clock_t clocks[8];
   uint32_t nclocks;
+  /* The thread that writes the sequence, from a thread's track descriptor on it: kept when the incremental state
+     is cleared, as Perfetto keeps it. */
+  int64_t pid, tid;
+  bool has_thread;
 } pr_seq_t;
 
 typedef struct pr_track {
@@ -357,7 +361,7 @@ static bool pr_time(pr_state_t *st, pr_seq_t *q, uint32_t clock, uint64_t ts, in
   return true;
 }
 
-static int pr_descriptor(pr_state_t *st, const uint8_t *p, size_t len) {
+static int pr_descriptor(pr_state_t *st, pr_seq_t *q, const uint8_t *p, size_t len) {
   pr_field_t f, g;
   const uint8_t *e = p + len;
   uint64_t uuid = 0, parent = 0;
@@ -405,6 +409,11 @@ static int pr_descriptor(pr_state_t *st, const uint8_t *p, size_t len) {
   if (thread && !tname) {
     tname = name;
     tnlen = nlen;
+  }
+  if (thread && q) { /* the sequence's own thread, for its events that name no track */
+    q->pid = pid;
+    q->tid = tid;
+    q->has_thread = true;
   }
   if (!thread) {
     const pr_track_t *up = parent ? pr_track(st, parent) : NULL;
@@ -456,13 +465,14 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
   double dv = 0;
   char name[4096] = "", cats[512] = "", layer[64] = "", phase[64] = "", mode[64] = "";
   bool has_name = false;
-  int legacy_phase = 0;
-  int64_t legacy_dur = -1;
+  int legacy_phase = 0, legacy_scope = 0;
+  int64_t legacy_dur = -1, pid_override = 0, tid_override = 0;
+  bool has_type = false, has_track = false, has_pid_override = false, has_tid_override = false;
   int r;
   while ((r = pr_next(&p, e, &f)) > 0) {
     switch (f.num) {
-    case 9: type = f.v; break;
-    case 11: track = f.v; break;
+    case 9: type = f.v; has_type = true; break;
+    case 11: track = f.v; has_track = true; break;
     case 10: name_iid = f.v; has_name_iid = true; break;
     case 23:
       if (f.wire == 2) {
@@ -522,6 +532,15 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
         }
         if (g.num == 2 && g.wire == 0) legacy_phase = (int)g.v;
         if (g.num == 3 && g.wire == 0) legacy_dur = (int64_t)g.v;
+        if (g.num == 14 && g.wire == 0) legacy_scope = (int)g.v;
+        if (g.num == 18 && g.wire == 0) {
+          pid_override = (int32_t)g.v;
+          has_pid_override = true;
+        }
+        if (g.num == 19 && g.wire == 0) {
+          tid_override = (int32_t)g.v;
+          has_tid_override = true;
+        }
       }
       if (r2 < 0) return pr_bad(st, "malformed legacy event");
       break;
@@ -542,6 +561,20 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
   lp_event_t ev = {.pid = t ? t->pid : 0, .tid = t ? t->tid : (int64_t)(track & INT32_MAX), .ts = ts,
                    .name = name, .category = cats[0] ? cats : NULL, .layer = layer[0] ? layer : NULL,
                    .phase = phase[0] ? phase : NULL, .mode = mode[0] ? mode : NULL, .pos = st->pos};
+  if (!track) {
+    /* No track (none given, no default), or track 0 for a legacy event: the thread that writes the sequence, as
+       its thread's track descriptor says, with the legacy event's pid and tid overrides; else the trace's
+       default track, lane (0, 0). */
+    bool seq_thread = q && q->has_thread && (!has_track || !has_type);
+    if (seq_thread || has_pid_override || (has_tid_override && q && q->has_thread)) {
+      ev.pid = has_pid_override ? pid_override : q->pid;
+      ev.tid = has_tid_override ? tid_override : has_pid_override ? 0 : q->tid;
+    }
+  }
+  if (legacy_phase == 'i' || legacy_phase == 'I') {
+    if (legacy_scope == 1) ev.pid = ev.tid = 0; /* global: the trace's own lane */
+    if (legacy_scope == 2) ev.tid = 0;          /* the process's */
+  }
   if (type == 0 && legacy_phase) {
     switch (legacy_phase) {
     case 'B': type = 1; break;
@@ -643,7 +676,7 @@ static int pr_packet(pr_state_t *st, const uint8_t *p, size_t len) {
   }
   if (cs && pr_clock_snapshot(st, q, cs, csl)) return LP_READ_BAD;
   if (in && pr_interned_data(st, q, in, inl)) return LP_READ_BAD;
-  if (td && (r = pr_descriptor(st, td, tdl)) != 0) return r;
+  if (td && (r = pr_descriptor(st, q, td, tdl)) != 0) return r;
   if (te) {
     int64_t t = 0;
     bool timed = has_ts && pr_time(st, q, clock, ts, &t);
