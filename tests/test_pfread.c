@@ -105,6 +105,22 @@ static void test_pfread_sequence_thread(void) {
               "\"pid 0, tid 0\",global,1,400,400,400,400,400,400,400,400,100.0000\n");
 }
 
+/*
+ * Chrome's older traces: a ThreadDescriptor names the thread of each
+ * sequence and the reference of its times, a ProcessDescriptor the process;
+ * events count microseconds from the previous one (or give them whole) on
+ * MONOTONIC, without a packet timestamp. A delta with no reference since the
+ * state was cleared is skipped.
+ */
+static void test_pfread_legacy_chrome(void) {
+  expect_rows("pf_legacy_chrome.pftrace",
+              "\"CrBrowserMain (Browser pid 20, tid 21)\",Task,1,20000,20000,20000,20000,20000,20000,20000,20000,42.5532\n"
+              "\"CrBrowserMain (Browser pid 20, tid 21)\",MessageLoop::Run,1,30000,10000,30000,30000,30000,30000,30000,"
+              "30000,21.2766\n"
+              "\"CrBrowserMain (Browser pid 20, tid 21)\",Paint,1,7000,7000,7000,7000,7000,7000,7000,7000,14.8936\n"
+              "\"Chrome_IOThread (Browser pid 20, tid 22)\",IPC,1,4000,4000,4000,4000,4000,4000,4000,4000,100.0000\n");
+}
+
 int main(void) {
   if (!realpath("tools/labelprof", tool)) {
     perror("test_pfread: setup (run from the build directory)");
@@ -114,6 +130,7 @@ int main(void) {
       LP_TEST(test_pfread_first_packet),
       LP_TEST(test_pfread_own_tracks_are_own_lanes),
       LP_TEST(test_pfread_sequence_thread),
+      LP_TEST(test_pfread_legacy_chrome),
       CU_TEST_INFO_NULL,
   };
   return lp_test_main("pfread", tests);

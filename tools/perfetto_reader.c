@@ -22,6 +22,13 @@
  *   tracks, async tracks) is a lane of its own under its process, named
  *   after the track, its tid PR_FIRST_LANE and up (never a thread's); a
  *   counter track names a counter series.
+ * - The sequence's thread: the last thread track descriptor, or legacy
+ *   ThreadDescriptor packet, on the sequence. An event with no track (and no
+ *   default), or track 0 with a legacy phase, is that thread's, unless the
+ *   legacy event's pid and tid overrides say otherwise.
+ * - Chrome's legacy times: timestamp_delta_us from the ThreadDescriptor's
+ *   reference (kept until the state is cleared) or timestamp_absolute_us,
+ *   microseconds on MONOTONIC; ProcessDescriptor packets name the process.
  * - Track events: SLICE_BEGIN and SLICE_END (the innermost open slice of
  *   the track), INSTANT, COUNTER (integer or double), and the legacy
  *   events' phases B, E, X (with its duration), I and i. Names come inline
@@ -189,10 +196,13 @@ typedef struct pr_seq {
   bool has_track;
   pr_clock_t clocks[8];
   uint32_t nclocks;
-  /* The thread that writes the sequence, from a thread's track descriptor on it: kept when the incremental state
-     is cleared, as Perfetto keeps it. */
+  /* The thread that writes the sequence, from a ThreadDescriptor or a thread's track descriptor on it: kept when
+     the incremental state is cleared, as Perfetto keeps it. */
   int64_t pid, tid;
   bool has_thread;
+  /* Legacy times in microseconds: the reference (MONOTONIC, ns) that timestamp_delta_us adds to. */
+  int64_t ref_ns;
+  bool has_ref;
 } pr_seq_t;
 
 typedef struct pr_track {
@@ -239,6 +249,7 @@ static void pr_seq_clear(pr_seq_t *q) {
   q->track = 0;
   q->has_track = false;
   q->nclocks = 0;
+  q->has_ref = false;
 }
 
 static pr_track_t *pr_track(pr_state_t *st, uint64_t uuid) {
@@ -466,13 +477,20 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
   char name[4096] = "", cats[512] = "", layer[64] = "", phase[64] = "", mode[64] = "";
   bool has_name = false;
   int legacy_phase = 0, legacy_scope = 0;
-  int64_t legacy_dur = -1, pid_override = 0, tid_override = 0;
+  int64_t legacy_dur = -1, pid_override = 0, tid_override = 0, us = 0;
   bool has_type = false, has_track = false, has_pid_override = false, has_tid_override = false;
+  int us_kind = 0; /* legacy times: 1 timestamp_delta_us, 2 timestamp_absolute_us */
   int r;
   while ((r = pr_next(&p, e, &f)) > 0) {
     switch (f.num) {
     case 9: type = f.v; has_type = true; break;
     case 11: track = f.v; has_track = true; break;
+    case 1: case 16:
+      if (f.wire == 0) {
+        us = (int64_t)f.v;
+        if (f.num == 1 || us_kind != 1) us_kind = f.num == 1 ? 1 : 2; /* a delta wins, as in Perfetto */
+      }
+      break;
     case 10: name_iid = f.v; has_name_iid = true; break;
     case 23:
       if (f.wire == 2) {
@@ -555,6 +573,19 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
     snprintf(name, sizeof name, "%s", s);
     has_name = true;
   }
+  if (us_kind) {
+    /* Legacy times, in microseconds on MONOTONIC: a delta from the sequence's reference, or absolute. */
+    if (us <= -PR_TIME_LIMIT / 1000 || us >= PR_TIME_LIMIT / 1000) return pr_bad(st, "a time beyond ±2^62 ns");
+    int64_t mono = us * 1000;
+    if (us_kind == 1) {
+      if (!q || !q->has_ref) return 0; /* no ThreadDescriptor since the state was cleared: skipped, as Perfetto does */
+      mono += q->ref_ns;
+      if (mono <= -PR_TIME_LIMIT || mono >= PR_TIME_LIMIT) return pr_bad(st, "a time beyond ±2^62 ns");
+      q->ref_ns = mono;
+    }
+    ts = mono + (st->has_offset[3] ? st->offset[3] : 0);
+    timed = true;
+  }
   if (!timed) return pr_bad(st, "a track event without a time (no timestamp, or its clock was never defined)");
   if (ts <= -PR_TIME_LIMIT || ts >= PR_TIME_LIMIT) return pr_bad(st, "a time beyond ±2^62 ns");
   const pr_track_t *t = pr_track(st, track);
@@ -563,8 +594,8 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
                    .phase = phase[0] ? phase : NULL, .mode = mode[0] ? mode : NULL, .pos = st->pos};
   if (!track) {
     /* No track (none given, no default), or track 0 for a legacy event: the thread that writes the sequence, as
-       its thread's track descriptor says, with the legacy event's pid and tid overrides; else the trace's
-       default track, lane (0, 0). */
+       its ThreadDescriptor or its thread's track descriptor says, with the legacy event's pid and tid
+       overrides; else the trace's default track, lane (0, 0). */
     bool seq_thread = q && q->has_thread && (!has_track || !has_type);
     if (seq_thread || has_pid_override || (has_tid_override && q && q->has_thread)) {
       ev.pid = has_pid_override ? pid_override : q->pid;
@@ -622,14 +653,59 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
   return st->sink->event(st->sink->ctx, &ev);
 }
 
+/*
+ * The legacy ThreadDescriptor and ProcessDescriptor packets (Chrome's before
+ * track descriptors): the thread that writes the sequence, with the reference
+ * of its times in microseconds, and the thread's or the process's name.
+ */
+static int pr_legacy_descriptor(pr_state_t *st, pr_seq_t *q, bool thread, const uint8_t *p, size_t len) {
+  pr_field_t f;
+  const uint8_t *e = p + len;
+  int64_t pid = 0, tid = 0, ref_us = 0;
+  const uint8_t *name = NULL;
+  size_t nlen = 0;
+  int r;
+  while ((r = pr_next(&p, e, &f)) > 0) {
+    if (f.num == 1 && f.wire == 0) pid = (int32_t)f.v;
+    if (thread && f.num == 2 && f.wire == 0) tid = (int64_t)f.v;
+    if (thread && f.num == 6 && f.wire == 0) ref_us = (int64_t)f.v;
+    if (f.num == (thread ? 5u : 6u) && f.wire == 2) {
+      name = f.p;
+      nlen = f.len;
+    }
+  }
+  if (r < 0) return pr_bad(st, thread ? "malformed thread descriptor" : "malformed process descriptor");
+  if (thread) {
+    if (ref_us <= -PR_TIME_LIMIT / 1000 || ref_us >= PR_TIME_LIMIT / 1000)
+      return pr_bad(st, "a thread descriptor's reference time beyond ±2^62 ns");
+    q->pid = pid;
+    q->tid = tid;
+    q->has_thread = true;
+    q->ref_ns = ref_us * 1000;
+    q->has_ref = true;
+  }
+  if (!name) return 0;
+  char *c = malloc(nlen + 1);
+  if (!c) return pr_bad(st, "out of memory for thread names");
+  memcpy(c, name, nlen);
+  c[nlen] = '\0';
+  for (size_t i = 0; i < nlen; i++)
+    if (!c[i]) c[i] = '?';
+  lp_event_t ev = {.kind = thread ? LP_EV_THREAD_NAME : LP_EV_PROCESS_NAME, .pid = pid, .tid = thread ? tid : 0,
+                   .name = c, .pos = st->pos};
+  r = st->sink->event(st->sink->ctx, &ev);
+  free(c);
+  return r;
+}
+
 static int pr_packet(pr_state_t *st, const uint8_t *p, size_t len) {
   pr_field_t f;
   const uint8_t *e = p, *end = p + len;
   uint32_t seq = 0, flags = 0, clock = 0;
   uint64_t ts = 0;
   bool has_ts = false, cleared = false;
-  const uint8_t *te = NULL, *td = NULL, *in = NULL, *cs = NULL, *def = NULL;
-  size_t tel = 0, tdl = 0, inl = 0, csl = 0, defl = 0;
+  const uint8_t *te = NULL, *td = NULL, *in = NULL, *cs = NULL, *def = NULL, *thd = NULL, *prd = NULL;
+  size_t tel = 0, tdl = 0, inl = 0, csl = 0, defl = 0, thdl = 0, prdl = 0;
   int r;
   while ((r = pr_next(&e, end, &f)) > 0) {
     bool ld = f.wire == 2, vi = f.wire == 0;
@@ -644,6 +720,8 @@ static int pr_packet(pr_state_t *st, const uint8_t *p, size_t len) {
     case 12: if (ld) { in = f.p; inl = f.len; } break;
     case 6: if (ld) { cs = f.p; csl = f.len; } break;
     case 59: if (ld) { def = f.p; defl = f.len; } break;
+    case 44: if (ld) { thd = f.p; thdl = f.len; } break;
+    case 43: if (ld) { prd = f.p; prdl = f.len; } break;
     default: break;
     }
   }
@@ -677,6 +755,8 @@ static int pr_packet(pr_state_t *st, const uint8_t *p, size_t len) {
   if (cs && pr_clock_snapshot(st, q, cs, csl)) return LP_READ_BAD;
   if (in && pr_interned_data(st, q, in, inl)) return LP_READ_BAD;
   if (td && (r = pr_descriptor(st, q, td, tdl)) != 0) return r;
+  if (prd && (r = pr_legacy_descriptor(st, q, false, prd, prdl)) != 0) return r;
+  if (thd && (r = pr_legacy_descriptor(st, q, true, thd, thdl)) != 0) return r;
   if (te) {
     int64_t t = 0;
     bool timed = has_ts && pr_time(st, q, clock, ts, &t);
