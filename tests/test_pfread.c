@@ -121,6 +121,16 @@ static void test_pfread_legacy_chrome(void) {
               "\"Chrome_IOThread (Browser pid 20, tid 22)\",IPC,1,4000,4000,4000,4000,4000,4000,4000,4000,100.0000\n");
 }
 
+/* A track of its own whose descriptor has no name is named after its first event, as Perfetto names it. */
+static void test_pfread_unnamed_track(void) {
+  expect_rows("pf_unnamed_track.pftrace",
+              "\"upload photo.jpg (uploader pid 30, tid 1000000000)\",upload photo.jpg,1,7000,5000,7000,7000,7000,7000,"
+              "7000,7000,71.4286\n"
+              "\"upload photo.jpg (uploader pid 30, tid 1000000000)\",compress,1,2000,2000,2000,2000,2000,2000,2000,2000,"
+              "28.5714\n"
+              "\"main (uploader pid 30, tid 31)\",start upload,1,500,500,500,500,500,500,500,500,100.0000\n");
+}
+
 int main(void) {
   if (!realpath("tools/labelprof", tool)) {
     perror("test_pfread: setup (run from the build directory)");
@@ -131,6 +141,7 @@ int main(void) {
       LP_TEST(test_pfread_own_tracks_are_own_lanes),
       LP_TEST(test_pfread_sequence_thread),
       LP_TEST(test_pfread_legacy_chrome),
+      LP_TEST(test_pfread_unnamed_track),
       CU_TEST_INFO_NULL,
   };
   return lp_test_main("pfread", tests);

@@ -20,8 +20,8 @@
  * - Track descriptors: a thread's track is its (pid, tid) lane and names
  *   it; a process's names the process; any other track (labelprof's virtual
  *   tracks, async tracks) is a lane of its own under its process, named
- *   after the track, its tid PR_FIRST_LANE and up (never a thread's); a
- *   counter track names a counter series.
+ *   after the track (else its first event), its tid PR_FIRST_LANE and up
+ *   (never a thread's); a counter track names a counter series.
  * - The sequence's thread: the last thread track descriptor, or legacy
  *   ThreadDescriptor packet, on the sequence. An event with no track (and no
  *   default), or track 0 with a legacy phase, is that thread's, unless the
@@ -588,7 +588,7 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
   }
   if (!timed) return pr_bad(st, "a track event without a time (no timestamp, or its clock was never defined)");
   if (ts <= -PR_TIME_LIMIT || ts >= PR_TIME_LIMIT) return pr_bad(st, "a time beyond ±2^62 ns");
-  const pr_track_t *t = pr_track(st, track);
+  pr_track_t *t = pr_track(st, track);
   lp_event_t ev = {.pid = t ? t->pid : 0, .tid = t ? t->tid : (int64_t)(track & INT32_MAX), .ts = ts,
                    .name = name, .category = cats[0] ? cats : NULL, .layer = layer[0] ? layer : NULL,
                    .phase = phase[0] ? phase : NULL, .mode = mode[0] ? mode : NULL, .pos = st->pos};
@@ -601,6 +601,18 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
       ev.pid = has_pid_override ? pid_override : q->pid;
       ev.tid = has_tid_override ? tid_override : has_pid_override ? 0 : q->tid;
     }
+  }
+  if (t && ev.pid == t->pid && ev.tid == t->tid && t->tid >= PR_FIRST_LANE && !t->counter && t->name && !t->name[0] &&
+      name[0] && type != 2 && legacy_phase != 'E') {
+    /* A track of its own without a name takes its first event's, as in Perfetto. */
+    size_t n = strlen(name) + 1;
+    char *c = malloc(n);
+    if (!c) return pr_bad(st, "out of memory for track names");
+    memcpy(c, name, n);
+    free(t->name);
+    t->name = c;
+    lp_event_t tn = {.kind = LP_EV_THREAD_NAME, .pid = ev.pid, .tid = ev.tid, .name = c, .pos = st->pos};
+    if ((r = st->sink->event(st->sink->ctx, &tn)) != 0) return r;
   }
   if (legacy_phase == 'i' || legacy_phase == 'I') {
     if (legacy_scope == 1) ev.pid = ev.tid = 0; /* global: the trace's own lane */
