@@ -73,6 +73,10 @@ static void test_pfread_first_packet(void) {
              threads[i], threads[i]);
     expect_rows(files[i], rows);
   }
+  /* JSON text that starts with "\n[" and whose next 91 bytes happen to parse as protobuf is still JSON. */
+  expect_rows("pf_not_first_packet.json",
+              "\"pid 1178, tid 1735\",n24824,1,823000,823000,823000,823000,823000,823000,823000,823000,100.0000\n"
+              "\"pid 83, tid 4982\",n27018,1,274000,274000,274000,274000,274000,274000,274000,274000,100.0000\n");
   expect_rows("pf_first_packet_long.pftrace", "\"main (server pid 500, tid 501)\",serve,1,2000,2000,2000,2000,2000,2000,2000,2000,100.0000\n");
 }
 
