@@ -560,7 +560,19 @@ static const yajl_callbacks callbacks = {
     cb_null, cb_boolean, NULL, NULL, cb_number, cb_string, cb_start_map, cb_map_key, cb_end, cb_start_array, cb_end,
 };
 
+/* A control character other than a blank: never in JSON text, in nearly every protobuf message. */
+static bool not_text(const unsigned char *p, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (p[i] < 0x20 && p[i] != '\t' && p[i] != '\n' && p[i] != '\r') return true;
+  return false;
+}
+
 static int sniff(const unsigned char *head, size_t n) {
+  /* "\n[" and "\n{" also start a Perfetto trace whose first packet is 91 or 123 bytes long (0x0a, its length):
+     when those bytes are there, parse as a packet and hold a byte that JSON text cannot, the file is that trace. */
+  if (n >= 2 && head[0] == '\n' && (head[1] == '[' || head[1] == '{') && n >= 2 + (size_t)head[1] &&
+      not_text(head + 2, head[1]) && lp_perfetto_reader.sniff(head, n))
+    return 0;
   for (size_t i = 0; i < n; i++) {
     if (head[i] == '{' || head[i] == '[') return 1;
     if (head[i] != ' ' && head[i] != '\t' && head[i] != '\r' && head[i] != '\n') return 0;

@@ -20,7 +20,15 @@
  * - Track descriptors: a thread's track is its (pid, tid) lane and names
  *   it; a process's names the process; any other track (labelprof's virtual
  *   tracks, async tracks) is a lane of its own under its process, named
- *   after the track; a counter track names a counter series.
+ *   after the track (else its first event), its tid PR_FIRST_LANE and up
+ *   (never a thread's); a counter track names a counter series.
+ * - The sequence's thread: the last thread track descriptor, or legacy
+ *   ThreadDescriptor packet, on the sequence. An event with no track (and no
+ *   default), or track 0 with a legacy phase, is that thread's, unless the
+ *   legacy event's pid and tid overrides say otherwise.
+ * - Chrome's legacy times: timestamp_delta_us from the ThreadDescriptor's
+ *   reference (kept until the state is cleared) or timestamp_absolute_us,
+ *   microseconds on MONOTONIC; ProcessDescriptor packets name the process.
  * - Track events: SLICE_BEGIN and SLICE_END (the innermost open slice of
  *   the track), INSTANT, COUNTER (integer or double), and the legacy
  *   events' phases B, E, X (with its duration), I and i. Names come inline
@@ -41,6 +49,7 @@
 
 #define PR_MAX_PACKET (256u << 20)  /* a packet larger than this is not believed */
 #define PR_TIME_LIMIT ((int64_t)1 << 62)
+#define PR_FIRST_LANE 1000000000 /* far above any thread id (Linux's pid_max is at most 2^22) */
 
 typedef struct pr_field {
   uint32_t num, wire;
@@ -207,6 +216,13 @@ typedef struct pr_seq {
   bool has_track;
   pr_clock_t clocks[8];
   uint32_t nclocks;
+  /* The thread that writes the sequence, from a ThreadDescriptor or a thread's track descriptor on it: kept when
+     the incremental state is cleared, as Perfetto keeps it. */
+  int64_t pid, tid;
+  bool has_thread;
+  /* Legacy times in microseconds: the reference (MONOTONIC, ns) that timestamp_delta_us adds to. */
+  int64_t ref_ns;
+  bool has_ref;
 } pr_seq_t;
 
 typedef struct pr_track {
@@ -226,7 +242,7 @@ typedef struct pr_state {
   size_t ntracks, captracks;
   int64_t offset[64]; /* builtin clock -> BOOTTIME */
   bool has_offset[64];
-  int64_t next_lane; /* synthetic tids for tracks that are not threads */
+  int64_t next_lane; /* tracks that are lanes of their own so far: their tids are PR_FIRST_LANE up */
 } pr_state_t;
 
 static pr_seq_t *pr_seq(pr_state_t *st, uint32_t id) {
@@ -253,6 +269,7 @@ static void pr_seq_clear(pr_seq_t *q) {
   q->track = 0;
   q->has_track = false;
   q->nclocks = 0;
+  q->has_ref = false;
 }
 
 static pr_track_t *pr_track(pr_state_t *st, uint64_t uuid) {
@@ -375,7 +392,7 @@ static bool pr_time(pr_state_t *st, pr_seq_t *q, uint32_t clock, uint64_t ts, in
   return true;
 }
 
-static int pr_descriptor(pr_state_t *st, const uint8_t *p, size_t len) {
+static int pr_descriptor(pr_state_t *st, pr_seq_t *q, const uint8_t *p, size_t len) {
   pr_field_t f, g;
   const uint8_t *e = p + len;
   uint64_t uuid = 0, parent = 0;
@@ -424,6 +441,11 @@ static int pr_descriptor(pr_state_t *st, const uint8_t *p, size_t len) {
     tname = name;
     tnlen = nlen;
   }
+  if (thread && q) { /* the sequence's own thread, for its events that name no track */
+    q->pid = pid;
+    q->tid = tid;
+    q->has_thread = true;
+  }
   if (!thread) {
     const pr_track_t *up = parent ? pr_track(st, parent) : NULL;
     if (!process) pid = up ? up->pid : 0;
@@ -440,7 +462,9 @@ static int pr_descriptor(pr_state_t *st, const uint8_t *p, size_t len) {
     t = &st->tracks[st->ntracks++];
     memset(t, 0, sizeof *t);
     t->uuid = uuid;
-    t->tid = thread ? tid : process ? 0 : ++st->next_lane;
+    /* A track of its own (not a thread's, not the process's, not a counter) is a lane of its own: its tid is
+       above any thread's, from 1000000000 up in the file's order, as the library's JSON writes its tracks. */
+    t->tid = thread ? tid : process || counter ? 0 : PR_FIRST_LANE + st->next_lane++;
   } else if (thread) {
     t->tid = tid;
   }
@@ -473,13 +497,21 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
   char name[4096], cats[512], layer[64], phase[64], mode[64]; /* no initializer: 5 KB to clear per event */
   name[0] = cats[0] = layer[0] = phase[0] = mode[0] = '\0';
   bool has_name = false;
-  int legacy_phase = 0;
-  int64_t legacy_dur = -1;
+  int legacy_phase = 0, legacy_scope = 0;
+  int64_t legacy_dur = -1, pid_override = 0, tid_override = 0, us = 0;
+  bool has_type = false, has_track = false, has_pid_override = false, has_tid_override = false;
+  int us_kind = 0; /* legacy times: 1 timestamp_delta_us, 2 timestamp_absolute_us */
   int r;
   while ((r = pr_next(&p, e, &f)) > 0) {
     switch (f.num) {
-    case 9: type = f.v; break;
-    case 11: track = f.v; break;
+    case 9: type = f.v; has_type = true; break;
+    case 11: track = f.v; has_track = true; break;
+    case 1: case 16:
+      if (f.wire == 0) {
+        us = (int64_t)f.v;
+        if (f.num == 1 || us_kind != 1) us_kind = f.num == 1 ? 1 : 2; /* a delta wins, as in Perfetto */
+      }
+      break;
     case 10: name_iid = f.v; has_name_iid = true; break;
     case 23:
       if (f.wire == 2) {
@@ -538,6 +570,15 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
         }
         if (g.num == 2 && g.wire == 0) legacy_phase = (int)g.v;
         if (g.num == 3 && g.wire == 0) legacy_dur = (int64_t)g.v;
+        if (g.num == 14 && g.wire == 0) legacy_scope = (int)g.v;
+        if (g.num == 18 && g.wire == 0) {
+          pid_override = (int32_t)g.v;
+          has_pid_override = true;
+        }
+        if (g.num == 19 && g.wire == 0) {
+          tid_override = (int32_t)g.v;
+          has_tid_override = true;
+        }
       }
       if (r2 < 0) return pr_bad(st, "malformed legacy event");
       break;
@@ -552,12 +593,51 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
     pr_copy(name, sizeof name, s, strlen(s));
     has_name = true;
   }
+  if (us_kind) {
+    /* Legacy times, in microseconds on MONOTONIC: a delta from the sequence's reference, or absolute. */
+    if (us <= -PR_TIME_LIMIT / 1000 || us >= PR_TIME_LIMIT / 1000) return pr_bad(st, "a time beyond ±2^62 ns");
+    int64_t mono = us * 1000;
+    if (us_kind == 1) {
+      if (!q || !q->has_ref) return 0; /* no ThreadDescriptor since the state was cleared: skipped, as Perfetto does */
+      mono += q->ref_ns;
+      if (mono <= -PR_TIME_LIMIT || mono >= PR_TIME_LIMIT) return pr_bad(st, "a time beyond ±2^62 ns");
+      q->ref_ns = mono;
+    }
+    ts = mono + (st->has_offset[3] ? st->offset[3] : 0);
+    timed = true;
+  }
   if (!timed) return pr_bad(st, "a track event without a time (no timestamp, or its clock was never defined)");
   if (ts <= -PR_TIME_LIMIT || ts >= PR_TIME_LIMIT) return pr_bad(st, "a time beyond ±2^62 ns");
-  const pr_track_t *t = pr_track(st, track);
+  pr_track_t *t = pr_track(st, track);
   lp_event_t ev = {.pid = t ? t->pid : 0, .tid = t ? t->tid : (int64_t)(track & INT32_MAX), .ts = ts,
                    .name = name, .category = cats[0] ? cats : NULL, .layer = layer[0] ? layer : NULL,
                    .phase = phase[0] ? phase : NULL, .mode = mode[0] ? mode : NULL, .pos = st->pos};
+  if (!track) {
+    /* No track (none given, no default), or track 0 for a legacy event: the thread that writes the sequence, as
+       its ThreadDescriptor or its thread's track descriptor says, with the legacy event's pid and tid
+       overrides; else the trace's default track, lane (0, 0). */
+    bool seq_thread = q && q->has_thread && (!has_track || !has_type);
+    if (seq_thread || has_pid_override || (has_tid_override && q && q->has_thread)) {
+      ev.pid = has_pid_override ? pid_override : q->pid;
+      ev.tid = has_tid_override ? tid_override : has_pid_override ? 0 : q->tid;
+    }
+  }
+  if (t && ev.pid == t->pid && ev.tid == t->tid && t->tid >= PR_FIRST_LANE && !t->counter && t->name && !t->name[0] &&
+      name[0] && type != 2 && legacy_phase != 'E') {
+    /* A track of its own without a name takes its first event's, as in Perfetto. */
+    size_t n = strlen(name) + 1;
+    char *c = malloc(n);
+    if (!c) return pr_bad(st, "out of memory for track names");
+    memcpy(c, name, n);
+    free(t->name);
+    t->name = c;
+    lp_event_t tn = {.kind = LP_EV_THREAD_NAME, .pid = ev.pid, .tid = ev.tid, .name = c, .pos = st->pos};
+    if ((r = st->sink->event(st->sink->ctx, &tn)) != 0) return r;
+  }
+  if (legacy_phase == 'i' || legacy_phase == 'I') {
+    if (legacy_scope == 1) ev.pid = ev.tid = 0; /* global: the trace's own lane */
+    if (legacy_scope == 2) ev.tid = 0;          /* the process's */
+  }
   if (type == 0 && legacy_phase) {
     switch (legacy_phase) {
     case 'B': type = 1; break;
@@ -605,14 +685,59 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
   return st->sink->event(st->sink->ctx, &ev);
 }
 
+/*
+ * The legacy ThreadDescriptor and ProcessDescriptor packets (Chrome's before
+ * track descriptors): the thread that writes the sequence, with the reference
+ * of its times in microseconds, and the thread's or the process's name.
+ */
+static int pr_legacy_descriptor(pr_state_t *st, pr_seq_t *q, bool thread, const uint8_t *p, size_t len) {
+  pr_field_t f;
+  const uint8_t *e = p + len;
+  int64_t pid = 0, tid = 0, ref_us = 0;
+  const uint8_t *name = NULL;
+  size_t nlen = 0;
+  int r;
+  while ((r = pr_next(&p, e, &f)) > 0) {
+    if (f.num == 1 && f.wire == 0) pid = (int32_t)f.v;
+    if (thread && f.num == 2 && f.wire == 0) tid = (int64_t)f.v;
+    if (thread && f.num == 6 && f.wire == 0) ref_us = (int64_t)f.v;
+    if (f.num == (thread ? 5u : 6u) && f.wire == 2) {
+      name = f.p;
+      nlen = f.len;
+    }
+  }
+  if (r < 0) return pr_bad(st, thread ? "malformed thread descriptor" : "malformed process descriptor");
+  if (thread) {
+    if (ref_us <= -PR_TIME_LIMIT / 1000 || ref_us >= PR_TIME_LIMIT / 1000)
+      return pr_bad(st, "a thread descriptor's reference time beyond ±2^62 ns");
+    q->pid = pid;
+    q->tid = tid;
+    q->has_thread = true;
+    q->ref_ns = ref_us * 1000;
+    q->has_ref = true;
+  }
+  if (!name) return 0;
+  char *c = malloc(nlen + 1);
+  if (!c) return pr_bad(st, "out of memory for thread names");
+  memcpy(c, name, nlen);
+  c[nlen] = '\0';
+  for (size_t i = 0; i < nlen; i++)
+    if (!c[i]) c[i] = '?';
+  lp_event_t ev = {.kind = thread ? LP_EV_THREAD_NAME : LP_EV_PROCESS_NAME, .pid = pid, .tid = thread ? tid : 0,
+                   .name = c, .pos = st->pos};
+  r = st->sink->event(st->sink->ctx, &ev);
+  free(c);
+  return r;
+}
+
 static int pr_packet(pr_state_t *st, const uint8_t *p, size_t len) {
   pr_field_t f;
   const uint8_t *e = p, *end = p + len;
   uint32_t seq = 0, flags = 0, clock = 0;
   uint64_t ts = 0;
   bool has_ts = false, cleared = false;
-  const uint8_t *te = NULL, *td = NULL, *in = NULL, *cs = NULL, *def = NULL;
-  size_t tel = 0, tdl = 0, inl = 0, csl = 0, defl = 0;
+  const uint8_t *te = NULL, *td = NULL, *in = NULL, *cs = NULL, *def = NULL, *thd = NULL, *prd = NULL;
+  size_t tel = 0, tdl = 0, inl = 0, csl = 0, defl = 0, thdl = 0, prdl = 0;
   int r;
   while ((r = pr_next(&e, end, &f)) > 0) {
     bool ld = f.wire == 2, vi = f.wire == 0;
@@ -627,6 +752,8 @@ static int pr_packet(pr_state_t *st, const uint8_t *p, size_t len) {
     case 12: if (ld) { in = f.p; inl = f.len; } break;
     case 6: if (ld) { cs = f.p; csl = f.len; } break;
     case 59: if (ld) { def = f.p; defl = f.len; } break;
+    case 44: if (ld) { thd = f.p; thdl = f.len; } break;
+    case 43: if (ld) { prd = f.p; prdl = f.len; } break;
     default: break;
     }
   }
@@ -659,7 +786,9 @@ static int pr_packet(pr_state_t *st, const uint8_t *p, size_t len) {
   }
   if (cs && pr_clock_snapshot(st, q, cs, csl)) return LP_READ_BAD;
   if (in && pr_interned_data(st, q, in, inl)) return LP_READ_BAD;
-  if (td && (r = pr_descriptor(st, td, tdl)) != 0) return r;
+  if (td && (r = pr_descriptor(st, q, td, tdl)) != 0) return r;
+  if (prd && (r = pr_legacy_descriptor(st, q, false, prd, prdl)) != 0) return r;
+  if (thd && (r = pr_legacy_descriptor(st, q, true, thd, thdl)) != 0) return r;
   if (te) {
     int64_t t = 0;
     bool timed = has_ts && pr_time(st, q, clock, ts, &t);
@@ -686,8 +815,24 @@ static int pr_sniff(const unsigned char *head, size_t n) {
       if (!(head[k++] & 0x80)) break;
     }
     if (k >= n || len > PR_MAX_PACKET || len < n - k) return 0;
-    p = head + k;
-    return pr_next(&p, end, &f) >= 0 && f.num != 0 && (f.wire == 0 || f.wire == 1 || f.wire == 2 || f.wire == 5);
+    /* Its first field's tag, and for a message or a string its length: past the bytes peeked, within the packet. */
+    uint64_t v = 0;
+    size_t i = k;
+    for (int shift = 0;; shift += 7) {
+      if (i >= n || shift > 28) return 0;
+      v |= (uint64_t)(head[i] & 0x7f) << shift;
+      if (!(head[i++] & 0x80)) break;
+    }
+    uint32_t wire = (uint32_t)(v & 7);
+    if (v >> 3 == 0 || (wire != 0 && wire != 1 && wire != 2 && wire != 5)) return 0;
+    if (wire != 2) return 1;
+    uint64_t flen = 0;
+    for (int shift = 0;; shift += 7) {
+      if (i >= n || shift > 28) return 0;
+      flen |= (uint64_t)(head[i] & 0x7f) << shift;
+      if (!(head[i++] & 0x80)) break;
+    }
+    return flen <= len - (i - k);
   }
   const uint8_t *q = f.p, *qe = f.p + f.len;
   int r;
