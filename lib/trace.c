@@ -711,6 +711,7 @@ static struct {
   uint64_t pending_ns;     /* when the first of them was left */
   uint64_t req, done;      /* flushes asked for and done */
   int err;                 /* the first error writing, sticky */
+  unsigned err_number;     /* the number of the file it happened to */
   lp__pfs_t *enc;          /* the writer's own (no lock needed) */
   uint64_t written;        /* events written to the stream's files (trace lock) */
   uint32_t threads;        /* thread lanes with events written (trace lock) */
@@ -743,6 +744,14 @@ static void stream_wake(void) {
   if (rc != 0) lp__fatal("pthread_cond_signal", rc);
 }
 
+/* The stream's first error is kept, with the number of the file it happened to. Writer only. */
+static void stream_error(int rc) {
+  if (rc && !st.err) {
+    st.err = rc;
+    st.err_number = st.number;
+  }
+}
+
 /* Appends n bytes, all of them (write(2) may write less, or be interrupted). */
 static int write_all(int fd, const uint8_t *p, size_t n) {
   while (n) {
@@ -751,6 +760,7 @@ static int write_all(int fd, const uint8_t *p, size_t n) {
       if (errno == EINTR) continue;
       return -errno;
     }
+    if (k == 0) return -EIO; /* no progress and no error: never loop on it */
     p += k;
     n -= (size_t)k;
   }
@@ -773,9 +783,13 @@ static void stream_uncache(void) {
     if (st.started < st_keep + st_behind) continue;
     off_t at = (off_t)(st.started - st_keep - st_behind);
     unsigned flags = SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER;
-    if (sync_file_range(st.fd, at, (off_t)st_behind, flags) != 0 ||
-        posix_fadvise(st.fd, at, (off_t)st_behind, POSIX_FADV_DONTNEED) != 0)
+    if (sync_file_range(st.fd, at, (off_t)st_behind, flags) != 0) {
+      /* Waited for: EIO or ENOSPC is the disk failing to take what was written, the stream's error. */
+      if (errno == EIO || errno == ENOSPC) stream_error(-errno);
       st.uncached = true;
+    } else if (posix_fadvise(st.fd, at, (off_t)st_behind, POSIX_FADV_DONTNEED) != 0) {
+      st.uncached = true;
+    }
   }
 }
 
@@ -814,7 +828,7 @@ static void stream_put(void) {
       (void)cut; /* fails on a pipe or a FIFO, which cannot take back what they passed on: nothing else to do */
     }
   }
-  if (rc && !st.err) st.err = rc;
+  stream_error(rc);
   st.encoded = 0;
   st.file_bytes += n;
   lp__pfs_clear(st.enc);
@@ -824,18 +838,23 @@ static void stream_put(void) {
 /* Opens the next file and writes its first packets. */
 static int stream_open_next(void) {
   char *name = lp__path_numbered(st.path, ++st.number);
+  /*
+   * The next rotation counts from here, whether this file opens or not: one
+   * that cannot be opened (no descriptor left, its directory gone) loses
+   * what would have gone to it, and the next rotation tries the next number.
+   */
+  st.file_bytes = 0;
+  st.file_ns = lp__mono_ns();
   if (!name) return -ENOMEM;
   int fd = open(name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
   int rc = fd < 0 ? -errno : 0;
   free(name);
   if (rc) return rc;
   st.fd = fd;
-  st.file_bytes = 0;
   st.started = 0;
   st.uncached = false;
   st.file_ok = 0;
   st.cut = false;
-  st.file_ns = lp__mono_ns();
   lp__pfs_restart(st.enc, NULL);
   stream_put();
   return 0;
@@ -853,7 +872,7 @@ static void stream_close_file(bool rotated) {
   lp__pfs_finish(st.enc, &n);
   stream_put();
   if (rotated) stream_uncache_rest();
-  if (st.fd >= 0 && close(st.fd) != 0 && !st.err) st.err = -errno;
+  if (st.fd >= 0 && close(st.fd) != 0) stream_error(-errno);
   st.fd = -1;
 }
 
@@ -959,14 +978,13 @@ static void *stream_main(void *arg) {
       st_item_t *it = &items[i];
       size_t held;
       lp__pfs_bytes(st.enc, &held);
-      if (st.fd >= 0 && ((st.rotate_bytes && st.file_bytes + held >= st.rotate_bytes) ||
-                         (st.rotate_ns && lp__mono_ns() - st.file_ns >= st.rotate_ns))) {
-        stream_close_file(true);
-        int rc = stream_open_next();
-        if (rc && !st.err) st.err = rc;
+      if ((st.rotate_bytes && st.file_bytes + held >= st.rotate_bytes) ||
+          (st.rotate_ns && lp__mono_ns() - st.file_ns >= st.rotate_ns)) {
+        if (st.fd >= 0) stream_close_file(true);
+        stream_error(stream_open_next());
       }
       if (!map) {
-        if (!st.err) st.err = -ENOMEM;
+        stream_error(-ENOMEM);
       } else if (it->from < it->to && it->info.name) {
         uint64_t e0 = lp__pfs_events(st.enc);
         bool fresh = !it->lane->stream && !it->lane->track;
@@ -1086,8 +1104,13 @@ static int stream_stop(void) {
   }
   int err = st.err;
   /* Said here too: the environment's session has nobody else to tell. */
-  if (err) fprintf(stderr, "labelprof: cannot write the stream to '%s': %s; what was recorded from then on is not in it\n",
-                  st.path, lp_strerror(err));
+  if (err) {
+    char *name = lp__path_numbered(st.path, st.err_number ? st.err_number : 1);
+    fprintf(stderr, "labelprof: cannot write the stream to '%s': %s; %s\n", name ? name : st.path, lp_strerror(err),
+            st.rotate_bytes || st.rotate_ns ? "what was recorded from then on to the next rotation is lost"
+                                            : "what was recorded from then on is not in it");
+    free(name);
+  }
   lp__pfs_free(st.enc);
   free(st.path);
   st.enc = NULL;

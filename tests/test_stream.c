@@ -635,6 +635,49 @@ static void test_stream_write_error_keeps_a_trace(void) {
   unlink(path);
 }
 
+/*
+ * A file that cannot be opened at a rotation (no descriptor left, its
+ * directory gone) loses what would have gone to it, not the rest of the
+ * stream: the next rotation tries again, under the next number. Here the
+ * directory is moved away for the second file and is back for the third.
+ */
+static void test_stream_rotation_after_a_failed_open(void) {
+  char sub[256], away[256], path[300], first[300], third[300];
+  snprintf(sub, sizeof sub, "%s/rot", dir);
+  snprintf(away, sizeof away, "%s/rot-away", dir);
+  snprintf(path, sizeof path, "%s/x-%%n.pftrace", sub);
+  snprintf(first, sizeof first, "%s/x-1.pftrace", away);
+  snprintf(third, sizeof third, "%s/x-3.pftrace", sub);
+  CU_ASSERT_EQUAL_FATAL(mkdir(sub, 0755), 0);
+  lp_trace_opts_t o = stream_opts(path, 64 * LP__CHUNK_BYTES);
+  o.rotate_bytes = 32768;
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(&o), 0);
+  work(300);
+  CU_ASSERT_EQUAL(lp__trace_stream_sync(), 0);
+  CU_ASSERT_EQUAL_FATAL(rename(sub, away), 0);
+  work(3000); /* more than a file's worth: the second file is due, and cannot be opened */
+  CU_ASSERT_EQUAL(lp__trace_stream_sync(), -ENOENT);
+  CU_ASSERT_EQUAL_FATAL(mkdir(sub, 0755), 0);
+  work(3000); /* the next rotation opens the third file */
+  CU_ASSERT_EQUAL(lp__trace_stream_sync(), -ENOENT);
+  CU_ASSERT_EQUAL(lp_trace_stop(), -ENOENT); /* the first error, sticky */
+  pd_trace_t t;
+  memset(&t, 0, sizeof t);
+  CU_ASSERT_EQUAL(pd_decode(&t, first), 0);
+  size_t before = count_lines(&t, "X", "stream inner"); /* the first 300, and what came before the rotation */
+  CU_ASSERT(before >= 300 && before < 3300);
+  pd_free(&t.lines);
+  memset(&t, 0, sizeof t);
+  CU_ASSERT_EQUAL(pd_decode(&t, third), 0);
+  size_t later = count_lines(&t, "X", "stream inner");
+  CU_ASSERT(later > 0 && later <= 3000);
+  pd_free(&t.lines);
+  unlink(third);
+  unlink(first);
+  rmdir(sub);
+  rmdir(away);
+}
+
 static char env_child[4096];
 
 /* LABELPROF_TRACE_MODE=stream: the environment's session streamed to LABELPROF_TRACE, numbered by rotation. */
@@ -690,6 +733,7 @@ int main(int argc, char **argv) {
       LP_TEST(test_stream_export_flushes),     LP_TEST(test_stream_rotation),
       LP_TEST(test_stream_kill9_prefix),       LP_TEST(test_stream_kinds),
       LP_TEST(test_stream_write_error_keeps_a_trace),
+      LP_TEST(test_stream_rotation_after_a_failed_open),
       LP_TEST(test_stream_encoder_on_chunks),
       LP_TEST(test_stream_env),                LP_TEST(test_stream_env_json_falls_back),
       CU_TEST_INFO_NULL,
