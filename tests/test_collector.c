@@ -176,8 +176,13 @@ static uint64_t worker_samples_now(void) {
  * in "three", so on a loaded machine the shares are not the work's 3:1 (two
  * busy loops on two CPUs gave 69%, 82% and 69% in one run), but the
  * measured time is what the samples must match. The threads work on until
- * the collector, which may be starved too, has taken 3000 samples of them;
- * a run that misses is repeated, at most twice.
+ * the collector, which may be starved too, has taken 3000 samples of them.
+ * Natively the shares agree within a few tenths of a point. A thread that
+ * waits for a CPU keeps its label for milliseconds at a time, so on a
+ * loaded machine the samples are fewer independent looks than they seem
+ * (ASan with two busy loops: 2.6 points off once in a dozen runs): a run
+ * that misses is repeated, at most four times. A sampler that puts one
+ * sample in eight on the parent misses by 9 points every time.
  */
 static void test_collector_accuracy_three_to_one(void) {
   double t0 = now_s();
@@ -191,7 +196,7 @@ static void test_collector_accuracy_three_to_one(void) {
   unit = unit / 400; /* one unit ~ 25 us; a round is 4 to 20 units */
   if (unit == 0) unit = 1;
   int ok = 0;
-  for (int attempt = 0; attempt < 3 && !ok; attempt++) {
+  for (int attempt = 0; attempt < 5 && !ok; attempt++) {
     lp_profile_opts_t o = {.hz = 2000};
     lp_profile_t *p;
     pthread_t th[2];
