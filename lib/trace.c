@@ -209,6 +209,14 @@ static void release(lp__chunk_t *c) {
 
 static pthread_cond_t refill_cv = PTHREAD_COND_INITIALIZER; /* with trace_mu */
 static bool refill_started, refill_wanted;
+/*
+ * Held by the refill while it allocates, and by fork's prepare handler: a
+ * child must not inherit an allocator lock that the refill held at the fork
+ * (glibc's malloc takes its own locks around fork; ASan's allocator in GCC 12
+ * does not, and a child that then took a chunk of the same size waited for
+ * ever).
+ */
+static pthread_mutex_t refill_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* How many chunks the refill should add now. Trace lock held. */
 static uint32_t refill_need(void) {
@@ -231,6 +239,7 @@ static void *refill_main(void *arg) {
     uint32_t n = refill_need();
     lp__unlock(&trace_mu);
     lp__chunk_t *got = NULL;
+    lp__lock(&refill_mu);
     for (uint32_t i = 0; i < n; i++) {
       lp__chunk_t *c = lp__aligned_alloc(64, LP__CHUNK_BYTES);
       if (!c) break; /* the recording threads will try for themselves */
@@ -238,6 +247,7 @@ static void *refill_main(void *arg) {
       c->next = got;
       got = c;
     }
+    lp__unlock(&refill_mu);
     lp__lock(&trace_mu);
     while (got) {
       lp__chunk_t *c = got;
@@ -1721,8 +1731,15 @@ int lp_track_complete(lp_track_t track, const char *name, uint64_t start_ns, uin
 
 /* ---- fork: see lifecycle.c -------------------------------------------------------- */
 
-void lp__trace_atfork_prepare(void) { lp__lock(&trace_mu); }
-void lp__trace_atfork_parent(void) { lp__unlock(&trace_mu); }
+/* refill_mu first: the refill takes trace_mu only after letting refill_mu go. */
+void lp__trace_atfork_prepare(void) {
+  lp__lock(&refill_mu);
+  lp__lock(&trace_mu);
+}
+void lp__trace_atfork_parent(void) {
+  lp__unlock(&trace_mu);
+  lp__unlock(&refill_mu);
+}
 
 static void free_chain(lp__chunk_t *c, bool by_next) {
   while (c) {
@@ -1788,4 +1805,5 @@ void lp__trace_atfork_child(void) {
   st_done_cv = fresh_done;
   if (rec.opts.policy == LP_TRACE_STREAM) rec.opts.policy = LP_TRACE_DISCARD;
   lp__unlock(&trace_mu); /* taken by prepare on this thread, the child's only one */
+  lp__unlock(&refill_mu);
 }

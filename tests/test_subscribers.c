@@ -793,6 +793,9 @@ typedef struct pair_thread {
   long iters;
   uintptr_t stack[8];
   int depth;
+  /* For the toggler: how far this thread has come (its iterations begun, its begins notified). */
+  atomic_long progress;
+  atomic_ullong seen;
 } pair_thread_t;
 
 static __thread pair_thread_t *pt;
@@ -804,6 +807,7 @@ static void pair_begin(const lp_notification_t *n, void *data, void **slot) {
     return;
   }
   pt->begins++;
+  atomic_store_explicit(&pt->seen, pt->begins, memory_order_relaxed);
   uintptr_t token = (uintptr_t)++pt->seq << 4 | 8;
   *slot = (void *)token;
   pt->stack[pt->depth++] = token;
@@ -822,6 +826,7 @@ static void pair_end(const lp_notification_t *n, void *data, void **slot) {
 }
 
 static atomic_int pair_stop;
+static atomic_long toggles;
 static long pair_iters;
 
 static void *pair_worker(void *arg) {
@@ -829,13 +834,16 @@ static void *pair_worker(void *arg) {
   me->tid = my_tid();
   pt = me;
   /*
-   * On a loaded machine the enabled windows may all fall while this thread
-   * waits, or cover all of its run: then it runs on, bounded, until it has
-   * seen both (1000 scopes notified, one not).
+   * The toggler holds each state until a worker has made progress in it, but
+   * on a loaded machine a worker may run while the other has the turns, or
+   * the toggler may get few: then it runs on, bounded, until it has seen
+   * both states (1000 scopes notified, one not) and 20 toggles.
    */
   long i, scopes = 0;
-  for (i = 0; i < pair_iters || ((me->begins < 1000 || me->begins == (uint64_t)scopes) && i < 50 * pair_iters);
+  for (i = 0; i < pair_iters || ((me->begins < 1000 || me->begins == (uint64_t)scopes || atomic_load(&toggles) < 20) &&
+                                 i < 50 * pair_iters);
        i++) {
+    atomic_store_explicit(&me->progress, i + 1, memory_order_relaxed);
     LP_SCOPE("race outer");
     scopes++;
     if ((i & 7) == 0) {
@@ -848,13 +856,39 @@ static void *pair_worker(void *arg) {
   return NULL;
 }
 
-static atomic_long toggles;
+static pair_thread_t *pair_w; /* the two workers */
+
+static uint64_t pair_seen(void) {
+  return atomic_load_explicit(&pair_w[0].seen, memory_order_relaxed) +
+         atomic_load_explicit(&pair_w[1].seen, memory_order_relaxed);
+}
+static long pair_progress(void) {
+  return atomic_load_explicit(&pair_w[0].progress, memory_order_relaxed) +
+         atomic_load_explicit(&pair_w[1].progress, memory_order_relaxed);
+}
+
+/*
+ * Turns the subscriber on and off as fast as the workers let it: each state
+ * is held until a worker has made progress in it (a begin notified; an
+ * iteration begun after the scope it was in), or the workers are done.
+ * Toggling freely, the states were seen as the scheduler happened to
+ * interleave the threads: on one CPU the toggler, building the enabled
+ * snapshot, was mostly preempted while the subscriber was still off: under
+ * ASan two workers could run their 4.5 million scopes each (the bound)
+ * without a single one notified.
+ */
 static void *toggler(void *arg) {
   lp_subscriber_t *s = arg;
   long n = 0;
   while (!atomic_load(&pair_stop)) {
     if (lp_subscriber_set_enabled(s, (int)(++n & 1)) != 0) break;
     atomic_store(&toggles, n);
+    /* Read once the new state is published: what comes later was made in it. */
+    uint64_t seen = pair_seen();
+    long progress = pair_progress();
+    /* Polled, then yielding: on a CPU of its own a worker comes within microseconds, on a shared one it needs the CPU. */
+    for (long k = 0; (n & 1 ? pair_seen() == seen : pair_progress() < progress + 4) && !atomic_load(&pair_stop); k++)
+      if (k >= 1000) sched_yield();
   }
   lp_subscriber_set_enabled(s, 0);
   return (void *)n;
@@ -869,11 +903,12 @@ static void test_pairing_under_races(void) {
   CU_ASSERT_EQUAL(lp_subscriber_set_callback(s, LP_STREAM_LABELS, LP_TP_SCOPE_END, pair_end), 0);
   pair_thread_t w[2];
   memset(w, 0, sizeof w);
+  pair_w = w;
   pthread_t th[2], tg;
   atomic_store(&pair_stop, 0);
   atomic_store(&toggles, 0);
   CU_ASSERT_EQUAL_FATAL(pthread_create(&tg, NULL, toggler, s), 0);
-  while (atomic_load(&toggles) < 2) sched_yield(); /* the toggling has started */
+  while (atomic_load(&toggles) < 1) sched_yield(); /* the toggling has started */
   for (int i = 0; i < 2; i++) CU_ASSERT_EQUAL_FATAL(pthread_create(&th[i], NULL, pair_worker, &w[i]), 0);
   for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
   atomic_store(&pair_stop, 1);
