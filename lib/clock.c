@@ -778,22 +778,69 @@ uint64_t lp_impl_ticks_slow(void) {
 
 uint64_t lp_now_ns(void) { return lp__mono_ns(); }
 
+/*
+ * A sync point is a bracket: CLOCK_MONOTONIC read between two readings of
+ * the counter, the point at its middle, so half its width is the point's
+ * error. Two points' errors must stay well inside JUMP_NOISE_NS, or a
+ * preemption inside a bracket reads as a jump of the counter. The tightest
+ * of three brackets is kept; while it is wider than SYNC_WIDE_NS, or twice
+ * the narrowest this process has taken (a machine or a sanitizer where
+ * clock_gettime is slow), more are taken, up to SYNC_TRIES in all: on a
+ * loaded machine all three may have been preempted.
+ */
+#define SYNC_WIDE_NS 500.0
+#define SYNC_TRIES 24
+static uint64_t sync_narrowest = UINT64_MAX; /* __atomic: ticks */
+static unsigned sync_widen;                  /* __atomic: test hook: tries to make wide */
+static unsigned sync_tries;                  /* __atomic: test hook: tries the last sync took */
+
+/*
+ * Ticks per ns, without taking a sync point: the architecture's, the
+ * check's, or (a counter chosen without the check) the process's since the
+ * choice, once a millisecond has passed; 0 if unknown. A rough rate is
+ * enough to tell a bracket a few hundred ns wide from one of microseconds.
+ */
+static double sync_rate(void) {
+#if defined(__aarch64__)
+  uint64_t f;
+  __asm__ __volatile__("mrs %0, cntfrq_el0" : "=r"(f));
+  if (f) return (double)f / 1e9;
+#endif
+  if (check_rate > 0) return check_rate;
+  uint64_t ns = lp__mono_ns(), ticks = counter_fenced();
+  if (origin.ns && ns - origin.ns >= 1000000 && ticks > origin.ticks)
+    return (double)(ticks - origin.ticks) / (double)(ns - origin.ns);
+  return 0;
+}
+
 lp__sync_t lp__clock_sync(void) {
   if (!lp__clock_is_counter()) {
     uint64_t ns = lp__mono_ns();
     return (lp__sync_t){ns, ns};
   }
-  /* The tightest of three brackets: ns was read between t0 and t1; a preemption spoils at most one. */
   int64_t off = __atomic_load_n(&jump_offset, __ATOMIC_RELAXED);
+  double rate = sync_rate();
+  uint64_t narrowest = __atomic_load_n(&sync_narrowest, __ATOMIC_RELAXED);
+  uint64_t wide = rate > 0 ? (uint64_t)(rate * SYNC_WIDE_NS) : UINT64_MAX; /* no rate known: three tries */
+  if (wide != UINT64_MAX && narrowest != UINT64_MAX && narrowest <= UINT64_MAX / 2 && wide < 2 * narrowest)
+    wide = 2 * narrowest;
   lp__sync_t best = {0, 0};
   uint64_t width = UINT64_MAX;
-  for (int i = 0; i < 3; i++) {
-    uint64_t t0 = counter_fenced(), ns = lp__mono_ns(), t1 = counter_fenced();
+  int i = 0;
+  for (; i < SYNC_TRIES && (i < 3 || width > wide); i++) {
+    uint64_t t0 = counter_fenced();
+    if (__atomic_load_n(&sync_widen, __ATOMIC_RELAXED) && rate > 0) {
+      __atomic_sub_fetch(&sync_widen, 1, __ATOMIC_RELAXED);
+      while (counter_fenced() - t0 < (uint64_t)(rate * 10000.0)) continue; /* as a preemption of 10 us would */
+    }
+    uint64_t ns = lp__mono_ns(), t1 = counter_fenced();
     if (t1 >= t0 && t1 - t0 < width) {
       width = t1 - t0;
       best = (lp__sync_t){t0 + (t1 - t0) / 2 + (uint64_t)off, ns};
     }
   }
+  if (width < narrowest) __atomic_store_n(&sync_narrowest, width, __ATOMIC_RELAXED);
+  __atomic_store_n(&sync_tries, (unsigned)i, __ATOMIC_RELAXED);
   return best;
 }
 
@@ -823,6 +870,12 @@ int lp__clock_test_check(const lp__clock_test_check_t *t, char *verdict, size_t 
   if (took_ns) *took_ns = 0;
   return -ENOTSUP;
 #endif
+}
+
+unsigned lp__clock_test_sync(unsigned widen) {
+  unsigned last = __atomic_load_n(&sync_tries, __ATOMIC_RELAXED);
+  __atomic_store_n(&sync_widen, widen, __ATOMIC_RELAXED);
+  return last;
 }
 
 int lp__clock_test_jump(int64_t ticks) {

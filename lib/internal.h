@@ -414,6 +414,12 @@ int lp__clock_test_check(const lp__clock_test_check_t *t, char *verdict, size_t 
  * lp__clock_sync() does. -EINVAL unless the counter is in use.
  */
 int lp__clock_test_jump(int64_t ticks);
+/*
+ * Makes the next widen tries of lp__clock_sync() as wide as a preemption of
+ * 10 us inside the bracket would (when the counter's rate is known), and
+ * returns how many tries the last sync point took.
+ */
+unsigned lp__clock_test_sync(unsigned widen);
 
 /* ---- output.c: writing a report file ------------------------------------ */
 
