@@ -62,7 +62,9 @@ static inline void pd_sort_flags(char *line) {
   }
   strcpy(f, out);
 }
-static inline void pd_sort(pd_lines_t *l) { qsort(l->v, l->n, sizeof *l->v, pd_cmp); }
+static inline void pd_sort(pd_lines_t *l) {
+  if (l->n) qsort(l->v, l->n, sizeof *l->v, pd_cmp); /* an empty trace has no array: qsort takes no NULL */
+}
 static inline void pd_free(pd_lines_t *l) {
   for (size_t i = 0; i < l->n; i++) free(l->v[i]);
   free(l->v);
