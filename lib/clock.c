@@ -795,18 +795,28 @@ static unsigned sync_widen;                  /* __atomic: test hook: tries to ma
 static unsigned sync_tries;                  /* __atomic: test hook: tries the last sync took */
 
 /*
- * Ticks per ns, without taking a sync point: the architecture's, the
- * check's, or (a counter chosen without the check) the process's since the
- * choice, once a millisecond has passed; 0 if unknown. A rough rate is
- * enough to tell a bracket a few hundred ns wide from one of microseconds.
+ * The counter's rate in ticks per ns as stated: the architecture's (a rate
+ * measured over the check's few ms can be off by more), or the check's; 0
+ * if neither is known.
  */
-static double sync_rate(void) {
+static double stated_rate(void) {
 #if defined(__aarch64__)
   uint64_t f;
   __asm__ __volatile__("mrs %0, cntfrq_el0" : "=r"(f));
   if (f) return (double)f / 1e9;
 #endif
-  if (check_rate > 0) return check_rate;
+  return check_rate > 0 ? check_rate : 0;
+}
+
+/*
+ * Ticks per ns, without taking a sync point: the stated rate, or (a counter
+ * chosen without the check) the process's since the choice, once a
+ * millisecond has passed; 0 if unknown. A rough rate is enough to tell a
+ * bracket a few hundred ns wide from one of microseconds.
+ */
+static double sync_rate(void) {
+  double r = stated_rate();
+  if (r > 0) return r;
   uint64_t ns = lp__mono_ns(), ticks = counter_fenced();
   if (origin.ns && ns - origin.ns >= 1000000 && ticks > origin.ticks)
     return (double)(ticks - origin.ticks) / (double)(ns - origin.ns);
@@ -1021,15 +1031,10 @@ static tm_rate_t fit_rate(const lp__sync_t *p, size_t n, tm_seg_t *seg) {
   return out;
 }
 
-/* What to use when the points give no rate: the architecture's, the check's, or the process's so far. */
+/* What to use when the points give no rate: the stated rate, or the process's so far. */
 static double nominal_rate(void) {
-#if defined(__aarch64__)
-  /* The architecture states the counter's frequency; a rate measured over the check's few ms can be off by more. */
-  uint64_t f;
-  __asm__ __volatile__("mrs %0, cntfrq_el0" : "=r"(f));
-  if (f) return (double)f / 1e9;
-#endif
-  if (check_rate > 0) return check_rate;
+  double r = stated_rate();
+  if (r > 0) return r;
   lp__sync_t now = lp__clock_sync();
   if (now.ns > origin.ns && now.ticks > origin.ticks) return step_ticks(&origin, &now) / step_ns(&origin, &now);
   return 1.0;
