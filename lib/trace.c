@@ -778,6 +778,22 @@ static int write_all(int fd, const uint8_t *p, size_t n) {
 }
 
 /*
+ * The file's range [at, at + len) (len 0: to its end) waited for on disk
+ * and dropped from the page cache. A file that refuses either (a pipe,
+ * tmpfs...) is given no more hints; EIO or ENOSPC from the wait is the
+ * disk failing to take what was written: the stream's error. Writer only.
+ */
+static void stream_drop(uint64_t at, uint64_t len) {
+  unsigned flags = SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER;
+  if (sync_file_range(st.fd, (off_t)at, (off_t)len, flags) != 0) {
+    if (errno == EIO || errno == ENOSPC) stream_error(-errno);
+    st.uncached = true;
+  } else if (posix_fadvise(st.fd, (off_t)at, (off_t)len, POSIX_FADV_DONTNEED) != 0) {
+    st.uncached = true;
+  }
+}
+
+/*
  * The writeback of the file's new whole ranges started, and the range
  * ST_KEEP behind them on disk and out of the page cache. Advice only: a
  * file that refuses it (ESPIPE for a pipe, EINVAL...) is given no more.
@@ -791,15 +807,7 @@ static void stream_uncache(void) {
     }
     st.started += st_behind;
     if (st.started < st_keep + st_behind) continue;
-    off_t at = (off_t)(st.started - st_keep - st_behind);
-    unsigned flags = SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER;
-    if (sync_file_range(st.fd, at, (off_t)st_behind, flags) != 0) {
-      /* Waited for: EIO or ENOSPC is the disk failing to take what was written, the stream's error. */
-      if (errno == EIO || errno == ENOSPC) stream_error(-errno);
-      st.uncached = true;
-    } else if (posix_fadvise(st.fd, at, (off_t)st_behind, POSIX_FADV_DONTNEED) != 0) {
-      st.uncached = true;
-    }
+    stream_drop(st.started - st_keep - st_behind, st_behind);
   }
 }
 
@@ -811,10 +819,7 @@ static void stream_uncache(void) {
  */
 static void stream_uncache_rest(void) {
   if (st.uncached || st.cut || st.fd < 0) return;
-  uint64_t from = st.started >= st_keep + st_behind ? st.started - st_keep : 0; /* before it: dropped already */
-  unsigned flags = SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER;
-  if (sync_file_range(st.fd, (off_t)from, 0, flags) == 0) /* 0: to the end of the file */
-    (void)posix_fadvise(st.fd, (off_t)from, 0, POSIX_FADV_DONTNEED); /* advice: nothing to do if refused */
+  stream_drop(st.started >= st_keep + st_behind ? st.started - st_keep : 0, 0); /* before it: dropped already */
 }
 
 /* Appends what the encoder holds, whole packets. Writer only. */
