@@ -59,17 +59,23 @@ typedef struct pr_field {
 } pr_field_t;
 
 /* The next field of [*p, end): 1, 0 at the end, -1 if malformed. */
+/* A varint at *p, which it moves past; -1 if it runs past end or past 64 bits. */
+static inline int pr_varint(const uint8_t **p, const uint8_t *end, uint64_t *v) {
+  *v = 0;
+  for (int shift = 0;; shift += 7) {
+    if (*p >= end || shift > 63) return -1;
+    uint8_t b = *(*p)++;
+    *v |= (uint64_t)(b & 0x7f) << shift;
+    if (!(b & 0x80)) return 0;
+  }
+}
+
 static int pr_next(const uint8_t **p, const uint8_t *end, pr_field_t *f) {
   memset(f, 0, sizeof *f);
   if (*p >= end) return 0;
   for (int k = 0; k < 2; k++) {
-    uint64_t v = 0;
-    for (int shift = 0;; shift += 7) {
-      if (*p >= end || shift > 63) return -1;
-      uint8_t b = *(*p)++;
-      v |= (uint64_t)(b & 0x7f) << shift;
-      if (!(b & 0x80)) break;
-    }
+    uint64_t v;
+    if (pr_varint(p, end, &v)) return -1;
     if (k == 0) {
       f->num = (uint32_t)(v >> 3);
       f->wire = (uint32_t)(v & 7);
@@ -146,14 +152,21 @@ static void pr_append(char *dst, size_t size, const char *c) {
   pr_copy(dst + n, size - n, c, strlen(c));
 }
 
-/* Sets key to a copy of s[0..len); 0, or -1 out of memory. */
-static int pr_put(pr_strmap_t *m, uint64_t key, const uint8_t *s, size_t len) {
+/* A name from the file, s[0..len), as a C string (a NUL in it, which would cut it short, made '?'); NULL out of memory. */
+static char *pr_name_copy(const uint8_t *s, size_t len) {
   char *c = malloc(len + 1);
-  if (!c) return -1;
-  memcpy(c, s, len);
+  if (!c) return NULL;
+  if (len) memcpy(c, s, len);
   c[len] = '\0';
   for (size_t i = 0; i < len; i++)
-    if (!c[i]) c[i] = '?'; /* a NUL would cut the name short */
+    if (!c[i]) c[i] = '?';
+  return c;
+}
+
+/* Sets key to a copy of s[0..len); 0, or -1 out of memory. */
+static int pr_put(pr_strmap_t *m, uint64_t key, const uint8_t *s, size_t len) {
+  char *c = pr_name_copy(s, len);
+  if (!c) return -1;
   if (key == 0) {
     free(m->zero);
     m->zero = c;
@@ -472,12 +485,8 @@ static int pr_descriptor(pr_state_t *st, pr_seq_t *q, const uint8_t *p, size_t l
   t->counter = counter;
   const uint8_t *shown = thread ? tname : process ? pname : name;
   size_t slen = thread ? tnlen : process ? pnlen : nlen;
-  char *c = malloc(slen + 1);
+  char *c = pr_name_copy(shown, slen);
   if (!c) return pr_bad(st, "out of memory for track names");
-  if (slen) memcpy(c, shown, slen);
-  c[slen] = '\0';
-  for (size_t i = 0; i < slen; i++)
-    if (!c[i]) c[i] = '?';
   free(t->name);
   t->name = c;
   if (counter || (!shown && !process)) return 0;
@@ -717,12 +726,8 @@ static int pr_legacy_descriptor(pr_state_t *st, pr_seq_t *q, bool thread, const 
     q->has_ref = true;
   }
   if (!name) return 0;
-  char *c = malloc(nlen + 1);
+  char *c = pr_name_copy(name, nlen);
   if (!c) return pr_bad(st, "out of memory for thread names");
-  memcpy(c, name, nlen);
-  c[nlen] = '\0';
-  for (size_t i = 0; i < nlen; i++)
-    if (!c[i]) c[i] = '?';
   lp_event_t ev = {.kind = thread ? LP_EV_THREAD_NAME : LP_EV_PROCESS_NAME, .pid = pid, .tid = thread ? tid : 0,
                    .name = c, .pos = st->pos};
   r = st->sink->event(st->sink->ctx, &ev);
@@ -808,31 +813,17 @@ static int pr_sniff(const unsigned char *head, size_t n) {
   pr_field_t f;
   if (pr_next(&p, end, &f) <= 0) {
     /* the first packet is longer than the bytes peeked: its first field must at least start well */
-    size_t k = 1;
-    uint64_t len = 0;
-    for (int shift = 0; k < n && shift < 35; shift += 7) {
-      len |= (uint64_t)(head[k] & 0x7f) << shift;
-      if (!(head[k++] & 0x80)) break;
-    }
-    if (k >= n || len > PR_MAX_PACKET || len < n - k) return 0;
+    const uint8_t *b = head + 1;
+    uint64_t len, v, flen;
+    if (pr_varint(&b, end, &len) || b >= end || len > PR_MAX_PACKET || len < (uint64_t)(end - b)) return 0;
     /* Its first field's tag, and for a message or a string its length: past the bytes peeked, within the packet. */
-    uint64_t v = 0;
-    size_t i = k;
-    for (int shift = 0;; shift += 7) {
-      if (i >= n || shift > 28) return 0;
-      v |= (uint64_t)(head[i] & 0x7f) << shift;
-      if (!(head[i++] & 0x80)) break;
-    }
+    const uint8_t *k = b;
+    if (pr_varint(&b, end, &v)) return 0;
     uint32_t wire = (uint32_t)(v & 7);
-    if (v >> 3 == 0 || (wire != 0 && wire != 1 && wire != 2 && wire != 5)) return 0;
+    if (v >> 3 == 0 || v >> 32 || (wire != 0 && wire != 1 && wire != 2 && wire != 5)) return 0;
     if (wire != 2) return 1;
-    uint64_t flen = 0;
-    for (int shift = 0;; shift += 7) {
-      if (i >= n || shift > 28) return 0;
-      flen |= (uint64_t)(head[i] & 0x7f) << shift;
-      if (!(head[i++] & 0x80)) break;
-    }
-    return flen <= len - (i - k);
+    if (pr_varint(&b, end, &flen)) return 0;
+    return flen <= len - (uint64_t)(b - k);
   }
   const uint8_t *q = f.p, *qe = f.p + f.len;
   int r;
