@@ -414,17 +414,17 @@ static void test_perfetto_command_bad_input(void) {
   CU_ASSERT(r.err && strstr(r.err, ": byte "));
   CU_ASSERT(r.err && strstr(r.err, "ends inside a packet"));
   free_run(&r);
-  /* a name iid that was never interned */
+  /* a category iid that was never interned (a name iid is kept without a name: test_pfread) */
   static const unsigned char bad[] = {
       0x0a, 0x04, 0x50, 0x01, 0x68, 0x01,                   /* packet: sequence 1, state cleared */
-      0x0a, 0x0a, 0x50, 0x01, 0x40, 0x05, 0x5a, 0x04, 0x48, 0x01, 0x50, 0x07}; /* begin, name iid 7 */
+      0x0a, 0x0a, 0x50, 0x01, 0x40, 0x05, 0x5a, 0x04, 0x48, 0x01, 0x18, 0x07}; /* begin, category iid 7 */
   FILE *f = fopen(ppath, "wb");
   CU_ASSERT_PTR_NOT_NULL_FATAL(f);
   CU_ASSERT_EQUAL(fwrite(bad, 1, sizeof bad, f), sizeof bad);
   CU_ASSERT_EQUAL(fclose(f), 0);
   r = run_tool("stats", ppath);
   CU_ASSERT(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 2);
-  CU_ASSERT(r.err && strstr(r.err, "byte 6: an event name iid that was not interned"));
+  CU_ASSERT(r.err && strstr(r.err, "byte 6: a category iid that was not interned"));
   free_run(&r);
 }
 

@@ -36,14 +36,20 @@
  *   annotations layer, phase and mode are passed on as the JSON's args are.
  *   labelprof's "labelprof session" note is not an event of the program.
  *
+ * An event whose name iid was not interned on its sequence (or only before
+ * its state was cleared) is kept without a name, as Perfetto's trace
+ * processor keeps it; the count of such events is passed on at the end of
+ * the pass as LP_EV_FILE_INFO "perfetto.unknown_name_iids", for the notes.
+ *
  * Anything malformed (a varint or a length past its message, a wire type
- * the schema cannot have, an iid not interned on its sequence, a time out
- * of range) stops the pass with a message giving the byte offset of the
- * packet and what was expected.
+ * the schema cannot have, a category iid not interned on its sequence, a
+ * time out of range) stops the pass with a message giving the byte offset
+ * of the packet and what was expected.
  */
 #include "reader.h"
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -256,6 +262,7 @@ typedef struct pr_state {
   int64_t offset[64]; /* builtin clock -> BOOTTIME */
   bool has_offset[64];
   int64_t next_lane; /* tracks that are lanes of their own so far: their tids are PR_FIRST_LANE up */
+  uint64_t unknown_names; /* events whose name iid was not interned on their sequence */
 } pr_state_t;
 
 static pr_seq_t *pr_seq(pr_state_t *st, uint32_t id) {
@@ -598,9 +605,16 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
   if (r < 0) return pr_bad(st, "malformed track event");
   if (has_name_iid) {
     const char *s = q ? pr_get(&q->names, name_iid) : NULL;
-    if (!s) return pr_bad(st, "an event name iid that was not interned on its sequence");
-    pr_copy(name, sizeof name, s, strlen(s));
-    has_name = true;
+    if (s) {
+      pr_copy(name, sizeof name, s, strlen(s));
+      has_name = true;
+    } else {
+      /* Never interned on the sequence (or before its state was cleared): kept without a name, as Perfetto keeps
+         it, and counted for the file's notes. */
+      name[0] = '\0';
+      has_name = false;
+      st->unknown_names++;
+    }
   }
   if (us_kind) {
     /* Legacy times, in microseconds on MONOTONIC: a delta from the sequence's reference, or absolute. */
@@ -932,6 +946,13 @@ static int pr_read(lp_input_t *in, const lp_sink_t *sink) {
     have += (size_t)n;
   }
   free(buf);
+  if (rc == LP_READ_OK && st.unknown_names) {
+    /* Said once, at the end: the views' notes count such events. */
+    char n[24];
+    snprintf(n, sizeof n, "%llu", (unsigned long long)st.unknown_names);
+    lp_event_t ev = {.kind = LP_EV_FILE_INFO, .name = "perfetto.unknown_name_iids", .text = n, .pos = st.pos};
+    rc = sink->event(sink->ctx, &ev);
+  }
   for (size_t i = 0; i < st.nseqs; i++) pr_seq_clear(&st.seqs[i]);
   free(st.seqs);
   for (size_t i = 0; i < st.ntracks; i++) free(st.tracks[i].name);
