@@ -136,6 +136,20 @@ static void test_pfread_unnamed_track(void) {
 }
 
 /*
+ * A track of its own whose description says its tid as labelprof writes it
+ * keeps that tid, the lane of labelprof's JSON; other tracks are numbered in
+ * the file's order, past the tids said, as for any producer.
+ */
+static void test_pfread_track_said_tid(void) {
+  expect_rows("pf_track_said_tid.pftrace",
+              "\"fetch (app pid 50, tid 1000000000)\",get,1,5000,5000,5000,5000,5000,5000,5000,5000,100.0000\n"
+              "\"render (app pid 50, tid 1000000001)\",draw,1,4000,4000,4000,4000,4000,4000,4000,4000,100.0000\n"
+              "\"upload (app pid 50, tid 1000000005)\",put,1,3000,3000,3000,3000,3000,3000,3000,3000,100.0000\n"
+              "\"decode (app pid 50, tid 1000000002)\",inflate,1,2000,2000,2000,2000,2000,2000,2000,2000,100.0000\n"
+              "\"parse (app pid 50, tid 1000000003)\",tokens,1,1000,1000,1000,1000,1000,1000,1000,1000,100.0000\n");
+}
+
+/*
  * An event whose name is an iid never interned on its sequence (or interned
  * before the state was cleared) is kept without a name, as Perfetto's trace
  * processor keeps it, and a note on stderr (the rows go to stdout) counts
@@ -175,6 +189,7 @@ int main(void) {
       LP_TEST(test_pfread_legacy_chrome),
       LP_TEST(test_pfread_unnamed_track),
       LP_TEST(test_pfread_unknown_name_iid),
+      LP_TEST(test_pfread_track_said_tid),
       CU_TEST_INFO_NULL,
   };
   return lp_test_main("pfread", tests);

@@ -21,7 +21,9 @@
  *   it; a process's names the process; any other track (labelprof's virtual
  *   tracks, async tracks) is a lane of its own under its process, named
  *   after the track (else its first event), its tid PR_FIRST_LANE and up
- *   (never a thread's); a counter track names a counter series.
+ *   (never a thread's): the one its description says for a track labelprof
+ *   wrote (its tid in the JSON), else the next in the file's order; a
+ *   counter track names a counter series.
  * - The sequence's thread: the last thread track descriptor, or legacy
  *   ThreadDescriptor packet, on the sequence. An event with no track (and no
  *   default), or track 0 with a legacy phase, is that thread's, unless the
@@ -261,7 +263,8 @@ typedef struct pr_state {
   size_t ntracks, captracks;
   int64_t offset[64]; /* builtin clock -> BOOTTIME */
   bool has_offset[64];
-  int64_t next_lane; /* tracks that are lanes of their own so far: their tids are PR_FIRST_LANE up */
+  int64_t next_lane; /* tracks that are lanes of their own so far, numbered in order: tids PR_FIRST_LANE up */
+  size_t nsaid;      /* tracks that are lanes of their own, with the tid their description says */
   uint64_t unknown_names; /* events whose name iid was not interned on their sequence */
 } pr_state_t;
 
@@ -412,19 +415,49 @@ static bool pr_time(pr_state_t *st, pr_seq_t *q, uint32_t clock, uint64_t ts, in
   return true;
 }
 
+/*
+ * The tid a labelprof track's description says ("labelprof track, tid N
+ * ..."), N at or above PR_FIRST_LANE: its lane in labelprof's JSON. 0 for
+ * any other description, or none.
+ */
+static int64_t pr_said_tid(const uint8_t *desc, size_t len) {
+  static const char prefix[] = "labelprof track, tid ";
+  size_t n = sizeof prefix - 1, i = n;
+  if (!desc || len <= n || memcmp(desc, prefix, n) != 0) return 0;
+  int64_t tid = 0;
+  for (; i < len && desc[i] >= '0' && desc[i] <= '9'; i++) {
+    tid = tid * 10 + (desc[i] - '0');
+    if (tid > INT32_MAX) return 0;
+  }
+  return i > n && tid >= PR_FIRST_LANE ? tid : 0;
+}
+
+/* Whether a track of process pid is the lane (pid, tid) already. */
+static bool pr_tid_taken(const pr_state_t *st, int64_t pid, int64_t tid) {
+  for (size_t i = 0; i < st->ntracks; i++)
+    if (st->tracks[i].pid == pid && st->tracks[i].tid == tid) return true;
+  return false;
+}
+
 static int pr_descriptor(pr_state_t *st, pr_seq_t *q, const uint8_t *p, size_t len) {
   pr_field_t f, g;
   const uint8_t *e = p + len;
   uint64_t uuid = 0, parent = 0;
   int64_t pid = 0, tid = 0;
-  const uint8_t *name = NULL, *tname = NULL, *pname = NULL;
-  size_t nlen = 0, tnlen = 0, pnlen = 0;
+  const uint8_t *name = NULL, *tname = NULL, *pname = NULL, *desc = NULL;
+  size_t nlen = 0, tnlen = 0, pnlen = 0, dlen = 0;
   bool thread = false, process = false, counter = false;
   int r;
   while ((r = pr_next(&p, e, &f)) > 0) {
     switch (f.num) {
     case 1: uuid = f.v; break;
     case 5: parent = f.v; break;
+    case 14:
+      if (f.wire == 2) {
+        desc = f.p;
+        dlen = f.len;
+      }
+      break;
     case 2: case 10: case 13:
       if (f.wire == 2) {
         name = f.p;
@@ -479,12 +512,22 @@ static int pr_descriptor(pr_state_t *st, pr_seq_t *q, const uint8_t *p, size_t l
       st->tracks = nt;
       st->captracks = cap;
     }
+    /* A track of its own (not a thread's, not the process's, not a counter) is a lane of its own: its tid is
+       above any thread's. labelprof's tracks say the tid its JSON gives them; others are numbered from
+       1000000000 up in the file's order, as the library's JSON numbers its tracks, past the tids said. */
+    int64_t own = 0;
+    if (!thread && !process && !counter) {
+      own = pr_said_tid(desc, dlen);
+      if (own && !pr_tid_taken(st, pid, own))
+        st->nsaid++;
+      else
+        do own = PR_FIRST_LANE + st->next_lane++;
+        while (st->nsaid && pr_tid_taken(st, pid, own)); /* only a tid said can be taken already */
+    }
     t = &st->tracks[st->ntracks++];
     memset(t, 0, sizeof *t);
     t->uuid = uuid;
-    /* A track of its own (not a thread's, not the process's, not a counter) is a lane of its own: its tid is
-       above any thread's, from 1000000000 up in the file's order, as the library's JSON writes its tracks. */
-    t->tid = thread ? tid : process || counter ? 0 : PR_FIRST_LANE + st->next_lane++;
+    t->tid = thread ? tid : own;
   } else if (thread) {
     t->tid = tid;
   }
@@ -502,7 +545,6 @@ static int pr_descriptor(pr_state_t *st, pr_seq_t *q, const uint8_t *p, size_t l
   return st->sink->event(st->sink->ctx, &ev);
 }
 
-/* A string field of an annotation-like message; NULL if absent. Copies into buf. */
 static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, const uint8_t *p, size_t len) {
   pr_field_t f, g;
   const uint8_t *e = p + len;
