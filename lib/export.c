@@ -1187,7 +1187,7 @@ enum {
   CS_CLOCKS = 1, CLK_ID = 1, CLK_TS = 2, CLK_INCREMENTAL = 3,
   DEF_CLOCK_ID = 58, DEF_TRACK_EVENT = 11, TED_TRACK_UUID = 11,
   TD_UUID = 1, TD_NAME = 2, TD_PROCESS = 3, TD_THREAD = 4, TD_PARENT = 5, TD_COUNTER = 8, TD_CHILD_ORDERING = 11,
-  TD_RANK = 12,
+  TD_RANK = 12, TD_DESCRIPTION = 14,
   PD_PID = 1, PD_NAME = 6, THD_PID = 1, THD_TID = 2, THD_NAME = 5,
   TE_CATEGORY_IIDS = 3, TE_DEBUG = 4, TE_TYPE = 9, TE_NAME_IID = 10, TE_TRACK_UUID = 11, TE_COUNTER_VALUE = 30,
   DA_BOOL = 2, DA_UINT = 3, DA_INT = 4, DA_STRING = 6, DA_NAME = 10,
@@ -1514,14 +1514,31 @@ static uint64_t pf_counter_track(pf_export_t *x, const lp_site_t *site) {
   return uuid;
 }
 
-/* A lane's track descriptor, on its own sequence: a track under the process, or a thread with its name. */
+/*
+ * A lane's track descriptor, on its own sequence: a track under the process, or a thread with its name.
+ *
+ * A virtual track says its JSON tid (1000000000 and up, by creation among all
+ * the program's tracks) in its description, which labelprof's reader takes
+ * for the lane's tid, so that the command titles the lane alike in both
+ * formats. Not as a ThreadDescriptor: Perfetto would list the track as a
+ * thread of the process, one the kernel never had (in a system trace too,
+ * beside the real ones); nor in a field number of labelprof's choosing,
+ * which a later version of Perfetto's schema could give a meaning. The
+ * description is text Perfetto shows as is (the track's help), and the
+ * track stays a track under the process.
+ */
+#define PF_TRACK_DESCRIPTION "labelprof track, tid "
 static void pf_lane_descriptor(pf_export_t *x, uint32_t seq, uint64_t uuid, bool track, const char *name,
                                uint64_t tid) {
   size_t p, td = pf_descriptor_begin(&x->pb, seq, SEQ_NEEDS_STATE, &p);
   lp__pb_varint(&x->pb, TD_UUID, uuid);
   if (track) {
+    char desc[96];
+    snprintf(desc, sizeof desc, PF_TRACK_DESCRIPTION "%llu (its lane in labelprof's JSON timeline)",
+             (unsigned long long)tid);
     lp__pb_varint(&x->pb, TD_PARENT, x->process_uuid);
     lp__pb_str(&x->pb, TD_NAME, name);
+    lp__pb_str(&x->pb, TD_DESCRIPTION, desc);
   } else {
     size_t t = lp__pb_begin(&x->pb, TD_THREAD);
     lp__pb_varint(&x->pb, THD_PID, x->pid);

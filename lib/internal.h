@@ -575,6 +575,10 @@ struct lp__lane {
   /* LP_TRACE_STREAM: slots of its first chunk already written, and the writer's state for it (trace lock). */
   uint32_t streamed;
   struct lp__pfs_lane *stream;
+  /* The writer's own, for the statistics: whether an event of the lane has reached the stream's files (or waits
+     in the encoder, on the writer's list of such lanes through stream_pending, to be counted if it does). */
+  enum { LP__STREAM_UNWRITTEN, LP__STREAM_PENDING, LP__STREAM_WRITTEN } stream_state;
+  lp__lane_t *stream_pending;
 };
 
 /*

@@ -725,6 +725,8 @@ static struct {
   lp__pfs_t *enc;          /* the writer's own (no lock needed) */
   uint64_t written;        /* events written to the stream's files (trace lock) */
   uint32_t threads;        /* thread lanes with events written (trace lock) */
+  uint32_t put_threads;    /* thread lanes whose first event written was written since the last count (writer only) */
+  lp__lane_t *unwritten;   /* thread lanes with events in the encoder, none yet written (writer only) */
   uint64_t started;        /* bytes of the file whose writeback was started (writer only) */
   uint64_t file_ok;        /* bytes written to the file, whole packets (writer only) */
   bool cut;                /* a write to the file failed: nothing more goes to it (writer only) */
@@ -832,6 +834,10 @@ static void stream_put(void) {
     if (rc == 0) {
       st.file_ok += n;
       st.put += st.encoded; /* the statistics count what reached the file */
+      for (lp__lane_t *l = st.unwritten; l; l = l->stream_pending) {
+        l->stream_state = LP__STREAM_WRITTEN;
+        st.put_threads++;
+      }
     } else {
       /*
        * Failed part-way (a full disk, RLIMIT_FSIZE): the file ends with its
@@ -845,6 +851,13 @@ static void stream_put(void) {
   }
   stream_error(rc);
   st.encoded = 0;
+  /* A lane whose packets did not reach the file is not counted for them: a later write may count it. */
+  for (lp__lane_t *l = st.unwritten, *next; l; l = next) {
+    next = l->stream_pending;
+    l->stream_pending = NULL;
+    if (l->stream_state == LP__STREAM_PENDING) l->stream_state = LP__STREAM_UNWRITTEN;
+  }
+  st.unwritten = NULL;
   st.file_bytes += n;
   lp__pfs_clear(st.enc);
   if (!rc) stream_uncache();
@@ -988,7 +1001,6 @@ static void *stream_main(void *arg) {
       syncs[n] = lp__clock_sync();
       map = lp__timemap_new(syncs, n + 1);
     }
-    uint32_t threads = 0;
     for (size_t i = 0; i < n; i++) {
       st_item_t *it = &items[i];
       size_t held;
@@ -1002,11 +1014,15 @@ static void *stream_main(void *arg) {
         stream_error(-ENOMEM);
       } else if (it->from < it->to && it->info.name) {
         uint64_t e0 = lp__pfs_events(st.enc);
-        bool fresh = !it->lane->stream && !it->lane->track;
-        lp__pfs_chunk(st.enc, &it->lane->stream, &it->info, it->chunk->ev, it->from, it->to, map,
-                      it->chunk->sync);
-        st.encoded += lp__pfs_events(st.enc) - e0; /* a new file starts between chunks, never inside one */
-        threads += fresh && it->lane->stream;
+        lp__lane_t *l = it->lane;
+        lp__pfs_chunk(st.enc, &l->stream, &it->info, it->chunk->ev, it->from, it->to, map, it->chunk->sync);
+        uint64_t encoded = lp__pfs_events(st.enc) - e0;
+        st.encoded += encoded; /* a new file starts between chunks, never inside one */
+        if (encoded && !l->track && l->stream_state == LP__STREAM_UNWRITTEN) {
+          l->stream_state = LP__STREAM_PENDING; /* counted once the write that holds its events succeeds */
+          l->stream_pending = st.unwritten;
+          st.unwritten = l;
+        }
         lp__pfs_bytes(st.enc, &held);
         if (held >= ST_WRITE) stream_put(); /* whole chunks: the file is a trace after each write */
       }
@@ -1017,7 +1033,8 @@ static void *stream_main(void *arg) {
     lp__lock(&trace_mu);
     st.written += st.put;
     st.put = 0;
-    st.threads += threads;
+    st.threads += st.put_threads;
+    st.put_threads = 0;
     bool freed = false;
     for (size_t i = 0; i < n; i++) {
       st_item_t *it = &items[i];
@@ -1111,6 +1128,7 @@ static int stream_stop(void) {
     lp__pfs_lane_free(l->stream);
     l->stream = NULL;
     l->streamed = 0;
+    l->stream_state = LP__STREAM_UNWRITTEN;
   }
   for (uint32_t i = 0; i < atomic_load(&ntracks); i++) {
     lp__pfs_lane_free(tracks[i]->stream);

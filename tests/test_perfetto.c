@@ -397,6 +397,39 @@ static void test_perfetto_command_reads_what_the_json_says(void) {
   }
 }
 
+/*
+ * Virtual tracks are the same lanes both ways: the JSON numbers a track by
+ * its creation among all the program's tracks (here after two that recorded
+ * nothing and are not written), and the Perfetto file says that number for
+ * the command to use, so `stats --by thread` titles the lanes alike.
+ */
+static void test_perfetto_command_track_lanes_as_in_the_json(void) {
+  char *argv_j[] = {tool, "stats", "--by", "thread", jpath, NULL}, *argv_p[] = {tool, "stats", "--by", "thread", ppath, NULL};
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(NULL), 0);
+  lp_thread_set_name("pf main");
+  lp_track_t idle_a = lp_track_create("idle a"), idle_b = lp_track_create("idle b");
+  lp_track_t gpu = lp_track_create("gpu queue"), dma = lp_track_create("dma");
+  CU_ASSERT(idle_a >= 0 && idle_b >= 0 && gpu >= 0 && dma >= 0);
+  uint64_t t0 = lp_now_ns();
+  { LP_SCOPE("on main"); }
+  lp_track_complete(dma, "copy", t0 + 1000, 3000);
+  lp_track_complete(gpu, "kernel", t0 + 5000, 2000);
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  CU_ASSERT_EQUAL_FATAL(lp_trace_write_json(jpath, "lanes"), 0);
+  CU_ASSERT_EQUAL_FATAL(lp_trace_write_perfetto(ppath, "lanes"), 0);
+  lp_test_run_t j = lp_test_run(tool, argv_j, NULL, NULL), p = lp_test_run(tool, argv_p, NULL, NULL);
+  CU_ASSERT(WIFEXITED(p.status) && WEXITSTATUS(p.status) == 0);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(j.out);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(p.out);
+  char title[128];
+  snprintf(title, sizeof title, "gpu queue (lanes pid %d, tid %u)", (int)getpid(), 1000000000u + (unsigned)gpu);
+  CU_ASSERT_PTR_NOT_NULL(strstr(j.out, title));
+  if (strcmp(j.out, p.out) != 0) printf("\n    json:\n%s\n    ---\n    perfetto:\n%s\n    %s ", j.out, p.out, p.err);
+  CU_ASSERT_STRING_EQUAL(j.out, p.out);
+  free_run(&j);
+  free_run(&p);
+}
+
 /* A damaged file: exit 2, a message with the byte offset and what was expected. */
 static void test_perfetto_command_bad_input(void) {
   CU_ASSERT_EQUAL_FATAL(lp_trace_start(NULL), 0);
@@ -414,17 +447,17 @@ static void test_perfetto_command_bad_input(void) {
   CU_ASSERT(r.err && strstr(r.err, ": byte "));
   CU_ASSERT(r.err && strstr(r.err, "ends inside a packet"));
   free_run(&r);
-  /* a name iid that was never interned */
+  /* a category iid that was never interned (a name iid is kept without a name: test_pfread) */
   static const unsigned char bad[] = {
       0x0a, 0x04, 0x50, 0x01, 0x68, 0x01,                   /* packet: sequence 1, state cleared */
-      0x0a, 0x0a, 0x50, 0x01, 0x40, 0x05, 0x5a, 0x04, 0x48, 0x01, 0x50, 0x07}; /* begin, name iid 7 */
+      0x0a, 0x0a, 0x50, 0x01, 0x40, 0x05, 0x5a, 0x04, 0x48, 0x01, 0x18, 0x07}; /* begin, category iid 7 */
   FILE *f = fopen(ppath, "wb");
   CU_ASSERT_PTR_NOT_NULL_FATAL(f);
   CU_ASSERT_EQUAL(fwrite(bad, 1, sizeof bad, f), sizeof bad);
   CU_ASSERT_EQUAL(fclose(f), 0);
   r = run_tool("stats", ppath);
   CU_ASSERT(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 2);
-  CU_ASSERT(r.err && strstr(r.err, "byte 6: an event name iid that was not interned"));
+  CU_ASSERT(r.err && strstr(r.err, "byte 6: a category iid that was not interned"));
   free_run(&r);
 }
 
@@ -458,6 +491,7 @@ int main(void) {
       LP_TEST(test_perfetto_errors),
       LP_TEST(test_perfetto_command_reads_what_the_json_says),
       LP_TEST(test_perfetto_command_bad_input),
+      LP_TEST(test_perfetto_command_track_lanes_as_in_the_json),
       CU_TEST_INFO_NULL,
   };
   int rc = lp_test_main("perfetto", tests);

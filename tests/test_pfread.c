@@ -135,6 +135,48 @@ static void test_pfread_unnamed_track(void) {
               "\"main (uploader pid 30, tid 31)\",start upload,1,500,500,500,500,500,500,500,500,100.0000\n");
 }
 
+/*
+ * A track of its own whose description says its tid as labelprof writes it
+ * keeps that tid, the lane of labelprof's JSON; other tracks are numbered in
+ * the file's order, past the tids said, as for any producer.
+ */
+static void test_pfread_track_said_tid(void) {
+  expect_rows("pf_track_said_tid.pftrace",
+              "\"fetch (app pid 50, tid 1000000000)\",get,1,5000,5000,5000,5000,5000,5000,5000,5000,100.0000\n"
+              "\"render (app pid 50, tid 1000000001)\",draw,1,4000,4000,4000,4000,4000,4000,4000,4000,100.0000\n"
+              "\"upload (app pid 50, tid 1000000005)\",put,1,3000,3000,3000,3000,3000,3000,3000,3000,100.0000\n"
+              "\"decode (app pid 50, tid 1000000002)\",inflate,1,2000,2000,2000,2000,2000,2000,2000,2000,100.0000\n"
+              "\"parse (app pid 50, tid 1000000003)\",tokens,1,1000,1000,1000,1000,1000,1000,1000,1000,100.0000\n");
+}
+
+/*
+ * An event whose name is an iid never interned on its sequence (or interned
+ * before the state was cleared) is kept without a name, as Perfetto's trace
+ * processor keeps it, and a note on stderr (the rows go to stdout) counts
+ * such events.
+ */
+static void test_pfread_unknown_name_iid(void) {
+  static const char rows[] = "\"main (viewer pid 40, tid 41)\",decode,1,4000,3000,4000,4000,4000,4000,4000,4000,50.0000\n"
+                             "\"main (viewer pid 40, tid 41)\",,2,2000,2000,1000,1000,1000,1000,1000,1000,33.3333\n"
+                             "\"worker (viewer pid 40, tid 42)\",,1,1000,1000,1000,1000,1000,1000,1000,1000,33.3333\n"
+                             "\"worker (viewer pid 40, tid 42)\",resize,1,1000,1000,1000,1000,1000,1000,1000,1000,"
+                             "33.3333\n";
+  run_t r = stats("pf_unknown_name_iid.pftrace");
+  CU_ASSERT_EQUAL(r.status, 0);
+  size_t n = strlen(head);
+  bool ok = strncmp(r.out, head, n) == 0 && strcmp(r.out + n, rows) == 0;
+  if (!ok) fprintf(stderr, "\nexpected:\n%s%s--- got (exit %d):\n%s%s---\n", head, rows, r.status, r.out, r.err);
+  CU_ASSERT(ok);
+  char note[PATH_MAX + 200];
+  snprintf(note, sizeof note,
+           "note: %s/pf_unknown_name_iid.pftrace: 3 events name an iid never interned on their sequence: "
+           "they are counted without a name, as Perfetto shows them\n",
+           LP_TEST_DATA);
+  if (strcmp(r.err, note) != 0) fprintf(stderr, "\nexpected on stderr:\n%s--- got:\n%s---\n", note, r.err);
+  CU_ASSERT_STRING_EQUAL(r.err, note);
+  run_free(&r);
+}
+
 int main(void) {
   if (!realpath("tools/labelprof", tool)) {
     perror("test_pfread: setup (run from the build directory)");
@@ -146,6 +188,8 @@ int main(void) {
       LP_TEST(test_pfread_sequence_thread),
       LP_TEST(test_pfread_legacy_chrome),
       LP_TEST(test_pfread_unnamed_track),
+      LP_TEST(test_pfread_unknown_name_iid),
+      LP_TEST(test_pfread_track_said_tid),
       CU_TEST_INFO_NULL,
   };
   return lp_test_main("pfread", tests);

@@ -588,12 +588,26 @@ static uint8_t *read_all(const char *path, size_t *n) {
   return buf;
 }
 
+static void *work_thread(void *arg) {
+  work(*(const unsigned *)arg);
+  return NULL;
+}
+
+/* A thread of its own that records n scopes, joined. */
+static void work_on_a_thread(unsigned n) {
+  pthread_t th;
+  CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, work_thread, &n), 0);
+  CU_ASSERT_EQUAL(pthread_join(th, NULL), 0);
+}
+
 /*
  * A write that fails part-way (here past RLIMIT_FSIZE, as on a full disk
  * that has room again later): the file keeps its whole packets, as after a
  * kill, and nothing written later is appended after the cut, where it
  * would make the rest of the file unreadable. The error sticks and the
- * stop reports it.
+ * stop reports it. The statistics count what reached the file: its events,
+ * and the threads with one of them in it, not a thread whose packets were
+ * all in the failed write or came after it.
  */
 static void test_stream_write_error_keeps_a_trace(void) {
   char path[256];
@@ -609,16 +623,21 @@ static void test_stream_write_error_keeps_a_trace(void) {
   small = was;
   small.rlim_cur = (rlim_t)sb.st_size + 1000; /* the next write is cut inside a packet */
   CU_ASSERT_EQUAL_FATAL(setrlimit(RLIMIT_FSIZE, &small), 0);
+  lp__trace_stream_hold(true); /* one write for both threads: the main thread's packets first, then the other's */
   work(3000);
+  work_on_a_thread(300);
+  lp__trace_stream_hold(false);
   int rc = lp__trace_stream_sync();
   CU_ASSERT_EQUAL_FATAL(setrlimit(RLIMIT_FSIZE, &was), 0);
   CU_ASSERT_EQUAL(rc, -EFBIG);
   work(3000); /* room again: these must not follow the cut */
+  work_on_a_thread(300);
   CU_ASSERT_EQUAL(lp__trace_stream_sync(), -EFBIG);
   CU_ASSERT_EQUAL(lp_trace_stop(), -EFBIG);
   lp_trace_stats_t st;
   CU_ASSERT_EQUAL(lp_trace_get_stats(&st), 0);
   CU_ASSERT_EQUAL(st.recorded, 2 * 300); /* the events in the file, none of those that did not reach it */
+  CU_ASSERT_EQUAL(st.threads, 1);        /* the main thread's; neither other thread has an event in the file */
   size_t n;
   uint8_t *buf = read_all(path, &n);
   CU_ASSERT(n <= (size_t)small.rlim_cur);

@@ -891,6 +891,8 @@ static int file_info(lp_agg_t *a, const lp_event_t *ev) {
     f->has_session = f->start && n >= f->start;
   } else if (strcmp(k, "otherData.first_drop_ns") == 0 && num) {
     f->first_drop = n;
+  } else if (strcmp(k, "perfetto.unknown_name_iids") == 0 && num) {
+    f->unknown_names = (uint64_t)n;
   }
   return 0;
 }
@@ -1217,9 +1219,14 @@ static const char *note_count(uint64_t n, char *buf, size_t size) {
 void lp_agg_file_notes(const lp_agg_t *a, FILE *out) {
   for (unsigned fi = 0; fi < a->nfiles; fi++) {
     const lp_file_info_t *f = &a->finfo[fi];
-    if (!f->has_dropped || !f->dropped) continue;
     const char *path = strcmp(a->fpaths[fi], "-") == 0 ? "<stdin>" : a->fpaths[fi];
     char n[32], budget[48] = "budget", t1[32], t2[32], t3[32];
+    if (f->unknown_names) {
+      note_count(f->unknown_names, n, sizeof n);
+      fprintf(out, "note: %s: %s events name an iid never interned on their sequence: they are counted without a "
+                   "name, as Perfetto shows them\n", path, n);
+    }
+    if (!f->has_dropped || !f->dropped) continue;
     note_count(f->dropped, n, sizeof n);
     if (f->budget) {
       if (f->budget % (1u << 20) == 0)

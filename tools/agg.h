@@ -134,6 +134,7 @@ typedef struct lp_file_info {
   bool ends_order; /* "labelprof_scope_order":"ends": X events at their ends, read buffered from the start */
   uint64_t dropped, budget;
   int64_t ts_base, start, stop, first_drop; /* first_drop: 0 if none */
+  uint64_t unknown_names; /* Perfetto: events whose name iid was never interned on their sequence */
 } lp_file_info_t;
 
 typedef struct lp_agg {

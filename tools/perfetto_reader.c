@@ -21,7 +21,9 @@
  *   it; a process's names the process; any other track (labelprof's virtual
  *   tracks, async tracks) is a lane of its own under its process, named
  *   after the track (else its first event), its tid PR_FIRST_LANE and up
- *   (never a thread's); a counter track names a counter series.
+ *   (never a thread's): the one its description says for a track labelprof
+ *   wrote (its tid in the JSON), else the next in the file's order; a
+ *   counter track names a counter series.
  * - The sequence's thread: the last thread track descriptor, or legacy
  *   ThreadDescriptor packet, on the sequence. An event with no track (and no
  *   default), or track 0 with a legacy phase, is that thread's, unless the
@@ -36,14 +38,20 @@
  *   annotations layer, phase and mode are passed on as the JSON's args are.
  *   labelprof's "labelprof session" note is not an event of the program.
  *
+ * An event whose name iid was not interned on its sequence (or only before
+ * its state was cleared) is kept without a name, as Perfetto's trace
+ * processor keeps it; the count of such events is passed on at the end of
+ * the pass as LP_EV_FILE_INFO "perfetto.unknown_name_iids", for the notes.
+ *
  * Anything malformed (a varint or a length past its message, a wire type
- * the schema cannot have, an iid not interned on its sequence, a time out
- * of range) stops the pass with a message giving the byte offset of the
- * packet and what was expected.
+ * the schema cannot have, a category iid not interned on its sequence, a
+ * time out of range) stops the pass with a message giving the byte offset
+ * of the packet and what was expected.
  */
 #include "reader.h"
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -255,7 +263,9 @@ typedef struct pr_state {
   size_t ntracks, captracks;
   int64_t offset[64]; /* builtin clock -> BOOTTIME */
   bool has_offset[64];
-  int64_t next_lane; /* tracks that are lanes of their own so far: their tids are PR_FIRST_LANE up */
+  int64_t next_lane; /* tracks that are lanes of their own so far, numbered in order: tids PR_FIRST_LANE up */
+  size_t nsaid;      /* tracks that are lanes of their own, with the tid their description says */
+  uint64_t unknown_names; /* events whose name iid was not interned on their sequence */
 } pr_state_t;
 
 static pr_seq_t *pr_seq(pr_state_t *st, uint32_t id) {
@@ -405,19 +415,49 @@ static bool pr_time(pr_state_t *st, pr_seq_t *q, uint32_t clock, uint64_t ts, in
   return true;
 }
 
+/*
+ * The tid a labelprof track's description says ("labelprof track, tid N
+ * ..."), N at or above PR_FIRST_LANE: its lane in labelprof's JSON. 0 for
+ * any other description, or none.
+ */
+static int64_t pr_said_tid(const uint8_t *desc, size_t len) {
+  static const char prefix[] = "labelprof track, tid ";
+  size_t n = sizeof prefix - 1, i = n;
+  if (!desc || len <= n || memcmp(desc, prefix, n) != 0) return 0;
+  int64_t tid = 0;
+  for (; i < len && desc[i] >= '0' && desc[i] <= '9'; i++) {
+    tid = tid * 10 + (desc[i] - '0');
+    if (tid > INT32_MAX) return 0;
+  }
+  return i > n && tid >= PR_FIRST_LANE ? tid : 0;
+}
+
+/* Whether a track of process pid is the lane (pid, tid) already. */
+static bool pr_tid_taken(const pr_state_t *st, int64_t pid, int64_t tid) {
+  for (size_t i = 0; i < st->ntracks; i++)
+    if (st->tracks[i].pid == pid && st->tracks[i].tid == tid) return true;
+  return false;
+}
+
 static int pr_descriptor(pr_state_t *st, pr_seq_t *q, const uint8_t *p, size_t len) {
   pr_field_t f, g;
   const uint8_t *e = p + len;
   uint64_t uuid = 0, parent = 0;
   int64_t pid = 0, tid = 0;
-  const uint8_t *name = NULL, *tname = NULL, *pname = NULL;
-  size_t nlen = 0, tnlen = 0, pnlen = 0;
+  const uint8_t *name = NULL, *tname = NULL, *pname = NULL, *desc = NULL;
+  size_t nlen = 0, tnlen = 0, pnlen = 0, dlen = 0;
   bool thread = false, process = false, counter = false;
   int r;
   while ((r = pr_next(&p, e, &f)) > 0) {
     switch (f.num) {
     case 1: uuid = f.v; break;
     case 5: parent = f.v; break;
+    case 14:
+      if (f.wire == 2) {
+        desc = f.p;
+        dlen = f.len;
+      }
+      break;
     case 2: case 10: case 13:
       if (f.wire == 2) {
         name = f.p;
@@ -472,12 +512,22 @@ static int pr_descriptor(pr_state_t *st, pr_seq_t *q, const uint8_t *p, size_t l
       st->tracks = nt;
       st->captracks = cap;
     }
+    /* A track of its own (not a thread's, not the process's, not a counter) is a lane of its own: its tid is
+       above any thread's. labelprof's tracks say the tid its JSON gives them; others are numbered from
+       1000000000 up in the file's order, as the library's JSON numbers its tracks, past the tids said. */
+    int64_t own = 0;
+    if (!thread && !process && !counter) {
+      own = pr_said_tid(desc, dlen);
+      if (own && !pr_tid_taken(st, pid, own))
+        st->nsaid++;
+      else
+        do own = PR_FIRST_LANE + st->next_lane++;
+        while (st->nsaid && pr_tid_taken(st, pid, own)); /* only a tid said can be taken already */
+    }
     t = &st->tracks[st->ntracks++];
     memset(t, 0, sizeof *t);
     t->uuid = uuid;
-    /* A track of its own (not a thread's, not the process's, not a counter) is a lane of its own: its tid is
-       above any thread's, from 1000000000 up in the file's order, as the library's JSON writes its tracks. */
-    t->tid = thread ? tid : process || counter ? 0 : PR_FIRST_LANE + st->next_lane++;
+    t->tid = thread ? tid : own;
   } else if (thread) {
     t->tid = tid;
   }
@@ -495,7 +545,6 @@ static int pr_descriptor(pr_state_t *st, pr_seq_t *q, const uint8_t *p, size_t l
   return st->sink->event(st->sink->ctx, &ev);
 }
 
-/* A string field of an annotation-like message; NULL if absent. Copies into buf. */
 static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, const uint8_t *p, size_t len) {
   pr_field_t f, g;
   const uint8_t *e = p + len;
@@ -598,9 +647,16 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
   if (r < 0) return pr_bad(st, "malformed track event");
   if (has_name_iid) {
     const char *s = q ? pr_get(&q->names, name_iid) : NULL;
-    if (!s) return pr_bad(st, "an event name iid that was not interned on its sequence");
-    pr_copy(name, sizeof name, s, strlen(s));
-    has_name = true;
+    if (s) {
+      pr_copy(name, sizeof name, s, strlen(s));
+      has_name = true;
+    } else {
+      /* Never interned on the sequence (or before its state was cleared): kept without a name, as Perfetto keeps
+         it, and counted for the file's notes. */
+      name[0] = '\0';
+      has_name = false;
+      st->unknown_names++;
+    }
   }
   if (us_kind) {
     /* Legacy times, in microseconds on MONOTONIC: a delta from the sequence's reference, or absolute. */
@@ -932,6 +988,13 @@ static int pr_read(lp_input_t *in, const lp_sink_t *sink) {
     have += (size_t)n;
   }
   free(buf);
+  if (rc == LP_READ_OK && st.unknown_names) {
+    /* Said once, at the end: the views' notes count such events. */
+    char n[24];
+    snprintf(n, sizeof n, "%llu", (unsigned long long)st.unknown_names);
+    lp_event_t ev = {.kind = LP_EV_FILE_INFO, .name = "perfetto.unknown_name_iids", .text = n, .pos = st.pos};
+    rc = sink->event(sink->ctx, &ev);
+  }
   for (size_t i = 0; i < st.nseqs; i++) pr_seq_clear(&st.seqs[i]);
   free(st.seqs);
   for (size_t i = 0; i < st.ntracks; i++) free(st.tracks[i].name);
