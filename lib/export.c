@@ -1884,20 +1884,21 @@ static void pfs_fast_learn(lp__pfs_lane_t *l, const lp_site_t *site) {
  * for byte those pf_event_fast writes. Returns the index of the first event
  * it left to the general path (to when none).
  *
- * A run is bounded before it starts, so that its loop tests neither the
- * room in the buffer nor in the stack: an event writes at most ROOM bytes
- * and opens at most one scope. The entry below the stack (its sentinel,
- * depth -1) lets the loop read the innermost depth with no test for an
- * empty stack.
+ * The buffer's room is made before the run starts, so that its loop does
+ * not test it: an event writes at most ROOM bytes. The stack's room is
+ * tested by each begin instead: bounding the run by it would end a run of
+ * flat scopes every 64 events (the stack's first size) and send the next
+ * one to the general path. The entry below the stack (its sentinel, depth
+ * -1) lets the loop read the innermost depth with no test for an empty
+ * stack.
  */
 static inline __attribute__((always_inline)) uint32_t pfs_loop(lp__pfs_t *f, lp__pfs_lane_t *l,
                                                                  const lp_impl_event_t *ev, uint32_t i, uint32_t to,
                                                                  const lp__timeseg_t *seg, bool whole) {
   lp__pb_t *pb = &f->x.pb;
   enum { ROOM = 48 }; /* the longest packet written here (2 + 1 + 10 + 31), rounded up */
-  if (l->file != f->file || pb->err) return i;
+  if (l->file != f->file || pb->err || !l->stack) return i; /* no stack yet: its first begin makes it */
   size_t n = to - i;
-  if (n > l->cap - l->depth) n = l->cap - l->depth;
   uint8_t *o = n ? lp__pb_reserve(pb, n * ROOM) : NULL;
   if (!o) return i;
   lp__timeseg_t s = *seg;
@@ -1905,6 +1906,7 @@ static inline __attribute__((always_inline)) uint32_t pfs_loop(lp__pfs_t *f, lp_
   const lp_impl_event_t *e = ev + i, *const end = e + n;
   uint64_t last = l->q.last;
   size_t depth = l->depth;
+  const size_t cap = l->cap;
   open_scope_t *const below = l->stack - 1; /* below[depth]: the innermost open scope, or the sentinel */
   pfs_tail_t *const fast = l->fast;
   const uint32_t fmask = l->fmask;
@@ -1918,7 +1920,7 @@ static inline __attribute__((always_inline)) uint32_t pfs_loop(lp__pfs_t *f, lp_
     const pfs_tail_t *t;
     if (!(tag & LP_IMPL_EV_END)) {
       t = pfs_tail_slot(fast, fmask, site);
-      if (top >= (int32_t)d || t->site != site) break;
+      if (top >= (int32_t)d || t->site != site || depth == cap) break;
       depth++;
       below[depth].site = site; /* all the stream reads of an open scope */
       below[depth].depth = d;
