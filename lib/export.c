@@ -1695,11 +1695,16 @@ int lp__export_perfetto(lp__jw_t *w, const lp__session_t *s, const char *process
 /*
  * The bytes of a packet that follow its timestamp, ready to copy: the
  * TrackEvent (type, and for a begin its category and name iids) and the
- * sequence id. A begin's are kept by site, an end's once per lane.
+ * sequence id. A begin's are kept by site, an end's once per lane. Sixteen
+ * bytes hold them: a begin's are 13 while its iids and the sequence id fit
+ * in two bytes each (a site whose tail would not fit takes the general
+ * path). The loop then copies them in one move, and a slot is 32 bytes, a
+ * shift from its index.
  */
 typedef struct pfs_tail {
   const void *site;
-  uint8_t n, b[31];
+  uint8_t b[16];
+  uint8_t n; /* of b's bytes, those that count */
 } pfs_tail_t;
 
 struct lp__pfs_lane {
@@ -1858,7 +1863,7 @@ static void pfs_fast_learn(lp__pfs_lane_t *l, const lp_site_t *site) {
   n += lp__pb_put_varint(te + n, l->q.cat_of[h]);
   te[n++] = TE_NAME_IID << 3;
   n += lp__pb_put_varint(te + n, l->q.iids[h]);
-  if (n + 4 + 6 > sizeof l->fast[0].b) return; /* iids that large: the general path */
+  if (4 + n + 1 + lp__pb_varint_size(l->seq) > sizeof l->fast[0].b) return; /* iids that large: the general path */
   if ((l->nfast + 1) * 2 > l->fmask + 1) {
     uint32_t slots = l->fast == pfs_no_tails ? PFS_FAST_MIN : (l->fmask + 1) * 2;
     if (slots > PFS_FAST_MAX) return;
@@ -1896,7 +1901,7 @@ static inline __attribute__((always_inline)) uint32_t pfs_loop(lp__pfs_t *f, lp_
                                                                  const lp_impl_event_t *ev, uint32_t i, uint32_t to,
                                                                  const lp__timeseg_t *seg, bool whole) {
   lp__pb_t *pb = &f->x.pb;
-  enum { ROOM = 48 }; /* the longest packet written here (2 + 1 + 10 + 31), rounded up */
+  enum { ROOM = 32 }; /* the longest packet written here (2 + 1 + 10 + 16), rounded up */
   if (l->file != f->file || pb->err || !l->stack) return i; /* no stack yet: its first begin makes it */
   size_t n = to - i;
   uint8_t *o = n ? lp__pb_reserve(pb, n * ROOM) : NULL;
@@ -1919,7 +1924,8 @@ static inline __attribute__((always_inline)) uint32_t pfs_loop(lp__pfs_t *f, lp_
     int32_t top = (int32_t)below[depth].depth;
     const pfs_tail_t *t;
     if (!(tag & LP_IMPL_EV_END)) {
-      t = pfs_tail_slot(fast, fmask, site);
+      t = &fast[pfs_hash(site) & fmask];
+      if (t->site != site) t = pfs_tail_slot(fast, fmask, site); /* not in its own slot: probe on */
       if (top >= (int32_t)d || t->site != site || depth == cap) break;
       depth++;
       below[depth].site = site; /* all the stream reads of an open scope */
@@ -1941,7 +1947,7 @@ static inline __attribute__((always_inline)) uint32_t pfs_loop(lp__pfs_t *f, lp_
         k = 3 + lp__pb_put_varint(o + 3, dt);
       }
     }
-    memcpy(o + k, t->b, sizeof t->b); /* a fixed size: a few wide moves; only t->n of it counts */
+    memcpy(o + k, t->b, sizeof t->b); /* a fixed size: one wide move; only t->n of it counts */
     k += t->n;
     o[0] = TRACE_PACKET << 3 | 2;
     o[1] = (uint8_t)(k - 2);
