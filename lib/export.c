@@ -1895,7 +1895,7 @@ static void pfs_fast_learn(lp__pfs_lane_t *l, const lp_site_t *site) {
  * flat scopes every 64 events (the stack's first size) and send the next
  * one to the general path. The entry below the stack (its sentinel, depth
  * -1) lets the loop read the innermost depth with no test for an empty
- * stack.
+ * stack: the loop keeps a pointer to the innermost entry.
  */
 static inline __attribute__((always_inline)) uint32_t pfs_loop(lp__pfs_t *f, lp__pfs_lane_t *l,
                                                                  const lp_impl_event_t *ev, uint32_t i, uint32_t to,
@@ -1910,30 +1910,30 @@ static inline __attribute__((always_inline)) uint32_t pfs_loop(lp__pfs_t *f, lp_
   if (!whole) s.whole = 0; /* a constant here: the multiply goes */
   const lp_impl_event_t *e = ev + i, *const end = e + n;
   uint64_t last = l->q.last;
-  size_t depth = l->depth;
-  const size_t cap = l->cap;
-  open_scope_t *const below = l->stack - 1; /* below[depth]: the innermost open scope, or the sentinel */
+  open_scope_t *top = l->stack + l->depth - 1; /* the innermost open scope, or the sentinel */
+  const open_scope_t *const full = l->stack + l->cap - 1; /* top when the stack is full */
   pfs_tail_t *const fast = l->fast;
   const uint32_t fmask = l->fmask;
+  const pfs_tail_t *const end_tail = &l->end;
   for (; e < end; e++) {
     uint64_t tag = e->tag, ts;
-    if ((tag & LP_IMPL_EV_KIND) > LP_IMPL_EV_END || !lp__timeseg_ns(&s, e->ts, &ts)) break;
+    uint32_t kind = (uint32_t)(tag & LP_IMPL_EV_KIND);
+    if (kind > LP_IMPL_EV_END || !lp__timeseg_ns(&s, e->ts, &ts)) break;
     if (ts < last) ts = last; /* a lane's time never goes back on its sequence */
     const lp_site_t *site = LP__TAG_SITE(tag);
     uint32_t d = LP__TAG_DEPTH(tag);
-    int32_t top = (int32_t)below[depth].depth;
     const pfs_tail_t *t;
-    if (!(tag & LP_IMPL_EV_END)) {
+    if (kind == LP_IMPL_EV_BEGIN) {
       t = &fast[pfs_hash(site) & fmask];
       if (t->site != site) t = pfs_tail_slot(fast, fmask, site); /* not in its own slot: probe on */
-      if (top >= (int32_t)d || t->site != site || depth == cap) break;
-      depth++;
-      below[depth].site = site; /* all the stream reads of an open scope */
-      below[depth].depth = d;
+      if ((int32_t)top->depth >= (int32_t)d || t->site != site || top == full) break;
+      top++;
+      top->site = site; /* all the stream reads of an open scope */
+      top->depth = d;
     } else {
-      if (top != (int32_t)d || (d >= 255 && below[depth].site != site)) break;
-      depth--;
-      t = &l->end;
+      if (top->depth != d || (d >= 255 && top->site != site)) break;
+      top--;
+      t = end_tail;
     }
     uint64_t dt = ts - last;
     size_t k = 4;
@@ -1957,7 +1957,7 @@ static inline __attribute__((always_inline)) uint32_t pfs_loop(lp__pfs_t *f, lp_
   uint32_t done = (uint32_t)(e - (ev + i));
   pb->len = (size_t)(o - pb->buf);
   l->q.last = last;
-  l->depth = depth;
+  l->depth = (size_t)(top + 1 - l->stack);
   f->events += done;
   return i + done;
 }
