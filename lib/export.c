@@ -1924,9 +1924,12 @@ static inline __attribute__((always_inline)) uint32_t pfs_loop(lp__pfs_t *f, lp_
     uint32_t d = LP__TAG_DEPTH(tag);
     const pfs_tail_t *t;
     if (kind == LP_IMPL_EV_BEGIN) {
+      if ((int32_t)top->depth >= (int32_t)d || top == full) break;
       t = &fast[pfs_hash(site) & fmask];
-      if (t->site != site) t = pfs_tail_slot(fast, fmask, site); /* not in its own slot: probe on */
-      if ((int32_t)top->depth >= (int32_t)d || t->site != site || top == full) break;
+      if (t->site != site) { /* not in its own slot: probe on */
+        t = pfs_tail_slot(fast, fmask, site);
+        if (t->site != site) break;
+      }
       top++;
       top->site = site; /* all the stream reads of an open scope */
       top->depth = d;
