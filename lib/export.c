@@ -1939,16 +1939,17 @@ static inline __attribute__((always_inline)) uint32_t pfs_loop(lp__pfs_t *f, lp_
       t = end_tail;
     }
     uint64_t dt = ts - last;
-    size_t k = 4;
+    size_t k; /* the timestamp's end */
     o[2] = TP_TIMESTAMP << 3;
-    o[3] = (uint8_t)dt;
-    if (dt >= 0x80) {
-      if (dt < 0x4000) {
-        o[3] = (uint8_t)(dt | 0x80);
-        o[k++] = (uint8_t)(dt >> 7);
-      } else {
-        k = 3 + lp__pb_put_varint(o + 3, dt);
-      }
+    if (dt < 0x4000) {
+      /* One byte or two: the second is written either way (fewer
+         instructions), and after a one-byte dt the tail's copy overwrites it. */
+      bool two = dt >= 0x80;
+      o[3] = (uint8_t)(two ? dt | 0x80 : dt);
+      o[4] = (uint8_t)(dt >> 7);
+      k = two ? 5 : 4;
+    } else {
+      k = 3 + lp__pb_put_varint(o + 3, dt);
     }
     memcpy(o + k, t->b, sizeof t->b); /* a fixed size: one wide move; only t->n of it counts */
     k += t->n;
