@@ -1846,6 +1846,17 @@ static void pfs_tails_clear(lp__pfs_lane_t *l) {
   l->nfast = 0;
 }
 
+/*
+ * A site's own slot, where it nearly always is: fast[pfs_hash(site) & mask],
+ * at byte offset ((site >> 4) << 5) & (mask << 5). (site >> 4) << 5 differs
+ * from site << 1 only in its low five bits, which mask << 5 clears: the
+ * offset is (site << 1) & (mask << 5), a shift and a mask less.
+ */
+static inline const pfs_tail_t *pfs_tail_home(const pfs_tail_t *fast, uintptr_t byte_mask, const void *site) {
+  _Static_assert(sizeof *fast == 32, "a slot's offset is its index << 5");
+  return (const pfs_tail_t *)((const char *)fast + (((uintptr_t)site << 1) & byte_mask));
+}
+
 /* The slot for site: its own, or the empty one it would take. */
 static inline pfs_tail_t *pfs_tail_slot(pfs_tail_t *fast, uint32_t mask, const void *site) {
   uint32_t h = pfs_hash(site) & mask;
@@ -1914,6 +1925,7 @@ static inline __attribute__((always_inline)) uint32_t pfs_loop(lp__pfs_t *f, lp_
   const open_scope_t *const full = l->stack + l->cap - 1; /* top when the stack is full */
   pfs_tail_t *const fast = l->fast;
   const uint32_t fmask = l->fmask;
+  const uintptr_t byte_mask = (uintptr_t)fmask << 5;
   const pfs_tail_t *const end_tail = &l->end;
   for (; e < end; e++) {
     uint64_t tag = e->tag, ts;
@@ -1925,7 +1937,7 @@ static inline __attribute__((always_inline)) uint32_t pfs_loop(lp__pfs_t *f, lp_
     const pfs_tail_t *t;
     if (kind == LP_IMPL_EV_BEGIN) {
       if ((int32_t)top->depth >= (int32_t)d || top == full) break;
-      t = &fast[pfs_hash(site) & fmask];
+      t = pfs_tail_home(fast, byte_mask, site);
       if (t->site != site) { /* not in its own slot: probe on */
         t = pfs_tail_slot(fast, fmask, site);
         if (t->site != site) break;
