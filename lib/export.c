@@ -1893,6 +1893,9 @@ static void pfs_fast_learn(lp__pfs_lane_t *l, const lp_site_t *site) {
   pfs_tail_set(t, site, TYPE_SLICE_BEGIN, te, n, l->seq);
 }
 
+/* What a time line's ns per tick is made of: a fraction only, whole ns and a fraction, one ns exactly. */
+typedef enum { PFS_LINE_FRAC, PFS_LINE_BOTH, PFS_LINE_NS } pfs_line_t;
+
 /*
  * The common events, written straight to the buffer from event i on: a
  * begin of a learnt site that ends no scope, and an end that matches the
@@ -1910,7 +1913,7 @@ static void pfs_fast_learn(lp__pfs_lane_t *l, const lp_site_t *site) {
  */
 static inline __attribute__((always_inline)) uint32_t pfs_loop(lp__pfs_t *f, lp__pfs_lane_t *l,
                                                                  const lp_impl_event_t *ev, uint32_t i, uint32_t to,
-                                                                 const lp__timeseg_t *seg, bool whole) {
+                                                                 const lp__timeseg_t *seg, pfs_line_t line) {
   lp__pb_t *pb = &f->x.pb;
   enum { ROOM = 32 }; /* the longest packet written here (2 + 1 + 10 + 16), rounded up */
   if (l->file != f->file || pb->err || !l->stack) return i; /* no stack yet: its first begin makes it */
@@ -1918,7 +1921,11 @@ static inline __attribute__((always_inline)) uint32_t pfs_loop(lp__pfs_t *f, lp_
   uint8_t *o = n ? lp__pb_reserve(pb, n * ROOM) : NULL;
   if (!o) return i;
   lp__timeseg_t s = *seg;
-  if (!whole) s.whole = 0; /* a constant here: the multiply goes */
+  if (line == PFS_LINE_FRAC) s.whole = 0; /* constants here: a multiply goes */
+  if (line == PFS_LINE_NS) {
+    s.whole = 1;
+    s.frac = 0;
+  }
   const lp_impl_event_t *e = ev + i, *const end = e + n;
   uint64_t last = l->q.last;
   open_scope_t *top = l->stack + l->depth - 1; /* the innermost open scope, or the sentinel */
@@ -1978,10 +1985,16 @@ static inline __attribute__((always_inline)) uint32_t pfs_loop(lp__pfs_t *f, lp_
   return i + done;
 }
 
-/* The line's whole ns per tick is 0 for a counter faster than 1 GHz: one multiply less per event. */
+/*
+ * The loop for the line's shape, each with its multiplies known: a counter
+ * faster than 1 GHz has no whole ns per tick, one slower has both parts,
+ * and CLOCK_MONOTONIC's map (the identity) is one ns per tick exactly.
+ */
 static uint32_t pfs_run(lp__pfs_t *f, lp__pfs_lane_t *l, const lp_impl_event_t *ev, uint32_t i, uint32_t to,
                         const lp__timeseg_t *seg) {
-  return seg->whole ? pfs_loop(f, l, ev, i, to, seg, true) : pfs_loop(f, l, ev, i, to, seg, false);
+  if (seg->whole == 1 && !seg->frac) return pfs_loop(f, l, ev, i, to, seg, PFS_LINE_NS);
+  if (seg->whole) return pfs_loop(f, l, ev, i, to, seg, PFS_LINE_BOTH);
+  return pfs_loop(f, l, ev, i, to, seg, PFS_LINE_FRAC);
 }
 
 int lp__pfs_chunk(lp__pfs_t *f, lp__pfs_lane_t **state, const lp__pfs_lane_info_t *info, const lp_impl_event_t *ev,
