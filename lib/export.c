@@ -1712,11 +1712,16 @@ int lp__export_perfetto(lp__jw_t *w, const lp__session_t *s, const char *process
 /*
  * The bytes of a packet that follow its timestamp, ready to copy: the
  * TrackEvent (type, and for a begin its category and name iids) and the
- * sequence id. A begin's are kept by site, an end's once per lane.
+ * sequence id. A begin's are kept by site, an end's once per lane. Sixteen
+ * bytes hold them: a begin's are 13 while its iids and the sequence id fit
+ * in two bytes each (a site whose tail would not fit takes the general
+ * path). The loop then copies them in one move, and a slot is 32 bytes, a
+ * shift from its index.
  */
 typedef struct pfs_tail {
   const void *site;
-  uint8_t n, b[31];
+  uint8_t b[16];
+  uint8_t n; /* of b's bytes, those that count */
 } pfs_tail_t;
 
 struct lp__pfs_lane {
@@ -1858,6 +1863,17 @@ static void pfs_tails_clear(lp__pfs_lane_t *l) {
   l->nfast = 0;
 }
 
+/*
+ * A site's own slot, where it nearly always is: fast[pfs_hash(site) & mask],
+ * at byte offset ((site >> 4) << 5) & (mask << 5). (site >> 4) << 5 differs
+ * from site << 1 only in its low five bits, which mask << 5 clears: the
+ * offset is (site << 1) & (mask << 5), a shift and a mask less.
+ */
+static inline const pfs_tail_t *pfs_tail_home(const pfs_tail_t *fast, uintptr_t byte_mask, const void *site) {
+  _Static_assert(sizeof *fast == 32, "a slot's offset is its index << 5");
+  return (const pfs_tail_t *)((const char *)fast + (((uintptr_t)site << 1) & byte_mask));
+}
+
 /* The slot for site: its own, or the empty one it would take. */
 static inline pfs_tail_t *pfs_tail_slot(pfs_tail_t *fast, uint32_t mask, const void *site) {
   uint32_t h = pfs_hash(site) & mask;
@@ -1875,7 +1891,7 @@ static void pfs_fast_learn(lp__pfs_lane_t *l, const lp_site_t *site) {
   n += lp__pb_put_varint(te + n, l->q.cat_of[h]);
   te[n++] = TE_NAME_IID << 3;
   n += lp__pb_put_varint(te + n, l->q.iids[h]);
-  if (n + 4 + 6 > sizeof l->fast[0].b) return; /* iids that large: the general path */
+  if (4 + n + 1 + lp__pb_varint_size(l->seq) > sizeof l->fast[0].b) return; /* iids that large: the general path */
   if ((l->nfast + 1) * 2 > l->fmask + 1) {
     uint32_t slots = l->fast == pfs_no_tails ? PFS_FAST_MIN : (l->fmask + 1) * 2;
     if (slots > PFS_FAST_MAX) return;
@@ -1894,6 +1910,9 @@ static void pfs_fast_learn(lp__pfs_lane_t *l, const lp_site_t *site) {
   pfs_tail_set(t, site, TYPE_SLICE_BEGIN, te, n, l->seq);
 }
 
+/* What a time line's ns per tick is made of: a fraction only, whole ns and a fraction, one ns exactly. */
+typedef enum { PFS_LINE_FRAC, PFS_LINE_BOTH, PFS_LINE_NS } pfs_line_t;
+
 /*
  * The common events, written straight to the buffer from event i on: a
  * begin of a learnt site that ends no scope, and an end that matches the
@@ -1901,62 +1920,74 @@ static void pfs_fast_learn(lp__pfs_lane_t *l, const lp_site_t *site) {
  * for byte those pf_event_fast writes. Returns the index of the first event
  * it left to the general path (to when none).
  *
- * A run is bounded before it starts, so that its loop tests neither the
- * room in the buffer nor in the stack: an event writes at most ROOM bytes
- * and opens at most one scope. The entry below the stack (its sentinel,
- * depth -1) lets the loop read the innermost depth with no test for an
- * empty stack.
+ * The buffer's room is made before the run starts, so that its loop does
+ * not test it: an event writes at most ROOM bytes. The stack's room is
+ * tested by each begin instead: bounding the run by it would end a run of
+ * flat scopes every 64 events (the stack's first size) and send the next
+ * one to the general path. The entry below the stack (its sentinel, depth
+ * -1) lets the loop read the innermost depth with no test for an empty
+ * stack: the loop keeps a pointer to the innermost entry.
  */
 static inline __attribute__((always_inline)) uint32_t pfs_loop(lp__pfs_t *f, lp__pfs_lane_t *l,
                                                                  const lp_impl_event_t *ev, uint32_t i, uint32_t to,
-                                                                 const lp__timeseg_t *seg, bool whole) {
+                                                                 const lp__timeseg_t *seg, pfs_line_t line) {
   lp__pb_t *pb = &f->x.pb;
-  enum { ROOM = 48 }; /* the longest packet written here (2 + 1 + 10 + 31), rounded up */
-  if (l->file != f->file || pb->err) return i;
+  enum { ROOM = 32 }; /* the longest packet written here (2 + 1 + 10 + 16), rounded up */
+  if (l->file != f->file || pb->err || !l->stack) return i; /* no stack yet: its first begin makes it */
   size_t n = to - i;
-  if (n > l->cap - l->depth) n = l->cap - l->depth;
   uint8_t *o = n ? lp__pb_reserve(pb, n * ROOM) : NULL;
   if (!o) return i;
   lp__timeseg_t s = *seg;
-  if (!whole) s.whole = 0; /* a constant here: the multiply goes */
+  if (line == PFS_LINE_FRAC) s.whole = 0; /* constants here: a multiply goes */
+  if (line == PFS_LINE_NS) {
+    s.whole = 1;
+    s.frac = 0;
+  }
   const lp_impl_event_t *e = ev + i, *const end = e + n;
   uint64_t last = l->q.last;
-  size_t depth = l->depth;
-  open_scope_t *const below = l->stack - 1; /* below[depth]: the innermost open scope, or the sentinel */
+  open_scope_t *top = l->stack + l->depth - 1; /* the innermost open scope, or the sentinel */
+  const open_scope_t *const full = l->stack + l->cap - 1; /* top when the stack is full */
   pfs_tail_t *const fast = l->fast;
   const uint32_t fmask = l->fmask;
+  const uintptr_t byte_mask = (uintptr_t)fmask << 5;
+  const pfs_tail_t *const end_tail = &l->end;
   for (; e < end; e++) {
     uint64_t tag = e->tag, ts;
-    if ((tag & LP_IMPL_EV_KIND) > LP_IMPL_EV_END || !lp__timeseg_ns(&s, e->ts, &ts)) break;
+    uint32_t kind = (uint32_t)(tag & LP_IMPL_EV_KIND);
+    if (kind > LP_IMPL_EV_END || !lp__timeseg_ns(&s, e->ts, &ts)) break;
     if (ts < last) ts = last; /* a lane's time never goes back on its sequence */
     const lp_site_t *site = LP__TAG_SITE(tag);
     uint32_t d = LP__TAG_DEPTH(tag);
-    int32_t top = (int32_t)below[depth].depth;
     const pfs_tail_t *t;
-    if (!(tag & LP_IMPL_EV_END)) {
-      t = pfs_tail_slot(fast, fmask, site);
-      if (top >= (int32_t)d || t->site != site) break;
-      depth++;
-      below[depth].site = site; /* all the stream reads of an open scope */
-      below[depth].depth = d;
+    if (kind == LP_IMPL_EV_BEGIN) {
+      if ((int32_t)top->depth >= (int32_t)d || top == full) break;
+      t = pfs_tail_home(fast, byte_mask, site);
+      if (t->site != site) { /* not in its own slot: probe on */
+        t = pfs_tail_slot(fast, fmask, site);
+        if (t->site != site) break;
+      }
+      top++;
+      top->site = site; /* all the stream reads of an open scope */
+      top->depth = d;
     } else {
-      if (top != (int32_t)d || (d >= 255 && below[depth].site != site)) break;
-      depth--;
-      t = &l->end;
+      if (top->depth != d || (d >= 255 && top->site != site)) break;
+      top--;
+      t = end_tail;
     }
     uint64_t dt = ts - last;
-    size_t k = 4;
+    size_t k; /* the timestamp's end */
     o[2] = TP_TIMESTAMP << 3;
-    o[3] = (uint8_t)dt;
-    if (dt >= 0x80) {
-      if (dt < 0x4000) {
-        o[3] = (uint8_t)(dt | 0x80);
-        o[k++] = (uint8_t)(dt >> 7);
-      } else {
-        k = 3 + lp__pb_put_varint(o + 3, dt);
-      }
+    if (dt < 0x4000) {
+      /* One byte or two: the second is written either way (fewer
+         instructions), and after a one-byte dt the tail's copy overwrites it. */
+      bool two = dt >= 0x80;
+      o[3] = (uint8_t)(two ? dt | 0x80 : dt);
+      o[4] = (uint8_t)(dt >> 7);
+      k = two ? 5 : 4;
+    } else {
+      k = 3 + lp__pb_put_varint(o + 3, dt);
     }
-    memcpy(o + k, t->b, sizeof t->b); /* a fixed size: a few wide moves; only t->n of it counts */
+    memcpy(o + k, t->b, sizeof t->b); /* a fixed size: one wide move; only t->n of it counts */
     k += t->n;
     o[0] = TRACE_PACKET << 3 | 2;
     o[1] = (uint8_t)(k - 2);
@@ -1966,15 +1997,21 @@ static inline __attribute__((always_inline)) uint32_t pfs_loop(lp__pfs_t *f, lp_
   uint32_t done = (uint32_t)(e - (ev + i));
   pb->len = (size_t)(o - pb->buf);
   l->q.last = last;
-  l->depth = depth;
+  l->depth = (size_t)(top + 1 - l->stack);
   f->events += done;
   return i + done;
 }
 
-/* The line's whole ns per tick is 0 for a counter faster than 1 GHz: one multiply less per event. */
+/*
+ * The loop for the line's shape, each with its multiplies known: a counter
+ * faster than 1 GHz has no whole ns per tick, one slower has both parts,
+ * and CLOCK_MONOTONIC's map (the identity) is one ns per tick exactly.
+ */
 static uint32_t pfs_run(lp__pfs_t *f, lp__pfs_lane_t *l, const lp_impl_event_t *ev, uint32_t i, uint32_t to,
                         const lp__timeseg_t *seg) {
-  return seg->whole ? pfs_loop(f, l, ev, i, to, seg, true) : pfs_loop(f, l, ev, i, to, seg, false);
+  if (seg->whole == 1 && !seg->frac) return pfs_loop(f, l, ev, i, to, seg, PFS_LINE_NS);
+  if (seg->whole) return pfs_loop(f, l, ev, i, to, seg, PFS_LINE_BOTH);
+  return pfs_loop(f, l, ev, i, to, seg, PFS_LINE_FRAC);
 }
 
 int lp__pfs_chunk(lp__pfs_t *f, lp__pfs_lane_t **state, const lp__pfs_lane_info_t *info, const lp_impl_event_t *ev,
