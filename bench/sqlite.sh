@@ -75,8 +75,7 @@ if [ -n "${WORK:-}" ]; then
   w=$WORK
   mkdir -p "$w" || exit 2
 else
-  w=${TMPDIR:-/tmp}/labelprof-sqlite.$$
-  mkdir -p "$w" || exit 2
+  w=$(mktemp -d "${TMPDIR:-/tmp}/labelprof-sqlite.XXXXXX") || exit 2
   trap 'rm -rf "$w"' EXIT
   trap 'exit 1' INT TERM
 fi
