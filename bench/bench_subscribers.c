@@ -71,7 +71,6 @@ static const lp_site_t stack_site = {"bench", __FILE__, "loop_stack", 1, LP_LEVE
 static void loop_stack(long n) {
   for (long i = 0; i < n; i++) {
     lp_impl_scope_t sc = {&stack_site, lp_impl_push((uintptr_t)&stack_site)};
-    sc.t = lp_impl_self; /* after the push, which registers a new thread */
     BENCH_BARRIER();
     lp_impl_leave(&sc);
   }

@@ -66,7 +66,6 @@ static void loop_stack_only(long n) {
   static const lp_site_t site = {"bench", __FILE__, "", 0, LP_LEVEL_RUNTIME, 0, 0, 0, 0};
   for (long i = 0; i < n; i++) {
     lp_impl_scope_t s = {&site, lp_impl_push((uintptr_t)&site)};
-    s.t = lp_impl_self; /* after the push, which registers a new thread */
     BENCH_BARRIER();
     lp_impl_leave(&s);
   }
