@@ -12,6 +12,8 @@
 
 #include <limits.h>
 #include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -177,6 +179,137 @@ static void test_pfread_unknown_name_iid(void) {
   run_free(&r);
 }
 
+/* ---- a trace of many tracks, written here ---- */
+
+typedef struct pb {
+  unsigned char *b;
+  size_t n, cap;
+} pb_t;
+
+static void pb_bytes(pb_t *p, const void *d, size_t n) {
+  if (p->n + n > p->cap) {
+    p->cap = (p->n + n) * 2;
+    p->b = realloc(p->b, p->cap);
+    CU_ASSERT_FATAL(p->b != NULL);
+  }
+  memcpy(p->b + p->n, d, n);
+  p->n += n;
+}
+
+static void pb_varint(pb_t *p, uint64_t v) {
+  unsigned char b[10];
+  size_t n = 0;
+  do {
+    b[n] = (unsigned char)(v & 0x7f);
+    v >>= 7;
+    if (v) b[n] |= 0x80;
+    n++;
+  } while (v);
+  pb_bytes(p, b, n);
+}
+
+static void pb_uint(pb_t *p, unsigned field, uint64_t v) {
+  pb_varint(p, (uint64_t)field << 3);
+  pb_varint(p, v);
+}
+
+/* Field `field` holding what inner holds (a message or a string); inner is freed. */
+static void pb_sub(pb_t *p, unsigned field, pb_t *inner) {
+  pb_varint(p, (uint64_t)field << 3 | 2);
+  pb_varint(p, inner->n);
+  pb_bytes(p, inner->b, inner->n);
+  free(inner->b);
+  memset(inner, 0, sizeof *inner);
+}
+
+static void pb_str(pb_t *p, unsigned field, const char *s) {
+  pb_t t = {0};
+  pb_bytes(&t, s, strlen(s));
+  pb_sub(p, field, &t);
+}
+
+/* A track descriptor under process 42 (uuid 7), on its own sequence, saying the tid of its lane. */
+static void many_track(pb_t *trace, uint64_t uuid, uint32_t seq, const char *name, long tid) {
+  pb_t packet = {0}, td = {0};
+  char desc[80];
+  snprintf(desc, sizeof desc, "labelprof track, tid %ld", tid);
+  pb_uint(&td, 1, uuid);
+  pb_uint(&td, 5, 7);
+  pb_str(&td, 2, name);
+  pb_str(&td, 14, desc);
+  pb_uint(&packet, 10, seq);
+  pb_sub(&packet, 60, &td);
+  pb_sub(trace, 1, &packet);
+}
+
+/* A slice on track uuid: its begin at ts and its end dur later. */
+static void many_slice(pb_t *trace, uint64_t uuid, uint32_t seq, uint64_t ts, uint64_t dur) {
+  for (int end = 0; end < 2; end++) {
+    pb_t packet = {0}, te = {0};
+    pb_uint(&te, 9, end ? 2 : 1);
+    pb_uint(&te, 11, uuid);
+    if (!end) pb_str(&te, 23, "work");
+    pb_uint(&packet, 8, ts + (end ? dur : 0));
+    pb_uint(&packet, 10, seq);
+    pb_sub(&packet, 11, &te);
+    pb_sub(trace, 1, &packet);
+  }
+}
+
+/*
+ * Thousands of tracks, each on a sequence of its own, each saying a tid in
+ * the reverse of the file's order, then two more saying tids already taken,
+ * which are numbered past the rest: each slice must land on its own track,
+ * with its own duration, in its lane (the reader's tables of sequences and
+ * tracks grow many times over).
+ */
+static void test_pfread_many_tracks(void) {
+  enum { NT = 3000 };
+  const long first = 1000000000;
+  pb_t trace = {0}, proc = {0}, pd = {0}, packet = {0};
+  pb_uint(&pd, 1, 42);
+  pb_str(&pd, 6, "app");
+  pb_uint(&proc, 1, 7);
+  pb_sub(&proc, 3, &pd);
+  pb_uint(&packet, 10, 1);
+  pb_sub(&packet, 60, &proc);
+  pb_sub(&trace, 1, &packet);
+  char name[32];
+  for (uint32_t t = 0; t < NT + 2; t++) {
+    snprintf(name, sizeof name, "track %u", t);
+    many_track(&trace, 1000 + t, 2 + t, name, t < NT ? first + (NT - 1 - t) : first);
+  }
+  for (uint32_t t = 0; t < NT + 2; t++) many_slice(&trace, 1000 + t, 2 + t, 1000000 + 100000 * (uint64_t)t, 10 * (t + 1));
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s/many.pftrace", lp_test_tmpdir("pfread"));
+  FILE *f = fopen(path, "wb");
+  CU_ASSERT_FATAL(f != NULL);
+  CU_ASSERT_FATAL(fwrite(trace.b, 1, trace.n, f) == trace.n);
+  CU_ASSERT_FATAL(fclose(f) == 0);
+  free(trace.b);
+  char *argv[] = {tool, "stats", "--by", "thread", "--format", "csv", path, NULL};
+  lp_test_run_t r = lp_test_run(tool, argv, NULL, NULL);
+  CU_ASSERT_EQUAL(lp_test_exit_code(&r), 0);
+  CU_ASSERT_STRING_EQUAL(r.err, "");
+  size_t rows = 0, right = 0;
+  const char *line = strchr(r.out, '\n');
+  while (line && line[1]) {
+    unsigned t;
+    long tid, total;
+    line++;
+    rows++;
+    if (sscanf(line, "\"track %u (app pid 42, tid %ld)\",work,1,%ld,", &t, &tid, &total) == 3 && t < NT + 2 &&
+        total == 10 * (long)(t + 1) && tid == (t < NT ? first + (NT - 1 - t) : first + NT + (t - NT)))
+      right++;
+    else if (rows - right <= 3)
+      fprintf(stderr, "\nmany tracks: unexpected row: %.120s\n", line);
+    line = strchr(line, '\n');
+  }
+  CU_ASSERT_EQUAL(rows, NT + 2);
+  CU_ASSERT_EQUAL(right, NT + 2);
+  lp_test_run_free(&r);
+}
+
 int main(void) {
   if (!realpath("tools/labelprof", tool)) {
     perror("test_pfread: setup (run from the build directory)");
@@ -190,6 +323,7 @@ int main(void) {
       LP_TEST(test_pfread_unnamed_track),
       LP_TEST(test_pfread_unknown_name_iid),
       LP_TEST(test_pfread_track_said_tid),
+      LP_TEST(test_pfread_many_tracks),
       CU_TEST_INFO_NULL,
   };
   return lp_test_main("pfread", tests);

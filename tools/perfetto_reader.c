@@ -253,14 +253,30 @@ typedef struct pr_track {
   char *name;
 } pr_track_t;
 
+/*
+ * Where an array's entries are, by a 64-bit key: open addressing, each
+ * slot an entry's position + 1 (0: empty), at most half the slots used,
+ * so that a file with many sequences or tracks is read in time linear in
+ * its events. Entries are never removed; one entry may be put under
+ * several keys (a track whose descriptor changed its thread), and a
+ * lookup compares the entry itself, so a stale key finds nothing.
+ */
+typedef struct pr_index {
+  uint32_t *slot;
+  size_t mask; /* slots - 1, 0 before the first put */
+  size_t used;
+} pr_index_t;
+
 typedef struct pr_state {
   lp_input_t *in;
   const lp_sink_t *sink;
   lp_pos_t pos;
   pr_seq_t *seqs;
   size_t nseqs, capseqs;
+  pr_index_t seq_by_id;
   pr_track_t *tracks;
   size_t ntracks, captracks;
+  pr_index_t track_by_uuid, track_by_lane; /* the lane's key: pr_lane_key(pid, tid) */
   int64_t offset[64]; /* builtin clock -> BOOTTIME */
   bool has_offset[64];
   int64_t next_lane; /* tracks that are lanes of their own so far, numbered in order: tids PR_FIRST_LANE up */
@@ -268,9 +284,63 @@ typedef struct pr_state {
   uint64_t unknown_names; /* events whose name iid was not interned on their sequence */
 } pr_state_t;
 
+/* A key's home slot: its bits mixed (keys here are small counters, uuids and tids). */
+static size_t pr_home(const pr_index_t *ix, uint64_t key) {
+  key ^= key >> 33;
+  key *= 0xff51afd7ed558ccdull;
+  key ^= key >> 33;
+  return (size_t)key & ix->mask;
+}
+
+/* The first slot of key's probe sequence: walk on with pr_next_slot while it is not 0. */
+static const uint32_t *pr_first_slot(const pr_index_t *ix, uint64_t key) {
+  static const uint32_t none = 0;
+  return ix->mask ? &ix->slot[pr_home(ix, key)] : &none;
+}
+
+static const uint32_t *pr_next_slot(const pr_index_t *ix, const uint32_t *s) {
+  return s == &ix->slot[ix->mask] ? ix->slot : s + 1;
+}
+
+static void pr_index_place(pr_index_t *ix, uint64_t key, size_t pos) {
+  size_t h = pr_home(ix, key);
+  while (ix->slot[h]) h = (h + 1) & ix->mask;
+  ix->slot[h] = (uint32_t)(pos + 1);
+  ix->used++;
+}
+
+typedef uint64_t (*pr_key_fn)(const pr_state_t *st, size_t pos);
+
+/*
+ * Puts entry pos under key. When the slots are half used, they double and
+ * take the keys of entries 0..n-1 again (key_of: an entry's key now; the
+ * keys an entry had before are dropped, which lookups never needed).
+ * 0, or -1 out of memory (the index is left as it was).
+ */
+static int pr_index_put(pr_index_t *ix, uint64_t key, size_t pos, size_t n, pr_key_fn key_of, const pr_state_t *st) {
+  if (n >= UINT32_MAX) return -1;
+  if ((ix->used + 1) * 2 > ix->mask) {
+    size_t slots = ix->mask ? (ix->mask + 1) * 2 : 64;
+    while (n * 2 + 2 > slots) slots *= 2;
+    uint32_t *fresh = calloc(slots, sizeof *fresh);
+    if (!fresh) return -1;
+    free(ix->slot);
+    ix->slot = fresh;
+    ix->mask = slots - 1;
+    ix->used = 0;
+    for (size_t i = 0; i < n; i++)
+      if (i != pos) pr_index_place(ix, key_of(st, i), i);
+  }
+  pr_index_place(ix, key, pos);
+  return 0;
+}
+
+static uint64_t pr_seq_key(const pr_state_t *st, size_t pos) { return st->seqs[pos].id; }
+
 static pr_seq_t *pr_seq(pr_state_t *st, uint32_t id) {
-  for (size_t i = 0; i < st->nseqs; i++)
-    if (st->seqs[i].id == id) return &st->seqs[i];
+  const pr_index_t *ix = &st->seq_by_id;
+  for (const uint32_t *s = pr_first_slot(ix, id); *s; s = pr_next_slot(ix, s))
+    if (st->seqs[*s - 1].id == id) return &st->seqs[*s - 1];
   if (st->nseqs == st->capseqs) {
     size_t cap = st->capseqs ? st->capseqs * 2 : 16;
     pr_seq_t *s = realloc(st->seqs, cap * sizeof *s);
@@ -278,9 +348,11 @@ static pr_seq_t *pr_seq(pr_state_t *st, uint32_t id) {
     st->seqs = s;
     st->capseqs = cap;
   }
-  pr_seq_t *q = &st->seqs[st->nseqs++];
+  pr_seq_t *q = &st->seqs[st->nseqs];
   memset(q, 0, sizeof *q);
   q->id = id;
+  if (pr_index_put(&st->seq_by_id, id, st->nseqs, st->nseqs + 1, pr_seq_key, st) != 0) return NULL;
+  st->nseqs++;
   return q;
 }
 
@@ -296,8 +368,9 @@ static void pr_seq_clear(pr_seq_t *q) {
 }
 
 static pr_track_t *pr_track(pr_state_t *st, uint64_t uuid) {
-  for (size_t i = st->ntracks; i-- > 0;)
-    if (st->tracks[i].uuid == uuid) return &st->tracks[i];
+  const pr_index_t *ix = &st->track_by_uuid;
+  for (const uint32_t *s = pr_first_slot(ix, uuid); *s; s = pr_next_slot(ix, s))
+    if (st->tracks[*s - 1].uuid == uuid) return &st->tracks[*s - 1];
   return NULL;
 }
 
@@ -432,10 +505,17 @@ static int64_t pr_said_tid(const uint8_t *desc, size_t len) {
   return i > n && tid >= PR_FIRST_LANE ? tid : 0;
 }
 
+static uint64_t pr_lane_key(int64_t pid, int64_t tid) { return (uint64_t)pid * 0x9e3779b97f4a7c15ull ^ (uint64_t)tid; }
+static uint64_t pr_track_uuid_key(const pr_state_t *st, size_t pos) { return st->tracks[pos].uuid; }
+static uint64_t pr_track_lane_key(const pr_state_t *st, size_t pos) {
+  return pr_lane_key(st->tracks[pos].pid, st->tracks[pos].tid);
+}
+
 /* Whether a track of process pid is the lane (pid, tid) already. */
 static bool pr_tid_taken(const pr_state_t *st, int64_t pid, int64_t tid) {
-  for (size_t i = 0; i < st->ntracks; i++)
-    if (st->tracks[i].pid == pid && st->tracks[i].tid == tid) return true;
+  const pr_index_t *ix = &st->track_by_lane;
+  for (const uint32_t *s = pr_first_slot(ix, pr_lane_key(pid, tid)); *s; s = pr_next_slot(ix, s))
+    if (st->tracks[*s - 1].pid == pid && st->tracks[*s - 1].tid == tid) return true;
   return false;
 }
 
@@ -504,6 +584,8 @@ static int pr_descriptor(pr_state_t *st, pr_seq_t *q, const uint8_t *p, size_t l
     if (!process) pid = up ? up->pid : 0;
   }
   pr_track_t *t = pr_track(st, uuid);
+  bool fresh = !t;
+  int64_t was_pid = t ? t->pid : 0, was_tid = t ? t->tid : 0;
   if (!t) {
     if (st->ntracks == st->captracks) {
       size_t cap = st->captracks ? st->captracks * 2 : 32;
@@ -533,6 +615,11 @@ static int pr_descriptor(pr_state_t *st, pr_seq_t *q, const uint8_t *p, size_t l
   }
   t->pid = pid;
   t->counter = counter;
+  size_t pos = (size_t)(t - st->tracks);
+  if ((fresh && pr_index_put(&st->track_by_uuid, uuid, pos, st->ntracks, pr_track_uuid_key, st) != 0) ||
+      ((fresh || t->pid != was_pid || t->tid != was_tid) &&
+       pr_index_put(&st->track_by_lane, pr_lane_key(t->pid, t->tid), pos, st->ntracks, pr_track_lane_key, st) != 0))
+    return pr_bad(st, "out of memory for track descriptors");
   const uint8_t *shown = thread ? tname : process ? pname : name;
   size_t slen = thread ? tnlen : process ? pnlen : nlen;
   char *c = pr_name_copy(shown, slen);
@@ -999,6 +1086,9 @@ static int pr_read(lp_input_t *in, const lp_sink_t *sink) {
   free(st.seqs);
   for (size_t i = 0; i < st.ntracks; i++) free(st.tracks[i].name);
   free(st.tracks);
+  free(st.seq_by_id.slot);
+  free(st.track_by_uuid.slot);
+  free(st.track_by_lane.slot);
   return rc;
 }
 
