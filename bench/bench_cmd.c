@@ -14,8 +14,12 @@
  * on a trace of N lanes with one complete event each, and on one lane with
  * N distinct names, less the peak on a trace of one event, over N.
  *
+ * Then a Perfetto trace of another producer's shape, read as fast with its
+ * events spread over 20000 tracks, each on a sequence of its own, as on one.
+ *
  *   bench/bench_cmd [MB]      (default 120; LP_BENCH_CMD_MB too)
  *   bench/bench_cmd --memory [N]   only the memory rows (N default 1000000; LP_BENCH_CMD_N too)
+ *   bench/bench_cmd --tracks  only the rows of many tracks
  */
 #include "bench.h"
 
@@ -246,6 +250,136 @@ static uint64_t generate_pftrace(const char *path, double mb) {
   return events;
 }
 
+/* ---- a Perfetto trace from another producer: tracks of its own, each on a sequence of its own ---- */
+
+typedef struct pfbuf {
+  unsigned char b[256];
+  size_t n;
+} pfbuf_t;
+
+static void pf_varint(pfbuf_t *p, uint64_t v) {
+  do {
+    p->b[p->n++] = (unsigned char)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+    v >>= 7;
+  } while (v);
+}
+
+static void pf_uint(pfbuf_t *p, unsigned field, uint64_t v) {
+  pf_varint(p, (uint64_t)field << 3);
+  pf_varint(p, v);
+}
+
+/* Field `field` holding inner's bytes (a message or a string); inner is emptied. */
+static void pf_sub(pfbuf_t *p, unsigned field, pfbuf_t *inner) {
+  pf_varint(p, (uint64_t)field << 3 | 2);
+  pf_varint(p, inner->n);
+  memcpy(p->b + p->n, inner->b, inner->n);
+  p->n += inner->n;
+  inner->n = 0;
+}
+
+static void pf_str(pfbuf_t *p, unsigned field, const char *s) {
+  pfbuf_t t = {.n = strlen(s)};
+  memcpy(t.b, s, t.n);
+  pf_sub(p, field, &t);
+}
+
+/* One TracePacket on seq, holding inner in field `field`, with a timestamp unless ts is 0. */
+static int pf_packet(FILE *f, uint32_t seq, uint64_t ts, unsigned field, pfbuf_t *inner) {
+  pfbuf_t packet = {.n = 0}, trace = {.n = 0};
+  if (ts) pf_uint(&packet, 8, ts);
+  pf_uint(&packet, 10, seq);
+  pf_sub(&packet, field, inner);
+  pf_sub(&trace, 1, &packet);
+  return fwrite(trace.b, 1, trace.n, f) == trace.n ? 0 : -1;
+}
+
+/*
+ * Slices named in full (no interning) on ntracks tracks under one process,
+ * each track on a sequence of its own, taken in turn: as a producer with
+ * many async tracks writes them. Returns the events written, 0 on failure.
+ */
+static uint64_t generate_tracks(const char *path, uint32_t ntracks, uint64_t events) {
+  FILE *f = fopen(path, "wb");
+  if (!f) {
+    perror(path);
+    return 0;
+  }
+  pfbuf_t td = {.n = 0}, pd = {.n = 0}, te = {.n = 0};
+  int bad = 0;
+  pf_uint(&pd, 1, 4242);
+  pf_str(&pd, 6, "producer");
+  pf_uint(&td, 1, 7);
+  pf_sub(&td, 3, &pd);
+  bad |= pf_packet(f, 1, 0, 60, &td);
+  char name[32];
+  for (uint32_t t = 0; t < ntracks; t++) {
+    snprintf(name, sizeof name, "queue %u", t);
+    pf_uint(&td, 1, 1000 + (uint64_t)t);
+    pf_uint(&td, 5, 7);
+    pf_str(&td, 2, name);
+    bad |= pf_packet(f, 2 + t, 0, 60, &td);
+  }
+  uint64_t ts = 1000000, n = 0;
+  for (; n + 2 <= events && !bad; n += 2) {
+    uint32_t t = (uint32_t)(n / 2 % ntracks);
+    pf_uint(&te, 9, 1);
+    pf_uint(&te, 11, 1000 + (uint64_t)t);
+    pf_str(&te, 23, "submit");
+    bad |= pf_packet(f, 2 + t, ts, 11, &te);
+    pf_uint(&te, 9, 2);
+    pf_uint(&te, 11, 1000 + (uint64_t)t);
+    bad |= pf_packet(f, 2 + t, ts + 700, 11, &te);
+    ts += 1000;
+  }
+  if (fclose(f) != 0 || bad) {
+    perror(path);
+    return 0;
+  }
+  return n;
+}
+
+/*
+ * The command on the same events spread over one track and over many, each
+ * track on a sequence of its own: it finds an event's sequence and track in
+ * constant time, so the rates should match. 0, or 1 when a run failed.
+ */
+static int tracks_rows(const char *dir) {
+  enum { EVENTS = 1000000, MANY = 20000 };
+  const uint32_t ntracks[2] = {1, MANY};
+  double rate[2];
+  int failed = 0;
+  printf("\nPerfetto from another producer: %d events of slices named in full, on one track and on %d, each track\n"
+         "on a sequence of its own (3 runs, medians)\n\n",
+         EVENTS, MANY);
+  printf("  %-30s %9s %10s %10s\n", "", "wall s", "CPU s", "M events/s of CPU");
+  for (int k = 0; k < 2; k++) {
+    char path[96];
+    snprintf(path, sizeof path, "%s/tracks%d.pftrace", dir, k);
+    uint64_t n = generate_tracks(path, ntracks[k], EVENTS);
+    if (!n) return 1;
+    char *tool[] = {"./tools/labelprof", "stats", "--top", "5", path, NULL};
+    double tw[3], tc[3];
+    for (int i = 0; i < 3; i++) {
+      result_t t = run(tool);
+      if (t.status != 0) {
+        fprintf(stderr, "bench_cmd: labelprof stats %s exited with %d\n", path, t.status);
+        failed = 1;
+      }
+      tw[i] = t.seconds, tc[i] = t.cpu;
+    }
+    double mtc = bench_median(tc, 3);
+    rate[k] = (double)n / mtc / 1e6;
+    printf("  %-30s %9.2f %10.2f %10.1f\n", k ? "    20000 tracks" : "    one track", bench_median(tw, 3), mtc, rate[k]);
+    unlink(path);
+  }
+  printf("\ntargets\n\n");
+  /* Not 1x: 20000 sequences and lanes leave the caches; a search per event through the tracks made it 0.01x. */
+  printf("  %-52s %7.2fx  %s\n", "20000 tracks: events/s >= 0.25x one track's", rate[1] / rate[0],
+         bench_verdict(rate[1] >= 0.25 * rate[0]));
+  return failed;
+}
+
 static double file_mb(const char *path) {
   struct stat st;
   return stat(path, &st) == 0 ? (double)st.st_size / 1e6 : 0;
@@ -259,6 +393,13 @@ int main(int argc, char **argv) {
     if (n < 1 || !mkdtemp(mdir)) return 1;
     int rc = memory_rows(mdir, n);
     rmdir(mdir);
+    return rc;
+  }
+  if (argc > 1 && strcmp(argv[1], "--tracks") == 0) {
+    char tdir[] = "/tmp/lp-bench-tracks-XXXXXX";
+    if (!mkdtemp(tdir)) return 1;
+    int rc = tracks_rows(tdir);
+    rmdir(tdir);
     return rc;
   }
   const char *env = getenv("LP_BENCH_CMD_MB");
@@ -343,6 +484,7 @@ int main(int argc, char **argv) {
   printf("  %-52s %7.1f MB  %s\n", "labelprof's order: peak RSS < 50 MB", rss[1], bench_verdict(rss[1] < 50));
   unlink(sorted);
   unlink(at_end);
+  if (tracks_rows(dir)) failed = 1;
   const char *e = getenv("LP_BENCH_CMD_N");
   if (memory_rows(dir, e && atol(e) > 0 ? atol(e) : 1000000)) failed = 1;
   rmdir(dir);
