@@ -22,6 +22,7 @@
  *   bench/bench_cmd --tracks  only the rows of many tracks
  */
 #include "bench.h"
+#include "../tests/pb_write.h"
 
 #include <labelprof.h>
 
@@ -251,48 +252,38 @@ static uint64_t generate_pftrace(const char *path, double mb) {
   return events;
 }
 
+/* `labelprof stats` on argv three times: the medians of wall and CPU seconds, and the peak RSS. 0, or 1 when a run failed. */
+static int stats_runs(char *const argv[], double *wall, double *cpu, double *rss_mb) {
+  double tw[3], tc[3];
+  int failed = 0;
+  *rss_mb = 0;
+  for (int i = 0; i < 3; i++) {
+    result_t t = run(argv);
+    if (t.status != 0) {
+      fprintf(stderr, "bench_cmd: labelprof stats exited with %d\n", t.status);
+      failed = 1;
+    }
+    tw[i] = t.seconds, tc[i] = t.cpu;
+    if (t.rss_mb > *rss_mb) *rss_mb = t.rss_mb;
+  }
+  *wall = bench_median(tw, 3);
+  *cpu = bench_median(tc, 3);
+  return failed;
+}
+
 /* ---- a Perfetto trace from another producer: tracks of its own, each on a sequence of its own ---- */
 
-typedef struct pfbuf {
-  unsigned char b[256];
-  size_t n;
-} pfbuf_t;
-
-static void pf_varint(pfbuf_t *p, uint64_t v) {
-  do {
-    p->b[p->n++] = (unsigned char)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
-    v >>= 7;
-  } while (v);
-}
-
-static void pf_uint(pfbuf_t *p, unsigned field, uint64_t v) {
-  pf_varint(p, (uint64_t)field << 3);
-  pf_varint(p, v);
-}
-
-/* Field `field` holding inner's bytes (a message or a string); inner is emptied. */
-static void pf_sub(pfbuf_t *p, unsigned field, pfbuf_t *inner) {
-  pf_varint(p, (uint64_t)field << 3 | 2);
-  pf_varint(p, inner->n);
-  memcpy(p->b + p->n, inner->b, inner->n);
-  p->n += inner->n;
-  inner->n = 0;
-}
-
-static void pf_str(pfbuf_t *p, unsigned field, const char *s) {
-  pfbuf_t t = {.n = strlen(s)};
-  memcpy(t.b, s, t.n);
-  pf_sub(p, field, &t);
-}
-
-/* One TracePacket on seq, holding inner in field `field`, with a timestamp unless ts is 0. */
-static int pf_packet(FILE *f, uint32_t seq, uint64_t ts, unsigned field, pfbuf_t *inner) {
-  pfbuf_t packet = {.n = 0}, trace = {.n = 0};
-  if (ts) pf_uint(&packet, 8, ts);
-  pf_uint(&packet, 10, seq);
-  pf_sub(&packet, field, inner);
-  pf_sub(&trace, 1, &packet);
-  return fwrite(trace.b, 1, trace.n, f) == trace.n ? 0 : -1;
+/* One TracePacket on seq, holding inner in field `field`, with a timestamp unless ts is 0. 0, or -1. */
+static int pf_packet(FILE *f, uint32_t seq, uint64_t ts, unsigned field, pbw_t *inner) {
+  pbw_t packet = {0}, trace = {0};
+  if (ts) pbw_uint(&packet, 8, ts);
+  pbw_uint(&packet, 10, seq);
+  pbw_sub(&packet, field, inner);
+  pbw_sub(&trace, 1, &packet);
+  int rc = !trace.failed && fwrite(trace.b, 1, trace.n, f) == trace.n ? 0 : -1;
+  pbw_free(&packet);
+  pbw_free(&trace);
+  return rc;
 }
 
 /*
@@ -306,33 +297,36 @@ static uint64_t generate_tracks(const char *path, uint32_t ntracks, uint64_t eve
     perror(path);
     return 0;
   }
-  pfbuf_t td = {.n = 0}, pd = {.n = 0}, te = {.n = 0};
+  pbw_t td = {0}, pd = {0}, te = {0};
   int bad = 0;
-  pf_uint(&pd, 1, 4242);
-  pf_str(&pd, 6, "producer");
-  pf_uint(&td, 1, 7);
-  pf_sub(&td, 3, &pd);
+  pbw_uint(&pd, 1, 4242);
+  pbw_str(&pd, 6, "producer");
+  pbw_uint(&td, 1, 7);
+  pbw_sub(&td, 3, &pd);
   bad |= pf_packet(f, 1, 0, 60, &td);
   char name[32];
   for (uint32_t t = 0; t < ntracks; t++) {
     snprintf(name, sizeof name, "queue %u", t);
-    pf_uint(&td, 1, 1000 + (uint64_t)t);
-    pf_uint(&td, 5, 7);
-    pf_str(&td, 2, name);
+    pbw_uint(&td, 1, 1000 + (uint64_t)t);
+    pbw_uint(&td, 5, 7);
+    pbw_str(&td, 2, name);
     bad |= pf_packet(f, 2 + t, 0, 60, &td);
   }
   uint64_t ts = 1000000, n = 0;
   for (; n + 2 <= events && !bad; n += 2) {
     uint32_t t = (uint32_t)(n / 2 % ntracks);
-    pf_uint(&te, 9, 1);
-    pf_uint(&te, 11, 1000 + (uint64_t)t);
-    pf_str(&te, 23, "submit");
+    pbw_uint(&te, 9, 1);
+    pbw_uint(&te, 11, 1000 + (uint64_t)t);
+    pbw_str(&te, 23, "submit");
     bad |= pf_packet(f, 2 + t, ts, 11, &te);
-    pf_uint(&te, 9, 2);
-    pf_uint(&te, 11, 1000 + (uint64_t)t);
+    pbw_uint(&te, 9, 2);
+    pbw_uint(&te, 11, 1000 + (uint64_t)t);
     bad |= pf_packet(f, 2 + t, ts + 700, 11, &te);
     ts += 1000;
   }
+  pbw_free(&td);
+  pbw_free(&pd);
+  pbw_free(&te);
   if (fclose(f) != 0 || bad) {
     perror(path);
     return 0;
@@ -360,18 +354,10 @@ static int tracks_rows(const char *dir) {
     uint64_t n = generate_tracks(path, ntracks[k], EVENTS);
     if (!n) return 1;
     char *tool[] = {"./tools/labelprof", "stats", "--top", "5", path, NULL};
-    double tw[3], tc[3];
-    for (int i = 0; i < 3; i++) {
-      result_t t = run(tool);
-      if (t.status != 0) {
-        fprintf(stderr, "bench_cmd: labelprof stats %s exited with %d\n", path, t.status);
-        failed = 1;
-      }
-      tw[i] = t.seconds, tc[i] = t.cpu;
-    }
-    double mtc = bench_median(tc, 3);
+    double mtw, mtc, rss;
+    failed |= stats_runs(tool, &mtw, &mtc, &rss);
     rate[k] = (double)n / mtc / 1e6;
-    printf("  %-30s %9.2f %10.2f %10.1f\n", k ? "    20000 tracks" : "    one track", bench_median(tw, 3), mtc, rate[k]);
+    printf("  %-30s %9.2f %10.2f %10.1f\n", k ? "    20000 tracks" : "    one track", mtw, mtc, rate[k]);
     unlink(path);
   }
   printf("\ntargets\n\n");
@@ -460,17 +446,9 @@ int main(int argc, char **argv) {
     failed = 1;
   } else {
     char *tool[] = {"./tools/labelprof", "stats", pf, NULL};
-    double tw[3], tc[3], rss_pf = 0;
-    for (int i = 0; i < 3; i++) {
-      result_t t = run(tool);
-      if (t.status != 0) {
-        fprintf(stderr, "bench_cmd: labelprof stats %s exited with %d\n", pf, t.status);
-        failed = 1;
-      }
-      tw[i] = t.seconds, tc[i] = t.cpu;
-      if (t.rss_mb > rss_pf) rss_pf = t.rss_mb;
-    }
-    double mtw = bench_median(tw, 3), mtc = bench_median(tc, 3), pf_mb = file_mb(pf);
+    double mtw, mtc, rss_pf;
+    failed |= stats_runs(tool, &mtw, &mtc, &rss_pf);
+    double pf_mb = file_mb(pf);
     printf("  Perfetto protobuf written by the library (%.0f MB, %.1f M events, 6 nested labels)\n", pf_mb,
            (double)pf_events / 1e6);
     printf("  %-30s %9.2f %9.1f %10.1f %7.1f MB   %.1f M events/s of CPU\n", "    labelprof stats", mtw,

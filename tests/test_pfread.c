@@ -9,6 +9,7 @@
 #include "config.h"
 
 #include "runner.h"
+#include "pb_write.h"
 
 #include <limits.h>
 #include <stdbool.h>
@@ -181,79 +182,36 @@ static void test_pfread_unknown_name_iid(void) {
 
 /* ---- a trace of many tracks, written here ---- */
 
-typedef struct pb {
-  unsigned char *b;
-  size_t n, cap;
-} pb_t;
-
-static void pb_bytes(pb_t *p, const void *d, size_t n) {
-  if (p->n + n > p->cap) {
-    p->cap = (p->n + n) * 2;
-    p->b = realloc(p->b, p->cap);
-    CU_ASSERT_FATAL(p->b != NULL);
-  }
-  memcpy(p->b + p->n, d, n);
-  p->n += n;
-}
-
-static void pb_varint(pb_t *p, uint64_t v) {
-  unsigned char b[10];
-  size_t n = 0;
-  do {
-    b[n] = (unsigned char)(v & 0x7f);
-    v >>= 7;
-    if (v) b[n] |= 0x80;
-    n++;
-  } while (v);
-  pb_bytes(p, b, n);
-}
-
-static void pb_uint(pb_t *p, unsigned field, uint64_t v) {
-  pb_varint(p, (uint64_t)field << 3);
-  pb_varint(p, v);
-}
-
-/* Field `field` holding what inner holds (a message or a string); inner is freed. */
-static void pb_sub(pb_t *p, unsigned field, pb_t *inner) {
-  pb_varint(p, (uint64_t)field << 3 | 2);
-  pb_varint(p, inner->n);
-  pb_bytes(p, inner->b, inner->n);
-  free(inner->b);
-  memset(inner, 0, sizeof *inner);
-}
-
-static void pb_str(pb_t *p, unsigned field, const char *s) {
-  pb_t t = {0};
-  pb_bytes(&t, s, strlen(s));
-  pb_sub(p, field, &t);
-}
-
 /* A track descriptor under process 42 (uuid 7), on its own sequence, saying the tid of its lane. */
-static void many_track(pb_t *trace, uint64_t uuid, uint32_t seq, const char *name, long tid) {
-  pb_t packet = {0}, td = {0};
+static void many_track(pbw_t *trace, uint64_t uuid, uint32_t seq, const char *name, long tid) {
+  pbw_t packet = {0}, td = {0};
   char desc[80];
   snprintf(desc, sizeof desc, "labelprof track, tid %ld", tid);
-  pb_uint(&td, 1, uuid);
-  pb_uint(&td, 5, 7);
-  pb_str(&td, 2, name);
-  pb_str(&td, 14, desc);
-  pb_uint(&packet, 10, seq);
-  pb_sub(&packet, 60, &td);
-  pb_sub(trace, 1, &packet);
+  pbw_uint(&td, 1, uuid);
+  pbw_uint(&td, 5, 7);
+  pbw_str(&td, 2, name);
+  pbw_str(&td, 14, desc);
+  pbw_uint(&packet, 10, seq);
+  pbw_sub(&packet, 60, &td);
+  pbw_sub(trace, 1, &packet);
+  pbw_free(&td);
+  pbw_free(&packet);
 }
 
 /* A slice on track uuid: its begin at ts and its end dur later. */
-static void many_slice(pb_t *trace, uint64_t uuid, uint32_t seq, uint64_t ts, uint64_t dur) {
+static void many_slice(pbw_t *trace, uint64_t uuid, uint32_t seq, uint64_t ts, uint64_t dur) {
+  pbw_t packet = {0}, te = {0};
   for (int end = 0; end < 2; end++) {
-    pb_t packet = {0}, te = {0};
-    pb_uint(&te, 9, end ? 2 : 1);
-    pb_uint(&te, 11, uuid);
-    if (!end) pb_str(&te, 23, "work");
-    pb_uint(&packet, 8, ts + (end ? dur : 0));
-    pb_uint(&packet, 10, seq);
-    pb_sub(&packet, 11, &te);
-    pb_sub(trace, 1, &packet);
+    pbw_uint(&te, 9, end ? 2 : 1);
+    pbw_uint(&te, 11, uuid);
+    if (!end) pbw_str(&te, 23, "work");
+    pbw_uint(&packet, 8, ts + (end ? dur : 0));
+    pbw_uint(&packet, 10, seq);
+    pbw_sub(&packet, 11, &te);
+    pbw_sub(trace, 1, &packet);
   }
+  pbw_free(&te);
+  pbw_free(&packet);
 }
 
 /*
@@ -266,27 +224,31 @@ static void many_slice(pb_t *trace, uint64_t uuid, uint32_t seq, uint64_t ts, ui
 static void test_pfread_many_tracks(void) {
   enum { NT = 3000 };
   const long first = 1000000000;
-  pb_t trace = {0}, proc = {0}, pd = {0}, packet = {0};
-  pb_uint(&pd, 1, 42);
-  pb_str(&pd, 6, "app");
-  pb_uint(&proc, 1, 7);
-  pb_sub(&proc, 3, &pd);
-  pb_uint(&packet, 10, 1);
-  pb_sub(&packet, 60, &proc);
-  pb_sub(&trace, 1, &packet);
+  pbw_t trace = {0}, proc = {0}, pd = {0}, packet = {0};
+  pbw_uint(&pd, 1, 42);
+  pbw_str(&pd, 6, "app");
+  pbw_uint(&proc, 1, 7);
+  pbw_sub(&proc, 3, &pd);
+  pbw_uint(&packet, 10, 1);
+  pbw_sub(&packet, 60, &proc);
+  pbw_sub(&trace, 1, &packet);
+  pbw_free(&pd);
+  pbw_free(&proc);
+  pbw_free(&packet);
   char name[32];
   for (uint32_t t = 0; t < NT + 2; t++) {
     snprintf(name, sizeof name, "track %u", t);
     many_track(&trace, 1000 + t, 2 + t, name, t < NT ? first + (NT - 1 - t) : first);
   }
   for (uint32_t t = 0; t < NT + 2; t++) many_slice(&trace, 1000 + t, 2 + t, 1000000 + 100000 * (uint64_t)t, 10 * (t + 1));
+  CU_ASSERT_FATAL(!trace.failed);
   char path[PATH_MAX];
   snprintf(path, sizeof path, "%s/many.pftrace", lp_test_tmpdir("pfread"));
   FILE *f = fopen(path, "wb");
   CU_ASSERT_FATAL(f != NULL);
   CU_ASSERT_FATAL(fwrite(trace.b, 1, trace.n, f) == trace.n);
   CU_ASSERT_FATAL(fclose(f) == 0);
-  free(trace.b);
+  pbw_free(&trace);
   char *argv[] = {tool, "stats", "--by", "thread", "--format", "csv", path, NULL};
   lp_test_run_t r = lp_test_run(tool, argv, NULL, NULL);
   CU_ASSERT_EQUAL(lp_test_exit_code(&r), 0);
