@@ -30,6 +30,7 @@
  * caller's own times and are written as they were recorded.
  */
 #include "internal.h"
+#include "track_lane.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -1527,14 +1528,13 @@ static uint64_t pf_counter_track(pf_export_t *x, const lp_site_t *site) {
  * description is text Perfetto shows as is (the track's help), and the
  * track stays a track under the process.
  */
-#define PF_TRACK_DESCRIPTION "labelprof track, tid "
 static void pf_lane_descriptor(pf_export_t *x, uint32_t seq, uint64_t uuid, bool track, const char *name,
                                uint64_t tid) {
   size_t p, td = pf_descriptor_begin(&x->pb, seq, SEQ_NEEDS_STATE, &p);
   lp__pb_varint(&x->pb, TD_UUID, uuid);
   if (track) {
     char desc[96];
-    snprintf(desc, sizeof desc, PF_TRACK_DESCRIPTION "%llu (its lane in labelprof's JSON timeline)",
+    snprintf(desc, sizeof desc, LP__TRACK_DESCRIPTION "%llu (its lane in labelprof's JSON timeline)",
              (unsigned long long)tid);
     lp__pb_varint(&x->pb, TD_PARENT, x->process_uuid);
     lp__pb_str(&x->pb, TD_NAME, name);

@@ -36,6 +36,7 @@
  * plus what exports still pin.
  */
 #include "internal.h"
+#include "track_lane.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -1658,8 +1659,7 @@ lp_track_t lp__track_create(const char *name) {
     free(l);
     return -ENOMEM;
   }
-  /* Synthetic ids far above any kernel thread id (pid_max is at most 2^22). */
-  l->tid = 1000000000u + n;
+  l->tid = LP__TRACK_FIRST_TID + n;
   l->track = true;
   tracks[n] = l;
   atomic_store_explicit(&ntracks, n + 1, memory_order_release);

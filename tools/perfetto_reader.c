@@ -49,6 +49,7 @@
  * of the packet and what was expected.
  */
 #include "reader.h"
+#include "../lib/track_lane.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -57,7 +58,7 @@
 
 #define PR_MAX_PACKET (256u << 20)  /* a packet larger than this is not believed */
 #define PR_TIME_LIMIT ((int64_t)1 << 62)
-#define PR_FIRST_LANE 1000000000 /* far above any thread id (Linux's pid_max is at most 2^22) */
+#define PR_FIRST_LANE ((int64_t)LP__TRACK_FIRST_TID) /* as the library numbers its tracks */
 
 typedef struct pr_field {
   uint32_t num, wire;
@@ -494,7 +495,7 @@ static bool pr_time(pr_state_t *st, pr_seq_t *q, uint32_t clock, uint64_t ts, in
  * any other description, or none.
  */
 static int64_t pr_said_tid(const uint8_t *desc, size_t len) {
-  static const char prefix[] = "labelprof track, tid ";
+  static const char prefix[] = LP__TRACK_DESCRIPTION;
   size_t n = sizeof prefix - 1, i = n;
   if (!desc || len <= n || memcmp(desc, prefix, n) != 0) return 0;
   int64_t tid = 0;
