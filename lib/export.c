@@ -263,7 +263,7 @@ static const char *args_tail(char *buf, size_t size, const fragment_t *f, const 
 
 /* ---- Perfetto: what the lane rules hand over instead of JSON (see the Perfetto section) ---- */
 enum { PF_SLICE, PF_INSTANT, PF_COUNTER };
-enum { PF_TRUNCATED = 1, PF_UNTERMINATED = 2, PF_OPEN = 4, PF_WORK = 8 };
+enum { PF_TRUNCATED = 1, PF_UNTERMINATED = 2, PF_OPEN = 4, PF_WORK = 8, PF_ABSOLUTE = 16 };
 static void pf_add(lane_writer_t *lw, uint8_t kind, uint8_t flags, const void *key, uint64_t ts, uint64_t end,
                    int64_t value);
 
@@ -1368,7 +1368,7 @@ typedef struct pf_counters {
  */
 static bool pf_event_fast(pf_seq_t *q, const pf_rec_t *r, uint32_t type, uint64_t ts, bool end) {
   uint64_t name_iid = 0, cat_iid = 0;
-  if (ts < q->last) return false;
+  if (ts < q->last || (r->flags & PF_ABSOLUTE)) return false;
   if (end) {
     if (r->flags & PF_UNTERMINATED) return false;
   } else {
@@ -1409,9 +1409,14 @@ static void pf_event(pf_seq_t *q, const pf_rec_t *r, uint32_t type, uint64_t ts,
   if (pf_event_fast(q, r, type, ts, end)) return;
   lp__pb_t *pb = q->pb;
   size_t p = lp__pb_begin(pb, TRACE_PACKET);
-  if (ts < q->last) ts = q->last; /* cannot happen in a lane's order; the clock only goes forward */
-  lp__pb_varint(pb, TP_TIMESTAMP, ts - q->last);
-  q->last = ts;
+  if (r->flags & PF_ABSOLUTE) { /* its own time, on CLOCK_MONOTONIC: the sequence's clock stays where it is */
+    lp__pb_varint(pb, TP_TIMESTAMP, ts);
+    lp__pb_varint(pb, TP_CLOCK_ID, CLOCK_MONOTONIC_ID);
+  } else {
+    if (ts < q->last) ts = q->last; /* cannot happen in a lane's order; the clock only goes forward */
+    lp__pb_varint(pb, TP_TIMESTAMP, ts - q->last);
+    q->last = ts;
+  }
   size_t te = lp__pb_begin(pb, TP_TRACK_EVENT);
   lp__pb_varint(pb, TE_TYPE, type);
   const lp_site_t *site = r->flags & PF_WORK ? NULL : r->key;
@@ -1706,7 +1711,13 @@ int lp__export_perfetto(lp__jw_t *w, const lp__session_t *s, const char *process
  * state, the clock snapshot, the defaults and the lane's descriptor; the
  * scopes still open then are begun again at the lane's first event in the
  * file, flagged "truncated". A virtual track's items are written in the
- * order they were given, as a begin and an end each.
+ * order they were given, as a begin and an end each, on CLOCK_MONOTONIC
+ * rather than the lane's incremental clock: any thread may give an item,
+ * and not in time order (the work inside another is given before it, being
+ * done first), which a clock that only goes forward would move to the
+ * previous item's end. A reader that sorts (Perfetto's does) nests them by
+ * their times; like the file written at the end, an item that starts where
+ * the item given before it ended starts 1 ns later.
  */
 
 /*
@@ -1728,6 +1739,7 @@ struct lp__pfs_lane {
   pf_seq_t q;
   uint32_t seq;
   uint64_t uuid, file; /* the file its sequence was started in (0: none yet) */
+  uint64_t prev_end;   /* a track's: the end of the item given before (UINT64_MAX: none) */
   open_scope_t *stack;
   size_t depth, cap;
   pfs_tail_t end;          /* an end's */
@@ -2024,6 +2036,7 @@ int lp__pfs_chunk(lp__pfs_t *f, lp__pfs_lane_t **state, const lp__pfs_lane_info_
     l->uuid = pf_uuid(x->pid, ((uint64_t)l->seq << 1) | ((uint64_t)1 << 62));
     l->q.pb = &x->pb;
     l->fast = pfs_no_tails;
+    l->prev_end = UINT64_MAX;
     pfs_tail_set(&l->end, NULL, TYPE_SLICE_END, NULL, 0, l->seq);
     *state = l;
   }
@@ -2090,9 +2103,12 @@ int lp__pfs_chunk(lp__pfs_t *f, lp__pfs_lane_t **state, const lp__pfs_lane_info_
       i++;
       if (id >= info->nwork) break;
       const char *name = info->work[id];
-      pf_rec_t r = {ts, ts + dur, name, 0, PF_SLICE, PF_WORK};
-      pf_event(&l->q, &r, TYPE_SLICE_BEGIN, ts, 0, name, false);
-      pf_event(&l->q, &r, TYPE_SLICE_END, ts + dur, 0, NULL, true);
+      uint64_t start = ev[i - 1].ts, item_end = start + dur; /* its own time, not clamped to the lane's */
+      if (start == l->prev_end && dur > 0) start++;
+      l->prev_end = item_end;
+      pf_rec_t r = {start, item_end, name, 0, PF_SLICE, PF_WORK | PF_ABSOLUTE};
+      pf_event(&l->q, &r, TYPE_SLICE_BEGIN, start, 0, name, false);
+      pf_event(&l->q, &r, TYPE_SLICE_END, item_end, 0, NULL, true);
       f->events++;
       break;
     }
