@@ -1348,6 +1348,31 @@ static void pf_seq_start(pf_seq_t *q, uint64_t track_uuid, int64_t boot_offset) 
   lp__pb_end(pb, p);
 }
 
+/*
+ * The session's notes are an event on BUILTIN_CLOCK_MONOTONIC, and a reader
+ * places such a time through a ClockSnapshot that names the clock: Perfetto's
+ * trace processor drops the packet otherwise (clock_sync_failure). The lanes'
+ * snapshots name it, but a file may have no lane (a session that recorded
+ * nothing, a rotated file in which nothing happened): this snapshot, on the
+ * notes' sequence just before them, names it in any case, with the offset to
+ * BOOTTIME the lanes' snapshots use.
+ */
+static void pf_notes_clock(lp__pb_t *pb, uint32_t seq, uint64_t at, int64_t boot_offset) {
+  size_t p = lp__pb_begin(pb, TRACE_PACKET);
+  lp__pb_varint(pb, TP_SEQ_ID, seq);
+  size_t cs = lp__pb_begin(pb, TP_CLOCK_SNAPSHOT);
+  size_t c = lp__pb_begin(pb, CS_CLOCKS);
+  lp__pb_varint(pb, CLK_ID, CLOCK_BOOTTIME_ID);
+  lp__pb_varint(pb, CLK_TS, at + (uint64_t)boot_offset);
+  lp__pb_end(pb, c);
+  c = lp__pb_begin(pb, CS_CLOCKS);
+  lp__pb_varint(pb, CLK_ID, CLOCK_MONOTONIC_ID);
+  lp__pb_varint(pb, CLK_TS, at);
+  lp__pb_end(pb, c);
+  lp__pb_end(pb, cs);
+  lp__pb_end(pb, p);
+}
+
 /* A packet that holds only a TrackDescriptor (no timestamp: it describes, it does not happen). */
 static size_t pf_descriptor_begin(lp__pb_t *pb, uint32_t seq, uint32_t flags, size_t *packet) {
   *packet = lp__pb_begin(pb, TRACE_PACKET);
@@ -1648,6 +1673,7 @@ int lp__export_perfetto(lp__jw_t *w, const lp__session_t *s, const char *process
   struct timespec now;
   clock_gettime(CLOCK_MONOTONIC, &now);
   uint64_t at = s->stop.ns != UINT64_MAX ? s->stop.ns : (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+  pf_notes_clock(&x.pb, pseq, at, x.boot_offset);
   p = lp__pb_begin(&x.pb, TRACE_PACKET);
   lp__pb_varint(&x.pb, TP_TIMESTAMP, at);
   lp__pb_varint(&x.pb, TP_CLOCK_ID, CLOCK_MONOTONIC_ID);
@@ -2122,6 +2148,7 @@ int lp__pfs_chunk(lp__pfs_t *f, lp__pfs_lane_t **state, const lp__pfs_lane_info_
 
 void lp__pfs_finish(lp__pfs_t *f, const lp__pfs_notes_t *n) {
   pf_export_t *x = &f->x;
+  pf_notes_clock(&x->pb, 1, n->at_ns, x->boot_offset);
   size_t p = lp__pb_begin(&x->pb, TRACE_PACKET);
   lp__pb_varint(&x->pb, TP_TIMESTAMP, n->at_ns);
   lp__pb_varint(&x->pb, TP_CLOCK_ID, CLOCK_MONOTONIC_ID);

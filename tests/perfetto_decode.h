@@ -6,7 +6,8 @@
  * line by line. While decoding it checks the encoding rules: every packet
  * has a sequence, a sequence's first packet clears its incremental state,
  * interned ids are defined before use and each name once per sequence,
- * and a sequence's clock never goes back.
+ * a sequence's clock never goes back, and a timestamp on a builtin clock
+ * has a ClockSnapshot in the file that names that clock.
  *
  * Lines: "lane|X|cat|name|ts|dur|flags", "lane|B|cat|name|ts||flags",
  * "lane|i|cat|name|ts||", "counter|C||name|ts|value|"; lane is the thread's
@@ -166,6 +167,7 @@ typedef struct pd_trace {
   pd_open_t *open;
   size_t nopen, capopen;
   char session[2048]; /* the "labelprof session" annotations, name=value; */
+  uint64_t clocks_named, clocks_used; /* builtin clocks (ids 1-63) in a ClockSnapshot; on a packet's timestamp */
   const char *error;  /* the first broken rule */
 } pd_trace_t;
 
@@ -403,6 +405,7 @@ static inline int pd_decode(pd_trace_t *t, const char *path) {
           q->clock = v;
           q->clock_set = 1;
         }
+        if (id > 0 && id < 64) t->clocks_named |= (uint64_t)1 << id;
       }
     }
     if (def) {
@@ -416,6 +419,7 @@ static inline int pd_decode(pd_trace_t *t, const char *path) {
         }
     }
     if (in) pd_interned(t, q, in, inl);
+    if (has_ts && clock_id > 0 && clock_id < 64) t->clocks_used |= (uint64_t)1 << clock_id;
     if (has_ts && !clock_id) {
       if (!q->clock_set) {
         t->error = "a timestamp on clock 64 before its clock snapshot";
@@ -445,6 +449,9 @@ static inline int pd_decode(pd_trace_t *t, const char *path) {
     if (te) pd_track_event(t, q, ts, te, tel);
   }
   if (!t->error && p != end) t->error = "malformed protobuf";
+  /* Perfetto's trace processor drops a packet whose clock no snapshot of the file names (clock_sync_failure). */
+  if (!t->error && (t->clocks_used & ~t->clocks_named))
+    t->error = "a timestamp on a builtin clock that no ClockSnapshot in the file names";
   free(buf);
   /* Begins still open at the end. */
   for (size_t i = 0; i < t->nopen; i++) {

@@ -146,6 +146,22 @@ static void test_perfetto_threads_nesting_and_names(void) {
   pd_free(&t.lines);
 }
 
+/*
+ * A session that recorded nothing: the file still places its notes in time.
+ * The notes' timestamp is on BUILTIN_CLOCK_MONOTONIC, and Perfetto's trace
+ * processor drops a packet whose clock no ClockSnapshot names; with no
+ * thread or track, no lane's snapshot names it.
+ */
+static void test_perfetto_empty_session_keeps_its_notes(void) {
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(NULL), 0);
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  pd_trace_t t;
+  same_as_json(&t);
+  CU_ASSERT_EQUAL(t.lines.n, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(t.session, "events_recorded=0"));
+  pd_free(&t.lines);
+}
+
 /* A begin the ring overwrote: made up, "truncated", in both. */
 static void test_perfetto_ring_orphans(void) {
   lp_trace_opts_t o = {.budget_bytes = 32 * 1024, .policy = LP_TRACE_RING};
@@ -481,6 +497,7 @@ int main(void) {
   CU_TestInfo tests[] = {
       LP_TEST(test_perfetto_threads_nesting_and_names),
       LP_TEST(test_perfetto_ring_orphans),
+      LP_TEST(test_perfetto_empty_session_keeps_its_notes),
       LP_TEST(test_perfetto_scope_ending_after_stop_and_open_scopes),
       LP_TEST(test_perfetto_longjmp),
       LP_TEST(test_perfetto_exited_threads),

@@ -382,6 +382,20 @@ static void test_stream_kinds(void) {
   pd_free(&t.lines);
 }
 
+/* A streamed session that recorded nothing: its file still places its notes in time (see test_perfetto). */
+static void test_stream_empty_session_keeps_its_notes(void) {
+  char path[256];
+  snprintf(path, sizeof path, "%s/empty.pftrace", dir);
+  lp_trace_opts_t o = stream_opts(path, 4 * LP__CHUNK_BYTES);
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(&o), 0);
+  pd_trace_t t;
+  stream_stop_and_decode(path, &t);
+  CU_ASSERT_EQUAL(t.lines.n, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(t.session, "policy=stream"));
+  pd_free(&t.lines);
+  unlink(path);
+}
+
 /* Whether t has the line lane|X|track|name|ts|dur| (a track item, no flags). */
 static bool has_item(const pd_trace_t *t, const char *lane, const char *name, uint64_t ts, uint64_t dur) {
   char want[512];
@@ -801,6 +815,7 @@ int main(int argc, char **argv) {
       LP_TEST(test_stream_writer_behind_drops),
       LP_TEST(test_stream_export_flushes),     LP_TEST(test_stream_rotation),
       LP_TEST(test_stream_kill9_prefix),       LP_TEST(test_stream_kinds), LP_TEST(test_stream_track_items_keep_their_times),
+      LP_TEST(test_stream_empty_session_keeps_its_notes),
       LP_TEST(test_stream_write_error_keeps_a_trace),
       LP_TEST(test_stream_rotation_after_a_failed_open),
       LP_TEST(test_stream_encoder_on_chunks),
