@@ -1188,7 +1188,7 @@ enum {
   CS_CLOCKS = 1, CLK_ID = 1, CLK_TS = 2, CLK_INCREMENTAL = 3,
   DEF_CLOCK_ID = 58, DEF_TRACK_EVENT = 11, TED_TRACK_UUID = 11,
   TD_UUID = 1, TD_NAME = 2, TD_PROCESS = 3, TD_THREAD = 4, TD_PARENT = 5, TD_COUNTER = 8, TD_CHILD_ORDERING = 11,
-  TD_RANK = 12, TD_DESCRIPTION = 14,
+  TD_RANK = 12, TD_DESCRIPTION = 14, TD_MERGE = 15, MERGE_NONE = 2,
   PD_PID = 1, PD_NAME = 6, THD_PID = 1, THD_TID = 2, THD_NAME = 5,
   TE_CATEGORY_IIDS = 3, TE_DEBUG = 4, TE_TYPE = 9, TE_NAME_IID = 10, TE_TRACK_UUID = 11, TE_COUNTER_VALUE = 30,
   DA_BOOL = 2, DA_UINT = 3, DA_INT = 4, DA_STRING = 6, DA_NAME = 10,
@@ -1382,7 +1382,8 @@ static size_t pf_descriptor_begin(lp__pb_t *pb, uint32_t seq, uint32_t flags, si
 }
 
 typedef struct pf_counters {
-  const void **keys; /* sites whose counter track is described */
+  const void **keys; /* sites whose counter track is described (a name's first site, and others of its name once met) */
+  uint64_t *uuids;   /* their tracks */
   size_t n, cap;
 } pf_counters_t;
 
@@ -1518,28 +1519,47 @@ static const char *pf_name_of(const pf_rec_t *r) {
   return r->flags & PF_WORK ? (const char *)r->key : lp__label((const lp_site_t *)r->key);
 }
 
-/* The counter track of a site: described on first use. */
+/*
+ * The counter track of a site: one per counter name, as the JSON's counters
+ * of one name are one series (Perfetto keeps counter tracks of one name
+ * apart), described on the name's first use. A site is looked up by address
+ * first; a site of a name already described is then remembered under it.
+ */
 static uint64_t pf_counter_track(pf_export_t *x, const lp_site_t *site) {
-  uint64_t uuid = pf_uuid(x->pid, ((uint64_t)(uintptr_t)site << 1) | 1);
-  for (size_t i = 0; i < x->counters.n; i++)
-    if (x->counters.keys[i] == site) return uuid;
-  if (x->counters.n == x->counters.cap) {
-    size_t cap = x->counters.cap ? x->counters.cap * 2 : 16;
-    const void **k = lp__realloc(x->counters.keys, cap * sizeof *k);
-    if (!k) {
+  pf_counters_t *c = &x->counters;
+  for (size_t i = 0; i < c->n; i++)
+    if (c->keys[i] == site) return c->uuids[i];
+  const char *name = lp__label(site);
+  uint64_t uuid = 0;
+  for (size_t i = 0; i < c->n && !uuid; i++)
+    if (strcmp(lp__label(c->keys[i]), name) == 0) uuid = c->uuids[i];
+  bool described = uuid != 0;
+  if (!described) {
+    uint64_t h = 0xcbf29ce484222325u; /* FNV-1a of the name */
+    for (const char *p = name; *p; p++) h = (h ^ (uint8_t)*p) * 0x100000001b3u;
+    uuid = pf_uuid(x->pid, (h << 1) | 1);
+  }
+  if (c->n == c->cap) {
+    size_t cap = c->cap ? c->cap * 2 : 16;
+    const void **k = lp__realloc(c->keys, cap * sizeof *k);
+    if (k) c->keys = k;
+    uint64_t *u = k ? lp__realloc(c->uuids, cap * sizeof *u) : NULL;
+    if (u) c->uuids = u;
+    if (!k || !u) {
       x->q.nomem = true;
       return uuid;
     }
-    x->counters.keys = k;
-    x->counters.cap = cap;
+    c->cap = cap;
   }
-  x->counters.keys[x->counters.n++] = site;
+  c->keys[c->n] = site;
+  c->uuids[c->n++] = uuid;
+  if (described) return uuid;
   size_t p, td = pf_descriptor_begin(&x->pb, x->q.id, SEQ_NEEDS_STATE, &p);
   lp__pb_varint(&x->pb, TD_UUID, uuid);
   lp__pb_varint(&x->pb, TD_PARENT, x->process_uuid);
-  lp__pb_str(&x->pb, TD_NAME, lp__label(site));
-  size_t c = lp__pb_begin(&x->pb, TD_COUNTER);
-  lp__pb_end(&x->pb, c);
+  lp__pb_str(&x->pb, TD_NAME, name);
+  size_t cd = lp__pb_begin(&x->pb, TD_COUNTER);
+  lp__pb_end(&x->pb, cd);
   lp__pb_end(&x->pb, td);
   lp__pb_end(&x->pb, p);
   return uuid;
@@ -1556,7 +1576,9 @@ static uint64_t pf_counter_track(pf_export_t *x, const lp_site_t *site) {
  * beside the real ones); nor in a field number of labelprof's choosing,
  * which a later version of Perfetto's schema could give a meaning. The
  * description is text Perfetto shows as is (the track's help), and the
- * track stays a track under the process.
+ * track stays a track under the process. Its sibling_merge_behavior is NONE:
+ * Perfetto would otherwise merge the process's tracks of one name into one,
+ * where the JSON has a lane for each.
  */
 static void pf_lane_descriptor(pf_export_t *x, uint32_t seq, uint64_t uuid, bool track, const char *name,
                                uint64_t tid) {
@@ -1569,6 +1591,7 @@ static void pf_lane_descriptor(pf_export_t *x, uint32_t seq, uint64_t uuid, bool
     lp__pb_varint(&x->pb, TD_PARENT, x->process_uuid);
     lp__pb_str(&x->pb, TD_NAME, name);
     lp__pb_str(&x->pb, TD_DESCRIPTION, desc);
+    lp__pb_varint(&x->pb, TD_MERGE, MERGE_NONE);
   } else {
     size_t t = lp__pb_begin(&x->pb, TD_THREAD);
     lp__pb_varint(&x->pb, THD_PID, x->pid);
@@ -1717,6 +1740,7 @@ int lp__export_perfetto(lp__jw_t *w, const lp__session_t *s, const char *process
   pf_seq_reset(&x.q, 0, 0);
   lp__pb_free(&x.pb);
   free(x.counters.keys);
+  free(x.counters.uuids);
   free(pl.r);
   free(lw.stack);
   lp__timemap_free(map);
@@ -1822,6 +1846,7 @@ void lp__pfs_free(lp__pfs_t *f) {
   if (!f) return;
   lp__pb_free(&f->x.pb);
   free(f->x.counters.keys);
+  free(f->x.counters.uuids);
   free(f);
 }
 

@@ -396,6 +396,9 @@ static void test_stream_empty_session_keeps_its_notes(void) {
   unlink(path);
 }
 
+static void counter_site_a(int v) { LP_COUNTER("stream shared depth", v); }
+static void counter_site_b(int v) { LP_COUNTER("stream shared depth", v); }
+
 /* Whether t has the line lane|X|track|name|ts|dur| (a track item, no flags). */
 static bool has_item(const pd_trace_t *t, const char *lane, const char *name, uint64_t ts, uint64_t dur) {
   char want[512];
@@ -411,6 +414,7 @@ static bool has_item(const pd_trace_t *t, const char *lane, const char *name, ui
  * are given in: work done inside other work is given first (it ends first),
  * and the enclosing item starts before it. An item that starts where the one
  * given before it ended starts 1 ns later, as in the file written at the end.
+ * Names are shared as the JSON shares them (see test_perfetto).
  */
 static void test_stream_track_items_keep_their_times(void) {
   char path[256];
@@ -423,11 +427,18 @@ static void test_stream_track_items_keep_their_times(void) {
   CU_ASSERT_EQUAL(lp_track_complete(q, "inner item", t0 + 5000, 3000), 0);
   CU_ASSERT_EQUAL(lp_track_complete(q, "outer item", t0 + 1000, 20000), 0);
   CU_ASSERT_EQUAL(lp_track_complete(q, "next item", t0 + 21000, 1000), 0);
+  lp_track_t twin = lp_track_create("stream nest"); /* a second track of that name: a lane of its own */
+  CU_ASSERT(twin >= 0);
+  CU_ASSERT_EQUAL(lp_track_complete(twin, "twin item", t0 + 2000, 1000), 0);
+  counter_site_a(1); /* two counter sites of one name: one counter, as in the JSON */
+  counter_site_b(2);
   pd_trace_t t;
   stream_stop_and_decode(path, &t);
   CU_ASSERT(has_item(&t, "stream nest", "inner item", t0 + 5000, 3000));
   CU_ASSERT(has_item(&t, "stream nest", "outer item", t0 + 1000, 20000));
   CU_ASSERT(has_item(&t, "stream nest", "next item", t0 + 21001, 999));
+  CU_ASSERT(has_item(&t, "stream nest", "twin item", t0 + 2000, 1000));
+  CU_ASSERT_EQUAL(count_lines(&t, "C", "stream shared depth"), 2);
   pd_free(&t.lines);
 }
 
