@@ -263,7 +263,7 @@ static const char *args_tail(char *buf, size_t size, const fragment_t *f, const 
 
 /* ---- Perfetto: what the lane rules hand over instead of JSON (see the Perfetto section) ---- */
 enum { PF_SLICE, PF_INSTANT, PF_COUNTER };
-enum { PF_TRUNCATED = 1, PF_UNTERMINATED = 2, PF_OPEN = 4, PF_WORK = 8 };
+enum { PF_TRUNCATED = 1, PF_UNTERMINATED = 2, PF_OPEN = 4, PF_WORK = 8, PF_ABSOLUTE = 16 };
 static void pf_add(lane_writer_t *lw, uint8_t kind, uint8_t flags, const void *key, uint64_t ts, uint64_t end,
                    int64_t value);
 
@@ -1188,7 +1188,7 @@ enum {
   CS_CLOCKS = 1, CLK_ID = 1, CLK_TS = 2, CLK_INCREMENTAL = 3,
   DEF_CLOCK_ID = 58, DEF_TRACK_EVENT = 11, TED_TRACK_UUID = 11,
   TD_UUID = 1, TD_NAME = 2, TD_PROCESS = 3, TD_THREAD = 4, TD_PARENT = 5, TD_COUNTER = 8, TD_CHILD_ORDERING = 11,
-  TD_RANK = 12, TD_DESCRIPTION = 14,
+  TD_RANK = 12, TD_DESCRIPTION = 14, TD_MERGE = 15, MERGE_NONE = 2,
   PD_PID = 1, PD_NAME = 6, THD_PID = 1, THD_TID = 2, THD_NAME = 5,
   TE_CATEGORY_IIDS = 3, TE_DEBUG = 4, TE_TYPE = 9, TE_NAME_IID = 10, TE_TRACK_UUID = 11, TE_COUNTER_VALUE = 30,
   DA_BOOL = 2, DA_UINT = 3, DA_INT = 4, DA_STRING = 6, DA_NAME = 10,
@@ -1348,6 +1348,31 @@ static void pf_seq_start(pf_seq_t *q, uint64_t track_uuid, int64_t boot_offset) 
   lp__pb_end(pb, p);
 }
 
+/*
+ * The session's notes are an event on BUILTIN_CLOCK_MONOTONIC, and a reader
+ * places such a time through a ClockSnapshot that names the clock: Perfetto's
+ * trace processor drops the packet otherwise (clock_sync_failure). The lanes'
+ * snapshots name it, but a file may have no lane (a session that recorded
+ * nothing, a rotated file in which nothing happened): this snapshot, on the
+ * notes' sequence just before them, names it in any case, with the offset to
+ * BOOTTIME the lanes' snapshots use.
+ */
+static void pf_notes_clock(lp__pb_t *pb, uint32_t seq, uint64_t at, int64_t boot_offset) {
+  size_t p = lp__pb_begin(pb, TRACE_PACKET);
+  lp__pb_varint(pb, TP_SEQ_ID, seq);
+  size_t cs = lp__pb_begin(pb, TP_CLOCK_SNAPSHOT);
+  size_t c = lp__pb_begin(pb, CS_CLOCKS);
+  lp__pb_varint(pb, CLK_ID, CLOCK_BOOTTIME_ID);
+  lp__pb_varint(pb, CLK_TS, at + (uint64_t)boot_offset);
+  lp__pb_end(pb, c);
+  c = lp__pb_begin(pb, CS_CLOCKS);
+  lp__pb_varint(pb, CLK_ID, CLOCK_MONOTONIC_ID);
+  lp__pb_varint(pb, CLK_TS, at);
+  lp__pb_end(pb, c);
+  lp__pb_end(pb, cs);
+  lp__pb_end(pb, p);
+}
+
 /* A packet that holds only a TrackDescriptor (no timestamp: it describes, it does not happen). */
 static size_t pf_descriptor_begin(lp__pb_t *pb, uint32_t seq, uint32_t flags, size_t *packet) {
   *packet = lp__pb_begin(pb, TRACE_PACKET);
@@ -1357,7 +1382,8 @@ static size_t pf_descriptor_begin(lp__pb_t *pb, uint32_t seq, uint32_t flags, si
 }
 
 typedef struct pf_counters {
-  const void **keys; /* sites whose counter track is described */
+  const void **keys; /* sites whose counter track is described (a name's first site, and others of its name once met) */
+  uint64_t *uuids;   /* their tracks */
   size_t n, cap;
 } pf_counters_t;
 
@@ -1368,7 +1394,7 @@ typedef struct pf_counters {
  */
 static bool pf_event_fast(pf_seq_t *q, const pf_rec_t *r, uint32_t type, uint64_t ts, bool end) {
   uint64_t name_iid = 0, cat_iid = 0;
-  if (ts < q->last) return false;
+  if (ts < q->last || (r->flags & PF_ABSOLUTE)) return false;
   if (end) {
     if (r->flags & PF_UNTERMINATED) return false;
   } else {
@@ -1409,9 +1435,14 @@ static void pf_event(pf_seq_t *q, const pf_rec_t *r, uint32_t type, uint64_t ts,
   if (pf_event_fast(q, r, type, ts, end)) return;
   lp__pb_t *pb = q->pb;
   size_t p = lp__pb_begin(pb, TRACE_PACKET);
-  if (ts < q->last) ts = q->last; /* cannot happen in a lane's order; the clock only goes forward */
-  lp__pb_varint(pb, TP_TIMESTAMP, ts - q->last);
-  q->last = ts;
+  if (r->flags & PF_ABSOLUTE) { /* its own time, on CLOCK_MONOTONIC: the sequence's clock stays where it is */
+    lp__pb_varint(pb, TP_TIMESTAMP, ts);
+    lp__pb_varint(pb, TP_CLOCK_ID, CLOCK_MONOTONIC_ID);
+  } else {
+    if (ts < q->last) ts = q->last; /* cannot happen in a lane's order; the clock only goes forward */
+    lp__pb_varint(pb, TP_TIMESTAMP, ts - q->last);
+    q->last = ts;
+  }
   size_t te = lp__pb_begin(pb, TP_TRACK_EVENT);
   lp__pb_varint(pb, TE_TYPE, type);
   const lp_site_t *site = r->flags & PF_WORK ? NULL : r->key;
@@ -1488,28 +1519,47 @@ static const char *pf_name_of(const pf_rec_t *r) {
   return r->flags & PF_WORK ? (const char *)r->key : lp__label((const lp_site_t *)r->key);
 }
 
-/* The counter track of a site: described on first use. */
+/*
+ * The counter track of a site: one per counter name, as the JSON's counters
+ * of one name are one series (Perfetto keeps counter tracks of one name
+ * apart), described on the name's first use. A site is looked up by address
+ * first; a site of a name already described is then remembered under it.
+ */
 static uint64_t pf_counter_track(pf_export_t *x, const lp_site_t *site) {
-  uint64_t uuid = pf_uuid(x->pid, ((uint64_t)(uintptr_t)site << 1) | 1);
-  for (size_t i = 0; i < x->counters.n; i++)
-    if (x->counters.keys[i] == site) return uuid;
-  if (x->counters.n == x->counters.cap) {
-    size_t cap = x->counters.cap ? x->counters.cap * 2 : 16;
-    const void **k = lp__realloc(x->counters.keys, cap * sizeof *k);
-    if (!k) {
+  pf_counters_t *c = &x->counters;
+  for (size_t i = 0; i < c->n; i++)
+    if (c->keys[i] == site) return c->uuids[i];
+  const char *name = lp__label(site);
+  uint64_t uuid = 0;
+  for (size_t i = 0; i < c->n && !uuid; i++)
+    if (strcmp(lp__label(c->keys[i]), name) == 0) uuid = c->uuids[i];
+  bool described = uuid != 0;
+  if (!described) {
+    uint64_t h = 0xcbf29ce484222325u; /* FNV-1a of the name */
+    for (const char *p = name; *p; p++) h = (h ^ (uint8_t)*p) * 0x100000001b3u;
+    uuid = pf_uuid(x->pid, (h << 1) | 1);
+  }
+  if (c->n == c->cap) {
+    size_t cap = c->cap ? c->cap * 2 : 16;
+    const void **k = lp__realloc(c->keys, cap * sizeof *k);
+    if (k) c->keys = k;
+    uint64_t *u = k ? lp__realloc(c->uuids, cap * sizeof *u) : NULL;
+    if (u) c->uuids = u;
+    if (!k || !u) {
       x->q.nomem = true;
       return uuid;
     }
-    x->counters.keys = k;
-    x->counters.cap = cap;
+    c->cap = cap;
   }
-  x->counters.keys[x->counters.n++] = site;
+  c->keys[c->n] = site;
+  c->uuids[c->n++] = uuid;
+  if (described) return uuid;
   size_t p, td = pf_descriptor_begin(&x->pb, x->q.id, SEQ_NEEDS_STATE, &p);
   lp__pb_varint(&x->pb, TD_UUID, uuid);
   lp__pb_varint(&x->pb, TD_PARENT, x->process_uuid);
-  lp__pb_str(&x->pb, TD_NAME, lp__label(site));
-  size_t c = lp__pb_begin(&x->pb, TD_COUNTER);
-  lp__pb_end(&x->pb, c);
+  lp__pb_str(&x->pb, TD_NAME, name);
+  size_t cd = lp__pb_begin(&x->pb, TD_COUNTER);
+  lp__pb_end(&x->pb, cd);
   lp__pb_end(&x->pb, td);
   lp__pb_end(&x->pb, p);
   return uuid;
@@ -1526,7 +1576,9 @@ static uint64_t pf_counter_track(pf_export_t *x, const lp_site_t *site) {
  * beside the real ones); nor in a field number of labelprof's choosing,
  * which a later version of Perfetto's schema could give a meaning. The
  * description is text Perfetto shows as is (the track's help), and the
- * track stays a track under the process.
+ * track stays a track under the process. Its sibling_merge_behavior is NONE:
+ * Perfetto would otherwise merge the process's tracks of one name into one,
+ * where the JSON has a lane for each.
  */
 static void pf_lane_descriptor(pf_export_t *x, uint32_t seq, uint64_t uuid, bool track, const char *name,
                                uint64_t tid) {
@@ -1539,6 +1591,7 @@ static void pf_lane_descriptor(pf_export_t *x, uint32_t seq, uint64_t uuid, bool
     lp__pb_varint(&x->pb, TD_PARENT, x->process_uuid);
     lp__pb_str(&x->pb, TD_NAME, name);
     lp__pb_str(&x->pb, TD_DESCRIPTION, desc);
+    lp__pb_varint(&x->pb, TD_MERGE, MERGE_NONE);
   } else {
     size_t t = lp__pb_begin(&x->pb, TD_THREAD);
     lp__pb_varint(&x->pb, THD_PID, x->pid);
@@ -1643,6 +1696,7 @@ int lp__export_perfetto(lp__jw_t *w, const lp__session_t *s, const char *process
   struct timespec now;
   clock_gettime(CLOCK_MONOTONIC, &now);
   uint64_t at = s->stop.ns != UINT64_MAX ? s->stop.ns : (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+  pf_notes_clock(&x.pb, pseq, at, x.boot_offset);
   p = lp__pb_begin(&x.pb, TRACE_PACKET);
   lp__pb_varint(&x.pb, TP_TIMESTAMP, at);
   lp__pb_varint(&x.pb, TP_CLOCK_ID, CLOCK_MONOTONIC_ID);
@@ -1686,6 +1740,7 @@ int lp__export_perfetto(lp__jw_t *w, const lp__session_t *s, const char *process
   pf_seq_reset(&x.q, 0, 0);
   lp__pb_free(&x.pb);
   free(x.counters.keys);
+  free(x.counters.uuids);
   free(pl.r);
   free(lw.stack);
   lp__timemap_free(map);
@@ -1706,7 +1761,13 @@ int lp__export_perfetto(lp__jw_t *w, const lp__session_t *s, const char *process
  * state, the clock snapshot, the defaults and the lane's descriptor; the
  * scopes still open then are begun again at the lane's first event in the
  * file, flagged "truncated". A virtual track's items are written in the
- * order they were given, as a begin and an end each.
+ * order they were given, as a begin and an end each, on CLOCK_MONOTONIC
+ * rather than the lane's incremental clock: any thread may give an item,
+ * and not in time order (the work inside another is given before it, being
+ * done first), which a clock that only goes forward would move to the
+ * previous item's end. A reader that sorts (Perfetto's does) nests them by
+ * their times; like the file written at the end, an item that starts where
+ * the item given before it ended starts 1 ns later.
  */
 
 /*
@@ -1728,6 +1789,7 @@ struct lp__pfs_lane {
   pf_seq_t q;
   uint32_t seq;
   uint64_t uuid, file; /* the file its sequence was started in (0: none yet) */
+  uint64_t prev_end;   /* a track's: the end of the item given before (UINT64_MAX: none) */
   open_scope_t *stack;
   size_t depth, cap;
   pfs_tail_t end;          /* an end's */
@@ -1784,6 +1846,7 @@ void lp__pfs_free(lp__pfs_t *f) {
   if (!f) return;
   lp__pb_free(&f->x.pb);
   free(f->x.counters.keys);
+  free(f->x.counters.uuids);
   free(f);
 }
 
@@ -2024,6 +2087,7 @@ int lp__pfs_chunk(lp__pfs_t *f, lp__pfs_lane_t **state, const lp__pfs_lane_info_
     l->uuid = pf_uuid(x->pid, ((uint64_t)l->seq << 1) | ((uint64_t)1 << 62));
     l->q.pb = &x->pb;
     l->fast = pfs_no_tails;
+    l->prev_end = UINT64_MAX;
     pfs_tail_set(&l->end, NULL, TYPE_SLICE_END, NULL, 0, l->seq);
     *state = l;
   }
@@ -2090,9 +2154,12 @@ int lp__pfs_chunk(lp__pfs_t *f, lp__pfs_lane_t **state, const lp__pfs_lane_info_
       i++;
       if (id >= info->nwork) break;
       const char *name = info->work[id];
-      pf_rec_t r = {ts, ts + dur, name, 0, PF_SLICE, PF_WORK};
-      pf_event(&l->q, &r, TYPE_SLICE_BEGIN, ts, 0, name, false);
-      pf_event(&l->q, &r, TYPE_SLICE_END, ts + dur, 0, NULL, true);
+      uint64_t start = ev[i - 1].ts, item_end = start + dur; /* its own time, not clamped to the lane's */
+      if (start == l->prev_end && dur > 0) start++;
+      l->prev_end = item_end;
+      pf_rec_t r = {start, item_end, name, 0, PF_SLICE, PF_WORK | PF_ABSOLUTE};
+      pf_event(&l->q, &r, TYPE_SLICE_BEGIN, start, 0, name, false);
+      pf_event(&l->q, &r, TYPE_SLICE_END, item_end, 0, NULL, true);
       f->events++;
       break;
     }
@@ -2106,6 +2173,7 @@ int lp__pfs_chunk(lp__pfs_t *f, lp__pfs_lane_t **state, const lp__pfs_lane_info_
 
 void lp__pfs_finish(lp__pfs_t *f, const lp__pfs_notes_t *n) {
   pf_export_t *x = &f->x;
+  pf_notes_clock(&x->pb, 1, n->at_ns, x->boot_offset);
   size_t p = lp__pb_begin(&x->pb, TRACE_PACKET);
   lp__pb_varint(&x->pb, TP_TIMESTAMP, n->at_ns);
   lp__pb_varint(&x->pb, TP_CLOCK_ID, CLOCK_MONOTONIC_ID);

@@ -6,7 +6,11 @@
  * line by line. While decoding it checks the encoding rules: every packet
  * has a sequence, a sequence's first packet clears its incremental state,
  * interned ids are defined before use and each name once per sequence,
- * and a sequence's clock never goes back.
+ * a sequence's clock never goes back, a timestamp on a builtin clock
+ * has a ClockSnapshot in the file that names that clock, a track under the
+ * process is not one Perfetto would merge with another of its name, and
+ * a counter name has one counter track (as the JSON's counters of a name are
+ * one series).
  *
  * Lines: "lane|X|cat|name|ts|dur|flags", "lane|B|cat|name|ts||flags",
  * "lane|i|cat|name|ts||", "counter|C||name|ts|value|"; lane is the thread's
@@ -166,6 +170,7 @@ typedef struct pd_trace {
   pd_open_t *open;
   size_t nopen, capopen;
   char session[2048]; /* the "labelprof session" annotations, name=value; */
+  uint64_t clocks_named, clocks_used; /* builtin clocks (ids 1-63) in a ClockSnapshot; on a packet's timestamp */
   const char *error;  /* the first broken rule */
 } pd_trace_t;
 
@@ -403,6 +408,7 @@ static inline int pd_decode(pd_trace_t *t, const char *path) {
           q->clock = v;
           q->clock_set = 1;
         }
+        if (id > 0 && id < 64) t->clocks_named |= (uint64_t)1 << id;
       }
     }
     if (def) {
@@ -416,6 +422,7 @@ static inline int pd_decode(pd_trace_t *t, const char *path) {
         }
     }
     if (in) pd_interned(t, q, in, inl);
+    if (has_ts && clock_id > 0 && clock_id < 64) t->clocks_used |= (uint64_t)1 << clock_id;
     if (has_ts && !clock_id) {
       if (!q->clock_set) {
         t->error = "a timestamp on clock 64 before its clock snapshot";
@@ -426,25 +433,40 @@ static inline int pd_decode(pd_trace_t *t, const char *path) {
     }
     if (td) {
       const uint8_t *d = td, *de = td + tdl;
-      uint64_t uuid = 0;
+      uint64_t uuid = 0, merge = 0;
       char name[512] = "";
-      int counter = 0;
+      int counter = 0, parent = 0, thread = 0;
       while (pd_next(&d, de, &f) > 0) {
         if (f.num == 1) uuid = f.v;
         if (f.num == 2) pd_copy(name, sizeof name, f.p, f.len);
         if (f.num == 8) counter = 1;
+        if (f.num == 5) parent = 1;
+        if (f.num == 15) merge = f.v;
         if (f.num == 4) {
+          thread = 1;
           const uint8_t *k = f.p, *ke = f.p + f.len;
           pd_field_t g;
           while (pd_next(&k, ke, &g) > 0)
             if (g.num == 5) pd_copy(name, sizeof name, g.p, g.len);
         }
       }
+      /* Perfetto merges the slice tracks under one parent that have one name (unless told not to, 2: NONE)... */
+      if (parent && !thread && !counter && merge != 2) {
+        t->error = "a track under the process that Perfetto would merge with any sibling of its name";
+        break;
+      }
+      /* ...and keeps counter tracks apart, where the JSON's counters of one name are one series. */
+      for (size_t k = 0; counter && k < t->counters.n; k++)
+        if (t->counters.e[k].key != uuid && strcmp(t->counters.e[k].s, name) == 0) t->error = "two counter tracks of one name";
+      if (t->error) break;
       pd_put(counter ? &t->counters : &t->lanes, uuid, name, strlen(name));
     }
     if (te) pd_track_event(t, q, ts, te, tel);
   }
   if (!t->error && p != end) t->error = "malformed protobuf";
+  /* Perfetto's trace processor drops a packet whose clock no snapshot of the file names (clock_sync_failure). */
+  if (!t->error && (t->clocks_used & ~t->clocks_named))
+    t->error = "a timestamp on a builtin clock that no ClockSnapshot in the file names";
   free(buf);
   /* Begins still open at the end. */
   for (size_t i = 0; i < t->nopen; i++) {

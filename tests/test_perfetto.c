@@ -146,6 +146,48 @@ static void test_perfetto_threads_nesting_and_names(void) {
   pd_free(&t.lines);
 }
 
+/*
+ * A session that recorded nothing: the file still places its notes in time.
+ * The notes' timestamp is on BUILTIN_CLOCK_MONOTONIC, and Perfetto's trace
+ * processor drops a packet whose clock no ClockSnapshot names; with no
+ * thread or track, no lane's snapshot names it.
+ */
+static void test_perfetto_empty_session_keeps_its_notes(void) {
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(NULL), 0);
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  pd_trace_t t;
+  same_as_json(&t);
+  CU_ASSERT_EQUAL(t.lines.n, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(t.session, "events_recorded=0"));
+  pd_free(&t.lines);
+}
+
+static void counter_site_a(int v) { LP_COUNTER("pf shared depth", v); }
+static void counter_site_b(int v) { LP_COUNTER("pf shared depth", v); }
+
+/*
+ * Names shared as the JSON shares them: two counter sites of one name are
+ * one counter (one series in the JSON), two tracks of one name two lanes
+ * (two tids in the JSON; Perfetto would merge same-named tracks under the
+ * process unless told not to).
+ */
+static void test_perfetto_shared_names_as_in_the_json(void) {
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(NULL), 0);
+  lp_track_t a = lp_track_create("pf twin"), b = lp_track_create("pf twin");
+  uint64_t now = lp_now_ns();
+  CU_ASSERT_EQUAL(lp_track_complete(a, "pf twin one", now, 1000), 0);
+  CU_ASSERT_EQUAL(lp_track_complete(b, "pf twin two", now + 500, 1000), 0);
+  counter_site_a(1);
+  counter_site_b(2);
+  counter_site_a(3);
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  pd_trace_t t;
+  same_as_json(&t);
+  CU_ASSERT_EQUAL(count(&t, "counter|C||pf shared depth|"), 3);
+  CU_ASSERT_EQUAL(count(&t, "pf twin|X|track|"), 2);
+  pd_free(&t.lines);
+}
+
 /* A begin the ring overwrote: made up, "truncated", in both. */
 static void test_perfetto_ring_orphans(void) {
   lp_trace_opts_t o = {.budget_bytes = 32 * 1024, .policy = LP_TRACE_RING};
@@ -481,6 +523,8 @@ int main(void) {
   CU_TestInfo tests[] = {
       LP_TEST(test_perfetto_threads_nesting_and_names),
       LP_TEST(test_perfetto_ring_orphans),
+      LP_TEST(test_perfetto_empty_session_keeps_its_notes),
+      LP_TEST(test_perfetto_shared_names_as_in_the_json),
       LP_TEST(test_perfetto_scope_ending_after_stop_and_open_scopes),
       LP_TEST(test_perfetto_longjmp),
       LP_TEST(test_perfetto_exited_threads),

@@ -382,6 +382,66 @@ static void test_stream_kinds(void) {
   pd_free(&t.lines);
 }
 
+/* A streamed session that recorded nothing: its file still places its notes in time (see test_perfetto). */
+static void test_stream_empty_session_keeps_its_notes(void) {
+  char path[256];
+  snprintf(path, sizeof path, "%s/empty.pftrace", dir);
+  lp_trace_opts_t o = stream_opts(path, 4 * LP__CHUNK_BYTES);
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(&o), 0);
+  pd_trace_t t;
+  stream_stop_and_decode(path, &t);
+  CU_ASSERT_EQUAL(t.lines.n, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(t.session, "policy=stream"));
+  pd_free(&t.lines);
+  unlink(path);
+}
+
+static void counter_site_a(int v) { LP_COUNTER("stream shared depth", v); }
+static void counter_site_b(int v) { LP_COUNTER("stream shared depth", v); }
+
+/* Whether t has the line lane|X|track|name|ts|dur| (a track item, no flags). */
+static bool has_item(const pd_trace_t *t, const char *lane, const char *name, uint64_t ts, uint64_t dur) {
+  char want[512];
+  snprintf(want, sizeof want, "%s|X|track|%s|%llu|%llu|", lane, name, (unsigned long long)ts, (unsigned long long)dur);
+  for (size_t i = 0; i < t->lines.n; i++)
+    if (strcmp(t->lines.v[i], want) == 0) return true;
+  fprintf(stderr, "no line %s\n", want);
+  return false;
+}
+
+/*
+ * A track's items keep their own times in the stream, whatever order they
+ * are given in: work done inside other work is given first (it ends first),
+ * and the enclosing item starts before it. An item that starts where the one
+ * given before it ended starts 1 ns later, as in the file written at the end.
+ * Names are shared as the JSON shares them (see test_perfetto).
+ */
+static void test_stream_track_items_keep_their_times(void) {
+  char path[256];
+  snprintf(path, sizeof path, "%s/items.pftrace", dir);
+  lp_trace_opts_t o = stream_opts(path, 64 * LP__CHUNK_BYTES);
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(&o), 0);
+  lp_track_t q = lp_track_create("stream nest");
+  CU_ASSERT(q >= 0);
+  uint64_t t0 = lp__mono_ns();
+  CU_ASSERT_EQUAL(lp_track_complete(q, "inner item", t0 + 5000, 3000), 0);
+  CU_ASSERT_EQUAL(lp_track_complete(q, "outer item", t0 + 1000, 20000), 0);
+  CU_ASSERT_EQUAL(lp_track_complete(q, "next item", t0 + 21000, 1000), 0);
+  lp_track_t twin = lp_track_create("stream nest"); /* a second track of that name: a lane of its own */
+  CU_ASSERT(twin >= 0);
+  CU_ASSERT_EQUAL(lp_track_complete(twin, "twin item", t0 + 2000, 1000), 0);
+  counter_site_a(1); /* two counter sites of one name: one counter, as in the JSON */
+  counter_site_b(2);
+  pd_trace_t t;
+  stream_stop_and_decode(path, &t);
+  CU_ASSERT(has_item(&t, "stream nest", "inner item", t0 + 5000, 3000));
+  CU_ASSERT(has_item(&t, "stream nest", "outer item", t0 + 1000, 20000));
+  CU_ASSERT(has_item(&t, "stream nest", "next item", t0 + 21001, 999));
+  CU_ASSERT(has_item(&t, "stream nest", "twin item", t0 + 2000, 1000));
+  CU_ASSERT_EQUAL(count_lines(&t, "C", "stream shared depth"), 2);
+  pd_free(&t.lines);
+}
+
 /* n bytes written to path and decoded into *t; pd_decode's result (its error said on stderr). */
 static int decode_bytes(pd_trace_t *t, const char *path, const uint8_t *bytes, size_t n) {
   memset(t, 0, sizeof *t);
@@ -765,7 +825,8 @@ int main(int argc, char **argv) {
       LP_TEST(test_stream_rotated_files_leave_the_page_cache),
       LP_TEST(test_stream_writer_behind_drops),
       LP_TEST(test_stream_export_flushes),     LP_TEST(test_stream_rotation),
-      LP_TEST(test_stream_kill9_prefix),       LP_TEST(test_stream_kinds),
+      LP_TEST(test_stream_kill9_prefix),       LP_TEST(test_stream_kinds), LP_TEST(test_stream_track_items_keep_their_times),
+      LP_TEST(test_stream_empty_session_keeps_its_notes),
       LP_TEST(test_stream_write_error_keeps_a_trace),
       LP_TEST(test_stream_rotation_after_a_failed_open),
       LP_TEST(test_stream_encoder_on_chunks),
