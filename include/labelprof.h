@@ -1275,7 +1275,7 @@ int lp_impl_disabled_nscope(uint8_t stream, uint16_t type, const lp_event_t *par
 #define lp_node_child(n, i) ((void)(n), (void)(i), (const lp_node_t *)0)
 #define lp_node_find(n, l) ((void)(n), (void)(l), (const lp_node_t *)0)
 #define lp_trace_start(o) lp_impl_disabled_int1((const void *)(o))
-#define lp_trace_stop() (-ENOTSUP)
+#define lp_trace_stop() lp_impl_disabled_int1((const void *)0)
 #define lp_trace_running() 0
 #define lp_trace_write_json(p, n) lp_impl_disabled_int2((const void *)(p), (const void *)(n))
 #define lp_trace_write_perfetto(p, n) lp_impl_disabled_int2((const void *)(p), (const void *)(n))
@@ -1284,7 +1284,7 @@ int lp_impl_disabled_nscope(uint8_t stream, uint16_t type, const lp_event_t *par
 #define lp_phase_name(p) ((void)(p), (const char *)0)
 #define lp_trace_get_stats(o) lp_impl_disabled_int1((const void *)(o))
 #define lp_now_ns() ((uint64_t)0)
-#define lp_dump() (-ENOTSUP)
+#define lp_dump() lp_impl_disabled_int1((const void *)0)
 #define lp_track_create(n) ((lp_track_t)lp_impl_disabled_int1((const void *)(n)))
 #define lp_track_complete(t, n, s, d) \
   ((void)(t), (void)(s), (void)(d), lp_impl_disabled_int1((const void *)(n)))
