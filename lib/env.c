@@ -576,9 +576,22 @@ static const char *seconds(uint64_t ns, char *buf, size_t size) {
 static void note_drops(unsigned number) {
   lp__drops_t d;
   if (lp__trace_drops(LP__ENV, &d) != 0 || !d.dropped) return;
-  /* A stream's files are numbered by its rotations, not by the dumps: its path is named as given. */
-  char *path = d.stream ? lp__strdup(trace_path) : lp__path_numbered(trace_path ? trace_path : systrace_path, number);
+  /* A stream's files are numbered by its rotations, not by the dumps: named from the first to the last. */
+  char *path = lp__path_numbered(trace_path ? trace_path : systrace_path, d.stream ? 1 : number);
   if (!path) return;
+  if (d.stream && d.stream_files > 1) {
+    char *last = lp__path_numbered(trace_path, d.stream_files);
+    size_t len = strlen(path) + (last ? strlen(last) : 0) + 8;
+    char *both = last ? lp__malloc(len) : NULL;
+    if (both) snprintf(both, len, "%s' to '%s", path, last);
+    free(last);
+    if (!both) {
+      free(path);
+      return;
+    }
+    free(path);
+    path = both;
+  }
   char n[32], budget[48];
   char at[32], len[32];
   seconds(d.first_drop_ns > d.start_ns ? d.first_drop_ns - d.start_ns : 0, at, sizeof at);

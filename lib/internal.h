@@ -619,6 +619,7 @@ typedef struct lp__drops {
   uint64_t budget_bytes;
   bool ring;
   bool stream; /* LP_TRACE_STREAM: drops are where the writer fell behind */
+  unsigned stream_files; /* a stopped stream: the number of its last file ("%n"); else 0 */
 } lp__drops_t;
 /* Fills *out for who's current or last session: 0, or -EINVAL if it never started one. */
 int lp__trace_drops(lp__owner_t who, lp__drops_t *out);

@@ -1556,6 +1556,7 @@ int lp__trace_drops(lp__owner_t who, lp__drops_t *out) {
   out->budget_bytes = rec.opts.budget_bytes;
   out->ring = rec.opts.policy == LP_TRACE_RING;
   out->stream = ss->streamed;
+  out->stream_files = ss->streamed && !ss->running ? st.number : 0; /* its writer has ended: no race */
   lp__unlock(&trace_mu);
   return 0;
 }

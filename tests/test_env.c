@@ -590,13 +590,14 @@ static void test_env_drops_are_said_at_exit(void) {
 /*
  * A stream keeps recording when its writer falls behind: what it dropped are
  * gaps, and the line at exit says so (not that the file covers only the
- * start). 4 M events against a 1 MiB budget leave the writer behind on any
- * machine seen so far; a run that dropped nothing must say nothing.
+ * start), naming the file written, "%n" replaced. 4 M events against a
+ * 1 MiB budget leave the writer behind on any machine seen so far; a run
+ * that dropped nothing must say nothing.
  */
 static void test_env_stream_drops_are_said_as_gaps(void) {
   char tr[96], tv[128];
-  snprintf(tr, sizeof tr, "%s/gaps.pftrace", dir);
-  snprintf(tv, sizeof tv, "LABELPROF_TRACE=%s", tr);
+  snprintf(tr, sizeof tr, "%s/gaps-1.pftrace", dir); /* the file the stream writes: its first, and only */
+  snprintf(tv, sizeof tv, "LABELPROF_TRACE=%s/gaps-%%n.pftrace", dir);
   const char *vars[] = {tv, "LABELPROF_TRACE_MODE=stream", "LABELPROF_TRACE_BUFFER=1", NULL};
   spawn_opts_t o = {"x", "scopes", "2000000", NULL, 0};
   run_t r = spawn_child(&o, vars);
@@ -609,6 +610,7 @@ static void test_env_stream_drops_are_said_as_gaps(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(r.err, " session, so the file has gaps there."));
     CU_ASSERT_PTR_NULL(strstr(r.err, "covers only its first"));
     CU_ASSERT_PTR_NULL(strstr(r.err, "LABELPROF_TRACE_MODE=ring"));
+    CU_ASSERT_PTR_NULL(strstr(r.err, "%n"));
   }
   unlink(tr);
   run_free(&r);
