@@ -33,7 +33,8 @@
  * it; each part opens with what it is for:
  *   1. Scopes: the macros that label code, their levels, the thread's name.
  *   2. The profile: the sampled percentage tree (and lp_strerror()).
- *   3. The timeline: every scope's begin and end, as JSON or systrace text.
+ *   3. The timeline: every scope's begin and end, as JSON, Perfetto protobuf
+ *      (written at the end or streamed) or systrace text.
  *   4. The environment: the LABELPROF_* variables' sessions, lp_dump().
  *   5. Subscribers: callbacks for tools, streams, events.
  *   6. Layers and phases: NNAPI's vocabulary for scopes.
@@ -509,7 +510,7 @@ typedef enum lp_clock { LP_CLOCK_AUTO = 0, LP_CLOCK_TSC = 1, LP_CLOCK_MONOTONIC 
 /* Options for lp_trace_start(). Zero-initialise; a zero field means its default. */
 typedef struct lp_trace_opts {
   uint32_t levels;          /* LP_LEVEL_* bits to record; 0 means LP_LEVEL_STANDARD */
-  lp_trace_policy_t policy; /* LP_TRACE_DISCARD (the default) or LP_TRACE_RING */
+  lp_trace_policy_t policy; /* LP_TRACE_DISCARD (the default), LP_TRACE_RING or LP_TRACE_STREAM */
   uint64_t budget_bytes;    /* event memory for all threads and tracks; 0 means 64 MiB;
                                it is used in 16 KiB chunks, at least one */
   lp_clock_t clock;         /* LP_CLOCK_AUTO (the default), LP_CLOCK_TSC or LP_CLOCK_MONOTONIC */
@@ -673,7 +674,8 @@ LP_EXPORT int lp_trace_write_systrace(const char *path);
 typedef struct lp_trace_stats {
   uint64_t recorded;     /* events in the buffers, ready to write; for a stream, written to its files so far
                             (lp_dump() writes what is recorded) */
-  uint64_t dropped;      /* events lost: budget spent (discard), overwritten (ring), or during an export */
+  uint64_t dropped;      /* events lost: budget spent (discard), overwritten (ring), the writer behind
+                            (stream), or during an export */
   uint64_t budget_bytes; /* the session's budget */
   uint64_t used_bytes;   /* chunks allocated now */
   uint32_t threads;      /* thread lanes with events, including exited threads (stream: with events written) */
