@@ -33,7 +33,8 @@
  * it; each part opens with what it is for:
  *   1. Scopes: the macros that label code, their levels, the thread's name.
  *   2. The profile: the sampled percentage tree (and lp_strerror()).
- *   3. The timeline: every scope's begin and end, as JSON or systrace text.
+ *   3. The timeline: every scope's begin and end, as JSON, Perfetto protobuf
+ *      (written at the end or streamed) or systrace text.
  *   4. The environment: the LABELPROF_* variables' sessions, lp_dump().
  *   5. Subscribers: callbacks for tools, streams, events.
  *   6. Layers and phases: NNAPI's vocabulary for scopes.
@@ -509,7 +510,7 @@ typedef enum lp_clock { LP_CLOCK_AUTO = 0, LP_CLOCK_TSC = 1, LP_CLOCK_MONOTONIC 
 /* Options for lp_trace_start(). Zero-initialise; a zero field means its default. */
 typedef struct lp_trace_opts {
   uint32_t levels;          /* LP_LEVEL_* bits to record; 0 means LP_LEVEL_STANDARD */
-  lp_trace_policy_t policy; /* LP_TRACE_DISCARD (the default) or LP_TRACE_RING */
+  lp_trace_policy_t policy; /* LP_TRACE_DISCARD (the default), LP_TRACE_RING or LP_TRACE_STREAM */
   uint64_t budget_bytes;    /* event memory for all threads and tracks; 0 means 64 MiB;
                                it is used in 16 KiB chunks, at least one */
   lp_clock_t clock;         /* LP_CLOCK_AUTO (the default), LP_CLOCK_TSC or LP_CLOCK_MONOTONIC */
@@ -673,7 +674,8 @@ LP_EXPORT int lp_trace_write_systrace(const char *path);
 typedef struct lp_trace_stats {
   uint64_t recorded;     /* events in the buffers, ready to write; for a stream, written to its files so far
                             (lp_dump() writes what is recorded) */
-  uint64_t dropped;      /* events lost: budget spent (discard), overwritten (ring), or during an export */
+  uint64_t dropped;      /* events lost: budget spent (discard), overwritten (ring), the writer behind
+                            (stream), or during an export */
   uint64_t budget_bytes; /* the session's budget */
   uint64_t used_bytes;   /* chunks allocated now */
   uint32_t threads;      /* thread lanes with events, including exited threads (stream: with events written) */
@@ -1275,7 +1277,7 @@ int lp_impl_disabled_nscope(uint8_t stream, uint16_t type, const lp_event_t *par
 #define lp_node_child(n, i) ((void)(n), (void)(i), (const lp_node_t *)0)
 #define lp_node_find(n, l) ((void)(n), (void)(l), (const lp_node_t *)0)
 #define lp_trace_start(o) lp_impl_disabled_int1((const void *)(o))
-#define lp_trace_stop() (-ENOTSUP)
+#define lp_trace_stop() lp_impl_disabled_int1((const void *)0)
 #define lp_trace_running() 0
 #define lp_trace_write_json(p, n) lp_impl_disabled_int2((const void *)(p), (const void *)(n))
 #define lp_trace_write_perfetto(p, n) lp_impl_disabled_int2((const void *)(p), (const void *)(n))
@@ -1284,7 +1286,7 @@ int lp_impl_disabled_nscope(uint8_t stream, uint16_t type, const lp_event_t *par
 #define lp_phase_name(p) ((void)(p), (const char *)0)
 #define lp_trace_get_stats(o) lp_impl_disabled_int1((const void *)(o))
 #define lp_now_ns() ((uint64_t)0)
-#define lp_dump() (-ENOTSUP)
+#define lp_dump() lp_impl_disabled_int1((const void *)0)
 #define lp_track_create(n) ((lp_track_t)lp_impl_disabled_int1((const void *)(n)))
 #define lp_track_complete(t, n, s, d) \
   ((void)(t), (void)(s), (void)(d), lp_impl_disabled_int1((const void *)(n)))

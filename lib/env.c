@@ -576,8 +576,22 @@ static const char *seconds(uint64_t ns, char *buf, size_t size) {
 static void note_drops(unsigned number) {
   lp__drops_t d;
   if (lp__trace_drops(LP__ENV, &d) != 0 || !d.dropped) return;
-  char *path = lp__path_numbered(trace_path ? trace_path : systrace_path, number);
+  /* A stream's files are numbered by its rotations, not by the dumps: named from the first to the last. */
+  char *path = lp__path_numbered(trace_path ? trace_path : systrace_path, d.stream ? 1 : number);
   if (!path) return;
+  if (d.stream && d.stream_files > 1) {
+    char *last = lp__path_numbered(trace_path, d.stream_files);
+    size_t len = strlen(path) + (last ? strlen(last) : 0) + 8;
+    char *both = last ? lp__malloc(len) : NULL;
+    if (both) snprintf(both, len, "%s' to '%s", path, last);
+    free(last);
+    if (!both) {
+      free(path);
+      return;
+    }
+    free(path);
+    path = both;
+  }
   char n[32], budget[48];
   char at[32], len[32];
   seconds(d.first_drop_ns > d.start_ns ? d.first_drop_ns - d.start_ns : 0, at, sizeof at);
@@ -586,7 +600,12 @@ static void note_drops(unsigned number) {
     snprintf(budget, sizeof budget, "%llu MiB", (unsigned long long)(d.budget_bytes >> 20));
   else
     snprintf(budget, sizeof budget, "%llu bytes", (unsigned long long)d.budget_bytes);
-  if (d.ring)
+  if (d.stream)
+    warn("the stream '%s' dropped %s events while its writer fell behind: its %s budget (LABELPROF_TRACE_BUFFER) "
+         "was full, the first time %s into the %s session, so the file has gaps there. To keep them: a larger "
+         "LABELPROF_TRACE_BUFFER (MiB), a faster disk or reader for the file, or fewer levels with LABELPROF_LEVELS",
+         path, grouped(d.dropped, n, sizeof n), budget, at, len);
+  else if (d.ring)
     warn("the trace '%s' lost %s events: its %s budget (LABELPROF_TRACE_BUFFER) filled %s into the %s "
          "session, and the ring overwrote the oldest events from then on, so the file holds only the last part of "
          "the session. To keep more: a larger LABELPROF_TRACE_BUFFER (MiB), or fewer levels with LABELPROF_LEVELS",
@@ -901,7 +920,9 @@ void lp__env_load(void) {
   /* ---- end of the Perfetto stream ---- */
   if (trace || systrace || want_marker) {
     int rc = lp__trace_start(LP__ENV, &topts);
-    if (rc)
+    if (rc && topts.policy == LP_TRACE_STREAM)
+      warn("cannot start the stream to '%s': %s", trace_path, lp_strerror(rc));
+    else if (rc)
       warn("cannot start the trace: %s", lp_strerror(rc));
     else
       tracing = true;

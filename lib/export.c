@@ -1721,6 +1721,11 @@ int lp__export_perfetto(lp__jw_t *w, const lp__session_t *s, const char *process
   pf_annotation_uint(&x.pb, "events_recorded", DA_UINT, lw.events);
   pf_annotation_uint(&x.pb, "events_dropped", DA_UINT, s->dropped);
   pf_annotation_uint(&x.pb, "budget_bytes", DA_UINT, s->opts.budget_bytes);
+  /* The session's window and first drop, CLOCK_MONOTONIC ns, as the JSON's otherData has them. */
+  pf_annotation_uint(&x.pb, "session_start_ns", DA_UINT, s->start.ns);
+  pf_annotation_uint(&x.pb, "session_stop_ns", DA_UINT, s->stop.ns == UINT64_MAX ? s->taken_ns : s->stop.ns);
+  pf_annotation_uint(&x.pb, "session_running", DA_BOOL, s->stop.ns == UINT64_MAX);
+  if (s->first_drop_ns) pf_annotation_uint(&x.pb, "first_drop_ns", DA_UINT, s->first_drop_ns);
   pf_annotation_str(&x.pb, "policy", s->opts.policy == LP_TRACE_RING ? "ring" : "discard");
   char levels[64] = "";
   static const uint32_t bits[] = {LP_LEVEL_REQUEST, LP_LEVEL_RUNTIME, LP_LEVEL_OPERATOR, LP_LEVEL_DEBUG};
@@ -2187,6 +2192,9 @@ void lp__pfs_finish(lp__pfs_t *f, const lp__pfs_notes_t *n) {
   pf_annotation_uint(&x->pb, "events_recorded", DA_UINT, f->events);
   pf_annotation_uint(&x->pb, "events_dropped", DA_UINT, n->dropped);
   pf_annotation_uint(&x->pb, "budget_bytes", DA_UINT, n->budget_bytes);
+  pf_annotation_uint(&x->pb, "session_start_ns", DA_UINT, n->start_ns);
+  pf_annotation_uint(&x->pb, "session_stop_ns", DA_UINT, n->at_ns);
+  if (n->first_drop_ns) pf_annotation_uint(&x->pb, "first_drop_ns", DA_UINT, n->first_drop_ns);
   pf_annotation_str(&x->pb, "policy", "stream");
   pf_annotation_uint(&x->pb, "file_number", DA_UINT, f->file);
   lp__pb_str(&x->pb, 23, "labelprof session");

@@ -618,6 +618,8 @@ typedef struct lp__drops {
   uint64_t start_ns, stop_ns; /* the session's window (stop: now, while it runs) */
   uint64_t budget_bytes;
   bool ring;
+  bool stream; /* LP_TRACE_STREAM: drops are where the writer fell behind */
+  unsigned stream_files; /* a stopped stream: the number of its last file ("%n"); else 0 */
 } lp__drops_t;
 /* Fills *out for who's current or last session: 0, or -EINVAL if it never started one. */
 int lp__trace_drops(lp__owner_t who, lp__drops_t *out);
@@ -778,6 +780,7 @@ typedef struct lp__pfs_lane_info {
 } lp__pfs_lane_info_t;
 typedef struct lp__pfs_notes {
   uint64_t at_ns, dropped, budget_bytes;
+  uint64_t start_ns, first_drop_ns; /* the session's start and first drop (0: none), CLOCK_MONOTONIC */
 } lp__pfs_notes_t;
 lp__pfs_t *lp__pfs_new(void);
 void lp__pfs_free(lp__pfs_t *f);

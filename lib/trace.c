@@ -897,7 +897,7 @@ static int stream_open_next(void) {
 static void stream_close_file(bool rotated) {
   lp__drops_t d;
   if (lp__trace_drops(st.owner, &d) != 0) memset(&d, 0, sizeof d);
-  lp__pfs_notes_t n = {lp__mono_ns(), d.dropped, d.budget_bytes};
+  lp__pfs_notes_t n = {lp__mono_ns(), d.dropped, d.budget_bytes, d.start_ns, d.first_drop_ns};
   lp__pfs_finish(st.enc, &n);
   stream_put();
   if (rotated) stream_uncache_rest();
@@ -1555,6 +1555,8 @@ int lp__trace_drops(lp__owner_t who, lp__drops_t *out) {
   out->stop_ns = ss->running ? lp__mono_ns() : ss->stop_sync.ns;
   out->budget_bytes = rec.opts.budget_bytes;
   out->ring = rec.opts.policy == LP_TRACE_RING;
+  out->stream = ss->streamed;
+  out->stream_files = ss->streamed && !ss->running ? st.number : 0; /* its writer has ended: no race */
   lp__unlock(&trace_mu);
   return 0;
 }

@@ -688,9 +688,34 @@ static void test_cmd_reads_relative_and_absolute_times(void) {
   run_free(&b);
 }
 
+/* Runs every summary of file and checks that each states its drops with what (a note's middle part). */
+static void expect_drop_notes(const char *file, const char *const *what, size_t nwhat) {
+  run_t s = RUN("stats", file);
+  run_t t = RUN("tree", file);
+  run_t d = RUN("diff", file, file);
+  run_t f = RUN("folded", file);
+  run_t c = RUN("stats", "--format", "csv", file);
+  run_t *all[] = {&s, &t, &d, &c, &f};
+  const char *where[] = {s.out, t.out, d.out, c.err, f.err};
+  for (int i = 0; i < 5; i++) {
+    CU_ASSERT_EQUAL(all[i]->status, 0);
+    const char *n = strstr(where[i], "note: ");
+    CU_ASSERT_PTR_NOT_NULL(n);
+    if (!n) continue;
+    CU_ASSERT_EQUAL(strncmp(n + 6, file, strlen(file)), 0);
+    for (size_t k = 0; k < nwhat; k++) {
+      if (!strstr(n, what[k])) fprintf(stderr, "\n%s: no \"%s\" in:\n%s", file, what[k], n);
+      CU_ASSERT_PTR_NOT_NULL(strstr(n, what[k]));
+    }
+  }
+  CU_ASSERT_PTR_NULL(strstr(f.out, "note:")); /* folded stacks stay clean */
+  for (int i = 0; i < 5; i++) run_free(all[i]);
+}
+
 /*
  * A file whose budget filled: every summary says how many events were
- * dropped and what window of the session the trace covers.
+ * dropped and what window of the session the trace covers, whether the
+ * session was written as JSON or as Perfetto protobuf.
  */
 static void test_cmd_states_drops(void) {
   lp_trace_opts_t opts = {.budget_bytes = 64 << 10};
@@ -704,24 +729,50 @@ static void test_cmd_states_drops(void) {
   CU_ASSERT(st.dropped > 0);
   CU_ASSERT(st.first_drop_ns > 0 && st.first_drop_ns <= lp_now_ns());
   CU_ASSERT_EQUAL_FATAL(lp_trace_write_json(tmp("drops.json"), "test_cmd"), 0);
-  run_t s = RUN("stats", tmp("drops.json"));
-  run_t t = RUN("tree", tmp("drops.json"));
-  run_t d = RUN("diff", tmp("drops.json"), tmp("drops.json"));
-  run_t f = RUN("folded", tmp("drops.json"));
-  run_t c = RUN("stats", "--format", "csv", tmp("drops.json"));
-  run_t *all[] = {&s, &t, &d, &c, &f};
-  const char *where[] = {s.out, t.out, d.out, c.err, f.err};
-  for (int i = 0; i < 5; i++) {
-    CU_ASSERT_EQUAL(all[i]->status, 0);
-    const char *n = strstr(where[i], "note: ");
-    CU_ASSERT_PTR_NOT_NULL(n);
-    if (!n) continue;
-    CU_ASSERT_PTR_NOT_NULL(strstr(n, "drops.json: the trace covers "));
-    CU_ASSERT_PTR_NOT_NULL(strstr(n, " session; "));
-    CU_ASSERT_PTR_NOT_NULL(strstr(n, " events were dropped after the 64 KiB budget filled at "));
+  CU_ASSERT_EQUAL_FATAL(lp_trace_write_perfetto(tmp("drops.pftrace"), "test_cmd"), 0);
+  const char *what[] = {": the trace covers ", " session; ", " events were dropped after the 64 KiB budget filled at "};
+  expect_drop_notes(tmp("drops.json"), what, 3);
+  expect_drop_notes(tmp("drops.pftrace"), what, 3);
+  /* A ring's Perfetto file names the part of the session it kept. */
+  lp_trace_opts_t ring = {.budget_bytes = 64 << 10, .policy = LP_TRACE_RING};
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(&ring), 0);
+  for (int i = 0; i < 100000; i++) {
+    LP_SCOPE("dropper");
   }
-  CU_ASSERT_PTR_NULL(strstr(f.out, "note:")); /* folded stacks stay clean */
-  for (int i = 0; i < 5; i++) run_free(all[i]);
+  CU_ASSERT_EQUAL_FATAL(lp_trace_stop(), 0);
+  CU_ASSERT_EQUAL_FATAL(lp_trace_write_perfetto(tmp("ring.pftrace"), "test_cmd"), 0);
+  const char *ring_what[] = {": the trace covers the last ", " events were overwritten after the 64 KiB budget filled at "};
+  expect_drop_notes(tmp("ring.pftrace"), ring_what, 2);
+  unlink(tmp("drops.json"));
+  unlink(tmp("drops.pftrace"));
+  unlink(tmp("ring.pftrace"));
+}
+
+/*
+ * A stream whose writer fell behind has gaps, not a window: every summary
+ * says how many events were dropped and when the first was.
+ */
+static void test_cmd_states_stream_drops(void) {
+  lp_trace_opts_t o = {.policy = LP_TRACE_STREAM, .budget_bytes = 2 * LP__CHUNK_BYTES,
+                       .path = tmp("gaps.pftrace"), .clock = LP_CLOCK_MONOTONIC};
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(&o), 0);
+  lp__trace_stream_hold(true); /* the writer takes nothing: the budget fills, the rest is dropped */
+  for (size_t i = 0; i < 20 * LP__CHUNK_EVENTS; i++) {
+    LP_SCOPE("streamed");
+  }
+  lp__trace_stream_hold(false);
+  CU_ASSERT_EQUAL(lp__trace_stream_sync(), 0);
+  for (int i = 0; i < 100; i++) {
+    LP_SCOPE("streamed");
+  }
+  CU_ASSERT_EQUAL_FATAL(lp_trace_stop(), 0);
+  lp_trace_stats_t st;
+  CU_ASSERT_EQUAL(lp_trace_get_stats(&st), 0);
+  CU_ASSERT(st.dropped > 0);
+  const char *what[] = {" events were dropped while the stream's writer fell behind (its 32 KiB budget was full), the "
+                        "first at ", " session: the trace has gaps there"};
+  expect_drop_notes(tmp("gaps.pftrace"), what, 2);
+  unlink(tmp("gaps.pftrace"));
 }
 
 /*
@@ -1100,6 +1151,7 @@ int main(void) {
       LP_TEST(test_cmd_gzip_members),
       LP_TEST(test_cmd_live_trace_totals),
       LP_TEST(test_cmd_states_drops),
+      LP_TEST(test_cmd_states_stream_drops),
       LP_TEST(test_cmd_tree_flat),
       LP_TEST(test_cmd_tree_matches_profile),
       LP_TEST(test_cmd_reads_relative_and_absolute_times),

@@ -63,10 +63,31 @@ static void test_disable_functions_are_stubs(void) {
   lp_profile_free(p);
 }
 
+/*
+ * What a program calls for its effect, called as statements, result unused:
+ * compiled out, each is still a statement without a warning (-Wunused-value
+ * under -Werror would fail the program's build otherwise).
+ */
+static void test_disable_calls_as_statements(void) {
+  lp_profile_t *p = NULL;
+  lp_profile_start(NULL);
+  lp_profile_stop(&p);
+  lp_profile_print(p, stdout);
+  lp_profile_free(p);
+  lp_trace_start(NULL);
+  lp_trace_write_perfetto("/tmp/never-written.pftrace", NULL);
+  lp_trace_stop();
+  lp_dump();
+  lp_thread_set_name("x");
+  lp_track_complete(0, "w", 1, 2);
+  CU_ASSERT_PTR_NULL(p);
+}
+
 int main(void) {
   CU_TestInfo tests[] = {
       LP_TEST(test_disable_macros_compile_to_nothing),
       LP_TEST(test_disable_functions_are_stubs),
+      LP_TEST(test_disable_calls_as_statements),
       CU_TEST_INFO_NULL,
   };
   return lp_test_main("disable", tests);

@@ -587,6 +587,51 @@ static void test_env_drops_are_said_at_exit(void) {
   run_free(&r);
 }
 
+/*
+ * A stream keeps recording when its writer falls behind: what it dropped are
+ * gaps, and the line at exit says so (not that the file covers only the
+ * start), naming the file written, "%n" replaced. 4 M events against a
+ * 1 MiB budget leave the writer behind on any machine seen so far; a run
+ * that dropped nothing must say nothing.
+ */
+static void test_env_stream_drops_are_said_as_gaps(void) {
+  char tr[96], tv[128];
+  snprintf(tr, sizeof tr, "%s/gaps-1.pftrace", dir); /* the file the stream writes: its first, and only */
+  snprintf(tv, sizeof tv, "LABELPROF_TRACE=%s/gaps-%%n.pftrace", dir);
+  const char *vars[] = {tv, "LABELPROF_TRACE_MODE=stream", "LABELPROF_TRACE_BUFFER=1", NULL};
+  spawn_opts_t o = {"x", "scopes", "2000000", NULL, 0};
+  run_t r = spawn_child(&o, vars);
+  CU_ASSERT(exited_ok(&r));
+  if (r.err[0]) {
+    CU_ASSERT_EQUAL(count_lines(r.err), 1);
+    CU_ASSERT_EQUAL(strncmp(r.err, "labelprof: the stream '", 23), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, tr));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, " events while its writer fell behind: its 1 MiB budget (LABELPROF_TRACE_BUFFER) was full, the first time "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, " session, so the file has gaps there."));
+    CU_ASSERT_PTR_NULL(strstr(r.err, "covers only its first"));
+    CU_ASSERT_PTR_NULL(strstr(r.err, "LABELPROF_TRACE_MODE=ring"));
+    CU_ASSERT_PTR_NULL(strstr(r.err, "%n"));
+  }
+  unlink(tr);
+  run_free(&r);
+}
+
+/* A stream whose file cannot be opened names it. */
+static void test_env_stream_start_names_its_file(void) {
+  char tr[128], tv[160];
+  snprintf(tr, sizeof tr, "%s/no such directory/x.pftrace", dir);
+  snprintf(tv, sizeof tv, "LABELPROF_TRACE=%s", tr);
+  const char *vars[] = {tv, "LABELPROF_TRACE_MODE=stream", NULL};
+  spawn_opts_t o = {"x", NULL, NULL, NULL, 0};
+  run_t r = spawn_child(&o, vars);
+  CU_ASSERT(exited_ok(&r));
+  CU_ASSERT_EQUAL(count_lines(r.err), 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "labelprof: cannot start the stream to '"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, tr));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, lp_strerror(-ENOENT)));
+  run_free(&r);
+}
+
 /* Over RLIMIT_FSIZE the export fails with EFBIG, named on one line; the program lives and nothing is left behind. */
 static void test_env_file_size_limit_is_an_error_not_a_death(void) {
   char sub[96], tr[128], tv[160];
@@ -836,6 +881,8 @@ int main(void) {
       LP_TEST(test_env_huge_signal_numbers_refused),
       LP_TEST(test_env_big_numbers_in_every_variable),
       LP_TEST(test_env_drops_are_said_at_exit),
+      LP_TEST(test_env_stream_drops_are_said_as_gaps),
+      LP_TEST(test_env_stream_start_names_its_file),
       CU_TEST_INFO_NULL,
   };
   int rc = lp_test_main("env", tests);

@@ -881,6 +881,7 @@ static int file_info(lp_agg_t *a, const lp_event_t *ev) {
     f->budget = (uint64_t)n;
   } else if (strcmp(k, "otherData.policy") == 0) {
     f->ring = strcmp(v, "ring") == 0;
+    f->stream = strcmp(v, "stream") == 0;
   } else if (strcmp(k, "otherData.ts_base_ns") == 0 && num) {
     f->ts_base = n;
   } else if (strcmp(k, "otherData.session_start_ns") == 0 && num) {
@@ -1242,6 +1243,13 @@ void lp_agg_file_notes(const lp_agg_t *a, FILE *out) {
       continue;
     }
     int64_t len = f->stop - f->start, at = f->first_drop ? f->first_drop - f->start : 0;
+    if (f->stream) {
+      /* A stream keeps recording: what it lost are gaps, wherever its writer fell behind. */
+      fprintf(out, "note: %s: %s events were dropped while the stream's writer fell behind (its %s was full), the "
+                   "first at %s into the %s session: the trace has gaps there\n",
+              path, n, budget, note_time(at, t1, sizeof t1), note_time(len, t2, sizeof t2));
+      continue;
+    }
     if (!f->ring) {
       fprintf(out, "note: %s: the trace covers %s of a %s session; %s events were dropped after the %s filled at %s\n",
               path, note_time(at, t1, sizeof t1), note_time(len, t2, sizeof t2), n, budget, note_time(at, t3, sizeof t3));

@@ -131,6 +131,7 @@ typedef struct lp_lane {
  */
 typedef struct lp_file_info {
   bool has_dropped, has_session, ring;
+  bool stream; /* "policy":"stream": drops are gaps where the writer fell behind, not a window kept */
   bool ends_order; /* "labelprof_scope_order":"ends": X events at their ends, read buffered from the start */
   uint64_t dropped, budget;
   int64_t ts_base, start, stop, first_drop; /* first_drop: 0 if none */

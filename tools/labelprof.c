@@ -287,8 +287,10 @@ static void overview(FILE *out) {
         "       labelprof --version | help [SUBCOMMAND] | SUBCOMMAND -h\n"
         "\n"
         "Reads Chrome Trace Event JSON (object or array form, gzip or plain, - for\n"
-        "standard input) in one streaming pass, and systrace (the viewer's HTML,\n"
-        "ftrace text, trace-cmd report output).\n"
+        "standard input) in one streaming pass, systrace (the viewer's HTML,\n"
+        "ftrace text, trace-cmd report output), Perfetto traces (TrackEvent\n"
+        "protobuf, labelprof's .pftrace and other producers'), and profiles\n"
+        "(folded stacks, pprof) where a subcommand says so.\n"
         "\n"
         "subcommands:\n",
         out);

@@ -36,7 +36,9 @@
  *   events' phases B, E, X (with its duration), I and i. Names come inline
  *   or interned; categories likewise, joined with ','; the debug
  *   annotations layer, phase and mode are passed on as the JSON's args are.
- *   labelprof's "labelprof session" note is not an event of the program.
+ *   labelprof's "labelprof session" note is not an event of the program:
+ *   what it says of drops and of the session's window is passed on as
+ *   LP_EV_FILE_INFO "otherData.KEY", as the JSON's otherData is.
  *
  * An event whose name iid was not interned on its sequence (or only before
  * its state was cleared) is kept without a name, as Perfetto's trace
@@ -633,6 +635,38 @@ static int pr_descriptor(pr_state_t *st, pr_seq_t *q, const uint8_t *p, size_t l
   return st->sink->event(st->sink->ctx, &ev);
 }
 
+/*
+ * labelprof's session note: its debug annotations passed on as the JSON's
+ * otherData is (LP_EV_FILE_INFO "otherData.KEY"), for the views' notes on
+ * drops. The session's times are CLOCK_MONOTONIC there; they are put on the
+ * events' clock (BOOTTIME) here, so the file's time base stays 0.
+ */
+#define PR_NOTE_KEYS 5
+static const char *const pr_note_keys[PR_NOTE_KEYS] = {"events_dropped", "budget_bytes", "session_start_ns",
+                                                       "session_stop_ns", "first_drop_ns"};
+
+static int pr_session_note(pr_state_t *st, const uint64_t *said, const bool *has_said, const char *policy) {
+  char key[64], text[24];
+  int r;
+  for (int k = 0; k < PR_NOTE_KEYS; k++) {
+    if (!has_said[k]) continue;
+    uint64_t v = said[k];
+    if (k >= 2) { /* a time: on the events' clock, as their ts are */
+      if (v >= (uint64_t)PR_TIME_LIMIT) return pr_bad(st, "a session time beyond 2^62 ns in labelprof's notes");
+      int64_t t = (int64_t)v + (st->has_offset[3] ? st->offset[3] : 0);
+      if (t < 0 || t >= PR_TIME_LIMIT) return pr_bad(st, "a session time beyond 2^62 ns in labelprof's notes");
+      v = (uint64_t)t;
+    }
+    snprintf(key, sizeof key, "otherData.%s", pr_note_keys[k]);
+    snprintf(text, sizeof text, "%llu", (unsigned long long)v);
+    lp_event_t ev = {.kind = LP_EV_FILE_INFO, .name = key, .text = text, .pos = st->pos};
+    if ((r = st->sink->event(st->sink->ctx, &ev)) != 0) return r;
+  }
+  if (!policy[0]) return 0;
+  lp_event_t ev = {.kind = LP_EV_FILE_INFO, .name = "otherData.policy", .text = policy, .pos = st->pos};
+  return st->sink->event(st->sink->ctx, &ev);
+}
+
 static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, const uint8_t *p, size_t len) {
   pr_field_t f, g;
   const uint8_t *e = p + len;
@@ -647,6 +681,10 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
   int64_t legacy_dur = -1, pid_override = 0, tid_override = 0, us = 0;
   bool has_type = false, has_track = false, has_pid_override = false, has_tid_override = false;
   int us_kind = 0; /* legacy times: 1 timestamp_delta_us, 2 timestamp_absolute_us */
+  /* What labelprof's session note says of the file (its debug annotations), kept in case this event is it. */
+  uint64_t said[PR_NOTE_KEYS];
+  bool has_said[PR_NOTE_KEYS] = {false};
+  char policy[16] = "";
   int r;
   while ((r = pr_next(&p, e, &f)) > 0) {
     switch (f.num) {
@@ -689,6 +727,8 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
       const uint8_t *d = f.p, *de = f.p + f.len;
       char an[64], av[64];
       an[0] = av[0] = '\0';
+      uint64_t au = 0;
+      bool has_au = false;
       int r2;
       while ((r2 = pr_next(&d, de, &g)) > 0) {
         if (g.num == 10 && g.wire == 2) pr_copy(an, sizeof an, g.p, g.len);
@@ -697,8 +737,18 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
           if (s) pr_copy(an, sizeof an, s, strlen(s));
         }
         if (g.num == 6 && g.wire == 2) pr_copy(av, sizeof av, g.p, g.len);
+        if (g.num == 3 && g.wire == 0) {
+          au = g.v;
+          has_au = true;
+        }
       }
       if (r2 < 0) return pr_bad(st, "malformed debug annotation");
+      for (int k = 0; k < PR_NOTE_KEYS && has_au; k++)
+        if (strcmp(an, pr_note_keys[k]) == 0) {
+          said[k] = au;
+          has_said[k] = true;
+        }
+      if (strcmp(an, "policy") == 0) memcpy(policy, av, sizeof policy - 1);
       _Static_assert(sizeof layer == sizeof av && sizeof phase == sizeof av && sizeof mode == sizeof av, "sizes");
       if (strcmp(an, "layer") == 0) memcpy(layer, av, sizeof av);
       if (strcmp(an, "phase") == 0) memcpy(phase, av, sizeof av);
@@ -814,7 +864,8 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
   case 1: ev.kind = LP_EV_BEGIN; break;
   case 2: ev.kind = LP_EV_END; ev.name = ""; break;
   case 3:
-    if (has_name && strcmp(name, "labelprof session") == 0 && t && t->tid == 0) return 0; /* the session's note */
+    if (has_name && strcmp(name, "labelprof session") == 0 && t && t->tid == 0) /* the session's note */
+      return pr_session_note(st, said, has_said, policy);
     ev.kind = LP_EV_INSTANT;
     break;
   case 4:
