@@ -907,8 +907,9 @@ void lp__env_load(void) {
     parse_rotate(&topts);
     if (!trace_path || trace_format != LP__FORMAT_PERFETTO) {
       warn("LABELPROF_TRACE_MODE=stream writes a Perfetto file only (LABELPROF_TRACE=x.pftrace, or "
-           "LABELPROF_TRACE_FORMAT=perfetto); %s, written at exit, in discard mode",
-           trace_path ? "this trace is" : "the trace is not streamed: LABELPROF_TRACE is not set, so it is");
+           "LABELPROF_TRACE_FORMAT=perfetto); %s",
+           trace_path ? "this trace is written at exit instead, in discard mode"
+                      : "LABELPROF_TRACE is not set, so nothing is streamed (a trace is written at exit, in discard mode)");
       topts.policy = LP_TRACE_DISCARD;
     } else if ((topts.rotate_bytes || topts.rotate_ns) && !strstr(trace_path, "%n")) {
       warn("LABELPROF_TRACE_ROTATE needs %%n in LABELPROF_TRACE (trace-%%n.pftrace) to number the files; "
