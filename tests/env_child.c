@@ -18,6 +18,9 @@
  *            and on a thread that keeps using them while the process exits
  *   many     records many short scopes, so that the trace is large
  *   dumps    calls lp_dump() ARG times
+ *   dumpcopy records 1000 "env dumped" scopes, calls lp_dump(), copies the
+ *            file LABELPROF_TRACE names to ARG as it is then (the program
+ *            still running), then records 1000 "env after" scopes
  *   scopes   then records exactly ARG more "env inner" scopes, however slow
  *            the build (a budget that must fill)
  *   starve   then, on CPU 0 with every thread of the process, spins for
@@ -214,6 +217,21 @@ static int starve(long ms) {
   return 0;
 }
 
+/* The file from as it is now, copied to to: 0, or -1. */
+static int copy_file(const char *from, const char *to) {
+  char buf[1 << 14];
+  size_t n;
+  int rc = 0;
+  FILE *in = from ? fopen(from, "rb") : NULL, *out = fopen(to, "wb");
+  if (!in || !out) rc = -1;
+  while (rc == 0 && (n = fread(buf, 1, sizeof buf, in)) > 0)
+    if (fwrite(buf, 1, n, out) != n) rc = -1;
+  if (in && ferror(in)) rc = -1;
+  if (in) fclose(in);
+  if (out && fclose(out) != 0) rc = -1;
+  return rc;
+}
+
 int main(int argc, char **argv) {
   double seconds = argc > 1 ? (double)strlen(argv[1]) * 0.01 : 0.1;
   const char *arg = argc > 3 ? argv[3] : NULL;
@@ -234,6 +252,18 @@ int main(int argc, char **argv) {
     wait_for_file(arg);
     LP_SCOPE("env work");
     spin(seconds, 1000);
+  }
+  if (strcmp(mode, "dumpcopy") == 0 && arg) {
+    for (int i = 0; i < 1000; i++) {
+      LP_SCOPE("env dumped");
+      sink += (unsigned long)i;
+    }
+    check("lp_dump", lp_dump());
+    check("copying the trace", copy_file(getenv("LABELPROF_TRACE"), arg));
+    for (int i = 0; i < 1000; i++) {
+      LP_SCOPE("env after");
+      sink += (unsigned long)i;
+    }
   }
   if (strcmp(mode, "dumps") == 0 && arg)
     for (long i = atol(arg); i > 0; i--) check("lp_dump", lp_dump());

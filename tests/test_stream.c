@@ -793,6 +793,37 @@ static void test_stream_env(void) {
   lp_test_run_free(&r);
 }
 
+/*
+ * lp_dump() on a stream started from the environment flushes it: the file,
+ * copied by the program right after the call while it still runs, holds
+ * every scope ended before the call and none of those after.
+ */
+static void test_stream_env_dump_flushes(void) {
+  char tv[400], f[300], copy[300];
+  snprintf(f, sizeof f, "%s/dumped.pftrace", dir);
+  snprintf(copy, sizeof copy, "%s/dumped-copy.pftrace", dir);
+  snprintf(tv, sizeof tv, "LABELPROF_TRACE=%s", f);
+  const char *vars[] = {tv, "LABELPROF_TRACE_MODE=stream", NULL};
+  char *argv[] = {env_child, (char *)"x", (char *)"dumpcopy", copy, NULL};
+  lp_test_run_t r = lp_test_run(env_child, argv, vars, NULL);
+  CU_ASSERT(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0);
+  CU_ASSERT_STRING_EQUAL(r.err, "");
+  pd_trace_t t;
+  memset(&t, 0, sizeof t);
+  CU_ASSERT_EQUAL_FATAL(pd_decode(&t, copy), 0);
+  CU_ASSERT_EQUAL(count_lines(&t, "X", "env dumped"), 1000);
+  CU_ASSERT_EQUAL(count_lines(&t, "X", "env after"), 0);
+  pd_free(&t.lines);
+  memset(&t, 0, sizeof t);
+  CU_ASSERT_EQUAL_FATAL(pd_decode(&t, f), 0);
+  CU_ASSERT_EQUAL(count_lines(&t, "X", "env dumped"), 1000);
+  CU_ASSERT_EQUAL(count_lines(&t, "X", "env after"), 1000);
+  pd_free(&t.lines);
+  unlink(f);
+  unlink(copy);
+  lp_test_run_free(&r);
+}
+
 /* Stream mode with a JSON file: a warning, and the JSON written at exit as in discard mode. */
 static void test_stream_env_json_falls_back(void) {
   char tv[400], jf[300];
@@ -830,7 +861,8 @@ int main(int argc, char **argv) {
       LP_TEST(test_stream_write_error_keeps_a_trace),
       LP_TEST(test_stream_rotation_after_a_failed_open),
       LP_TEST(test_stream_encoder_on_chunks),
-      LP_TEST(test_stream_env),                LP_TEST(test_stream_env_json_falls_back),
+      LP_TEST(test_stream_env),                LP_TEST(test_stream_env_dump_flushes),
+      LP_TEST(test_stream_env_json_falls_back),
       CU_TEST_INFO_NULL,
   };
   return lp_test_main("stream", tests);
