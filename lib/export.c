@@ -2195,6 +2195,8 @@ void lp__pfs_finish(lp__pfs_t *f, const lp__pfs_notes_t *n) {
   pf_annotation_uint(&x->pb, "session_start_ns", DA_UINT, n->start_ns);
   pf_annotation_uint(&x->pb, "session_stop_ns", DA_UINT, n->at_ns);
   if (n->first_drop_ns) pf_annotation_uint(&x->pb, "first_drop_ns", DA_UINT, n->first_drop_ns);
+  pf_annotation_uint(&x->pb, "file_start_ns", DA_UINT, n->file_start_ns);
+  pf_annotation_uint(&x->pb, "session_events_dropped", DA_UINT, n->session_dropped);
   pf_annotation_str(&x->pb, "policy", "stream");
   pf_annotation_uint(&x->pb, "file_number", DA_UINT, f->file);
   lp__pb_str(&x->pb, 23, "labelprof session");

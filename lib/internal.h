@@ -780,7 +780,8 @@ typedef struct lp__pfs_lane_info {
 } lp__pfs_lane_info_t;
 typedef struct lp__pfs_notes {
   uint64_t at_ns, dropped, budget_bytes;
-  uint64_t start_ns, first_drop_ns; /* the session's start and first drop (0: none), CLOCK_MONOTONIC */
+  uint64_t start_ns, first_drop_ns; /* the session's start and first drop in this file (0: none), CLOCK_MONOTONIC */
+  uint64_t file_start_ns, session_dropped; /* when this file began; the session's drops so far (dropped: this file's) */
 } lp__pfs_notes_t;
 lp__pfs_t *lp__pfs_new(void);
 void lp__pfs_free(lp__pfs_t *f);

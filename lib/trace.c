@@ -733,6 +733,8 @@ static struct {
   bool cut;                /* a write to the file failed: nothing more goes to it (writer only) */
   uint64_t encoded, put;   /* events in the encoder's packets; in packets written since the last count (writer only) */
   bool uncached;           /* the file takes no writeback hints (a pipe, tmpfs...): none are given */
+  uint64_t file_dropped0;  /* the session's drops when the current file began (writer only) */
+  uint64_t file_start_ns;  /* when it began, CLOCK_MONOTONIC; 0: with the session (writer only) */
 } st = {.fd = -1};
 /*
  * The page cache: the writer starts the writeback of each ST_BEHIND bytes
@@ -892,12 +894,19 @@ static int stream_open_next(void) {
 /*
  * The session's notes at the end of the current file, and the file closed;
  * rotated: out of the page cache too (the last file keeps its last ranges
- * cached, as any file written is). Writer only, no lock.
+ * cached, as any file written is). The drops a file states are those
+ * counted while it was the current file, and its first drop only if that
+ * was the session's first: a rotated file read alone speaks for its own
+ * span. Writer only, no lock.
  */
 static void stream_close_file(bool rotated) {
   lp__drops_t d;
   if (lp__trace_drops(st.owner, &d) != 0) memset(&d, 0, sizeof d);
-  lp__pfs_notes_t n = {lp__mono_ns(), d.dropped, d.budget_bytes, d.start_ns, d.first_drop_ns};
+  uint64_t now = lp__mono_ns(), from = st.file_start_ns ? st.file_start_ns : d.start_ns;
+  lp__pfs_notes_t n = {now, d.dropped >= st.file_dropped0 ? d.dropped - st.file_dropped0 : 0, d.budget_bytes,
+                       d.start_ns, d.first_drop_ns >= from ? d.first_drop_ns : 0, from, d.dropped};
+  st.file_dropped0 = d.dropped;
+  st.file_start_ns = now;
   lp__pfs_finish(st.enc, &n);
   stream_put();
   if (rotated) stream_uncache_rest();

@@ -10,6 +10,7 @@
 #include "labelprof.h"
 #include "runner.h"
 
+#include <ctype.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
@@ -776,6 +777,62 @@ static void test_cmd_states_stream_drops(void) {
 }
 
 /*
+ * A rotated stream: each file states the drops counted while it was the
+ * stream's file, so that they add up to the session's; the first drop is
+ * placed in the file it happened in, and a later file whose drops began
+ * before it says them from its own start. The writer is held twice, each
+ * time while a different file is current.
+ */
+static void test_cmd_states_rotated_stream_drops_per_file(void) {
+  lp_trace_opts_t o = {.policy = LP_TRACE_STREAM, .budget_bytes = 2 * LP__CHUNK_BYTES,
+                       .path = tmp("rgaps-%n.pftrace"), .clock = LP_CLOCK_MONOTONIC, .rotate_bytes = 8192};
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(&o), 0);
+  for (int round = 0; round < 2; round++) {
+    lp__trace_stream_hold(true);
+    for (size_t i = 0; i < 20 * LP__CHUNK_EVENTS; i++) {
+      LP_SCOPE("streamed");
+    }
+    lp__trace_stream_hold(false);
+    CU_ASSERT_EQUAL(lp__trace_stream_sync(), 0);
+  }
+  for (int i = 0; i < 100; i++) {
+    LP_SCOPE("streamed");
+  }
+  CU_ASSERT_EQUAL_FATAL(lp_trace_stop(), 0);
+  lp_trace_stats_t st;
+  CU_ASSERT_EQUAL(lp_trace_get_stats(&st), 0);
+  CU_ASSERT_FATAL(st.dropped > 0);
+  uint64_t sum = 0;
+  int files = 0, first = 0, from_start = 0;
+  for (int k = 1; k < 100; k++) {
+    char name[64];
+    snprintf(name, sizeof name, "rgaps-%d.pftrace", k);
+    if (access(tmp(name), F_OK) != 0) break;
+    files++;
+    run_t r = RUN("stats", tmp(name));
+    CU_ASSERT_EQUAL(r.status, 0);
+    const char *n = strstr(r.out, "note: ");
+    const char *d = n ? strstr(n, " events were dropped while the stream's writer fell behind") : NULL;
+    if (d) {
+      const char *c = d; /* the count before it, with its thousands separators */
+      while (c > n && (isdigit((unsigned char)c[-1]) || c[-1] == ',')) c--;
+      uint64_t v = 0;
+      for (; c < d; c++)
+        if (*c != ',') v = v * 10 + (uint64_t)(*c - '0');
+      sum += v;
+      first += strstr(d, "), the first at ") != NULL;
+      from_start += strstr(d, "), since this file began, ") != NULL;
+    }
+    run_free(&r);
+    unlink(tmp(name));
+  }
+  CU_ASSERT(files >= 3);
+  CU_ASSERT_EQUAL(sum, st.dropped);
+  CU_ASSERT_EQUAL(first, 1);
+  CU_ASSERT_EQUAL(from_start, 1);
+}
+
+/*
  * tree --flat: seek under two parents and inside a recursion is summed; rec
  * recurs on one stack and counts once in its total. 100 us of wall time.
  */
@@ -1152,6 +1209,7 @@ int main(void) {
       LP_TEST(test_cmd_live_trace_totals),
       LP_TEST(test_cmd_states_drops),
       LP_TEST(test_cmd_states_stream_drops),
+      LP_TEST(test_cmd_states_rotated_stream_drops_per_file),
       LP_TEST(test_cmd_tree_flat),
       LP_TEST(test_cmd_tree_matches_profile),
       LP_TEST(test_cmd_reads_relative_and_absolute_times),

@@ -892,6 +892,8 @@ static int file_info(lp_agg_t *a, const lp_event_t *ev) {
     f->has_session = f->start && n >= f->start;
   } else if (strcmp(k, "otherData.first_drop_ns") == 0 && num) {
     f->first_drop = n;
+  } else if (strcmp(k, "otherData.file_start_ns") == 0 && num) {
+    f->file_start = n;
   } else if (strcmp(k, "perfetto.unknown_name_iids") == 0 && num) {
     f->unknown_names = (uint64_t)n;
   }
@@ -1245,6 +1247,13 @@ void lp_agg_file_notes(const lp_agg_t *a, FILE *out) {
     int64_t len = f->stop - f->start, at = f->first_drop ? f->first_drop - f->start : 0;
     if (f->stream) {
       /* A stream keeps recording: what it lost are gaps, wherever its writer fell behind. */
+      if (!f->first_drop && f->file_start > f->start && f->file_start <= f->stop) {
+        /* A later file of a rotated stream, whose drops began before it: they are said from its start. */
+        fprintf(out, "note: %s: %s events were dropped while the stream's writer fell behind (its %s was full), "
+                     "since this file began, %s into the %s session: the trace has gaps there\n",
+                path, n, budget, note_time(f->file_start - f->start, t1, sizeof t1), note_time(len, t2, sizeof t2));
+        continue;
+      }
       fprintf(out, "note: %s: %s events were dropped while the stream's writer fell behind (its %s was full), the "
                    "first at %s into the %s session: the trace has gaps there\n",
               path, n, budget, note_time(at, t1, sizeof t1), note_time(len, t2, sizeof t2));

@@ -135,6 +135,7 @@ typedef struct lp_file_info {
   bool ends_order; /* "labelprof_scope_order":"ends": X events at their ends, read buffered from the start */
   uint64_t dropped, budget;
   int64_t ts_base, start, stop, first_drop; /* first_drop: 0 if none */
+  int64_t file_start;                        /* a rotated stream's file: when it began (0: not said) */
   uint64_t unknown_names; /* Perfetto: events whose name iid was never interned on their sequence */
 } lp_file_info_t;
 

@@ -641,9 +641,9 @@ static int pr_descriptor(pr_state_t *st, pr_seq_t *q, const uint8_t *p, size_t l
  * drops. The session's times are CLOCK_MONOTONIC there; they are put on the
  * events' clock (BOOTTIME) here, so the file's time base stays 0.
  */
-#define PR_NOTE_KEYS 5
-static const char *const pr_note_keys[PR_NOTE_KEYS] = {"events_dropped", "budget_bytes", "session_start_ns",
-                                                       "session_stop_ns", "first_drop_ns"};
+#define PR_NOTE_KEYS 6
+static const char *const pr_note_keys[PR_NOTE_KEYS] = {"events_dropped", "budget_bytes",  "session_start_ns",
+                                                       "session_stop_ns", "first_drop_ns", "file_start_ns"};
 
 static int pr_session_note(pr_state_t *st, const uint64_t *said, const bool *has_said, const char *policy) {
   char key[64], text[24];
