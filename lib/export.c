@@ -1826,6 +1826,8 @@ void lp__pfs_restart(lp__pfs_t *f, const char *process_name) {
   pf_export_t *x = &f->x;
   f->file++;
   f->events = 0;
+  /* Read again for each file: a machine suspended since the last one moved BOOTTIME away from MONOTONIC. */
+  x->boot_offset = pf_boot_offset();
   x->counters.n = 0; /* counter tracks are described again in each file */
   x->rank = 0;
   size_t p, td = pf_descriptor_begin(&x->pb, 1, SEQ_CLEARED, &p);
