@@ -318,5 +318,19 @@ int lp_read_input(lp_input_t *in, const lp_sink_t *sink) {
   if (n < 0) return LP_READ_BAD;
   for (const lp_reader_t *const *r = lp_readers; *r; r++)
     if ((*r)->sniff(head, (size_t)n)) return (*r)->read(in, sink);
-  return lp_json_reader.read(in, sink); /* its messages say what was expected */
+  /* No reader knows the first bytes: where the file leaves every format, and what each starts with. */
+  lp_pos_t pos = {lp_input_name(in), 0, 1, 1};
+  while (pos.offset < (uint64_t)n && strchr(" \t\r\n", head[pos.offset]) && head[pos.offset]) {
+    if (head[pos.offset++] == '\n') {
+      pos.line++;
+      pos.column = 1;
+    } else {
+      pos.column++;
+    }
+  }
+  if (pos.offset == (uint64_t)n) return lp_json_reader.read(in, sink); /* empty: its message says so */
+  lp_report(&pos, "not a format labelprof reads: a JSON trace starts with '{' or '[', and this is not Perfetto "
+                  "protobuf, systrace or ftrace text, folded stacks or a pprof profile either (each is known by its "
+                  "first bytes, also gzip-compressed)");
+  return LP_READ_BAD;
 }
