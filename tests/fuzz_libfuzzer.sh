@@ -2,7 +2,8 @@
 # Runs the libFuzzer targets built with -DLP_LIBFUZZER, one after the other,
 # each for LP_FUZZ_SECONDS (default 10) on its own committed seeds:
 #   tests/fuzz_reader_libfuzzer  the trace reader and the engine
-#                                (tests/data/cmd and its fuzz/ directory)
+#                                (tests/data/cmd and its fuzz/ directory:
+#                                JSON, Perfetto, systrace text, profiles)
 #   tests/fuzz_env_libfuzzer     the environment loader's parsers
 #                                (tests/data/env-fuzz)
 # (The systrace reader's target, tests/fuzz_systrace_lf, is run by
@@ -37,7 +38,8 @@ run() {
   rm -rf "$work"
 }
 
-run fuzz_reader_libfuzzer "$LP_TEST_DATA"/*.json "$LP_TEST_DATA"/fuzz/*.json "$LP_TEST_DATA"/fuzz/*.pftrace \
+run fuzz_reader_libfuzzer "$LP_TEST_DATA"/*.json "$LP_TEST_DATA"/*.pftrace "$LP_TEST_DATA"/*.txt \
+  "$LP_TEST_DATA"/fuzz/*.json "$LP_TEST_DATA"/fuzz/*.pftrace \
   "$LP_TEST_DATA"/fuzz/*.pprof "$LP_TEST_DATA"/fuzz/*.folded
 run fuzz_env_libfuzzer "$env_data"/*
 exit "$failed"

@@ -2,7 +2,8 @@
  * fuzz_reader.c: mutates the seed traces of tests/data/cmd (and its fuzz/
  * directory of earlier crashers and odd shapes) and feeds every mutant to the
  * reader and the engine, as `labelprof stats` does (Chrome JSON, Perfetto
- * .pftrace, and the profiles of tools/profile_reader.c: .pprof, .folded).
+ * .pftrace, systrace text .txt, and the profiles of tools/profile_reader.c:
+ * .pprof, .folded).
  * A mutant must end with status 0 or 2, never a crash, a sanitizer report or
  * a hang; a trace read
  * successfully must have its self times add up to no more than its wall time.
@@ -177,8 +178,9 @@ static int load_dir(const char *dir, buf_t *seeds, int n, int max) {
     size_t l = strlen(e->d_name);
     bool json = l >= 5 && strcmp(e->d_name + l - 5, ".json") == 0;
     bool pftrace = l >= 8 && strcmp(e->d_name + l - 8, ".pftrace") == 0; /* Perfetto's protobuf */
+    bool systrace = l >= 4 && strcmp(e->d_name + l - 4, ".txt") == 0;
     bool profile = (l >= 6 && strcmp(e->d_name + l - 6, ".pprof") == 0) || (l >= 7 && strcmp(e->d_name + l - 7, ".folded") == 0);
-    if (!json && !pftrace && !profile) continue;
+    if (!json && !pftrace && !systrace && !profile) continue;
     char p[1024];
     snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
     FILE *f = fopen(p, "rb");

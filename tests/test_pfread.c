@@ -272,6 +272,22 @@ static void test_pfread_many_tracks(void) {
   lp_test_run_free(&r);
 }
 
+/*
+ * A clock snapshot may put a clock anywhere up to 2^63 - 1 ns from BOOTTIME:
+ * a time on that clock is then beyond ±2^62 ns on BOOTTIME and the file is
+ * refused at its packet, with no overflow on the way (the sum used to wrap
+ * back into range and read as a slice of 1 ns).
+ */
+static void test_pfread_clock_overflow(void) {
+  run_t r = stats("pf_clock_overflow.pftrace");
+  CU_ASSERT_EQUAL(r.status, 2);
+  CU_ASSERT_STRING_EQUAL(r.out, "");
+  bool said = strstr(r.err, "pf_clock_overflow.pftrace") && strstr(r.err, "a time beyond") && strstr(r.err, "2^62 ns");
+  if (!said) fprintf(stderr, "\nclock overflow: got (exit %d):\n%s%s---\n", r.status, r.out, r.err);
+  CU_ASSERT(said);
+  run_free(&r);
+}
+
 int main(void) {
   if (!realpath("tools/labelprof", tool)) {
     perror("test_pfread: setup (run from the build directory)");
@@ -286,6 +302,7 @@ int main(void) {
       LP_TEST(test_pfread_unknown_name_iid),
       LP_TEST(test_pfread_track_said_tid),
       LP_TEST(test_pfread_many_tracks),
+      LP_TEST(test_pfread_clock_overflow),
       CU_TEST_INFO_NULL,
   };
   return lp_test_main("pfread", tests);

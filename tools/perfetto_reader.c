@@ -416,6 +416,18 @@ static int pr_interned_data(pr_state_t *st, pr_seq_t *q, const uint8_t *p, size_
   return r < 0 ? pr_bad(st, "malformed interned_data") : 0;
 }
 
+/*
+ * a + b for times and clock offsets, held at INT64_MIN or INT64_MAX past
+ * them: a file's clocks may say anything up to 2^63 - 1 ns, and a time so
+ * far is then refused as beyond ±2^62 ns, neither an overflow nor wrapped
+ * back into range.
+ */
+static int64_t pr_add(int64_t a, int64_t b) {
+  int64_t s;
+  if (!__builtin_add_overflow(a, b, &s)) return s;
+  return b > 0 ? INT64_MAX : INT64_MIN;
+}
+
 static int pr_clock_snapshot(pr_state_t *st, pr_seq_t *q, const uint8_t *p, size_t len) {
   pr_field_t f, g;
   const uint8_t *e = p + len;
@@ -447,7 +459,7 @@ static int pr_clock_snapshot(pr_state_t *st, pr_seq_t *q, const uint8_t *p, size
     }
   for (size_t i = 0; i < n && !have_boot; i++)
     if (cl[i].id < 64 && st->has_offset[cl[i].id]) {
-      boot = (int64_t)(cl[i].snap & (UINT64_MAX >> 1)) + st->offset[cl[i].id];
+      boot = pr_add((int64_t)(cl[i].snap & (UINT64_MAX >> 1)), st->offset[cl[i].id]);
       have_boot = true;
     }
   for (size_t i = 0; i < n && !have_boot; i++)
@@ -457,7 +469,7 @@ static int pr_clock_snapshot(pr_state_t *st, pr_seq_t *q, const uint8_t *p, size
     }
   for (size_t i = 0; i < n; i++) {
     if (cl[i].id < 64) {
-      st->offset[cl[i].id] = boot - (int64_t)(cl[i].snap & (UINT64_MAX >> 1));
+      st->offset[cl[i].id] = pr_add(boot, -(int64_t)(cl[i].snap & (UINT64_MAX >> 1)));
       st->has_offset[cl[i].id] = true;
     } else if (cl[i].id < 128 && q) {
       size_t k = 0;
@@ -482,12 +494,12 @@ static bool pr_time(pr_state_t *st, pr_seq_t *q, uint32_t clock, uint64_t ts, in
       pr_clock_t *c = &q->clocks[k];
       if (c->id != clock) continue;
       uint64_t v = c->incremental ? (c->last += ts * c->mult) : ts * c->mult;
-      *out = c->boot + (int64_t)(v - c->snap * 1); /* wraps like the clock does */
+      *out = pr_add(c->boot, (int64_t)(v - c->snap * 1)); /* the difference wraps like the clock does */
       return true;
     }
     return false;
   }
-  *out = (int64_t)(ts & (UINT64_MAX >> 1)) + (st->has_offset[clock] ? st->offset[clock] : 0);
+  *out = pr_add((int64_t)(ts & (UINT64_MAX >> 1)), st->has_offset[clock] ? st->offset[clock] : 0);
   return true;
 }
 
@@ -653,7 +665,7 @@ static int pr_session_note(pr_state_t *st, const uint64_t *said, const bool *has
     uint64_t v = said[k];
     if (k >= 2) { /* a time: on the events' clock, as their ts are */
       if (v >= (uint64_t)PR_TIME_LIMIT) return pr_bad(st, "a session time beyond 2^62 ns in labelprof's notes");
-      int64_t t = (int64_t)v + (st->has_offset[3] ? st->offset[3] : 0);
+      int64_t t = pr_add((int64_t)v, st->has_offset[3] ? st->offset[3] : 0);
       if (t < 0 || t >= PR_TIME_LIMIT) return pr_bad(st, "a session time beyond 2^62 ns in labelprof's notes");
       v = (uint64_t)t;
     }
@@ -806,7 +818,7 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
       if (mono <= -PR_TIME_LIMIT || mono >= PR_TIME_LIMIT) return pr_bad(st, "a time beyond ±2^62 ns");
       q->ref_ns = mono;
     }
-    ts = mono + (st->has_offset[3] ? st->offset[3] : 0);
+    ts = pr_add(mono, st->has_offset[3] ? st->offset[3] : 0);
     timed = true;
   }
   if (!timed) return pr_bad(st, "a track event without a time (no timestamp, or its clock was never defined)");
