@@ -751,26 +751,38 @@ static void test_cmd_states_drops(void) {
 }
 
 /*
- * A stream whose writer fell behind has gaps, not a window: every summary
- * says how many events were dropped and when the first was.
+ * A stream of a 2-chunk budget whose writer is held back holds times, while
+ * each hold's scopes fill the budget and the rest are dropped; then 100
+ * scopes more, kept. The session's drops (never none).
  */
-static void test_cmd_states_stream_drops(void) {
-  lp_trace_opts_t o = {.policy = LP_TRACE_STREAM, .budget_bytes = 2 * LP__CHUNK_BYTES,
-                       .path = tmp("gaps.pftrace"), .clock = LP_CLOCK_MONOTONIC};
+static uint64_t stream_with_gaps(const char *path, uint64_t rotate_bytes, int holds) {
+  lp_trace_opts_t o = {.policy = LP_TRACE_STREAM, .budget_bytes = 2 * LP__CHUNK_BYTES, .path = path,
+                       .clock = LP_CLOCK_MONOTONIC, .rotate_bytes = rotate_bytes};
   CU_ASSERT_EQUAL_FATAL(lp_trace_start(&o), 0);
-  lp__trace_stream_hold(true); /* the writer takes nothing: the budget fills, the rest is dropped */
-  for (size_t i = 0; i < 20 * LP__CHUNK_EVENTS; i++) {
-    LP_SCOPE("streamed");
+  for (int round = 0; round < holds; round++) {
+    lp__trace_stream_hold(true); /* the writer takes nothing: the budget fills, the rest is dropped */
+    for (size_t i = 0; i < 20 * LP__CHUNK_EVENTS; i++) {
+      LP_SCOPE("streamed");
+    }
+    lp__trace_stream_hold(false);
+    CU_ASSERT_EQUAL(lp__trace_stream_sync(), 0);
   }
-  lp__trace_stream_hold(false);
-  CU_ASSERT_EQUAL(lp__trace_stream_sync(), 0);
   for (int i = 0; i < 100; i++) {
     LP_SCOPE("streamed");
   }
   CU_ASSERT_EQUAL_FATAL(lp_trace_stop(), 0);
   lp_trace_stats_t st;
   CU_ASSERT_EQUAL(lp_trace_get_stats(&st), 0);
-  CU_ASSERT(st.dropped > 0);
+  CU_ASSERT_FATAL(st.dropped > 0);
+  return st.dropped;
+}
+
+/*
+ * A stream whose writer fell behind has gaps, not a window: every summary
+ * says how many events were dropped and when the first was.
+ */
+static void test_cmd_states_stream_drops(void) {
+  stream_with_gaps(tmp("gaps.pftrace"), 0, 1);
   const char *what[] = {" events were dropped while the stream's writer fell behind (its 32 KiB budget was full), the "
                         "first at ", " session: the trace has gaps there"};
   expect_drop_notes(tmp("gaps.pftrace"), what, 2);
@@ -785,24 +797,7 @@ static void test_cmd_states_stream_drops(void) {
  * time while a different file is current.
  */
 static void test_cmd_states_rotated_stream_drops_per_file(void) {
-  lp_trace_opts_t o = {.policy = LP_TRACE_STREAM, .budget_bytes = 2 * LP__CHUNK_BYTES,
-                       .path = tmp("rgaps-%n.pftrace"), .clock = LP_CLOCK_MONOTONIC, .rotate_bytes = 8192};
-  CU_ASSERT_EQUAL_FATAL(lp_trace_start(&o), 0);
-  for (int round = 0; round < 2; round++) {
-    lp__trace_stream_hold(true);
-    for (size_t i = 0; i < 20 * LP__CHUNK_EVENTS; i++) {
-      LP_SCOPE("streamed");
-    }
-    lp__trace_stream_hold(false);
-    CU_ASSERT_EQUAL(lp__trace_stream_sync(), 0);
-  }
-  for (int i = 0; i < 100; i++) {
-    LP_SCOPE("streamed");
-  }
-  CU_ASSERT_EQUAL_FATAL(lp_trace_stop(), 0);
-  lp_trace_stats_t st;
-  CU_ASSERT_EQUAL(lp_trace_get_stats(&st), 0);
-  CU_ASSERT_FATAL(st.dropped > 0);
+  uint64_t dropped = stream_with_gaps(tmp("rgaps-%n.pftrace"), 8192, 2);
   uint64_t sum = 0;
   int files = 0, first = 0, from_start = 0;
   for (int k = 1; k < 100; k++) {
@@ -828,7 +823,7 @@ static void test_cmd_states_rotated_stream_drops_per_file(void) {
     unlink(tmp(name));
   }
   CU_ASSERT(files >= 3);
-  CU_ASSERT_EQUAL(sum, st.dropped);
+  CU_ASSERT_EQUAL(sum, dropped);
   CU_ASSERT_EQUAL(first, 1);
   CU_ASSERT_EQUAL(from_start, 1);
 }
