@@ -1318,6 +1318,18 @@ static void pf_annotation_uint(lp__pb_t *pb, const char *name, uint32_t field, u
 }
 
 /* The first packet of a sequence: incremental state cleared, the clock snapshot, the defaults. */
+/* A ClockSnapshot's BOOTTIME and MONOTONIC at mono_ns (CLOCK_MONOTONIC ns). */
+static void pf_clocks_system(lp__pb_t *pb, uint64_t mono_ns, int64_t boot_offset) {
+  size_t c = lp__pb_begin(pb, CS_CLOCKS);
+  lp__pb_varint(pb, CLK_ID, CLOCK_BOOTTIME_ID);
+  lp__pb_varint(pb, CLK_TS, mono_ns + (uint64_t)boot_offset);
+  lp__pb_end(pb, c);
+  c = lp__pb_begin(pb, CS_CLOCKS);
+  lp__pb_varint(pb, CLK_ID, CLOCK_MONOTONIC_ID);
+  lp__pb_varint(pb, CLK_TS, mono_ns);
+  lp__pb_end(pb, c);
+}
+
 static void pf_seq_start(pf_seq_t *q, uint64_t track_uuid, int64_t boot_offset) {
   lp__pb_t *pb = q->pb;
   size_t p = lp__pb_begin(pb, TRACE_PACKET);
@@ -1325,15 +1337,8 @@ static void pf_seq_start(pf_seq_t *q, uint64_t track_uuid, int64_t boot_offset) 
   lp__pb_varint(pb, TP_SEQ_FLAGS, SEQ_CLEARED);
   lp__pb_varint(pb, TP_FIRST_ON_SEQ, 1);
   size_t cs = lp__pb_begin(pb, TP_CLOCK_SNAPSHOT);
+  pf_clocks_system(pb, q->last, boot_offset);
   size_t c = lp__pb_begin(pb, CS_CLOCKS);
-  lp__pb_varint(pb, CLK_ID, CLOCK_BOOTTIME_ID);
-  lp__pb_varint(pb, CLK_TS, q->last + (uint64_t)boot_offset);
-  lp__pb_end(pb, c);
-  c = lp__pb_begin(pb, CS_CLOCKS);
-  lp__pb_varint(pb, CLK_ID, CLOCK_MONOTONIC_ID);
-  lp__pb_varint(pb, CLK_TS, q->last);
-  lp__pb_end(pb, c);
-  c = lp__pb_begin(pb, CS_CLOCKS);
   lp__pb_varint(pb, CLK_ID, CLOCK_LANE);
   lp__pb_varint(pb, CLK_TS, q->last);
   lp__pb_varint(pb, CLK_INCREMENTAL, 1);
@@ -1361,14 +1366,7 @@ static void pf_notes_clock(lp__pb_t *pb, uint32_t seq, uint64_t at, int64_t boot
   size_t p = lp__pb_begin(pb, TRACE_PACKET);
   lp__pb_varint(pb, TP_SEQ_ID, seq);
   size_t cs = lp__pb_begin(pb, TP_CLOCK_SNAPSHOT);
-  size_t c = lp__pb_begin(pb, CS_CLOCKS);
-  lp__pb_varint(pb, CLK_ID, CLOCK_BOOTTIME_ID);
-  lp__pb_varint(pb, CLK_TS, at + (uint64_t)boot_offset);
-  lp__pb_end(pb, c);
-  c = lp__pb_begin(pb, CS_CLOCKS);
-  lp__pb_varint(pb, CLK_ID, CLOCK_MONOTONIC_ID);
-  lp__pb_varint(pb, CLK_TS, at);
-  lp__pb_end(pb, c);
+  pf_clocks_system(pb, at, boot_offset);
   lp__pb_end(pb, cs);
   lp__pb_end(pb, p);
 }
@@ -1651,6 +1649,43 @@ static void pf_write_lane(pf_export_t *x, lane_writer_t *lw, const lp__snap_lane
   pl->n = 0;
 }
 
+/*
+ * The session's notes, what the JSON's otherData says: the debug
+ * annotations of one instant, "labelprof session", on the process's track at
+ * n->at_ns (CLOCK_MONOTONIC, named by a snapshot just before it), with what
+ * every file says of its session: library, clock, events recorded (events)
+ * and dropped, budget, window and first drop. The caller adds what its kind
+ * of file says, then ends the packet with pf_session_note_end().
+ */
+static void pf_session_note_begin(pf_export_t *x, uint32_t seq, const lp__pfs_notes_t *n, uint64_t events,
+                                  size_t *p, size_t *te) {
+  pf_notes_clock(&x->pb, seq, n->at_ns, x->boot_offset);
+  *p = lp__pb_begin(&x->pb, TRACE_PACKET);
+  lp__pb_varint(&x->pb, TP_TIMESTAMP, n->at_ns);
+  lp__pb_varint(&x->pb, TP_CLOCK_ID, CLOCK_MONOTONIC_ID);
+  *te = lp__pb_begin(&x->pb, TP_TRACK_EVENT);
+  lp__pb_varint(&x->pb, TE_TYPE, TYPE_INSTANT);
+  lp__pb_varint(&x->pb, TE_TRACK_UUID, x->process_uuid);
+  pf_annotation_str(&x->pb, "library", "labelprof " LABELPROF_VERSION_STRING);
+  pf_annotation_str(&x->pb, "clock", lp__clock_name());
+  pf_annotation_str(&x->pb, "clock_reason", lp__clock_reason());
+  pf_annotation_uint(&x->pb, "clock_check_ns", DA_UINT, lp__clock_check_ns());
+  pf_annotation_str(&x->pb, "clock_domain", "CLOCK_MONOTONIC");
+  pf_annotation_uint(&x->pb, "events_recorded", DA_UINT, events);
+  pf_annotation_uint(&x->pb, "events_dropped", DA_UINT, n->dropped);
+  pf_annotation_uint(&x->pb, "budget_bytes", DA_UINT, n->budget_bytes);
+  pf_annotation_uint(&x->pb, "session_start_ns", DA_UINT, n->start_ns);
+  pf_annotation_uint(&x->pb, "session_stop_ns", DA_UINT, n->at_ns);
+  if (n->first_drop_ns) pf_annotation_uint(&x->pb, "first_drop_ns", DA_UINT, n->first_drop_ns);
+}
+
+static void pf_session_note_end(pf_export_t *x, uint32_t seq, size_t p, size_t te) {
+  lp__pb_str(&x->pb, 23, "labelprof session"); /* TrackEvent.name: a one-off, not interned */
+  lp__pb_end(&x->pb, te);
+  lp__pb_varint(&x->pb, TP_SEQ_ID, seq);
+  lp__pb_end(&x->pb, p);
+}
+
 static int64_t pf_boot_offset(void) {
   struct timespec m, b;
   if (clock_gettime(CLOCK_MONOTONIC, &m) != 0 || clock_gettime(CLOCK_BOOTTIME, &b) != 0) return 0;
@@ -1692,22 +1727,12 @@ int lp__export_perfetto(lp__jw_t *w, const lp__session_t *s, const char *process
     if (!lw.nomem) pf_write_lane(&x, &lw, l, i + 1, pf_uuid(x.pid, (uint64_t)i + 2));
   }
 
-  /* The session's notes: what the JSON's otherData says. */
-  struct timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  uint64_t at = s->stop.ns != UINT64_MAX ? s->stop.ns : (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
-  pf_notes_clock(&x.pb, pseq, at, x.boot_offset);
-  p = lp__pb_begin(&x.pb, TRACE_PACKET);
-  lp__pb_varint(&x.pb, TP_TIMESTAMP, at);
-  lp__pb_varint(&x.pb, TP_CLOCK_ID, CLOCK_MONOTONIC_ID);
-  size_t te = lp__pb_begin(&x.pb, TP_TRACK_EVENT);
-  lp__pb_varint(&x.pb, TE_TYPE, TYPE_INSTANT);
-  lp__pb_varint(&x.pb, TE_TRACK_UUID, x.process_uuid);
-  pf_annotation_str(&x.pb, "library", "labelprof " LABELPROF_VERSION_STRING);
-  pf_annotation_str(&x.pb, "clock", lp__clock_name());
-  pf_annotation_str(&x.pb, "clock_reason", lp__clock_reason());
-  pf_annotation_uint(&x.pb, "clock_check_ns", DA_UINT, lp__clock_check_ns());
-  pf_annotation_str(&x.pb, "clock_domain", "CLOCK_MONOTONIC");
+  /* The session's notes, at its stop (a session still running: when it was taken). */
+  lp__pfs_notes_t n = {s->stop.ns != UINT64_MAX ? s->stop.ns : s->taken_ns, s->dropped, s->opts.budget_bytes,
+                       s->start.ns, s->first_drop_ns, 0, 0};
+  size_t te;
+  pf_session_note_begin(&x, pseq, &n, lw.events, &p, &te);
+  pf_annotation_uint(&x.pb, "session_running", DA_BOOL, s->stop.ns == UINT64_MAX);
   const char *jt = lp__timemap_jump_text(map);
   if (jt) {
     pf_annotation_uint(&x.pb, "clock_jumps", DA_UINT, lp__timemap_jumps(map));
@@ -1718,14 +1743,6 @@ int lp__export_perfetto(lp__jw_t *w, const lp__session_t *s, const char *process
                "in the chunk where it happened may be off by up to that much",
                lp__timemap_jumps(map), jt);
   }
-  pf_annotation_uint(&x.pb, "events_recorded", DA_UINT, lw.events);
-  pf_annotation_uint(&x.pb, "events_dropped", DA_UINT, s->dropped);
-  pf_annotation_uint(&x.pb, "budget_bytes", DA_UINT, s->opts.budget_bytes);
-  /* The session's window and first drop, CLOCK_MONOTONIC ns, as the JSON's otherData has them. */
-  pf_annotation_uint(&x.pb, "session_start_ns", DA_UINT, s->start.ns);
-  pf_annotation_uint(&x.pb, "session_stop_ns", DA_UINT, s->stop.ns == UINT64_MAX ? s->taken_ns : s->stop.ns);
-  pf_annotation_uint(&x.pb, "session_running", DA_BOOL, s->stop.ns == UINT64_MAX);
-  if (s->first_drop_ns) pf_annotation_uint(&x.pb, "first_drop_ns", DA_UINT, s->first_drop_ns);
   pf_annotation_str(&x.pb, "policy", s->opts.policy == LP_TRACE_RING ? "ring" : "discard");
   char levels[64] = "";
   static const uint32_t bits[] = {LP_LEVEL_REQUEST, LP_LEVEL_RUNTIME, LP_LEVEL_OPERATOR, LP_LEVEL_DEBUG};
@@ -1735,10 +1752,7 @@ int lp__export_perfetto(lp__jw_t *w, const lp__session_t *s, const char *process
       strcat(levels, level_name(bits[i]));
     }
   pf_annotation_str(&x.pb, "levels", levels);
-  lp__pb_str(&x.pb, 23, "labelprof session"); /* TrackEvent.name: a one-off, not interned */
-  lp__pb_end(&x.pb, te);
-  lp__pb_varint(&x.pb, TP_SEQ_ID, pseq);
-  lp__pb_end(&x.pb, p);
+  pf_session_note_end(&x, pseq, p, te);
   lp__pb_flush(&x.pb, w);
 
   int rc = x.pb.err ? x.pb.err : (lw.nomem || x.q.nomem) ? -ENOMEM : 0;
@@ -2180,30 +2194,12 @@ int lp__pfs_chunk(lp__pfs_t *f, lp__pfs_lane_t **state, const lp__pfs_lane_info_
 
 void lp__pfs_finish(lp__pfs_t *f, const lp__pfs_notes_t *n) {
   pf_export_t *x = &f->x;
-  pf_notes_clock(&x->pb, 1, n->at_ns, x->boot_offset);
-  size_t p = lp__pb_begin(&x->pb, TRACE_PACKET);
-  lp__pb_varint(&x->pb, TP_TIMESTAMP, n->at_ns);
-  lp__pb_varint(&x->pb, TP_CLOCK_ID, CLOCK_MONOTONIC_ID);
-  size_t te = lp__pb_begin(&x->pb, TP_TRACK_EVENT);
-  lp__pb_varint(&x->pb, TE_TYPE, TYPE_INSTANT);
-  lp__pb_varint(&x->pb, TE_TRACK_UUID, x->process_uuid);
-  pf_annotation_str(&x->pb, "library", "labelprof " LABELPROF_VERSION_STRING);
-  pf_annotation_str(&x->pb, "clock", lp__clock_name());
-  pf_annotation_str(&x->pb, "clock_reason", lp__clock_reason());
-  pf_annotation_str(&x->pb, "clock_domain", "CLOCK_MONOTONIC");
-  pf_annotation_uint(&x->pb, "events_recorded", DA_UINT, f->events);
-  pf_annotation_uint(&x->pb, "events_dropped", DA_UINT, n->dropped);
-  pf_annotation_uint(&x->pb, "budget_bytes", DA_UINT, n->budget_bytes);
-  pf_annotation_uint(&x->pb, "session_start_ns", DA_UINT, n->start_ns);
-  pf_annotation_uint(&x->pb, "session_stop_ns", DA_UINT, n->at_ns);
-  if (n->first_drop_ns) pf_annotation_uint(&x->pb, "first_drop_ns", DA_UINT, n->first_drop_ns);
+  size_t p, te;
+  pf_session_note_begin(x, 1, n, f->events, &p, &te);
   pf_annotation_uint(&x->pb, "file_start_ns", DA_UINT, n->file_start_ns);
   pf_annotation_uint(&x->pb, "session_events_dropped", DA_UINT, n->session_dropped);
   pf_annotation_str(&x->pb, "policy", "stream");
   pf_annotation_uint(&x->pb, "file_number", DA_UINT, f->file);
-  lp__pb_str(&x->pb, 23, "labelprof session");
-  lp__pb_end(&x->pb, te);
-  lp__pb_varint(&x->pb, TP_SEQ_ID, 1);
-  lp__pb_end(&x->pb, p);
+  pf_session_note_end(x, 1, p, te);
 }
 /* ---- end of Perfetto ---- */
