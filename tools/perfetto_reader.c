@@ -494,7 +494,7 @@ static bool pr_time(pr_state_t *st, pr_seq_t *q, uint32_t clock, uint64_t ts, in
       pr_clock_t *c = &q->clocks[k];
       if (c->id != clock) continue;
       uint64_t v = c->incremental ? (c->last += ts * c->mult) : ts * c->mult;
-      *out = pr_add(c->boot, (int64_t)(v - c->snap * 1)); /* the difference wraps like the clock does */
+      *out = pr_add(c->boot, (int64_t)(v - c->snap)); /* the difference wraps like the clock does */
       return true;
     }
     return false;
