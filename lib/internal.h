@@ -55,6 +55,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* The library's own units need no check of the header's ABI against themselves (labelprof/impl.h). */
+#define LP_IMPL_LIBRARY 1
 #include "labelprof.h"
 #include "jsonesc.h"
 
@@ -116,17 +118,33 @@ struct lp__thread {
   bool cpu_clock_ok;
   /* The trace's: the thread's timeline lane (trace lock). */
   lp__lane_t *lane;
+  /*
+   * Drops counted by pushes (see labelprof/impl.h, `levels`): the owner
+   * writes them under the levels lock, count_seq odd meanwhile; anyone
+   * reads them (lp__thread_dropped()).
+   */
+  _Atomic uint32_t count_seq;
+  _Atomic uint32_t counting;   /* 1 while the thread's pushes count its drops */
+  _Atomic uint64_t count_base; /* the word's counter when it began, plus the pushes since that dropped nothing */
+  uint32_t count_levels;       /* the levels recorded when it began */
   /* ---- layers and phases: the live trace_marker (owner only) ---- */
-  bool mark_hidden;                     /* tlim and tend hold the cursor, the real limits are here */
+  bool mark_hidden;                     /* tend holds the cursor, the real end is mark_tend */
   bool mark_switching;                  /* a switch is ending the scope it replaces: no E line */
   bool mark_replaced;                   /* ...and it did (the switch's B gets its [SW]) */
-  lp_impl_event_t *mark_tlim, *mark_tend;
+  lp_impl_event_t *mark_tend;
   uint8_t mark_extra[LP_STACK_CAPACITY]; /* E lines owed at this depth's end for scopes switches replaced */
   /* ---- end of layers and phases ---- */
 };
 
-/* The shared state of threads that have not used a label yet (read-only). */
+/* The shared state of threads that have not used a label yet (read-only, every bit set). */
 extern lp_impl_thread_t lp__unattached;
+
+/*
+ * The ABI check (labelprof/impl.h, LP_IMPL_ABI): true once a unit built
+ * with another number has been loaded. From then on no thread joins, and
+ * lp_impl_levels and lp_impl_wanted stay 0.
+ */
+bool lp__abi_refused(void);
 
 /*
  * The calling thread's state, registering the thread on first use. NULL if
@@ -136,6 +154,13 @@ extern lp_impl_thread_t lp__unattached;
 lp__thread_t *lp__thread_attach(void);
 /* The calling thread's state if it is registered, else NULL. Never registers. */
 lp__thread_t *lp__thread_current(void);
+/* lp__thread_attach(), without a call for a thread that has joined (the shared states' depth is 0xffff). */
+static inline lp__thread_t *lp__thread_self(void) {
+  lp_impl_thread_t *h = lp_impl_self;
+  if (LP_IMPL_LIKELY((LP_IMPL_LOAD_RELAXED(h->word) & LP_IMPL_DEPTH_MASK) != LP_IMPL_DEPTH_MASK))
+    return (lp__thread_t *)h;
+  return lp__thread_attach();
+}
 
 /*
  * What the registry's users want to hear, registered once (lifecycle.c).
@@ -164,10 +189,39 @@ void lp__registry_hold(bool on);
  */
 void lp__registry_reap(void (*visit)(lp__thread_t *t, void *arg), void *arg);
 
+/*
+ * The threads' levels (labelprof/impl.h): after every store of
+ * lp_impl_levels, its value is copied into every registered thread's
+ * levels, but that a thread counting its drops by its pushes keeps its own
+ * while it may go on (the budget still spent, the same levels recorded, no
+ * subscriber), and gets every level and LP_IMPL_LEVELS_STALE otherwise.
+ * The levels lock is a leaf: any lock may be held.
+ */
+void lp__levels_publish(void);
+/*
+ * The calling thread t found LP_IMPL_LEVELS_STALE in its levels: its count
+ * of drops is added up, and it takes lp_impl_levels.
+ */
+void lp__levels_catch_up(lp__thread_t *t);
+/*
+ * The calling thread t found LP_IMPL_SPENT in its levels, for a recorded
+ * scope: from now on its pushes count its drops, and its levels are those
+ * not recorded. False, with t's levels brought up to date, if
+ * lp_impl_levels no longer says so.
+ */
+bool lp__levels_count(lp__thread_t *t);
+/*
+ * Publishes w, the word of a push or a switch of the calling thread t that
+ * dropped no event: left out of its count while it counts. Owner only.
+ */
+void lp__publish_uncounted(lp__thread_t *t, uint64_t w);
+/* Events t dropped so far: those counted one by one and those counted by pushes. Any thread. */
+uint64_t lp__thread_dropped(const lp__thread_t *t);
+
 /* Per-thread counters summed over live and exited threads. */
 typedef struct lp__counters {
   uint64_t truncated, mismatched, unmatched; /* instrumentation mistakes */
-  uint64_t dropped;                          /* timeline events dropped inline (hot.dropped) */
+  uint64_t dropped;                          /* timeline events dropped inline (lp__thread_dropped()) */
 } lp__counters_t;
 void lp__registry_counters(lp__counters_t *out);
 
@@ -175,15 +229,24 @@ void lp__registry_atfork_prepare(void);
 void lp__registry_atfork_parent(void);
 /* The first fork handler to run in the child. */
 void lp__registry_atfork_child(void);
+/* The levels lock across fork: taken last, released first; in the child, right after the registry's. */
+void lp__levels_atfork_prepare(void);
+void lp__levels_atfork_parent(void);
+void lp__levels_atfork_child(void);
 /* True in a child created by fork() from a process that had started labelprof (its handlers ran). */
 bool lp__forked_child(void);
 
 /* ---- stack.c ------------------------------------------------------------ */
 
-/* The stack word w with depth d, as a pop or a push to d publishes it (the change counter moves). */
-static inline uint64_t lp__with_depth(uint64_t w, uint32_t d) {
-  return (w & ~(uint64_t)LP_IMPL_DEPTH_MASK) + LP_IMPL_COUNT_ONE + d;
-}
+/* The stack word w with a smaller depth d, as a pop to d publishes it (the change counter counts pushes only). */
+static inline uint64_t lp__with_depth(uint64_t w, uint32_t d) { return (w & ~(uint64_t)LP_IMPL_DEPTH_MASK) + d; }
+/*
+ * A push of tag by the calling thread t that drops no event while t counts
+ * its drops (a scope of a level not recorded): as lp_impl_push(). Owner only.
+ */
+uint64_t lp__push_uncounted(lp__thread_t *t, uintptr_t tag);
+/* LP_END with no frame to pop (an empty stack or one deeper than the frames), by the calling thread t. */
+void lp__stack_end_unstored(lp__thread_t *t);
 
 /* Bounded retries of a snapshot whose stack keeps changing under it. */
 #define LP__SNAPSHOT_TRIES 8
@@ -411,7 +474,9 @@ int lp__clock_test_check(const lp__clock_test_check_t *t, char *verdict, size_t 
  * Adds ticks to every counter reading from now on (cumulative): a jump of
  * the counter against CLOCK_MONOTONIC. While the total is not zero the
  * inline read is sent to lp_impl_ticks_slow(), which adds it, as
- * lp__clock_sync() does. -EINVAL unless the counter is in use.
+ * lp__clock_sync() does. -EINVAL unless the counter is in use. The caller
+ * then calls lp__levels_publish(), so that the recording protocol, which
+ * reads the counter itself, steps aside too (LP_IMPL_SLOW_CLOCK).
  */
 int lp__clock_test_jump(int64_t ticks);
 /*
@@ -507,7 +572,7 @@ bool lp__switch_frame(uintptr_t frame);
 
 /*
  * The live trace_marker (LABELPROF_TRACE_MARKER). While it is open, every
- * recording thread's tlim and tend equal its cursor, so that every begin,
+ * recording thread's tend equals its cursor, so that every begin,
  * end, instant and counter takes the slow path; the slow paths unhide the
  * real limits (kept in the thread), record, write the marker line, and hide
  * them again. lp__marker_fd is set once, before any timeline starts.
@@ -630,6 +695,16 @@ uint32_t lp__trace_lane_count(void);
 /* lp_track_create() (lifecycle.c), once the library is started. */
 lp_track_t lp__track_create(const char *name);
 
+/*
+ * The calling thread t begins a scope (a manual pair: manual) whose level
+ * the timeline records, as the general path does it: the session's clock,
+ * a new chunk, a deep stack, the live trace_marker, a budget spent (a
+ * begin dropped counts as two events: it and its end). Returns the word as
+ * lp_impl_enter() keeps it.
+ */
+uint64_t lp__trace_begin(lp__thread_t *t, const lp_site_t *site, int manual);
+/* The end event of the frame at depth (already popped) of the calling thread t, whose begin was recorded. */
+void lp__trace_end(lp__thread_t *t, uintptr_t site, uint32_t depth);
 void lp__trace_thread_exit(lp__thread_t *t);
 void lp__trace_thread_renamed(lp__thread_t *t);
 void lp__trace_atfork_prepare(void);
@@ -825,6 +900,14 @@ void lp__subs_env_load(void);
 void lp__subs_heal(lp__thread_t *t, uint32_t from, uint32_t to);
 /* The end callbacks of the notified scope whose frame is at depth (still on the stack). */
 void lp__subs_end(lp__thread_t *t, uint32_t depth, const lp_site_t *site);
+/*
+ * A scope's or a manual pair's begin while subscribers listen to labels,
+ * by the calling thread: pushed, notified and recorded as the levels say.
+ * Returns the word as lp_impl_enter() keeps it.
+ */
+uint64_t lp__subs_begin(const lp_site_t *site, int manual);
+/* LP_END of t's frame at depth, tag, whose begin reached subscribers: their ends, the pop, its end event. */
+void lp__subs_end_frame(lp__thread_t *t, uintptr_t tag, uint32_t depth);
 /* lp_stream_register() and the others of lifecycle.c, once the library is started. */
 int lp__stream_register(const char *name, uint8_t *id);
 int lp__stream_initialize(const char *name, uint32_t major, uint32_t minor, const char *version);

@@ -33,9 +33,11 @@ static void atfork_prepare(void) {
   lp__registry_atfork_prepare();
   lp__trace_atfork_prepare();
   lp__names_atfork_prepare();
+  lp__levels_atfork_prepare();
 }
 
 static void atfork_parent(void) {
+  lp__levels_atfork_parent();
   lp__names_atfork_parent();
   lp__trace_atfork_parent();
   lp__registry_atfork_parent();
@@ -45,6 +47,7 @@ static void atfork_parent(void) {
 
 static void atfork_child(void) {
   lp__registry_atfork_child(); /* first: from here on lp__forked_child() is true */
+  lp__levels_atfork_child();   /* the registry's list is the child's: the others publish levels from here on */
   lp__collector_atfork_child();
   lp__trace_atfork_child();
   lp__env_atfork_child();
