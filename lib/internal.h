@@ -145,6 +145,8 @@ extern lp_impl_thread_t lp__unattached;
  * lp_impl_levels and lp_impl_wanted stay 0.
  */
 bool lp__abi_refused(void);
+/* Refuses labels from now on (lp_impl_abi_check(), lifecycle.c); true the first time. */
+bool lp__abi_refuse(void);
 
 /*
  * The calling thread's state, registering the thread on first use. NULL if
@@ -906,6 +908,8 @@ void lp__subs_end(lp__thread_t *t, uint32_t depth, const lp_site_t *site);
  * Returns the word as lp_impl_enter() keeps it.
  */
 uint64_t lp__subs_begin(const lp_site_t *site, int manual);
+/* Labels are refused (lp__abi_refused()): lp_impl_wanted and the subscribers' levels cleared. */
+void lp__subs_refused(void);
 /* LP_END of t's frame at depth, tag, whose begin reached subscribers: their ends, the pop, its end event. */
 void lp__subs_end_frame(lp__thread_t *t, uintptr_t tag, uint32_t depth);
 /* lp_stream_register() and the others of lifecycle.c, once the library is started. */

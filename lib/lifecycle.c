@@ -55,6 +55,19 @@ static void atfork_child(void) {
   lp__names_atfork_child();
 }
 
+int lp_impl_abi_check(unsigned abi) {
+  if (abi == LP_IMPL_ABI) return 0;
+  if (lp__abi_refuse()) {
+    fprintf(stderr,
+            "labelprof: code in this process was built with labelprof.h of ABI %u, and this liblabelprof has "
+            "ABI %u (labelprof %s): labels are disabled; build it again against this version's header\n",
+            abi, LP_IMPL_ABI, LABELPROF_VERSION_STRING);
+    /* Threads that joined before (the library's own, or labels in earlier constructors) record no more. */
+    lp__subs_refused();
+  }
+  return -1;
+}
+
 static void init(void) {
   static const lp__registry_hooks_t hooks = {lp__trace_thread_exit, lp__trace_thread_renamed};
   lp__registry_set_hooks(&hooks);

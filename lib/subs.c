@@ -549,7 +549,7 @@ static sthread_t *st_create(void) {
 static inline sthread_t *st_get(void) {
   sthread_t *st = my_state();
   if (LP_IMPL_LIKELY(st_real(st))) return st;
-  return st == &gone_st ? NULL : st_create();
+  return st == &gone_st || lp__abi_refused() ? NULL : st_create(); /* a unit of another ABI reads it inline */
 }
 
 /*
@@ -757,8 +757,9 @@ static int publish(void) {
   if (rc) return rc;
   snap_t *old = cur_load(__ATOMIC_SEQ_CST);
   __atomic_store_n(&lp_impl_subs_current, n ? &n->head : &empty_snap.head, __ATOMIC_SEQ_CST);
+  bool refused = lp__abi_refused(); /* code of another ABI reads lp_impl_wanted inline: it stays 0 */
   for (int i = 1; i < 256; i++) {
-    uint64_t w = n ? n->wanted[i] : 0;
+    uint64_t w = n && !refused ? n->wanted[i] : 0;
     if (LP_IMPL_LOAD_RELAXED(lp_impl_wanted[i]) != w) LP_IMPL_STORE_RELAXED(lp_impl_wanted[i], w);
   }
   lp__levels_set_subs(n && n->wanted[LP_STREAM_LABELS]);
@@ -769,6 +770,12 @@ static int publish(void) {
   membarrier_all();
   reclaim();
   return 0;
+}
+
+void lp__subs_refused(void) {
+  lp__lock(&subs_mu);
+  (void)publish(); /* clears what code of another ABI reads inline; a snapshot it cannot make changes nothing */
+  lp__unlock(&subs_mu);
 }
 
 static bool known_sub(const lp_subscriber_t *s) {

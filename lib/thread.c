@@ -201,21 +201,12 @@ void lp__publish_uncounted(lp__thread_t *t, uint64_t w) {
   count_change_end(t);
 }
 
-/* ---- the ABI check ------------------------------------------------------------ */
+/* ---- the ABI check (lifecycle.c) ---------------------------------------------- */
 
 static atomic_bool abi_refused;
 
 bool lp__abi_refused(void) { return atomic_load_explicit(&abi_refused, memory_order_relaxed); }
-
-int lp_impl_abi_check(unsigned abi) {
-  if (abi == LP_IMPL_ABI) return 0;
-  if (!atomic_exchange(&abi_refused, true))
-    fprintf(stderr,
-            "labelprof: code in this process was built with labelprof.h of ABI %u, and this liblabelprof has "
-            "ABI %u (labelprof %s): labels are disabled; build it again against this version's header\n",
-            abi, LP_IMPL_ABI, LABELPROF_VERSION_STRING);
-  return -1;
-}
+bool lp__abi_refuse(void) { return !atomic_exchange(&abi_refused, true); }
 
 lp__thread_t *lp__thread_attach(void) {
   lp_impl_thread_t *self = lp_impl_self;
