@@ -63,6 +63,17 @@
 #define LP__NAME_MAX 64
 /* Depths stop growing here; a push beyond it is counted and ignored. Below LP_IMPL_TRACED_MARK. */
 #define LP__DEPTH_LIMIT 0x7ff0u
+/* The numbers of the protocol (labelprof/impl.h) that the library relies on beside the header's code. */
+_Static_assert(LP__DEPTH_LIMIT < LP_IMPL_NOT_PUSHED && LP_IMPL_NOT_PUSHED < LP_IMPL_TRACED_MARK &&
+                   LP_IMPL_TRACED_MARK <= LP_IMPL_DEPTH_MASK && LP_STACK_CAPACITY < LP__DEPTH_LIMIT,
+               "depths, the marked word and the unpushed one stay apart in the word's low 16 bits");
+_Static_assert(LP_IMPL_COUNT_ONE == 1u << LP_IMPL_COUNT_SHIFT && LP_IMPL_COUNT_ONE == LP_IMPL_DEPTH_MASK + 1u,
+               "a push adds one to the depth and one to the change counter above it");
+_Static_assert(LP_IMPL_EV_BEGIN == 0 && LP_IMPL_EV_END == 1 && LP_IMPL_EV_KIND == 7 && LP_IMPL_TRACED == 1 &&
+                   LP_IMPL_NOTIFIED == 2,
+               "event kinds in a tag's low bits, marks in a frame's, below a site's 8-byte alignment");
+_Static_assert((LP_IMPL_NOT_PLAIN & LP_LEVEL_ALL) == 0 && (LP_IMPL_SUBS_TRACED & LP_IMPL_NOT_PLAIN) == 0,
+               "the levels' own bits are apart from the levels");
 /* A word no thread publishes: its depth bits are all ones. */
 #define LP__NO_WORD UINT64_MAX
 #define LP__NONE UINT32_MAX
@@ -599,7 +610,11 @@ void lp__marker_atfork_child(void);
 /* The site pointer of a begin or end tag (the depth is in the top byte). */
 #define LP__TAG_SITE(tag) ((const lp_site_t *)((tag) & (UINTPTR_MAX >> 8) & ~(uintptr_t)LP_IMPL_EV_KIND))
 #if UINTPTR_MAX > 0xffffffffu
-#define LP__TAG_DEPTH(tag) ((uint32_t)((tag) >> 56))
+#define LP__TAG_DEPTH(tag) ((uint32_t)((tag) >> LP_IMPL_DEPTH_SHIFT))
+_Static_assert(LP__TAG_DEPTH(LP_IMPL_DEPTH_TAG(300u)) == 255u &&
+                   LP__TAG_DEPTH(LP_IMPL_FRAME_TAG(LP_STACK_CAPACITY - 1)) == LP_STACK_CAPACITY - 1 &&
+                   ((LP_IMPL_DEPTH_TAG(255u) | LP_IMPL_EV_KIND) & (UINTPTR_MAX >> 8) & ~(uintptr_t)LP_IMPL_EV_KIND) == 0,
+               "a tag's depth, as the recorders write it, and its site apart from it");
 #else
 #define LP__TAG_DEPTH(tag) 255u
 #endif
