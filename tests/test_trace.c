@@ -1067,6 +1067,89 @@ static void test_trace_track_after_the_budget_is_spent(void) {
   json_decref(root);
 }
 
+/*
+ * The recording protocol has one implementation, reached three ways: the
+ * build's own (through thunks on x86-64), inline (LABELPROF_INLINE_RECORDING)
+ * and plain calls. The same script recorded each way gives the same
+ * events: kind, depth and label, and counters' values, in the same order,
+ * stamped in order.
+ */
+#define RECORD_SCRIPT record_script_here
+#include "record_script.h"
+void record_script_inline(void);
+void record_script_plain(void);
+
+typedef struct script_ev {
+  uintptr_t kind;
+  uint32_t depth;
+  const char *label;
+  uint64_t value; /* a counter's */
+} script_ev_t;
+typedef struct script_run {
+  void (*script)(void);
+  script_ev_t ev[512];
+  size_t n;
+  int bad; /* a timestamp out of order, or too many events */
+} script_run_t;
+
+/* Runs a script on a thread of its own, and copies its lane's events before it exits. */
+static void *run_script(void *arg) {
+  script_run_t *r = arg;
+  r->script();
+  const lp__thread_t *t = lp__thread_current();
+  uint64_t last = 0;
+  for (const lp__chunk_t *c = t && t->lane ? t->lane->first : NULL; c; c = c->next) {
+    uint32_t end = c == t->lane->last ? (uint32_t)(t->hot.tcur - c->ev) : c->count;
+    for (uint32_t i = 0; i < end; i++) {
+      lp_impl_event_t e = c->ev[i];
+      uintptr_t kind = e.tag & LP_IMPL_EV_KIND;
+      if (kind == LP__EV_PAYLOAD) {
+        if (r->n) r->ev[r->n - 1].value = e.ts;
+        continue;
+      }
+      if (r->n == sizeof r->ev / sizeof r->ev[0] || e.ts < last) {
+        r->bad = 1;
+        return NULL;
+      }
+      last = e.ts;
+      r->ev[r->n++] = (script_ev_t){kind, LP__TAG_DEPTH(e.tag), LP__TAG_SITE(e.tag)->label, 0};
+    }
+  }
+  return NULL;
+}
+
+static void test_trace_every_path_records_alike(void) {
+  static script_run_t runs[3];
+  void (*const scripts[3])(void) = {record_script_here, record_script_inline, record_script_plain};
+  for (int k = 0; k < 3; k++) {
+    pthread_t th;
+    runs[k] = (script_run_t){.script = scripts[k]};
+    CU_ASSERT_EQUAL_FATAL(lp_trace_start(NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, run_script, &runs[k]), 0);
+    CU_ASSERT_EQUAL(pthread_join(th, NULL), 0);
+    CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+    CU_ASSERT_EQUAL(runs[k].bad, 0);
+  }
+  /* 3 rounds of 9, 2 for the scope LP_END ends, 71 deep scopes, 7 around the longjmp (its 5 ends are never made) */
+  if (runs[0].n != 3 * 9 + 2 + 2 * 71 + 7) printf("\n    %zu events ", runs[0].n);
+  CU_ASSERT_EQUAL(runs[0].n, 3 * 9 + 2 + 2 * 71 + 7);
+  for (int k = 1; k < 3; k++) {
+    CU_ASSERT_EQUAL(runs[k].n, runs[0].n);
+    size_t diff = 0;
+    for (size_t i = 0; i < runs[0].n && i < runs[k].n; i++) {
+      const script_ev_t *a = &runs[0].ev[i], *b = &runs[k].ev[i];
+      if (a->kind != b->kind || a->depth != b->depth || strcmp(a->label, b->label) != 0 || a->value != b->value) {
+        if (!diff)
+          printf("\n    way %d, event %zu: kind %u depth %u '%s' %llu, against kind %u depth %u '%s' %llu ", k, i,
+                 (unsigned)b->kind, b->depth, b->label, (unsigned long long)b->value, (unsigned)a->kind, a->depth,
+                 a->label, (unsigned long long)a->value);
+        diff++;
+      }
+    }
+    CU_ASSERT_EQUAL(diff, 0);
+  }
+}
+
 /* The cursor never passes the end of the chunk. */
 static int room_ok(void) {
   const lp_impl_thread_t *h = lp_impl_self;
@@ -1377,6 +1460,7 @@ int main(int argc, char **argv) {
       LP_TEST(test_trace_null_label),
       LP_TEST(test_trace_track_after_the_budget_is_spent),
       LP_TEST(test_trace_room_for_ends_stays_inside_the_chunk),
+      LP_TEST(test_trace_every_path_records_alike),
       LP_TEST(test_trace_fork_inside_recorded_scopes),
       LP_TEST(test_trace_scope_enclosing_a_nested_window),
       LP_TEST(test_trace_exact_after_a_year_of_uptime),
