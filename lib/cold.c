@@ -200,30 +200,30 @@ _Static_assert(LP_IMPL_NEVER == ~(uint64_t)0, "a thunk compares with -1");
   "\tret $" LP__X(LP__RED_ZONE) "\n"
 
 /*
- * A call of a general path: every register the caller keeps saved, the
- * arguments moved from where the caller put them (args), the stack
- * aligned, the call, and what it does after the call (after: LP__KEEP_RAX
- * gives the caller back its rax, LP__ZERO_RAX returns 0). The caller has
+ * A call of a general path: the six registers the caller keeps and a C
+ * function may change saved (first: rcx, or rax for a leave, whose caller
+ * gives up rcx and keeps its return value in rax), the arguments moved from
+ * where the caller put them (args), the stack aligned, the call, and what
+ * it does after the call (after: LP__ZERO_RAX returns 0). The caller has
  * moved its stack pointer 128 bytes down, past its red zone, before the
  * call, and the thunk moves it back as it returns (ret $128).
  */
-#define LP__SAVED_CALL(label, args, after, target) \
+#define LP__SAVED_CALL(label, first, args, after, target) \
   label ":\n" \
   "\tpushq %rbp\n" \
   "\t.cfi_def_cfa_offset 144\n" \
   "\t.cfi_offset %rbp, -144\n" \
   "\tmovq %rsp, %rbp\n" \
   "\t.cfi_def_cfa_register %rbp\n" \
-  "\tpushq %rcx\n\tpushq %rdx\n\tpushq %rsi\n\tpushq %rdi\n" \
+  "\tpushq %" first "\n\tpushq %rdx\n\tpushq %rsi\n\tpushq %rdi\n" \
   "\tpushq %r8\n\tpushq %r9\n" \
-  "\tpushq %rax\n" \
   args \
   "\tandq $-16, %rsp\n" \
   "\tcall " target "\n" \
   after \
   "\tleaq -48(%rbp), %rsp\n" \
   "\tpopq %r9\n\tpopq %r8\n" \
-  "\tpopq %rdi\n\tpopq %rsi\n\tpopq %rdx\n\tpopq %rcx\n" \
+  "\tpopq %rdi\n\tpopq %rsi\n\tpopq %rdx\n\tpopq %" first "\n" \
   "\tpopq %rbp\n" \
   "\t.cfi_def_cfa %rsp, 136\n" \
   "\tret $" LP__X(LP__RED_ZONE) "\n" \
@@ -253,15 +253,15 @@ _Static_assert(LP_IMPL_NEVER == ~(uint64_t)0, "a thunk compares with -1");
 #define LP__ARGS_SCOPE "\tmovq %rax, %rdi\n\txorl %esi, %esi\n"
 #define LP__ARGS_MANUAL "\tmovq %rax, %rdi\n\tmovl $1, %esi\n"
 #define LP__ARGS_CX_DX "\tmovq %rcx, %rdi\n\tmovq %rdx, %rsi\n"
-#define LP__KEEP_RAX "\tmovq -56(%rbp), %rax\n"
 #define LP__ZERO_RAX "\txorl %eax, %eax\n"
 #define LP__BEGIN_THUNK(name, args) \
-  LP__THUNK(name, LP__BEGIN_FAST(name) LP__SAVED_CALL(".L" name "_subs", args, "", "lp__subs_begin") \
-                      LP__SAVED_CALL(".L" name "_slow", args, "", "lp__enter_slow"))
+  LP__THUNK(name, LP__BEGIN_FAST(name) LP__SAVED_CALL(".L" name "_subs", "rcx", args, "", "lp__subs_begin") \
+                      LP__SAVED_CALL(".L" name "_slow", "rcx", args, "", "lp__enter_slow"))
 __asm__(LP__BEGIN_THUNK("lp_impl_enter_thunk", LP__ARGS_SCOPE) LP__BEGIN_THUNK("lp_impl_begin_thunk", LP__ARGS_MANUAL)
             LP__THUNK("lp_impl_leave_thunk", LP__LEAVE_FAST("lp_impl_leave_thunk") LP__SAVED_CALL(
-                                                 ".Llp_impl_leave_thunk_slow", LP__ARGS_CX_DX, LP__KEEP_RAX,
+                                                 ".Llp_impl_leave_thunk_slow", "rax", LP__ARGS_CX_DX, "",
                                                  "lp__leave_slow"))
                 LP__THUNK("lp_impl_end_thunk", LP__END_FAST("lp_impl_end_thunk") LP__SAVED_CALL(
-                                                   ".Llp_impl_end_thunk_slow", "", LP__ZERO_RAX, "lp__end_slow")));
+                                                   ".Llp_impl_end_thunk_slow", "rcx", "", LP__ZERO_RAX,
+                                                   "lp__end_slow")));
 #endif
