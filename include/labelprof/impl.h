@@ -297,16 +297,23 @@ LP_EXPORT extern __thread lp_impl_sthread_t *lp_impl_sub_self __attribute__((tls
 LP_EXPORT extern lp_impl_snap_t *lp_impl_subs_current;
 LP_EXPORT extern int lp_impl_subs_asym;
 
+/* The CPU's counter (x86's TSC, aarch64's virtual counter); 0 where there is none (lp_impl_clock_counter is 0 there). */
+LP_IMPL_INLINE uint64_t lp_impl_counter_now(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  return __builtin_ia32_rdtsc();
+#elif defined(__aarch64__)
+  uint64_t v;
+  __asm__ __volatile__("mrs %0, cntvct_el0" : "=r"(v));
+  return v;
+#else
+  return 0;
+#endif
+}
+
 /* A timestamp in the session's ticks: the CPU's counter, or CLOCK_MONOTONIC ns through the library. */
 LP_IMPL_INLINE uint64_t lp_impl_ticks(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  if (LP_IMPL_LIKELY(LP_IMPL_LOAD_RELAXED(lp_impl_clock_counter))) return __builtin_ia32_rdtsc();
-#elif defined(__aarch64__)
-  if (LP_IMPL_LIKELY(LP_IMPL_LOAD_RELAXED(lp_impl_clock_counter))) {
-    uint64_t v;
-    __asm__ __volatile__("mrs %0, cntvct_el0" : "=r"(v));
-    return v;
-  }
+#if defined(__x86_64__) || defined(__i386__) || defined(__aarch64__)
+  if (LP_IMPL_LIKELY(LP_IMPL_LOAD_RELAXED(lp_impl_clock_counter))) return lp_impl_counter_now();
 #endif
   return lp_impl_ticks_slow();
 }

@@ -22,19 +22,6 @@
 #error "include <labelprof.h>; labelprof/impl_cold.h is part of its inline part, not an API"
 #endif
 
-/* The CPU's counter, when the timeline stamps with it (LP_IMPL_SLOW_CLOCK not set); 0 where there is none. */
-LP_IMPL_INLINE uint64_t lp_impl_counter_now(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  return __builtin_ia32_rdtsc();
-#elif defined(__aarch64__)
-  uint64_t v;
-  __asm__ __volatile__("mrs %0, cntvct_el0" : "=r"(v));
-  return v;
-#else
-  return 0; /* never used: lp_impl_clock_counter is 0 here, so LP_IMPL_SLOW_CLOCK is set */
-#endif
-}
-
 /*
  * Whether [e, end) has more than `slots` events of room, as integers: a
  * thread without a chunk has both NULL, and no pointer is offset from NULL.
