@@ -41,7 +41,11 @@
  * taken while one is held, and no callback runs under one; fork takes them
  * before all the others.
  * intern.c's names lock is a leaf too (it guards the table of names made at
- * run time); fork takes it after all the others.
+ * run time); fork takes it after all the others but one.
+ * thread.c's levels lock is the last leaf: the threads' copies of
+ * lp_impl_levels and the registry's list, which it walks to write them. It
+ * is taken under the trace lock, the subscribers' and the registry's (whose
+ * list changes under both); fork takes it last.
  */
 #ifndef LABELPROF_INTERNAL_H
 #define LABELPROF_INTERNAL_H
