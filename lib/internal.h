@@ -15,17 +15,21 @@
  *                 lp_track_create, lp_stream_*, lp_tp_register, lp_subscriber_create), which
  *                 make sure of the fork handlers first; nothing below starts the library
  *   env.c         LABELPROF_* sessions; reports at exit and on a signal
+ *   cold.c        a label's cold paths: the thunks, the recording protocol's calls, and the
+ *                 general begin and LP_END, which send a label to the subscribers, the
+ *                 timeline or the registry as its thread's levels say
  *   layers.c      LP_PHASE_SWITCH's calls: a scope's begin and end, as the program's are
  *   subs.c        streams, events, subscribers and their callbacks; LABELPROF_SUBSCRIBERS;
  *                 lp_impl_leave_slow() and the pseudo-stack's slow end (a heal, the pop of
  *                 a notified or recorded frame), which call the timeline and the marker
  *   pprof.c       the profile as pprof's profile.proto (lp_profile_write_pprof)
  *   collector.c   the profile: sessions, the sampling thread
- *   trace.c       the timeline: sessions, chunks, lanes, tracks; levels
+ *   trace.c       the timeline: sessions, chunks, lanes, tracks; lp_impl_levels' value
  *   export.c      the timeline's JSON and systrace text
  *   marker.c      the live trace_marker
  *   stack.c       the pseudo-stack's push and LP_END slow paths, and its reader
- *   thread.c      the registry of threads; lp__forked_child()
+ *   thread.c      the registry of threads; the threads' levels and their drops counted by
+ *                 pushes; lp__forked_child()
  *   tree.c, clock.c, json.c, output.c, names.c (layers' and phases' names and tags),
  *                 pprof_enc.c (profile.proto and gzip, also compiled into the command)
  *   util.c
