@@ -135,11 +135,10 @@ LP__HIDDEN_ALIAS(lp__end_slow, lp_impl_end_slow); /* lp__leave_slow: subs.c */
 #define LP__OFF_LEVELS 8
 #define LP__NOT_PLAIN 0xdc000000
 #define LP__SUBS 0x40000000
-#define LP__SUBS_ONLY 0x44000000 /* LP_IMPL_SUBS | LP_IMPL_LEVELS_STALE */
+#define LP__STALE 0x04000000
 #define LP__RED_ZONE 128
 _Static_assert(offsetof(lp_impl_thread_t, levels) == LP__OFF_LEVELS, "levels offset");
-_Static_assert(LP_IMPL_NOT_PLAIN == LP__NOT_PLAIN && LP_IMPL_SUBS == LP__SUBS &&
-                   (LP_IMPL_SUBS | LP_IMPL_LEVELS_STALE) == LP__SUBS_ONLY,
+_Static_assert(LP_IMPL_NOT_PLAIN == LP__NOT_PLAIN && LP_IMPL_SUBS == LP__SUBS && LP_IMPL_LEVELS_STALE == LP__STALE,
                "the levels bits the thunks test");
 _Static_assert(LP_IMPL_NEVER == ~(uint64_t)0, "a thunk compares with -1");
 #define LP__CFA(n) "\t.cfi_adjust_cfa_offset " #n "\n"
@@ -147,50 +146,71 @@ _Static_assert(LP_IMPL_NEVER == ~(uint64_t)0, "a thunk compares with -1");
   "\tmovq lp_impl_self@gottpoff(%rip), %r10\n" \
   "\tmovq %fs:(%r10), %r10\n"
 
-/*
- * A begin (site in rax): the protocol when nothing but recording is on,
- * the subscribers' begin when they listen; its word in rax.
- */
-#define LP__BEGIN_FAST(name) \
-  LP__LEVELS_TO_R10 \
-  "\tmovl " LP__X(LP__OFF_LEVELS) "(%r10), %r11d\n" \
-  "\ttestl $" LP__X(LP__NOT_PLAIN) ", %r11d\n" \
-  "\tjnz 2f\n" \
-  "\tpushq %rdi\n" LP__CFA(8) \
-  "\tmovq %rax, %rdi\n" \
-  "\tcall lp__try_begin\n" \
-  "\tcmpq $-1, %rax\n" \
-  "\tje 1f\n" \
-  "\tpopq %rdi\n" LP__CFA(-8) \
-  "\tret $" LP__X(LP__RED_ZONE) "\n" \
-  LP__CFA(8) \
-  "1:\n" \
-  "\tmovq %rdi, %rax\n" /* the site again */ \
-  "\tpopq %rdi\n" LP__CFA(-8) \
-  "\tjmp .L" name "_slow\n" \
-  "2:\n" \
-  "\tandl $" LP__X(LP__SUBS_ONLY) ", %r11d\n" \
-  "\tcmpl $" LP__X(LP__SUBS) ", %r11d\n" \
-  "\tje .L" name "_subs\n" \
-  "\tjmp .L" name "_slow\n"
+#define LP__ARGS_SCOPE "\tmovq %rax, %rdi\n\txorl %esi, %esi\n"
+#define LP__ARGS_MANUAL "\tmovq %rax, %rdi\n\tmovl $1, %esi\n"
+#define LP__ARGS_CX_DX "\tmovq %rcx, %rdi\n\tmovq %rdx, %rsi\n"
+#define LP__ZERO_RAX "\txorl %eax, %eax\n"
 
-/* A scope's end (site in rcx, its word in rdx; rax is kept): the protocol unless subscribers listen. */
-#define LP__LEAVE_FAST(name) \
-  LP__LEVELS_TO_R10 \
-  "\ttestl $" LP__X(LP__SUBS) ", " LP__X(LP__OFF_LEVELS) "(%r10)\n" \
-  "\tjnz .L" name "_slow\n" \
-  "\tpushq %rax\n" LP__CFA(8) \
-  "\tpushq %rdi\n" LP__CFA(8) \
-  "\tpushq %rsi\n" LP__CFA(8) \
-  "\tmovq %rcx, %rdi\n" \
-  "\tmovq %rdx, %rsi\n" \
-  "\tcall lp__try_leave\n" \
-  "\ttestl %eax, %eax\n" \
-  "\tpopq %rsi\n" LP__CFA(-8) \
-  "\tpopq %rdi\n" LP__CFA(-8) \
-  "\tpopq %rax\n" LP__CFA(-8) \
-  "\tjnz .L" name "_slow\n" \
-  "\tret $" LP__X(LP__RED_ZONE) "\n"
+/*
+ * The thunks' code is laid out for the two usual cases: subscribers
+ * listening fall through to their call with one branch taken, which is
+ * what that path spends most of its time on; recording takes one branch
+ * to the protocol, which waits for the counter anyway.
+ */
+/*
+ * A begin (site in rax), in the thunk: the subscribers' begin when they
+ * listen, the protocol when nothing but recording is on (its word in rax),
+ * and the general path otherwise.
+ */
+#define LP__BEGIN_THUNK(name, args) \
+  LP__THUNK(name, \
+            LP__LEVELS_TO_R10 \
+            "\tmovl " LP__X(LP__OFF_LEVELS) "(%r10), %r11d\n" \
+            "\ttestl $" LP__X(LP__SUBS) ", %r11d\n" \
+            "\tjz 3f\n" \
+            "\ttestl $" LP__X(LP__STALE) ", %r11d\n" /* a thread not joined, or counting its drops */ \
+            "\tjnz .L" name "_slow\n" \
+            LP__SAVED_CALL(".L" name "_subs", "rcx", args, "", "lp__subs_begin") \
+            "3:\n" \
+            "\ttestl $" LP__X(LP__NOT_PLAIN) ", %r11d\n" \
+            "\tjnz .L" name "_slow\n" \
+            "\tpushq %rdi\n" LP__CFA(8) \
+            "\tmovq %rax, %rdi\n" \
+            "\tcall lp__try_begin\n" \
+            "\tcmpq $-1, %rax\n" \
+            "\tje 1f\n" \
+            "\tpopq %rdi\n" LP__CFA(-8) \
+            "\tret $" LP__X(LP__RED_ZONE) "\n" \
+            LP__CFA(8) \
+            "1:\n" \
+            "\tmovq %rdi, %rax\n" /* the site again */ \
+            "\tpopq %rdi\n" LP__CFA(-8) \
+            LP__SAVED_CALL(".L" name "_slow", "rcx", args, "", "lp__enter_slow"))
+
+/*
+ * A scope's end (site in rcx, its word in rdx; rax is kept), in the thunk:
+ * the general path when subscribers listen, else the protocol, and the
+ * general path when it does nothing.
+ */
+#define LP__LEAVE_THUNK(name) \
+  LP__THUNK(name, \
+            LP__LEVELS_TO_R10 \
+            "\ttestl $" LP__X(LP__SUBS) ", " LP__X(LP__OFF_LEVELS) "(%r10)\n" \
+            "\tjz 4f\n" \
+            LP__SAVED_CALL(".L" name "_slow", "rax", LP__ARGS_CX_DX, "", "lp__leave_slow") \
+            "4:\n" \
+            "\tpushq %rax\n" LP__CFA(8) \
+            "\tpushq %rdi\n" LP__CFA(8) \
+            "\tpushq %rsi\n" LP__CFA(8) \
+            "\tmovq %rcx, %rdi\n" \
+            "\tmovq %rdx, %rsi\n" \
+            "\tcall lp__try_leave\n" \
+            "\ttestl %eax, %eax\n" \
+            "\tpopq %rsi\n" LP__CFA(-8) \
+            "\tpopq %rdi\n" LP__CFA(-8) \
+            "\tpopq %rax\n" LP__CFA(-8) \
+            "\tjnz .L" name "_slow\n" \
+            "\tret $" LP__X(LP__RED_ZONE) "\n")
 
 /* LP_END: the protocol; 0 in rax. */
 #define LP__END_FAST(name) \
@@ -250,17 +270,8 @@ _Static_assert(LP_IMPL_NEVER == ~(uint64_t)0, "a thunk compares with -1");
   body \
   "\t.cfi_endproc\n" \
   "\t.size " name ", .-" name "\n"
-#define LP__ARGS_SCOPE "\tmovq %rax, %rdi\n\txorl %esi, %esi\n"
-#define LP__ARGS_MANUAL "\tmovq %rax, %rdi\n\tmovl $1, %esi\n"
-#define LP__ARGS_CX_DX "\tmovq %rcx, %rdi\n\tmovq %rdx, %rsi\n"
-#define LP__ZERO_RAX "\txorl %eax, %eax\n"
-#define LP__BEGIN_THUNK(name, args) \
-  LP__THUNK(name, LP__BEGIN_FAST(name) LP__SAVED_CALL(".L" name "_subs", "rcx", args, "", "lp__subs_begin") \
-                      LP__SAVED_CALL(".L" name "_slow", "rcx", args, "", "lp__enter_slow"))
 __asm__(LP__BEGIN_THUNK("lp_impl_enter_thunk", LP__ARGS_SCOPE) LP__BEGIN_THUNK("lp_impl_begin_thunk", LP__ARGS_MANUAL)
-            LP__THUNK("lp_impl_leave_thunk", LP__LEAVE_FAST("lp_impl_leave_thunk") LP__SAVED_CALL(
-                                                 ".Llp_impl_leave_thunk_slow", "rax", LP__ARGS_CX_DX, "",
-                                                 "lp__leave_slow"))
+            LP__LEAVE_THUNK("lp_impl_leave_thunk")
                 LP__THUNK("lp_impl_end_thunk", LP__END_FAST("lp_impl_end_thunk") LP__SAVED_CALL(
                                                    ".Llp_impl_end_thunk_slow", "rcx", "", LP__ZERO_RAX,
                                                    "lp__end_slow")));
