@@ -111,7 +111,27 @@ void lp_impl_never(void) {
 LP__KEEPS_ALL uint64_t lp__try_begin(const lp_site_t *site);
 LP__KEEPS_ALL int lp__try_leave(const lp_site_t *site, uint64_t word);
 LP__KEEPS_ALL int lp__try_end(void);
-uint64_t lp__try_begin(const lp_site_t *site) { return lp_impl_try_begin(site); }
+/*
+ * The recording protocol's begin; or, on a thread that counts its drops by
+ * its pushes, the push of a scope of a level not recorded, left out of the
+ * count (what lp_impl_enter_slow() does with it, without the saves).
+ */
+uint64_t lp__try_begin(const lp_site_t *site) {
+  uint64_t w = lp_impl_try_begin(site);
+  if (LP_IMPL_LIKELY(w != LP_IMPL_NEVER)) return w;
+  lp_impl_thread_t *h = lp_impl_self;
+  uint32_t lv = LP_IMPL_LOAD_RELAXED(h->levels);
+  w = LP_IMPL_LOAD_RELAXED(h->word);
+  uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
+  /* Not LP_IMPL_LEVELS_STALE: the shared states before a thread joins have every bit set, and no counter. */
+  if ((lv & (LP_IMPL_COUNTING | LP_IMPL_LEVELS_STALE | LP_IMPL_SUBS)) != LP_IMPL_COUNTING || !(site->level & lv) ||
+      d >= LP_STACK_CAPACITY)
+    return LP_IMPL_NEVER;
+  lp__thread_t *t = (lp__thread_t *)h;
+  LP_IMPL_STORE_RELEASE(h->frames[d], (uintptr_t)site);
+  lp__count_uncounted(t, w + LP_IMPL_COUNT_ONE + 1);
+  return w + LP_IMPL_COUNT_ONE + 1;
+}
 int lp__try_leave(const lp_site_t *site, uint64_t word) { return lp_impl_try_leave(site, word); }
 int lp__try_end(void) { return lp_impl_try_end(); }
 
@@ -127,18 +147,18 @@ LP__HIDDEN_ALIAS(lp__end_slow, lp_impl_end_slow); /* lp__leave_slow: subs.c */
 
 /*
  * The numbers the thunks' assembly shares with labelprof/impl.h, checked
- * here: where a thread's levels are, what sends a scope to the general
- * path, what LP_IMPL_NEVER is, and the red zone a call steps over.
+ * here: where a thread's levels are, the bits that send a scope to the
+ * subscribers or to the general path, what LP_IMPL_NEVER is, and the red
+ * zone a call steps over.
  */
 #define LP__S(x) #x
 #define LP__X(x) LP__S(x)
 #define LP__OFF_LEVELS 8
-#define LP__NOT_PLAIN 0xdc000000
 #define LP__SUBS 0x40000000
 #define LP__STALE 0x04000000
 #define LP__RED_ZONE 128
 _Static_assert(offsetof(lp_impl_thread_t, levels) == LP__OFF_LEVELS, "levels offset");
-_Static_assert(LP_IMPL_NOT_PLAIN == LP__NOT_PLAIN && LP_IMPL_SUBS == LP__SUBS && LP_IMPL_LEVELS_STALE == LP__STALE,
+_Static_assert(LP_IMPL_SUBS == LP__SUBS && LP_IMPL_LEVELS_STALE == LP__STALE,
                "the levels bits the thunks test");
 _Static_assert(LP_IMPL_NEVER == ~(uint64_t)0, "a thunk compares with -1");
 #define LP__CFA(n) "\t.cfi_adjust_cfa_offset " #n "\n"
@@ -159,8 +179,9 @@ _Static_assert(LP_IMPL_NEVER == ~(uint64_t)0, "a thunk compares with -1");
  */
 /*
  * A begin (site in rax), in the thunk: the subscribers' begin when they
- * listen, the protocol when nothing but recording is on (its word in rax),
- * and the general path otherwise.
+ * listen, else the protocol (lp__try_begin(): a recorded begin, or a push
+ * that a thread counting its drops leaves out of its count; its word in
+ * rax), and the general path when that does nothing.
  */
 #define LP__BEGIN_THUNK(name, args) \
   LP__THUNK(name, \
@@ -172,8 +193,6 @@ _Static_assert(LP_IMPL_NEVER == ~(uint64_t)0, "a thunk compares with -1");
             "\tjnz .L" name "_slow\n" \
             LP__SAVED_CALL(".L" name "_subs", "rcx", args, "", "lp__subs_begin") \
             "3:\n" \
-            "\ttestl $" LP__X(LP__NOT_PLAIN) ", %r11d\n" \
-            "\tjnz .L" name "_slow\n" \
             "\tpushq %rdi\n" LP__CFA(8) \
             "\tmovq %rax, %rdi\n" \
             "\tcall lp__try_begin\n" \

@@ -236,6 +236,24 @@ bool lp__levels_count(lp__thread_t *t);
  * dropped no event: left out of its count while it counts. Owner only.
  */
 void lp__publish_uncounted(lp__thread_t *t, uint64_t w);
+/* The owner's changes of its counting state, between two increments of count_seq (thread.c). */
+static inline void lp__count_change_begin(lp__thread_t *t) {
+  atomic_store_explicit(&t->count_seq, atomic_load_explicit(&t->count_seq, memory_order_relaxed) + 1,
+                        memory_order_relaxed);
+  atomic_thread_fence(memory_order_release);
+}
+static inline void lp__count_change_end(lp__thread_t *t) {
+  atomic_store_explicit(&t->count_seq, atomic_load_explicit(&t->count_seq, memory_order_relaxed) + 1,
+                        memory_order_release);
+}
+/* lp__publish_uncounted() of a thread known to count: w published, and left out of the count. Owner only. */
+static inline void lp__count_uncounted(lp__thread_t *t, uint64_t w) {
+  lp__count_change_begin(t);
+  atomic_store_explicit(&t->count_base, atomic_load_explicit(&t->count_base, memory_order_relaxed) + 1,
+                        memory_order_relaxed);
+  LP_IMPL_STORE_RELEASE(t->hot.word, w);
+  lp__count_change_end(t);
+}
 /* Events t dropped so far: those counted one by one and those counted by pushes. Any thread. */
 uint64_t lp__thread_dropped(const lp__thread_t *t);
 

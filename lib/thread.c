@@ -114,16 +114,6 @@ uint64_t lp__thread_dropped(const lp__thread_t *t) {
   return dropped;
 }
 
-static void count_change_begin(lp__thread_t *t) {
-  atomic_store_explicit(&t->count_seq, atomic_load_explicit(&t->count_seq, memory_order_relaxed) + 1,
-                        memory_order_relaxed);
-  atomic_thread_fence(memory_order_release);
-}
-
-static void count_change_end(lp__thread_t *t) {
-  atomic_store_explicit(&t->count_seq, atomic_load_explicit(&t->count_seq, memory_order_relaxed) + 1,
-                        memory_order_release);
-}
 
 /* Whether a thread counting its drops goes on counting under lp_impl_levels g. */
 static bool counts_on(const lp__thread_t *t, uint32_t g) {
@@ -160,10 +150,10 @@ void lp__levels_catch_up(lp__thread_t *t) {
   if (atomic_load_explicit(&t->counting, memory_order_relaxed)) {
     uint64_t base = atomic_load_explicit(&t->count_base, memory_order_relaxed);
     uint64_t n = (pushes(LP_IMPL_LOAD_RELAXED(t->hot.word)) - base) & COUNT_MASK;
-    count_change_begin(t);
+    lp__count_change_begin(t);
     LP_IMPL_STORE_RELAXED(t->hot.dropped, LP_IMPL_LOAD_RELAXED(t->hot.dropped) + 2 * n);
     atomic_store_explicit(&t->counting, 0, memory_order_relaxed);
-    count_change_end(t);
+    lp__count_change_end(t);
   }
   set_levels(t, LP_IMPL_LOAD_RELAXED(lp_impl_levels));
   lp__unlock(&levels_mu);
@@ -175,11 +165,11 @@ bool lp__levels_count(lp__thread_t *t) {
   bool start = !atomic_load_explicit(&t->counting, memory_order_relaxed) && (g & LP_IMPL_SPENT) &&
                !(g & LP_IMPL_SUBS);
   if (start) {
-    count_change_begin(t);
+    lp__count_change_begin(t);
     atomic_store_explicit(&t->count_base, pushes(LP_IMPL_LOAD_RELAXED(t->hot.word)), memory_order_relaxed);
     t->count_levels = g & LP_LEVEL_ALL;
     atomic_store_explicit(&t->counting, 1, memory_order_relaxed);
-    count_change_end(t);
+    lp__count_change_end(t);
     LP_IMPL_STORE_RELAXED(t->hot.levels, (LP_LEVEL_ALL & ~t->count_levels) | LP_IMPL_COUNTING |
                                              (g & LP_IMPL_SLOW_CLOCK));
   } else {
@@ -194,11 +184,7 @@ void lp__publish_uncounted(lp__thread_t *t, uint64_t w) {
     LP_IMPL_STORE_RELEASE(t->hot.word, w);
     return;
   }
-  count_change_begin(t);
-  atomic_store_explicit(&t->count_base, atomic_load_explicit(&t->count_base, memory_order_relaxed) + 1,
-                        memory_order_relaxed);
-  LP_IMPL_STORE_RELEASE(t->hot.word, w);
-  count_change_end(t);
+  lp__count_uncounted(t, w);
 }
 
 /* ---- the ABI check (lifecycle.c) ---------------------------------------------- */
