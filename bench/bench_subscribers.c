@@ -24,11 +24,6 @@
  */
 #include "bench.h"
 
-#ifdef LABELPROF_INLINE_RECORDING
-#define LP_BENCH_MODE ", recorded and notified paths inline (LABELPROF_INLINE_RECORDING)"
-#else
-#define LP_BENCH_MODE ""
-#endif
 
 #include <labelprof.h>
 #include <stdatomic.h>
@@ -222,8 +217,8 @@ int main(void) {
     first[k] = bench_run_cold(loop_first, 200000, t);
   }
 
-  printf("labelprof %s: subscribers, ns per operation (median of %d runs, shared library)%s\n",
-         LABELPROF_VERSION_STRING, SUB_RUNS, LP_BENCH_MODE);
+  printf("labelprof %s: subscribers, ns per operation (median of %d runs, shared library)\n",
+         LABELPROF_VERSION_STRING, SUB_RUNS);
   bench_print_machine();
   printf("\n  %-52s %10s %10s\n", "", "1 thread", "2 threads");
   printf("  %-52s %10.2f %10.2f\n", "floor: bare TLS push/pop pair", flo[0], flo[1]);

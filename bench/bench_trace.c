@@ -26,7 +26,7 @@
 #include "bench.h"
 
 #ifdef LABELPROF_INLINE_RECORDING
-#define LP_BENCH_MODE ", recorded and notified paths inline (LABELPROF_INLINE_RECORDING)"
+#define LP_BENCH_MODE ", the recording protocol inline (LABELPROF_INLINE_RECORDING)"
 #else
 #define LP_BENCH_MODE ""
 #endif
