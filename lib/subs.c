@@ -1040,8 +1040,9 @@ uint64_t lp__subs_begin(const lp_site_t *site, int manual) {
   uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
   uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
   snap_t *s = cur_load(__ATOMIC_ACQUIRE);
-  if (LP_IMPL_UNLIKELY(site->level & lp__trace_levels())) return enter_notify_general(site, manual);
-  if (LP_IMPL_UNLIKELY(d >= LP_STACK_CAPACITY)) return enter_notify_general(site, manual);
+  /* A timeline records too (its levels decide there), or the stack is full or the thread new. */
+  if (LP_IMPL_UNLIKELY((LP_IMPL_LOAD_RELAXED(t->levels) & LP_IMPL_SUBS_TRACED) || d >= LP_STACK_CAPACITY))
+    return enter_notify_general(site, manual);
   if (LP_IMPL_UNLIKELY(st->pub.guard)) return enter_notify_general(site, manual);
   if (LP_IMPL_UNLIKELY(pin_once(&st->pub.label[d], s) != s || !s->head.nscope)) {
     unpin(&st->pub.label[d]);
