@@ -346,34 +346,6 @@ LP_IMPL_INLINE uint64_t lp_impl_ticks(void) {
   lp_impl_scope_t LP_IMPL_CAT(lp_impl_scope_, n) __attribute__((cleanup(lp_impl_leave), unused)) = \
       lp_impl_enter(&LP_IMPL_CAT(lp_impl_site_, n))
 
-/* Pushes tag; returns the word published, or LP_IMPL_NOT_PUSHED. */
-LP_IMPL_INLINE uint64_t lp_impl_push(uintptr_t tag) {
-  lp_impl_thread_t *t = lp_impl_self;
-  uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
-  uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
-  if (LP_IMPL_UNLIKELY(d >= LP_STACK_CAPACITY)) return lp_impl_push_slow(tag);
-  /* Release: a reader that sees this frame also sees every word published before it. */
-  LP_IMPL_STORE_RELEASE(t->frames[d], tag);
-  w += LP_IMPL_COUNT_ONE + 1;
-  LP_IMPL_STORE_RELEASE(t->word, w);
-  return w;
-}
-
-/*
- * Pins the current snapshot s in h, as lib/subs.c does: without a fence
- * while the writer runs membarrier(2), sequentially consistent otherwise.
- * Returns current as read after the pin; the pin holds only if it is s.
- */
-LP_IMPL_INLINE lp_impl_snap_t *lp_impl_pin(lp_impl_snap_t **h, lp_impl_snap_t *s) {
-  if (LP_IMPL_LIKELY(LP_IMPL_LOAD_RELAXED(lp_impl_subs_asym))) {
-    LP_IMPL_STORE_RELAXED(*h, s);
-    __atomic_signal_fence(__ATOMIC_SEQ_CST); /* the writer's membarrier() is the fence */
-    return LP_IMPL_LOAD_RELAXED(lp_impl_subs_current);
-  }
-  __atomic_store_n(h, s, __ATOMIC_SEQ_CST);
-  return __atomic_load_n(&lp_impl_subs_current, __ATOMIC_SEQ_CST);
-}
-
 /*
  * A label's inline code is only what an unrecorded scope runs: the test
  * that its level records nothing (subscribers listening set every level),
@@ -658,6 +630,19 @@ LP_IMPL_INLINE void lp_impl_instant(uintptr_t tag, uint32_t levels) {
   lp_impl_instant_slow(tag);
 }
 
+/* A push of tag, for the library's own paths and benches; returns the word published, or LP_IMPL_NOT_PUSHED. */
+LP_IMPL_INLINE uint64_t lp_impl_push(uintptr_t tag) {
+  lp_impl_thread_t *t = lp_impl_self;
+  uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
+  uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
+  if (LP_IMPL_UNLIKELY(d >= LP_STACK_CAPACITY)) return lp_impl_push_slow(tag);
+  /* Release: a reader that sees this frame also sees every word published before it. */
+  LP_IMPL_STORE_RELEASE(t->frames[d], tag);
+  w += LP_IMPL_COUNT_ONE + 1;
+  LP_IMPL_STORE_RELEASE(t->word, w);
+  return w;
+}
+
 /* ---- subscribers: the inline part ---------------------------------------
  * When an enabled subscriber has a callback on the labels stream,
  * lp_impl_levels and every thread's levels hold every level bit and
@@ -668,6 +653,21 @@ LP_IMPL_INLINE void lp_impl_instant(uintptr_t tag, uint32_t levels) {
  * has, per stream, one bit per pair of types (hashed for vendors' types)
  * that an enabled subscriber may want.
  */
+
+/*
+ * Pins the current snapshot s in h, as lib/subs.c does: without a fence
+ * while the writer runs membarrier(2), sequentially consistent otherwise.
+ * Returns current as read after the pin; the pin holds only if it is s.
+ */
+LP_IMPL_INLINE lp_impl_snap_t *lp_impl_pin(lp_impl_snap_t **h, lp_impl_snap_t *s) {
+  if (LP_IMPL_LIKELY(LP_IMPL_LOAD_RELAXED(lp_impl_subs_asym))) {
+    LP_IMPL_STORE_RELAXED(*h, s);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST); /* the writer's membarrier() is the fence */
+    return LP_IMPL_LOAD_RELAXED(lp_impl_subs_current);
+  }
+  __atomic_store_n(h, s, __ATOMIC_SEQ_CST);
+  return __atomic_load_n(&lp_impl_subs_current, __ATOMIC_SEQ_CST);
+}
 
 static inline int lp_notify_wanted(uint8_t stream, uint16_t type) {
   if (LP_IMPL_LIKELY(!(LP_IMPL_LOAD_RELAXED(lp_impl_wanted[stream]) & LP_IMPL_WANT_BIT(type)))) return 0;
