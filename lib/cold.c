@@ -112,16 +112,16 @@ LP__KEEPS_ALL uint64_t lp__try_begin(const lp_site_t *site);
 LP__KEEPS_ALL int lp__try_leave(const lp_site_t *site, uint64_t word);
 LP__KEEPS_ALL int lp__try_end(void);
 /*
- * The recording protocol's begin; or, on a thread that counts its drops by
- * its pushes, the push of a scope of a level not recorded, left out of the
- * count (what lp_impl_enter_slow() does with it, without the saves).
+ * On a thread that counts its drops by its pushes, the push of a scope of a
+ * level not recorded, left out of the count (what lp_impl_enter_slow()
+ * does with it, without the saves); else LP_IMPL_NEVER. Out of the
+ * protocol's way: it keeps all registers too, so calling it saves none.
  */
-uint64_t lp__try_begin(const lp_site_t *site) {
-  uint64_t w = lp_impl_try_begin(site);
-  if (LP_IMPL_LIKELY(w != LP_IMPL_NEVER)) return w;
+static __attribute__((noinline, no_caller_saved_registers)) LP__ALIGN_IN uint64_t
+try_uncounted(const lp_site_t *site) {
   lp_impl_thread_t *h = lp_impl_self;
   uint32_t lv = LP_IMPL_LOAD_RELAXED(h->levels);
-  w = LP_IMPL_LOAD_RELAXED(h->word);
+  uint64_t w = LP_IMPL_LOAD_RELAXED(h->word);
   uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
   /* Not LP_IMPL_LEVELS_STALE: the shared states before a thread joins have every bit set, and no counter. */
   if ((lv & (LP_IMPL_COUNTING | LP_IMPL_LEVELS_STALE | LP_IMPL_SUBS)) != LP_IMPL_COUNTING || !(site->level & lv) ||
@@ -131,6 +131,12 @@ uint64_t lp__try_begin(const lp_site_t *site) {
   LP_IMPL_STORE_RELEASE(h->frames[d], (uintptr_t)site);
   lp__count_uncounted(t, w + LP_IMPL_COUNT_ONE + 1);
   return w + LP_IMPL_COUNT_ONE + 1;
+}
+
+/* The recording protocol's begin, or try_uncounted(). */
+uint64_t lp__try_begin(const lp_site_t *site) {
+  uint64_t w = lp_impl_try_begin(site);
+  return LP_IMPL_LIKELY(w != LP_IMPL_NEVER) ? w : try_uncounted(site);
 }
 int lp__try_leave(const lp_site_t *site, uint64_t word) { return lp_impl_try_leave(site, word); }
 int lp__try_end(void) { return lp_impl_try_end(); }
