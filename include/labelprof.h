@@ -258,9 +258,13 @@ typedef struct lp_profile_opts {
 
 /*
  * Starts the program's profile: a collector thread that wakes hz times a
- * second on absolute deadlines and samples the pseudo-stack of every thread
- * that uses labels. opts may be NULL for the defaults. Threads need no
- * registration; they join the first time they use a label.
+ * second and samples the pseudo-stack of every thread that uses labels.
+ * Time is cut into periods of 1/hz s on absolute CLOCK_MONOTONIC deadlines,
+ * and each period gets one tick at an instant drawn at random within it, so
+ * that work whose period is a whole number of ticks (a 1 kHz control loop,
+ * a frame loop) is seen at every phase and not locked to one. opts may be
+ * NULL for the defaults. Threads need no registration; they join the first
+ * time they use a label.
  *
  * The program's profile and the environment's (LABELPROF_PROFILE) nest: one
  * collector serves both, and each profile holds exactly the samples taken
@@ -269,8 +273,7 @@ typedef struct lp_profile_opts {
  * rates) and the program's start and stop work as if it were alone.
  *
  * When it starts the collector thread, lp_profile_start() returns once that
- * thread runs with its scheduling in place; the profile's first tick is one
- * tick after that. On a crowded machine this wait is the new thread's first
+ * thread runs with its scheduling in place; the first period starts then. On a crowded machine this wait is the new thread's first
  * turn on a CPU.
  *
  * Returns 0; -EBUSY if the program's profile is already running;
@@ -307,7 +310,8 @@ typedef struct lp_print_opts {
  * profile cost and how well the collector kept its rate:
  *
  *     labelprof profile (2 threads, 2000 samples)
- *     2.01 s at 1000 Hz requested, 998 Hz achieved, 3 missed ticks; collector 0.9% of one CPU
+ *     2.01 s at 1000 Hz requested, 998 Hz achieved, 3 missed ticks (one at a random
+ *       instant of each 1 ms); collector 0.9% of one CPU, slice 100 µs
  *     100.00% matmul
  *         62.10% kernel
  *         ...
@@ -318,8 +322,10 @@ typedef struct lp_print_opts {
  * weight, heaviest first; "other" closes every node that has children and
  * holds the samples that stopped at that node. Labels with the same text are
  * merged even when they come from different call sites. Control characters
- * in labels and thread names are printed as '?'. When the collector achieved
- * under 90% of the requested rate, a "note:" line says so.
+ * in labels and thread names are printed as '?'. The second line says how
+ * ticks were placed (one at a random instant of each period of the tick,
+ * see lp_profile_start). When the collector achieved under 90% of the
+ * requested rate, a "note:" line says so.
  *
  * With min_percent, a node under that share is hidden and its samples count
  * in its parent's "other"; hidden top-level labels are summed on a line of
@@ -350,7 +356,7 @@ LP_EXPORT void lp_profile_free(lp_profile_t *p);
 typedef struct lp_profile_stats {
   uint64_t samples;          /* thread-samples in the tree */
   uint64_t ticks;            /* collector wakeups */
-  uint64_t missed_ticks;     /* deadlines that passed while the collector was late; not sampled */
+  uint64_t missed_ticks;     /* periods whose tick the collector was too late for; not sampled */
   uint64_t skipped;          /* thread-samples abandoned: the stack changed on every retry */
   uint64_t collector_cpu_ns; /* CPU time the collector thread used, wakeups included */
   uint64_t sampling_ns;      /* time spent inside sampling passes: the work per tick, without the wakeup */

@@ -307,6 +307,20 @@ bool lp__profile_running(lp__owner_t who);
 int lp__profile_start_manual(const lp_profile_opts_t *opts);
 /* One sampling pass over every registered thread, now, on the calling thread. -EINVAL if not running. */
 int lp__profile_sample_now(void);
+/*
+ * The tick plan on a clock the test steps. lp__profile_test_seed() seeds
+ * the instants of every run started from now on (0: from the clock again).
+ * lp__profile_plan() gives the period the next tick belongs to and the
+ * instant drawn for it (CLOCK_MONOTONIC ns). lp__profile_tick(now) is the
+ * collector thread's wakeup at now, for a manual profile: 0 if now is
+ * before the instant (nothing happens), else 1 after one pass and the plan
+ * moved past now (instants already passed count as missed ticks). Both
+ * -EINVAL without a running profile, and lp__profile_tick() also when a
+ * collector thread runs the plan.
+ */
+void lp__profile_test_seed(uint64_t seed);
+int lp__profile_plan(uint64_t *period, uint64_t *at);
+int lp__profile_tick(uint64_t now);
 /* Nodes, bytes and thread records of the running aggregation (0 if not running). */
 size_t lp__profile_node_count(void);
 size_t lp__profile_bytes(void);

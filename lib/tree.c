@@ -867,7 +867,12 @@ int lp_profile_print_ex(const lp_profile_t *p, FILE *out, const lp_print_opts_t 
   uint32_t requested = s->requested_hz ? s->requested_hz : s->hz;
   emit(&pr, "%.2f s at %u Hz requested", (double)s->duration_ns / 1e9, requested);
   if (requested != s->hz) emit(&pr, " (sampled at %u Hz, the rate of an enclosing profile)", s->hz);
-  emit(&pr, ", %.0f Hz achieved, %" PRIu64 " missed ticks; collector %.1f%% of one CPU", hz, s->missed_ticks,
+  /* How ticks are placed: one per period of the tick, at a random instant of it (collector.c). */
+  double period = (double)s->tick_ns;
+  emit(&pr, ", %.0f Hz achieved, %" PRIu64 " missed ticks (one at a random instant of each %.4g %s)", hz,
+       s->missed_ticks, period >= 1e9 ? period / 1e9 : period >= 1e6 ? period / 1e6 : period / 1e3,
+       period >= 1e9 ? "s" : period >= 1e6 ? "ms" : "\xc2\xb5s");
+  emit(&pr, "; collector %.1f%% of one CPU",
        s->duration_ns ? 100.0 * (double)s->collector_cpu_ns / (double)s->duration_ns : 0.0);
   if (s->sched == LP_SCHED_SLICE)
     emit(&pr, ", slice %.0f \xc2\xb5s\n", (double)s->slice_ns / 1e3);

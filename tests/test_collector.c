@@ -374,6 +374,126 @@ static void test_collector_memory_flat_over_a_million_samples(void) {
   lp_profile_free(p);
 }
 
+/* ---- where ticks fall: the collector's own plan, stepped on a clock the test holds ---------------- */
+
+/*
+ * One tick of a periodic workload at `at`: the label the workload is in at
+ * that time (parts[] are the lengths of a, b and c, one period after the
+ * other from origin), entered around the collector's wakeup.
+ */
+static void periodic_tick(uint64_t at, uint64_t origin, const uint64_t parts[3]) {
+  uint64_t phase = (at - origin) % (parts[0] + parts[1] + parts[2]);
+  if (phase < parts[0]) {
+    LP_SCOPE("a");
+    CU_ASSERT_EQUAL(lp__profile_tick(at), 1);
+  } else if (phase < parts[0] + parts[1]) {
+    LP_SCOPE("b");
+    CU_ASSERT_EQUAL(lp__profile_tick(at), 1);
+  } else {
+    LP_SCOPE("c");
+    CU_ASSERT_EQUAL(lp__profile_tick(at), 1);
+  }
+}
+
+/* The largest error, in points, of the sampled split of a, b and c over n ticks at 1000 Hz. */
+static double periodic_error(const uint64_t parts[3], int n, uint64_t seed) {
+  lp_profile_opts_t o = {.hz = 1000};
+  lp_profile_t *p = NULL;
+  uint64_t period, at;
+  { LP_SCOPE("register"); }
+  lp__profile_test_seed(seed);
+  CU_ASSERT_EQUAL_FATAL(lp__profile_start_manual(&o), 0);
+  lp__profile_test_seed(0);
+  CU_ASSERT_EQUAL_FATAL(lp__profile_plan(&period, &at), 0);
+  uint64_t origin = period + 123457; /* the workload's phase: any, unrelated to the plan's */
+  for (int i = 0; i < n; i++) {
+    CU_ASSERT_EQUAL_FATAL(lp__profile_plan(&period, &at), 0);
+    periodic_tick(at, origin, parts);
+  }
+  CU_ASSERT_EQUAL_FATAL(lp_profile_stop(&p), 0);
+  const lp_node_t *root = lp_profile_root(p);
+  double total = (double)lp_node_samples(root), worst = 0;
+  const char *names[3] = {"a", "b", "c"};
+  double whole = (double)(parts[0] + parts[1] + parts[2]);
+  CU_ASSERT_EQUAL(lp_node_samples(root), (uint64_t)n);
+  for (int k = 0; k < 3; k++) {
+    double got = 100.0 * (double)lp_node_samples(lp_node_find(root, names[k])) / total;
+    double err = fabs(got - 100.0 * (double)parts[k] / whole);
+    if (err > worst) worst = err;
+  }
+  lp_profile_free(p);
+  return worst;
+}
+
+/*
+ * A workload whose period is a whole number of ticks: 4 ms of a 0.5 ms, b
+ * 1.5 ms and c 2 ms, and 1 ms of 0.3, 0.4 and 0.3 ms, sampled at 1000 Hz on
+ * the collector's plan. At instants a fixed distance apart every period is
+ * seen at the same phases (a 1 ms workload all in one label: 70 points off);
+ * one instant at random in each period sees each phase as often as it
+ * lasts. Seeded: the same instants every run, 4000 ticks each.
+ */
+static void test_collector_ticks_do_not_alias(void) {
+  const uint64_t four[3] = {500000, 1500000, 2000000}, one[3] = {300000, 400000, 300000};
+  for (uint64_t seed = 1; seed <= 3; seed++) {
+    double e4 = periodic_error(four, 4000, seed * 7919), e1 = periodic_error(one, 4000, seed * 104729);
+    printf("\n    seed %llu: 4 ms pattern %.2f points off, 1 ms pattern %.2f points off ", (unsigned long long)seed, e4,
+           e1);
+    CU_ASSERT(e4 < 2.0);
+    CU_ASSERT(e1 < 2.0);
+  }
+}
+
+/*
+ * The plan: one instant in each period, uniformly spread over it, always
+ * ahead of the wakeup that drew it; and every period either sampled or
+ * counted missed, however late the wakeups (here late by up to 3.5 ticks,
+ * one in four).
+ */
+static void test_collector_one_tick_per_period_at_random(void) {
+  lp_profile_opts_t o = {.hz = 1000};
+  uint64_t period, at, start, bins[10] = {0}, lcg = 42;
+  const uint64_t tick = 1000000;
+  const int n = 20000;
+  lp__profile_test_seed(99);
+  CU_ASSERT_EQUAL_FATAL(lp__profile_start_manual(&o), 0);
+  lp__profile_test_seed(0);
+  CU_ASSERT_EQUAL_FATAL(lp__profile_plan(&start, &at), 0);
+  CU_ASSERT_EQUAL(lp__profile_tick(at - 1), 0); /* a wakeup before the instant: no pass */
+  uint64_t taken = 0, early_ok = 1, invariant_ok = 1;
+  for (int i = 0; i < n; i++) {
+    CU_ASSERT_EQUAL_FATAL(lp__profile_plan(&period, &at), 0);
+    bins[(at - period) * 10 / tick]++;
+    if (at < period || at >= period + tick || (period - start) % tick != 0) invariant_ok = 0;
+    lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
+    uint64_t late = (lcg >> 60) < 4 ? (lcg >> 33) % (3 * tick + tick / 2) : (lcg >> 33) % 20000;
+    uint64_t now = at + late;
+    taken++;
+    if (lp__profile_tick(now) != 1) early_ok = 0;
+    uint64_t np, na;
+    CU_ASSERT_EQUAL_FATAL(lp__profile_plan(&np, &na), 0);
+    if (na <= now || np <= period) invariant_ok = 0;
+  }
+  CU_ASSERT(early_ok);
+  CU_ASSERT(invariant_ok);
+  lp_profile_t *p = NULL;
+  lp_profile_stats_t s;
+  CU_ASSERT_EQUAL_FATAL(lp__profile_plan(&period, &at), 0);
+  CU_ASSERT_EQUAL_FATAL(lp_profile_stop(&p), 0);
+  CU_ASSERT_EQUAL(lp_profile_get_stats(p, &s), 0);
+  /* Every period before the one planned next was sampled or missed, none twice. */
+  CU_ASSERT_EQUAL(s.ticks, taken);
+  CU_ASSERT_EQUAL(s.ticks + s.missed_ticks, (period - start) / tick);
+  printf("\n    %llu ticks, %llu missed; instants per tenth of a period:", (unsigned long long)s.ticks,
+         (unsigned long long)s.missed_ticks);
+  for (int b = 0; b < 10; b++) {
+    printf(" %.1f%%", 100.0 * (double)bins[b] / n);
+    CU_ASSERT(bins[b] > n / 10 - n / 50 && bins[b] < n / 10 + n / 50);
+  }
+  printf(" ");
+  lp_profile_free(p);
+}
+
 /* The collector's clock: CPU time is accounted, and stop returns promptly even at a slow tick. */
 static void test_collector_stop_is_prompt_at_slow_tick(void) {
   lp_profile_opts_t o = {.hz = 1};
@@ -588,6 +708,8 @@ int main(void) {
       LP_TEST(test_collector_cpu_beside_wall),
       LP_TEST(test_collector_memory_flat_over_a_million_samples),
       LP_TEST(test_collector_stop_is_prompt_at_slow_tick),
+      LP_TEST(test_collector_ticks_do_not_alias),
+      LP_TEST(test_collector_one_tick_per_period_at_random),
       LP_TEST(test_collector_asks_for_a_short_slice),
       LP_TEST(test_collector_fifo_granted_or_refused),
       LP_TEST(test_collector_start_returns_with_the_thread_scheduled),

@@ -30,7 +30,8 @@ static void kernel_site_two(int n) {
  * line is then exactly HEADER2.
  */
 #define HEADER2 \
-  "0.02 s at 1000 Hz requested, 500 Hz achieved, 1 missed ticks; collector 1.0% of one CPU, default scheduling\n"
+  "0.02 s at 1000 Hz requested, 500 Hz achieved, 1 missed ticks (one at a random instant of each 1 ms); collector " \
+  "1.0% of one CPU, default scheduling\n"
 static void fix_figures(lp_profile_t *p, uint64_t duration_ns, uint64_t ticks) {
   lp_profile_stats_t s;
   CU_ASSERT_EQUAL_FATAL(lp_profile_get_stats(p, &s), 0);
@@ -186,8 +187,8 @@ static void test_tree_print_per_thread(void) {
   char expected[1024];
   snprintf(expected, sizeof expected,
            "labelprof profile (1 threads, 10 samples)\n"
-           "0.02 s at 1000 Hz requested, 500 Hz achieved, 1 missed ticks; collector 1.0%% of one CPU, default "
-           "scheduling\n"
+           "0.02 s at 1000 Hz requested, 500 Hz achieved, 1 missed ticks (one at a random instant of each 1 ms); "
+           "collector 1.0%% of one CPU, default scheduling\n"
            "thread %llu \"%s\" (10 samples, 100.00%% of all)\n"
            "80.00%% matmul\n"
            "    50.00%% kernel\n"
@@ -426,6 +427,12 @@ static void test_tree_print_notes_a_low_rate(void) {
   out = print_to_string(p, NULL, 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "collector 1.0% of one CPU, SCHED_FIFO 7\n"));
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "(late wakeups: slow timers, or a busy host)"));
+  free(out);
+  /* The placement of ticks is said in the tick's own unit. */
+  s.tick_ns = 50000;
+  lp__profile_test_set_stats(p, &s);
+  out = print_to_string(p, NULL, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, " missed ticks (one at a random instant of each 50 \xc2\xb5s); collector "));
   free(out);
   fix_figures(p, 1000000000, 950);
   out = print_to_string(p, NULL, 0);
