@@ -43,13 +43,14 @@
  * the program asks for it and may have it. sched_getattr tells what it got,
  * and the report says so.
  *
- * CPU time beside wall time: each registered thread's CPU clock is taken at
- * registration (pthread_getcpuclockid), and at each tick the pass reads it
- * (clock_gettime, one system call per thread) and gives the CPU the thread
- * used since its previous sample to the stack it is in now. A thread's first
- * sample gets none: there is nothing to measure from. The reads are made
- * while some running session asked for them (LP_PROFILE_CPU): a system call
- * per thread per tick is not free.
+ * CPU time beside wall time: while some session asked for it
+ * (LP_PROFILE_CPU), cpu.c has each thread sample its own stack on its own
+ * CPU clock, and each pass drains what the threads recorded into the same
+ * aggregation, as CPU nanoseconds on the nodes (and at stop and at a peek,
+ * so that a profile holds every sample up to then). Sampling stays on until
+ * the last session stops. Every 64 ticks the collector checks that the
+ * handler is still labelprof's; if the program has put its own on the
+ * signal, CPU sampling stops there, and the report says when.
  */
 #include "internal.h"
 
@@ -105,6 +106,7 @@ static uint32_t hz;
  */
 #define LP__STRATA 16u
 static uint64_t period_ns, at_ns, rng, origin_ns, block = UINT64_MAX;
+static int cpu_sig; /* the signal of the CPU samples, while agg.cpu */
 static uint8_t strata[LP__STRATA];
 static uint64_t test_seed;
 static bool threaded; /* the collector thread runs the plan; lp__profile_tick() may not */
@@ -237,6 +239,8 @@ static void plan_after_pass(uint64_t now) {
 
 /* ---- exited threads ------------------------------------------------------------ */
 
+static void drain_one(lp__thread_t *t, uint32_t slot);
+
 /* The name exited threads are merged by: runs of digits become "*". */
 static void group_key(const char *name, char *key, size_t len) {
   size_t n = 0;
@@ -299,6 +303,7 @@ static void merge_exited(void) {
 static void thread_gone(lp__thread_t *t, void *arg) {
   (void)arg;
   if (t->prof_run != run) return;
+  drain_one(t, t->prof_slot); /* its last CPU samples, before its state is freed */
   lp__agg_thread_t *rec = &agg.threads[t->prof_slot];
   if (rec->name_gen != t->name_gen) {
     memcpy(rec->name, t->name, sizeof rec->name);
@@ -347,10 +352,6 @@ static void sample_one(lp__thread_t *t, uint32_t slot) {
   lp__agg_thread_t *rec = &agg.threads[slot];
   uint32_t depth, leaf;
   uint64_t word;
-  /* The thread's CPU clock, read first: a skipped sample leaves its CPU to the next one. */
-  struct timespec ts;
-  bool have_cpu = agg.cpu && t->cpu_clock_ok && clock_gettime(t->cpu_clock, &ts) == 0;
-  uint64_t cpu = have_cpu ? (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec : 0;
   int rc = lp__stack_snapshot(t, rec->last_word, frames, &depth, &word);
   if (rc < 0) {
     agg.skipped++;
@@ -370,20 +371,47 @@ static void sample_one(lp__thread_t *t, uint32_t slot) {
     rec->last_leaf = leaf;
   }
   agg.nodes[leaf].self++;
-  if (have_cpu) {
-    /* The CPU used since the thread's previous sample goes to the stack it is in now. */
-    if (rec->cpu_known && cpu > rec->last_cpu_ns) agg.nodes[leaf].cpu_ns += cpu - rec->last_cpu_ns;
-    rec->last_cpu_ns = cpu;
-    rec->cpu_known = true;
-  }
   rec->samples++;
   agg.samples++;
 }
 
-/* One pass over every registered thread. sample_mu held. */
-static void sample_pass(void) {
+/* ---- CPU samples ----------------------------------------------------------------- */
+
+/*
+ * One CPU sample of the thread whose record is *arg: its weight goes to the
+ * node of its stack, found the cheap way when the stack word is one a wall
+ * sample or an earlier CPU sample already placed. sample_mu held.
+ */
+static void take_cpu(void *arg, const lp__cpu_sample_t *s) {
+  uint32_t slot = *(const uint32_t *)arg, leaf;
+  lp__agg_thread_t *rec = &agg.threads[slot];
+  if (s->word == rec->last_word)
+    leaf = rec->last_leaf;
+  else if (s->word == rec->cpu_word)
+    leaf = rec->cpu_leaf;
+  else if (s->frames)
+    leaf = lp__agg_path(&agg, rec->root, s->frames, s->n);
+  else
+    leaf = LP__NONE; /* an unchanged stack whose first record was lost */
+  if (leaf == LP__NONE) {
+    agg.cpu_lost++; /* or out of memory for a new path */
+    return;
+  }
+  rec = &agg.threads[slot];
+  rec->cpu_word = s->word;
+  rec->cpu_leaf = leaf;
+  agg.nodes[leaf].cpu_ns += s->count * tick_ns;
+  agg.cpu_samples++;
+}
+
+/* What thread t's handler recorded, into record slot. sample_mu held; t alive. */
+static void drain_one(lp__thread_t *t, uint32_t slot) {
+  if (agg.cpu) agg.cpu_lost += lp__cpu_drain(t, take_cpu, &slot);
+}
+
+/* Every registered thread into picks, with its record; their count. sample_mu held. */
+static uint32_t pick_threads(void) {
   uint32_t n = 0;
-  uint64_t t0 = lp__mono_ns();
   lp__registry_lock();
   lp__registry_reap(thread_gone, NULL); /* no pointer from an earlier pass survives to here */
   for (lp__thread_t *t = lp__registry_head(); t; t = t->next) {
@@ -406,9 +434,33 @@ static void sample_pass(void) {
   }
   lp__registry_unlock();
   merge_exited();
-  for (uint32_t i = 0; i < n; i++) sample_one(picks[i].t, picks[i].slot);
+  return n;
+}
+
+/* One pass over every registered thread: a wall sample of each, and the CPU samples it recorded. sample_mu held. */
+static void sample_pass(void) {
+  uint64_t t0 = lp__mono_ns();
+  uint32_t n = pick_threads();
+  for (uint32_t i = 0; i < n; i++) {
+    sample_one(picks[i].t, picks[i].slot);
+    drain_one(picks[i].t, picks[i].slot);
+  }
   agg.ticks++;
   agg.sampling_ns += lp__mono_ns() - t0;
+}
+
+/* The CPU samples recorded so far, without a wall sample: before a profile is built. sample_mu held. */
+static void drain_all(void) {
+  if (!agg.cpu) return;
+  uint32_t n = pick_threads();
+  for (uint32_t i = 0; i < n; i++) drain_one(picks[i].t, picks[i].slot);
+}
+
+/* Stops CPU sampling when the program has taken its signal's handler. sample_mu held. */
+static void check_cpu_handler(void) {
+  if (!agg.cpu || agg.cpu_stopped_ns || lp__cpu_handler_kept()) return;
+  lp__cpu_stop();
+  agg.cpu_stopped_ns = lp__mono_ns();
 }
 
 /* ---- how the collector is scheduled --------------------------------------------- */
@@ -546,10 +598,15 @@ static void *collector_main(void *arg) {
     wait_until(next);
     if (atomic_load_explicit(&stop_word, memory_order_acquire)) break;
     if (lp__mono_ns() < next) continue; /* woken early */
-    /* Now and then, how crowded the machine is: a cause of missed ticks the report can name. */
-    uint32_t running = ++since_load >= 64 ? (since_load = 0, runnable_now()) : 0;
+    /*
+     * Now and then, how crowded the machine is (a cause of missed ticks the
+     * report can name), and whether the CPU samples' handler is still ours.
+     */
+    bool now_and_then = ++since_load >= 64;
+    uint32_t running = now_and_then ? (since_load = 0, runnable_now()) : 0;
     lp__lock(&sample_mu);
     if (running > max_runnable) max_runnable = running;
+    if (now_and_then) check_cpu_handler();
     sample_pass();
     plan_after_pass(lp__mono_ns());
     next = at_ns;
@@ -583,6 +640,7 @@ static bool any_running(void) {
 
 /* The last session is gone: the aggregation and the registry's hold go with it. sample_mu held. */
 static void drop_aggregation(void) {
+  if (agg.cpu && !agg.cpu_stopped_ns) lp__cpu_stop();
   live = false;
   lp__registry_lock();
   lp__registry_hold(false);
@@ -602,7 +660,6 @@ static int start_collector(uint32_t want, const lp_profile_opts_t *opts, bool wi
   int rc = lp__agg_init(&agg);
   if (rc == 0 && (rc = lp__mark_take(mark, &agg)) != 0) lp__agg_free(&agg);
   if (rc == 0) {
-    if (opts && (opts->flags & LP_PROFILE_CPU)) agg.cpu = true;
     run++;
     sched_want = opts ? opts->sched : LP_SCHED_SLICE;
     prio_want = opts && opts->sched_priority ? opts->sched_priority : 1;
@@ -662,6 +719,9 @@ static int start(lp__owner_t who, const lp_profile_opts_t *opts, bool with_threa
   if (want > 100000) return -EINVAL;
   if (opts && ((unsigned)opts->sched > LP_SCHED_FIFO || opts->sched_priority > 99)) return -EINVAL;
   if (opts && (opts->flags & ~LP_PROFILE_CPU)) return -EINVAL;
+  if (opts && opts->cpu_signal && !lp__cpu_signal_ok(opts->cpu_signal)) return -EINVAL;
+  bool want_cpu = opts && (opts->flags & LP_PROFILE_CPU);
+  int sig = opts && opts->cpu_signal ? opts->cpu_signal : lp__cpu_default_signal();
   int rc = 0;
   lp__lock(&ctl_mu);
   if (sessions[who].running) {
@@ -678,9 +738,18 @@ static int start(lp__owner_t who, const lp_profile_opts_t *opts, bool with_threa
     uint64_t cpu = first ? 0 : collector_cpu_now(); /* a new thread's CPU time is all the first session's */
     lp__lock(&sample_mu);
     if (!first) rc = lp__mark_take(&s->mark, &agg);
+    if (rc == 0 && want_cpu && !agg.cpu) { /* from now on, for every session, until the last one stops */
+      rc = lp__cpu_start(sig, tick_ns, with_thread);
+      if (rc == 0) {
+        agg.cpu = true;
+        cpu_sig = sig;
+      } else {
+        lp__mark_free(&s->mark);
+      }
+    }
     if (rc == 0) {
-      if (opts && (opts->flags & LP_PROFILE_CPU)) agg.cpu = true; /* from the next tick on, for every session */
       s->mark.cpu_ns = cpu;
+      s->mark.cpu_untimed = lp__cpu_untimed();
       /* The first session starts when the deadlines do, so that its ticks and missed ticks fit its duration. */
       s->mark.start_ns = first ? start_ns : lp__mono_ns();
       s->mark.counters = counters;
@@ -689,6 +758,13 @@ static int start(lp__owner_t who, const lp_profile_opts_t *opts, bool with_threa
       s->running = true;
     }
     lp__unlock(&sample_mu);
+    if (rc != 0 && first) { /* CPU sampling refused: the collector this start made goes again */
+      stop_thread(lp__mono_ns());
+      lp__lock(&sample_mu);
+      drop_aggregation();
+      lp__unlock(&sample_mu);
+      have_thread = false;
+    }
   }
   lp__unlock(&ctl_mu);
   return rc;
@@ -719,6 +795,11 @@ static void session_stats(const psession_t *s, uint64_t now, uint64_t cpu, const
   st->cpus = ncpus;
   uint64_t thr = throttled_now();
   st->throttled = thr > s->throttled ? thr - s->throttled : 0;
+  st->cpu_samples = agg.cpu_samples - m->cpu_samples;
+  st->cpu_lost = agg.cpu_lost - m->cpu_lost;
+  st->cpu_untimed = (uint32_t)(lp__cpu_untimed() - m->cpu_untimed);
+  st->cpu_signal = agg.cpu ? cpu_sig : 0;
+  if (agg.cpu_stopped_ns) st->cpu_stopped_ns = agg.cpu_stopped_ns > m->start_ns ? agg.cpu_stopped_ns - m->start_ns : 1;
 }
 
 int lp__profile_stop(lp__owner_t who, lp_profile_t **out) {
@@ -741,6 +822,7 @@ int lp__profile_stop(lp__owner_t who, lp_profile_t **out) {
   lp__registry_counters(&c);
   lp__lock(&sample_mu);
   reap_exited(); /* the collector has stopped: no pass holds a pointer */
+  drain_all();
   session_stats(s, asked, cpu, &c, &st);
   lp_profile_t *p = out ? lp__profile_build(&agg, &s->mark, &st) : NULL;
   lp__mark_free(&s->mark);
@@ -769,6 +851,7 @@ int lp__profile_peek(lp__owner_t who, lp_profile_t **out) {
   uint64_t cpu = collector_cpu_now();
   lp__registry_counters(&c);
   lp__lock(&sample_mu);
+  drain_all();
   session_stats(s, lp__mono_ns(), cpu, &c, &st);
   lp_profile_t *p = lp__profile_build(&agg, &s->mark, &st);
   lp__unlock(&sample_mu);

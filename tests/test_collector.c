@@ -6,6 +6,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -292,7 +293,8 @@ static void test_collector_cpu_beside_wall(void) {
     CU_ASSERT_EQUAL(lp_profile_print_ex(p, f, &po), 0);
     fclose(f);
     CU_ASSERT_PTR_NOT_NULL(strstr(text, "labelprof profile by CPU time ("));
-    char *third = strchr(text, '\n');
+    /* The tree starts after the header's three lines (the third says how CPU time was sampled). */
+    char *third = strstr(text, "\nCPU samples: one per 1 ms of a thread's CPU time, taken by the thread on its own ");
     third = third ? strchr(third + 1, '\n') : NULL;
     double first_pc = 0;
     char first[32] = "";
@@ -311,6 +313,273 @@ static void test_collector_cpu_beside_wall(void) {
     lp_profile_free(p);
   }
   CU_ASSERT(ok);
+}
+
+/* ---- CPU samples on the threads' own CPU clocks ------------------------------------------------ */
+
+static uint64_t thread_cpu_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void deep_cpu_sample(int n) {
+  LP_SCOPE("deep");
+  if (n > 1)
+    deep_cpu_sample(n - 1);
+  else
+    lp__cpu_test_sample(5);
+}
+
+/*
+ * A CPU sample goes to the stack the thread was in when it was taken, with
+ * the periods it counted: recorded as the signal handler records them (a
+ * manual profile has no timers), drained by a pass and at stop. 1 ms tick.
+ */
+static void test_collector_cpu_samples_go_to_their_own_stack(void) {
+  lp_profile_opts_t o = {.hz = 1000, .flags = LP_PROFILE_CPU};
+  lp_profile_t *p = NULL;
+  lp_profile_stats_t s;
+  { LP_SCOPE("register"); }
+  CU_ASSERT_EQUAL_FATAL(lp__profile_start_manual(&o), 0);
+  lp__cpu_test_sample(2); /* outside any label */
+  {
+    LP_SCOPE("parse");
+    lp__cpu_test_sample(1);
+    CU_ASSERT_EQUAL(lp__profile_sample_now(), 0); /* one wall sample; drains the two so far */
+    lp__cpu_test_sample(3);                       /* the same stack: no frames recorded */
+    {
+      LP_SCOPE("lex");
+      lp__cpu_test_sample(4);
+      lp__cpu_test_sample(4);
+    }
+  }
+  deep_cpu_sample(70); /* 70 deep: 64 frames and "(deeper than 64 labels)" */
+  CU_ASSERT_EQUAL_FATAL(lp_profile_stop(&p), 0);
+  CU_ASSERT_EQUAL(lp_profile_has_cpu(p), 1);
+  CU_ASSERT_EQUAL(lp_profile_get_stats(p, &s), 0);
+  CU_ASSERT_EQUAL(s.cpu_samples, 6);
+  CU_ASSERT_EQUAL(s.cpu_lost, 0);
+  CU_ASSERT_EQUAL(s.cpu_signal, SIGRTMAX - 4);
+  const uint64_t ms = 1000000;
+  const lp_node_t *root = lp_profile_root(p), *parse = lp_node_find(root, "parse");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(parse);
+  CU_ASSERT_EQUAL(lp_node_self_cpu_ns(root), 2 * ms);
+  CU_ASSERT_EQUAL(lp_node_cpu_ns(parse), 12 * ms);
+  CU_ASSERT_EQUAL(lp_node_self_cpu_ns(parse), 4 * ms);
+  CU_ASSERT_EQUAL(lp_node_cpu_ns(lp_node_find(parse, "lex")), 8 * ms);
+  CU_ASSERT_EQUAL(lp_node_samples(parse), 1);
+  const lp_node_t *n = lp_node_find(root, "deep");
+  for (int d = 1; d < 64 && n; d++) n = lp_node_find(n, "deep");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(n);
+  CU_ASSERT_EQUAL(lp_node_cpu_ns(lp_node_find(n, "(deeper than 64 labels)")), 5 * ms);
+  CU_ASSERT_EQUAL(lp_node_cpu_ns(root), 19 * ms);
+  lp_profile_free(p);
+}
+
+/*
+ * A thread's ring is full when the collector falls far behind: the samples
+ * that find no room are counted lost, never written past the ring, and the
+ * next one carries its frames again. 512 words: a 1-deep stack's first
+ * sample takes 3, each later one 2, so 255 fit.
+ */
+static void test_collector_cpu_ring_full_counts_losses(void) {
+  lp_profile_opts_t o = {.hz = 1000, .flags = LP_PROFILE_CPU};
+  lp_profile_t *p = NULL;
+  lp_profile_stats_t s;
+  { LP_SCOPE("register"); }
+  CU_ASSERT_EQUAL_FATAL(lp__profile_start_manual(&o), 0);
+  {
+    LP_SCOPE("full");
+    for (int i = 0; i < 300; i++) lp__cpu_test_sample(1);
+    CU_ASSERT_EQUAL(lp__profile_sample_now(), 0);
+    lp__cpu_test_sample(1); /* after a loss: a whole record again */
+  }
+  CU_ASSERT_EQUAL_FATAL(lp_profile_stop(&p), 0);
+  CU_ASSERT_EQUAL(lp_profile_get_stats(p, &s), 0);
+  CU_ASSERT_EQUAL(s.cpu_samples, 256);
+  CU_ASSERT_EQUAL(s.cpu_lost, 45);
+  CU_ASSERT_EQUAL(lp_node_cpu_ns(lp_node_find(lp_profile_root(p), "full")), 256 * 1000000ull);
+  lp_profile_free(p);
+}
+
+/* A thread that computes about 200 us, then sleeps 200 us, measuring its own CPU in each part. */
+typedef struct burst {
+  uint64_t compute_ns, wait_ns;
+  atomic_int stop;
+} burst_t;
+
+static void *bursty(void *arg) {
+  burst_t *b = arg;
+  while (!atomic_load(&b->stop)) {
+    uint64_t c0, c1, c2, c3;
+    {
+      LP_SCOPE("burst compute");
+      c0 = thread_cpu_ns();
+      do c1 = thread_cpu_ns();
+      while (c1 - c0 < 200000);
+    }
+    {
+      LP_SCOPE("burst wait");
+      c2 = thread_cpu_ns();
+      struct timespec ts = {0, 200000};
+      nanosleep(&ts, NULL);
+      c3 = thread_cpu_ns();
+    }
+    b->compute_ns += c1 - c0;
+    b->wait_ns += c3 - c2;
+  }
+  return NULL;
+}
+
+/*
+ * CPU time where it was spent: a thread that alternates 200 us of work with
+ * 200 us of sleep spends most of its CPU in "burst compute", and its CPU
+ * samples say so. Crediting the CPU since the last tick to the stack seen
+ * at the tick splits it by wall time instead (28 to 50% compute). The
+ * thread's own CPU clock, read around each part, is the truth, measured in
+ * the same run; the band is wide (the samples are few, and a virtual
+ * machine's sleeps cost CPU no interrupt can sample), the bench holds the
+ * tight target. The thread starts after the profile: its timer comes with
+ * its first label.
+ */
+static void test_collector_cpu_of_a_bursty_thread(void) {
+  int ok = 0;
+  for (int attempt = 0; attempt < 3 && !ok; attempt++) {
+    lp_profile_opts_t o = {.hz = 1000, .flags = LP_PROFILE_CPU};
+    lp_profile_t *p = NULL;
+    burst_t b;
+    memset(&b, 0, sizeof b);
+    CU_ASSERT_EQUAL_FATAL(lp_profile_start(&o), 0);
+    pthread_t th;
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, bursty, &b), 0);
+    struct timespec d = {1, 0};
+    for (unsigned i = 0; i < lp_test_slow(); i++) nanosleep(&d, NULL); /* the workload's length, not a wait for it */
+    atomic_store(&b.stop, 1);
+    CU_ASSERT_EQUAL(pthread_join(th, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(lp_profile_stop(&p), 0);
+    lp_profile_stats_t s;
+    lp_profile_get_stats(p, &s);
+    const lp_node_t *root = lp_profile_root(p);
+    const lp_node_t *c = lp_node_find(root, "burst compute"), *w = lp_node_find(root, "burst wait");
+    double cc = c ? (double)lp_node_cpu_ns(c) : 0, cw = w ? (double)lp_node_cpu_ns(w) : 0;
+    double got = cc + cw > 0 ? 100.0 * cc / (cc + cw) : 0;
+    double truth = 100.0 * (double)b.compute_ns / (double)(b.compute_ns + b.wait_ns);
+    double wall = c && w ? 100.0 * (double)lp_node_samples(c) / (double)(lp_node_samples(c) + lp_node_samples(w)) : 0;
+    printf("\n    attempt %d: compute %.1f%% of CPU sampled, %.1f%% measured by the thread, %.1f%% of wall; "
+           "%llu CPU samples, %.0f ms ",
+           attempt + 1, got, truth, wall, (unsigned long long)s.cpu_samples, (cc + cw) / 1e6);
+    ok = s.cpu_samples >= 20 && got >= 70 && fabs(got - truth) < 20 && s.cpu_untimed == 0;
+    lp_profile_free(p);
+  }
+  CU_ASSERT(ok);
+}
+
+static void program_handler(int sig) { (void)sig; }
+
+/*
+ * The CPU samples' signal is never taken from the program: a program that
+ * handles SIGRTMAX-4 gets -EEXIST for LP_PROFILE_CPU and keeps its handler,
+ * and another signal may be asked for. One the program takes while CPU
+ * sampling runs stops it (checked every 64 ticks), and the report says so.
+ */
+static void test_collector_cpu_signal_stays_the_programs(void) {
+  const int sig = SIGRTMAX - 4;
+  struct sigaction sa, now;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = program_handler;
+  sigemptyset(&sa.sa_mask);
+  CU_ASSERT_EQUAL_FATAL(sigaction(sig, &sa, NULL), 0);
+  lp_profile_opts_t o = {.hz = 1000, .flags = LP_PROFILE_CPU};
+  CU_ASSERT_EQUAL(lp_profile_start(&o), -EEXIST);
+  CU_ASSERT_EQUAL(lp_profile_running(), 0);
+  CU_ASSERT_EQUAL(sigaction(sig, NULL, &now), 0);
+  CU_ASSERT(!(now.sa_flags & SA_SIGINFO) && now.sa_handler == program_handler);
+  o.cpu_signal = SIGSEGV;
+  CU_ASSERT_EQUAL(lp_profile_start(&o), -EINVAL);
+  o.cpu_signal = SIGRTMAX - 5;
+  CU_ASSERT_EQUAL(lp_profile_start(&o), 0);
+  lp_profile_t *p = NULL;
+  CU_ASSERT_EQUAL(lp_profile_stop(&p), 0);
+  lp_profile_stats_t s;
+  CU_ASSERT_EQUAL(lp_profile_get_stats(p, &s), 0);
+  CU_ASSERT_EQUAL(s.cpu_signal, SIGRTMAX - 5);
+  lp_profile_free(p);
+
+  /* Taken while sampling runs: sampling stops, the profile says when. */
+  sa.sa_handler = SIG_DFL;
+  CU_ASSERT_EQUAL_FATAL(sigaction(sig, &sa, NULL), 0);
+  o.cpu_signal = 0;
+  CU_ASSERT_EQUAL_FATAL(lp_profile_start(&o), 0);
+  sa.sa_handler = program_handler;
+  CU_ASSERT_EQUAL_FATAL(sigaction(sig, &sa, NULL), 0);
+  lp_profile_stats_t ps;
+  memset(&ps, 0, sizeof ps);
+  {
+    LP_SCOPE("waiting for the check");
+    for (long i = 0; i < 2000L * (long)lp_test_slow() && !ps.cpu_stopped_ns; i++) {
+      struct timespec d = {0, 5000000};
+      nanosleep(&d, NULL);
+      lp_profile_t *peek = NULL;
+      CU_ASSERT_EQUAL_FATAL(lp__profile_peek(LP__PROGRAM, &peek), 0);
+      lp_profile_get_stats(peek, &ps);
+      lp_profile_free(peek);
+    }
+  }
+  CU_ASSERT_EQUAL(lp_profile_stop(&p), 0);
+  CU_ASSERT_EQUAL(lp_profile_get_stats(p, &s), 0);
+  CU_ASSERT(s.cpu_stopped_ns > 0);
+  lp_profile_free(p);
+  CU_ASSERT_EQUAL(sigaction(sig, NULL, &now), 0);
+  CU_ASSERT(now.sa_handler == program_handler); /* still the program's */
+  sa.sa_handler = SIG_DFL;
+  CU_ASSERT_EQUAL(sigaction(sig, &sa, NULL), 0);
+}
+
+static void sum_counts(void *arg, const lp__cpu_sample_t *s) { *(uint64_t *)arg += s->count; }
+
+/*
+ * fork() while CPU sampling runs: the child inherits no timer and no
+ * pending signal, and forgets its thread's timer, so that sampling started
+ * in the child arms a new one on the child's own clock (a child must not
+ * start threads under TSan: cpu.c is started by hand there).
+ */
+static void test_collector_cpu_timers_after_fork(void) {
+  lp_profile_opts_t o = {.hz = 1000, .flags = LP_PROFILE_CPU};
+  LP_SCOPE("parent");
+  CU_ASSERT_EQUAL_FATAL(lp_profile_start(&o), 0);
+  uint64_t c0 = thread_cpu_ns();
+  while (thread_cpu_ns() - c0 < 20000000) { /* 20 ms of CPU: the parent's timer fires here */
+  }
+  fflush(NULL);
+  pid_t pid = fork();
+  CU_ASSERT_FATAL(pid >= 0);
+  if (pid == 0) {
+    int bad = 0;
+    lp__thread_t *self = lp__thread_current();
+    if (!self || self->cpu_timed) bad |= 1;
+    if (lp__cpu_signal() != 0) bad |= 2;
+    uint64_t counted = 0;
+    (void)lp__cpu_drain(self, sum_counts, &counted); /* nothing of the parent's is left to find */
+    if (counted) bad |= 4;
+    if (lp__cpu_start(SIGRTMAX - 4, 1000000, true) != 0 || !self->cpu_timed) bad |= 8;
+    uint64_t t0 = thread_cpu_ns();
+    while (thread_cpu_ns() - t0 < 100000000ull * lp_test_slow()) { /* 100 ms of the child's CPU */
+    }
+    (void)lp__cpu_drain(self, sum_counts, &counted);
+    if (counted < 20) bad |= 16; /* about 100 periods of 1 ms, in samples at the kernel's tick */
+    lp__cpu_stop();
+    if (self->cpu_timed) bad |= 32;
+    _exit(bad);
+  }
+  int status = -1;
+  CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
+  CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  if (WIFEXITED(status) && WEXITSTATUS(status)) printf("\n    child: %d ", WEXITSTATUS(status));
+  lp_profile_t *p = NULL;
+  CU_ASSERT_EQUAL_FATAL(lp_profile_stop(&p), 0);
+  CU_ASSERT(lp_node_cpu_ns(lp_node_find(lp_profile_root(p), "parent")) > 0);
+  lp_profile_free(p);
 }
 
 static long rss_kib(void) {
@@ -706,6 +975,11 @@ int main(void) {
       LP_TEST(test_collector_ticks_on_absolute_deadlines),
       LP_TEST(test_collector_accuracy_three_to_one),
       LP_TEST(test_collector_cpu_beside_wall),
+      LP_TEST(test_collector_cpu_samples_go_to_their_own_stack),
+      LP_TEST(test_collector_cpu_ring_full_counts_losses),
+      LP_TEST(test_collector_cpu_of_a_bursty_thread),
+      LP_TEST(test_collector_cpu_signal_stays_the_programs),
+      LP_TEST(test_collector_cpu_timers_after_fork),
       LP_TEST(test_collector_memory_flat_over_a_million_samples),
       LP_TEST(test_collector_stop_is_prompt_at_slow_tick),
       LP_TEST(test_collector_ticks_do_not_alias),
