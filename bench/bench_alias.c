@@ -145,9 +145,7 @@ static double run(workload_t *w, double seconds, double truth[3], double sampled
     fprintf(stderr, "bench_alias: cannot start\n");
     exit(2);
   }
-  struct timespec d = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
-  while (nanosleep(&d, &d) != 0) {
-  }
+  bench_sleep_s(seconds);
   lp_profile_t *p = NULL;
   if (lp_profile_stop(&p) != 0) exit(2);
   atomic_store(&stop_flag, 1);

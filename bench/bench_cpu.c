@@ -245,9 +245,7 @@ static result_t run_row(int kind, int nthreads, const char *const labels[3], int
   void *(*fn)(void *) = kind == 0 ? steady_main : kind == 1 ? bursty_main : periodic_main;
   for (int i = 0; i < nthreads; i++)
     if (pthread_create(&th[i], NULL, fn, &w[i]) != 0) exit(2);
-  struct timespec d = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
-  while (nanosleep(&d, &d) != 0) {
-  }
+  bench_sleep_s(seconds);
   atomic_store(&stop_flag, 1);
   for (int i = 0; i < nthreads; i++) pthread_join(th[i], NULL);
   lp_profile_t *p = NULL;
@@ -333,9 +331,7 @@ static void bench_cost(void) {
   if (lp_profile_start(&o) != 0) exit(2);
   for (int i = 0; i < 16; i++)
     if (pthread_create(&th[i], NULL, busy_main, NULL) != 0) exit(2);
-  struct timespec d = {2, 0};
-  while (nanosleep(&d, &d) != 0) {
-  }
+  bench_sleep_s(2.0);
   atomic_store(&stop_flag, 1);
   for (int i = 0; i < 16; i++) pthread_join(th[i], NULL);
   if (lp_profile_stop(&p) != 0 || !p) exit(2);

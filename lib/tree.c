@@ -662,24 +662,18 @@ static void put_text(printer_t *pr, const char *s, bool folded) {
 
 static double pct(const printer_t *pr, uint64_t n) { return pr->denom ? 100.0 * (double)n / (double)pr->denom : 0.0; }
 
-static void put_time(printer_t *pr, double ns) {
-  if (ns >= 1e9)
-    emit(pr, "%.3f s", ns / 1e9);
-  else if (ns >= 1e6)
-    emit(pr, "%.3f ms", ns / 1e6);
+/* A time in s, ms or us: three decimals (12.345 ms), or as a period is stated (1 ms, 333.3 ms, 50 \xc2\xb5s). */
+static void put_time_as(printer_t *pr, double ns, bool period) {
+  double v = ns >= 1e9 ? ns / 1e9 : ns >= 1e6 ? ns / 1e6 : ns / 1e3;
+  const char *unit = ns >= 1e9 ? "s" : ns >= 1e6 ? "ms" : period ? "\xc2\xb5s" : "us";
+  if (period)
+    emit(pr, "%.4g %s", v, unit);
   else
-    emit(pr, "%.3f us", ns / 1e3);
+    emit(pr, "%.3f %s", v, unit);
 }
 
-/* A period as the header states it: 1 ms, 333.3 ms, 50 \xc2\xb5s. */
-static void put_period(printer_t *pr, double ns) {
-  if (ns >= 1e9)
-    emit(pr, "%.4g s", ns / 1e9);
-  else if (ns >= 1e6)
-    emit(pr, "%.4g ms", ns / 1e6);
-  else
-    emit(pr, "%.4g \xc2\xb5s", ns / 1e3);
-}
+static void put_time(printer_t *pr, double ns) { put_time_as(pr, ns, false); }
+static void put_period(printer_t *pr, double ns) { put_time_as(pr, ns, true); }
 
 static int cmp_kids_cpu(const void *x, const void *y) {
   const lp_node_t *a = *(const lp_node_t *const *)x, *b = *(const lp_node_t *const *)y;
