@@ -739,7 +739,7 @@ static int start(lp__owner_t who, const lp_profile_opts_t *opts, bool with_threa
     lp__lock(&sample_mu);
     if (!first) rc = lp__mark_take(&s->mark, &agg);
     if (rc == 0 && want_cpu && !agg.cpu) { /* from now on, for every session, until the last one stops */
-      rc = lp__cpu_start(sig, tick_ns, with_thread);
+      rc = lp__cpu_start(sig, tick_ns, threaded); /* a manual run has rings, no timers */
       if (rc == 0) {
         agg.cpu = true;
         cpu_sig = sig;

@@ -907,6 +907,15 @@ void lp__env_load(void) {
   lp__clock_set_env(topts.clock);
   trace_format = parse_format(trace);
   int dsig = sig ? vals.dump_signal : 0;
+  int csig = popts.cpu_signal ? popts.cpu_signal : lp__cpu_default_signal();
+  if (dsig && dsig == csig && (popts.flags & LP_PROFILE_CPU)) {
+    /* One handler per signal: dumps on every CPU sample, or CPU samples stopped by the dump's handler. */
+    char name[24];
+    warn("LABELPROF_DUMP_SIGNAL is %s, the CPU samples' signal; no dumps (choose another signal for one of them, "
+         "LABELPROF_CPU_SIGNAL for the CPU samples)",
+         lp__signal_name(dsig, name, sizeof name));
+    dsig = 0;
+  }
   bool want_prof = prof && strcmp(prof, "0") != 0;
   /* ---- layers and phases: the live trace_marker, opened before anything records ---- */
   bool want_marker = false;

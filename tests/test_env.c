@@ -265,6 +265,14 @@ static void test_env_report_by_cpu(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "LABELPROF_CPU_SIGNAL='INT' is SIGINT, which the program needs as it is"));
   CU_ASSERT_PTR_NOT_NULL(strstr(r.out, " on its own CPU timer (SIGRTMAX-4)"));
   run_free(&r);
+  /* Dumps on the CPU samples' signal: refused, and CPU sampling keeps its signal to the end. */
+  const char *both[] = {"LABELPROF_PROFILE=-", "LABELPROF_REPORT=cpu", "LABELPROF_DUMP_SIGNAL=RTMAX-4", NULL};
+  r = run_child("xxxxxxxxxx", both);
+  CU_ASSERT(exited_ok(&r));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "LABELPROF_DUMP_SIGNAL is SIGRTMAX-4, the CPU samples' signal; no dumps"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "labelprof profile by CPU time ("));
+  CU_ASSERT_PTR_NULL(strstr(r.out, "CPU sampling stopped"));
+  run_free(&r);
 }
 
 static void test_env_unwritable_path_is_reported(void) {
