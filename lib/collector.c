@@ -5,11 +5,11 @@
  * the aggregation and a thread that wakes on absolute CLOCK_MONOTONIC
  * deadlines. Time is cut into periods of one tick from the first deadline
  * on, and each period gets one sample, at an instant drawn uniformly at
- * random within it (stratified sampling): a workload whose period is a
- * whole number of ticks cannot lock to the collector, as it would to
- * instants a fixed distance apart, and the rate is still exactly the one
- * asked for (ticks never drift). A period whose instant passes while the
- * thread is late is counted as missed, not made up. Each wakeup is one sampling pass:
+ * random within it (stratified sampling; "where ticks fall" below): a
+ * workload whose period is a whole number of ticks cannot lock to the
+ * collector, as it would to instants a fixed distance apart, and the rate
+ * is still the one asked for (ticks never drift). A period that ends while
+ * the thread is late is counted as missed, not made up. Each wakeup is one sampling pass:
  * under the registry lock, copy the list of threads (and pick up renames);
  * without it, snapshot each thread's stack and add the sample to the
  * aggregation at once. A session is a mark of the aggregation's counts at
@@ -97,15 +97,16 @@ static uint64_t run; /* collector runs so far: tells a thread's record of this r
 static uint64_t tick_ns, start_ns;
 static uint32_t hz;
 /*
- * The tick plan: the period the next sample belongs to, the instant drawn
- * for it, and the generator the instants come from (splitmix64: a 64-bit
- * state, one multiply-xorshift chain per draw). Periods go in blocks of
- * LP__STRATA from the first (origin_ns); each block has a random order of
- * the LP__STRATA parts of a period, and a period's instant is drawn within
- * its part. test_seed, when not 0, seeds the next run instead of the clock.
+ * The tick plan (see "where ticks fall"): the index of the period the next
+ * tick belongs to, the instant drawn for it, the block of LP__STRATA
+ * periods it is in (its random offset, and the random order of the parts of
+ * a period its periods draw from), and the generator (splitmix64: a 64-bit
+ * state, one multiply-xorshift chain per draw). test_seed, when not 0,
+ * seeds the next run instead of the clock.
  */
 #define LP__STRATA 16u
-static uint64_t period_ns, at_ns, rng, origin_ns, block = UINT64_MAX;
+static uint64_t origin_ns;
+static uint64_t per_idx, at_ns, rng, block = UINT64_MAX, block_off;
 static int cpu_sig; /* the signal of the CPU samples, while agg.cpu */
 static uint8_t strata[LP__STRATA];
 static uint64_t test_seed;
@@ -153,88 +154,94 @@ static uint64_t rng_next(void) {
 static uint64_t rng_below(uint64_t n) { return (uint64_t)(((unsigned __int128)rng_next() * n) >> 64); }
 
 /*
- * The period starting at p, with its instant: uniformly at random within
- * the period, as each part of it is equally likely. The parts also make
- * the instants of 16 consecutive periods fall in 16 different sixteenths of
- * a period, so a workload whose period is the tick's is seen at evenly
- * spread phases rather than at independent ones: in a simulation of 3 s at
- * 1000 Hz with 50 us of wakeup jitter, half the error of independent
- * instants on a 1 ms workload (95th percentile 1.07 points, against 1.90).
- * sample_mu held.
+ * Periods and their instants. Period j starts at origin + j ticks, plus the
+ * offset of its block: each block of LP__STRATA periods is shifted by its
+ * own random offset of up to one tick, so that periods do not sit on one
+ * fixed grid either (blocks overlap or leave a gap of less than a tick;
+ * the rate is the one asked for on average). A period's instant is drawn
+ * uniformly within it: within one of its LP__STRATA parts, the block's
+ * periods taking the parts in a random order. So 16 consecutive periods
+ * see 16 different sixteenths of a period, and a workload whose period is
+ * the tick's is seen at evenly spread phases rather than at independent
+ * ones (in a simulation of 3 s at 1000 Hz with 50 us of wakeup jitter,
+ * half the error on a 1 ms workload: 95th percentile 1.07 points, against
+ * 1.90).
+ *
+ * A collector that is late reaches a period after it began, sometimes after
+ * its instant: that period is sampled at once, and periods that ended
+ * meanwhile are missed. Were the late period skipped, or kept only when its
+ * instant is still ahead, the rate would fall or the instants would lean to
+ * the later parts of periods; on one fixed grid that leaning is a leaning
+ * to some phases of a workload whose period is the tick's (1.2 points off
+ * in a simulation of a crowded machine). With the blocks' offsets the
+ * periods' starts fall at every phase, and the same simulation stays within
+ * 0.2 points while the rate is the fixed grid's. sample_mu held throughout.
  */
-static void plan_period(uint64_t p) {
-  uint64_t idx = (p - origin_ns) / tick_ns;
-  if (idx / LP__STRATA != block) { /* a new block: its parts in a random order (Fisher-Yates) */
-    block = idx / LP__STRATA;
+static uint64_t period_start(uint64_t j) {
+  if (j / LP__STRATA != block) { /* a new block: its offset, and its parts in a random order (Fisher-Yates) */
+    block = j / LP__STRATA;
+    block_off = rng_below(tick_ns);
     for (uint32_t i = 0; i < LP__STRATA; i++) strata[i] = (uint8_t)i;
     for (uint32_t i = LP__STRATA - 1; i > 0; i--) {
-      uint32_t j = (uint32_t)rng_below(i + 1);
+      uint32_t k = (uint32_t)rng_below(i + 1);
       uint8_t x = strata[i];
-      strata[i] = strata[j];
-      strata[j] = x;
+      strata[i] = strata[k];
+      strata[k] = x;
     }
   }
-  period_ns = p;
-  at_ns = p + (strata[idx % LP__STRATA] * tick_ns + rng_below(tick_ns)) / LP__STRATA;
+  return origin_ns + j * tick_ns + block_off;
 }
 
-/* The first period starts at t0. sample_mu held. */
+static void plan_period(uint64_t j) {
+  uint64_t p = period_start(j);
+  per_idx = j;
+  at_ns = p + (strata[j % LP__STRATA] * tick_ns + rng_below(tick_ns)) / LP__STRATA;
+}
+
+/* The first period's block starts at t0. */
 static void plan_start(uint64_t t0) {
   rng = test_seed ? test_seed : t0 ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)&rng;
   origin_ns = t0;
   block = UINT64_MAX;
-  plan_period(t0);
+  plan_period(0);
 }
 
 /*
- * Moves the plan past the periods the collector was too late for, and
- * returns how many there were: the missed ticks. A period counts as missed
- * when its instant has passed, or when the collector reached it an eighth
- * of a tick or more after it began, wherever its instant falls. That second
- * rule keeps the sampled instants uniform: a period reached late but kept
- * only when its instant is still ahead would be sampled only in its later
- * part, and a collector that is often late would see the late phases of
- * every periodic workload more often than the early ones (a simulation of a
- * crowded machine: 1.2 points off a 1 ms workload's split, against 0.35
- * with the rule). Reached within the first eighth (a wakeup that ran a
- * little past its period's end), the period is kept when its instant is
- * ahead, so that a quiet machine keeps its rate. Whole periods that passed
- * are skipped by arithmetic, not one by one. sample_mu held.
+ * From period j on, the first period that has not ended by now; *missed
+ * counts those that had. Periods surely over (whatever their block's
+ * offset) are skipped by arithmetic, not one by one.
  */
-static uint64_t plan_skip(uint64_t now) {
-  if (now < period_ns || (at_ns > now && now - period_ns < tick_ns / 8)) return 0;
-  uint64_t missed = 1, p = period_ns + tick_ns;
-  if (now >= p) {
-    uint64_t whole = (now - p) / tick_ns; /* periods wholly before the one now is in */
-    missed += whole;
-    p += whole * tick_ns;
+static uint64_t first_open(uint64_t j, uint64_t now, uint64_t *missed) {
+  uint64_t nominal = now > origin_ns ? (now - origin_ns) / tick_ns : 0; /* period j ends by origin + (j + 2) ticks */
+  if (nominal >= j + 2) {
+    *missed += nominal - 1 - j;
+    j = nominal - 1;
   }
-  plan_period(p);
-  if (now >= p && (at_ns <= now || now - p >= tick_ns / 8)) { /* now's own period, reached too late too */
-    missed++;
-    plan_period(p + tick_ns);
+  while (period_start(j) + tick_ns <= now) {
+    ++*missed;
+    j++;
   }
-  return missed;
+  return j;
 }
 
-/* The instants at or before end that were not sampled (the collector stopped at end): missed ticks. sample_mu held. */
+/* After the pass of the current period, at now: the next period's instant, or now if it is late. */
+static void plan_after_pass(uint64_t now) {
+  uint64_t missed = 0;
+  plan_period(first_open(per_idx + 1, now, &missed));
+  if (at_ns < now) at_ns = now; /* reached after its instant: sampled at once */
+  agg.missed += missed;
+}
+
+/* The instants at or before end that were not sampled (the collector stopped at end): missed ticks. */
 static uint64_t plan_passed(uint64_t end) {
   if (at_ns > end) return 0;
-  uint64_t missed = 1, p = period_ns + tick_ns;
-  if (end >= p) {
-    uint64_t whole = (end - p) / tick_ns;
-    missed += whole;
-    p += whole * tick_ns;
-    plan_period(p); /* end's own period: missed if its instant came first */
+  uint64_t missed = 1;
+  uint64_t j = first_open(per_idx + 1, end, &missed);
+  if (period_start(j) <= end) { /* end's own period: missed if its instant came first */
+    plan_period(j);
     missed += at_ns <= end;
   }
   return missed;
-}
-
-/* After the pass of the current period: the next period, and any whose instant passed meanwhile. sample_mu held. */
-static void plan_after_pass(uint64_t now) {
-  plan_period(period_ns + tick_ns);
-  agg.missed += plan_skip(now);
 }
 
 /* ---- exited threads ------------------------------------------------------------ */
@@ -890,11 +897,11 @@ void lp__profile_test_seed(uint64_t seed) {
   lp__unlock(&sample_mu);
 }
 
-int lp__profile_plan(uint64_t *period, uint64_t *at) {
+int lp__profile_plan(uint64_t *index, uint64_t *at) {
   lp__lock(&sample_mu);
   int rc = live ? 0 : -EINVAL;
   if (rc == 0) {
-    *period = period_ns;
+    *index = per_idx;
     *at = at_ns;
   }
   lp__unlock(&sample_mu);

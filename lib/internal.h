@@ -384,16 +384,18 @@ int lp__profile_sample_now(void);
 /*
  * The tick plan on a clock the test steps. lp__profile_test_seed() seeds
  * the instants of every run started from now on (0: from the clock again).
- * lp__profile_plan() gives the period the next tick belongs to and the
- * instant drawn for it (CLOCK_MONOTONIC ns). lp__profile_tick(now) is the
- * collector thread's wakeup at now, for a manual profile: 0 if now is
- * before the instant (nothing happens), else 1 after one pass and the plan
- * moved past now (instants already passed count as missed ticks). Both
- * -EINVAL without a running profile, and lp__profile_tick() also when a
- * collector thread runs the plan.
+ * lp__profile_plan() gives the index of the period the next tick belongs
+ * to (0 for the run's first) and the instant planned for it
+ * (CLOCK_MONOTONIC ns). lp__profile_tick(now) is the collector thread's
+ * wakeup at now, for a manual profile: 0 if now is before the instant
+ * (nothing happens), else 1 after one pass and the plan moved on (periods
+ * that ended by now count as missed ticks; one already begun is planned
+ * at now if its instant has passed). Both -EINVAL without a running
+ * profile, and lp__profile_tick() also when a collector thread runs the
+ * plan.
  */
 void lp__profile_test_seed(uint64_t seed);
-int lp__profile_plan(uint64_t *period, uint64_t *at);
+int lp__profile_plan(uint64_t *index, uint64_t *at);
 int lp__profile_tick(uint64_t now);
 /* Nodes, bytes and thread records of the running aggregation (0 if not running). */
 size_t lp__profile_node_count(void);
