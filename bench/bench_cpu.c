@@ -385,8 +385,8 @@ int main(void) {
   static const char *const steady[3] = {"steady a", "steady b", NULL};
   static const char *const bursty[3] = {"burst compute", "burst wait", NULL};
   static const char *const periodic[3] = {"periodic a", "periodic b", "periodic c"};
-  printf("\n  %-38s %3s  %-20s  %-20s  %8s  %-13s\n", "threads (labels)", "run", "true CPU split", "sampled CPU split",
-         "error", "perf's kind");
+  printf("\n  %-38s %3s  %-20s  %-20s  %8s  %-13s  %5s  %7s\n", "threads (labels)", "run", "true CPU split",
+         "sampled CPU split", "error", "perf's kind", "CPU samples", "1 s.d.");
   double worst_steady = 0, worst_bursty = 0, worst_perf = 0, min_compute = 100;
   int perf_runs = 0;
   for (int row = 0; row < 3; row++) {
@@ -417,12 +417,15 @@ int main(void) {
       }
       const char *names[3] = {"steady: 2 threads, a then b, about 1:3", "bursty: 200 us compute, 200 us sleep",
                               "periodic: a 0.5, b 1.5, c 2 ms of 4 ms"};
-      printf("  %-38s %3d  %-20s  %-20s  %5.2f pt  %-13s  (%llu CPU samples)\n", run ? "" : names[row], run + 1, ts,
-             ss, r.err, ps, (unsigned long long)r.samples);
+      /* The noise of the first share's estimate from this many samples, taken one at a time at random: one s.d. */
+      double sd = r.samples ? 100.0 * sqrt(r.sampled[0] / 100.0 * (1.0 - r.sampled[0] / 100.0) / (double)r.samples) : 0;
+      printf("  %-38s %3d  %-20s  %-20s  %5.2f pt  %-13s  %5llu  %4.2f pt\n", run ? "" : names[row], run + 1, ts, ss,
+             r.err, ps, (unsigned long long)r.samples, sd);
       fflush(stdout);
     }
   }
   printf("\n  perf's kind: a task-clock perf_event on the thread, a sample per ms of its CPU (hrtimer), compute / wait.\n"
+         "  1 s.d.: the spread of the first share's estimate from that many samples (sqrt(p(1-p)/n)).\n"
          "  The periodic row has no target: CPU timers are checked at the kernel's tick, so work whose period is a\n"
          "  multiple of that tick is seen at the same phase every time; its wall tree is right (bench_alias).\n");
   printf("\ntargets\n");
