@@ -899,7 +899,7 @@ void lp__env_load(void) {
   lp_profile_opts_t popts = vals.profile;
   report_opts = vals.report;
   lp_trace_opts_t topts = vals.trace;
-  /* CPU clocks: LABELPROF_CPU=1, or a report by CPU that needs them. */
+  /* CPU samples: LABELPROF_CPU=1, or a report by CPU that needs them. */
   if (number("LABELPROF_CPU", value_of("LABELPROF_CPU"), 0, 1, (report_opts.flags & LP_PRINT_CPU) ? 1 : 0, ""))
     popts.flags |= LP_PROFILE_CPU;
   env_popts = popts;

@@ -350,7 +350,7 @@ struct lp_profile {
   char *strings;
   lp__pthread_t *threads;
   uint32_t nthreads;
-  bool cpu; /* CPU clocks were read */
+  bool cpu; /* CPU time was sampled (LP_PROFILE_CPU) */
   uint64_t end_real_ns; /* CLOCK_REALTIME when it was built */
 };
 
