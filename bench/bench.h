@@ -61,6 +61,13 @@ static inline double bench_rss(void) {
   return (double)resident * (double)sysconf(_SC_PAGESIZE);
 }
 
+/* Sleeps for seconds (a workload's length, not a wait for anything), whatever signals interrupt it. */
+static inline void bench_sleep_s(double seconds) {
+  struct timespec d = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
+  while (nanosleep(&d, &d) != 0) {
+  }
+}
+
 /* How a figure stands against its target, for the tables. */
 static inline const char *bench_verdict(int ok) { return ok ? "met" : "MISSED"; }
 

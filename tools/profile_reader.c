@@ -36,8 +36,8 @@ unsigned lp_read_cpu_files;
 
 int lp_no_cpu(const char *file) {
   fprintf(stderr,
-          "labelprof: %s: no CPU time in this input (--cpu reads pprof profiles with a 'cpu' sample type, and folded "
-          "stacks)\n",
+          "labelprof: %s: no CPU time in this input (--cpu reads the 'cpu' sample type of a pprof profile, which "
+          "labelprof writes only where CPU time was measured, LABELPROF_CPU=1; and folded stacks)\n",
           strcmp(file, "-") == 0 ? "<stdin>" : file);
   return LP_READ_BAD;
 }
@@ -513,7 +513,8 @@ static int pp_parse(pp_t *pp, const lp_sink_t *sink) {
   }
   if (pick == ntypes && !lp_read_cpu && ntypes) pick = ntypes - 1;
   if (pick == ntypes) {
-    rc = pp_bad(pp, pp->buf, lp_read_cpu ? "the profile has no 'cpu' sample type" : "the profile has no sample type");
+    /* No cpu type: said as for any input without CPU time, not as a fault of the file. */
+    rc = lp_read_cpu && ntypes ? lp_no_cpu(pp->pos.file) : pp_bad(pp, pp->buf, "the profile has no sample type");
     goto out;
   }
   const char *unit = pp_string(pp, types.v[2 * pick + 1]);
