@@ -57,7 +57,7 @@ static int read_text(const char *text, sink_state_t *s) {
   CU_ASSERT_EQUAL_FATAL(fclose(f), 0);
   lp_input_t *in = lp_input_open(path);
   CU_ASSERT_PTR_NOT_NULL_FATAL(in);
-  lp_sink_t sink = {s, record};
+  lp_sink_t sink = {s, record, NULL};
   int rc = lp_read_input(in, &sink);
   lp_input_close(in);
   return rc;

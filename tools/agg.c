@@ -84,28 +84,9 @@ static uint32_t hash_str(const char *s) {
 
 /* ---- memory ------------------------------------------------------------------------ */
 
-#define BLOCK_OVERHEAD 16 /* what the allocator keeps beside each block, about */
+#define BLOCK_OVERHEAD 16 /* what the allocator keeps beside each block, about (as lp_mem_realloc counts) */
 
-uint64_t lp_agg_max_memory; /* 0: lp_mem_default_cap() */
-
-void *lp_mem_realloc(lp_mem_t *m, void *p, size_t old, size_t size) {
-  if (!m) return realloc(p, size);
-  uint64_t drop = p ? old : 0, add = size + (p ? 0 : BLOCK_OVERHEAD);
-  if (m->cap && m->used - drop + add > m->cap) {
-    m->over = true;
-    return NULL;
-  }
-  void *q = realloc(p, size);
-  if (!q) return NULL;
-  m->used = m->used - drop + add;
-  return q;
-}
-
-void lp_mem_free(lp_mem_t *m, void *p, size_t size) {
-  if (!p) return;
-  if (m) m->used -= size + BLOCK_OVERHEAD;
-  free(p);
-}
+uint64_t lp_agg_max_memory; /* 0: lp_mem_default_cap(); UINT64_MAX: no cap */
 
 static void *mem_calloc(lp_mem_t *m, size_t n, size_t size) {
   void *p = lp_mem_realloc(m, NULL, 0, n * size);
@@ -119,9 +100,13 @@ uint64_t lp_mem_default_cap(void) {
   return half < (256ull << 20) ? 256ull << 20 : half;
 }
 
+uint64_t lp_mem_cap(void) {
+  return lp_agg_max_memory == 0 ? lp_mem_default_cap() : lp_agg_max_memory == UINT64_MAX ? 0 : lp_agg_max_memory;
+}
+
 int lp_parse_size(const char *s, uint64_t *bytes) {
   if (strcmp(s, "none") == 0) {
-    *bytes = 0;
+    *bytes = UINT64_MAX;
     return 1;
   }
   uint64_t v = 0;
@@ -142,7 +127,7 @@ int lp_parse_size(const char *s, uint64_t *bytes) {
   }
   if (shift && *++p == 'i') p++; /* "MiB" */
   if (shift && (*p == 'B' || *p == 'b')) p++;
-  if (*p || (shift && v > UINT64_MAX >> shift)) return 0;
+  if (*p || v == 0 || (shift && v > UINT64_MAX >> shift) || v << shift == UINT64_MAX) return 0;
   *bytes = v << shift;
   return 1;
 }
@@ -169,16 +154,7 @@ static inline int64_t sat_add(int64_t x, int64_t y) { return lp_sat_add(x, y); }
 static int oom_at(lp_agg_t *a) {
   lp_pos_t pos = a->at;
   if (!pos.file) pos.file = a->file;
-  if (a->mem.over) {
-    uint64_t c = a->mem.cap;
-    unsigned shift = c % (1ull << 30) == 0 ? 30 : c % (1ull << 20) == 0 ? 20 : c % 1024 == 0 ? 10 : 0;
-    lp_report(&pos, "this trace needs more than %llu %s of memory for its labels, lanes and paths "
-                    "(the cap, --max-memory): stopped here",
-              (unsigned long long)(c >> shift), shift == 30 ? "GiB" : shift == 20 ? "MiB" : shift ? "KiB" : "bytes");
-  } else {
-    lp_report(&pos, "out of memory");
-  }
-  return LP_READ_BAD;
+  return lp_mem_fail(&a->mem, &pos);
 }
 
 /* ---- histograms ---------------------------------------------------------------- */
@@ -305,7 +281,7 @@ static void tree_slot_put(lp_tree_t *t, uint32_t k) {
   t->slots[i] = k + 1;
 }
 
-uint32_t lp_tree_child(lp_tree_t *t, uint32_t parent, uint32_t label) {
+uint32_t lp_tree_find(const lp_tree_t *t, uint32_t parent, uint32_t label) {
   if (t->nslots) {
     for (uint32_t i = node_hash(parent, label) & (t->nslots - 1);; i = (i + 1) & (t->nslots - 1)) {
       uint32_t s = t->slots[i];
@@ -316,6 +292,12 @@ uint32_t lp_tree_child(lp_tree_t *t, uint32_t parent, uint32_t label) {
     for (uint32_t k = 1; k < t->n; k++)
       if (t->nodes[k].parent == parent && t->nodes[k].label == label) return k;
   }
+  return UINT32_MAX;
+}
+
+uint32_t lp_tree_child(lp_tree_t *t, uint32_t parent, uint32_t label) {
+  uint32_t found = lp_tree_find(t, parent, label);
+  if (found != UINT32_MAX) return found;
   if (grow(t->mem, (void **)&t->nodes, &t->cap, sizeof *t->nodes, t->n + 1, 2)) return UINT32_MAX;
   uint32_t k = t->n++;
   t->nodes[k] = (lp_tnode_t){label, parent, 0, 0, 0, UINT32_MAX, UINT32_MAX};
@@ -1056,7 +1038,7 @@ static int finish_file(lp_agg_t *a, unsigned file) {
 
 void lp_agg_init(lp_agg_t *a) {
   memset(a, 0, sizeof *a);
-  a->mem.cap = lp_agg_max_memory == 0 ? lp_mem_default_cap() : lp_agg_max_memory == UINT64_MAX ? 0 : lp_agg_max_memory;
+  a->mem.cap = lp_mem_cap();
 }
 
 /* Forgets the lanes of the last file (to read it again); labels stay, their statistics are rebuilt. */
@@ -1114,7 +1096,7 @@ int lp_agg_file(lp_agg_t *a, const char *path) {
   a->restart = false;
   a->early_end_warned = false;
   lp_agg_t saved_counts = *a; /* the counts to go back to if the file is read again */
-  lp_sink_t sink = {a, on_event};
+  lp_sink_t sink = {a, on_event, &a->mem};
   int rc = lp_read_input(in, &sink);
   if (rc && a->restart) {
     const char *shown = strcmp(path, "-") == 0 ? "<stdin>" : path;
