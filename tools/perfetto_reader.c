@@ -1013,7 +1013,7 @@ static int pr_packet(pr_state_t *st, const uint8_t *p, size_t len) {
   }
   if (r < 0) return pr_bad(st, "malformed trace packet (a varint or a length runs past the packet)");
   pr_seq_t *q = pr_seq(st, seq);
-  if (!q) return pr_bad(st, "out of memory for sequences");
+  if (!q) return lp_mem_fail(st->mem, &st->pos);
   if ((flags & 1) || cleared) {
     pr_seq_clear(st->mem, q);
     q->valid = true;

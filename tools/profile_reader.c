@@ -146,12 +146,18 @@ static size_t folded_line(const char *l, size_t n, int64_t *w) {
   return sp - 1;
 }
 
+/*
+ * A first line that ends in " NUMBER"; or, for a first line longer than the
+ * bytes peeked (a deep stack), text with a ';' in it and no control
+ * character (JSON and systrace, which also are text, are tried first).
+ */
 static int fo_sniff(const unsigned char *head, size_t n) {
-  const char *h = (const char *)head, *nl = memchr(h, '\n', n);
+  const char *h = (const char *)head, *nl = memchr(h, '\n', n), *end = nl ? nl : h + n;
   int64_t w;
-  if (!nl || nl == h) return 0;
-  for (const char *c = h; c < nl; c++)
+  if (end == h) return 0;
+  for (const char *c = h; c < end; c++)
     if ((unsigned char)*c < 0x20 && *c != '\t' && *c != '\r') return 0;
+  if (!nl) return n >= 256 && memchr(h, ';', n) != NULL;
   return folded_line(h, (size_t)(nl - h), &w) != 0;
 }
 
