@@ -296,8 +296,10 @@ typedef struct pp_func {
 } pp_func_t;
 typedef struct pp_loc {
   uint64_t id;
-  const uint8_t *lines; /* the Location message: its Line fields are read when used */
+  const uint8_t *lines; /* the Location message: its Line fields are read when first used */
   size_t len;
+  const char **names;   /* then its functions' names, caller first (counted in mem) */
+  uint32_t nnames;
 } pp_loc_t;
 
 /*
@@ -469,10 +471,18 @@ static int pp_push_label(pp_t *pp, const char *l) {
   return 0;
 }
 
-/* A location's functions, caller first (its Lines are leaf first), onto the stack. */
+/*
+ * A location's functions, caller first (its Lines are leaf first), onto the
+ * stack: read from its Lines the first time, kept for the samples after.
+ */
 static int pp_location(pp_t *pp, const pp_field_t *sf, uint64_t id) {
-  pp_loc_t key = {id, NULL, 0}, *l = bsearch(&key, pp->locs, pp->nlocs, sizeof *pp->locs, by_loc_id);
+  pp_loc_t key = {id, NULL, 0, NULL, 0}, *l = bsearch(&key, pp->locs, pp->nlocs, sizeof *pp->locs, by_loc_id);
   if (!l) return pp_bad(pp, sf->at, "a sample names a location id that no Location has");
+  if (l->names) {
+    for (uint32_t i = 0; i < l->nnames; i++)
+      if (pp_push_label(pp, l->names[i]) != 0) return pp_oom(pp, sf->at);
+    return 0;
+  }
   const char *names[64];
   uint32_t n = 0;
   const uint8_t *p = l->lines, *end = l->lines + l->len;
@@ -495,8 +505,11 @@ static int pp_location(pp_t *pp, const pp_field_t *sf, uint64_t id) {
   }
   if (r) return r;
   if (n == 0) return pp_bad(pp, sf->at, "a location has no line: labelprof needs function names");
-  while (n > 0)
-    if (pp_push_label(pp, names[--n]) != 0) return pp_oom(pp, sf->at);
+  if (!(l->names = lp_mem_realloc(pp->mem, NULL, 0, n * sizeof *l->names))) return pp_oom(pp, sf->at);
+  l->nnames = n;
+  for (uint32_t i = 0; i < n; i++) l->names[i] = names[n - 1 - i];
+  for (uint32_t i = 0; i < n; i++)
+    if (pp_push_label(pp, l->names[i]) != 0) return pp_oom(pp, sf->at);
   return 0;
 }
 
@@ -607,7 +620,7 @@ static int pp_parse(pp_t *pp, const lp_sink_t *sink) {
     if (f.num == 5)
       pp->funcs[pp->nfuncs++] = (pp_func_t){id, name};
     else
-      pp->locs[pp->nlocs++] = (pp_loc_t){id, f.p, f.len};
+      pp->locs[pp->nlocs++] = (pp_loc_t){id, f.p, f.len, NULL, 0};
   }
   if ((rc = r) != 0) goto out;
   qsort(pp->funcs, pp->nfuncs, sizeof *pp->funcs, by_func_id);
@@ -758,6 +771,7 @@ static int pp_read(lp_input_t *in, const lp_sink_t *sink) {
   lp_mem_free(pp.mem, pp.soff, pp.strs_cap * sizeof *pp.soff);
   lp_mem_free(pp.mem, pp.slen, pp.strs_cap * sizeof *pp.slen);
   lp_mem_free(pp.mem, pp.funcs, pp.funcs_cap * sizeof *pp.funcs);
+  for (size_t i = 0; i < pp.nlocs; i++) lp_mem_free(pp.mem, pp.locs[i].names, pp.locs[i].nnames * sizeof *pp.locs[i].names);
   lp_mem_free(pp.mem, pp.locs, pp.locs_cap * sizeof *pp.locs);
   lp_mem_free(pp.mem, pp.stack, (size_t)pp.stack_cap * sizeof *pp.stack);
   lp_mem_free(pp.mem, buf, cap);

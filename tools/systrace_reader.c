@@ -271,6 +271,7 @@ static int st_read(lp_input_t *in, const lp_sink_t *sink) {
   long lineno = 0;
   uint64_t base = 0; /* the offset of buf[0] in the input */
   lp_pos_t pos = {r.file, 0, 0, 0};
+  struct lp_st_error se = {0}; /* filled when a line is refused */
   if (!buf) return lp_mem_fail(r.mem, &pos);
   while (!eof && rc == LP_READ_OK && !sc.done) {
     if (have == cap) {
@@ -307,9 +308,10 @@ static int st_read(lp_input_t *in, const lp_sink_t *sink) {
       looked = 0;
       if (q == have && q == p) break;
       lineno++;
-      struct lp_st_error se = {0};
       r.line_off = base + p;
-      int v = lp_st_line(&sc, buf + p, q - p, lineno, on_mark, &r, &se);
+      /* A line of fewer than 4 bytes cannot be a header, a mark or "</script>", nor hold "[NN_": skipped here, so that
+         blank lines cost what their bytes cost. */
+      int v = q - p < 4 ? 0 : lp_st_line(&sc, buf + p, q - p, lineno, on_mark, &r, &se);
       if (v < 0) {
         pos.line = (uint64_t)se.lineno;
         pos.column = 1;
