@@ -11,8 +11,8 @@
  * input); then the view that once was quadratic, flamegraph --diff, on
  * 1 GiB of folded stacks with a million siblings under one frame. Each is
  * read by `labelprof stats --max-memory 2G` (the --diff row by flamegraph
- * --diff), its files generated into $TMPDIR and removed at once; two at most
- * exist at a time. Rounds interleave the ordinary and hostile runs of a
+ * --diff), its files generated into $TMPDIR and removed at once, a format's
+ * at a time (four at most). Rounds interleave the ordinary and hostile runs of a
  * format; the table gives medians of the command's CPU time (user + system,
  * less disturbed than wall time on a shared machine), the wall time, the
  * peak RSS and the exit status (2: refused, as it must be where a name or a
@@ -92,6 +92,15 @@ static void out_close(out_t *o) {
   free(o);
 }
 
+/* The hostile inputs of one shape: `before`, the input's size of byte c, `after`. */
+static void sandwich(const char *path, const char *before, char c, const char *after) {
+  out_t *o = out_open(path);
+  puts_(o, before);
+  fill(o, c, target);
+  puts_(o, after);
+  out_close(o);
+}
+
 static void put_pb(out_t *o, pbw_t *w) {
   if (w->failed) {
     fprintf(stderr, "bench_hostile: out of memory\n");
@@ -136,29 +145,18 @@ static void json_ordinary(const char *path) {
 }
 
 static void json_blank(const char *path) {
-  out_t *o = out_open(path);
-  puts_(o, "[{\"ph\":\"X\",\"name\":\"a\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":1},");
-  fill(o, '\n', target);
-  puts_(o, "{\"ph\":\"X\",\"name\":\"b\",\"pid\":1,\"tid\":1,\"ts\":2,\"dur\":1}]\n");
-  out_close(o);
+  sandwich(path, "[{\"ph\":\"X\",\"name\":\"a\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":1},", '\n',
+           "{\"ph\":\"X\",\"name\":\"b\",\"pid\":1,\"tid\":1,\"ts\":2,\"dur\":1}]\n");
 }
 
 /* One string as long as the input, in an argument nobody reads (as Chrome's systemTraceEvents). */
 static void json_long_arg(const char *path) {
-  out_t *o = out_open(path);
-  puts_(o, "[{\"ph\":\"X\",\"name\":\"a\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":1,\"args\":{\"blob\":\"");
-  fill(o, 'x', target);
-  puts_(o, "\"}}]\n");
-  out_close(o);
+  sandwich(path, "[{\"ph\":\"X\",\"name\":\"a\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":1,\"args\":{\"blob\":\"", 'x', "\"}}]\n");
 }
 
 /* One name as long as the input: refused where it passes 1 MiB. */
 static void json_long_name(const char *path) {
-  out_t *o = out_open(path);
-  puts_(o, "[{\"ph\":\"X\",\"ts\":0,\"dur\":1,\"pid\":1,\"tid\":1,\"name\":\"");
-  fill(o, 'x', target);
-  puts_(o, "\"}]\n");
-  out_close(o);
+  sandwich(path, "[{\"ph\":\"X\",\"ts\":0,\"dur\":1,\"pid\":1,\"tid\":1,\"name\":\"", 'x', "\"}]\n");
 }
 
 static const char st_header[] = "#           TASK-PID    TGID   CPU#  ||||    TIMESTAMP  FUNCTION\n";
@@ -180,22 +178,13 @@ static void systrace_ordinary(const char *path) {
 }
 
 static void systrace_blank(const char *path) {
-  out_t *o = out_open(path);
-  puts_(o, st_header);
-  puts_(o, "     worker-101  (  100) [000] ...1  1.000000: tracing_mark_write: B|100|a\n");
-  fill(o, '\n', target);
-  puts_(o, "     worker-101  (  100) [000] ...1  2.000000: tracing_mark_write: E|100\n");
-  out_close(o);
+  sandwich(path, "#           TASK-PID    TGID   CPU#  ||||    TIMESTAMP  FUNCTION\n"
+                 "     worker-101  (  100) [000] ...1  1.000000: tracing_mark_write: B|100|a\n",
+           '\n', "     worker-101  (  100) [000] ...1  2.000000: tracing_mark_write: E|100\n");
 }
 
 /* One line as long as the input: held against --max-memory, looked at once per byte. */
-static void systrace_long_line(const char *path) {
-  out_t *o = out_open(path);
-  puts_(o, st_header);
-  fill(o, 'x', target);
-  puts_(o, "\n");
-  out_close(o);
-}
+static void systrace_long_line(const char *path) { sandwich(path, st_header, 'x', "\n"); }
 
 /* Perfetto: a thread's track, interned names, begin and end slices. */
 static void perfetto_ordinary(const char *path) {
@@ -276,22 +265,10 @@ static void folded_ordinary(const char *path) {
   out_close(o);
 }
 
-static void folded_blank(const char *path) {
-  out_t *o = out_open(path);
-  puts_(o, "main;a 10\n");
-  fill(o, '\n', target);
-  puts_(o, "main;b 20\n");
-  out_close(o);
-}
+static void folded_blank(const char *path) { sandwich(path, "main;a 10\n", '\n', "main;b 20\n"); }
 
 /* One line, one label, as long as the input: refused where the label passes 1 MiB. */
-static void folded_long_line(const char *path) {
-  out_t *o = out_open(path);
-  puts_(o, "main;a 10\n");
-  fill(o, 'x', target);
-  puts_(o, " 1\n");
-  out_close(o);
-}
+static void folded_long_line(const char *path) { sandwich(path, "main;a 10\n", 'x', " 1\n"); }
 
 /* A million siblings under one frame, with names of about 1 KiB: the input of flamegraph --diff's row. */
 static void folded_siblings(const char *path) {
