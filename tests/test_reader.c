@@ -220,6 +220,24 @@ static void test_reader_json_long_tokens(void) {
     CU_ASSERT_EQUAL(st.ev[1].column, 1);
     free(text);
   }
+  /*
+   * A string cut by a chunk's end and shorter than 1 MiB, then more than 1 MiB with no quote and no bracket
+   * (blanks): what follows the string's end is outside it, not the start of another.
+   */
+  {
+    size_t blanks = (size_t)3 << 20, len = 400000 + blanks + 200;
+    char *text = malloc(len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+    int k = snprintf(text, len, "[{\"ph\":\"X\",\"name\":\"a\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":1,\"args\":{\"k\":\"");
+    memset(text + k, 'x', 300000);
+    text[k + 300000] = '"';
+    memset(text + k + 300001, ' ', blanks);
+    snprintf(text + k + 300001 + blanks, 100, "}}]");
+    sink_state_t st = {0};
+    CU_ASSERT_EQUAL(read_text(text, &st), 0);
+    CU_ASSERT_EQUAL(st.n, 1);
+    free(text);
+  }
   /* A name that long is refused. */
   size_t n = strlen(blob);
   char *text = malloc(n + 200);

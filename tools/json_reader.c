@@ -667,13 +667,13 @@ static bool num_char(unsigned char c) { return (c >= '0' && c <= '9') || c == '.
 
 /*
  * After yajl took p[0..n) (at input offset `at`): what it holds cut short,
- * found by reading the tokens from the last bracket yajl read (or from p,
- * which is outside any string too) to the end: in the common case one
- * event's bytes, and never a byte twice.
+ * found by reading the tokens to the end from the last bracket yajl read or
+ * from p[from], whichever is later (both are outside any string): in the
+ * common case one event's bytes, and never a byte twice.
  */
-static held_t held_tail(const jr_t *r, const unsigned char *p, size_t n, uint64_t at) {
+static held_t held_tail(const jr_t *r, const unsigned char *p, size_t n, uint64_t at, size_t from) {
   held_t h = {HELD_NONE, 0, 0, 0};
-  size_t i = r->last_end > at ? (size_t)(r->last_end - at) : 0;
+  size_t i = r->last_end > at + from ? (size_t)(r->last_end - at) : from;
   while (i < n) {
     unsigned char c = p[i];
     if (c == '"') {
@@ -722,12 +722,17 @@ static size_t string_end(const held_t *h, char *out) {
   return n + 7;
 }
 
-/* Gives yajl what is in the buffer from byte `from`, as a chunk of its own, then notes what it holds. */
-static int give_buffer(jr_t *r, feed_t *f, size_t from) {
+/*
+ * Gives yajl what is in the buffer from byte `from`, as a chunk of its own,
+ * then notes what it holds, reading the tokens from byte `outside` on: a
+ * place outside any string (the buffer's start unless it begins with the
+ * rest of a token yajl held).
+ */
+static int give_buffer(jr_t *r, feed_t *f, size_t from, size_t outside) {
   uint64_t at = f->base + from;
   int rc = give(r, f->buf + from, f->have - from, at);
   if (rc) return rc;
-  f->held = held_tail(r, f->buf + from, f->have - from, at);
+  f->held = held_tail(r, f->buf + from, f->have - from, at, outside - from);
   f->esc = f->held.esc == 1;
   f->base += f->have;
   f->have = f->scanned = 0;
@@ -757,7 +762,7 @@ static int held_more(jr_t *r, feed_t *f) {
       fail(r, f->held.start + MAX_NUMBER, "a number longer than 1024 characters: no time or id is that long");
       return LP_READ_BAD;
     }
-    return p < end ? give_buffer(r, f, 0) : 0;
+    return p < end ? give_buffer(r, f, 0, f->scanned) : 0;
   }
   while (p < end) {
     if (f->esc) {
@@ -782,9 +787,9 @@ static int held_more(jr_t *r, feed_t *f) {
       return 0;
     }
     f->skipping = false;
-    return give_buffer(r, f, f->scanned + 1);
+    return give_buffer(r, f, f->scanned + 1, f->scanned + 1);
   }
-  if (p < end) return give_buffer(r, f, 0);
+  if (p < end) return give_buffer(r, f, 0, f->scanned + 1); /* past the string's closing quote */
   if (f->base + f->have - f->held.start - 1 <= MAX_STRING) return 0; /* more to come */
   point_at(r, f);
   if (kept_string(r)) {
@@ -847,7 +852,7 @@ static int read_json(lp_input_t *in, const lp_sink_t *sink) {
       goto out;
     }
     if (n == 0) break;
-    rc = f.held.kind == HELD_NONE ? give_buffer(&r, &f, 0) : held_more(&r, &f);
+    rc = f.held.kind == HELD_NONE ? give_buffer(&r, &f, 0, 0) : held_more(&r, &f);
     if (rc) goto out;
   }
   /* The end: what is left goes as it is (a token cut short: yajl says what is missing). */
