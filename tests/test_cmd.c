@@ -1344,6 +1344,29 @@ static void test_cmd_diff_many_siblings(void) {
   unlink(tmp("new.folded"));
 }
 
+/*
+ * Many processes, each named: process names were looked up, and added, by
+ * scanning them all (150,000 named processes: minutes); now by a hash,
+ * under a CPU-time guard, with --by thread's titles naming each lane's.
+ */
+static void test_cmd_many_processes(void) {
+  enum { N = 150000 };
+  FILE *f = fopen(tmp("procs.json"), "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fputs("[", f);
+  for (int i = 0; i < N; i++)
+    fprintf(f, "%s{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"proc %d\"}},\n"
+               "{\"ph\":\"X\",\"name\":\"work\",\"pid\":%d,\"tid\":1,\"ts\":%d,\"dur\":1}",
+            i ? "," : "", i, i, i, i);
+  fputs("]\n", f);
+  CU_ASSERT_EQUAL_FATAL(fclose(f), 0);
+  run_t r = RUN_CPU(20, "stats", "--by", "thread", "--format", "csv", tmp("procs.json"));
+  CU_ASSERT_EQUAL(r.status, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "\n\"proc 149999 pid 149999, tid 1\",work,1,1000,"));
+  run_free(&r);
+  unlink(tmp("procs.json"));
+}
+
 /* Row 4: 32 MiB of blank lines in folded stacks are read well inside a CPU-time limit (once 17.6 s per 16 MiB). */
 static void test_cmd_folded_blank_lines(void) {
   FILE *f = fopen(tmp("blank.folded"), "w");
@@ -1663,6 +1686,7 @@ int main(void) {
       LP_TEST(test_cmd_tree_deep_stack),
       LP_TEST(test_cmd_diff_many_siblings),
       LP_TEST(test_cmd_folded_blank_lines),
+      LP_TEST(test_cmd_many_processes),
       LP_TEST(test_cmd_json_long_strings),
       LP_TEST(test_cmd_memory_cap_readers),
       LP_TEST(test_cmd_pprof_any_field_order),

@@ -553,10 +553,60 @@ static void lane_free(lp_agg_t *a, lp_lane_t *l) {
   lp_mem_free(&a->mem, l, sizeof *l);
 }
 
+/* A process's name, found by a hash as lanes are: a trace of many processes costs no more each than one. */
+typedef struct lp_pname {
+  unsigned file;
+  int64_t pid;
+  char *name;
+} lp_pname_t;
+
+static uint32_t pname_find(const lp_agg_t *a, unsigned file, int64_t pid) {
+  if (!a->pname_nslots) return UINT32_MAX;
+  for (uint32_t i = lane_hash(file, pid, 0) & (a->pname_nslots - 1);; i = (i + 1) & (a->pname_nslots - 1)) {
+    uint32_t k = a->pname_slots[i];
+    if (!k) return UINT32_MAX;
+    if (a->pnames[k - 1].file == file && a->pnames[k - 1].pid == pid) return k - 1;
+  }
+}
+
+/* The slots again, for the first n names, in ns slots (fresh or the old ones cleared). */
+static void pname_rehash(lp_agg_t *a, uint32_t *slots, uint32_t ns) {
+  memset(slots, 0, (size_t)ns * sizeof *slots);
+  for (uint32_t k = 0; k < a->npnames; k++) {
+    uint32_t i = lane_hash(a->pnames[k].file, a->pnames[k].pid, 0) & (ns - 1);
+    while (slots[i]) i = (i + 1) & (ns - 1);
+    slots[i] = k + 1;
+  }
+}
+
+/* The first name a (file, pid) is given; 0, or -1 out of memory (past the cap). */
+static int pname_add(lp_agg_t *a, unsigned file, int64_t pid, const char *name) {
+  if (pname_find(a, file, pid) != UINT32_MAX) return 0;
+  if ((a->npnames + 1) * 2 > a->pname_nslots) {
+    uint32_t ns = a->pname_nslots ? a->pname_nslots * 2 : 64;
+    uint32_t *slots = lp_mem_realloc(&a->mem, NULL, 0, (size_t)ns * sizeof *slots);
+    if (!slots) return -1;
+    pname_rehash(a, slots, ns);
+    lp_mem_free(&a->mem, a->pname_slots, (size_t)a->pname_nslots * sizeof *a->pname_slots);
+    a->pname_slots = slots;
+    a->pname_nslots = ns;
+  }
+  if (grow(&a->mem, (void **)&a->pnames, &a->pnames_cap, sizeof *a->pnames, a->npnames + 1, 16)) return -1;
+  size_t n = strlen(name) + 1;
+  char *copy = lp_mem_realloc(&a->mem, NULL, 0, n);
+  if (!copy) return -1;
+  memcpy(copy, name, n);
+  uint32_t k = a->npnames++;
+  a->pnames[k] = (lp_pname_t){file, pid, copy};
+  uint32_t i = lane_hash(file, pid, 0) & (a->pname_nslots - 1);
+  while (a->pname_slots[i]) i = (i + 1) & (a->pname_nslots - 1);
+  a->pname_slots[i] = k + 1;
+  return 0;
+}
+
 const char *lp_lane_title(const lp_agg_t *a, const lp_lane_t *l, char *buf, size_t len) {
-  const char *pname = NULL;
-  for (uint32_t i = 0; i < a->npnames; i++)
-    if (a->pname_files[i] == l->file && a->pname_pids[i] == l->pid) pname = a->pnames[i];
+  uint32_t k = pname_find(a, l->file, l->pid);
+  const char *pname = k == UINT32_MAX ? NULL : a->pnames[k].name;
   char file[32] = "";
   if (a->nfiles > 1) snprintf(file, sizeof file, "file %u, ", l->file + 1);
   if (l->name)
@@ -892,26 +942,7 @@ static int on_event(void *ctx, const lp_event_t *ev) {
     a->skipped++;
     return 0;
   }
-  if (ev->kind == LP_EV_PROCESS_NAME) {
-    for (uint32_t i = 0; i < a->npnames; i++)
-      if (a->pname_files[i] == a->nfiles - 1 && a->pname_pids[i] == ev->pid) return 0;
-    uint32_t n = a->npnames + 1;
-    char **p = realloc(a->pnames, n * sizeof *p);
-    if (p) a->pnames = p;
-    int64_t *q = realloc(a->pname_pids, n * sizeof *q);
-    if (q) a->pname_pids = q;
-    unsigned *f = realloc(a->pname_files, n * sizeof *f);
-    if (f) a->pname_files = f;
-    char *s = strdup(ev->name);
-    if (!p || !q || !f || !s) {
-      free(s);
-      return oom_at(a);
-    }
-    a->pnames[a->npnames] = s;
-    a->pname_pids[a->npnames] = ev->pid;
-    a->pname_files[a->npnames++] = a->nfiles - 1;
-    return 0;
-  }
+  if (ev->kind == LP_EV_PROCESS_NAME) return pname_add(a, a->nfiles - 1, ev->pid, ev->name) ? oom_at(a) : 0;
   lp_lane_t *l = lane_get(a, ev->pid, ev->tid);
   if (!l) return oom_at(a);
   switch (ev->kind) {
@@ -1061,15 +1092,13 @@ static void drop_file(lp_agg_t *a, unsigned file) {
   }
   uint32_t kp = 0;
   for (uint32_t i = 0; i < a->npnames; i++) {
-    if (a->pname_files[i] == file) {
-      free(a->pnames[i]);
-      continue;
-    }
-    a->pnames[kp] = a->pnames[i];
-    a->pname_pids[kp] = a->pname_pids[i];
-    a->pname_files[kp++] = a->pname_files[i];
+    if (a->pnames[i].file == file)
+      lp_mem_free(&a->mem, a->pnames[i].name, strlen(a->pnames[i].name) + 1);
+    else
+      a->pnames[kp++] = a->pnames[i];
   }
   a->npnames = kp;
+  if (a->pname_nslots) pname_rehash(a, a->pname_slots, a->pname_nslots);
 }
 
 int lp_agg_file(lp_agg_t *a, const char *path) {
@@ -1168,10 +1197,9 @@ void lp_agg_free(lp_agg_t *a) {
   free(a->labels);
   free(a->gstats);
   free(a->label_slots);
-  for (uint32_t i = 0; i < a->npnames; i++) free(a->pnames[i]);
+  for (uint32_t i = 0; i < a->npnames; i++) free(a->pnames[i].name);
   free(a->pnames);
-  free(a->pname_pids);
-  free(a->pname_files);
+  free(a->pname_slots);
   free(a->finfo);
   free(a->fpaths);
   memset(a, 0, sizeof *a);

@@ -158,10 +158,10 @@ typedef struct lp_agg {
   lp_lane_t *last_lane; /* the lane of the last event */
   FILE *spill;          /* buffered scopes beyond the memory limit, in sorted runs */
   uint64_t spill_off, nbuffered, spill_limit; /* spill_limit: scopes kept in memory (0: the default) */
-  char **pnames; /* process names: (file, pid) */
-  int64_t *pname_pids;
-  unsigned *pname_files;
-  uint32_t npnames;
+  struct lp_pname *pnames; /* process names, by (file, pid) */
+  uint32_t npnames, pnames_cap;
+  uint32_t *pname_slots; /* hash of (file, pid) -> index + 1 */
+  uint32_t pname_nslots;
   /* counts */
   unsigned nfiles;
   uint64_t events, scopes, instants, counters, skipped, unmatched_ends, unclosed_begins, overlaps;
