@@ -24,10 +24,13 @@
  * A label inlines only what an unrecorded scope runs: two tests, the push
  * and the matched pop, about 20 instructions and, on x86-64, no register
  * saved for it. Recording and subscribers are called out of line. Define
- * LABELPROF_INLINE_RECORDING before including this file to inline them as
- * well: a recorded scope or a subscriber's notification then costs a few
- * nanoseconds less, and each labelled function about a kilobyte more and
- * the registers its values need. Files built either way work together.
+ * LABELPROF_INLINE_RECORDING before including this file to inline the
+ * recording as well: each labelled function then grows by a few hundred
+ * bytes and the registers its values need, for a recorded scope that costs
+ * about what it does out of line (it is bound by its two reads of the
+ * clock). Subscribers are always called out of line. Files built either
+ * way work together; a unit built against another version's header is
+ * refused at load (one line on stderr, labels disabled).
  *
  * How this file is laid out. The API comes first, in the order a user needs
  * it; each part opens with what it is for:
@@ -466,7 +469,13 @@ LP_EXPORT const lp_node_t *lp_node_find(const lp_node_t *n, const char *label);
 
 /*
  * What happens when the event memory budget is spent:
- *   LP_TRACE_DISCARD  recording stops; every event after that is counted as dropped.
+ *   LP_TRACE_DISCARD  recording stops; every event after that is counted as
+ *                     dropped, a scope as two (its begin and its end); a
+ *                     scope that began before still records its end. From
+ *                     then on a scope of a recorded level costs what an
+ *                     untraced one does (its drops are counted from the
+ *                     thread's pushes), and a scope of a level the session
+ *                     does not record is a call into the library.
  *   LP_TRACE_RING     a flight recorder: the oldest 16 KiB chunk of the session
  *                     that no thread is filling is reused, so every thread
  *                     keeps its newest events and threads that exited cannot
@@ -696,7 +705,9 @@ typedef struct lp_trace_stats {
   uint64_t recorded;     /* events in the buffers, ready to write; for a stream, written to its files so far
                             (lp_dump() writes what is recorded) */
   uint64_t dropped;      /* events lost: budget spent (discard), overwritten (ring), the writer behind
-                            (stream), or during an export */
+                            (stream), or during an export; a scope lost is two events, its begin and its
+                            end, so that recorded + dropped is every event of the session's levels (manual
+                            pairs deeper than LP_STACK_CAPACITY, never on the timeline, aside) */
   uint64_t budget_bytes; /* the session's budget */
   uint64_t used_bytes;   /* chunks allocated now */
   uint32_t threads;      /* thread lanes with events, including exited threads (stream: with events written) */

@@ -15,6 +15,9 @@
  *                 lp_track_create, lp_stream_*, lp_tp_register, lp_subscriber_create), which
  *                 make sure of the fork handlers first; nothing below starts the library
  *   env.c         LABELPROF_* sessions; reports at exit and on a signal
+ *   cold.c        a label's cold paths: the thunks, the recording protocol's calls, and the
+ *                 general begin and LP_END, which send a label to the subscribers, the
+ *                 timeline or the registry as its thread's levels say
  *   layers.c      LP_PHASE_SWITCH's calls: a scope's begin and end, as the program's are
  *   subs.c        streams, events, subscribers and their callbacks; LABELPROF_SUBSCRIBERS;
  *                 lp_impl_leave_slow() and the pseudo-stack's slow end (a heal, the pop of
@@ -22,11 +25,12 @@
  *   pprof.c       the profile as pprof's profile.proto (lp_profile_write_pprof)
  *   collector.c   the profile: sessions, the sampling thread
  *   cpu.c         CPU samples: each thread's CPU timer, its signal handler and ring
- *   trace.c       the timeline: sessions, chunks, lanes, tracks; levels
+ *   trace.c       the timeline: sessions, chunks, lanes, tracks; lp_impl_levels' value
  *   export.c      the timeline's JSON and systrace text
  *   marker.c      the live trace_marker
  *   stack.c       the pseudo-stack's push and LP_END slow paths, and its reader
- *   thread.c      the registry of threads; lp__forked_child()
+ *   thread.c      the registry of threads; the threads' levels and their drops counted by
+ *                 pushes; lp__forked_child()
  *   tree.c, clock.c, json.c, output.c, names.c (layers' and phases' names and tags),
  *                 pprof_enc.c (profile.proto and gzip, also compiled into the command)
  *   util.c
@@ -42,7 +46,11 @@
  * taken while one is held, and no callback runs under one; fork takes them
  * before all the others.
  * intern.c's names lock is a leaf too (it guards the table of names made at
- * run time); fork takes it after all the others.
+ * run time); fork takes it after all the others but one.
+ * thread.c's levels lock is the last leaf: the threads' copies of
+ * lp_impl_levels and the registry's list, which it walks to write them. It
+ * is taken under the trace lock, the subscribers' and the registry's (whose
+ * list changes under both); fork takes it last.
  */
 #ifndef LABELPROF_INTERNAL_H
 #define LABELPROF_INTERNAL_H
@@ -57,12 +65,25 @@
 #include <stdio.h>
 #include <time.h>
 
+/* The library's own units need no check of the header's ABI against themselves (labelprof/impl.h). */
+#define LP_IMPL_LIBRARY 1
 #include "labelprof.h"
 #include "jsonesc.h"
 
 #define LP__NAME_MAX 64
 /* Depths stop growing here; a push beyond it is counted and ignored. Below LP_IMPL_TRACED_MARK. */
 #define LP__DEPTH_LIMIT 0x7ff0u
+/* The numbers of the protocol (labelprof/impl.h) that the library relies on beside the header's code. */
+_Static_assert(LP__DEPTH_LIMIT < LP_IMPL_NOT_PUSHED && LP_IMPL_NOT_PUSHED < LP_IMPL_TRACED_MARK &&
+                   LP_IMPL_TRACED_MARK <= LP_IMPL_DEPTH_MASK && LP_STACK_CAPACITY < LP__DEPTH_LIMIT,
+               "depths, the marked word and the unpushed one stay apart in the word's low 16 bits");
+_Static_assert(LP_IMPL_COUNT_ONE == 1u << LP_IMPL_COUNT_SHIFT && LP_IMPL_COUNT_ONE == LP_IMPL_DEPTH_MASK + 1u,
+               "a push adds one to the depth and one to the change counter above it");
+_Static_assert(LP_IMPL_EV_BEGIN == 0 && LP_IMPL_EV_END == 1 && LP_IMPL_EV_KIND == 7 && LP_IMPL_TRACED == 1 &&
+                   LP_IMPL_NOTIFIED == 2,
+               "event kinds in a tag's low bits, marks in a frame's, below a site's 8-byte alignment");
+_Static_assert((LP_IMPL_NOT_PLAIN & LP_LEVEL_ALL) == 0 && (LP_IMPL_SUBS_TRACED & LP_IMPL_NOT_PLAIN) == 0,
+               "the levels' own bits are apart from the levels");
 /* A word no thread publishes: its depth bits are all ones. */
 #define LP__NO_WORD UINT64_MAX
 #define LP__NONE UINT32_MAX
@@ -130,17 +151,35 @@ struct lp__thread {
   bool cpu_timed, cpu_gone;
   /* The trace's: the thread's timeline lane (trace lock). */
   lp__lane_t *lane;
+  /*
+   * Drops counted by pushes (see labelprof/impl.h, `levels`): the owner
+   * writes them under the levels lock, count_seq odd meanwhile; anyone
+   * reads them (lp__thread_dropped()).
+   */
+  _Atomic uint32_t count_seq;
+  _Atomic uint32_t counting;   /* 1 while the thread's pushes count its drops */
+  _Atomic uint64_t count_base; /* the word's counter when it began, plus the pushes since that dropped nothing */
+  uint32_t count_levels;       /* the levels recorded when it began */
   /* ---- layers and phases: the live trace_marker (owner only) ---- */
-  bool mark_hidden;                     /* tlim and tend hold the cursor, the real limits are here */
+  bool mark_hidden;                     /* tend holds the cursor, the real end is mark_tend */
   bool mark_switching;                  /* a switch is ending the scope it replaces: no E line */
   bool mark_replaced;                   /* ...and it did (the switch's B gets its [SW]) */
-  lp_impl_event_t *mark_tlim, *mark_tend;
+  lp_impl_event_t *mark_tend;
   uint8_t mark_extra[LP_STACK_CAPACITY]; /* E lines owed at this depth's end for scopes switches replaced */
   /* ---- end of layers and phases ---- */
 };
 
-/* The shared state of threads that have not used a label yet (read-only). */
+/* The shared state of threads that have not used a label yet (read-only, every bit set). */
 extern lp_impl_thread_t lp__unattached;
+
+/*
+ * The ABI check (labelprof/impl.h, LP_IMPL_ABI): true once a unit built
+ * with another number has been loaded. From then on no thread joins, and
+ * lp_impl_levels and lp_impl_wanted stay 0.
+ */
+bool lp__abi_refused(void);
+/* Refuses labels from now on (lp_impl_abi_check(), lifecycle.c); true the first time. */
+bool lp__abi_refuse(void);
 
 /*
  * The calling thread's state, registering the thread on first use. NULL if
@@ -150,6 +189,13 @@ extern lp_impl_thread_t lp__unattached;
 lp__thread_t *lp__thread_attach(void);
 /* The calling thread's state if it is registered, else NULL. Never registers. */
 lp__thread_t *lp__thread_current(void);
+/* lp__thread_attach(), without a call for a thread that has joined (the shared states' depth is 0xffff). */
+static inline lp__thread_t *lp__thread_self(void) {
+  lp_impl_thread_t *h = lp_impl_self;
+  if (LP_IMPL_LIKELY((LP_IMPL_LOAD_RELAXED(h->word) & LP_IMPL_DEPTH_MASK) != LP_IMPL_DEPTH_MASK))
+    return (lp__thread_t *)h;
+  return lp__thread_attach();
+}
 
 /*
  * What the registry's users want to hear, registered once (lifecycle.c).
@@ -179,10 +225,57 @@ void lp__registry_hold(bool on);
  */
 void lp__registry_reap(void (*visit)(lp__thread_t *t, void *arg), void *arg);
 
+/*
+ * The threads' levels (labelprof/impl.h): after every store of
+ * lp_impl_levels, its value is copied into every registered thread's
+ * levels, but that a thread counting its drops by its pushes keeps its own
+ * while it may go on (the budget still spent, the same levels recorded, no
+ * subscriber), and gets every level and LP_IMPL_LEVELS_STALE otherwise.
+ * The levels lock is a leaf: any lock may be held.
+ */
+void lp__levels_publish(void);
+/*
+ * The calling thread t found LP_IMPL_LEVELS_STALE in its levels: its count
+ * of drops is added up, and it takes lp_impl_levels.
+ */
+void lp__levels_catch_up(lp__thread_t *t);
+/*
+ * The calling thread t found LP_IMPL_SPENT in its levels, for a recorded
+ * scope: from now on its pushes count its drops, and its levels are those
+ * not recorded. False, with t's levels brought up to date, if
+ * lp_impl_levels no longer says so.
+ */
+bool lp__levels_count(lp__thread_t *t);
+/*
+ * Publishes w, the word of a push or a switch of the calling thread t that
+ * dropped no event: left out of its count while it counts. Owner only.
+ */
+void lp__publish_uncounted(lp__thread_t *t, uint64_t w);
+/* The owner's changes of its counting state, between two increments of count_seq (thread.c). */
+static inline void lp__count_change_begin(lp__thread_t *t) {
+  atomic_store_explicit(&t->count_seq, atomic_load_explicit(&t->count_seq, memory_order_relaxed) + 1,
+                        memory_order_relaxed);
+  atomic_thread_fence(memory_order_release);
+}
+static inline void lp__count_change_end(lp__thread_t *t) {
+  atomic_store_explicit(&t->count_seq, atomic_load_explicit(&t->count_seq, memory_order_relaxed) + 1,
+                        memory_order_release);
+}
+/* lp__publish_uncounted() of a thread known to count: w published, and left out of the count. Owner only. */
+static inline void lp__count_uncounted(lp__thread_t *t, uint64_t w) {
+  lp__count_change_begin(t);
+  atomic_store_explicit(&t->count_base, atomic_load_explicit(&t->count_base, memory_order_relaxed) + 1,
+                        memory_order_relaxed);
+  LP_IMPL_STORE_RELEASE(t->hot.word, w);
+  lp__count_change_end(t);
+}
+/* Events t dropped so far: those counted one by one and those counted by pushes. Any thread. */
+uint64_t lp__thread_dropped(const lp__thread_t *t);
+
 /* Per-thread counters summed over live and exited threads. */
 typedef struct lp__counters {
   uint64_t truncated, mismatched, unmatched; /* instrumentation mistakes */
-  uint64_t dropped;                          /* timeline events dropped inline (hot.dropped) */
+  uint64_t dropped;                          /* timeline events dropped inline (lp__thread_dropped()) */
 } lp__counters_t;
 void lp__registry_counters(lp__counters_t *out);
 
@@ -190,15 +283,24 @@ void lp__registry_atfork_prepare(void);
 void lp__registry_atfork_parent(void);
 /* The first fork handler to run in the child. */
 void lp__registry_atfork_child(void);
+/* The levels lock across fork: taken last, released first; in the child, right after the registry's. */
+void lp__levels_atfork_prepare(void);
+void lp__levels_atfork_parent(void);
+void lp__levels_atfork_child(void);
 /* True in a child created by fork() from a process that had started labelprof (its handlers ran). */
 bool lp__forked_child(void);
 
 /* ---- stack.c ------------------------------------------------------------ */
 
-/* The stack word w with depth d, as a pop or a push to d publishes it (the change counter moves). */
-static inline uint64_t lp__with_depth(uint64_t w, uint32_t d) {
-  return (w & ~(uint64_t)LP_IMPL_DEPTH_MASK) + LP_IMPL_COUNT_ONE + d;
-}
+/* The stack word w with a smaller depth d, as a pop to d publishes it (the change counter counts pushes only). */
+static inline uint64_t lp__with_depth(uint64_t w, uint32_t d) { return (w & ~(uint64_t)LP_IMPL_DEPTH_MASK) + d; }
+/*
+ * A push of tag by the calling thread t that drops no event while t counts
+ * its drops (a scope of a level not recorded): as lp_impl_push(). Owner only.
+ */
+uint64_t lp__push_uncounted(lp__thread_t *t, uintptr_t tag);
+/* LP_END with no frame to pop (an empty stack or one deeper than the frames), by the calling thread t. */
+void lp__stack_end_unstored(lp__thread_t *t);
 
 /* Bounded retries of a snapshot whose stack keeps changing under it. */
 #define LP__SNAPSHOT_TRIES 8
@@ -501,7 +603,9 @@ int lp__clock_test_check(const lp__clock_test_check_t *t, char *verdict, size_t 
  * Adds ticks to every counter reading from now on (cumulative): a jump of
  * the counter against CLOCK_MONOTONIC. While the total is not zero the
  * inline read is sent to lp_impl_ticks_slow(), which adds it, as
- * lp__clock_sync() does. -EINVAL unless the counter is in use.
+ * lp__clock_sync() does. -EINVAL unless the counter is in use. The caller
+ * then calls lp__levels_publish(), so that the recording protocol, which
+ * reads the counter itself, steps aside too (LP_IMPL_SLOW_CLOCK).
  */
 int lp__clock_test_jump(int64_t ticks);
 /*
@@ -597,7 +701,7 @@ bool lp__switch_frame(uintptr_t frame);
 
 /*
  * The live trace_marker (LABELPROF_TRACE_MARKER). While it is open, every
- * recording thread's tlim and tend equal its cursor, so that every begin,
+ * recording thread's tend equals its cursor, so that every begin,
  * end, instant and counter takes the slow path; the slow paths unhide the
  * real limits (kept in the thread), record, write the marker line, and hide
  * them again. lp__marker_fd is set once, before any timeline starts.
@@ -622,7 +726,11 @@ void lp__marker_atfork_child(void);
 /* The site pointer of a begin or end tag (the depth is in the top byte). */
 #define LP__TAG_SITE(tag) ((const lp_site_t *)((tag) & (UINTPTR_MAX >> 8) & ~(uintptr_t)LP_IMPL_EV_KIND))
 #if UINTPTR_MAX > 0xffffffffu
-#define LP__TAG_DEPTH(tag) ((uint32_t)((tag) >> 56))
+#define LP__TAG_DEPTH(tag) ((uint32_t)((tag) >> LP_IMPL_DEPTH_SHIFT))
+_Static_assert(LP__TAG_DEPTH(LP_IMPL_DEPTH_TAG(300u)) == 255u &&
+                   LP__TAG_DEPTH(LP_IMPL_FRAME_TAG(LP_STACK_CAPACITY - 1)) == LP_STACK_CAPACITY - 1 &&
+                   ((LP_IMPL_DEPTH_TAG(255u) | LP_IMPL_EV_KIND) & (UINTPTR_MAX >> 8) & ~(uintptr_t)LP_IMPL_EV_KIND) == 0,
+               "a tag's depth, as the recorders write it, and its site apart from it");
 #else
 #define LP__TAG_DEPTH(tag) 255u
 #endif
@@ -720,6 +828,16 @@ uint32_t lp__trace_lane_count(void);
 /* lp_track_create() (lifecycle.c), once the library is started. */
 lp_track_t lp__track_create(const char *name);
 
+/*
+ * The calling thread t begins a scope (a manual pair: manual) whose level
+ * the timeline records, as the general path does it: the session's clock,
+ * a new chunk, a deep stack, the live trace_marker, a budget spent (a
+ * begin dropped counts as two events: it and its end). Returns the word as
+ * lp_impl_enter() keeps it.
+ */
+uint64_t lp__trace_begin(lp__thread_t *t, const lp_site_t *site, int manual);
+/* The end event of the frame at depth (already popped) of the calling thread t, whose begin was recorded. */
+void lp__trace_end(lp__thread_t *t, uintptr_t site, uint32_t depth);
 void lp__trace_thread_exit(lp__thread_t *t);
 void lp__trace_thread_renamed(lp__thread_t *t);
 void lp__trace_atfork_prepare(void);
@@ -915,6 +1033,16 @@ void lp__subs_env_load(void);
 void lp__subs_heal(lp__thread_t *t, uint32_t from, uint32_t to);
 /* The end callbacks of the notified scope whose frame is at depth (still on the stack). */
 void lp__subs_end(lp__thread_t *t, uint32_t depth, const lp_site_t *site);
+/*
+ * A scope's or a manual pair's begin while subscribers listen to labels,
+ * by the calling thread: pushed, notified and recorded as the levels say.
+ * Returns the word as lp_impl_enter() keeps it.
+ */
+uint64_t lp__subs_begin(const lp_site_t *site, int manual);
+/* Labels are refused (lp__abi_refused()): lp_impl_wanted and the subscribers' levels cleared. */
+void lp__subs_refused(void);
+/* LP_END of t's frame at depth, tag, whose begin reached subscribers: their ends, the pop, its end event. */
+void lp__subs_end_frame(lp__thread_t *t, uintptr_t tag, uint32_t depth);
 /* lp_stream_register() and the others of lifecycle.c, once the library is started. */
 int lp__stream_register(const char *name, uint8_t *id);
 int lp__stream_initialize(const char *name, uint32_t major, uint32_t minor, const char *version);

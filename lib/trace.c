@@ -48,8 +48,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-LP_EXPORT uint32_t lp_impl_levels;
-
 static pthread_mutex_t trace_mu = PTHREAD_MUTEX_INITIALIZER; /* everything below */
 
 /* The recording (trace lock). */
@@ -99,18 +97,21 @@ _Atomic uint32_t lp__trace_lv;
 #define trace_lv lp__trace_lv
 static _Atomic uint32_t subs_lv;
 
-/* With LP_IMPL_SUBS_TRACED while both parts are set: the inline label paths of labelprof.h then step aside. */
+/* With LP_IMPL_SUBS_TRACED while both parts are set; 0 once the ABI check has refused labels. */
 static uint32_t levels_union(void) {
   uint32_t t = atomic_load(&trace_lv), s = atomic_load(&subs_lv);
+  if (lp__abi_refused()) return 0;
   return t | s | (t && s ? LP_IMPL_SUBS_TRACED : 0u);
 }
 
+/* Stores the union, then gives every thread its copy (lp__levels_publish()). */
 static void levels_refresh(void) {
   for (;;) {
     uint32_t lv = levels_union();
     LP_IMPL_STORE_RELEASE(lp_impl_levels, lv);
-    if (levels_union() == lv) return;
+    if (levels_union() == lv) break;
   }
+  lp__levels_publish();
 }
 
 void lp__levels_set_subs(bool on) {
@@ -445,12 +446,9 @@ static lp__lane_t *new_lane(lp__thread_t *t) {
 
 /* ---- recording: the slow paths ---------------------------------------------------- */
 
-/* What the slow path records: room kept for the end of a begin, given back by an end, or neither. */
-enum { EV_OTHER, EV_BEGIN, EV_END, EV_END_DEEP };
-
-/* Counts an event the calling thread could not record (the owner's own counter: no read-modify-write). */
-static void drop_own(lp__thread_t *t) {
-  LP_IMPL_STORE_RELAXED(t->hot.dropped, LP_IMPL_LOAD_RELAXED(t->hot.dropped) + 1);
+/* Counts n events the calling thread could not record (the owner's own counter: no read-modify-write). */
+static void drop_own(lp__thread_t *t, unsigned n) {
+  LP_IMPL_STORE_RELAXED(t->hot.dropped, LP_IMPL_LOAD_RELAXED(t->hot.dropped) + n);
 }
 
 /*
@@ -469,13 +467,21 @@ static void note_drop(void) {
   }
 }
 
+/* The depth whose ends the chunk keeps room for: the open scopes that have frames. */
+static uintptr_t open_frames(const lp__thread_t *t) {
+  uint32_t d = (uint32_t)LP_IMPL_LOAD_RELAXED(t->hot.word) & LP_IMPL_DEPTH_MASK;
+  return d < LP_STACK_CAPACITY ? d : LP_STACK_CAPACITY;
+}
+
 /*
- * Records an event of nslots slots (a counter's value as the second) for the
- * calling thread, whose current chunk has no room for it: closes that chunk,
- * gets the next, and carries over the room kept for the ends of the begins
- * still open. Returns 1 if recorded, 0 if dropped (counted).
+ * Records an event of nslots slots (a counter's value as the second) for
+ * the calling thread, whose current chunk has no room for it: closes that
+ * chunk and gets the next. An end is recorded even once the budget is spent
+ * or the session has stopped (its begin was). Returns 1 if recorded, 0 if
+ * dropped: counted as `weight` events (a begin's drop is its end's too).
  */
-static uint32_t record_slow(lp__thread_t *t, uintptr_t tag, uint64_t payload, unsigned nslots, int kind) {
+static uint32_t record_slow(lp__thread_t *t, uintptr_t tag, uint64_t payload, unsigned nslots, bool end,
+                            unsigned weight) {
   lp_impl_thread_t *h = &t->hot;
   lp__lane_t *l = t->lane;
   /*
@@ -486,19 +492,15 @@ static uint32_t record_slow(lp__thread_t *t, uintptr_t tag, uint64_t payload, un
    * (A thread that has a chunk can always reuse its own, unless an export
    * pins it: then it too has nothing to take until the export is done.)
    */
-  if ((kind != EV_END && kind != EV_END_DEEP && (LP_IMPL_LOAD_RELAXED(lp_impl_levels) & LP_IMPL_SPENT)) ||
+  if ((!end && (LP_IMPL_LOAD_RELAXED(lp_impl_levels) & LP_IMPL_SPENT)) ||
       (l && atomic_load_explicit(&starved, memory_order_relaxed) &&
        (!l->last || atomic_load_explicit(&exports, memory_order_relaxed)))) {
-    drop_own(t);
+    drop_own(t, weight);
     return 0;
   }
   lp__lock(&trace_mu);
-  uint32_t ok = 0;
-  if (!rec.recording && kind != EV_END && kind != EV_END_DEEP) goto drop;
+  if (!rec.recording && !end) goto drop;
   if (!l && !(l = new_lane(t))) goto drop;
-  /* The room kept for ends still owed (none if something gave it back twice). */
-  ptrdiff_t kept = h->tend ? h->tend - h->tlim - 1 : 0;
-  uint32_t owed = kept > 0 ? (uint32_t)kept : 0;
   if (l->last) {
     l->last->count = (uint32_t)(LP_IMPL_LOAD_RELAXED(h->tcur) - l->last->ev);
     /* The chunk it leaves can be taken. Written only when set: no shared line touched per chunk. */
@@ -522,72 +524,61 @@ static uint32_t record_slow(lp__thread_t *t, uintptr_t tag, uint64_t payload, un
     c->ev[1] = (lp_impl_event_t){payload, LP__EV_PAYLOAD};
     c->payloads = 1;
   }
-  if (owed > LP__CHUNK_EVENTS / 2) owed = LP__CHUNK_EVENTS / 2; /* ends that will never come (a longjmp) */
-  if (kind == EV_BEGIN) owed++;
-  if (kind == EV_END && owed) owed--;
+  /* A new chunk has room for this event and the ends of every open scope (LP_STACK_CAPACITY of them at most). */
   h->tend = c->ev + LP__CHUNK_EVENTS;
-  h->tlim = h->tend - owed - 1;
   LP_IMPL_STORE_RELEASE(h->tcur, c->ev + nslots);
-  ok = 1;
   lp__unlock(&trace_mu);
-  return ok;
+  return 1;
 drop:
   note_drop();
   lp__unlock(&trace_mu);
-  drop_own(t);
+  drop_own(t, weight);
   return 0;
 }
 
-static uint64_t enter_slow(lp__thread_t *t, const lp_site_t *site, int manual);
-
-uint64_t lp_impl_enter_slow(const lp_site_t *site, int manual) {
-  lp__thread_t *t = lp__thread_attach();
-  if (!t) return LP_IMPL_NOT_PUSHED;
-  if (LP_IMPL_LIKELY(lp__marker_fd < 0)) return enter_slow(t, site, manual);
-  /* ---- layers and phases: the live trace_marker sees every recorded begin ---- */
-  uint32_t d = (uint32_t)LP_IMPL_LOAD_RELAXED(t->hot.word) & LP_IMPL_DEPTH_MASK;
-  lp__marker_unhide(t);
-  uint64_t w = enter_slow(t, site, manual);
-  if ((uint32_t)(w & LP_IMPL_DEPTH_MASK) != LP_IMPL_NOT_PUSHED && (w & LP_IMPL_TRACED_MARK))
-    lp__marker_begin(t, site, d);
-  else if (manual && d < LP_STACK_CAPACITY && (LP_IMPL_LOAD_RELAXED(t->hot.frames[d]) & LP_IMPL_TRACED))
-    lp__marker_begin(t, site, d); /* a manual pair's begin: its frame says it was recorded */
-  lp__marker_hide(t);
-  return w;
+/*
+ * Records an event of nslots slots where the thread's chunk has room for it
+ * and `keep` more slots (the ends of open scopes), stamped with the
+ * session's clock, or else through record_slow().
+ */
+static uint32_t record(lp__thread_t *t, uintptr_t tag, uint64_t payload, unsigned nslots, uintptr_t keep, bool end,
+                       unsigned weight) {
+  lp_impl_event_t *e = LP_IMPL_LOAD_RELAXED(t->hot.tcur);
+  if (!lp_impl_room(e, t->hot.tend, keep + nslots - 1)) return record_slow(t, tag, payload, nslots, end, weight);
+  e[0].ts = lp_impl_ticks();
+  e[0].tag = tag;
+  if (nslots == 2) {
+    e[1] = (lp_impl_event_t){payload, LP__EV_PAYLOAD};
+    t->lane->last->payloads++; /* a cursor with room means a lane and a current chunk */
+  }
+  LP_IMPL_STORE_RELEASE(t->hot.tcur, e + nslots);
+  return 1;
 }
 
-static uint64_t enter_slow(lp__thread_t *t, const lp_site_t *site, int manual) {
+/*
+ * A begin of a recorded level, from the general path: the protocol's
+ * begin, with the session's clock, a new chunk or a deep stack. The
+ * timeline's own levels decide (the subscribers' part set every level).
+ * A begin dropped is counted as two events, it and its end.
+ */
+static uint64_t trace_begin(lp__thread_t *t, const lp_site_t *site, int manual) {
   uint32_t d = (uint32_t)LP_IMPL_LOAD_RELAXED(t->hot.word) & LP_IMPL_DEPTH_MASK;
-  uint32_t levels = lp__trace_levels(); /* without the subscribers' part: this records only */
+  uint32_t levels = lp__trace_levels();
+  if (!(site->level & levels)) return lp_impl_push((uintptr_t)site); /* the session stopped meanwhile */
+  uintptr_t tag = (uintptr_t)site | LP_IMPL_EV_BEGIN | LP_IMPL_DEPTH_TAG(d);
   if (d >= LP_STACK_CAPACITY) {
     /* Deeper than the frames: a scope's own word carries "traced"; a manual pair has nowhere to. */
     uint64_t w = lp_impl_push_slow((uintptr_t)site);
-    if (manual || (uint32_t)(w & LP_IMPL_DEPTH_MASK) == LP_IMPL_NOT_PUSHED || !(site->level & levels)) return w;
+    if (manual || (uint32_t)(w & LP_IMPL_DEPTH_MASK) == LP_IMPL_NOT_PUSHED) return w;
     /* Recorded like an instant: no room kept for its end, which no frame could give back after a longjmp. */
-    lp_impl_event_t *e = LP_IMPL_LOAD_RELAXED(t->hot.tcur);
-    uintptr_t tag = (uintptr_t)site | LP_IMPL_EV_BEGIN | LP_IMPL_DEPTH_TAG(d);
-    if (e < t->hot.tlim) {
-      e->ts = lp_impl_ticks();
-      e->tag = tag;
-      LP_IMPL_STORE_RELEASE(t->hot.tcur, e + 1);
-    } else if ((levels & LP_IMPL_SPENT) || !record_slow(t, tag, 0, 1, EV_OTHER)) {
-      if (levels & LP_IMPL_SPENT) drop_own(t);
+    if (levels & LP_IMPL_SPENT) {
+      drop_own(t, 2);
       return w;
     }
-    return w ^ LP_IMPL_TRACED_MARK;
+    return record(t, tag, 0, 1, LP_STACK_CAPACITY, false, 2) ? w ^ LP_IMPL_TRACED_MARK : w;
   }
-  if (!(site->level & levels)) return lp_impl_push((uintptr_t)site); /* the session stopped meanwhile */
-  lp_impl_event_t *e = LP_IMPL_LOAD_RELAXED(t->hot.tcur);
-  if (e < t->hot.tlim && !(levels & LP_IMPL_SPENT)) {
-    /* Just registered, with room: as lp_impl_enter_traced() records it (levels has no subscribers' part). */
-    e->ts = lp_impl_ticks();
-    e->tag = (uintptr_t)site | LP_IMPL_EV_BEGIN | LP_IMPL_DEPTH_TAG(d);
-    t->hot.tlim = t->hot.tlim - 1;
-    LP_IMPL_STORE_RELEASE(t->hot.tcur, e + 1);
-  } else if (levels & LP_IMPL_SPENT) {
-    drop_own(t);
-    return lp_impl_push((uintptr_t)site);
-  } else if (!record_slow(t, (uintptr_t)site | LP_IMPL_EV_BEGIN | LP_IMPL_DEPTH_TAG(d), 0, 1, EV_BEGIN)) {
+  if ((levels & LP_IMPL_SPENT) || !record(t, tag, 0, 1, d + 1, false, 2)) {
+    if (levels & LP_IMPL_SPENT) drop_own(t, 2);
     return lp_impl_push((uintptr_t)site);
   }
   LP_IMPL_STORE_RELEASE(t->hot.frames[d], (uintptr_t)site | LP_IMPL_TRACED);
@@ -596,59 +587,50 @@ static uint64_t enter_slow(lp__thread_t *t, const lp_site_t *site, int manual) {
   return w ^ LP_IMPL_TRACED_MARK;
 }
 
-void lp_impl_end_event_slow(uintptr_t site, uint32_t depth) {
-  lp__thread_t *t = lp__thread_current();
-  if (!t) return;
-  if (LP_IMPL_UNLIKELY(lp__marker_fd >= 0)) {
-    /* ---- layers and phases: the live trace_marker sees every recorded end ---- */
-    lp__marker_unhide(t);
-    lp_impl_event_t *e = LP_IMPL_LOAD_RELAXED(t->hot.tcur);
-    if (e && e < t->hot.tend)
-      lp_impl_end_event(&t->hot, site, depth);
-    else
-      record_slow(t, site | LP_IMPL_EV_END | LP_IMPL_DEPTH_TAG(depth), 0, 1,
-                  depth < LP_STACK_CAPACITY ? EV_END : EV_END_DEEP);
-    lp__marker_end(t, depth);
-    lp__marker_hide(t);
+uint64_t lp__trace_begin(lp__thread_t *t, const lp_site_t *site, int manual) {
+  if (LP_IMPL_LIKELY(lp__marker_fd < 0)) return trace_begin(t, site, manual);
+  /* ---- layers and phases: the live trace_marker sees every recorded begin ---- */
+  uint32_t d = (uint32_t)LP_IMPL_LOAD_RELAXED(t->hot.word) & LP_IMPL_DEPTH_MASK;
+  lp__marker_unhide(t);
+  uint64_t w = trace_begin(t, site, manual);
+  if ((uint32_t)(w & LP_IMPL_DEPTH_MASK) != LP_IMPL_NOT_PUSHED && (w & LP_IMPL_TRACED_MARK))
+    lp__marker_begin(t, site, d);
+  else if (manual && d < LP_STACK_CAPACITY && (LP_IMPL_LOAD_RELAXED(t->hot.frames[d]) & LP_IMPL_TRACED))
+    lp__marker_begin(t, site, d); /* a manual pair's begin: its frame says it was recorded */
+  lp__marker_hide(t);
+  return w;
+}
+
+void lp__trace_end(lp__thread_t *t, uintptr_t site, uint32_t depth) {
+  if (LP_IMPL_LIKELY(lp__marker_fd < 0)) {
+    if (lp_impl_try_end_event(&t->hot, site, depth)) record(t, site | LP_IMPL_EV_END | LP_IMPL_DEPTH_TAG(depth), 0, 1, 0, true, 1);
     return;
   }
-  record_slow(t, site | LP_IMPL_EV_END | LP_IMPL_DEPTH_TAG(depth), 0, 1, depth < LP_STACK_CAPACITY ? EV_END : EV_END_DEEP);
+  /* ---- layers and phases: the live trace_marker sees every recorded end ---- */
+  lp__marker_unhide(t);
+  record(t, site | LP_IMPL_EV_END | LP_IMPL_DEPTH_TAG(depth), 0, 1, 0, true, 1);
+  lp__marker_end(t, depth);
+  lp__marker_hide(t);
 }
 
 void lp_impl_instant_slow(uintptr_t tag) {
   lp__thread_t *t = lp__thread_attach();
   if (!t) return;
-  if (LP_IMPL_UNLIKELY(lp__marker_fd >= 0)) {
+  if (LP_IMPL_UNLIKELY(t->mark_hidden)) { /* the live trace_marker: the real limits, then hidden again */
     lp__marker_unhide(t);
-    lp_impl_event_t *e = LP_IMPL_LOAD_RELAXED(t->hot.tcur);
     /* Recorded here, as lp_impl_instant() would: not through its subscribers' branch, which have had it. */
-    if (e && e < t->hot.tlim && !(lp__trace_levels() & LP_IMPL_SPENT)) {
-      e->ts = lp_impl_ticks();
-      e->tag = tag;
-      LP_IMPL_STORE_RELEASE(t->hot.tcur, e + 1);
-    } else {
-      record_slow(t, tag, 0, 1, EV_OTHER);
-    }
+    if (lp__trace_levels() & LP_IMPL_SPENT)
+      drop_own(t, 1);
+    else
+      record(t, tag, 0, 1, open_frames(t), false, 1);
     lp__marker_hide(t);
     return;
   }
-  record_slow(t, tag, 0, 1, EV_OTHER);
+  record(t, tag, 0, 1, open_frames(t), false, 1);
 }
 
 void lp_impl_counter(const lp_site_t *site, int64_t value) {
   if (!(site->level & lp__trace_levels())) return; /* called because subscribers listen, not recording */
-  lp_impl_thread_t *h = lp_impl_self;
-  lp_impl_event_t *e = LP_IMPL_LOAD_RELAXED(h->tcur);
-  uintptr_t tag = (uintptr_t)site | LP_IMPL_EV_COUNTER;
-  if (e && h->tlim - e >= 2 && !(LP_IMPL_LOAD_RELAXED(lp_impl_levels) & LP_IMPL_SPENT)) {
-    e[0].ts = lp_impl_ticks();
-    e[0].tag = tag;
-    e[1].ts = (uint64_t)value;
-    e[1].tag = LP__EV_PAYLOAD;
-    ((lp__thread_t *)h)->lane->last->payloads++; /* a cursor means a lane and a current chunk */
-    LP_IMPL_STORE_RELEASE(h->tcur, e + 2);
-    return;
-  }
   lp__thread_t *t = lp__thread_attach();
   if (!t) return;
   if (LP_IMPL_UNLIKELY(t->mark_hidden)) { /* the live trace_marker: the real limits, then hidden again */
@@ -658,9 +640,9 @@ void lp_impl_counter(const lp_site_t *site, int64_t value) {
     return;
   }
   if (LP_IMPL_LOAD_RELAXED(lp_impl_levels) & LP_IMPL_SPENT)
-    drop_own(t);
+    drop_own(t, 1);
   else
-    record_slow(t, tag, (uint64_t)value, 2, EV_OTHER);
+    record(t, (uintptr_t)site | LP_IMPL_EV_COUNTER, (uint64_t)value, 2, open_frames(t), false, 1);
 }
 
 /* ---- threads ------------------------------------------------------------------- */
@@ -1807,10 +1789,10 @@ void lp__trace_atfork_child(void) {
   if (self) {
     self->lane = NULL;
     LP_IMPL_STORE_RELEASE(self->hot.tcur, (lp_impl_event_t *)NULL);
-    self->hot.tlim = self->hot.tend = NULL;
+    self->hot.tend = NULL;
     self->mark_hidden = false;
-    self->mark_tlim = self->mark_tend = NULL;
-    /* The ends of scopes it inherited give back no room here: lp_impl_end_event keeps tlim below tend. */
+    self->mark_tend = NULL;
+    /* The ends of scopes it inherited find no chunk: recorded in one of the child's own if it records. */
   }
   for (lp__lane_t *l = lanes, *n; l; l = n) {
     n = l->next;

@@ -251,6 +251,60 @@ static void test_stream_writer_behind_drops(void) {
   pd_free(&t.lines);
 }
 
+/*
+ * Drops count events in a stream too: a writer held back, two threads
+ * running two nested scopes (4 events a round), one scope open across it
+ * all; then the writer let go, and more rounds recorded. What the file
+ * holds and what it says was dropped add up to every event.
+ */
+static void *nested_rounds(void *arg) {
+  long n = (long)(intptr_t)arg;
+  for (long i = 0; i < n; i++) {
+    LP_SCOPE("stream outer");
+    LP_SCOPE("stream inner");
+  }
+  return NULL;
+}
+
+static void test_stream_drops_count_events(void) {
+  char path[256];
+  snprintf(path, sizeof path, "%s/drops.pftrace", dir);
+  lp_trace_opts_t o = stream_opts(path, 2 * LP__CHUNK_BYTES);
+  const long n = 5 * LP__CHUNK_EVENTS, after = 100; /* twenty budgets' worth a thread, then some recorded */
+  const uint64_t total = 2 * 4 * ((uint64_t)n + after) + 2;
+  pthread_t th;
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(&o), 0);
+  {
+    LP_SCOPE("stream across");
+    lp__trace_stream_hold(true);
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, nested_rounds, (void *)(intptr_t)n), 0);
+    nested_rounds((void *)(intptr_t)n);
+    CU_ASSERT_EQUAL(pthread_join(th, NULL), 0);
+    lp__trace_stream_hold(false);
+    CU_ASSERT_EQUAL(lp__trace_stream_sync(), 0);
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, nested_rounds, (void *)(intptr_t)after), 0);
+    nested_rounds((void *)(intptr_t)after); /* recorded again once the writer has given chunks back */
+    CU_ASSERT_EQUAL(pthread_join(th, NULL), 0);
+  }
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  lp_trace_stats_t s;
+  CU_ASSERT_EQUAL(lp_trace_get_stats(&s), 0);
+  if (s.recorded + s.dropped != total)
+    printf("\n    %llu written + %llu dropped, of %llu events ", (unsigned long long)s.recorded,
+           (unsigned long long)s.dropped, (unsigned long long)total);
+  CU_ASSERT_EQUAL(s.recorded + s.dropped, total);
+  CU_ASSERT(s.dropped > total / 2);
+  pd_trace_t t;
+  memset(&t, 0, sizeof t);
+  CU_ASSERT_EQUAL_FATAL(pd_decode(&t, path), 0);
+  CU_ASSERT_EQUAL(notes_dropped(&t), (long long)s.dropped);
+  size_t pairs = count_lines(&t, "X", "stream outer") + count_lines(&t, "X", "stream inner") +
+                 count_lines(&t, "X", "stream across");
+  CU_ASSERT_EQUAL(2 * pairs, s.recorded);
+  CU_ASSERT(count_lines(&t, "X", "stream inner") >= 2 * (size_t)after);
+  pd_free(&t.lines);
+}
+
 /* An export of the streamed session flushes the stream: the file holds every scope so far, while it runs. */
 static void test_stream_export_flushes(void) {
   char path[256], other[256];
@@ -909,6 +963,7 @@ int main(int argc, char **argv) {
       LP_TEST(test_stream_longer_than_budget), LP_TEST(test_stream_leaves_the_page_cache),
       LP_TEST(test_stream_rotated_files_leave_the_page_cache),
       LP_TEST(test_stream_writer_behind_drops),
+      LP_TEST(test_stream_drops_count_events),
       LP_TEST(test_stream_export_flushes),     LP_TEST(test_stream_rotation),
       LP_TEST(test_stream_kill9_prefix),       LP_TEST(test_stream_kinds), LP_TEST(test_stream_track_items_keep_their_times),
       LP_TEST(test_stream_empty_session_keeps_its_notes),
