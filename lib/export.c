@@ -39,6 +39,19 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Tests: the process id and BOOTTIME's offset from CLOCK_MONOTONIC every export writes, fixed (0: the real ones). */
+static uint64_t test_pid;
+static int64_t test_boot_offset;
+static bool test_identity;
+
+void lp__export_test_identity(uint64_t pid, int64_t boot_offset) {
+  test_identity = pid != 0;
+  test_pid = pid;
+  test_boot_offset = boot_offset;
+}
+
+static uint64_t export_pid(void) { return test_identity ? test_pid : (uint64_t)getpid(); }
+
 static const char *level_name(uint32_t level) {
   switch (level) {
   case LP_LEVEL_REQUEST:
@@ -594,7 +607,7 @@ static bool thread_has_events(const lane_writer_t *lw, const lp__snap_lane_t *l)
 int lp__export_json(lp__jw_t *w, const lp__session_t *s, const char *process_name, char *jump, size_t jump_len) {
   lp__timemap_t *map = lp__timemap_new(s->syncs, s->nsyncs);
   if (!map) return -ENOMEM;
-  int pid = (int)getpid();
+  int pid = (int)export_pid();
   /* Said before the events, so that labelprof reads a lane written at its ends in one pass (tools/agg.c). */
   lp__jw_lit(w, "{\"labelprof_scope_order\":\"ends\",\"traceEvents\":[\n{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":");
   lp__jw_i64(w, pid);
@@ -995,7 +1008,7 @@ static void st_sift(const st_writer_t *sw, const st_lane_out_t *lo, uint32_t *he
 int lp__export_systrace(lp__jw_t *w, const lp__session_t *s) {
   lp__timemap_t *map = lp__timemap_new(s->syncs, s->nsyncs);
   if (!map) return -ENOMEM;
-  int pid = (int)getpid();
+  int pid = (int)export_pid();
   st_writer_t sw = {.lw = {.w = w, .s = s, .map = map}};
   st_lane_out_t *lo = lp__calloc(s->nlanes ? s->nlanes : 1, sizeof *lo);
   uint32_t *heap = lp__calloc(s->nlanes ? s->nlanes : 1, sizeof *heap);
@@ -1687,6 +1700,7 @@ static void pf_session_note_end(pf_export_t *x, uint32_t seq, size_t p, size_t t
 }
 
 static int64_t pf_boot_offset(void) {
+  if (test_identity) return test_boot_offset;
   struct timespec m, b;
   if (clock_gettime(CLOCK_MONOTONIC, &m) != 0 || clock_gettime(CLOCK_BOOTTIME, &b) != 0) return 0;
   return ((int64_t)b.tv_sec - (int64_t)m.tv_sec) * 1000000000 + ((int64_t)b.tv_nsec - (int64_t)m.tv_nsec);
@@ -1697,7 +1711,7 @@ int lp__export_perfetto(lp__jw_t *w, const lp__session_t *s, const char *process
   lp__timemap_t *map = lp__timemap_new(s->syncs, s->nsyncs);
   if (!map) return -ENOMEM;
   pf_lane_t pl = {NULL, 0, 0};
-  pf_export_t x = {.w = w, .pid = (uint64_t)getpid(), .boot_offset = pf_boot_offset()};
+  pf_export_t x = {.w = w, .pid = export_pid(), .boot_offset = pf_boot_offset()};
   x.q.pb = &x.pb;
   x.process_uuid = pf_uuid(x.pid, 0);
   uint32_t pseq = s->nlanes + 1; /* the process's own sequence: its descriptor and the session's notes */
@@ -1828,7 +1842,7 @@ struct lp__pfs {
 lp__pfs_t *lp__pfs_new(void) {
   lp__pfs_t *f = lp__calloc(1, sizeof *f);
   if (!f) return NULL;
-  f->x.pid = (uint64_t)getpid();
+  f->x.pid = export_pid();
   f->x.process_uuid = pf_uuid(f->x.pid, 0);
   f->x.boot_offset = pf_boot_offset();
   f->x.q.pb = &f->x.pb;

@@ -420,6 +420,8 @@ int lp__clock_test_jump(int64_t ticks);
  * returns how many tries the last sync point took.
  */
 unsigned lp__clock_test_sync(unsigned widen);
+/* Maps made from now on read their points as a counter's, named name in a jump's text; NULL: as the clock says. */
+void lp__timemap_test_counter(const char *name);
 
 /* ---- output.c: writing a report file ------------------------------------ */
 
@@ -760,6 +762,8 @@ int lp__export_systrace(lp__jw_t *w, const lp__session_t *s);
 /* ---- the session as Perfetto TrackEvent protobuf (lp_trace_write_perfetto) ---- */
 int lp__export_perfetto(lp__jw_t *w, const lp__session_t *s, const char *process_name, char *jump, size_t jump_len);
 /* ---- end of layers and phases ---- */
+/* Tests: every export writes this process id and this offset of BOOTTIME from CLOCK_MONOTONIC (pid 0: the real ones). */
+void lp__export_test_identity(uint64_t pid, int64_t boot_offset);
 /*
  * ---- the Perfetto stream (LP_TRACE_STREAM): chunks encoded as they fill ----
  * One encoder per stream; lp__pfs_restart starts a file (the process's
