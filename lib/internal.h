@@ -22,7 +22,10 @@
  *   pprof.c       the profile as pprof's profile.proto (lp_profile_write_pprof)
  *   collector.c   the profile: sessions, the sampling thread
  *   trace.c       the timeline: sessions, chunks, lanes, tracks; levels
- *   export.c      the timeline's JSON and systrace text
+ *   stream_encode.c   the Perfetto stream's encoder, on export_perfetto.c's packets
+ *   export_json.c, export_systrace.c, export_perfetto.c
+ *                 a session written at once as JSON, systrace text, Perfetto protobuf
+ *   walk.c        the lane walker: a session's lanes as every format sees them
  *   marker.c      the live trace_marker
  *   stack.c       the pseudo-stack's push and LP_END slow paths, and its reader
  *   thread.c      the registry of threads; lp__forked_child()
@@ -489,7 +492,12 @@ uint64_t lp__profile_end_real_ns(const lp_profile_t *p);
 /* lp_profile_write_pprof() to a stream. */
 int lp__profile_write_pprof_stream(const lp_profile_t *p, FILE *out);
 
-/* ---- names.c: layers and phases, by name ------------------------------------ */
+/* ---- names.c: levels, layers and phases, by name ------------------------------ */
+
+/* "runtime", "operator"...: an LP_LEVEL_* bit's name ("labelprof" for anything else). */
+const char *lp__level_name(uint32_t level);
+/* The names of the bits of levels, "request,runtime,...", into buf (size bytes); its length. */
+size_t lp__levels_text(uint32_t levels, char *buf, size_t size);
 
 /* The low bits of a frame that are not the site's address (the site is 8-byte aligned). */
 #define LP__FRAME_BITS 0x7u
@@ -712,7 +720,7 @@ static inline size_t lp__pb_put_varint(uint8_t *o, uint64_t v) {
 void lp__pb_flush(lp__pb_t *pb, lp__jw_t *w);
 void lp__pb_free(lp__pb_t *pb);
 
-/* ---- export.c ----------------------------------------------------------- */
+/* ---- walk.c: a session's lanes, as every format sees them ----------------- */
 
 /*
  * What an export writes: a snapshot of a session taken under the trace lock
@@ -752,20 +760,79 @@ typedef struct lp__session {
 } lp__session_t;
 
 /*
- * Writes the whole JSON document to w. Returns w's error, or -ENOMEM. When
- * the clock jumped during the session, jump (of jump_len bytes) gets a
- * one-line description for the caller to report; else it is left empty.
+ * The lane walker: a snapshot's lane read once for any format, in recording
+ * order, of the session's window and levels, scopes paired and begins made
+ * up where the window lost them (walk.c says how). It hands a format's sink
+ * what it finds; times are CLOCK_MONOTONIC ns, strictly increasing within a
+ * thread lane. Every callback may be NULL but slice; ctx is the sink's.
  */
-int lp__export_json(lp__jw_t *w, const lp__session_t *s, const char *process_name, char *jump, size_t jump_len);
-/* ---- layers and phases: the session as systrace text (lp_trace_write_systrace) ---- */
-int lp__export_systrace(lp__jw_t *w, const lp__session_t *s);
-/* ---- the session as Perfetto TrackEvent protobuf (lp_trace_write_perfetto) ---- */
-int lp__export_perfetto(lp__jw_t *w, const lp__session_t *s, const char *process_name, char *jump, size_t jump_len);
-/* ---- end of layers and phases ---- */
-/* Tests: every export writes this process id and this offset of BOOTTIME from CLOCK_MONOTONIC (pid 0: the real ones). */
+typedef struct lp__scope {
+  const lp_site_t *site;
+  uint64_t ns;    /* its begin; for a begin made up, the time made up for it */
+  uint32_t depth; /* on the pseudo-stack, as its tag says (255: that deep or deeper) */
+  bool shadow;    /* begun after the stop: followed so that its end is known for what it is, never given */
+  uint32_t extra; /* the sink's own (systrace: the ends of the scopes switches replaced, owed with this one's) */
+} lp__scope_t;
+enum { LP__SLICE_UNTERMINATED = 1, LP__SLICE_TRUNCATED = 2 };
+typedef struct lp__sink {
+  /* A scope begins (the walker's stack holds o until its slice; the sink may set o->extra). */
+  void (*begin)(void *ctx, lp__scope_t *o);
+  /* A scope ends at end: its own end, or unterminated (a longjmp skipped it), or truncated (its begin made up). */
+  void (*slice)(void *ctx, const lp__scope_t *o, uint64_t end, unsigned flags);
+  /* A scope still open at the lane's end. */
+  void (*open)(void *ctx, const lp__scope_t *o);
+  void (*instant)(void *ctx, const lp_site_t *site, uint64_t ns);
+  void (*counter)(void *ctx, const lp_site_t *site, uint64_t ns, int64_t value);
+  /* A track's item: the caller's own times (one that starts where the one before it ended, 1 ns later). */
+  void (*item)(void *ctx, const char *name, uint64_t start, uint64_t dur);
+  bool scopes_only; /* instants and counters are not read (nor do they place made-up begins) */
+} lp__sink_t;
+typedef struct lp__walk {
+  const lp__session_t *s;
+  const lp__timemap_t *map;
+  const lp__sink_t *sink;
+  void *ctx;
+  uint64_t events; /* events given so far (all lanes) */
+  bool nomem;      /* the walker's own stack could not grow: a scope was lost */
+  /* private */
+  lp__sync_t anchor; /* the sync point of the chunk being read */
+  lp__timeseg_t seg; /* the clock map's line for the chunk's ticks, as far as it goes */
+  uint64_t made_up_base; /* made-up begins start here, plus their depth (UINT64_MAX: not known yet) */
+  size_t cursor;
+  uint64_t last;
+  lp__scope_t *stack;
+  size_t depth, cap;
+} lp__walk_t;
+void lp__walk_init(lp__walk_t *w, const lp__session_t *s, const lp__timemap_t *map, const lp__sink_t *sink,
+                   void *ctx);
+/* Whether lane l has anything in the window (a thread's event, a track's item). */
+bool lp__walk_has_events(const lp__walk_t *w, const lp__snap_lane_t *l);
+/* Gives lane l (a thread's or a track's) to the sink. */
+void lp__walk_lane(lp__walk_t *w, const lp__snap_lane_t *l);
+void lp__walk_free(lp__walk_t *w);
+/* The open scope an end at depth d closes: the innermost at d (at 255, also by site); 0 if none, else its index + 1. */
+size_t lp__scope_match(const lp__scope_t *stack, size_t n, const lp_site_t *site, uint32_t d);
+/* The process id every export writes, and BOOTTIME's offset from CLOCK_MONOTONIC now. */
+uint64_t lp__export_pid(void);
+int64_t lp__export_boot_offset(void);
+/* Tests: every export writes this process id and this offset (pid 0: the real ones). */
 void lp__export_test_identity(uint64_t pid, int64_t boot_offset);
+/* When map found the clock jumping: the one line said on stderr about it, into out (size bytes); else out is left. */
+void lp__jump_sentence(const lp__timemap_t *map, char *out, size_t size);
+
 /*
- * ---- the Perfetto stream (LP_TRACE_STREAM): chunks encoded as they fill ----
+ * The formats: each writes the whole file to w, and returns w's error, or
+ * -ENOMEM. When the clock jumped during the session, jump (of jump_len
+ * bytes) gets the line for the caller to say; else it is left empty.
+ */
+/* export_json.c: Chrome Trace Event JSON (lp_trace_write_json) */
+int lp__export_json(lp__jw_t *w, const lp__session_t *s, const char *process_name, char *jump, size_t jump_len);
+/* export_systrace.c: systrace text (lp_trace_write_systrace) */
+int lp__export_systrace(lp__jw_t *w, const lp__session_t *s);
+/* export_perfetto.c: Perfetto TrackEvent protobuf (lp_trace_write_perfetto) */
+int lp__export_perfetto(lp__jw_t *w, const lp__session_t *s, const char *process_name, char *jump, size_t jump_len);
+/*
+ * ---- stream_encode.c: the Perfetto stream's encoder (LP_TRACE_STREAM) ----
  * One encoder per stream; lp__pfs_restart starts a file (the process's
  * descriptor), lp__pfs_chunk encodes slots [from, to) of a lane's chunk
  * with the lane's state (*state: NULL at first; free it with

@@ -693,10 +693,10 @@ void lp__trace_thread_renamed(lp__thread_t *t) {
 /* ---- the stream (LP_TRACE_STREAM) ------------------------------------------------
  *
  * A writer thread takes the chunks that threads (and tracks) have left,
- * encodes them as Perfetto packets (export.c's lp__pfs_*), appends them to
- * the file and returns the chunks to the pool. It holds the trace lock only
- * to collect chunks (pinned while it encodes) and to give them back, never
- * while it encodes or writes. While it is behind and the budget has no
+ * encodes them as Perfetto packets (stream_encode.c's lp__pfs_*), appends
+ * them to the file and returns the chunks to the pool. It holds the trace
+ * lock only to collect chunks (pinned while it encodes) and to give them
+ * back, never while it encodes or writes. While it is behind and the budget has no
  * chunk left, the recording is spent as in discard mode (the hot path drops
  * and counts inline); it is no longer spent once the writer returns chunks.
  * It wakes when an eighth of the budget's chunks (at most ST_BATCH) wait,
