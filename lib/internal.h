@@ -22,6 +22,7 @@
  *   pprof.c       the profile as pprof's profile.proto (lp_profile_write_pprof)
  *   collector.c   the profile: sessions, the sampling thread
  *   trace.c       the timeline: sessions, chunks, lanes, tracks; levels
+ *   stream.c      the Perfetto stream's writer thread and files (trace.c hands it chunks)
  *   stream_encode.c   the Perfetto stream's encoder, on export_perfetto.c's packets
  *   export_json.c, export_systrace.c, export_perfetto.c
  *                 a session written at once as JSON, systrace text, Perfetto protobuf
@@ -865,6 +866,49 @@ const uint8_t *lp__pfs_bytes(const lp__pfs_t *f, size_t *n);
 void lp__pfs_clear(lp__pfs_t *f);
 int lp__pfs_error(const lp__pfs_t *f);
 uint64_t lp__pfs_events(const lp__pfs_t *f);
+/*
+ * ---- stream.c: the stream's writer ----
+ * A thread that writes what the recording's threads leave in their chunks
+ * to the stream's file while the program runs. The recording (trace.c)
+ * starts it with its source: the trace lock, under which everything here is
+ * called unless said, and how to collect chunks and give them back.
+ */
+typedef struct lp__stream_item {
+  lp__lane_t *lane;
+  lp__chunk_t *chunk; /* pinned while the writer has it */
+  uint32_t from, to;  /* its slots to write */
+  bool closed;        /* the chunk is full (or its thread gone): it goes back once written */
+  lp__pfs_lane_info_t info; /* name and work names copied */
+} lp__stream_item_t;
+typedef struct lp__stream_source {
+  pthread_mutex_t *mu;
+  /* What is to be written now: closed chunks, and with all, what live ones hold (pinned); their count. */
+  size_t (*collect)(lp__stream_item_t **items, size_t *cap, bool all);
+  /* What was written: unpinned, closed chunks back to the recording; names freed. */
+  void (*give_back)(lp__stream_item_t *items, size_t n);
+  /* The session's drops so far (called without mu). */
+  int (*drops)(lp__owner_t who, lp__drops_t *out);
+} lp__stream_source_t;
+/* Opens the first file of who's stream and starts its writer (nothing recording yet): 0 or a negative errno. */
+int lp__stream_start(lp__owner_t who, const lp_trace_opts_t *o, const lp__stream_source_t *src);
+/* Everything written, the session's notes added, the file closed, the writer gone (mu released meanwhile). */
+int lp__stream_stop(void);
+/* A chunk was left for the writer. */
+void lp__stream_wake(void);
+/* Everything recorded so far written, partly filled chunks too (mu released meanwhile): the stream's error. */
+int lp__stream_flush(void);
+typedef struct lp__stream_status {
+  bool on, quitting; /* a stream is open; being written to its end */
+  lp__owner_t owner; /* of the last stream started */
+  uint64_t written;  /* events written to its files */
+  uint32_t threads;  /* thread lanes with events written */
+  unsigned files;    /* the number of its current (or last) file */
+} lp__stream_status_t;
+void lp__stream_status(lp__stream_status_t *out);
+void lp__stream_hold(bool on);
+void lp__stream_cache(uint64_t behind, uint64_t keep);
+/* In a forked child (no lock: the only thread): the parent's stream forgotten, its file closed. */
+void lp__stream_atfork_child(void);
 /* Tests: hold the writer back (on) or let it go; wait until it has written everything closed so far. */
 void lp__trace_stream_hold(bool on);
 int lp__trace_stream_sync(void);
