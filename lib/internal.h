@@ -631,6 +631,8 @@ typedef struct lp__drops {
   bool ring;
   bool stream; /* LP_TRACE_STREAM: drops are where the writer fell behind */
   unsigned stream_files; /* a stopped stream: the number of its last file ("%n"); else 0 */
+  uint64_t stream_events, stream_bytes; /* a stream: the events and bytes written to its files */
+  uint32_t stream_threads;              /* ... and the threads with events in them */
 } lp__drops_t;
 /* Fills *out for who's current or last session: 0, or -EINVAL if it never started one. */
 int lp__trace_drops(lp__owner_t who, lp__drops_t *out);
@@ -901,12 +903,15 @@ typedef struct lp__stream_status {
   bool on, quitting; /* a stream is open; being written to its end */
   lp__owner_t owner; /* of the last stream started */
   uint64_t written;  /* events written to its files */
+  uint64_t bytes;    /* bytes written to its files */
   uint32_t threads;  /* thread lanes with events written */
   unsigned files;    /* the number of its current (or last) file */
 } lp__stream_status_t;
 void lp__stream_status(lp__stream_status_t *out);
 void lp__stream_hold(bool on);
 void lp__stream_cache(uint64_t behind, uint64_t keep);
+/* LABELPROF_TRACE_FLUSH: how often a stream's writer writes what its chunks hold so far (0: each second). */
+void lp__stream_set_flush(uint64_t ns);
 /* In a forked child (no lock: the only thread): the parent's stream forgotten, its file closed. */
 void lp__stream_atfork_child(void);
 /* Tests: hold the writer back (on) or let it go; wait until it has written everything closed so far. */
@@ -1000,6 +1005,7 @@ typedef struct lp__env_values {
   lp_print_opts_t report;    /* LABELPROF_REPORT */
   lp_trace_opts_t trace;     /* LABELPROF_LEVELS, _TRACE_MODE, _TRACE_BUFFER, _CLOCK */
   int dump_signal;           /* LABELPROF_DUMP_SIGNAL; 0: none */
+  uint64_t trace_flush_ns;   /* LABELPROF_TRACE_FLUSH */
 } lp__env_values_t;
 void lp__env_defaults(lp__env_values_t *v);
 int lp__env_parse(lp__env_values_t *v, const char *name, const char *value);

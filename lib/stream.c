@@ -14,9 +14,14 @@
  * or ST_WAIT_NS after the first of them was left: each wake then collects,
  * maps the clock and writes a batch (one write per ST_WRITE bytes), and a
  * chunk reaches the file at most ST_WAIT_NS after it filled.
- * A flush (lp_dump, the dump signal, an export of the session, the tests'
- * lp__trace_stream_sync) also writes the part of each current chunk filled
- * so far; the stop writes everything, adds the session's notes and closes.
+ * A flush also writes the part of each current chunk filled so far: the
+ * writer's own timer (each second, LABELPROF_TRACE_FLUSH), so that a
+ * program that records slowly has its events in the file within that long
+ * whatever the rate, and a killed one loses no more; lp_dump, the dump
+ * signal, an export of the session and the tests' lp__trace_stream_sync
+ * ask for one and wait. A chunk being filled is read up to the cursor its
+ * thread published, without a lock or a wait on the recording path. The
+ * stop writes everything, adds the session's notes and closes.
  */
 #include "internal.h"
 
@@ -53,10 +58,13 @@ static struct {
   uint64_t file_ok;        /* bytes written to the file, whole packets (writer only) */
   bool cut;                /* a write to the file failed: nothing more goes to it (writer only) */
   uint64_t encoded, put;   /* events in the encoder's packets; in packets written since the last count (writer only) */
+  uint64_t put_bytes;      /* bytes written since the last count (writer only) */
+  uint64_t bytes;          /* bytes written to the stream's files (trace lock) */
   bool uncached;           /* the file takes no writeback hints (a pipe, tmpfs...): none are given */
   uint64_t file_dropped0;  /* the session's drops when the current file began (writer only) */
   uint64_t file_start_ns;  /* when it began, CLOCK_MONOTONIC; 0: with the session (writer only) */
   uint64_t batch;          /* chunks left that wake the writer at once */
+  uint64_t flush_ns;       /* how often the writer flushes by itself */
   lp__stream_source_t src; /* the recording's lock, and its chunks */
 } st = {.fd = -1};
 /*
@@ -69,6 +77,9 @@ static uint64_t st_behind = 8u << 20, st_keep = 32u << 20;
 static pthread_cond_t st_cv = PTHREAD_COND_INITIALIZER;      /* the writer waits here */
 static pthread_cond_t st_done_cv = PTHREAD_COND_INITIALIZER; /* and flushers here */
 static bool st_cv_monotonic; /* st_cv made again with the monotonic clock (trace lock) */
+static uint64_t st_flush_ns = 1000000000u; /* LABELPROF_TRACE_FLUSH; set before any stream starts */
+
+void lp__stream_set_flush(uint64_t ns) { st_flush_ns = ns ? ns : 1000000000u; }
 
 void lp__stream_wake(void) {
   if (!st.on || st.wake) return;
@@ -157,6 +168,7 @@ static void stream_put(void) {
     if (rc == 0) {
       st.file_ok += n;
       st.put += st.encoded; /* the statistics count what reached the file */
+      st.put_bytes += n;
       for (lp__lane_t *l = st.unwritten; l; l = l->stream_pending) {
         l->stream_state = LP__STREAM_WRITTEN;
         st.put_threads++;
@@ -241,28 +253,33 @@ static void *stream_main(void *arg) {
   lp__sync_t *syncs = NULL;
   size_t scap = 0;
   lp__lock(st.src.mu);
+  uint64_t next_flush = lp__mono_ns() + st.flush_ns;
   for (;;) {
+    bool timer = false; /* the writer's own flush is due */
     while (!st.quit && (st.hold || (!st.wake && st.req == st.done))) {
-      if (st.pending && !st.hold) {
-        uint64_t at = st.pending_ns + ST_WAIT_NS;
-        struct timespec dl = {(time_t)(at / 1000000000u), (long)(at % 1000000000u)};
-        int rc = pthread_cond_timedwait(&st_cv, st.src.mu, &dl); /* st_cv is on CLOCK_MONOTONIC */
-        if (rc == ETIMEDOUT) {
-          if (!st.hold) break; /* held meanwhile (the tests' hook): wait on */
-        } else if (rc != 0) {
-          lp__fatal("pthread_cond_timedwait", rc);
-        }
-      } else {
+      if (st.hold) { /* the tests' hook */
         int rc = pthread_cond_wait(&st_cv, st.src.mu);
         if (rc != 0) lp__fatal("pthread_cond_wait", rc);
+        continue;
       }
+      uint64_t at = next_flush;
+      if (st.pending && st.pending_ns + ST_WAIT_NS < at) at = st.pending_ns + ST_WAIT_NS;
+      struct timespec dl = {(time_t)(at / 1000000000u), (long)(at % 1000000000u)};
+      int rc = pthread_cond_timedwait(&st_cv, st.src.mu, &dl); /* st_cv is on CLOCK_MONOTONIC */
+      if (rc == ETIMEDOUT) {
+        if (st.hold) continue; /* held meanwhile: wait on */
+        timer = lp__mono_ns() >= next_flush;
+        break;
+      }
+      if (rc != 0) lp__fatal("pthread_cond_timedwait", rc);
     }
     bool quit = st.quit;
     uint64_t req = st.req;
-    bool all = quit || req != st.done;
+    bool all = quit || req != st.done || timer;
     st.wake = false;
     st.pending = 0;
     size_t n = st.src.collect(&items, &cap, all);
+    if (all) next_flush = lp__mono_ns() + st.flush_ns; /* what is recorded from now on is flushed by then */
     lp__unlock(st.src.mu);
     /* The clock's points: each chunk's, and now's (after every event collected). */
     if (n + 1 > scap) {
@@ -309,6 +326,8 @@ static void *stream_main(void *arg) {
     if (quit) stream_close_file(false);
     lp__lock(st.src.mu);
     st.written += st.put;
+    st.bytes += st.put_bytes;
+    st.put_bytes = 0;
     st.put = 0;
     st.threads += st.put_threads;
     st.put_threads = 0;
@@ -346,6 +365,7 @@ int lp__stream_start(lp__owner_t who, const lp_trace_opts_t *o, const lp__stream
   st.rotate_ns = o->rotate_ns;
   uint64_t batch = o->budget_bytes / LP__CHUNK_BYTES / 8;
   st.batch = batch > ST_BATCH ? ST_BATCH : batch ? batch : 1;
+  st.flush_ns = st_flush_ns;
   st.src = *src;
   if (!(st.path = lp__strdup(o->path)) || !(st.enc = lp__pfs_new())) {
     free(st.path);
@@ -427,6 +447,7 @@ void lp__stream_status(lp__stream_status_t *out) {
   out->quitting = st.quit;
   out->owner = st.owner;
   out->written = st.written;
+  out->bytes = st.bytes;
   out->threads = st.threads;
   out->files = st.number;
 }

@@ -1177,6 +1177,11 @@ int lp__trace_drops(lp__owner_t who, lp__drops_t *out) {
   lp__stream_status_t sst;
   lp__stream_status(&sst);
   out->stream_files = ss->streamed && !ss->running ? sst.files : 0; /* its writer has ended: no race */
+  if (ss->streamed && sst.owner == who) {
+    out->stream_events = sst.written;
+    out->stream_bytes = sst.bytes;
+    out->stream_threads = sst.threads;
+  }
   lp__unlock(&trace_mu);
   return 0;
 }

@@ -576,6 +576,24 @@ static int kill_child(const char *path) {
   }
 }
 
+/*
+ * The child of the slow stream test, run with LABELPROF_TRACE streaming:
+ * a few scopes 10 ms apart, as a program that labels slowly records them,
+ * then a word on fd 3, then nothing until it is killed.
+ */
+enum { SLOW_SCOPES = 5 };
+static int slow_child(void) {
+  for (int i = 0; i < SLOW_SCOPES; i++) {
+    {
+      LP_SCOPE("slow scope");
+    }
+    struct timespec ts = {0, 10000000};
+    nanosleep(&ts, NULL);
+  }
+  if (write(3, "r", 1) != 1) return 5;
+  for (;;) pause();
+}
+
 /* The length of the whole packets at the start of [p, p + n). */
 static size_t whole_packets(const uint8_t *p, size_t n) {
   const uint8_t *q = p, *end = p + n;
@@ -583,6 +601,79 @@ static size_t whole_packets(const uint8_t *p, size_t n) {
   size_t ok = 0;
   while (pd_next(&q, end, &f) > 0) ok = (size_t)(q - p);
   return ok;
+}
+
+/* The whole packets of the file at path, as it is now, decoded (through copy): the slices named name. */
+static size_t slices_in_file_now(const char *path, const char *copy, const char *name) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return 0;
+  size_t cap = 1 << 16, n = 0;
+  uint8_t *buf = malloc(cap);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(buf);
+  for (size_t r; (r = fread(buf + n, 1, cap - n, f)) > 0;) {
+    n += r;
+    if (n == cap) {
+      buf = realloc(buf, cap *= 2);
+      CU_ASSERT_PTR_NOT_NULL_FATAL(buf);
+    }
+  }
+  fclose(f);
+  pd_trace_t t;
+  size_t found = 0;
+  if (decode_bytes(&t, copy, buf, whole_packets(buf, n)) == 0) found = count_lines(&t, "X", name);
+  pd_free(&t.lines);
+  free(buf);
+  return found;
+}
+
+/*
+ * A program that records slowly: what it records reaches the file while it
+ * runs, a second after at most (LABELPROF_TRACE_FLUSH's default), with no
+ * chunk filled. The child says when its scopes have ended; the file is then
+ * read until it holds them all (a deadline of 10 s, LP_TEST_SLOW times
+ * that), and the child is killed: the scopes are in the file it leaves.
+ */
+static void test_stream_slow_program_reaches_the_file(void) {
+  char path[256], copy[256];
+  snprintf(path, sizeof path, "%s/slow.pftrace", dir);
+  snprintf(copy, sizeof copy, "%s/slow-copy.pftrace", dir);
+  int fds[2];
+  CU_ASSERT_FATAL(pipe(fds) == 0);
+  pid_t pid = fork();
+  CU_ASSERT_FATAL(pid >= 0);
+  if (pid == 0) {
+    if (dup2(fds[1], 3) < 0 || setenv("LABELPROF_TRACE", path, 1) != 0 ||
+        setenv("LABELPROF_TRACE_MODE", "stream", 1) != 0 || unsetenv("LABELPROF_TRACE_FLUSH") != 0)
+      _exit(6);
+    execl("/proc/self/exe", "test_stream", "--slow-child", (char *)NULL);
+    _exit(7);
+  }
+  close(fds[1]);
+  char c = 0;
+  ssize_t r;
+  while ((r = read(fds[0], &c, 1)) < 0 && errno == EINTR)
+    ;
+  close(fds[0]);
+  CU_ASSERT_EQUAL(r, 1); /* 0: the child died before its scopes ended */
+  struct timespec t0, now;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  double limit = 10.0 * lp_test_slow(), waited = 0;
+  size_t found = 0;
+  while (r == 1 && (found = slices_in_file_now(path, copy, "slow scope")) < SLOW_SCOPES && waited < limit) {
+    struct timespec pause_ts = {0, 20000000};
+    nanosleep(&pause_ts, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    waited = (double)(now.tv_sec - t0.tv_sec) + 1e-9 * (double)(now.tv_nsec - t0.tv_nsec);
+  }
+  kill(pid, SIGKILL);
+  int status = 0;
+  CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
+  CU_ASSERT(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  if (found < SLOW_SCOPES)
+    fprintf(stderr, "slow stream: %zu of %d scopes in the file %.1f s after they ended\n", found, SLOW_SCOPES, waited);
+  CU_ASSERT_EQUAL(found, SLOW_SCOPES);
+  CU_ASSERT_EQUAL(slices_in_file_now(path, copy, "slow scope"), SLOW_SCOPES); /* and after the kill */
+  unlink(copy);
 }
 
 /* A process killed by SIGKILL while it streams: the file's whole packets are a valid trace. */
@@ -783,12 +874,26 @@ static void test_stream_env(void) {
   char *argv[] = {env_child, (char *)"xxx", (char *)"dumps", (char *)"2", NULL};
   lp_test_run_t r = lp_test_run(env_child, argv, vars, NULL);
   CU_ASSERT(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0);
-  CU_ASSERT_STRING_EQUAL(r.err, "");
   pd_trace_t t;
   memset(&t, 0, sizeof t);
   CU_ASSERT_EQUAL(pd_decode(&t, f1), 0);
   CU_ASSERT_EQUAL(count_lines(&t, "X", "env work"), 1);
   CU_ASSERT(strstr(t.session, "policy=stream") != NULL);
+  /* At exit, one line: what the file holds (as its notes say), and that nothing was dropped. */
+  const char *rec = strstr(t.session, "events_recorded=");
+  char digits[32], grouped[48], want[512];
+  snprintf(digits, sizeof digits, "%lld", rec ? atoll(rec + strlen("events_recorded=")) : -1);
+  size_t nd = strlen(digits), k = 0;
+  for (size_t i = 0; i < nd; i++) { /* 40836 as 40,836 */
+    if (i && (nd - i) % 3 == 0) grouped[k++] = ',';
+    grouped[k++] = digits[i];
+  }
+  grouped[k] = '\0';
+  snprintf(want, sizeof want, "labelprof: the stream '%s' holds %s events of 1 thread (", f1, grouped);
+  CU_ASSERT_EQUAL(strncmp(r.err, want, strlen(want)), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, " in 1 file); it dropped none\n"));
+  const char *nl = strchr(r.err, '\n');
+  CU_ASSERT(nl && nl[1] == '\0'); /* one line */
   pd_free(&t.lines);
   lp_test_run_free(&r);
 }
@@ -807,7 +912,8 @@ static void test_stream_env_dump_flushes(void) {
   char *argv[] = {env_child, (char *)"x", (char *)"dumpcopy", copy, NULL};
   lp_test_run_t r = lp_test_run(env_child, argv, vars, NULL);
   CU_ASSERT(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0);
-  CU_ASSERT_STRING_EQUAL(r.err, "");
+  CU_ASSERT_EQUAL(strncmp(r.err, "labelprof: the stream '", 23), 0); /* what it wrote, said at exit */
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "; it dropped none\n"));
   pd_trace_t t;
   memset(&t, 0, sizeof t);
   CU_ASSERT_EQUAL_FATAL(pd_decode(&t, copy), 0);
@@ -845,6 +951,7 @@ static void test_stream_env_json_falls_back(void) {
 
 int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "--kill-child") == 0) return kill_child(argv[2]);
+  if (argc == 2 && strcmp(argv[1], "--slow-child") == 0) return slow_child();
   dir = lp_test_tmpdir("stream");
   if (argc == 2 && strcmp(argv[1], "--on-counter") == 0) {
     CU_TestInfo counter[] = {LP_TEST(test_stream_encoder_on_counter), CU_TEST_INFO_NULL};
@@ -856,7 +963,7 @@ int main(int argc, char **argv) {
       LP_TEST(test_stream_rotated_files_leave_the_page_cache),
       LP_TEST(test_stream_writer_behind_drops),
       LP_TEST(test_stream_export_flushes),     LP_TEST(test_stream_rotation),
-      LP_TEST(test_stream_kill9_prefix),       LP_TEST(test_stream_kinds), LP_TEST(test_stream_track_items_keep_their_times),
+      LP_TEST(test_stream_kill9_prefix),       LP_TEST(test_stream_slow_program_reaches_the_file),       LP_TEST(test_stream_kinds), LP_TEST(test_stream_track_items_keep_their_times),
       LP_TEST(test_stream_empty_session_keeps_its_notes),
       LP_TEST(test_stream_write_error_keeps_a_trace),
       LP_TEST(test_stream_rotation_after_a_failed_open),
