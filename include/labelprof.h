@@ -486,10 +486,15 @@ typedef enum lp_trace_policy { LP_TRACE_DISCARD = 0, LP_TRACE_RING = 1, LP_TRACE
  * Rotation: opts.rotate_bytes and opts.rotate_ns (0: none) start a new file
  * once the current one holds that many bytes or has been written that long;
  * a "%n" in opts.path is then the file's number (1, 2, ...) and every file is
- * a self-contained trace. lp_trace_start() returns -EINVAL for a streamed
- * session without a path (or with rotation and no "%n"), -EBUSY while
- * another session records, and the error of opening its first file;
- * lp_trace_stop() returns the first error writing it (also said on stderr).
+ * a self-contained trace. A stream's file is locked (flock, exclusive)
+ * while it is written, and its first file until the stream ends: another
+ * stream given the same file, in this process or another (a child that
+ * inherited LABELPROF_TRACE), writes nothing to it instead of emptying it.
+ * lp_trace_start() returns -EINVAL for a streamed session without a path
+ * (or with rotation and no "%n"), -EBUSY while another session records,
+ * -ETXTBSY when another stream is writing its first file, and the error of
+ * opening that file; lp_trace_stop() returns the first error writing it
+ * (also said on stderr; a later file another stream holds is lost).
  */
 
 /*

@@ -975,12 +975,18 @@ void lp__env_load(void) {
   /* ---- end of the Perfetto stream ---- */
   if (trace || systrace || want_marker) {
     int rc = lp__trace_start(LP__ENV, &topts);
-    if (rc && topts.policy == LP_TRACE_STREAM)
+    char *first = rc == -ETXTBSY ? lp__path_numbered(trace_path, 1) : NULL;
+    if (first) /* a parent's stream, say, whose LABELPROF_TRACE this process inherited */
+      warn("cannot start the stream to '%s': %s; this process streams nothing (%%p in LABELPROF_TRACE gives each "
+           "process a file of its own)",
+           first, lp_strerror(rc));
+    else if (rc && topts.policy == LP_TRACE_STREAM)
       warn("cannot start the stream to '%s': %s", trace_path, lp_strerror(rc));
     else if (rc)
       warn("cannot start the trace: %s", lp_strerror(rc));
     else
       tracing = true;
+    free(first);
   }
   if (want_prof || fold) {
     int rc = lp__profile_start(LP__ENV, &popts);

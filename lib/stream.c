@@ -30,6 +30,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -66,7 +68,8 @@ static struct {
   uint64_t batch;          /* chunks left that wake the writer at once */
   uint64_t flush_ns;       /* how often the writer flushes by itself */
   lp__stream_source_t src; /* the recording's lock, and its chunks */
-} st = {.fd = -1};
+  int first_fd;            /* the first file, kept open (and locked) while the stream runs; -1: none */
+} st = {.fd = -1, .first_fd = -1};
 /*
  * The page cache: the writer starts the writeback of each ST_BEHIND bytes
  * it writes, and once ST_KEEP more are written, waits for that range to be
@@ -198,6 +201,30 @@ static void stream_put(void) {
   if (!rc) stream_uncache();
 }
 
+/*
+ * Opens a file of the stream, locked (flock, exclusive) for as long as it is
+ * open, so that a second stream given the same file (another process given
+ * the same path, a child that inherited LABELPROF_TRACE) finds it taken and
+ * writes nothing to it (-ETXTBSY) rather than emptying it under the first. A
+ * regular file is emptied only once it is locked; a pipe, a FIFO or a
+ * device is neither locked nor emptied. A file system that takes no locks
+ * (ENOLCK...) is written unlocked, as before there were locks.
+ */
+static int stream_open_locked(const char *name) {
+  int fd = open(name, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+  if (fd < 0) return -errno;
+  struct stat sb;
+  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) return fd;
+  int rc = 0;
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK)
+    rc = -ETXTBSY;
+  else if (ftruncate(fd, 0) != 0)
+    rc = -errno;
+  if (rc == 0) return fd;
+  close(fd);
+  return rc;
+}
+
 /* Opens the next file and writes its first packets. */
 static int stream_open_next(void) {
   char *name = lp__path_numbered(st.path, ++st.number);
@@ -209,10 +236,11 @@ static int stream_open_next(void) {
   st.file_bytes = 0;
   st.file_ns = lp__mono_ns();
   if (!name) return -ENOMEM;
-  int fd = open(name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  int rc = fd < 0 ? -errno : 0;
+  int fd = stream_open_locked(name);
   free(name);
-  if (rc) return rc;
+  if (fd < 0) return fd;
+  /* The first file stays taken until the stream ends: the same pattern elsewhere must not empty it. */
+  if (st.number == 1) st.first_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
   st.fd = fd;
   st.started = 0;
   st.uncached = false;
@@ -359,7 +387,7 @@ int lp__stream_start(lp__owner_t who, const lp_trace_opts_t *o, const lp__stream
     st_cv_monotonic = true;
   }
   memset(&st, 0, sizeof st);
-  st.fd = -1;
+  st.fd = st.first_fd = -1;
   st.owner = who;
   st.rotate_bytes = o->rotate_bytes;
   st.rotate_ns = o->rotate_ns;
@@ -375,14 +403,17 @@ int lp__stream_start(lp__owner_t who, const lp_trace_opts_t *o, const lp__stream
   int rc = stream_open_next();
   if (rc == 0) rc = lp__thread_spawn(&st.th, stream_main, NULL, "labelprof-write");
   if (rc) {
-    if (st.fd >= 0) close(st.fd);
-    char *name = lp__path_numbered(st.path, 1);
-    if (name && st.number) unlink(name);
-    free(name);
+    if (st.fd >= 0) { /* opened and locked, then no writer: the file made for it goes */
+      char *name = lp__path_numbered(st.path, 1);
+      if (name) unlink(name);
+      free(name);
+      close(st.fd);
+    }
+    if (st.first_fd >= 0) close(st.first_fd);
     lp__pfs_free(st.enc);
     free(st.path);
     memset(&st, 0, sizeof st);
-    st.fd = -1;
+    st.fd = st.first_fd = -1;
     return rc;
   }
   st.on = true;
@@ -411,6 +442,8 @@ int lp__stream_stop(void) {
   free(st.path);
   st.enc = NULL;
   st.path = NULL;
+  if (st.first_fd >= 0) close(st.first_fd); /* the first file free for another stream */
+  st.first_fd = -1;
   st.on = st.quit = false;
   rc = pthread_cond_broadcast(&st_done_cv);
   if (rc != 0) lp__fatal("pthread_cond_broadcast", rc);
@@ -453,12 +486,13 @@ void lp__stream_status(lp__stream_status_t *out) {
 }
 
 void lp__stream_atfork_child(void) {
-  /* The parent's stream: its writer was not copied and its file is the parent's. */
+  /* The parent's stream: its writer was not copied and its file is the parent's (its lock stays the parent's). */
   if (st.fd >= 0) close(st.fd);
+  if (st.first_fd >= 0) close(st.first_fd);
   lp__pfs_free(st.enc);
   free(st.path);
   memset(&st, 0, sizeof st);
-  st.fd = -1;
+  st.fd = st.first_fd = -1;
   pthread_cond_t fresh_st = PTHREAD_COND_INITIALIZER, fresh_done = PTHREAD_COND_INITIALIZER;
   st_cv = fresh_st;
   st_done_cv = fresh_done;

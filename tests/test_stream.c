@@ -865,6 +865,49 @@ static void test_stream_rotation_after_a_failed_open(void) {
 
 static char env_child[4096];
 
+/*
+ * Two streams never write one file (#37): a child given the file this
+ * process streams to (as a child that inherits LABELPROF_TRACE is) writes
+ * nothing to it and says why on one line, and the file stays this
+ * process's, whole. Rotated, the first file stays taken while later ones
+ * are written, so that the same pattern in another process cannot empty it.
+ */
+static void test_stream_one_file_one_stream(void) {
+  for (int rotated = 0; rotated < 2; rotated++) {
+    char path[256], first[256], tv[320];
+    snprintf(path, sizeof path, "%s/shared%s.pftrace", dir, rotated ? "-%n" : "");
+    snprintf(first, sizeof first, "%s/shared%s.pftrace", dir, rotated ? "-1" : "");
+    lp_trace_opts_t o = stream_opts(path, 1 << 20);
+    if (rotated) o.rotate_bytes = 4096;
+    CU_ASSERT_EQUAL_FATAL(lp_trace_start(&o), 0);
+    work(2000);
+    CU_ASSERT_EQUAL(lp__trace_stream_sync(), 0);
+    snprintf(tv, sizeof tv, "LABELPROF_TRACE=%s", path);
+    const char *vars[] = {tv, "LABELPROF_TRACE_MODE=stream", NULL};
+    char *argv[] = {env_child, (char *)"x", NULL};
+    lp_test_run_t r = lp_test_run(env_child, argv, vars, NULL);
+    CU_ASSERT(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0);
+    const char *nl = strchr(r.err, '\n');
+    CU_ASSERT(nl && nl[1] == '\0'); /* one line */
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "another stream is writing that file"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, first));
+    lp_test_run_free(&r);
+    work(500);
+    pd_trace_t t;
+    stream_stop_and_decode(first, &t);
+    CU_ASSERT_EQUAL(count_lines(&t, "X", "env work"), 0);
+    if (!rotated) CU_ASSERT_EQUAL(count_lines(&t, "X", "stream inner"), 2500);
+    if (rotated) CU_ASSERT(count_lines(&t, "X", "stream inner") > 0);
+    pd_free(&t.lines);
+    for (int k = 1; k < 100; k++) { /* a rotated stream's files */
+      char name[300];
+      snprintf(name, sizeof name, "%s/shared-%d.pftrace", dir, k);
+      unlink(name);
+    }
+    unlink(first);
+  }
+}
+
 /* LABELPROF_TRACE_MODE=stream: the environment's session streamed to LABELPROF_TRACE, numbered by rotation. */
 static void test_stream_env(void) {
   char tv[400], f1[300];
@@ -969,7 +1012,7 @@ int main(int argc, char **argv) {
       LP_TEST(test_stream_rotation_after_a_failed_open),
       LP_TEST(test_stream_encoder_on_chunks),
       LP_TEST(test_stream_env),                LP_TEST(test_stream_env_dump_flushes),
-      LP_TEST(test_stream_env_json_falls_back),
+      LP_TEST(test_stream_env_json_falls_back), LP_TEST(test_stream_one_file_one_stream),
       CU_TEST_INFO_NULL,
   };
   return lp_test_main("stream", tests);
