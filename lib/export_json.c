@@ -166,10 +166,7 @@ static void event(json_t *j, char ph, const fragment_t *f, uint64_t ts, const ui
 
 /* ---- layers and phases: "cat":"runtime,preparation", "args":{"layer":...,"phase":...[,"mode":...]} ---- */
 static const fragment_t *site_fragment(json_t *j, const lp_site_t *site) {
-  /* A name made at run time (NVTX, ITT): its domain is the category. */
-  if ((site->reserved_layers & LP_IMPL_SITE_MADE) && ((const lp_impl_made_site_t *)site)->category)
-    return fragment(j, site, ((const lp_impl_made_site_t *)site)->category, lp__label(site), "");
-  if (!lp__site_has_layer(site)) return fragment(j, site, lp__level_name(site->level), lp__label(site), "");
+  if (!lp__site_has_layer(site)) return fragment(j, site, lp__site_category(site), lp__label(site), "");
   const char *layer = lp_layer_name(site->layer), *phase = lp_phase_name(site->phase);
   char cat[64], args[128];
   snprintf(cat, sizeof cat, "%s,%s", layer, phase);
@@ -278,57 +275,35 @@ int lp__export_json(lp__jw_t *w, const lp__session_t *s, const char *process_nam
   lp__walk_free(&lw);
   free_fragments(&j);
 
-  lp__jw_lit(w, "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"library\":\"labelprof " LABELPROF_VERSION_STRING
-                "\",\"clock\":");
-  lp__jw_str(w, lp__clock_name());
-  lp__jw_lit(w, ",\"clock_reason\":");
-  lp__jw_str(w, lp__clock_reason());
-  lp__jw_lit(w, ",\"clock_check_ns\":");
-  lp__jw_u64(w, lp__clock_check_ns());
-  lp__jw_lit(w, ",\"clock_domain\":\"CLOCK_MONOTONIC\",\"ts_base_ns\":\"");
-  lp__jw_u64(w, j.ts_base);
-  lp__jw_lit(w, "\"");
-  const char *jt = lp__timemap_jump_text(map);
-  if (jt) {
-    lp__jw_lit(w, ",\"clock_jumps\":");
-    lp__jw_u64(w, lp__timemap_jumps(map));
-    lp__jw_lit(w, ",\"clock_jump\":");
-    lp__jw_str(w, jt);
-    lp__jump_sentence(map, jump, jump_len);
-  }
-  lp__jw_lit(w, ",\"events_recorded\":");
-  lp__jw_u64(w, lw.events);
-  lp__jw_lit(w, ",\"events_dropped\":");
-  lp__jw_u64(w, s->dropped);
-  lp__jw_lit(w, ",\"budget_bytes\":");
-  lp__jw_u64(w, s->opts.budget_bytes);
-  uint64_t names_over = atomic_load_explicit(&lp__names_overflowed, memory_order_relaxed);
-  if (names_over) { /* NVTX and ITT names past LABELPROF_MAX_NAMES, in this process so far */
-    lp__jw_lit(w, ",\"names_overflowed\":");
-    lp__jw_u64(w, names_over);
-    lp__jw_lit(w, ",\"names_limit\":");
-    lp__jw_u64(w, atomic_load_explicit(&lp__names_limit, memory_order_relaxed));
-  }
-  /* The session's window and first drop, CLOCK_MONOTONIC ns as exact strings like ts_base_ns. */
-  lp__jw_lit(w, ",\"session_start_ns\":\"");
-  lp__jw_u64(w, s->start.ns);
-  lp__jw_lit(w, "\",\"session_stop_ns\":\"");
-  lp__jw_u64(w, s->stop.ns == UINT64_MAX ? s->taken_ns : s->stop.ns);
-  if (s->stop.ns == UINT64_MAX)
-    lp__jw_lit(w, "\",\"session_running\":true");
-  else
-    lp__jw_lit(w, "\",\"session_running\":false");
-  if (s->first_drop_ns) {
-    lp__jw_lit(w, ",\"first_drop_ns\":\"");
-    lp__jw_u64(w, s->first_drop_ns);
-    lp__jw_lit(w, "\"");
-  }
-  lp__jw_lit(w, ",\"policy\":");
-  lp__jw_str(w, s->opts.policy == LP_TRACE_RING ? "ring" : "discard");
+  /* The session's notes (the same as a Perfetto file's); CLOCK_MONOTONIC times as exact strings of digits. */
+  lp__notes_t n = lp__session_notes(s, map, &lw);
+  n.has_ts_base = true;
+  n.ts_base_ns = j.ts_base;
+  lp__jump_sentence(map, jump, jump_len);
+  lp__note_t items[LP__NOTES_MAX];
   char levels[64];
-  lp__levels_text(s->opts.levels, levels, sizeof levels);
-  lp__jw_lit(w, ",\"levels\":");
-  lp__jw_str(w, levels);
+  size_t nitems = lp__notes_items(&n, items, levels);
+  lp__jw_lit(w, "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{");
+  for (size_t i = 0; i < nitems; i++) {
+    const lp__note_t *it = &items[i];
+    if (i) lp__jw_lit(w, ",");
+    lp__jw_str(w, it->key);
+    lp__jw_lit(w, ":");
+    if (it->kind == LP__NOTE_STR) {
+      lp__jw_str(w, it->str);
+    } else if (it->kind == LP__NOTE_BOOL) {
+      if (it->u)
+        lp__jw_lit(w, "true");
+      else
+        lp__jw_lit(w, "false");
+    } else if (it->kind == LP__NOTE_NS) {
+      lp__jw_lit(w, "\"");
+      lp__jw_u64(w, it->u);
+      lp__jw_lit(w, "\"");
+    } else {
+      lp__jw_u64(w, it->u);
+    }
+  }
   lp__jw_lit(w, "}}\n");
   lp__timemap_free(map);
   if ((lw.nomem || j.nomem) && !w->err) return -ENOMEM;

@@ -143,7 +143,16 @@ static uint64_t pf_cat_iid(lp__pf_seq_t *q, const char *cat, bool *fresh) {
       return i + 1;
     }
   *fresh = true;
-  if (q->ncats == sizeof q->cats / sizeof q->cats[0]) return 0; /* cannot happen: a handful of names */
+  if (q->ncats == q->capcats) {
+    uint32_t cap = q->capcats ? q->capcats * 2 : 16;
+    const char **c = lp__realloc(q->cats, cap * sizeof *c);
+    if (!c) {
+      q->nomem = true;
+      return 0;
+    }
+    q->cats = c;
+    q->capcats = cap;
+  }
   q->cats[q->ncats++] = cat;
   return q->ncats;
 }
@@ -155,7 +164,9 @@ void lp__pf_seq_reset(lp__pf_seq_t *q, uint32_t id, uint64_t base) {
   q->keys = NULL;
   q->iids = NULL;
   q->cat_of = NULL;
-  q->kmask = q->nkeys = q->ncats = 0;
+  free(q->cats);
+  q->cats = NULL;
+  q->kmask = q->nkeys = q->ncats = q->capcats = 0;
   q->id = id;
   q->last = base;
 }
@@ -313,7 +324,7 @@ void lp__pf_event(lp__pf_seq_t *q, const lp__pf_rec_t *r, uint32_t type, uint64_
       cats[0] = lp_layer_name(site->layer);
       cats[1] = lp_phase_name(site->phase);
     } else {
-      cats[0] = lp__level_name(site->level);
+      cats[0] = lp__site_category(site); /* as the JSON's "cat": a made name's domain, or the level */
     }
     for (int k = 0; k < 2 && cats[k]; k++) {
       cat_iid[k] = pf_cat_iid(q, cats[k], &fresh_cat[k]);
@@ -496,37 +507,24 @@ static void pf_write_lane(lp__pf_export_t *x, pf_lane_t *pl, const lp__session_t
   pl->n = 0;
 }
 
-/*
- * The session's notes, what the JSON's otherData says: the debug
- * annotations of one instant, "labelprof session", on the process's track at
- * n->at_ns (CLOCK_MONOTONIC, named by a snapshot just before it), with what
- * every file says of its session: library, clock, events recorded (events)
- * and dropped, budget, window and first drop. The caller adds what its kind
- * of file says, then ends the packet with lp__pf_session_note_end().
- */
-void lp__pf_session_note_begin(lp__pf_export_t *x, uint32_t seq, const lp__pfs_notes_t *n, uint64_t events,
-                               size_t *p, size_t *te) {
+void lp__pf_session_note(lp__pf_export_t *x, uint32_t seq, const lp__notes_t *n) {
   pf_notes_clock(&x->pb, seq, n->at_ns, x->boot_offset);
-  *p = lp__pb_begin(&x->pb, TRACE_PACKET);
+  size_t p = lp__pb_begin(&x->pb, TRACE_PACKET);
   lp__pb_varint(&x->pb, TP_TIMESTAMP, n->at_ns);
   lp__pb_varint(&x->pb, TP_CLOCK_ID, CLOCK_MONOTONIC_ID);
-  *te = lp__pb_begin(&x->pb, TP_TRACK_EVENT);
+  size_t te = lp__pb_begin(&x->pb, TP_TRACK_EVENT);
   lp__pb_varint(&x->pb, TE_TYPE, TYPE_INSTANT);
   lp__pb_varint(&x->pb, TE_TRACK_UUID, x->process_uuid);
-  lp__pf_annotation_str(&x->pb, "library", "labelprof " LABELPROF_VERSION_STRING);
-  lp__pf_annotation_str(&x->pb, "clock", lp__clock_name());
-  lp__pf_annotation_str(&x->pb, "clock_reason", lp__clock_reason());
-  lp__pf_annotation_uint(&x->pb, "clock_check_ns", DA_UINT, lp__clock_check_ns());
-  lp__pf_annotation_str(&x->pb, "clock_domain", "CLOCK_MONOTONIC");
-  lp__pf_annotation_uint(&x->pb, "events_recorded", DA_UINT, events);
-  lp__pf_annotation_uint(&x->pb, "events_dropped", DA_UINT, n->dropped);
-  lp__pf_annotation_uint(&x->pb, "budget_bytes", DA_UINT, n->budget_bytes);
-  lp__pf_annotation_uint(&x->pb, "session_start_ns", DA_UINT, n->start_ns);
-  lp__pf_annotation_uint(&x->pb, "session_stop_ns", DA_UINT, n->at_ns);
-  if (n->first_drop_ns) lp__pf_annotation_uint(&x->pb, "first_drop_ns", DA_UINT, n->first_drop_ns);
-}
-
-void lp__pf_session_note_end(lp__pf_export_t *x, uint32_t seq, size_t p, size_t te) {
+  lp__note_t items[LP__NOTES_MAX];
+  char levels[64];
+  size_t nitems = lp__notes_items(n, items, levels);
+  for (size_t i = 0; i < nitems; i++) {
+    const lp__note_t *it = &items[i];
+    if (it->kind == LP__NOTE_STR)
+      lp__pf_annotation_str(&x->pb, it->key, it->str);
+    else
+      lp__pf_annotation_uint(&x->pb, it->key, it->kind == LP__NOTE_BOOL ? DA_BOOL : DA_UINT, it->u);
+  }
   lp__pb_str(&x->pb, TE_NAME, "labelprof session"); /* a one-off, not interned */
   lp__pb_end(&x->pb, te);
   lp__pb_varint(&x->pb, TP_SEQ_ID, seq);
@@ -567,22 +565,9 @@ int lp__export_perfetto(lp__jw_t *w, const lp__session_t *s, const char *process
   }
 
   /* The session's notes, at its stop (a session still running: when it was taken). */
-  lp__pfs_notes_t n = {s->stop.ns != UINT64_MAX ? s->stop.ns : s->taken_ns, s->dropped, s->opts.budget_bytes,
-                       s->start.ns, s->first_drop_ns, 0, 0};
-  size_t p, te;
-  lp__pf_session_note_begin(&x, pseq, &n, lw.events, &p, &te);
-  lp__pf_annotation_uint(&x.pb, "session_running", DA_BOOL, s->stop.ns == UINT64_MAX);
-  const char *jt = lp__timemap_jump_text(map);
-  if (jt) {
-    lp__pf_annotation_uint(&x.pb, "clock_jumps", DA_UINT, lp__timemap_jumps(map));
-    lp__pf_annotation_str(&x.pb, "clock_jump", jt);
-    lp__jump_sentence(map, jump, jump_len);
-  }
-  lp__pf_annotation_str(&x.pb, "policy", s->opts.policy == LP_TRACE_RING ? "ring" : "discard");
-  char levels[64];
-  lp__levels_text(s->opts.levels & ~LP_LEVEL_ANNOTATIONS, levels, sizeof levels);
-  lp__pf_annotation_str(&x.pb, "levels", levels);
-  lp__pf_session_note_end(&x, pseq, p, te);
+  lp__notes_t n = lp__session_notes(s, map, &lw);
+  lp__pf_session_note(&x, pseq, &n);
+  lp__jump_sentence(map, jump, jump_len);
   lp__pb_flush(&x.pb, w);
 
   int rc = x.pb.err ? x.pb.err : (lw.nomem || pl.nomem || x.q.nomem) ? -ENOMEM : 0;

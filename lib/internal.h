@@ -497,6 +497,8 @@ int lp__profile_write_pprof_stream(const lp_profile_t *p, FILE *out);
 
 /* "runtime", "operator"...: an LP_LEVEL_* bit's name ("labelprof" for anything else). */
 const char *lp__level_name(uint32_t level);
+/* A site's category when it has no layer: a name made at run time, its domain (NVTX, ITT); else its level's name. */
+const char *lp__site_category(const lp_site_t *site);
 /* The names of the bits of levels, "request,runtime,...", into buf (size bytes); its length. */
 size_t lp__levels_text(uint32_t levels, char *buf, size_t size);
 
@@ -795,8 +797,9 @@ typedef struct lp__walk {
   const lp__timemap_t *map;
   const lp__sink_t *sink;
   void *ctx;
-  uint64_t events; /* events given so far (all lanes) */
-  bool nomem;      /* the walker's own stack could not grow: a scope was lost */
+  uint64_t events;     /* events given so far (all lanes) */
+  uint64_t unfinished; /* scopes still open at their lane's end, given so far */
+  bool nomem;          /* the walker's own stack could not grow: a scope was lost */
   /* private */
   lp__sync_t anchor; /* the sync point of the chunk being read */
   lp__timeseg_t seg; /* the clock map's line for the chunk's ticks, as far as it goes */
@@ -822,6 +825,40 @@ int64_t lp__export_boot_offset(void);
 void lp__export_test_identity(uint64_t pid, int64_t boot_offset);
 /* When map found the clock jumping: the one line said on stderr about it, into out (size bytes); else out is left. */
 void lp__jump_sentence(const lp__timemap_t *map, char *out, size_t size);
+
+/*
+ * The session's notes: what every format says of the session besides its
+ * events (the JSON's otherData, the debug annotations of a Perfetto file's
+ * "labelprof session" instant), in one list and one order, so that the
+ * formats say the same. lp__notes_items() lays n out as items; levels is
+ * a buffer of 64 bytes for the levels' text.
+ */
+typedef struct lp__notes {
+  uint64_t at_ns;              /* when said: the session's stop, or when a running one was taken or its file ended */
+  uint64_t events, dropped, budget_bytes;
+  uint64_t start_ns, first_drop_ns; /* CLOCK_MONOTONIC; first_drop_ns 0: none (in this file) */
+  bool running;
+  const char *policy;          /* "discard", "ring", "stream" */
+  uint32_t levels;
+  uint64_t unfinished;         /* scopes begun in the file and not ended when it ends */
+  uint64_t jumps;              /* clock jumps found, and the largest's description (NULL: none) */
+  const char *jump;
+  bool has_ts_base;            /* JSON: its "ts" base */
+  uint64_t ts_base_ns;
+  bool file;                   /* a stream's file: when it began, the session's drops so far, its number */
+  uint64_t file_start_ns, session_dropped, file_number;
+} lp__notes_t;
+typedef enum { LP__NOTE_STR, LP__NOTE_UINT, LP__NOTE_NS, LP__NOTE_BOOL } lp__note_kind_t;
+typedef struct lp__note {
+  const char *key;
+  lp__note_kind_t kind; /* NS: a CLOCK_MONOTONIC time, exact (a string of digits in the JSON) */
+  const char *str;
+  uint64_t u;
+} lp__note_t;
+enum { LP__NOTES_MAX = 32 };
+size_t lp__notes_items(const lp__notes_t *n, lp__note_t out[LP__NOTES_MAX], char *levels);
+/* A session's notes once w has walked its lanes (at its stop, or when it was taken if it runs). */
+lp__notes_t lp__session_notes(const lp__session_t *s, const lp__timemap_t *map, const lp__walk_t *w);
 
 /*
  * The formats: each writes the whole file to w, and returns w's error, or
@@ -852,17 +889,16 @@ typedef struct lp__pfs_lane_info {
   char *const *work; /* a track's work names by id */
   uint32_t nwork;
 } lp__pfs_lane_info_t;
-typedef struct lp__pfs_notes {
-  uint64_t at_ns, dropped, budget_bytes;
-  uint64_t start_ns, first_drop_ns; /* the session's start and first drop in this file (0: none), CLOCK_MONOTONIC */
-  uint64_t file_start_ns, session_dropped; /* when this file began; the session's drops so far (dropped: this file's) */
-} lp__pfs_notes_t;
+
 lp__pfs_t *lp__pfs_new(void);
 void lp__pfs_free(lp__pfs_t *f);
 void lp__pfs_restart(lp__pfs_t *f, const char *process_name);
 int lp__pfs_chunk(lp__pfs_t *f, lp__pfs_lane_t **state, const lp__pfs_lane_info_t *info, const lp_impl_event_t *ev,
                   uint32_t from, uint32_t to, const lp__timemap_t *map, lp__sync_t anchor);
-void lp__pfs_finish(lp__pfs_t *f, const lp__pfs_notes_t *n);
+/* The file's notes (n's events, unfinished scopes and clock jumps are the encoder's own). */
+void lp__pfs_finish(lp__pfs_t *f, const lp__notes_t *n);
+/* The clock jumps a batch's map found: said in the file's notes. */
+void lp__pfs_jumps(lp__pfs_t *f, const lp__timemap_t *map);
 void lp__pfs_lane_free(lp__pfs_lane_t *l);
 const uint8_t *lp__pfs_bytes(const lp__pfs_t *f, size_t *n);
 void lp__pfs_clear(lp__pfs_t *f);

@@ -38,6 +38,12 @@ const char *lp__level_name(uint32_t level) {
   }
 }
 
+const char *lp__site_category(const lp_site_t *site) {
+  if ((site->reserved_layers & LP_IMPL_SITE_MADE) && ((const lp_impl_made_site_t *)site)->category)
+    return ((const lp_impl_made_site_t *)site)->category;
+  return lp__level_name(site->level);
+}
+
 size_t lp__levels_text(uint32_t levels, char *buf, size_t size) {
   size_t n = 0;
   if (size) buf[0] = '\0';

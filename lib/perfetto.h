@@ -54,8 +54,8 @@ typedef struct lp__pf_seq {
   uint32_t kmask, nkeys;
   uint64_t *iids;
   uint64_t *cat_of; /* the key's one category iid once interned, for the fast path; 0: none (or a layered site) */
-  const char *cats[64];
-  uint32_t ncats;
+  const char **cats; /* categories by iid - 1: levels, layers and phases, "track", and NVTX and ITT domains */
+  uint32_t ncats, capcats;
   bool nomem;
 } lp__pf_seq_t;
 
@@ -105,14 +105,11 @@ uint64_t lp__pf_counter_track(lp__pf_export_t *x, const lp_site_t *site);
 void lp__pf_annotation_str(lp__pb_t *pb, const char *name, const char *value);
 void lp__pf_annotation_uint(lp__pb_t *pb, const char *name, uint32_t field, uint64_t value);
 /*
- * The session's notes, what the JSON's otherData says: the debug
- * annotations of one instant, "labelprof session", on the process's track at
- * n->at_ns (CLOCK_MONOTONIC, named by a snapshot just before it), with what
- * every file says of its session. The caller adds what its kind of file
- * says, then ends the packet with lp__pf_session_note_end().
+ * The session's notes (lp__notes_items), as the debug annotations of one
+ * instant, "labelprof session", on the process's track at n->at_ns
+ * (CLOCK_MONOTONIC, named by a clock snapshot just before it), on sequence
+ * seq: what the JSON says in otherData.
  */
-void lp__pf_session_note_begin(lp__pf_export_t *x, uint32_t seq, const lp__pfs_notes_t *n, uint64_t events,
-                               size_t *p, size_t *te);
-void lp__pf_session_note_end(lp__pf_export_t *x, uint32_t seq, size_t p, size_t te);
+void lp__pf_session_note(lp__pf_export_t *x, uint32_t seq, const lp__notes_t *n);
 
 #endif /* LABELPROF_PERFETTO_H */

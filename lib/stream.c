@@ -67,6 +67,7 @@ static struct {
   uint64_t file_start_ns;  /* when it began, CLOCK_MONOTONIC; 0: with the session (writer only) */
   uint64_t batch;          /* chunks left that wake the writer at once */
   uint64_t flush_ns;       /* how often the writer flushes by itself */
+  uint32_t levels;         /* the levels its session asked for */
   lp__stream_source_t src; /* the recording's lock, and its chunks */
   int first_fd;            /* the first file, kept open (and locked) while the stream runs; -1: none */
 } st = {.fd = -1, .first_fd = -1};
@@ -263,8 +264,16 @@ static void stream_close_file(bool rotated) {
   lp__drops_t d;
   if (st.src.drops(st.owner, &d) != 0) memset(&d, 0, sizeof d);
   uint64_t now = lp__mono_ns(), from = st.file_start_ns ? st.file_start_ns : d.start_ns;
-  lp__pfs_notes_t n = {now, d.dropped >= st.file_dropped0 ? d.dropped - st.file_dropped0 : 0, d.budget_bytes,
-                       d.start_ns, d.first_drop_ns >= from ? d.first_drop_ns : 0, from, d.dropped};
+  lp__notes_t n = {.at_ns = now,
+                   .dropped = d.dropped >= st.file_dropped0 ? d.dropped - st.file_dropped0 : 0,
+                   .budget_bytes = d.budget_bytes,
+                   .start_ns = d.start_ns,
+                   .first_drop_ns = d.first_drop_ns >= from ? d.first_drop_ns : 0,
+                   .running = rotated, /* a file rotated out: the session goes on in the next */
+                   .policy = "stream",
+                   .levels = st.levels,
+                   .file_start_ns = from,
+                   .session_dropped = d.dropped};
   st.file_dropped0 = d.dropped;
   st.file_start_ns = now;
   lp__pfs_finish(st.enc, &n);
@@ -322,6 +331,7 @@ static void *stream_main(void *arg) {
       for (size_t i = 0; i < n; i++) syncs[i] = items[i].chunk->sync;
       syncs[n] = lp__clock_sync();
       map = lp__timemap_new(syncs, n + 1);
+      if (map) lp__pfs_jumps(st.enc, map);
     }
     for (size_t i = 0; i < n; i++) {
       lp__stream_item_t *it = &items[i];
@@ -394,6 +404,7 @@ int lp__stream_start(lp__owner_t who, const lp_trace_opts_t *o, const lp__stream
   uint64_t batch = o->budget_bytes / LP__CHUNK_BYTES / 8;
   st.batch = batch > ST_BATCH ? ST_BATCH : batch ? batch : 1;
   st.flush_ns = st_flush_ns;
+  st.levels = o->levels;
   st.src = *src;
   if (!(st.path = lp__strdup(o->path)) || !(st.enc = lp__pfs_new())) {
     free(st.path);

@@ -26,6 +26,7 @@
 #include "perfetto.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,6 +64,9 @@ struct lp__pfs {
   uint64_t file;   /* files started */
   uint32_t nseq;   /* sequences given out */
   uint64_t events; /* events written to the current file */
+  uint64_t open;   /* scopes begun in the current file and not ended (begins less ends written in it) */
+  uint64_t jumps;  /* clock jumps the batches' maps found while it was current, and a description */
+  char jump[200];
 };
 
 lp__pfs_t *lp__pfs_new(void) {
@@ -80,6 +84,8 @@ void lp__pfs_restart(lp__pfs_t *f, const char *process_name) {
   lp__pf_export_t *x = &f->x;
   f->file++;
   f->events = 0;
+  f->open = 0;
+  f->jumps = 0;
   /* Read again for each file: a machine suspended since the last one moved BOOTTIME away from MONOTONIC. */
   x->boot_offset = lp__export_boot_offset();
   x->counters.n = 0; /* counter tracks are described again in each file */
@@ -122,6 +128,7 @@ static void pfs_lane_start(lp__pfs_t *f, lp__pfs_lane_t *l, const lp__pfs_lane_i
   lp__pf_seq_start(&l->q, l->uuid, x->boot_offset);
   lp__pf_lane_descriptor(x, l->seq, l->uuid, info->track, info->name, info->tid);
   l->file = f->file;
+  f->open += l->depth;
   for (size_t k = 0; k < l->depth; k++) {
     lp__pf_rec_t r = {ts, 0, l->stack[k].site, 0, PF_SLICE, PF_TRUNCATED};
     lp__pf_event(&l->q, &r, TYPE_SLICE_BEGIN, ts, 0, lp__label(l->stack[k].site), false);
@@ -129,7 +136,8 @@ static void pfs_lane_start(lp__pfs_t *f, lp__pfs_lane_t *l, const lp__pfs_lane_i
 }
 
 /* Ends the open scopes from index k up, innermost first, at ts. */
-static void pfs_close_from(lp__pfs_lane_t *l, size_t k, uint64_t ts, bool unterminated) {
+static void pfs_close_from(lp__pfs_t *f, lp__pfs_lane_t *l, size_t k, uint64_t ts, bool unterminated) {
+  if (l->depth > k) f->open -= l->depth - k;
   while (l->depth > k) {
     l->depth--;
     lp__pf_rec_t r = {ts, ts, l->stack[l->depth].site, 0, PF_SLICE, unterminated ? PF_UNTERMINATED : 0};
@@ -313,7 +321,9 @@ static inline __attribute__((always_inline)) uint32_t pfs_loop(lp__pfs_t *f, lp_
   uint32_t done = (uint32_t)(e - (ev + i));
   pb->len = (size_t)(o - pb->buf);
   l->q.last = last;
-  l->depth = (size_t)(top + 1 - l->stack);
+  size_t depth = (size_t)(top + 1 - l->stack);
+  f->open += depth - l->depth; /* begins less ends: modulo 2^64, the sum stays right */
+  l->depth = depth;
   f->events += done;
   return i + done;
 }
@@ -365,12 +375,13 @@ int lp__pfs_chunk(lp__pfs_t *f, lp__pfs_lane_t **state, const lp__pfs_lane_info_
       uint32_t d = LP__TAG_DEPTH(ev[i].tag);
       size_t k = l->depth;
       while (k > 0 && l->stack[k - 1].depth >= d) k--;
-      pfs_close_from(l, k, ts, true);
+      pfs_close_from(f, l, k, ts, true);
       if (l->depth == l->cap && !pfs_stack_grow(l)) {
         l->q.nomem = true;
         break;
       }
       l->stack[l->depth++] = (lp__scope_t){site, ts, d, false, 0};
+      f->open++;
       lp__pf_rec_t r = {ts, 0, site, 0, PF_SLICE, 0};
       lp__pf_event(&l->q, &r, TYPE_SLICE_BEGIN, ts, 0, lp__label(site), false);
       pfs_fast_learn(l, site);
@@ -380,8 +391,8 @@ int lp__pfs_chunk(lp__pfs_t *f, lp__pfs_lane_t **state, const lp__pfs_lane_info_
     case LP_IMPL_EV_END: {
       size_t m = lp__scope_match(l->stack, l->depth, site, LP__TAG_DEPTH(ev[i].tag));
       if (!m) break; /* its begin is not in the stream */
-      pfs_close_from(l, m, ts, true);
-      pfs_close_from(l, m - 1, ts, false);
+      pfs_close_from(f, l, m, ts, true);
+      pfs_close_from(f, l, m - 1, ts, false);
       f->events++;
       break;
     }
@@ -424,13 +435,20 @@ int lp__pfs_chunk(lp__pfs_t *f, lp__pfs_lane_t **state, const lp__pfs_lane_info_
   return lp__pfs_error(f);
 }
 
-void lp__pfs_finish(lp__pfs_t *f, const lp__pfs_notes_t *n) {
-  lp__pf_export_t *x = &f->x;
-  size_t p, te;
-  lp__pf_session_note_begin(x, 1, n, f->events, &p, &te);
-  lp__pf_annotation_uint(&x->pb, "file_start_ns", DA_UINT, n->file_start_ns);
-  lp__pf_annotation_uint(&x->pb, "session_events_dropped", DA_UINT, n->session_dropped);
-  lp__pf_annotation_str(&x->pb, "policy", "stream");
-  lp__pf_annotation_uint(&x->pb, "file_number", DA_UINT, f->file);
-  lp__pf_session_note_end(x, 1, p, te);
+void lp__pfs_finish(lp__pfs_t *f, const lp__notes_t *n) {
+  lp__notes_t mine = *n;
+  mine.events = f->events;
+  mine.unfinished = f->open;
+  mine.jumps = f->jumps;
+  mine.jump = f->jumps ? f->jump : NULL;
+  mine.file = true;
+  mine.file_number = f->file;
+  lp__pf_session_note(&f->x, 1, &mine);
+}
+
+void lp__pfs_jumps(lp__pfs_t *f, const lp__timemap_t *map) {
+  const char *jt = lp__timemap_jump_text(map);
+  if (!jt) return;
+  f->jumps += lp__timemap_jumps(map);
+  snprintf(f->jump, sizeof f->jump, "%s", jt); /* the largest of the last batch that had one */
 }

@@ -64,6 +64,61 @@ void lp__jump_sentence(const lp__timemap_t *map, char *out, size_t size) {
            lp__timemap_jumps(map), jt);
 }
 
+static void note(lp__note_t *out, size_t *n, const char *key, lp__note_kind_t kind, const char *str, uint64_t u) {
+  out[(*n)++] = (lp__note_t){key, kind, str, u};
+}
+
+size_t lp__notes_items(const lp__notes_t *in, lp__note_t out[LP__NOTES_MAX], char *levels) {
+  size_t n = 0;
+  note(out, &n, "library", LP__NOTE_STR, "labelprof " LABELPROF_VERSION_STRING, 0);
+  note(out, &n, "clock", LP__NOTE_STR, lp__clock_name(), 0);
+  note(out, &n, "clock_reason", LP__NOTE_STR, lp__clock_reason(), 0);
+  note(out, &n, "clock_check_ns", LP__NOTE_UINT, NULL, lp__clock_check_ns());
+  note(out, &n, "clock_domain", LP__NOTE_STR, "CLOCK_MONOTONIC", 0);
+  if (in->has_ts_base) note(out, &n, "ts_base_ns", LP__NOTE_NS, NULL, in->ts_base_ns);
+  if (in->jump) {
+    note(out, &n, "clock_jumps", LP__NOTE_UINT, NULL, in->jumps);
+    note(out, &n, "clock_jump", LP__NOTE_STR, in->jump, 0);
+  }
+  note(out, &n, "events_recorded", LP__NOTE_UINT, NULL, in->events);
+  note(out, &n, "events_dropped", LP__NOTE_UINT, NULL, in->dropped);
+  note(out, &n, "budget_bytes", LP__NOTE_UINT, NULL, in->budget_bytes);
+  uint64_t names_over = atomic_load_explicit(&lp__names_overflowed, memory_order_relaxed);
+  if (names_over) { /* NVTX and ITT names past LABELPROF_MAX_NAMES, in this process so far */
+    note(out, &n, "names_overflowed", LP__NOTE_UINT, NULL, names_over);
+    note(out, &n, "names_limit", LP__NOTE_UINT, NULL, atomic_load_explicit(&lp__names_limit, memory_order_relaxed));
+  }
+  note(out, &n, "session_start_ns", LP__NOTE_NS, NULL, in->start_ns);
+  note(out, &n, "session_stop_ns", LP__NOTE_NS, NULL, in->at_ns);
+  note(out, &n, "session_running", LP__NOTE_BOOL, NULL, in->running);
+  if (in->first_drop_ns) note(out, &n, "first_drop_ns", LP__NOTE_NS, NULL, in->first_drop_ns);
+  note(out, &n, "policy", LP__NOTE_STR, in->policy, 0);
+  lp__levels_text(in->levels, levels, 64);
+  note(out, &n, "levels", LP__NOTE_STR, levels, 0);
+  note(out, &n, "unfinished_scopes", LP__NOTE_UINT, NULL, in->unfinished);
+  if (in->file) {
+    note(out, &n, "file_start_ns", LP__NOTE_NS, NULL, in->file_start_ns);
+    note(out, &n, "session_events_dropped", LP__NOTE_UINT, NULL, in->session_dropped);
+    note(out, &n, "file_number", LP__NOTE_UINT, NULL, in->file_number);
+  }
+  return n;
+}
+
+lp__notes_t lp__session_notes(const lp__session_t *s, const lp__timemap_t *map, const lp__walk_t *w) {
+  return (lp__notes_t){.at_ns = s->stop.ns != UINT64_MAX ? s->stop.ns : s->taken_ns,
+                       .events = w->events,
+                       .dropped = s->dropped,
+                       .budget_bytes = s->opts.budget_bytes,
+                       .start_ns = s->start.ns,
+                       .first_drop_ns = s->first_drop_ns,
+                       .running = s->stop.ns == UINT64_MAX,
+                       .policy = s->opts.policy == LP_TRACE_RING ? "ring" : "discard",
+                       .levels = s->opts.levels,
+                       .unfinished = w->unfinished,
+                       .jumps = lp__timemap_jumps(map),
+                       .jump = lp__timemap_jump_text(map)};
+}
+
 /* ---- the lane walker ------------------------------------------------------------- */
 
 /* The next time of the lane: never equal to or before the previous one. */
@@ -259,8 +314,11 @@ static void walk_thread(lp__walk_t *w, const lp__snap_lane_t *l) {
     }
   }
   /* Still open: unmatched begins (shadows are not given). */
-  for (size_t k = 0; k < w->depth; k++)
-    if (!w->stack[k].shadow && sink->open) sink->open(w->ctx, &w->stack[k]);
+  for (size_t k = 0; k < w->depth; k++) {
+    if (w->stack[k].shadow) continue;
+    w->unfinished++;
+    if (sink->open) sink->open(w->ctx, &w->stack[k]);
+  }
   w->depth = 0;
 }
 

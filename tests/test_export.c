@@ -419,7 +419,15 @@ static void stream_of(rng_t *r, const made_t *m, buf_t *out) {
   lp__pfs_lane_t **state = calloc(s->nlanes + 1, sizeof *state);
   uint32_t *next = calloc(s->nlanes + 1, sizeof *next), *part = calloc(s->nlanes + 1, sizeof *part);
   CU_ASSERT_FATAL(state && next && part);
-  lp__pfs_notes_t notes = {s->taken_ns, 3, s->opts.budget_bytes, s->start.ns, 0, s->start.ns, 3};
+  lp__notes_t notes = {.at_ns = s->taken_ns,
+                       .dropped = 3,
+                       .budget_bytes = s->opts.budget_bytes,
+                       .start_ns = s->start.ns,
+                       .running = true,
+                       .policy = "stream",
+                       .levels = s->opts.levels,
+                       .file_start_ns = s->start.ns,
+                       .session_dropped = 3};
   for (bool more = true; more;) {
     more = false;
     for (uint32_t i = 0; i < s->nlanes; i++) {

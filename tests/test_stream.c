@@ -514,7 +514,7 @@ static void encoder_on_chunks(unsigned ticks_per_ns) {
   CU_ASSERT_EQUAL(lp__pfs_chunk(f, &lane, &info, ev, 0, 1001, m, pts[0]), 0);
   CU_ASSERT_EQUAL(lp__pfs_chunk(f, &lane, &info, ev, 1001, NEV, m, pts[0]), 0);
   CU_ASSERT_EQUAL(lp__pfs_events(f), NEV);
-  lp__pfs_notes_t notes = {.at_ns = 5030000000u};
+  lp__notes_t notes = {.at_ns = 5030000000u, .policy = "stream"};
   lp__pfs_finish(f, &notes);
   size_t len;
   const uint8_t *bytes = lp__pfs_bytes(f, &len);
