@@ -31,18 +31,24 @@
 #include <string.h>
 
 /*
- * The bytes of a packet that follow its timestamp, ready to copy: the
- * TrackEvent (type, and for a begin its category and name iids) and the
- * sequence id. A begin's are kept by site, an end's once per lane. Sixteen
- * bytes hold them: a begin's are 13 while its iids and the sequence id fit
- * in two bytes each (a site whose tail would not fit takes the general
- * path). The loop then copies them in one move, and a slot is 32 bytes, a
- * shift from its index.
+ * Packets ready to copy. A begin's packet differs from the same site's
+ * last one only in its timestamp's delta: the rest (the packet's header,
+ * the TrackEvent's type, category and name iids, the sequence id) is kept,
+ * once per site and depth, with a delta of one byte, and an event is a copy
+ * and its delta written in (two bytes: the copy one byte further). A scope
+ * with nothing recorded inside (a leaf: the end comes right after its
+ * begin) is written in one copy of both packets, its end's delta of one
+ * byte or two; an end's packet alone is kept once per lane. A slot is 128
+ * bytes, an index shifted.
  */
 typedef struct pfs_tail {
-  const void *site;
-  uint8_t b[16];
-  uint8_t n; /* of b's bytes, those that count */
+  uintptr_t key; /* the begin's tag: its site and its depth (0: a free slot) */
+  uint8_t n;     /* the begin packet's bytes, its delta of one byte at b[3] */
+  uint8_t pair;  /* the begin's and its end's, with a delta of one byte at b[n + 3] */
+  uint8_t pair2; /* the same with the end's delta of two bytes, at b2[n + 3] */
+  uint8_t pad_[5];
+  uint8_t b[56];  /* the begin packet then its end's; 32 bytes are copied at once, at most 32 count */
+  uint8_t b2[56]; /* the same, the end with two bytes of delta */
 } pfs_tail_t;
 
 struct lp__pfs_lane {
@@ -52,7 +58,7 @@ struct lp__pfs_lane {
   uint64_t prev_end;   /* a track's: the end of the item given before (UINT64_MAX: none) */
   lp__scope_t *stack;
   size_t depth, cap;
-  pfs_tail_t end;          /* an end's */
+  pfs_tail_t end;          /* an end's packet */
   pfs_tail_t *fast;         /* the begins of sites interned in this file: open addressing, at most half full */
   uint32_t fmask, nfast;    /* fast's slots - 1 (0 with no table: the one empty slot pfs_no_tails), sites in it */
 };
@@ -156,29 +162,37 @@ static bool pfs_stack_grow(lp__pfs_lane_t *l) {
   return true;
 }
 
-/* The tail of a packet: a TrackEvent of type with fields te (n bytes), and the sequence id. */
-static void pfs_tail_set(pfs_tail_t *t, const void *site, uint32_t type, const uint8_t *te, size_t n, uint32_t seq) {
-  t->site = site;
-  t->n = 0;
-  t->b[t->n++] = TP_TRACK_EVENT << 3 | 2;
-  t->b[t->n++] = (uint8_t)(2 + n);
-  t->b[t->n++] = TE_TYPE << 3;
-  t->b[t->n++] = (uint8_t)type;
-  if (n) memcpy(t->b + t->n, te, n);
-  t->n += (uint8_t)n;
-  t->b[t->n++] = TP_SEQ_ID << 3;
-  t->n += (uint8_t)lp__pb_put_varint(t->b + t->n, seq);
+/*
+ * A packet ready to copy, into b: a TrackEvent of type with the fields te
+ * (n bytes), on sequence seq, at a delta of one byte (0). Its length.
+ */
+static size_t pfs_packet(uint8_t *b, uint32_t type, const uint8_t *te, size_t n, uint32_t seq) {
+  size_t k = 0;
+  b[k++] = TRACE_PACKET << 3 | 2;
+  k++; /* the packet's length, below */
+  b[k++] = TP_TIMESTAMP << 3;
+  b[k++] = 0;
+  b[k++] = TP_TRACK_EVENT << 3 | 2;
+  b[k++] = (uint8_t)(2 + n);
+  b[k++] = TE_TYPE << 3;
+  b[k++] = (uint8_t)type;
+  if (n) memcpy(b + k, te, n);
+  k += n;
+  b[k++] = TP_SEQ_ID << 3;
+  k += lp__pb_put_varint(b + k, seq);
+  b[1] = (uint8_t)(k - 2);
+  return k;
 }
 
 /*
- * A lane's begins kept ready, by site: an open-addressed table, at most
- * half full, that grows to PFS_FAST_MAX slots; a site past that takes the
- * general path. With no table the lane points at one empty slot.
+ * A lane's begins kept ready, by site and depth: an open-addressed table,
+ * at most half full, that grows to PFS_FAST_MAX slots; a begin past that
+ * takes the general path. With no table the lane points at one free slot.
  */
-enum { PFS_FAST_MIN = 64, PFS_FAST_MAX = 8192 };
+enum { PFS_FAST_MIN = 64, PFS_FAST_MAX = 4096 };
 static pfs_tail_t pfs_no_tails[1];
 
-static inline uint32_t pfs_hash(const void *site) { return (uint32_t)((uintptr_t)site >> 4); }
+static inline uint32_t pfs_hash(uintptr_t key) { return (uint32_t)(key >> 4); }
 
 static void pfs_tails_clear(lp__pfs_lane_t *l) {
   if (l->fast != pfs_no_tails) free(l->fast);
@@ -188,61 +202,145 @@ static void pfs_tails_clear(lp__pfs_lane_t *l) {
 }
 
 /*
- * A site's own slot, where it nearly always is: fast[pfs_hash(site) & mask],
- * at byte offset ((site >> 4) << 5) & (mask << 5). (site >> 4) << 5 differs
- * from site << 1 only in its low five bits, which mask << 5 clears: the
- * offset is (site << 1) & (mask << 5), a shift and a mask less.
+ * A begin's own slot, where it nearly always is: fast[pfs_hash(key) & mask],
+ * at byte offset ((key >> 4) << 7) & (mask << 7). (key >> 4) << 7 differs
+ * from key << 3 only in its low seven bits, which mask << 7 clears (and the
+ * depth, in the key's top byte, goes out): the offset is (key << 3) &
+ * (mask << 7), a shift and a mask less.
  */
-static inline const pfs_tail_t *pfs_tail_home(const pfs_tail_t *fast, uintptr_t byte_mask, const void *site) {
-  _Static_assert(sizeof *fast == 32, "a slot's offset is its index << 5");
-  return (const pfs_tail_t *)((const char *)fast + (((uintptr_t)site << 1) & byte_mask));
+static inline const pfs_tail_t *pfs_tail_home(const pfs_tail_t *fast, uintptr_t byte_mask, uintptr_t key) {
+  _Static_assert(sizeof *fast == 128, "a slot's offset is its index << 7");
+  return (const pfs_tail_t *)((const char *)fast + ((key << 3) & byte_mask));
 }
 
-/* The slot for site: its own, or the empty one it would take. */
-static inline pfs_tail_t *pfs_tail_slot(pfs_tail_t *fast, uint32_t mask, const void *site) {
-  uint32_t h = pfs_hash(site) & mask;
-  while (fast[h].site && fast[h].site != site) h = (h + 1) & mask;
+/* The slot for key: its own, or the free one it would take. */
+static inline pfs_tail_t *pfs_tail_slot(pfs_tail_t *fast, uint32_t mask, uintptr_t key) {
+  uint32_t h = pfs_hash(key) & mask;
+  while (fast[h].key && fast[h].key != key) h = (h + 1) & mask;
   return &fast[h];
 }
 
-/* Remembers a plain site's begin once pf_event has interned its name and its one category. */
-static void pfs_fast_learn(lp__pfs_lane_t *l, const lp_site_t *site) {
+/* Keeps a plain site's begin at depth d ready, once lp__pf_event has interned its name and its one category. */
+static void pfs_fast_learn(lp__pfs_lane_t *l, const lp_site_t *site, uint32_t d) {
   uint32_t h = lp__pf_find(&l->q, site);
   if (h == UINT32_MAX || !l->q.cat_of[h] || lp__site_has_layer(site)) return;
-  uint8_t te[20];
+  uint8_t te[20], b[64];
   size_t n = 0;
   te[n++] = TE_CATEGORY_IIDS << 3;
   n += lp__pb_put_varint(te + n, l->q.cat_of[h]);
   te[n++] = TE_NAME_IID << 3;
   n += lp__pb_put_varint(te + n, l->q.iids[h]);
-  if (4 + n + 1 + lp__pb_varint_size(l->seq) > sizeof l->fast[0].b) return; /* iids that large: the general path */
+  size_t nb = pfs_packet(b, TYPE_SLICE_BEGIN, te, n, l->seq);
+  if (nb + l->end.n + 1 > 32) return; /* iids (or sequence ids) that large: the general path */
   if ((l->nfast + 1) * 2 > l->fmask + 1) {
     uint32_t slots = l->fast == pfs_no_tails ? PFS_FAST_MIN : (l->fmask + 1) * 2;
     if (slots > PFS_FAST_MAX) return;
     pfs_tail_t *t = lp__calloc(slots, sizeof *t);
-    if (!t) return; /* the general path, as for any site not kept */
+    if (!t) return; /* the general path, as for any begin not kept */
     for (uint32_t i = 0; l->fast != pfs_no_tails && i <= l->fmask; i++)
-      if (l->fast[i].site) *pfs_tail_slot(t, slots - 1, l->fast[i].site) = l->fast[i];
+      if (l->fast[i].key) *pfs_tail_slot(t, slots - 1, l->fast[i].key) = l->fast[i];
     uint32_t kept = l->nfast;
     pfs_tails_clear(l);
     l->fast = t;
     l->fmask = slots - 1;
     l->nfast = kept;
   }
-  pfs_tail_t *t = pfs_tail_slot(l->fast, l->fmask, site);
-  l->nfast += !t->site;
-  pfs_tail_set(t, site, TYPE_SLICE_BEGIN, te, n, l->seq);
+  uintptr_t key = (uintptr_t)site | LP_IMPL_EV_BEGIN | LP_IMPL_DEPTH_TAG(d);
+  pfs_tail_t *t = pfs_tail_slot(l->fast, l->fmask, key);
+  l->nfast += !t->key;
+  memset(t, 0, sizeof *t);
+  t->key = key;
+  memcpy(t->b, b, nb);
+  memcpy(t->b + nb, l->end.b, l->end.n);
+  memcpy(t->b2, b, nb); /* the end packet one byte longer: its length field too, and its tail after the delta */
+  memcpy(t->b2 + nb, l->end.b, 4);
+  t->b2[nb + 1]++;
+  memcpy(t->b2 + nb + 5, l->end.b + 4, l->end.n - 4u);
+  t->n = (uint8_t)nb;
+  t->pair = (uint8_t)(nb + l->end.n);
+  t->pair2 = (uint8_t)(t->pair + 1);
+}
+
+/*
+ * A packet copied from p (n bytes, its delta of one byte at p[3]) to o with
+ * the delta dt: its length. The copy is 32 bytes whatever n (room is made
+ * for it); a delta of two bytes or more moves the rest of the packet along.
+ */
+static inline size_t pfs_put(uint8_t *o, const uint8_t *p, size_t n, uint64_t dt) {
+  if (dt < 0x80) {
+    memcpy(o, p, 32);
+    o[3] = (uint8_t)dt;
+    return n;
+  }
+  if (dt < 0x4000) {
+    memcpy(o + 1, p, 32); /* then the header over what came along */
+    o[0] = TRACE_PACKET << 3 | 2;
+    o[1] = (uint8_t)(p[1] + 1);
+    o[2] = TP_TIMESTAMP << 3;
+    o[3] = (uint8_t)(dt | 0x80);
+    o[4] = (uint8_t)(dt >> 7);
+    return n + 1;
+  }
+  size_t k = 3 + lp__pb_put_varint(o + 3, dt);
+  memcpy(o + k, p + 4, 32);
+  o[0] = TRACE_PACKET << 3 | 2;
+  o[1] = (uint8_t)(p[1] + k - 4);
+  o[2] = TP_TIMESTAMP << 3;
+  return n + k - 4;
 }
 
 /* What a time line's ns per tick is made of: a fraction only, whole ns and a fraction, one ns exactly. */
 typedef enum { PFS_LINE_FRAC, PFS_LINE_BOTH, PFS_LINE_NS } pfs_line_t;
 
+/* The clock of the chunk being encoded: its map and anchor, the lane's cursor in it, the line lent for its ticks. */
+typedef struct pfs_clock {
+  const lp__timemap_t *map;
+  lp__sync_t anchor;
+  size_t cursor;
+  lp__timeseg_t seg;
+} pfs_clock_t;
+
+static inline pfs_line_t pfs_shape(const lp__timeseg_t *s) {
+  return s->whole == 1 && !s->frac ? PFS_LINE_NS : s->whole ? PFS_LINE_BOTH : PFS_LINE_FRAC;
+}
+
+/* seg with its shape's constants, for the loop of that shape (whole 0, or 1 and no fraction: multiplies go). */
+static inline lp__timeseg_t pfs_line(const lp__timeseg_t *seg, pfs_line_t line) {
+  lp__timeseg_t s = *seg;
+  if (line == PFS_LINE_FRAC) s.whole = 0;
+  if (line == PFS_LINE_NS) {
+    s.whole = 1;
+    s.frac = 0;
+  }
+  return s;
+}
+
+/* The line for ticks, taken as the general path takes it (into c->seg): false if it holds no such tick or has another shape. */
+static bool pfs_reline(pfs_clock_t *c, uint64_t ticks, pfs_line_t line) {
+  lp__timemap_ns_seg(c->map, ticks, c->anchor, &c->cursor, &c->seg);
+  return ticks - c->seg.lo < c->seg.span && pfs_shape(&c->seg) == line;
+}
+
+/* ns past the line's ns0 for ticks on s's line (ticks in its range), with the line's shape known. */
+static inline uint64_t pfs_line_off(const lp__timeseg_t *s, uint64_t ticks, pfs_line_t line) {
+  uint64_t d = ticks - s->t0;
+  if (line == PFS_LINE_NS) return d;
+  uint64_t ns = (uint64_t)(((unsigned __int128)d * s->frac) >> 64);
+  return line == PFS_LINE_BOTH ? ns + d * s->whole : ns;
+}
+
+/* ns for ticks on s's line, as lp__timeseg_ns gives them (the sum is the same, modulo 2^64). */
+static inline uint64_t pfs_line_ns(const lp__timeseg_t *s, uint64_t ticks, pfs_line_t line) {
+  return s->ns0 + pfs_line_off(s, ticks, line);
+}
+
 /*
  * The common events, written straight to the buffer from event i on: a
- * begin of a learnt site that ends no scope, and an end that matches the
- * innermost open scope, each at a time on seg's line. The packets are byte
- * for byte those pf_event_fast writes. Returns the index of the first event
- * it left to the general path (to when none).
+ * begin kept ready that ends no scope, and an end that matches the
+ * innermost open scope, each at a time on seg's line; a leaf (a begin whose
+ * own end is the next event) in one step, both packets at once. The packets
+ * are byte for byte those lp__pf_event writes. Returns the index of the
+ * first event it left to the general path (to when none).
  *
  * The buffer's room is made before the run starts, so that its loop does
  * not test it: an event writes at most ROOM bytes. The stack's room is
@@ -254,69 +352,102 @@ typedef enum { PFS_LINE_FRAC, PFS_LINE_BOTH, PFS_LINE_NS } pfs_line_t;
  */
 static inline __attribute__((always_inline)) uint32_t pfs_loop(lp__pfs_t *f, lp__pfs_lane_t *l,
                                                                  const lp_impl_event_t *ev, uint32_t i, uint32_t to,
-                                                                 const lp__timeseg_t *seg, pfs_line_t line) {
+                                                                 pfs_clock_t *c, pfs_line_t line) {
   lp__pb_t *pb = &f->x.pb;
-  enum { ROOM = 32 }; /* the longest packet written here (2 + 1 + 10 + 16), rounded up */
+  enum { ROOM = 48 }; /* the most a packet writes: its copy of 32 bytes after a delta of up to 10, rounded up */
   if (l->file != f->file || pb->err || !l->stack) return i; /* no stack yet: its first begin makes it */
   size_t n = to - i;
   uint8_t *o = n ? lp__pb_reserve(pb, n * ROOM) : NULL;
   if (!o) return i;
-  lp__timeseg_t s = *seg;
-  if (line == PFS_LINE_FRAC) s.whole = 0; /* constants here: a multiply goes */
-  if (line == PFS_LINE_NS) {
-    s.whole = 1;
-    s.frac = 0;
-  }
+  lp__timeseg_t s = pfs_line(&c->seg, line);
   const lp_impl_event_t *e = ev + i, *const end = e + n;
   uint64_t last = l->q.last;
   lp__scope_t *top = l->stack + l->depth - 1; /* the innermost open scope, or the sentinel */
   const lp__scope_t *const full = l->stack + l->cap - 1; /* top when the stack is full */
   pfs_tail_t *const fast = l->fast;
   const uint32_t fmask = l->fmask;
-  const uintptr_t byte_mask = (uintptr_t)fmask << 5;
-  const pfs_tail_t *const end_tail = &l->end;
-  for (; e < end; e++) {
+  const uintptr_t byte_mask = (uintptr_t)fmask << 7;
+  uint64_t hi = s.lo + s.span; /* the line's ticks: [s.lo, hi) (the next chunk's sync point, or an epoch's end) */
+  const lp_impl_event_t *const last_pair = end - 1; /* where a leaf's begin can be */
+  for (;;) {
+    /*
+     * Leaves: a begin whose own end is the next event (the same site and
+     * depth, one kind more), kept ready, deeper than the innermost open
+     * scope (its tag, the depth in the top byte, at least `deeper`). Both
+     * packets at once, from the begin's slot. The deltas must be small:
+     * the begin's of one byte (which also leaves out a time gone back:
+     * it wraps), the end's of two at most. Ticks: the first begin's on the
+     * line, checked here (from then on a begin's are at or past the end's
+     * before it, or the time went back and its delta fails), an end's
+     * before the line's end. Times are ns past the line's ns0 (modulo
+     * 2^64): a delta is a difference of two of them.
+     */
+    const uint64_t deeper = LP_IMPL_DEPTH_TAG(top->depth + 1 > 255 ? 255 : top->depth + 1);
+    if (e < end && e->ts >= s.lo && (int32_t)top->depth < 255) {
+      uint64_t rel = last - s.ns0;
+      while (e < last_pair) {
+        uint64_t tag = e->tag;
+        if (e[1].tag != tag + 1) break;
+        uint64_t t1 = e[1].ts;
+        if (t1 >= hi || tag < deeper) break;
+        const pfs_tail_t *t = pfs_tail_home(fast, byte_mask, tag);
+        if (t->key != tag) break;
+        uint64_t h0 = pfs_line_off(&s, e->ts, line), h1 = pfs_line_off(&s, t1, line);
+        uint64_t dt0 = h0 - rel, dt1 = h1 - h0;
+        if (dt0 >= 0x80 || dt1 >= 0x4000) break;
+        if (dt1 < 0x80) {
+          memcpy(o, t->b, 32);
+          o[3] = (uint8_t)dt0;
+          o[t->n + 3] = (uint8_t)dt1;
+          o += t->pair;
+        } else { /* the end's delta of two bytes */
+          uint8_t *d1 = o + t->n + 3; /* before the stores, which the compiler would take to change t */
+          size_t len = t->pair2;
+          memcpy(o, t->b2, 32);
+          o[3] = (uint8_t)dt0;
+          d1[0] = (uint8_t)(dt1 | 0x80);
+          d1[1] = (uint8_t)(dt1 >> 7);
+          o += len;
+        }
+        rel = h1;
+        e += 2;
+      }
+      last = s.ns0 + rel;
+    }
+    if (e >= end) break;
+    /* One event: a begin kept ready that ends no scope, or the end of the innermost one. */
     uint64_t tag = e->tag, ts;
     uint32_t kind = (uint32_t)(tag & LP_IMPL_EV_KIND);
-    if (kind > LP_IMPL_EV_END || !lp__timeseg_ns(&s, e->ts, &ts)) break;
+    if (kind > LP_IMPL_EV_END) break;
+    if (e->ts - s.lo < s.span) {
+      ts = pfs_line_ns(&s, e->ts, line);
+    } else { /* past the line's end: the next line, when it is of this shape */
+      if (!pfs_reline(c, e->ts, line)) break;
+      s = pfs_line(&c->seg, line);
+      hi = s.lo + s.span;
+      ts = pfs_line_ns(&s, e->ts, line);
+    }
     if (ts < last) ts = last; /* a lane's time never goes back on its sequence */
-    const lp_site_t *site = LP__TAG_SITE(tag);
+    uint64_t dt = ts - last;
     uint32_t d = LP__TAG_DEPTH(tag);
-    const pfs_tail_t *t;
     if (kind == LP_IMPL_EV_BEGIN) {
-      if ((int32_t)top->depth >= (int32_t)d || top == full) break;
-      t = pfs_tail_home(fast, byte_mask, site);
-      if (t->site != site) { /* not in its own slot: probe on */
-        t = pfs_tail_slot(fast, fmask, site);
-        if (t->site != site) break;
+      if ((int32_t)top->depth >= (int32_t)d || top == full) break; /* it ends scopes: the general path */
+      const pfs_tail_t *t = pfs_tail_home(fast, byte_mask, tag);
+      if (t->key != tag) { /* not in its own slot: probe on */
+        t = pfs_tail_slot(fast, fmask, tag);
+        if (t->key != tag) break;
       }
       top++;
-      top->site = site; /* all the stream reads of an open scope */
+      top->site = LP__TAG_SITE(tag); /* all the stream reads of an open scope */
       top->depth = d;
+      o += pfs_put(o, t->b, t->n, dt);
     } else {
-      if (top->depth != d || (d >= 255 && top->site != site)) break;
+      if (top->depth != d || (d >= 255 && top->site != LP__TAG_SITE(tag))) break;
       top--;
-      t = end_tail;
+      o += pfs_put(o, l->end.b, l->end.n, dt);
     }
-    uint64_t dt = ts - last;
-    size_t k; /* the timestamp's end */
-    o[2] = TP_TIMESTAMP << 3;
-    if (dt < 0x4000) {
-      /* One byte or two: the second is written either way (fewer
-         instructions), and after a one-byte dt the tail's copy overwrites it. */
-      bool two = dt >= 0x80;
-      o[3] = (uint8_t)(two ? dt | 0x80 : dt);
-      o[4] = (uint8_t)(dt >> 7);
-      k = two ? 5 : 4;
-    } else {
-      k = 3 + lp__pb_put_varint(o + 3, dt);
-    }
-    memcpy(o + k, t->b, sizeof t->b); /* a fixed size: one wide move; only t->n of it counts */
-    k += t->n;
-    o[0] = TRACE_PACKET << 3 | 2;
-    o[1] = (uint8_t)(k - 2);
-    o += k;
     last = ts;
+    e++;
   }
   uint32_t done = (uint32_t)(e - (ev + i));
   pb->len = (size_t)(o - pb->buf);
@@ -334,10 +465,14 @@ static inline __attribute__((always_inline)) uint32_t pfs_loop(lp__pfs_t *f, lp_
  * and CLOCK_MONOTONIC's map (the identity) is one ns per tick exactly.
  */
 static uint32_t pfs_run(lp__pfs_t *f, lp__pfs_lane_t *l, const lp_impl_event_t *ev, uint32_t i, uint32_t to,
-                        const lp__timeseg_t *seg) {
-  if (seg->whole == 1 && !seg->frac) return pfs_loop(f, l, ev, i, to, seg, PFS_LINE_NS);
-  if (seg->whole) return pfs_loop(f, l, ev, i, to, seg, PFS_LINE_BOTH);
-  return pfs_loop(f, l, ev, i, to, seg, PFS_LINE_FRAC);
+                        pfs_clock_t *c) {
+  uint64_t ticks = ev[i].ts;
+  if ((ev[i].tag & LP_IMPL_EV_KIND) > LP_IMPL_EV_END) return i; /* ticks it has not: the general path */
+  if (ticks - c->seg.lo >= c->seg.span) lp__timemap_ns_seg(c->map, ticks, c->anchor, &c->cursor, &c->seg);
+  pfs_line_t shape = pfs_shape(&c->seg);
+  if (shape == PFS_LINE_NS) return pfs_loop(f, l, ev, i, to, c, PFS_LINE_NS);
+  if (shape == PFS_LINE_BOTH) return pfs_loop(f, l, ev, i, to, c, PFS_LINE_BOTH);
+  return pfs_loop(f, l, ev, i, to, c, PFS_LINE_FRAC);
 }
 
 int lp__pfs_chunk(lp__pfs_t *f, lp__pfs_lane_t **state, const lp__pfs_lane_info_t *info, const lp_impl_event_t *ev,
@@ -351,21 +486,20 @@ int lp__pfs_chunk(lp__pfs_t *f, lp__pfs_lane_t **state, const lp__pfs_lane_info_
     l->q.pb = &x->pb;
     l->fast = pfs_no_tails;
     l->prev_end = UINT64_MAX;
-    pfs_tail_set(&l->end, NULL, TYPE_SLICE_END, NULL, 0, l->seq);
+    l->end.n = (uint8_t)pfs_packet(l->end.b, TYPE_SLICE_END, NULL, 0, l->seq);
     *state = l;
   }
-  size_t cursor = 0;
-  lp__timeseg_t seg = LP__TIMESEG_NONE;
+  pfs_clock_t c = {map, anchor, 0, LP__TIMESEG_NONE};
   for (uint32_t i = from; i < to && !x->pb.err; i++) {
-    if ((i = pfs_run(f, l, ev, i, to, &seg)) >= to) break;
+    if ((i = pfs_run(f, l, ev, i, to, &c)) >= to) break;
     uint32_t kind = (uint32_t)(ev[i].tag & LP_IMPL_EV_KIND);
     if (kind == LP__EV_PAYLOAD) continue;
     uint64_t ts;
     if (kind == LP__EV_TRACK) {
       if (i + 1 >= to) break; /* its payload not there: cannot happen, both are written at once */
       ts = ev[i].ts;
-    } else if (!lp__timeseg_ns(&seg, ev[i].ts, &ts)) {
-      ts = lp__timemap_ns_seg(map, ev[i].ts, anchor, &cursor, &seg);
+    } else if (!lp__timeseg_ns(&c.seg, ev[i].ts, &ts)) {
+      ts = lp__timemap_ns_seg(map, ev[i].ts, anchor, &c.cursor, &c.seg);
     }
     if (l->file != f->file) pfs_lane_start(f, l, info, ts);
     if (ts < l->q.last) ts = l->q.last; /* a lane's time never goes back on its sequence */
@@ -384,7 +518,7 @@ int lp__pfs_chunk(lp__pfs_t *f, lp__pfs_lane_t **state, const lp__pfs_lane_info_
       f->open++;
       lp__pf_rec_t r = {ts, 0, site, 0, PF_SLICE, 0};
       lp__pf_event(&l->q, &r, TYPE_SLICE_BEGIN, ts, 0, lp__label(site), false);
-      pfs_fast_learn(l, site);
+      pfs_fast_learn(l, site, d);
       f->events++;
       break;
     }
