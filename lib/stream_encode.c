@@ -374,13 +374,13 @@ static inline __attribute__((always_inline)) uint32_t pfs_loop(lp__pfs_t *f, lp_
      * Leaves: a begin whose own end is the next event (the same site and
      * depth, one kind more), kept ready, deeper than the innermost open
      * scope (its tag, the depth in the top byte, at least `deeper`). Both
-     * packets at once, from the begin's slot. The deltas must be small:
-     * the begin's of one byte (which also leaves out a time gone back:
-     * it wraps), the end's of two at most. Ticks: the first begin's on the
-     * line, checked here (from then on a begin's are at or past the end's
-     * before it, or the time went back and its delta fails), an end's
-     * before the line's end. Times are ns past the line's ns0 (modulo
-     * 2^64): a delta is a difference of two of them.
+     * packets at once, from the begin's slot when the begin's delta takes
+     * one byte and the end's one or two; else one after the other. A
+     * time gone back (a delta wrapped past 2^63) is left to the general
+     * path. Ticks: the first begin's on the line, checked here (from then
+     * on a begin's are at or past the end's before it, or the time went
+     * back), an end's before the line's end. Times are ns past the line's
+     * ns0 (modulo 2^64): a delta is a difference of two of them.
      */
     const uint64_t deeper = LP_IMPL_DEPTH_TAG(top->depth + 1 > 255 ? 255 : top->depth + 1);
     if (e < end && e->ts >= s.lo && (int32_t)top->depth < 255) {
@@ -394,13 +394,12 @@ static inline __attribute__((always_inline)) uint32_t pfs_loop(lp__pfs_t *f, lp_
         if (t->key != tag) break;
         uint64_t h0 = pfs_line_off(&s, e->ts, line), h1 = pfs_line_off(&s, t1, line);
         uint64_t dt0 = h0 - rel, dt1 = h1 - h0;
-        if (dt0 >= 0x80 || dt1 >= 0x4000) break;
-        if (dt1 < 0x80) {
+        if (dt0 < 0x80 && dt1 < 0x80) {
           memcpy(o, t->b, 32);
           o[3] = (uint8_t)dt0;
           o[t->n + 3] = (uint8_t)dt1;
           o += t->pair;
-        } else { /* the end's delta of two bytes */
+        } else if (dt0 < 0x80 && dt1 < 0x4000) { /* the end's delta of two bytes */
           uint8_t *d1 = o + t->n + 3; /* before the stores, which the compiler would take to change t */
           size_t len = t->pair2;
           memcpy(o, t->b2, 32);
@@ -408,6 +407,11 @@ static inline __attribute__((always_inline)) uint32_t pfs_loop(lp__pfs_t *f, lp_
           d1[0] = (uint8_t)(dt1 | 0x80);
           d1[1] = (uint8_t)(dt1 >> 7);
           o += len;
+        } else if ((int64_t)(dt0 | dt1) >= 0) { /* longer deltas: each packet on its own */
+          o += pfs_put(o, t->b, t->n, dt0);
+          o += pfs_put(o, l->end.b, l->end.n, dt1);
+        } else { /* a time gone back (a delta wrapped past 2^63): the general path holds it to the one before */
+          break;
         }
         rel = h1;
         e += 2;
