@@ -30,7 +30,7 @@
  *   marker.c      the live trace_marker
  *   stack.c       the pseudo-stack's push and LP_END slow paths, and its reader
  *   thread.c      the registry of threads; lp__forked_child()
- *   tree.c, clock.c, json.c, output.c, names.c (layers' and phases' names and tags),
+ *   tree.c, clock.c, json.c, output.c, names.c (levels', layers' and phases' names and tags),
  *                 pprof_enc.c (profile.proto and gzip, also compiled into the command)
  *   util.c
  *

@@ -457,6 +457,17 @@ static void workload(void) {
   }
 }
 
+/* A session's options on CLOCK_MONOTONIC: levels (0: the default), streamed to path when path is not NULL. */
+static lp_trace_opts_t opts(uint32_t levels, const char *path) {
+  lp_trace_opts_t o;
+  memset(&o, 0, sizeof o);
+  o.levels = levels;
+  o.clock = LP_CLOCK_MONOTONIC;
+  o.policy = path ? LP_TRACE_STREAM : LP_TRACE_DISCARD;
+  o.path = path;
+  return o;
+}
+
 /* The JSON's otherData as "name=value" (strings as they are, numbers and booleans as JSON writes them). */
 static void json_notes(const char *path, strs_t *out) {
   json_error_t err;
@@ -498,10 +509,7 @@ static void test_importer_notes_as_in_the_json(void) {
     char js[600], pf[600];
     snprintf(js, sizeof js, "%s/notes-%d.json", dir, running);
     snprintf(pf, sizeof pf, "%s/notes-%d.pftrace", dir, running);
-    lp_trace_opts_t o;
-    memset(&o, 0, sizeof o);
-    o.levels = LP_LEVEL_ALL;
-    o.clock = LP_CLOCK_MONOTONIC;
+    lp_trace_opts_t o = opts(LP_LEVEL_ALL, NULL);
     CU_ASSERT_EQUAL_FATAL(lp_trace_start(&o), 0);
     LP_BEGIN("importer open"); /* still open at the end: unfinished, in both */
     workload();
@@ -535,12 +543,7 @@ static void test_importer_notes_as_in_the_json(void) {
   char st[600], js[600];
   snprintf(st, sizeof st, "%s/notes-stream.pftrace", dir);
   snprintf(js, sizeof js, "%s/notes-0.json", dir);
-  lp_trace_opts_t o;
-  memset(&o, 0, sizeof o);
-  o.levels = LP_LEVEL_ALL;
-  o.clock = LP_CLOCK_MONOTONIC;
-  o.policy = LP_TRACE_STREAM;
-  o.path = st;
+  lp_trace_opts_t o = opts(LP_LEVEL_ALL, st);
   CU_ASSERT_EQUAL_FATAL(lp_trace_start(&o), 0);
   workload();
   CU_ASSERT_EQUAL(lp_trace_stop(), 0);
@@ -578,11 +581,7 @@ static void test_importer_notes_as_in_the_json(void) {
 static void test_importer_rotated_open_scope_is_unfinished(void) {
   char path[600];
   snprintf(path, sizeof path, "%s/across-%%n.pftrace", dir);
-  lp_trace_opts_t o;
-  memset(&o, 0, sizeof o);
-  o.clock = LP_CLOCK_MONOTONIC;
-  o.policy = LP_TRACE_STREAM;
-  o.path = path;
+  lp_trace_opts_t o = opts(0, path);
   o.rotate_bytes = 4096;
   CU_ASSERT_EQUAL_FATAL(lp_trace_start(&o), 0);
   LP_BEGIN("importer across");

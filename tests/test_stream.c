@@ -603,23 +603,59 @@ static size_t whole_packets(const uint8_t *p, size_t n) {
   return ok;
 }
 
-/* The whole packets of the file at path, as it is now, decoded (through copy): the slices named name. */
-static size_t slices_in_file_now(const char *path, const char *copy, const char *name) {
+/*
+ * This program run again as a child (mode, and arg unless NULL), with fd 3
+ * a pipe and the environment changed by vars ("NAME=value" sets, "NAME"
+ * unsets): its pid, once it has written its first byte there (*said 1) or
+ * died first (*said 0).
+ */
+static pid_t child_that_says(const char *mode, const char *arg, const char *const *vars, int *said) {
+  int fds[2];
+  CU_ASSERT_FATAL(pipe(fds) == 0);
+  pid_t pid = fork();
+  CU_ASSERT_FATAL(pid >= 0);
+  if (pid == 0) {
+    if (dup2(fds[1], 3) < 0) _exit(6);
+    for (const char *const *v = vars; v && *v; v++)
+      if (strchr(*v, '=') ? putenv((char *)*v) != 0 : unsetenv(*v) != 0) _exit(6);
+    execl("/proc/self/exe", "test_stream", mode, arg, (char *)NULL);
+    _exit(7);
+  }
+  close(fds[1]);
+  char c = 0;
+  ssize_t r;
+  while ((r = read(fds[0], &c, 1)) < 0 && errno == EINTR)
+    ;
+  close(fds[0]);
+  *said = r == 1;
+  return pid;
+}
+
+/* The bytes of the file at path as it is now (NULL if it cannot be opened), *n of them. */
+static uint8_t *file_now(const char *path, size_t *n) {
   FILE *f = fopen(path, "rb");
-  if (!f) return 0;
-  size_t cap = 1 << 16, n = 0;
+  if (!f) return NULL;
+  size_t cap = 1 << 16;
   uint8_t *buf = malloc(cap);
   CU_ASSERT_PTR_NOT_NULL_FATAL(buf);
-  for (size_t r; (r = fread(buf + n, 1, cap - n, f)) > 0;) {
-    n += r;
-    if (n == cap) {
+  *n = 0;
+  for (size_t r; (r = fread(buf + *n, 1, cap - *n, f)) > 0;) {
+    *n += r;
+    if (*n == cap) {
       buf = realloc(buf, cap *= 2);
       CU_ASSERT_PTR_NOT_NULL_FATAL(buf);
     }
   }
   fclose(f);
+  return buf;
+}
+
+/* The whole packets of the file at path, as it is now, decoded (through copy): the slices named name. */
+static size_t slices_in_file_now(const char *path, const char *copy, const char *name) {
+  size_t n, found = 0;
+  uint8_t *buf = file_now(path, &n);
+  if (!buf) return 0;
   pd_trace_t t;
-  size_t found = 0;
   if (decode_bytes(&t, copy, buf, whole_packets(buf, n)) == 0) found = count_lines(&t, "X", name);
   pd_free(&t.lines);
   free(buf);
@@ -634,26 +670,13 @@ static size_t slices_in_file_now(const char *path, const char *copy, const char 
  * that), and the child is killed: the scopes are in the file it leaves.
  */
 static void test_stream_slow_program_reaches_the_file(void) {
-  char path[256], copy[256];
+  char path[256], copy[256], tv[300];
   snprintf(path, sizeof path, "%s/slow.pftrace", dir);
   snprintf(copy, sizeof copy, "%s/slow-copy.pftrace", dir);
-  int fds[2];
-  CU_ASSERT_FATAL(pipe(fds) == 0);
-  pid_t pid = fork();
-  CU_ASSERT_FATAL(pid >= 0);
-  if (pid == 0) {
-    if (dup2(fds[1], 3) < 0 || setenv("LABELPROF_TRACE", path, 1) != 0 ||
-        setenv("LABELPROF_TRACE_MODE", "stream", 1) != 0 || unsetenv("LABELPROF_TRACE_FLUSH") != 0)
-      _exit(6);
-    execl("/proc/self/exe", "test_stream", "--slow-child", (char *)NULL);
-    _exit(7);
-  }
-  close(fds[1]);
-  char c = 0;
-  ssize_t r;
-  while ((r = read(fds[0], &c, 1)) < 0 && errno == EINTR)
-    ;
-  close(fds[0]);
+  snprintf(tv, sizeof tv, "LABELPROF_TRACE=%s", path);
+  const char *vars[] = {tv, "LABELPROF_TRACE_MODE=stream", "LABELPROF_TRACE_FLUSH", NULL};
+  int r;
+  pid_t pid = child_that_says("--slow-child", NULL, vars, &r);
   CU_ASSERT_EQUAL(r, 1); /* 0: the child died before its scopes ended */
   struct timespec t0, now;
   clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -681,35 +704,16 @@ static void test_stream_kill9_prefix(void) {
   char path[256], cut[256];
   snprintf(path, sizeof path, "%s/killed.pftrace", dir);
   snprintf(cut, sizeof cut, "%s/killed-cut.pftrace", dir);
-  int fds[2];
-  CU_ASSERT_FATAL(pipe(fds) == 0);
-  pid_t pid = fork();
-  CU_ASSERT_FATAL(pid >= 0);
-  if (pid == 0) {
-    if (dup2(fds[1], 3) < 0) _exit(6);
-    execl("/proc/self/exe", "test_stream", "--kill-child", path, (char *)NULL);
-    _exit(7);
-  }
-  close(fds[1]);
-  char c = 0;
-  ssize_t r;
-  while ((r = read(fds[0], &c, 1)) < 0 && errno == EINTR)
-    ;
-  CU_ASSERT_EQUAL(r, 1);
+  int said;
+  pid_t pid = child_that_says("--kill-child", path, NULL, &said);
+  CU_ASSERT_EQUAL(said, 1);
   kill(pid, SIGKILL);
   int status = 0;
   CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
   CU_ASSERT(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-  close(fds[0]);
-  FILE *f = fopen(path, "rb");
-  CU_ASSERT_FATAL(f != NULL);
-  size_t cap = 1 << 20, n = 0;
-  uint8_t *buf = malloc(cap);
-  while ((r = (ssize_t)fread(buf + n, 1, cap - n, f)) > 0) {
-    n += (size_t)r;
-    if (n == cap) buf = realloc(buf, cap *= 2);
-  }
-  fclose(f);
+  size_t n;
+  uint8_t *buf = file_now(path, &n);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(buf);
   size_t ok = whole_packets(buf, n);
   CU_ASSERT(ok > 0 && n - ok < 4096); /* at most the packet being written is cut */
   pd_trace_t t;
