@@ -174,9 +174,7 @@ static row_t run_row(const char *what, int nbusy, int nidle, double seconds) {
   if (lp_profile_start(NULL) != 0) exit(2);
   if (pthread_create(&tsd, NULL, sleeper_main, &sd) != 0 || pthread_create(&tss, NULL, sleeper_main, &ss) != 0)
     exit(2);
-  struct timespec d = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
-  while (nanosleep(&d, &d) != 0) {
-  }
+  bench_sleep_s(seconds);
   lp_profile_t *p = NULL;
   if (lp_profile_stop(&p) != 0) exit(2);
   atomic_store(&stop_flag, 1);

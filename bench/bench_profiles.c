@@ -1,17 +1,10 @@
 /*
- * bench_profiles.c: what CPU time and pprof output cost.
+ * bench_profiles.c: what pprof output and flame graphs cost. (What CPU
+ * samples cost is in bench_cpu.c.)
  *
- * 1. CPU clock reads. 16 labelled threads that block (so that the machine
- *    stays quiet) are sampled at 1000 Hz for two seconds, with and without
- *    LP_PROFILE_CPU, alternately, three times each; the difference in the
- *    collector's time inside sampling passes (sampling_ns) per second is
- *    what the reads cost, as a share of one CPU. Also the cost of one read
- *    of another thread's CPU clock, timed alone. Target: at most 1% of one
- *    CPU. (The reads are off by default because this is not met on every
- *    machine: a virtual machine's system calls are slow.)
- * 2. pprof writing: a profile of 125,000 distinct stacks written with
+ * 1. pprof writing: a profile of 125,000 distinct stacks written with
  *    lp_profile_write_pprof(), wall and CPU time. Target: 100 ms.
- * 3. labelprof flamegraph of a large JSON trace against labelprof folded on
+ * 2. labelprof flamegraph of a large JSON trace against labelprof folded on
  *    the same file (the same reader and tree): within 10%, and at most 5 MB
  *    of SVG.
  */
@@ -28,95 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define NTHREADS 16
-
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
-static int quit, ready;
-
-static void *waiter(void *arg) {
-  (void)arg;
-  LP_SCOPE("bench waiting");
-  pthread_mutex_lock(&mu);
-  ready++;
-  pthread_cond_broadcast(&cv);
-  while (!quit) pthread_cond_wait(&cv, &mu);
-  pthread_mutex_unlock(&mu);
-  return NULL;
-}
-
-/* Nanoseconds of sampling per second of profile, with or without the CPU clocks. */
-static double sampling_per_s(uint32_t flags, double seconds, uint64_t *samples) {
-  lp_profile_opts_t o = {.hz = 1000, .flags = flags};
-  lp_profile_t *p = NULL;
-  if (lp_profile_start(&o) != 0) {
-    fprintf(stderr, "bench_profiles: lp_profile_start failed\n");
-    exit(1);
-  }
-  struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
-  while (nanosleep(&ts, &ts) != 0) {
-  }
-  if (lp_profile_stop(&p) != 0) {
-    fprintf(stderr, "bench_profiles: lp_profile_stop failed\n");
-    exit(1);
-  }
-  lp_profile_stats_t s;
-  lp_profile_get_stats(p, &s);
-  *samples = s.samples;
-  lp_profile_free(p);
-  return (double)s.sampling_ns / ((double)s.duration_ns / 1e9);
-}
-
-static void bench_cpu_reads(void) {
-  pthread_t th[NTHREADS];
-  clockid_t clocks[NTHREADS];
-  for (int i = 0; i < NTHREADS; i++) {
-    if (pthread_create(&th[i], NULL, waiter, NULL) != 0 || pthread_getcpuclockid(th[i], &clocks[i]) != 0) {
-      fprintf(stderr, "bench_profiles: cannot start thread %d\n", i);
-      exit(1);
-    }
-  }
-  pthread_mutex_lock(&mu);
-  while (ready < NTHREADS) pthread_cond_wait(&cv, &mu);
-  pthread_mutex_unlock(&mu);
-
-  /* One read of another thread's CPU clock, alone: the fastest of 7 runs of 100,000. */
-  double best = 1e30;
-  for (int r = 0; r < BENCH_RUNS; r++) {
-    struct timespec x;
-    double t0 = bench_now_ns();
-    for (int i = 0; i < 100000; i++) clock_gettime(clocks[i % NTHREADS], &x);
-    double ns = (bench_now_ns() - t0) / 100000;
-    if (ns < best) best = ns;
-  }
-
-  double off[3], on[3];
-  uint64_t n_off = 0, n_on = 0;
-  for (int r = 0; r < 3; r++) {
-    off[r] = sampling_per_s(0, 2.0, &n_off);
-    on[r] = sampling_per_s(LP_PROFILE_CPU, 2.0, &n_on);
-  }
-  double m_off = bench_median(off, 3), m_on = bench_median(on, 3);
-  double share = (m_on - m_off) / 1e9 * 100.0;
-  double from_reads = best * NTHREADS * 1000 / 1e9 * 100.0;
-  printf("\n  one read of another thread's CPU clock (clock_gettime)      %8.0f ns\n", best);
-  printf("  sampling per second, %d threads at 1000 Hz, without CPU     %8.0f us  (%llu samples in the last run)\n",
-         NTHREADS, m_off / 1e3, (unsigned long long)n_off);
-  printf("  sampling per second, %d threads at 1000 Hz, with CPU        %8.0f us  (%llu samples in the last run)\n",
-         NTHREADS, m_on / 1e3, (unsigned long long)n_on);
-  printf("  the CPU clock reads: %.2f%% of one CPU measured, %.2f%% from the read alone\n", share, from_reads);
-  printf("\ntargets\n");
-  printf("  CPU clock reads at 16 threads, 1000 Hz <= 1%% of one CPU      %5.2f%%  %s\n", share,
-         bench_verdict(share <= 1.0));
-
-  pthread_mutex_lock(&mu);
-  quit = 1;
-  pthread_cond_broadcast(&cv);
-  pthread_mutex_unlock(&mu);
-  for (int i = 0; i < NTHREADS; i++) pthread_join(th[i], NULL);
-}
-
-/* ---- 2. pprof writing: 50 x 50 x 50 = 125,000 distinct stacks, one sample each --------------- */
+/* ---- 1. pprof writing: 50 x 50 x 50 = 125,000 distinct stacks, one sample each --------------- */
 
 #define C10(p) X(p##0) X(p##1) X(p##2) X(p##3) X(p##4) X(p##5) X(p##6) X(p##7) X(p##8) X(p##9)
 
@@ -181,7 +86,7 @@ static void bench_pprof(void) {
          bench_verdict(ms <= 100.0));
 }
 
-/* ---- 3. flamegraph of a large trace: as fast as the command reads it (labelprof folded reads the same way) -- */
+/* ---- 2. flamegraph of a large trace: as fast as the command reads it (labelprof folded reads the same way) -- */
 
 static double run_ms(const char *cmd) {
   double t0 = bench_now_ns();
@@ -239,9 +144,8 @@ static void bench_flamegraph(void) {
 }
 
 int main(void) {
-  printf("labelprof %s: what CPU time and pprof output cost\n", LABELPROF_VERSION_STRING);
+  printf("labelprof %s: what pprof output and flame graphs cost\n", LABELPROF_VERSION_STRING);
   bench_print_machine();
-  bench_cpu_reads();
   bench_pprof();
   bench_flamegraph();
   return 0;

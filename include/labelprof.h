@@ -254,13 +254,18 @@ typedef struct lp_profile_opts {
   lp_sched_t sched;        /* how the collector is scheduled; LP_SCHED_SLICE by default */
   uint32_t sched_priority; /* LP_SCHED_FIFO's priority, 1 to 99; 0 means 1 */
   uint32_t flags;          /* LP_PROFILE_* bits (see "CPU time and pprof") */
+  int cpu_signal;          /* LP_PROFILE_CPU's signal; 0 means SIGRTMAX - 4 (see "CPU time and pprof") */
 } lp_profile_opts_t;
 
 /*
  * Starts the program's profile: a collector thread that wakes hz times a
- * second on absolute deadlines and samples the pseudo-stack of every thread
- * that uses labels. opts may be NULL for the defaults. Threads need no
- * registration; they join the first time they use a label.
+ * second and samples the pseudo-stack of every thread that uses labels.
+ * Time is cut into periods of 1/hz s on absolute CLOCK_MONOTONIC deadlines,
+ * and each period gets one tick at an instant drawn at random within it, so
+ * that work whose period is a whole number of ticks (a 1 kHz control loop,
+ * a frame loop) is seen at every phase and not locked to one. opts may be
+ * NULL for the defaults. Threads need no registration; they join the first
+ * time they use a label.
  *
  * The program's profile and the environment's (LABELPROF_PROFILE) nest: one
  * collector serves both, and each profile holds exactly the samples taken
@@ -269,13 +274,14 @@ typedef struct lp_profile_opts {
  * rates) and the program's start and stop work as if it were alone.
  *
  * When it starts the collector thread, lp_profile_start() returns once that
- * thread runs with its scheduling in place; the profile's first tick is one
- * tick after that. On a crowded machine this wait is the new thread's first
+ * thread runs with its scheduling in place; the first period starts then. On a crowded machine this wait is the new thread's first
  * turn on a CPU.
  *
  * Returns 0; -EBUSY if the program's profile is already running;
- * -EINVAL for an out-of-range option; -ENOMEM; or the negative error
- * pthread_create() gave.
+ * -EINVAL for an out-of-range option (a cpu_signal LP_PROFILE_CPU may not
+ * take among them); -EEXIST with LP_PROFILE_CPU when the program handles or
+ * ignores its signal (nothing is started: choose another with cpu_signal);
+ * -ENOMEM; or the negative error pthread_create() gave.
  */
 LP_EXPORT int lp_profile_start(const lp_profile_opts_t *opts);
 
@@ -306,8 +312,9 @@ typedef struct lp_print_opts {
  * Prints the tree in the gemmlowp layout, under a line that states what the
  * profile cost and how well the collector kept its rate:
  *
- *     labelprof profile (2 threads, 2000 samples)
- *     2.01 s at 1000 Hz requested, 998 Hz achieved, 3 missed ticks; collector 0.9% of one CPU
+ *     labelprof profile by wall time (2 threads, 2000 samples)
+ *     2.01 s at 1000 Hz requested, 998 Hz achieved, 3 missed ticks (one at a random
+ *       instant of each 1 ms); collector 0.9% of one CPU, slice 100 µs
  *     100.00% matmul
  *         62.10% kernel
  *         ...
@@ -318,16 +325,23 @@ typedef struct lp_print_opts {
  * weight, heaviest first; "other" closes every node that has children and
  * holds the samples that stopped at that node. Labels with the same text are
  * merged even when they come from different call sites. Control characters
- * in labels and thread names are printed as '?'. When the collector achieved
- * under 90% of the requested rate, a "note:" line says so.
+ * in labels and thread names are printed as '?'. The second line says how
+ * ticks were placed (one at a random instant of each period of the tick,
+ * see lp_profile_start). When the collector achieved under 90% of the
+ * requested rate, a "note:" line says so.
  *
  * With min_percent, a node under that share is hidden and its samples count
  * in its parent's "other"; hidden top-level labels are summed on a line of
  * their own, "other (hidden labels)", since they are not outside of any
  * label.
  *
+ * The first line says the weighting: "labelprof profile by wall time"
+ * (samples), or "by CPU time" (LP_PRINT_CPU, see "CPU time and pprof").
+ *
  * Returns 0; -EINVAL if p or out is NULL, or min_percent is not a number
- * from 0 to 100 (nothing is written); -EIO if writing to out failed.
+ * from 0 to 100 (nothing is written); -ENODATA for LP_PRINT_CPU on a
+ * profile without CPU time (nothing is written); -EIO if writing to out
+ * failed.
  */
 LP_EXPORT int lp_profile_print(const lp_profile_t *p, FILE *out);
 
@@ -350,7 +364,7 @@ LP_EXPORT void lp_profile_free(lp_profile_t *p);
 typedef struct lp_profile_stats {
   uint64_t samples;          /* thread-samples in the tree */
   uint64_t ticks;            /* collector wakeups */
-  uint64_t missed_ticks;     /* deadlines that passed while the collector was late; not sampled */
+  uint64_t missed_ticks;     /* periods whose tick the collector was too late for; not sampled */
   uint64_t skipped;          /* thread-samples abandoned: the stack changed on every retry */
   uint64_t collector_cpu_ns; /* CPU time the collector thread used, wakeups included */
   uint64_t sampling_ns;      /* time spent inside sampling passes: the work per tick, without the wakeup */
@@ -381,6 +395,13 @@ typedef struct lp_profile_stats {
   uint32_t max_runnable;
   uint32_t cpus;
   uint64_t throttled;
+  /* CPU samples (LP_PROFILE_CPU; see "CPU time and pprof"), all 0 without them. */
+  uint64_t cpu_samples;    /* samples of the threads' CPU timers in the tree */
+  uint64_t cpu_lost;       /* CPU samples lost: a thread's buffer was full (the collector far behind) */
+  int cpu_signal;          /* the signal the CPU timers sent */
+  uint32_t cpu_untimed;    /* threads that got no CPU timer (timer_create failed): their CPU time is missing */
+  uint64_t cpu_stopped_ns; /* when CPU sampling stopped, ns into the profile, because the program put its
+                              own handler on cpu_signal; 0 if it did not */
 } lp_profile_stats_t;
 
 /* Fills *out. Returns 0, or -EINVAL if p or out is NULL. */
@@ -1124,9 +1145,10 @@ LP_EXPORT const char *lp_phase_name(int phase);
 /*
  * LP_PRINT_FLAT (lp_print_opts_t.flags; LABELPROF_REPORT=flat) adds a flat
  * table after the tree: for each label, its total and its self share of all
- * samples, heaviest total first, under a header naming the columns:
+ * samples (of all CPU time with LP_PRINT_CPU: the tree's weighting, which
+ * its header names), heaviest total first, under a header naming the columns:
  *
- *     flat profile: each label summed over every place it appears; ...
+ *     flat profile by wall time: each label summed over every place it appears; ...
  *        total     self  label
  *       62.10%   40.00%  btree_seek
  *
@@ -1144,43 +1166,73 @@ LP_EXPORT const char *lp_phase_name(int phase);
 /* This block needs <stdio.h> (FILE), which the header includes above. */
 
 /*
- * CPU time beside wall time. At each tick the collector reads every sampled
- * thread's CPU clock and gives the CPU that thread used since its previous
- * sample to the stack it is in now, so each node carries two weights: its
- * samples (wall time) and CPU nanoseconds. A thread that waits inside a label
- * takes its share of samples but little CPU. A thread's first sample carries
- * no CPU (there is nothing to measure from).
+ * CPU time beside wall time. With LP_PROFILE_CPU each thread that uses
+ * labels has a timer on its own CPU clock (timer_create(2) on the clock
+ * pthread_getcpuclockid() gives, its signal sent to that thread only), and
+ * each time the thread has used another tick of CPU (1/hz s; 1 ms at the
+ * default 1000 Hz) the signal's handler, on that thread, records the stack
+ * of labels it is in: the stack running when the CPU was spent. Each node
+ * then carries two weights: its samples (wall time) and CPU nanoseconds. A
+ * thread that waits inside a label takes its share of samples but no CPU.
+ * The kernel checks CPU timers at its own tick (CONFIG_HZ, often 250 Hz), so
+ * a sample may stand for several ticks of CPU; it weighs what its timer
+ * counted, so the weights add up to the CPU used. Work whose period is a
+ * multiple of the kernel's tick is seen at the same phase by every CPU
+ * sample: read the wall tree for such work.
+ *
+ * The signal is SIGRTMAX - 4 unless lp_profile_opts_t.cpu_signal (or
+ * LABELPROF_CPU_SIGNAL) names another: SIGPROF, SIGVTALRM, SIGALRM, SIGUSR1,
+ * SIGUSR2 or a real-time signal. labelprof never takes a signal the program
+ * handles or ignores (lp_profile_start() returns -EEXIST); once installed,
+ * its handler stays for the life of the process (a signal may still be on
+ * its way after the last timer is deleted), with SA_RESTART, and ignores
+ * every instance of the signal that no timer sent. A program that puts its
+ * own handler on the signal later stops CPU sampling there (checked every
+ * 64 ticks; lp_profile_stats_t.cpu_stopped_ns). The known price of a
+ * signal-based profiler: a system call that SA_RESTART does not restart
+ * (poll, epoll_wait, nanosleep, sem_timedwait, ...; see signal(7)) may
+ * return EINTR when the signal lands just before the thread blocks in it.
+ * A thread that blocks the signal (pthread_sigmask) has no CPU samples.
  *
  * LP_PRINT_CPU in lp_print_opts_t.flags (LABELPROF_REPORT=cpu) prints the
  * tree weighted by CPU time: percentages of all CPU time, children sorted by
- * CPU, and a header that says "by CPU time". With LP_PRINT_COUNTS each line
- * gives the CPU time. lp_profile_write_folded_ex() with LP_PRINT_CPU writes
- * CPU microseconds instead of samples.
+ * CPU, a header that says "by CPU time", and a line that says how the CPU
+ * samples were taken. With LP_PRINT_COUNTS each line gives the CPU time;
+ * with LP_PRINT_FLAT the flat table is by CPU time too, and says so.
+ * lp_profile_write_folded_ex() with LP_PRINT_CPU writes CPU microseconds
+ * instead of samples. Both return -ENODATA, and write nothing, for a
+ * profile without CPU time (lp_profile_has_cpu() 0): zeros would read as a
+ * program that used no CPU.
  */
 #define LP_PRINT_CPU 0x8u
 /*
- * lp_profile_opts_t.flags: read the threads' CPU clocks (LABELPROF_CPU=1;
- * LABELPROF_REPORT=cpu implies it). Off by default: each read is a system
- * call per sampled thread per tick, which costs about 0.7 us on a virtual
- * machine, over 1% of one CPU at 16 threads and 1000 Hz. While any running
- * profile asked for it, the collector reads them for all.
+ * lp_profile_opts_t.flags: sample CPU time (LABELPROF_CPU=1;
+ * LABELPROF_REPORT=cpu implies it). It costs each thread a signal per
+ * sample while it uses the CPU, and nothing while it waits (figures in
+ * README's Measured). While any running profile asked for it, CPU samples
+ * are taken for all, until the last profile stops; a profile started while
+ * CPU samples were not yet taken has them from then on. The first CPU
+ * profile's signal and rate hold for those that nest in it.
  */
 #define LP_PROFILE_CPU 0x1u
 #ifndef LABELPROF_DISABLE
-/* 1 if the threads' CPU clocks were read for p (LP_PROFILE_CPU), 0 if not; its CPU weights are 0 then. */
+/* 1 if CPU time was sampled for p (LP_PROFILE_CPU), 0 if not: then its CPU weights are 0 and the CPU views refuse it. */
 LP_EXPORT int lp_profile_has_cpu(const lp_profile_t *p);
 /* CPU nanoseconds at or below the node. */
 LP_EXPORT uint64_t lp_node_cpu_ns(const lp_node_t *n);
 /* CPU nanoseconds that stopped at the node (at a root: outside any label). */
 LP_EXPORT uint64_t lp_node_self_cpu_ns(const lp_node_t *n);
-/* lp_profile_write_folded() with options: only LP_PRINT_CPU counts; opts may be NULL. */
+/*
+ * lp_profile_write_folded() with options: only LP_PRINT_CPU counts (-ENODATA,
+ * nothing written, for a profile without CPU time); opts may be NULL.
+ */
 LP_EXPORT int lp_profile_write_folded_ex(const lp_profile_t *p, FILE *out, const lp_print_opts_t *opts);
 /*
  * Writes p to path as pprof's profile.proto, gzipped (the file `go tool
  * pprof`, speedscope, Pyroscope, Parca and Grafana read). Sample types
- * samples/count, wall/nanoseconds (samples x the achieved tick) and
- * cpu/nanoseconds (0 without LP_PROFILE_CPU); period wall/nanoseconds, the
- * tick. Each label at a call site is a function named by the label, with the
+ * samples/count, wall/nanoseconds (samples x the achieved tick) and, only in
+ * a profile that measured CPU time (LP_PROFILE_CPU), cpu/nanoseconds, which
+ * viewers then show first; period wall/nanoseconds, the tick. Each label at a call site is a function named by the label, with the
  * site's file and line; one sample per thread and stack, leaf first, labelled
  * thread (the name) and thread_id. Time in no label is the function
  * "(outside of any label)". The gzip file holds stored (uncompressed) blocks:

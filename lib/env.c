@@ -28,7 +28,8 @@
  *   LABELPROF_SYSTRACE=path     LABELPROF_TRACE_MARKER=1|path
  *   LABELPROF_COLLECTOR_SCHED=slice|default|fifo[:PRIO]
  *   LABELPROF_TRACE_FORMAT=json|perfetto|systrace (else .pftrace, .perfetto-trace: Perfetto)
- *   LABELPROF_CPU=0|1           (CPU clocks; on with LABELPROF_REPORT=cpu)
+ *   LABELPROF_CPU=0|1           (CPU samples; on with LABELPROF_REPORT=cpu)
+ *   LABELPROF_CPU_SIGNAL=RTMAX-4 (the CPU timers' signal: RTMIN+N, RTMAX-N, PROF, VTALRM, ALRM, USR1, USR2)
  *   LABELPROF_PROFILE_EVERY=60s (one profile per period: rotate_locked)
  *
  * LABELPROF_PROFILE=path.pb.gz (or .pprof) writes pprof's format instead of
@@ -91,7 +92,7 @@ static const char *const known[] = {
     "LABELPROF_SYSTRACE",     "LABELPROF_TRACE_MARKER",
     "LABELPROF_COLLECTOR_SCHED",
     "LABELPROF_TRACE_FORMAT", /* Perfetto */
-    "LABELPROF_CPU",
+    "LABELPROF_CPU",          "LABELPROF_CPU_SIGNAL",
     "LABELPROF_PROFILE_EVERY",
     "LABELPROF_TRACE_ROTATE", "LABELPROF_TRACE_FLUSH", /* the Perfetto stream */
     /* Read by subs.c, and by the callstats.so subscriber installed with the library. */
@@ -370,10 +371,11 @@ static const char *name_of(const signame_t *t, size_t n, int sig) {
 }
 
 /*
- * A dump signal by name (USR2, SIGUSR2, RTMIN+3, RTMAX-1) or number: its
- * number, or 0 with a warning that says why it cannot be one.
+ * The signal variable var names (USR2, SIGUSR2, RTMIN+3, RTMAX-1, or a
+ * number): its number, or 0 with a warning that says why it cannot be one
+ * and what happens then (`instead`, e.g. "no dumps").
  */
-static int signal_number(const char *v) {
+static int signal_number(const char *var, const char *v, const char *instead) {
   const char *s = strncmp(v, "SIG", 3) == 0 ? v + 3 : v, *end;
   unsigned long n;
   int sig = 0;
@@ -383,9 +385,8 @@ static int signal_number(const char *v) {
       sig = (int)n;
       refused_name = name_of(refused, NELEMS(refused), sig);
       if (!refused_name && !name_of(usable, NELEMS(usable), sig) && (sig < SIGRTMIN || sig > SIGRTMAX)) {
-        warn("LABELPROF_DUMP_SIGNAL='%s' is not a signal a program may take here (the real-time ones are %d to "
-             "%d); no dumps",
-             v, SIGRTMIN, SIGRTMAX);
+        warn("%s='%s' is not a signal a program may take here (the real-time ones are %d to %d); %s", var, v,
+             SIGRTMIN, SIGRTMAX, instead);
         return 0;
       }
     }
@@ -395,9 +396,7 @@ static int signal_number(const char *v) {
     bool ok = !s[5] || ((s[5] == '+') == (s[3] == 'I') && (s[5] == '+' || s[5] == '-') &&
                         digits(s + 6, span, &off, &end) && !*end);
     if (!ok) {
-      warn("LABELPROF_DUMP_SIGNAL='%s' is not a real-time signal: RTMIN+N or RTMAX-N with N from 0 to %lu; "
-           "no dumps",
-           v, span);
+      warn("%s='%s' is not a real-time signal: RTMIN+N or RTMAX-N with N from 0 to %lu; %s", var, v, span, instead);
       return 0;
     }
     return s[3] == 'I' ? SIGRTMIN + (int)off : SIGRTMAX - (int)off;
@@ -408,13 +407,27 @@ static int signal_number(const char *v) {
       if (strcmp(s, refused[i].name) == 0) sig = refused[i].sig, refused_name = refused[i].name;
   }
   if (refused_name) {
-    warn("LABELPROF_DUMP_SIGNAL='%s' is SIG%s, which cannot be a dump signal (faults, KILL, STOP, PIPE, XFSZ, "
-         "XCPU are refused; USR1, USR2 or RTMIN+N are the usual choices); no dumps",
-         v, refused_name);
+    warn("%s='%s' is SIG%s, which cannot be taken here (faults, KILL, STOP, PIPE, XFSZ, XCPU are refused; USR1, "
+         "USR2 or RTMIN+N are the usual choices); %s",
+         var, v, refused_name, instead);
     return 0;
   }
   if (!sig)
-    warn("LABELPROF_DUMP_SIGNAL='%s' is not a signal name (such as USR2 or RTMIN+1) or number; no dumps", v);
+    warn("%s='%s' is not a signal name (such as USR2 or RTMIN+1) or number; %s", var, v, instead);
+  return sig;
+}
+
+/* LABELPROF_CPU_SIGNAL: a signal the CPU timers may send (lp__cpu_signal_ok), or 0 (the default) with a warning. */
+static int cpu_signal_number(const char *v) {
+  static const char instead[] = "the CPU samples use the default, RTMAX-4";
+  int sig = signal_number("LABELPROF_CPU_SIGNAL", v, instead);
+  if (sig && !lp__cpu_signal_ok(sig)) { /* one of `usable` (the others are refused above) */
+    const char *name = name_of(usable, NELEMS(usable), sig);
+    warn("LABELPROF_CPU_SIGNAL='%s' is SIG%s, which the program needs as it is (the CPU samples take PROF, "
+         "VTALRM, ALRM, USR1, USR2 or a real-time signal); %s",
+         v, name ? name : "?", instead);
+    sig = 0;
+  }
   return sig;
 }
 
@@ -475,8 +488,27 @@ static char *resolve(const char *v) {
 
 /* ---- reports ---------------------------------------------------------------------- */
 
+/* A report by CPU of a profile without CPU time (LABELPROF_CPU=0, or its signal was the program's): by wall time. */
+static bool cpu_unmeasured(const lp_profile_t *p, const lp_print_opts_t *o) {
+  return (o->flags & LP_PRINT_CPU) && !lp_profile_has_cpu(p);
+}
+
+static int profile_fn(const lp_profile_t *p, FILE *f, const lp_print_opts_t *o) {
+  if (!cpu_unmeasured(p, o)) return lp_profile_print_ex(p, f, o);
+  lp_print_opts_t wall = *o;
+  wall.flags &= ~LP_PRINT_CPU;
+  int rc = lp_profile_print_ex(p, f, &wall);
+  if (rc == 0 && fprintf(f, "note: by wall time: CPU time was not measured (LABELPROF_CPU=0, or the program "
+                            "handles its signal)\n") < 0)
+    rc = -EIO;
+  return rc;
+}
+
 static int folded_fn(const lp_profile_t *p, FILE *f, const lp_print_opts_t *o) {
-  return lp_profile_write_folded_ex(p, f, o); /* LABELPROF_REPORT=cpu: CPU microseconds */
+  if (!cpu_unmeasured(p, o)) return lp_profile_write_folded_ex(p, f, o); /* LABELPROF_REPORT=cpu: CPU microseconds */
+  warn("the folded stacks are sample counts, not CPU microseconds: CPU time was not measured (LABELPROF_CPU=0, or "
+       "the program handles its signal)");
+  return lp_profile_write_folded(p, f);
 }
 
 /* Writes one report through the output layer; a failure is one stderr line naming the file and why. */
@@ -509,7 +541,7 @@ static void write_profile(const lp_profile_t *p, unsigned number) {
   if (pp && wants_pprof(profile_path))
     write_report(pp, "pprof profile", p, pprof_fn);
   else if (pp)
-    write_report(pp, "profile", p, lp_profile_print_ex);
+    write_report(pp, "profile", p, profile_fn);
   if (fp) write_report(fp, "folded stacks", p, folded_fn);
   if ((profile_path && !pp) || (folded_path && !fp)) warn("out of memory naming a report");
   double got;
@@ -889,7 +921,9 @@ int lp__env_parse(lp__env_values_t *v, const char *name, const char *value) {
   else if (strcmp(name, "LABELPROF_CLOCK") == 0)
     v->trace.clock = parse_clock(value);
   else if (strcmp(name, "LABELPROF_DUMP_SIGNAL") == 0)
-    v->dump_signal = value ? signal_number(value) : 0;
+    v->dump_signal = value ? signal_number(name, value, "no dumps") : 0;
+  else if (strcmp(name, "LABELPROF_CPU_SIGNAL") == 0)
+    v->profile.cpu_signal = value ? cpu_signal_number(value) : 0;
   else if (strcmp(name, "LABELPROF_TRACE_FLUSH") == 0)
     v->trace_flush_ns = value ? parse_flush(value) : 1000000000u;
   else
@@ -908,7 +942,7 @@ void lp__env_load(void) {
   const char *systrace = value_of("LABELPROF_SYSTRACE"), *marker = value_of("LABELPROF_TRACE_MARKER");
   static const char *const parsed[] = {"LABELPROF_HZ",           "LABELPROF_COLLECTOR_SCHED", "LABELPROF_REPORT",
                                        "LABELPROF_LEVELS",       "LABELPROF_TRACE_MODE",      "LABELPROF_TRACE_BUFFER",
-                                       "LABELPROF_CLOCK",        "LABELPROF_DUMP_SIGNAL",
+                                       "LABELPROF_CLOCK",        "LABELPROF_DUMP_SIGNAL",     "LABELPROF_CPU_SIGNAL",
                                        "LABELPROF_TRACE_FLUSH"};
   lp__env_values_t vals;
   lp__env_defaults(&vals);
@@ -918,7 +952,7 @@ void lp__env_load(void) {
   lp_profile_opts_t popts = vals.profile;
   report_opts = vals.report;
   lp_trace_opts_t topts = vals.trace;
-  /* CPU clocks: LABELPROF_CPU=1, or a report by CPU that needs them. */
+  /* CPU samples: LABELPROF_CPU=1, or a report by CPU that needs them. */
   if (number("LABELPROF_CPU", value_of("LABELPROF_CPU"), 0, 1, (report_opts.flags & LP_PRINT_CPU) ? 1 : 0, ""))
     popts.flags |= LP_PROFILE_CPU;
   env_popts = popts;
@@ -927,6 +961,15 @@ void lp__env_load(void) {
   lp__stream_set_flush(vals.trace_flush_ns); /* every stream of the process, the program's too */
   trace_format = parse_format(trace);
   int dsig = sig ? vals.dump_signal : 0;
+  int csig = popts.cpu_signal ? popts.cpu_signal : lp__cpu_default_signal();
+  if (dsig && dsig == csig && (popts.flags & LP_PROFILE_CPU)) {
+    /* One handler per signal: dumps on every CPU sample, or CPU samples stopped by the dump's handler. */
+    char name[24];
+    warn("LABELPROF_DUMP_SIGNAL is %s, the CPU samples' signal; no dumps (choose another signal for one of them, "
+         "LABELPROF_CPU_SIGNAL for the CPU samples)",
+         lp__signal_name(dsig, name, sizeof name));
+    dsig = 0;
+  }
   bool want_prof = prof && strcmp(prof, "0") != 0;
   /* ---- layers and phases: the live trace_marker, opened before anything records ---- */
   bool want_marker = false;
@@ -990,6 +1033,16 @@ void lp__env_load(void) {
   }
   if (want_prof || fold) {
     int rc = lp__profile_start(LP__ENV, &popts);
+    if (rc == -EEXIST && (popts.flags & LP_PROFILE_CPU)) {
+      /* The program handles the CPU timers' signal: a profile of wall time is still worth having. */
+      char name[24];
+      warn("the program has its own handler on %s, which the CPU samples need (LABELPROF_CPU_SIGNAL chooses "
+           "another); profiling without CPU time",
+           lp__signal_name(popts.cpu_signal ? popts.cpu_signal : lp__cpu_default_signal(), name, sizeof name));
+      popts.flags &= ~LP_PROFILE_CPU;
+      env_popts = popts;
+      rc = lp__profile_start(LP__ENV, &popts);
+    }
     if (rc)
       warn("cannot start the profile: %s", lp_strerror(rc));
     else

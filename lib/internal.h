@@ -21,6 +21,7 @@
  *                 a notified or recorded frame), which call the timeline and the marker
  *   pprof.c       the profile as pprof's profile.proto (lp_profile_write_pprof)
  *   collector.c   the profile: sessions, the sampling thread
+ *   cpu.c         CPU samples: each thread's CPU timer, its signal handler and ring
  *   trace.c       the timeline: sessions, chunks, lanes, tracks; levels
  *   stream.c      the Perfetto stream's writer thread and files (trace.c hands it chunks)
  *   stream_encode.c   the Perfetto stream's encoder, on export_perfetto.c's packets
@@ -35,7 +36,7 @@
  *   util.c
  *
  * Lock order, outermost first; nothing takes them the other way round:
- *   profile control (collector.c) > sampling (collector.c) > registry (thread.c)
+ *   profile control (collector.c) > sampling (collector.c) > registry (thread.c) > CPU timers (cpu.c)
  *   env (env.c) > profile control;  env > trace (trace.c); fork does not take env
  * The registry lock and the trace lock are never held together: thread exit
  * runs the trace's hook before it takes the registry lock, and the trace
@@ -58,6 +59,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "labelprof.h"
 #include "jsonesc.h"
@@ -95,6 +97,8 @@ size_t lp__size_add(size_t a, size_t b);
 char *lp__path_numbered(const char *path, unsigned number);
 /* Whether path has a %n (not a %%n). */
 bool lp__path_has_number(const char *path);
+/* A signal's name as reports write it: SIGPROF, SIGUSR1, SIGRTMAX-4, SIGRTMIN+2, or "signal N". Returns buf. */
+const char *lp__signal_name(int sig, char *buf, size_t len);
 /* Adds one to a counter that only the calling thread writes (no read-modify-write). */
 static inline void lp__bump(_Atomic uint64_t *c) {
   atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1, memory_order_relaxed);
@@ -104,6 +108,7 @@ static inline void lp__bump(_Atomic uint64_t *c) {
 
 typedef struct lp__thread lp__thread_t;
 typedef struct lp__lane lp__lane_t;
+typedef struct lp__cpu_ring lp__cpu_ring_t;
 struct lp__thread {
   lp_impl_thread_t hot; /* first: lp_impl_self points here */
   lp__thread_t *next, *prev; /* registry list; registry lock */
@@ -118,6 +123,15 @@ struct lp__thread {
   /* The thread's CPU clock (pthread_getcpuclockid at attach); cpu_clock_ok false if it has none. */
   clockid_t cpu_clock;
   bool cpu_clock_ok;
+  /*
+   * CPU samples (cpu.c): the ring the thread's signal handler fills, made
+   * with its first timer and freed with the state (thread.c); the timer on
+   * the thread's CPU clock, and whether it exists or may still be made
+   * (cpu.c's lock).
+   */
+  lp__cpu_ring_t *_Atomic cpu_ring;
+  timer_t cpu_timer;
+  bool cpu_timed, cpu_gone;
   /* The trace's: the thread's timeline lane (trace lock). */
   lp__lane_t *lane;
   /* ---- layers and phases: the live trace_marker (owner only) ---- */
@@ -143,11 +157,12 @@ lp__thread_t *lp__thread_current(void);
 
 /*
  * What the registry's users want to hear, registered once (lifecycle.c).
- * Both run on the thread concerned, with no library lock held.
+ * All run on the thread concerned, with no library lock held.
  */
 typedef struct lp__registry_hooks {
   void (*exit)(lp__thread_t *t);    /* before the thread leaves the registry */
   void (*renamed)(lp__thread_t *t); /* after lp_thread_set_name() */
+  void (*joined)(lp__thread_t *t);  /* once the thread is in the registry */
 } lp__registry_hooks_t;
 void lp__registry_set_hooks(const lp__registry_hooks_t *h);
 
@@ -203,6 +218,61 @@ static inline uint64_t lp__with_depth(uint64_t w, uint32_t d) {
 int lp__stack_snapshot(const lp__thread_t *t, uint64_t known, const lp_site_t **frames, uint32_t *depth,
                        uint64_t *word);
 
+/* ---- cpu.c: CPU samples on each thread's own CPU clock --------------------- */
+
+/*
+ * Whether sig may carry CPU samples: PROF, VTALRM, ALRM, USR1, USR2 or a
+ * real-time signal. The default is SIGRTMAX - 4.
+ */
+bool lp__cpu_signal_ok(int sig);
+int lp__cpu_default_signal(void);
+/*
+ * Starts CPU sampling: the handler on sig (once), and a timer on the CPU
+ * clock of every registered thread, one signal per period_ns of its CPU.
+ * Without with_timers (a manual profile) every thread gets its ring but no
+ * timer: its samples come from lp__cpu_test_sample() alone.
+ * Already running: 0, and the first start's signal and period hold. 0;
+ * -EINVAL for a signal lp__cpu_signal_ok() refuses; -EEXIST if the program
+ * handles or ignores sig; or a negative errno from sigaction. A thread
+ * whose timer cannot be made goes unsampled and is counted
+ * (lp__cpu_untimed). The registry lock is not held; the caller holds the
+ * collector's sampling lock, so that no drain runs meanwhile.
+ */
+int lp__cpu_start(int sig, uint64_t period_ns, bool with_timers);
+/* Deletes every timer; the handler stays (a signal may still be on its way). Registry lock not held. */
+void lp__cpu_stop(void);
+/* The signal of the running CPU sampling, 0 if none. */
+int lp__cpu_signal(void);
+/* Whether the handler is still labelprof's (the program may have put its own on the signal since). */
+bool lp__cpu_handler_kept(void);
+/* Threads whose timer could not be made, since the process started. */
+uint64_t lp__cpu_untimed(void);
+/* The registry's hooks: a thread joined (its timer, if sampling runs), a thread exits (on the thread). */
+void lp__cpu_thread_joined(lp__thread_t *t);
+void lp__cpu_thread_exit(lp__thread_t *t);
+/*
+ * A CPU sample as drained: the stack word it was taken at, the periods of
+ * CPU it weighs, the stack's full depth, and its frames (n of them, with
+ * "(deeper than 64 labels)" last for a deeper stack), or NULL when the
+ * stack is the one of the thread's previous sample (same word).
+ */
+typedef struct lp__cpu_sample {
+  uint64_t word, count;
+  uint32_t depth, n;
+  const lp_site_t *const *frames;
+} lp__cpu_sample_t;
+/*
+ * Hands each sample t's handler recorded since the last drain to take, in
+ * order; returns the samples lost meanwhile (its ring was full). Under the
+ * collector's sampling lock, t alive (copied from the registry, held).
+ */
+uint64_t lp__cpu_drain(lp__thread_t *t, void (*take)(void *arg, const lp__cpu_sample_t *s), void *arg);
+/* Test: a sample of count periods on the calling thread, recorded as its signal handler would. */
+void lp__cpu_test_sample(uint32_t count);
+void lp__cpu_atfork_prepare(void);
+void lp__cpu_atfork_parent(void);
+void lp__cpu_atfork_child(void);
+
 /* ---- tree.c: online aggregation ----------------------------------------- */
 
 /* One node per distinct (thread record, path of call sites). */
@@ -213,7 +283,7 @@ typedef struct lp__agg_node {
   uint32_t next;         /* the thread's next node in creation order (parents first); the free list */
   uint32_t aux;          /* scratch for merges */
   uint64_t self;         /* samples that stopped here */
-  uint64_t cpu_ns;       /* CPU time those samples were given: each the thread's CPU since its previous one */
+  uint64_t cpu_ns;       /* CPU time of the CPU samples that stopped here (cpu.c): periods x the tick */
 } lp__agg_node_t;
 
 typedef struct lp__agg_thread {
@@ -228,8 +298,8 @@ typedef struct lp__agg_thread {
   uint64_t samples;
   uint64_t last_word; /* the stack word of the last sample, LP__NO_WORD if none */
   uint32_t last_leaf; /* the node that sample ended at */
-  uint64_t last_cpu_ns; /* the thread's CPU clock at its last sample */
-  bool cpu_known;       /* last_cpu_ns was read */
+  uint64_t cpu_word;  /* the same for the last CPU sample that carried its frames */
+  uint32_t cpu_leaf;
 } lp__agg_thread_t;
 
 typedef struct lp__agg {
@@ -240,7 +310,9 @@ typedef struct lp__agg {
   lp__agg_thread_t *threads;
   uint32_t nthreads, capthreads, free_threads;
   uint64_t samples, skipped, ticks, missed, sampling_ns;
-  bool cpu; /* the threads' CPU clocks are read at each sample (some session asked for it) */
+  uint64_t cpu_samples, cpu_lost; /* CPU samples in the tree, and lost (a ring was full, a stack unknown) */
+  uint64_t cpu_stopped_ns;        /* when CPU sampling stopped early (its handler was taken), CLOCK_MONOTONIC; 0 */
+  bool cpu; /* CPU samples are taken (some session asked for them, cpu.c's timers run) */
 } lp__agg_t;
 
 /*
@@ -254,6 +326,7 @@ typedef struct lp__mark {
   uint64_t *tsamples;
   uint32_t nthreads;
   uint64_t samples, skipped, ticks, missed, sampling_ns, cpu_ns, start_ns;
+  uint64_t cpu_samples, cpu_lost, cpu_untimed;
   lp__counters_t counters;
 } lp__mark_t;
 
@@ -306,11 +379,28 @@ bool lp__profile_running(lp__owner_t who);
 
 /*
  * lp_profile_start() without a collector thread: samples are taken only by
- * lp__profile_sample_now(). For deterministic tests.
+ * lp__profile_sample_now() (or lp__profile_tick()), and with LP_PROFILE_CPU
+ * CPU samples only by lp__cpu_test_sample(). For deterministic tests.
  */
 int lp__profile_start_manual(const lp_profile_opts_t *opts);
 /* One sampling pass over every registered thread, now, on the calling thread. -EINVAL if not running. */
 int lp__profile_sample_now(void);
+/*
+ * The tick plan on a clock the test steps. lp__profile_test_seed() seeds
+ * the instants of every run started from now on (0: from the clock again).
+ * lp__profile_plan() gives the index of the period the next tick belongs
+ * to (0 for the run's first) and the instant planned for it
+ * (CLOCK_MONOTONIC ns). lp__profile_tick(now) is the collector thread's
+ * wakeup at now, for a manual profile: 0 if now is before the instant
+ * (nothing happens), else 1 after one pass and the plan moved on (periods
+ * that ended by now count as missed ticks; one already begun is planned
+ * at now if its instant has passed). Both -EINVAL without a running
+ * profile, and lp__profile_tick() also when a collector thread runs the
+ * plan.
+ */
+void lp__profile_test_seed(uint64_t seed);
+int lp__profile_plan(uint64_t *index, uint64_t *at);
+int lp__profile_tick(uint64_t now);
 /* Nodes, bytes and thread records of the running aggregation (0 if not running). */
 size_t lp__profile_node_count(void);
 size_t lp__profile_bytes(void);
@@ -1037,7 +1127,7 @@ extern _Atomic uint64_t lp__names_overflowed, lp__names_limit;
  * the subscribers' variables).
  */
 typedef struct lp__env_values {
-  lp_profile_opts_t profile; /* LABELPROF_HZ, LABELPROF_COLLECTOR_SCHED */
+  lp_profile_opts_t profile; /* LABELPROF_HZ, LABELPROF_COLLECTOR_SCHED, LABELPROF_CPU_SIGNAL */
   lp_print_opts_t report;    /* LABELPROF_REPORT */
   lp_trace_opts_t trace;     /* LABELPROF_LEVELS, _TRACE_MODE, _TRACE_BUFFER, _CLOCK */
   int dump_signal;           /* LABELPROF_DUMP_SIGNAL; 0: none */

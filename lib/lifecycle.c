@@ -31,6 +31,7 @@ static void atfork_prepare(void) {
   lp__subs_atfork_prepare();
   lp__collector_atfork_prepare();
   lp__registry_atfork_prepare();
+  lp__cpu_atfork_prepare();
   lp__trace_atfork_prepare();
   lp__names_atfork_prepare();
 }
@@ -38,6 +39,7 @@ static void atfork_prepare(void) {
 static void atfork_parent(void) {
   lp__names_atfork_parent();
   lp__trace_atfork_parent();
+  lp__cpu_atfork_parent();
   lp__registry_atfork_parent();
   lp__collector_atfork_parent();
   lp__subs_atfork_parent();
@@ -45,6 +47,7 @@ static void atfork_parent(void) {
 
 static void atfork_child(void) {
   lp__registry_atfork_child(); /* first: from here on lp__forked_child() is true */
+  lp__cpu_atfork_child();      /* timers are not inherited: forgotten before the collector resets */
   lp__collector_atfork_child();
   lp__trace_atfork_child();
   lp__env_atfork_child();
@@ -52,8 +55,14 @@ static void atfork_child(void) {
   lp__names_atfork_child();
 }
 
+/* A thread leaves: its CPU timer first (no signal reaches a state on its way out), then its timeline lane. */
+static void thread_exit(lp__thread_t *t) {
+  lp__cpu_thread_exit(t);
+  lp__trace_thread_exit(t);
+}
+
 static void init(void) {
-  static const lp__registry_hooks_t hooks = {lp__trace_thread_exit, lp__trace_thread_renamed};
+  static const lp__registry_hooks_t hooks = {thread_exit, lp__trace_thread_renamed, lp__cpu_thread_joined};
   lp__registry_set_hooks(&hooks);
   lp__subs_init(); /* before anyone can register a stream: the labels stream is id 1 */
   /* Without the handlers a forked child would try to join a collector it does not have. */

@@ -4,7 +4,8 @@
  *
  * One sample per thread and node that has samples stopping on it: its stack
  * of labels leaf first, its samples, the wall time they stand for (samples x
- * the achieved tick, as LP_PRINT_COUNTS) and its CPU time; labels "thread"
+ * the achieved tick, as LP_PRINT_COUNTS) and, only in a profile that
+ * measured it, its CPU time; labels "thread"
  * (the name) and "thread_id" (the kernel's id, absent for merged records of
  * exited threads). Time in no label is the frame "(outside of any label)".
  * Each label at a call site is a Function named by the label, with the
@@ -58,7 +59,7 @@ int lp__profile_write_pprof_stream(const lp_profile_t *p, FILE *out) {
   lp_profile_get_stats(p, &s);
   walk_t *w = lp__calloc(1, sizeof *w);
   if (!w) return -ENOMEM;
-  w->pp = lp__pprof_new();
+  w->pp = lp__pprof_new(lp_profile_has_cpu(p)); /* a cpu type only where CPU time was measured */
   w->tick_ns = s.ticks && s.duration_ns ? (double)s.duration_ns / (double)s.ticks : (double)s.tick_ns;
   if (!w->pp) w->rc = -ENOMEM;
   for (size_t t = 0; t < lp_profile_thread_count(p) && !w->rc; t++) {

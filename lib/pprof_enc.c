@@ -120,6 +120,7 @@ struct lp__pprof {
   /* The last sample's thread name and its index, and the label keys' indexes (0: not yet). */
   const char *last_thread;
   int64_t last_thread_idx, thread_key, tid_key;
+  bool cpu; /* the cpu/nanoseconds sample type: each sample has three values, else two */
 };
 
 static uint64_t hash_str(const char *s) {
@@ -165,9 +166,10 @@ static int64_t str_index(lp__pprof_t *pp, const char *s) {
   return pp->strtab.oom ? -1 : (int64_t)pp->nstrs - 1;
 }
 
-lp__pprof_t *lp__pprof_new(void) {
+lp__pprof_t *lp__pprof_new(bool cpu) {
   lp__pprof_t *pp = enc_calloc(1, sizeof *pp);
   if (!pp) return NULL;
+  pp->cpu = cpu;
   /* string_table[0] is "" */
   if (str_index(pp, "") != 0) {
     lp__pprof_free(pp);
@@ -264,7 +266,7 @@ int lp__pprof_sample(lp__pprof_t *pp, const uint64_t *locs, size_t nlocs, int64_
   f_msg(m, 1, p);
   varint(p, (uint64_t)samples);
   varint(p, (uint64_t)wall_ns);
-  varint(p, (uint64_t)cpu_ns);
+  if (pp->cpu) varint(p, (uint64_t)cpu_ns);
   f_msg(m, 2, p);
   if (thread) {
     f_varint(p, 1, (uint64_t)tk);
@@ -339,14 +341,16 @@ int lp__pprof_write(lp__pprof_t *pp, FILE *out, int64_t time_nanos, int64_t dura
   static const char *const types[3][2] = {{"samples", "count"}, {"wall", "nanoseconds"}, {"cpu", "nanoseconds"}};
   buf_t head = {0};
   int64_t idx[3][2];
-  for (int i = 0; i < 3; i++)
+  int ntypes = pp->cpu ? 3 : 2;
+  if (default_type && strcmp(default_type, "cpu") == 0 && !pp->cpu) default_type = "wall";
+  for (int i = 0; i < ntypes; i++)
     for (int j = 0; j < 2; j++)
       if ((idx[i][j] = str_index(pp, types[i][j])) < 0) return -ENOMEM;
   int64_t def = str_index(pp, default_type ? default_type : "wall"), map = str_index(pp, "labelprof");
   if (def < 0 || map < 0) return -ENOMEM;
   /* sample_type 1 (ValueType: type 1, unit 2), time_nanos 9, duration_nanos 10, period_type 11, period 12,
      default_sample_type 14. */
-  for (int i = 0; i < 3; i++) {
+  for (int i = 0; i < ntypes; i++) {
     f_varint(&pp->scratch, 1, (uint64_t)idx[i][0]);
     f_varint(&pp->scratch, 2, (uint64_t)idx[i][1]);
     f_msg(&head, 1, &pp->scratch);

@@ -3,8 +3,10 @@
  * library (lp_profile_write_pprof) and the command (labelprof pprof). Needs
  * libc only.
  *
- * The profile has three sample types, samples/count, wall/nanoseconds and
- * cpu/nanoseconds, and a period of wall/nanoseconds. Each distinct (name,
+ * The profile has the sample types samples/count and wall/nanoseconds, and
+ * cpu/nanoseconds when CPU time was measured (a profile declares only what
+ * was measured: a cpu type of zeros reads as a program that used no CPU);
+ * its period is wall/nanoseconds. Each distinct (name,
  * file, line) is one Function with one Location of the same id. Strings are
  * referred to by pointer until the profile is written: they must outlive it.
  */
@@ -18,17 +20,18 @@
 
 typedef struct lp__pprof lp__pprof_t;
 
-/* A new, empty profile; NULL on ENOMEM. */
-lp__pprof_t *lp__pprof_new(void);
+/* A new, empty profile, with the cpu/nanoseconds sample type or without it; NULL on ENOMEM. */
+lp__pprof_t *lp__pprof_new(bool cpu);
 void lp__pprof_free(lp__pprof_t *pp);
 
 /* The location of a function (name, file, line), made on first use; 0 on ENOMEM. */
 uint64_t lp__pprof_location(lp__pprof_t *pp, const char *name, const char *file, int64_t line);
 
 /*
- * One sample: locations leaf first, its samples, wall and CPU nanoseconds,
- * and the labels thread (when thread is not NULL) and thread_id (when tid
- * is not 0). 0 or -ENOMEM.
+ * One sample: locations leaf first, its samples, wall and CPU nanoseconds
+ * (cpu_ns is left out of a profile made without the cpu type), and the
+ * labels thread (when thread is not NULL) and thread_id (when tid is not
+ * 0). 0 or -ENOMEM.
  */
 int lp__pprof_sample(lp__pprof_t *pp, const uint64_t *locs, size_t nlocs, int64_t samples, int64_t wall_ns,
                      int64_t cpu_ns, const char *thread, uint64_t tid);
@@ -36,7 +39,7 @@ int lp__pprof_sample(lp__pprof_t *pp, const uint64_t *locs, size_t nlocs, int64_
 /*
  * Writes the profile to out, gzipped, with its start (ns since the epoch),
  * duration and period (ns), and the sample type a viewer shows first
- * ("samples", "wall" or "cpu"). 0, -ENOMEM, or -EIO.
+ * ("samples", "wall", or "cpu" when the profile has it). 0, -ENOMEM, or -EIO.
  */
 int lp__pprof_write(lp__pprof_t *pp, FILE *out, int64_t time_nanos, int64_t duration_nanos, int64_t period_ns,
                     const char *default_type);

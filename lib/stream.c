@@ -51,6 +51,7 @@ static struct {
   uint64_t req, done;      /* flushes asked for and done */
   int err;                 /* the first error writing, sticky */
   unsigned err_number;     /* the number of the file it happened to */
+  unsigned long_number;    /* the first file whose numbered name was too long (0: none): no later one opens */
   lp__pfs_t *enc;          /* the writer's own (no lock needed) */
   uint64_t written;        /* events written to the stream's files (trace lock) */
   uint32_t threads;        /* thread lanes with events written (trace lock) */
@@ -239,6 +240,7 @@ static int stream_open_next(void) {
   if (!name) return -ENOMEM;
   int fd = stream_open_locked(name);
   free(name);
+  if (fd == -ENAMETOOLONG && !st.long_number) st.long_number = st.number; /* names only grow with the number */
   if (fd < 0) return fd;
   /* The first file stays taken until the stream ends: the same pattern elsewhere must not empty it. */
   if (st.number == 1) st.first_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
@@ -443,10 +445,17 @@ int lp__stream_stop(void) {
   int err = st.err;
   /* Said here too: the environment's session has nobody else to tell. */
   if (err) {
-    char *name = lp__path_numbered(st.path, st.err_number ? st.err_number : 1);
-    fprintf(stderr, "labelprof: cannot write the stream to '%s': %s; %s\n", name ? name : st.path, lp_strerror(err),
-            st.rotate_bytes || st.rotate_ns ? "what was recorded from then on to the next rotation is lost"
-                                            : "what was recorded from then on is not in it");
+    /* What is lost: to the next rotation, unless a name grew too long, after which no file opens. */
+    char *name = lp__path_numbered(st.path, st.err_number ? st.err_number : 1), later[96] = "";
+    const char *lost = !(st.rotate_bytes || st.rotate_ns) ? "what was recorded from then on is not in it"
+                       : st.long_number == st.err_number
+                           ? "its name, and every later file's, is too long: what was recorded from then on is in no file"
+                           : "what was recorded from then on to the next rotation is lost";
+    if (st.long_number && st.long_number != st.err_number)
+      snprintf(later, sizeof later, "; from file %u on the names are too long: what was recorded since is in no file",
+               st.long_number);
+    fprintf(stderr, "labelprof: cannot write the stream to '%s': %s; %s%s\n", name ? name : st.path, lp_strerror(err),
+            lost, later);
     free(name);
   }
   lp__pfs_free(st.enc);

@@ -51,6 +51,12 @@ static void thread_exit(void *arg);
 
 static void make_key(void) { key_ok = pthread_key_create(&key, thread_exit) == 0; }
 
+/* A state and what it owns: the ring of CPU samples cpu.c may have given it. */
+static void free_state(lp__thread_t *t) {
+  free(atomic_load_explicit(&t->cpu_ring, memory_order_relaxed));
+  free(t);
+}
+
 void lp__registry_set_hooks(const lp__registry_hooks_t *h) { hooks = *h; }
 
 static void unlink_thread(lp__thread_t *t) {
@@ -102,6 +108,7 @@ lp__thread_t *lp__thread_attach(void) {
   tail = t;
   lp__unlock(&registry_mu);
   lp_impl_self = &t->hot;
+  if (hooks.joined) hooks.joined(t);
   return t;
 fail:
   /* Out of memory or keys: this thread goes unprofiled rather than retrying on every label. */
@@ -125,7 +132,7 @@ static void thread_exit(void *arg) {
     t->next = parked;
     parked = t;
   } else {
-    free(t);
+    free_state(t);
   }
   lp__unlock(&registry_mu);
 }
@@ -151,7 +158,7 @@ void lp__registry_reap(void (*visit)(lp__thread_t *t, void *arg), void *arg) {
     lp__thread_t *t = parked;
     parked = t->next;
     if (visit) visit(t, arg);
-    free(t);
+    free_state(t);
   }
 }
 
@@ -190,7 +197,7 @@ void lp__registry_atfork_child(void) {
     next = t->next;
     if (t == self) continue;
     add_counters(&exited, t);
-    free(t);
+    free_state(t);
   }
   head = tail = self;
   if (self) self->next = self->prev = NULL;

@@ -122,6 +122,8 @@ int lp__agg_add_thread(lp__agg_t *a, uint64_t tid, const char *name) {
   t->first = t->last = LP__NONE;
   t->last_word = LP__NO_WORD;
   t->last_leaf = LP__NONE;
+  t->cpu_word = LP__NO_WORD;
+  t->cpu_leaf = LP__NONE;
   t->older = LP__NONE;
   uint32_t root = new_node(a, NULL, LP__NONE, i);
   if (root == LP__NONE) {
@@ -307,6 +309,8 @@ int lp__mark_take(lp__mark_t *m, const lp__agg_t *a) {
   m->ticks = a->ticks;
   m->missed = a->missed;
   m->sampling_ns = a->sampling_ns;
+  m->cpu_samples = a->cpu_samples;
+  m->cpu_lost = a->cpu_lost;
   return 0;
 }
 
@@ -346,7 +350,7 @@ struct lp_profile {
   char *strings;
   lp__pthread_t *threads;
   uint32_t nthreads;
-  bool cpu; /* CPU clocks were read */
+  bool cpu; /* CPU time was sampled (LP_PROFILE_CPU) */
   uint64_t end_real_ns; /* CLOCK_REALTIME when it was built */
 };
 
@@ -511,7 +515,8 @@ lp_profile_t *lp__profile_build(const lp__agg_t *a, const lp__mark_t *mark, cons
     n->file = b.nodes[i].file == LP__NONE ? NULL : p->strings + b.nodes[i].file;
     n->line = b.nodes[i].line;
     n->parent = b.nodes[i].parent;
-    if (n->parent != LP__NONE && n->samples > 0) p->nodes[n->parent].nkids++;
+    /* A node is in the tree if anything landed there: wall samples, or CPU samples (taken apart from them). */
+    if (n->parent != LP__NONE && (n->samples > 0 || n->cpu > 0)) p->nodes[n->parent].nkids++;
   }
   /* Children: slices of one array, in parent order, then sorted by weight. */
   uint32_t used = 0;
@@ -522,19 +527,22 @@ lp_profile_t *lp__profile_build(const lp__agg_t *a, const lp__mark_t *mark, cons
   }
   for (uint32_t i = 0; i < b.nnodes; i++) {
     lp_node_t *n = &p->nodes[i];
-    if (n->parent == LP__NONE || n->samples == 0) continue;
+    if (n->parent == LP__NONE || (n->samples == 0 && n->cpu == 0)) continue;
     lp_node_t *par = &p->nodes[n->parent];
     par->kids[par->nkids++] = n;
   }
   for (uint32_t i = 0; i < b.nnodes; i++)
     if (p->nodes[i].nkids > 1) qsort(p->nodes[i].kids, p->nodes[i].nkids, sizeof *p->nodes[i].kids, cmp_kids);
 
-  /* Threads with samples, heaviest first; a record of merged exited threads counts for each of them. */
+  /*
+   * Threads with samples (wall or CPU), heaviest first; a record of merged
+   * exited threads counts for each of them.
+   */
   p->stats.threads = 0;
   for (uint32_t i = 0; i < a->nthreads; i++) {
     const lp__agg_thread_t *t = &a->threads[i];
     uint64_t samples = t->samples - (mark && i < mark->nthreads ? mark->tsamples[i] : 0);
-    if (t->free || samples == 0) continue;
+    if (t->free || (samples == 0 && p->nodes[troot[i]].cpu == 0)) continue;
     lp__pthread_t *pt = &p->threads[p->nthreads++];
     pt->tid = t->tid;
     pt->name = p->strings + tname[i];
@@ -654,14 +662,18 @@ static void put_text(printer_t *pr, const char *s, bool folded) {
 
 static double pct(const printer_t *pr, uint64_t n) { return pr->denom ? 100.0 * (double)n / (double)pr->denom : 0.0; }
 
-static void put_time(printer_t *pr, double ns) {
-  if (ns >= 1e9)
-    emit(pr, "%.3f s", ns / 1e9);
-  else if (ns >= 1e6)
-    emit(pr, "%.3f ms", ns / 1e6);
+/* A time in s, ms or us: three decimals (12.345 ms), or as a period is stated (1 ms, 333.3 ms, 50 \xc2\xb5s). */
+static void put_time_as(printer_t *pr, double ns, bool period) {
+  double v = ns >= 1e9 ? ns / 1e9 : ns >= 1e6 ? ns / 1e6 : ns / 1e3;
+  const char *unit = ns >= 1e9 ? "s" : ns >= 1e6 ? "ms" : period ? "\xc2\xb5s" : "us";
+  if (period)
+    emit(pr, "%.4g %s", v, unit);
   else
-    emit(pr, "%.3f us", ns / 1e3);
+    emit(pr, "%.3f %s", v, unit);
 }
+
+static void put_time(printer_t *pr, double ns) { put_time_as(pr, ns, false); }
+static void put_period(printer_t *pr, double ns) { put_time_as(pr, ns, true); }
 
 static int cmp_kids_cpu(const void *x, const void *y) {
   const lp_node_t *a = *(const lp_node_t *const *)x, *b = *(const lp_node_t *const *)y;
@@ -753,6 +765,7 @@ typedef struct flat {
   const char *path[LP_STACK_CAPACITY + 2]; /* labels from the root's child down */
   unsigned depth;
   bool nomem;
+  const printer_t *pr; /* the weights: the tree's */
 } flat_t;
 
 static flat_row_t *flat_row(flat_t *f, const char *label) {
@@ -773,10 +786,10 @@ static void flat_walk(flat_t *f, const lp_node_t *n) {
     const lp_node_t *k = n->kids[i];
     flat_row_t *r = flat_row(f, k->label);
     if (!r) return;
-    r->self += k->self;
+    r->self += weight_self(f->pr, k);
     bool outermost = true;
     for (unsigned d = 0; d < f->depth && outermost; d++) outermost = strcmp(f->path[d], k->label) != 0;
-    if (outermost) r->total += k->samples;
+    if (outermost) r->total += weight(f->pr, k);
     if (!k->nkids || f->depth >= sizeof f->path / sizeof f->path[0]) continue;
     f->path[f->depth++] = k->label;
     flat_walk(f, k);
@@ -801,6 +814,7 @@ static int cmp_flat(const void *x, const void *y) {
 static int print_flat(printer_t *pr, const lp_node_t *root) {
   flat_t f;
   memset(&f, 0, sizeof f);
+  f.pr = pr;
   f.cap = flat_count(root);
   uint32_t size = 16;
   while (size < 2 * f.cap) size *= 2;
@@ -815,8 +829,12 @@ static int print_flat(printer_t *pr, const lp_node_t *root) {
     return -ENOMEM;
   }
   qsort(f.rows, f.n, sizeof *f.rows, cmp_flat);
-  emit(pr, "flat profile: each label summed over every place it appears; a recursive label's samples counted once "
-           "in its total\n");
+  if (pr->cpu)
+    emit(pr, "flat profile by CPU time: each label summed over every place it appears; a recursive label's CPU time "
+             "counted once in its total\n");
+  else
+    emit(pr, "flat profile by wall time: each label summed over every place it appears; a recursive label's samples "
+             "counted once in its total\n");
   emit(pr, "%8s %8s  %s\n", "total", "self", "label");
   uint32_t hidden = 0;
   for (uint32_t i = 0; i < f.n; i++) {
@@ -854,20 +872,24 @@ int lp_profile_print_ex(const lp_profile_t *p, FILE *out, const lp_print_opts_t 
   const lp_profile_stats_t *s = &p->stats;
   double hz = achieved_hz(s);
   bool cpu = (o.flags & LP_PRINT_CPU) != 0;
+  if (cpu && !p->cpu) return -ENODATA; /* a tree of CPU time that was never measured would be all zeros */
   printer_t pr = {out, cpu ? p->nodes[0].cpu : p->nodes[0].samples, hz > 0 ? 1e9 / hz : (double)s->tick_ns,
                   o.min_percent, (o.flags & LP_PRINT_COUNTS) != 0, false, cpu};
   if (cpu) {
-    emit(&pr, "labelprof profile by CPU time (%u threads, %" PRIu64 " samples, ", s->threads, p->nodes[0].samples);
+    emit(&pr, "labelprof profile by CPU time (%u threads, %" PRIu64 " CPU samples, ", s->threads, s->cpu_samples);
     put_time(&pr, (double)p->nodes[0].cpu);
-    emit(&pr, " CPU in all)\n");
+    emit(&pr, " of CPU)\n");
   } else {
-    emit(&pr, "labelprof profile (%u threads, %" PRIu64 " samples)\n", s->threads, p->nodes[0].samples);
+    emit(&pr, "labelprof profile by wall time (%u threads, %" PRIu64 " samples)\n", s->threads, p->nodes[0].samples);
   }
   /* What the profile cost and how well it kept its rate: on a VM each wakeup can cost tens of µs. */
   uint32_t requested = s->requested_hz ? s->requested_hz : s->hz;
   emit(&pr, "%.2f s at %u Hz requested", (double)s->duration_ns / 1e9, requested);
   if (requested != s->hz) emit(&pr, " (sampled at %u Hz, the rate of an enclosing profile)", s->hz);
-  emit(&pr, ", %.0f Hz achieved, %" PRIu64 " missed ticks; collector %.1f%% of one CPU", hz, s->missed_ticks,
+  /* How ticks are placed: one per period of the tick, at a random instant of it (collector.c). */
+  emit(&pr, ", %.0f Hz achieved, %" PRIu64 " missed ticks (one at a random instant of each ", hz, s->missed_ticks);
+  put_period(&pr, (double)s->tick_ns);
+  emit(&pr, "); collector %.1f%% of one CPU",
        s->duration_ns ? 100.0 * (double)s->collector_cpu_ns / (double)s->duration_ns : 0.0);
   if (s->sched == LP_SCHED_SLICE)
     emit(&pr, ", slice %.0f \xc2\xb5s\n", (double)s->slice_ns / 1e3);
@@ -875,6 +897,20 @@ int lp_profile_print_ex(const lp_profile_t *p, FILE *out, const lp_print_opts_t 
     emit(&pr, ", SCHED_FIFO %u\n", s->sched_priority);
   else
     emit(&pr, ", default scheduling\n");
+  if (cpu) {
+    /* How CPU time was sampled: each thread on its own CPU clock; the mean weight shows the kernel's granularity. */
+    char sig[24];
+    emit(&pr, "CPU samples: one per ");
+    put_period(&pr, (double)s->tick_ns);
+    emit(&pr, " of a thread's CPU time, taken by the thread on its own CPU timer (%s)",
+         lp__signal_name(s->cpu_signal, sig, sizeof sig));
+    if (s->cpu_samples) {
+      emit(&pr, "; ");
+      put_time(&pr, (double)p->nodes[0].cpu / (double)s->cpu_samples);
+      emit(&pr, " of CPU each on average");
+    }
+    emit(&pr, "\n");
+  }
   if (o.flags & LP_PRINT_THREADS) {
     uint64_t all = pr.denom;
     for (uint32_t i = 0; i < p->nthreads; i++) {
@@ -888,8 +924,7 @@ int lp_profile_print_ex(const lp_profile_t *p, FILE *out, const lp_print_opts_t 
       if (t->merged) emit(&pr, "%u exited threads merged, ", t->merged);
       if (cpu) {
         put_time(&pr, (double)t->root->cpu);
-        emit(&pr, " CPU in %" PRIu64 " samples, %.2f%% of all CPU)\n", t->samples,
-             all ? 100.0 * (double)t->root->cpu / (double)all : 0.0);
+        emit(&pr, " of CPU, %.2f%% of all CPU)\n", all ? 100.0 * (double)t->root->cpu / (double)all : 0.0);
         pr.denom = t->root->cpu;
       } else {
         emit(&pr, "%" PRIu64 " samples, %.2f%% of all)\n", t->samples,
@@ -902,7 +937,7 @@ int lp_profile_print_ex(const lp_profile_t *p, FILE *out, const lp_print_opts_t 
     print_children(&pr, &p->nodes[0], 0);
   }
   if (o.flags & LP_PRINT_FLAT) {
-    pr.denom = p->nodes[0].samples;
+    pr.denom = weight(&pr, &p->nodes[0]); /* the tree's weighting, of all threads */
     int frc = print_flat(&pr, &p->nodes[0]);
     if (frc) return frc;
   }
@@ -922,8 +957,16 @@ int lp_profile_print_ex(const lp_profile_t *p, FILE *out, const lp_print_opts_t 
     if (!*sep) emit(&pr, "late wakeups: slow timers, or a busy host");
     emit(&pr, "); each sample stands for %.3f ms\n", pr.tick_ns / 1e6);
   }
-  if (cpu && !p->cpu)
-    emit(&pr, "note: CPU time was not measured (LABELPROF_CPU=1, or LP_PROFILE_CPU in the profile's options)\n");
+  if (cpu && s->cpu_stopped_ns) {
+    char sig[24];
+    emit(&pr, "note: CPU sampling stopped %.3f s into the profile: the program put its own handler on %s\n",
+         (double)s->cpu_stopped_ns / 1e9, lp__signal_name(s->cpu_signal, sig, sizeof sig));
+  }
+  if (cpu && s->cpu_untimed)
+    emit(&pr, "note: %u threads got no CPU timer (timer_create failed): their CPU time is missing\n", s->cpu_untimed);
+  if (cpu && s->cpu_lost)
+    emit(&pr, "note: %" PRIu64 " CPU samples lost: the collector fell behind and threads' buffers filled\n",
+         s->cpu_lost);
   if (s->skipped)
     emit(&pr, "note: %" PRIu64 " samples skipped: the stack changed during every read\n", s->skipped);
   if (s->truncated)
@@ -966,6 +1009,7 @@ static void fold(folder_t *f, const lp_node_t *n) {
 int lp_profile_write_folded_ex(const lp_profile_t *p, FILE *out, const lp_print_opts_t *opts) {
   if (!p || !out) return -EINVAL;
   bool cpu = opts && (opts->flags & LP_PRINT_CPU);
+  if (cpu && !p->cpu) return -ENODATA; /* weights of CPU never measured: nothing a flame graph could mean */
   folder_t f = {{out, 0, 0, 0.0, false, false, cpu}, {NULL}, 0};
   fold(&f, &p->nodes[0]);
   uint64_t w = cpu ? p->nodes[0].cpu_self / 1000 : p->nodes[0].self;

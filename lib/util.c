@@ -195,6 +195,26 @@ const char *lp_strerror(int err) {
   return s ? s : "unknown error";
 }
 
+const char *lp__signal_name(int sig, char *buf, size_t len) {
+  static const struct {
+    int sig;
+    const char *name;
+  } named[] = {{SIGPROF, "SIGPROF"}, {SIGVTALRM, "SIGVTALRM"}, {SIGALRM, "SIGALRM"}, {SIGUSR1, "SIGUSR1"},
+               {SIGUSR2, "SIGUSR2"}};
+  for (size_t i = 0; i < sizeof named / sizeof named[0]; i++)
+    if (named[i].sig == sig) return snprintf(buf, len, "%s", named[i].name), buf;
+  if (sig >= SIGRTMIN && sig <= SIGRTMAX) {
+    /* Counted from the nearer end, as programs name them. */
+    if (sig - SIGRTMIN <= SIGRTMAX - sig)
+      snprintf(buf, len, sig == SIGRTMIN ? "SIGRTMIN" : "SIGRTMIN+%d", sig - SIGRTMIN);
+    else
+      snprintf(buf, len, sig == SIGRTMAX ? "SIGRTMAX" : "SIGRTMAX-%d", SIGRTMAX - sig);
+    return buf;
+  }
+  snprintf(buf, len, "signal %d", sig);
+  return buf;
+}
+
 /* intern.c's counts of names, read by the timeline's export (see internal.h). */
 _Atomic uint64_t lp__names_overflowed, lp__names_limit;
 

@@ -69,6 +69,10 @@ for label in "env inner" "env work" "env request"; do
   grep -q " $label [^ ]*env_child.c:$line s=$line\$" "$tmp/raw" || bad "no location '$label env_child.c:$line' in -raw"
 done
 grep -q '^samples/count wall/nanoseconds cpu/nanoseconds\[dflt\]$' "$tmp/raw" || bad "sample types: $(grep count "$tmp/raw")"
+# Without CPU time measured, no cpu sample type: pprof must not read "no CPU used" into a profile that never looked.
+go tool pprof -raw "$tmp/q.pprof" >"$tmp/q.raw" 2>"$tmp/err" || bad "go tool pprof -raw q.pprof: $(cat "$tmp/err")"
+grep -q '^samples/count wall/nanoseconds\[dflt\]$' "$tmp/q.raw" || bad "q.pprof's sample types: $(grep count "$tmp/q.raw")"
+go tool pprof -top -sample_index=cpu "$tmp/q.pprof" >/dev/null 2>&1 && bad "go tool pprof -sample_index=cpu read a profile without CPU time"
 grep -q '^PeriodType: wall nanoseconds$' "$tmp/raw" || bad "no wall/nanoseconds period type"
 grep -q '^Period: 1000000$' "$tmp/raw" || bad "the period is not the 1 ms tick"
 grep -q 'thread:\[env_child\]' "$tmp/raw" || bad "no thread label"
@@ -83,9 +87,10 @@ for trace in "$srcdir/tests/data/cmd/diff_base.json" "$srcdir/tests/data/cmd/dif
   gzip -t "$tmp/cmd.pb.gz" 2>/dev/null || bad "labelprof pprof $trace: not gzip"
   # -traces prints times with units; -raw gives the plain nanoseconds.
   go tool pprof -raw "$tmp/cmd.pb.gz" >"$tmp/cmd.raw" 2>"$tmp/err" || { bad "go tool pprof -raw $trace: $(cat "$tmp/err")"; continue; }
+  grep -q '^samples/count wall/nanoseconds\[dflt\]$' "$tmp/cmd.raw" || bad "labelprof pprof $trace: sample types: $(grep count "$tmp/cmd.raw")"
   awk '
     /^Samples:/ { s = 1; next } /^Locations/ { s = 0; l = 1; next } /^Mappings/ { l = 0 }
-    s && /^ +[0-9]+ +[0-9]+ +[0-9]+: / { sub(/:/, "", $3); w = $2; stack = ""; for (i = 4; i <= NF; i++) stack = stack " " $i; rows[++nr] = w stack }
+    s && /^ +[0-9]+ +[0-9]+: / { sub(/:/, "", $2); w = $2; stack = ""; for (i = 3; i <= NF; i++) stack = stack " " $i; rows[++nr] = w stack }
     l && /^ +[0-9]+: / { id = $1; sub(/:/, "", id); name = $0; sub(/^ +[0-9]+: 0x0 M=1 /, "", name); sub(/ +s=0$/, "", name); sub(/ :0$/, "", name); names[id] = name }
     END {
       for (r = 1; r <= nr; r++) {

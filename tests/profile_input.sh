@@ -75,7 +75,15 @@ $lp flamegraph --cpu "$tmp/p.pb.gz" >"$tmp/cpu.svg" 2>"$tmp/err" || bad "flamegr
 grep -q 'CPU time' "$tmp/cpu.svg" || bad "the CPU flame graph does not say it is CPU time"
 $lp flamegraph --cpu "$srcdir/tests/data/cmd/diff_new.json" >/dev/null 2>"$tmp/err"
 [ $? -eq 2 ] && grep -q 'diff_new.json: no CPU time' "$tmp/err" || bad "flamegraph --cpu on a timeline: want exit 2 and 'no CPU time'"
-$lp folded --cpu "$tmp/a.pb.gz" >/dev/null 2>"$tmp/err" || bad "folded --cpu on labelprof pprof's output (cpu all 0) failed"
+# A profile without CPU time declares none, and --cpu refuses it as it refuses a timeline: exit 2, and why.
+$lp folded --cpu "$tmp/a.pb.gz" >/dev/null 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q 'a.pb.gz: no CPU time' "$tmp/err" || bad "folded --cpu on labelprof pprof's output: want exit 2 and 'no CPU time'"
+LABELPROF_PROFILE="$tmp/nocpu.pb.gz" $child xx >/dev/null 2>"$tmp/err" || bad "env_child failed: $(cat "$tmp/err")"
+for view in folded flamegraph; do
+  $lp $view --cpu "$tmp/nocpu.pb.gz" >/dev/null 2>"$tmp/err"
+  [ $? -eq 2 ] && grep -q 'nocpu.pb.gz: no CPU time in this input (.*LABELPROF_CPU=1' "$tmp/err" ||
+    bad "$view --cpu on a profile without CPU time: want exit 2 and why, got: $(cat "$tmp/err")"
+done
 
 # --diff: diff_base -> diff_new, 'slow' grows from 20 to 30 us; the other way it shrinks.
 base=$srcdir/tests/data/cmd/diff_base.json new=$srcdir/tests/data/cmd/diff_new.json

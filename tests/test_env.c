@@ -47,7 +47,7 @@ static run_t spawn_child(const spawn_opts_t *o, const char *const *vars) {
   memset(work, 'x', len);
   work[len] = '\0';
   char *argv[] = {child_path, work, (char *)(o->mode ? o->mode : "plain"), (char *)o->arg, NULL};
-  lp_test_child_t c = {NULL, o->cwd, o->fsize, 0};
+  lp_test_child_t c = {NULL, o->cwd, o->fsize, 0, 0};
   run_t r = lp_test_run(child_path, argv, vars, &c);
   rate_warnings += lp_test_strip_rate_warning(r.err);
   return r;
@@ -89,7 +89,7 @@ static void test_env_profile_1_reports_on_stderr(void) {
   run_t r = run_child("xxxxx", vars);
   CU_ASSERT(exited_ok(&r));
   CU_ASSERT_STRING_EQUAL(r.out, "child done\n");
-  CU_ASSERT_EQUAL(strncmp(r.err, "labelprof profile (1 threads, ", 30), 0);
+  CU_ASSERT_EQUAL(strncmp(r.err, "labelprof profile by wall time (1 threads, ", 43), 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "% env request\n"));
   CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "    "));
   CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "% other (outside of any label)\n"));
@@ -98,7 +98,7 @@ static void test_env_profile_1_reports_on_stderr(void) {
   r = run_child("xx", out);
   CU_ASSERT(exited_ok(&r));
   CU_ASSERT_STRING_EQUAL(r.err, "");
-  const char *tree = strstr(r.out, "labelprof profile (1 threads, ");
+  const char *tree = strstr(r.out, "labelprof profile by wall time (1 threads, ");
   CU_ASSERT_PTR_NOT_NULL(tree);
   CU_ASSERT(tree && strstr(r.out, "child done\n") < tree); /* at exit, after the program's output */
   run_free(&r);
@@ -116,7 +116,7 @@ static void test_env_profile_path_and_folded_files(void) {
   CU_ASSERT_STRING_EQUAL(r.out, "child done\n");
   CU_ASSERT_STRING_EQUAL(r.err, "");
   char *p = lp_test_slurp(prof), *f = lp_test_slurp(fold);
-  CU_ASSERT(p && strncmp(p, "labelprof profile (", 19) == 0);
+  CU_ASSERT(p && strncmp(p, "labelprof profile by wall time (", 32) == 0);
   CU_ASSERT(f && strstr(f, "env work;env inner ") != NULL);
   free(p);
   free(f);
@@ -142,7 +142,7 @@ static void test_env_pid_in_path(void) {
   CU_ASSERT(exited_ok(&r));
   snprintf(expect, sizeof expect, "%s/p-%ld.txt", dir, (long)r.pid);
   char *c = lp_test_slurp(expect);
-  CU_ASSERT(c && strncmp(c, "labelprof profile (", 19) == 0);
+  CU_ASSERT(c && strncmp(c, "labelprof profile by wall time (", 32) == 0);
   free(c);
   unlink(expect);
   run_free(&r);
@@ -158,7 +158,7 @@ static void test_env_bad_values_warn_once_and_run_on(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "LABELPROF_REPORT"));
   CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "sideways"));
   CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "child done\n"));
-  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "labelprof profile ("));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "labelprof profile by wall time ("));
   run_free(&r);
   const char *zero[] = {"LABELPROF_PROFILE=-", "LABELPROF_HZ=0", NULL};
   r = run_child("xx", zero);
@@ -224,7 +224,7 @@ static void test_env_hz_and_report_options(void) {
   r = run_child("xxx", flat);
   CU_ASSERT(exited_ok(&r));
   CU_ASSERT_STRING_EQUAL(r.err, "");
-  const char *t = strstr(r.out, "\nflat profile: ");
+  const char *t = strstr(r.out, "\nflat profile by wall time: ");
   CU_ASSERT_PTR_NOT_NULL_FATAL(t);
   CU_ASSERT_PTR_NOT_NULL(strstr(t, "\n   total     self  label\n"));
   CU_ASSERT_PTR_NOT_NULL(strstr(t, "%  env inner\n"));
@@ -240,11 +240,38 @@ static void test_env_report_by_cpu(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "labelprof profile by CPU time ("));
   CU_ASSERT_PTR_NOT_NULL(strstr(r.out, " CPU]\n"));
   run_free(&r);
-  /* LABELPROF_CPU=0 turns the clock reads off: the report says no CPU time was measured. */
+  /* LABELPROF_CPU=0 turns CPU samples off: the report is by wall time, and says why. */
   const char *off[] = {"LABELPROF_PROFILE=-", "LABELPROF_REPORT=cpu", "LABELPROF_CPU=0", NULL};
   r = run_child("xxx", off);
   CU_ASSERT(exited_ok(&r));
-  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "note: CPU time was not measured"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "labelprof profile by wall time ("));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "note: by wall time: CPU time was not measured"));
+  run_free(&r);
+  /* cpu,flat: the flat table is by CPU time too, and says so; the signal is the one asked for. */
+  const char *flat[] = {"LABELPROF_PROFILE=-", "LABELPROF_REPORT=cpu,flat", "LABELPROF_CPU_SIGNAL=RTMIN+3", NULL};
+  r = run_child("xxxxxxxxxx", flat);
+  CU_ASSERT(exited_ok(&r));
+  CU_ASSERT_STRING_EQUAL(r.err, "");
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "labelprof profile by CPU time ("));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, " on its own CPU timer (SIGRTMIN+3)"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "\nflat profile by CPU time: "));
+  CU_ASSERT_PTR_NULL(strstr(r.out, "by wall time"));
+  run_free(&r);
+  /* A signal the CPU samples may not take: a warning, and the default. */
+  const char *bad[] = {"LABELPROF_PROFILE=-", "LABELPROF_CPU=1", "LABELPROF_CPU_SIGNAL=INT", "LABELPROF_REPORT=cpu",
+                       NULL};
+  r = run_child("xxx", bad);
+  CU_ASSERT(exited_ok(&r));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "LABELPROF_CPU_SIGNAL='INT' is SIGINT, which the program needs as it is"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, " on its own CPU timer (SIGRTMAX-4)"));
+  run_free(&r);
+  /* Dumps on the CPU samples' signal: refused, and CPU sampling keeps its signal to the end. */
+  const char *both[] = {"LABELPROF_PROFILE=-", "LABELPROF_REPORT=cpu", "LABELPROF_DUMP_SIGNAL=RTMAX-4", NULL};
+  r = run_child("xxxxxxxxxx", both);
+  CU_ASSERT(exited_ok(&r));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "LABELPROF_DUMP_SIGNAL is SIGRTMAX-4, the CPU samples' signal; no dumps"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "labelprof profile by CPU time ("));
+  CU_ASSERT_PTR_NULL(strstr(r.out, "CPU sampling stopped"));
   run_free(&r);
 }
 
@@ -266,7 +293,7 @@ static void test_env_trace_written_at_exit(void) {
   run_t r = run_child("xx", vars);
   CU_ASSERT(exited_ok(&r));
   CU_ASSERT_STRING_EQUAL(r.err, "");
-  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "labelprof profile (")); /* both at once */
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "labelprof profile by wall time (")); /* both at once */
   json_t *root = trace_load(tr);
   CU_ASSERT_PTR_NOT_NULL_FATAL(root);
   json_t *ev = trace_events(root), *od = json_object_get(root, "otherData");
@@ -394,7 +421,7 @@ static void test_env_relative_paths_resolved_at_start(void) {
   snprintf(t, sizeof t, "%s/rel-%ld.json", dir, (long)r.pid);
   snprintf(wrong, sizeof wrong, "/rel-%ld.json", (long)r.pid);
   char *c = lp_test_slurp(p);
-  CU_ASSERT(c && strncmp(c, "labelprof profile (", 19) == 0);
+  CU_ASSERT(c && strncmp(c, "labelprof profile by wall time (", 32) == 0);
   free(c);
   json_t *root = trace_load(t);
   CU_ASSERT_PTR_NOT_NULL(root);
@@ -484,7 +511,7 @@ static void test_env_dumps_on_signal_and_lp_dump(void) {
     snprintf(p, sizeof p, "%s/dump-%d.txt", dir, n);
     snprintf(t, sizeof t, "%s/dump-%d.json", dir, n);
     char *c = lp_test_slurp(p);
-    CU_ASSERT(c && sscanf(c, "labelprof profile (%*u threads, %" SCNu64 " samples)", &samples[n]) == 1);
+    CU_ASSERT(c && sscanf(c, "labelprof profile by wall time (%*u threads, %" SCNu64 " samples)", &samples[n]) == 1);
     free(c);
     json_t *root = trace_load(t);
     CU_ASSERT_PTR_NOT_NULL(root);
@@ -730,7 +757,7 @@ static void test_env_percent_in_working_directory(void) {
   CU_ASSERT_STRING_EQUAL(r.err, "");
   snprintf(want, sizeof want, "%s/rel-1.txt", sub);
   char *c = lp_test_slurp(want);
-  CU_ASSERT(c && strncmp(c, "labelprof profile (", 19) == 0);
+  CU_ASSERT(c && strncmp(c, "labelprof profile by wall time (", 32) == 0);
   free(c);
   unlink(want);
   CU_ASSERT_EQUAL(rmdir(sub), 0);

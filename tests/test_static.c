@@ -93,7 +93,7 @@ static void test_static_env_writes_profile_folded_and_trace(void) {
   char *p = lp_test_slurp(prof), *f = lp_test_slurp(fold);
   if (!p) fprintf(stderr, "\n    %s was not written: the environment was ignored\n", prof);
   if (!f) fprintf(stderr, "\n    %s was not written: the environment was ignored\n", fold);
-  CU_ASSERT(p && strncmp(p, "labelprof profile (", 19) == 0);
+  CU_ASSERT(p && strncmp(p, "labelprof profile by wall time (", 32) == 0);
   CU_ASSERT(p && strstr(p, "% env work\n") != NULL);
   CU_ASSERT(f && strstr(f, "env work") != NULL);
   free(p);

@@ -30,7 +30,8 @@ static void kernel_site_two(int n) {
  * line is then exactly HEADER2.
  */
 #define HEADER2 \
-  "0.02 s at 1000 Hz requested, 500 Hz achieved, 1 missed ticks; collector 1.0% of one CPU, default scheduling\n"
+  "0.02 s at 1000 Hz requested, 500 Hz achieved, 1 missed ticks (one at a random instant of each 1 ms); collector " \
+  "1.0% of one CPU, default scheduling\n"
 static void fix_figures(lp_profile_t *p, uint64_t duration_ns, uint64_t ticks) {
   lp_profile_stats_t s;
   CU_ASSERT_EQUAL_FATAL(lp_profile_get_stats(p, &s), 0);
@@ -112,7 +113,7 @@ static void test_tree_print_gemmlowp_layout(void) {
   lp_profile_t *p = make_profile();
   char *out = print_to_string(p, NULL, 0);
   CU_ASSERT_STRING_EQUAL(out,
-                         "labelprof profile (1 threads, 10 samples)\n" HEADER2
+                         "labelprof profile by wall time (1 threads, 10 samples)\n" HEADER2
                          "80.00% matmul\n"
                          "    50.00% kernel\n"
                          "    20.00% pack\n"
@@ -139,7 +140,7 @@ static void test_tree_print_min_percent_folds_into_other(void) {
   char *out = print_to_string(p, &o, 0);
   /* io (10%) is hidden: a top-level label on a line of its own, never outside of any label */
   CU_ASSERT_STRING_EQUAL(out,
-                         "labelprof profile (1 threads, 10 samples)\n" HEADER2
+                         "labelprof profile by wall time (1 threads, 10 samples)\n" HEADER2
                          "80.00% matmul\n"
                          "    50.00% kernel\n"
                          "    20.00% pack\n"
@@ -150,7 +151,7 @@ static void test_tree_print_min_percent_folds_into_other(void) {
   o.min_percent = 30.0; /* hides pack too: it joins matmul's other */
   out = print_to_string(p, &o, 0);
   CU_ASSERT_STRING_EQUAL(out,
-                         "labelprof profile (1 threads, 10 samples)\n" HEADER2
+                         "labelprof profile by wall time (1 threads, 10 samples)\n" HEADER2
                          "80.00% matmul\n"
                          "    50.00% kernel\n"
                          "    30.00% other\n"
@@ -165,7 +166,7 @@ static void test_tree_print_counts_and_time(void) {
   lp_print_opts_t o = {.flags = LP_PRINT_COUNTS};
   char *out = print_to_string(p, &o, 0);
   CU_ASSERT_STRING_EQUAL(out,
-                         "labelprof profile (1 threads, 10 samples)\n" HEADER2
+                         "labelprof profile by wall time (1 threads, 10 samples)\n" HEADER2
                          /* Time is samples x the achieved tick (20 ms / 10 ticks), not the nominal 1 ms. */
                          "80.00% matmul [8 samples, 16.000 ms]\n"
                          "    50.00% kernel [5 samples, 10.000 ms]\n"
@@ -185,9 +186,9 @@ static void test_tree_print_per_thread(void) {
   char *out = print_to_string(p, &o, 0);
   char expected[1024];
   snprintf(expected, sizeof expected,
-           "labelprof profile (1 threads, 10 samples)\n"
-           "0.02 s at 1000 Hz requested, 500 Hz achieved, 1 missed ticks; collector 1.0%% of one CPU, default "
-           "scheduling\n"
+           "labelprof profile by wall time (1 threads, 10 samples)\n"
+           "0.02 s at 1000 Hz requested, 500 Hz achieved, 1 missed ticks (one at a random instant of each 1 ms); "
+           "collector 1.0%% of one CPU, default scheduling\n"
            "thread %llu \"%s\" (10 samples, 100.00%% of all)\n"
            "80.00%% matmul\n"
            "    50.00%% kernel\n"
@@ -250,9 +251,11 @@ static void test_tree_pprof_file(void) {
   CU_ASSERT_EQUAL(crc, lp__crc32(0, raw, nraw));
   CU_ASSERT_EQUAL(size, (uint32_t)nraw);
   const char *want[] = {"matmul", "kernel", "pack", "io", "(outside of any label)", "thread", "thread_id",
-                        "samples", "count", "wall", "cpu", "nanoseconds", "test_tree.c"};
+                        "samples", "count", "wall", "nanoseconds", "test_tree.c"};
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
     CU_ASSERT_PTR_NOT_NULL(memmem(raw, nraw, want[i], strlen(want[i])));
+  /* The profile measured no CPU time: it declares no cpu sample type (no "cpu" string at all). */
+  CU_ASSERT_PTR_NULL(memmem(raw, nraw, "cpu", 3));
 }
 
 static void test_tree_folded_sanitises_labels(void) {
@@ -302,7 +305,7 @@ static void test_tree_empty_profile_prints(void) {
   CU_ASSERT_EQUAL_FATAL(lp_profile_stop(&p), 0);
   fix_figures(p, 20000000, 10);
   char *out = print_to_string(p, NULL, 0);
-  CU_ASSERT_STRING_EQUAL(out, "labelprof profile (0 threads, 0 samples)\n" HEADER2 "0.00% other (outside of any label)\n");
+  CU_ASSERT_STRING_EQUAL(out, "labelprof profile by wall time (0 threads, 0 samples)\n" HEADER2 "0.00% other (outside of any label)\n");
   free(out);
   out = print_to_string(p, NULL, 1);
   CU_ASSERT_STRING_EQUAL(out, "");
@@ -386,7 +389,7 @@ static void test_tree_print_escapes_labels(void) {
   CU_ASSERT_EQUAL_FATAL(lp_profile_stop(&p), 0);
   fix_figures(p, 20000000, 10);
   char *out = print_to_string(p, NULL, 0);
-  CU_ASSERT_STRING_EQUAL(out, "labelprof profile (1 threads, 2 samples)\n" HEADER2
+  CU_ASSERT_STRING_EQUAL(out, "labelprof profile by wall time (1 threads, 2 samples)\n" HEADER2
                               "100.00% two?lines?[31m\n"
                               "0.00% other (outside of any label)\n");
   free(out);
@@ -426,6 +429,12 @@ static void test_tree_print_notes_a_low_rate(void) {
   out = print_to_string(p, NULL, 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "collector 1.0% of one CPU, SCHED_FIFO 7\n"));
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "(late wakeups: slow timers, or a busy host)"));
+  free(out);
+  /* The placement of ticks is said in the tick's own unit. */
+  s.tick_ns = 50000;
+  lp__profile_test_set_stats(p, &s);
+  out = print_to_string(p, NULL, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, " missed ticks (one at a random instant of each 50 \xc2\xb5s); collector "));
   free(out);
   fix_figures(p, 1000000000, 950);
   out = print_to_string(p, NULL, 0);
@@ -548,7 +557,7 @@ static void test_tree_flat_view(void) {
   fix_figures(p, 20000000, 10);
   lp_print_opts_t po = {LP_PRINT_FLAT, 0.0};
   char *s = print_to_string(p, &po, 0);
-  const char *flat = strstr(s, "flat profile: ");
+  const char *flat = strstr(s, "flat profile by wall time: ");
   CU_ASSERT_PTR_NOT_NULL_FATAL(flat);
   if (getenv("LP_TEST_VERBOSE")) fputs(s, stderr);
   const char *table = strchr(flat, '\n');
@@ -563,7 +572,7 @@ static void test_tree_flat_view(void) {
   /* min_percent hides rows by their total, and says how many */
   po.min_percent = 35.0;
   s = print_to_string(p, &po, 0);
-  flat = strstr(s, "flat profile: ");
+  flat = strstr(s, "flat profile by wall time: ");
   CU_ASSERT_PTR_NOT_NULL_FATAL(flat);
   CU_ASSERT_PTR_NOT_NULL(strstr(flat, "  40.00%   30.00%  rec\n(2 labels under 35% of total not shown)\n"));
   CU_ASSERT_PTR_NULL(strstr(flat, "insert"));
@@ -572,6 +581,84 @@ static void test_tree_flat_view(void) {
   s = print_to_string(p, NULL, 0);
   CU_ASSERT_PTR_NULL(strstr(s, "flat profile"));
   free(s);
+  lp_profile_free(p);
+}
+
+/* What print_ex or write_folded_ex wrote for p with flags, and its return in *rc. */
+static char *view(const lp_profile_t *p, uint32_t flags, int folded, int *rc) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  lp_print_opts_t po = {flags, 0.0};
+  *rc = folded ? lp_profile_write_folded_ex(p, f, &po) : lp_profile_print_ex(p, f, &po);
+  fclose(f);
+  return text;
+}
+
+/*
+ * A view by CPU of a profile that measured no CPU time is refused
+ * (-ENODATA, nothing written), not a tree of zeros. Every table says its
+ * weighting, and the flat table follows the tree's: here the wall samples
+ * split io:math 3:1 and the CPU samples 1:3.
+ */
+static void test_tree_views_say_their_weighting(void) {
+  int rc;
+  lp_profile_t *p = make_profile();
+  char *out = view(p, LP_PRINT_CPU, 0, &rc);
+  CU_ASSERT_EQUAL(rc, -ENODATA);
+  CU_ASSERT_STRING_EQUAL(out, "");
+  free(out);
+  out = view(p, LP_PRINT_CPU, 1, &rc);
+  CU_ASSERT_EQUAL(rc, -ENODATA);
+  CU_ASSERT_STRING_EQUAL(out, "");
+  free(out);
+  lp_profile_free(p);
+
+  lp_profile_opts_t o = {.hz = 1000, .flags = LP_PROFILE_CPU};
+  { LP_SCOPE("register"); }
+  CU_ASSERT_EQUAL_FATAL(lp__profile_start_manual(&o), 0);
+  {
+    LP_SCOPE("io");
+    sample(3);
+    lp__cpu_test_sample(1);
+  }
+  {
+    LP_SCOPE("math");
+    sample(1);
+    lp__cpu_test_sample(3);
+  }
+  CU_ASSERT_EQUAL_FATAL(lp_profile_stop(&p), 0);
+  fix_figures(p, 20000000, 10);
+  out = view(p, LP_PRINT_CPU | LP_PRINT_FLAT, 0, &rc);
+  CU_ASSERT_EQUAL(rc, 0);
+  CU_ASSERT_STRING_EQUAL(out, "labelprof profile by CPU time (1 threads, 2 CPU samples, 4.000 ms of CPU)\n" HEADER2
+                              "CPU samples: one per 1 ms of a thread's CPU time, taken by the thread on its own CPU "
+                              "timer (SIGRTMAX-4); 2.000 ms of CPU each on average\n"
+                              "75.00% math\n"
+                              "25.00% io\n"
+                              "0.00% other (outside of any label)\n"
+                              "flat profile by CPU time: each label summed over every place it appears; a recursive "
+                              "label's CPU time counted once in its total\n"
+                              "   total     self  label\n"
+                              "  75.00%   75.00%  math\n"
+                              "  25.00%   25.00%  io\n");
+  free(out);
+  out = view(p, LP_PRINT_FLAT, 0, &rc);
+  CU_ASSERT_EQUAL(rc, 0);
+  CU_ASSERT_STRING_EQUAL(out, "labelprof profile by wall time (1 threads, 4 samples)\n" HEADER2 "75.00% io\n"
+                              "25.00% math\n"
+                              "0.00% other (outside of any label)\n"
+                              "flat profile by wall time: each label summed over every place it appears; a recursive "
+                              "label's samples counted once in its total\n"
+                              "   total     self  label\n"
+                              "  75.00%   75.00%  io\n"
+                              "  25.00%   25.00%  math\n");
+  free(out);
+  out = view(p, LP_PRINT_CPU, 1, &rc);
+  CU_ASSERT_EQUAL(rc, 0);
+  CU_ASSERT_STRING_EQUAL(out, "io 1000\nmath 3000\n");
+  free(out);
   lp_profile_free(p);
 }
 
@@ -596,6 +683,7 @@ int main(void) {
       LP_TEST(test_tree_merge_moves_marks_with_counts),
       LP_TEST(test_tree_strerror_names_errors),
       LP_TEST(test_tree_flat_view),
+      LP_TEST(test_tree_views_say_their_weighting),
       CU_TEST_INFO_NULL,
   };
   return lp_test_main("tree", tests);

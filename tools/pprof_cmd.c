@@ -4,7 +4,7 @@
  *
  * One sample per lane and call path with self time: its labels leaf first,
  * the count of scopes on that path (samples/count), its self time
- * (wall/nanoseconds) and no CPU time (a timeline has none); labels thread
+ * (wall/nanoseconds), and no cpu sample type (a timeline has no CPU time); labels thread
  * (the lane's name) and thread_id. Time in a lane but in no label is the
  * function "(outside of any label)". Timelines carry no file or line, so
  * functions have neither.
@@ -72,7 +72,7 @@ int lp_cmd_pprof(int argc, char **argv) {
   lp_agg_t a;
   if (lp_agg_read_one(&a, file, strict) != 0) return LP_EXIT_BAD;
   int status = LP_EXIT_OK;
-  lp__pprof_t *pp = lp__pprof_new();
+  lp__pprof_t *pp = lp__pprof_new(false); /* a timeline has no CPU time: no cpu sample type */
   uint32_t maxn = 1;
   int64_t longest = 0;
   for (uint32_t i = 0; i < a.nlanes; i++) {
