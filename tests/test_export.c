@@ -150,7 +150,8 @@ static uint64_t gen_thread(rng_t *r, gen_lane_t *g, uint64_t t, size_t nev) {
       st[n].site = s;
       st[n++].depth = d;
     } else if (op < 84) { /* an end nothing begun matches */
-      push(g, t, tag_of(scope_sites[below(r, N(scope_sites))], LP_IMPL_EV_END, top + 1 + below(r, 3)));
+      uint32_t past = 1 + below(r, 3); /* one draw per statement: argument order is the compiler's */
+      push(g, t, tag_of(scope_sites[below(r, N(scope_sites))], LP_IMPL_EV_END, top + past));
     } else if (op < 91) {
       push(g, t, (uintptr_t)instant_sites[below(r, N(instant_sites))] | LP_IMPL_EV_INSTANT);
     } else {
@@ -266,7 +267,8 @@ static void make_session(uint64_t seed, made_t *m) {
   CU_ASSERT_PTR_NOT_NULL_FATAL(m->gl);
   uint64_t tmax = 0;
   for (uint32_t i = 0; i < nthreads; i++) {
-    uint64_t t = gen_thread(&r, &m->gl[i], 1000 + below(&r, 100000), nev + below(&r, 50));
+    size_t more = below(&r, 50);
+    uint64_t t = gen_thread(&r, &m->gl[i], 1000 + below(&r, 100000), nev + more);
     if (t > tmax) tmax = t;
   }
   lp__session_t *s = &m->s;
@@ -281,7 +283,11 @@ static void make_session(uint64_t seed, made_t *m) {
   s->opts.budget_bytes = (uint64_t)(1 + below(&r, 64)) << 20;
   /* The window: from the first thread's early events (or from before any) to its late ones (or still running). */
   const gen_lane_t *g0 = &m->gl[0];
-  uint64_t start_ticks = below(&r, 3) == 0 ? 500 : event_ticks(g0, below(&r, (uint32_t)g0->n / 3)) + below(&r, 2);
+  uint64_t start_ticks = 500;
+  if (below(&r, 3) != 0) {
+    start_ticks = event_ticks(g0, below(&r, (uint32_t)g0->n / 3));
+    start_ticks += below(&r, 2);
+  }
   uint64_t stop_ticks = below(&r, 3) == 0 ? UINT64_MAX : event_ticks(g0, g0->n - 1 - below(&r, (uint32_t)g0->n / 3));
   if (stop_ticks < start_ticks) stop_ticks = UINT64_MAX;
   s->start = sync_at(&c, start_ticks);
