@@ -764,7 +764,7 @@ static uint64_t parse_every(void) {
 }
 
 /*
- * The Perfetto stream: LABELPROF_TRACE_FLUSH=250ms (ms, s, m; a number alone
+ * The Perfetto stream: LABELPROF_TRACE_FLUSH=250ms (ms, s, m, h; a number alone
  * is seconds) is how soon what a stream records reaches its file, from 1 ms
  * to 1 hour; 1 s by default.
  */
@@ -778,6 +778,8 @@ static uint64_t parse_flush(const char *v) {
     unit = 1e9;
   else if (strcmp(end, "m") == 0)
     unit = 60e9;
+  else if (strcmp(end, "h") == 0)
+    unit = 3600e9;
   double ns = d * unit;
   if (errno || end == v || !(ns >= 1e6 && ns <= 3600e9)) {
     warn("LABELPROF_TRACE_FLUSH='%s' is not a time from 1ms to 1h (such as 1s, 250ms, 2m); a stream is flushed each "

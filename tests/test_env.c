@@ -825,6 +825,28 @@ static void test_env_huge_signal_numbers_refused(void) {
   CU_ASSERT_EQUAL(v.dump_signal, SIGUSR2);
 }
 
+/* LABELPROF_TRACE_FLUSH in each of its units, at both ends of its range, and past them: the default, 1 s. */
+static void test_env_trace_flush_units(void) {
+  static const struct {
+    const char *value;
+    uint64_t ns;
+  } cases[] = {
+      {"250ms", 250000000u}, {"2", 2000000000u},       {"1.5s", 1500000000u},    {"2m", 120000000000u},
+      {"1ms", 1000000u},     {"1h", 3600000000000u},   {"0.5h", 1800000000000u}, {"60m", 3600000000000u},
+      {"0.5ms", 1000000000u}, {"2h", 1000000000u},     {"61m", 1000000000u},     {"1d", 1000000000u},
+      {"", 1000000000u},     {"-1s", 1000000000u},     {"1e999", 1000000000u},   {"ms", 1000000000u},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    lp__env_values_t v;
+    lp__env_defaults(&v);
+    CU_ASSERT_EQUAL(lp__env_parse(&v, "LABELPROF_TRACE_FLUSH", cases[i].value), 0);
+    if (v.trace_flush_ns != cases[i].ns)
+      fprintf(stderr, "LABELPROF_TRACE_FLUSH='%s' gave %llu ns, not %llu\n", cases[i].value,
+              (unsigned long long)v.trace_flush_ns, (unsigned long long)cases[i].ns);
+    CU_ASSERT_EQUAL(v.trace_flush_ns, cases[i].ns);
+  }
+}
+
 /* Numbers past every limit, and past 2^32 and 2^64, in each numeric variable: the usual warning and the default. */
 static void test_env_big_numbers_in_every_variable(void) {
   static const struct {
@@ -908,6 +930,7 @@ int main(void) {
       LP_TEST(test_env_fault_signals_refused),
       LP_TEST(test_env_huge_signal_numbers_refused),
       LP_TEST(test_env_big_numbers_in_every_variable),
+      LP_TEST(test_env_trace_flush_units),
       LP_TEST(test_env_drops_are_said_at_exit),
       LP_TEST(test_env_stream_drops_are_said_as_gaps),
       LP_TEST(test_env_stream_start_names_its_file),
