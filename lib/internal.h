@@ -1031,9 +1031,10 @@ typedef struct lp__stream_status {
   uint64_t written;  /* events written to its files */
   uint64_t bytes;    /* bytes written to its files */
   uint32_t threads;  /* thread lanes with events written */
-  unsigned files;    /* the number of its current (or last) file */
 } lp__stream_status_t;
 void lp__stream_status(lp__stream_status_t *out);
+/* The number of the stream's last file: only once its writer has ended (the writer counts them with no lock). */
+unsigned lp__stream_files(void);
 void lp__stream_hold(bool on);
 void lp__stream_cache(uint64_t behind, uint64_t keep);
 /* LABELPROF_TRACE_FLUSH: how often a stream's writer writes what its chunks hold so far (0: each second). */

@@ -502,8 +502,9 @@ void lp__stream_status(lp__stream_status_t *out) {
   out->written = st.written;
   out->bytes = st.bytes;
   out->threads = st.threads;
-  out->files = st.number;
 }
+
+unsigned lp__stream_files(void) { return st.number; }
 
 void lp__stream_atfork_child(void) {
   /* The parent's stream: its writer was not copied and its file is the parent's (its lock stays the parent's). */

@@ -1176,7 +1176,8 @@ int lp__trace_drops(lp__owner_t who, lp__drops_t *out) {
   out->stream = ss->streamed;
   lp__stream_status_t sst;
   lp__stream_status(&sst);
-  out->stream_files = ss->streamed && !ss->running ? sst.files : 0; /* its writer has ended: no race */
+  /* Its writer has ended, and no other stream has begun since: no race. */
+  out->stream_files = ss->streamed && !ss->running && !sst.on ? lp__stream_files() : 0;
   if (ss->streamed && sst.owner == who) {
     out->stream_events = sst.written;
     out->stream_bytes = sst.bytes;
