@@ -106,6 +106,7 @@ lp__thread_t *lp__thread_attach(void) {
   else
     head = t;
   tail = t;
+  lp__attach_join(t);
   lp__unlock(&registry_mu);
   lp_impl_self = &t->hot;
   if (hooks.joined) hooks.joined(t);
@@ -126,6 +127,7 @@ static void thread_exit(void *arg) {
   lp_impl_self = &detached; /* labels in later destructors are ignored */
   if (hooks.exit) hooks.exit(t);
   lp__lock(&registry_mu);
+  lp__attach_leave(t); /* before it can be freed: a reader outside sees the slot change first */
   unlink_thread(t);
   add_counters(&exited, t);
   if (held) {
@@ -142,7 +144,9 @@ int lp_thread_set_name(const char *name) {
   lp__thread_t *t = lp__thread_attach();
   if (!t) return -ENOMEM;
   lp__lock(&registry_mu);
+  lp__attach_change_begin(t);
   snprintf(t->name, sizeof t->name, "%s", name);
+  lp__attach_change_end(t);
   t->name_gen++;
   lp__unlock(&registry_mu);
   if (hooks.renamed) hooks.renamed(t);
@@ -197,12 +201,17 @@ void lp__registry_atfork_child(void) {
     next = t->next;
     if (t == self) continue;
     add_counters(&exited, t);
+    lp__attach_leave(t);
     free_state(t);
   }
   head = tail = self;
   if (self) self->next = self->prev = NULL;
   /* The child's only thread has a thread id of its own: its lane (systrace's TASK-PID) must say so. */
-  if (self) self->tid = (uint64_t)syscall(SYS_gettid);
+  if (self) {
+    lp__attach_change_begin(self);
+    self->tid = (uint64_t)syscall(SYS_gettid);
+    lp__attach_change_end(self);
+  }
   if (self) self->cpu_clock_ok = pthread_getcpuclockid(pthread_self(), &self->cpu_clock) == 0;
   lp__unlock(&registry_mu); /* taken by prepare on this thread, the child's only one */
 }
