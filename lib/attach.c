@@ -28,8 +28,10 @@
 
 #include "attach_abi.h"
 
+#include <errno.h>
 #include <stddef.h>
 #include <string.h>
+#include <sys/prctl.h>
 
 #define FIRST_SLOTS 64
 #define BLOCK_SLOTS 256
@@ -187,4 +189,12 @@ void lp__attach_leave(lp__thread_t *t) {
     }
   }
   if (i < lowest_free) lowest_free = i;
+}
+
+int lp__attach_allow(void) {
+#ifdef PR_SET_PTRACER
+  return prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0) == 0 ? 0 : -errno;
+#else
+  return -EINVAL;
+#endif
 }

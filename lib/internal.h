@@ -209,6 +209,13 @@ void lp__attach_join(lp__thread_t *t);
 void lp__attach_leave(lp__thread_t *t);
 void lp__attach_change_begin(lp__thread_t *t);
 void lp__attach_change_end(lp__thread_t *t);
+/*
+ * LABELPROF_ALLOW_ATTACH=1 (env.c, at load): lets any process of the same
+ * user read this one, as kernel.yama.ptrace_scope=0 would
+ * (prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY)). 0, or a negative errno:
+ * -EINVAL where the kernel has no Yama (nothing to allow).
+ */
+int lp__attach_allow(void);
 
 /* ---- stack.c ------------------------------------------------------------ */
 
