@@ -14,15 +14,17 @@
  * A pass (lp_remote_sample) reads, for every source: A the slots; B each
  * occupied slot's stack word, and the tid and name of a thread it has not
  * seen in that slot with that sequence word; C the frames of each stack
- * whose word is not the one of its last good read; D the slots and the
- * words again. Each step is one process_vm_readv call of many spans (or a
- * few, past IOV_MAX), and a fence separates the steps, so every read of
- * one step is ordered after every read of the one before, as the
- * protocol asks: a thread counts as read if its slot is even and the same
- * in A and D and its word the same in B and D. Otherwise it is read again,
- * at most TRIES times in the pass. A state freed and unmapped between
- * the steps fails its own span (EFAULT), not the pass; one freed and
- * reused shows as a changed slot.
+ * whose word is not the one of its last good read; D the slots, and the
+ * words of the stacks whose frames C copied (a stack not copied is its
+ * word: the frames of its last good read, or none). Each step is one
+ * process_vm_readv call of many spans (or a few, past IOV_MAX; spans close
+ * together are read as one range), and a fence separates the steps, so
+ * every read of one step is ordered after every read of the one before,
+ * as the protocol asks: a thread counts as read if its slot is even and
+ * the same in A and D and, when its frames were copied, its word the same
+ * in B and D. Otherwise it is read again, at most TRIES times in the pass.
+ * A state freed and unmapped between the steps fails its own span
+ * (EFAULT), not the pass; one freed and reused shows as a changed slot.
  *
  * Labels: a frame is a site's address; the site holds the address of its
  * label's text. Both are read once per site address and cached, the
@@ -64,6 +66,12 @@ typedef struct span {
   bool ok; /* read whole */
 } span_t;
 
+/* Spans read as one range: the range's start, its first span and how many. */
+typedef struct run {
+  uint64_t lo;
+  size_t first, count;
+} run_t;
+
 struct lp_remote {
   pid_t pid;
   char comm[64];
@@ -78,9 +86,14 @@ struct lp_remote {
   lp_rthread_t *pub;
   size_t nslots, capslots;
   uint64_t next_id;
-  /* spans of a step, reused */
+  /* spans of a step, and the ranges they are read as, reused */
   span_t *spans;
   size_t nspans, capspans;
+  run_t *runs;
+  span_t *run_spans;
+  size_t capruns;
+  char *scratch;
+  size_t scratch_len;
   struct iovec *liov, *riov;
   /* sites and labels */
   uint64_t *site_keys; /* 0 = empty (no site lives at address 0) */
@@ -132,11 +145,12 @@ static void fence(void) {
 static int io_error(lp_remote_t *r, int err, char *why, size_t len);
 
 /*
- * Reads every span; each gets ok. Returns 0, or LP_REMOTE_GONE or
- * LP_REMOTE_DENIED (then why says so) when the process is gone or may
- * not be read. A span that cannot be read (unmapped) is not an error.
+ * Reads every span, one iovec each; each gets ok. Returns 0, or
+ * LP_REMOTE_GONE or LP_REMOTE_DENIED (then why says so) when the process
+ * is gone or may not be read. A span that cannot be read (unmapped) is not
+ * an error.
  */
-static int read_spans(lp_remote_t *r, span_t *s, size_t n, char *why, size_t len) {
+static int read_each(lp_remote_t *r, span_t *s, size_t n, char *why, size_t len) {
   size_t i = 0;
   while (i < n) {
     size_t k = 0;
@@ -170,6 +184,64 @@ static int read_spans(lp_remote_t *r, span_t *s, size_t n, char *why, size_t len
   return 0;
 }
 
+/*
+ * As read_each, but spans that follow each other in memory within RUN_MAX
+ * bytes are read as one range and copied out: the kernel pins and copies
+ * per iovec, and the words of threads whose states are neighbours in the
+ * heap (several to a page) cost one iovec instead of one each. A range
+ * that cannot be read whole is read again span by span.
+ */
+#define RUN_MAX 4096
+static int read_spans(lp_remote_t *r, span_t *s, size_t n, char *why, size_t len) {
+  size_t nruns = 0, total = 0;
+  for (size_t i = 0; i < n;) {
+    uint64_t lo = s[i].addr, hi = s[i].addr + s[i].len;
+    size_t j = i + 1;
+    for (; j < n && s[j].addr >= hi && s[j].addr + s[j].len - lo <= RUN_MAX; j++) hi = s[j].addr + s[j].len;
+    if (nruns == r->capruns) {
+      size_t cap = r->capruns ? r->capruns * 2 : 64;
+      run_t *v = realloc(r->runs, cap * sizeof *v);
+      span_t *w = realloc(r->run_spans, cap * sizeof *w);
+      if (v) r->runs = v;
+      if (w) r->run_spans = w;
+      if (!v || !w) return io_error(r, ENOMEM, why, len);
+      r->capruns = cap;
+    }
+    r->runs[nruns++] = (run_t){lo, i, j - i};
+    total += hi - lo;
+    i = j;
+  }
+  if (nruns == n) return read_each(r, s, n, why, len);
+  if (total > r->scratch_len) {
+    char *b = realloc(r->scratch, total);
+    if (!b) return io_error(r, ENOMEM, why, len);
+    r->scratch = b;
+    r->scratch_len = total;
+  }
+  size_t off = 0;
+  for (size_t k = 0; k < nruns; k++) {
+    const run_t *u = &r->runs[k];
+    const span_t *last = &s[u->first + u->count - 1];
+    r->run_spans[k] = (span_t){u->lo, r->scratch + off, last->addr + last->len - u->lo, false};
+    off += r->run_spans[k].len;
+  }
+  int rc = read_each(r, r->run_spans, nruns, why, len);
+  if (rc) return rc;
+  for (size_t k = 0; k < nruns; k++) {
+    const run_t *u = &r->runs[k];
+    if (!r->run_spans[k].ok) {
+      rc = read_each(r, s + u->first, u->count, why, len);
+      if (rc) return rc;
+      continue;
+    }
+    for (size_t j = u->first; j < u->first + u->count; j++) {
+      memcpy(s[j].buf, (char *)r->run_spans[k].buf + (s[j].addr - u->lo), s[j].len);
+      s[j].ok = true;
+    }
+  }
+  return 0;
+}
+
 static span_t *add_span(lp_remote_t *r, uint64_t addr, void *buf, size_t len) {
   if (r->nspans == r->capspans) {
     size_t cap = r->capspans ? r->capspans * 2 : 64;
@@ -189,7 +261,7 @@ static span_t *add_span(lp_remote_t *r, uint64_t addr, void *buf, size_t len) {
 /* One span, alone. 0 and *ok, or as read_spans. */
 static int read_one(lp_remote_t *r, uint64_t addr, void *buf, size_t len, bool *ok, char *why, size_t wlen) {
   span_t s = {addr, buf, len, false};
-  int rc = read_spans(r, &s, 1, why, wlen);
+  int rc = read_each(r, &s, 1, why, wlen);
   *ok = s.ok;
   return rc;
 }
@@ -548,6 +620,9 @@ void lp_remote_close(lp_remote_t *r) {
   free(r->slots);
   free(r->pub);
   free(r->spans);
+  free(r->runs);
+  free(r->run_spans);
+  free(r->scratch);
   free(r->liov);
   free(r->riov);
   free(r->site_keys);
@@ -859,7 +934,9 @@ int lp_remote_sample(lp_remote_t *r, char *why, size_t len) {
       source_t *s = &r->src[k];
       for (uint32_t j = 0; j < s->nslots; j++) {
         slotc_t *c = &r->slots[s->first + j];
-        if (c->pending && c->b_ok && c->c_ok &&
+        /* Only a stack whose frames were copied needs its word again; otherwise the word is the stack. */
+        c->word_d = c->word_b;
+        if (c->pending && c->b_ok && c->c_ok && c->want_frames &&
             !add_span(r, c->addr_a + s->h.thread_word, &c->word_d, sizeof c->word_d))
           goto nomem;
       }
@@ -875,7 +952,7 @@ int lp_remote_sample(lp_remote_t *r, char *why, size_t len) {
         slotc_t *c = &r->slots[s->first + j];
         lp_rthread_t *p = &r->pub[s->first + j];
         if (!c->pending) continue;
-        bool d_ok = c->b_ok && c->c_ok && r->spans[at++].ok;
+        bool d_ok = c->b_ok && c->c_ok && (!c->want_frames || r->spans[at++].ok);
         const uint8_t *b = slot_bytes(s, s->head_d, s->block_d, j);
         uint64_t seq_d = get_u64(b + s->h.slot_seq), addr_d = get_ptr(b + s->h.slot_thread);
         bool still = !(c->seq_a & 1) && seq_d == c->seq_a && addr_d == c->addr_a;
