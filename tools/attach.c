@@ -66,7 +66,7 @@ typedef struct span {
   bool ok; /* read whole */
 } span_t;
 
-/* Spans read as one range: the range's start, its first span and how many. */
+/* Spans read as one range: the range's start, and its spans (first, count) in the order by address. */
 typedef struct run {
   uint64_t lo;
   size_t first, count;
@@ -92,6 +92,8 @@ struct lp_remote {
   run_t *runs;
   span_t *run_spans;
   size_t capruns;
+  span_t **order; /* a step's spans by address */
+  size_t caporder;
   char *scratch;
   size_t scratch_len;
   struct iovec *liov, *riov;
@@ -185,24 +187,40 @@ static int read_each(lp_remote_t *r, span_t *s, size_t n, char *why, size_t len)
 }
 
 /*
- * As read_each, but spans that follow each other in memory within RUN_MAX
- * bytes are read as one range and copied out: the kernel pins and copies
- * per iovec, and the words of threads whose states are neighbours in the
- * heap (several to a page) cost one iovec instead of one each. A range
- * that cannot be read whole is read again span by span.
+ * As read_each, but spans within RUN_MAX bytes of each other are read as
+ * one range and copied out: the kernel pins and copies per iovec, and the
+ * words of threads whose states share a page cost one iovec instead of
+ * one each. The states are where each thread's malloc arena put them, so
+ * the spans are taken in the order of their addresses. A range that
+ * cannot be read whole is read again span by span.
  */
 #define RUN_MAX 4096
+static int by_addr(const void *x, const void *y) {
+  const span_t *a = *(span_t *const *)x, *b = *(span_t *const *)y;
+  return a->addr < b->addr ? -1 : a->addr > b->addr;
+}
+
 static int read_spans(lp_remote_t *r, span_t *s, size_t n, char *why, size_t len) {
+  if (n < 2) return read_each(r, s, n, why, len);
+  if (n > r->caporder) {
+    span_t **o = realloc(r->order, n * sizeof *o);
+    if (!o) return io_error(r, ENOMEM, why, len);
+    r->order = o;
+    r->caporder = n;
+  }
+  for (size_t i = 0; i < n; i++) r->order[i] = &s[i];
+  qsort(r->order, n, sizeof *r->order, by_addr);
   size_t nruns = 0, total = 0;
   for (size_t i = 0; i < n;) {
-    uint64_t lo = s[i].addr, hi = s[i].addr + s[i].len;
+    uint64_t lo = r->order[i]->addr, hi = lo + r->order[i]->len;
     size_t j = i + 1;
-    for (; j < n && s[j].addr >= hi && s[j].addr + s[j].len - lo <= RUN_MAX; j++) hi = s[j].addr + s[j].len;
+    for (; j < n && r->order[j]->addr >= hi && r->order[j]->addr + r->order[j]->len - lo <= RUN_MAX; j++)
+      hi = r->order[j]->addr + r->order[j]->len;
     if (nruns == r->capruns) {
       size_t cap = r->capruns ? r->capruns * 2 : 64;
       run_t *v = realloc(r->runs, cap * sizeof *v);
-      span_t *w = realloc(r->run_spans, cap * sizeof *w);
       if (v) r->runs = v;
+      span_t *w = v ? realloc(r->run_spans, cap * sizeof *w) : NULL;
       if (w) r->run_spans = w;
       if (!v || !w) return io_error(r, ENOMEM, why, len);
       r->capruns = cap;
@@ -221,25 +239,24 @@ static int read_spans(lp_remote_t *r, span_t *s, size_t n, char *why, size_t len
   size_t off = 0;
   for (size_t k = 0; k < nruns; k++) {
     const run_t *u = &r->runs[k];
-    const span_t *last = &s[u->first + u->count - 1];
+    const span_t *last = r->order[u->first + u->count - 1];
     r->run_spans[k] = (span_t){u->lo, r->scratch + off, last->addr + last->len - u->lo, false};
     off += r->run_spans[k].len;
   }
   int rc = read_each(r, r->run_spans, nruns, why, len);
-  if (rc) return rc;
-  for (size_t k = 0; k < nruns; k++) {
+  for (size_t k = 0; rc == 0 && k < nruns; k++) {
     const run_t *u = &r->runs[k];
-    if (!r->run_spans[k].ok) {
-      rc = read_each(r, s + u->first, u->count, why, len);
-      if (rc) return rc;
-      continue;
-    }
-    for (size_t j = u->first; j < u->first + u->count; j++) {
-      memcpy(s[j].buf, (char *)r->run_spans[k].buf + (s[j].addr - u->lo), s[j].len);
-      s[j].ok = true;
+    for (size_t j = u->first; rc == 0 && j < u->first + u->count; j++) {
+      span_t *sp = r->order[j];
+      if (!r->run_spans[k].ok) {
+        rc = read_each(r, sp, 1, why, len);
+        continue;
+      }
+      memcpy(sp->buf, (char *)r->run_spans[k].buf + (sp->addr - u->lo), sp->len);
+      sp->ok = true;
     }
   }
-  return 0;
+  return rc;
 }
 
 static span_t *add_span(lp_remote_t *r, uint64_t addr, void *buf, size_t len) {
@@ -622,6 +639,7 @@ void lp_remote_close(lp_remote_t *r) {
   free(r->spans);
   free(r->runs);
   free(r->run_spans);
+  free(r->order);
   free(r->scratch);
   free(r->liov);
   free(r->riov);
