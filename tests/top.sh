@@ -158,6 +158,36 @@ else
   echo "note: no static library (--disable-static); the static target is not tried"
 fi
 
+# ---- labelprof record: the sampled timeline, read by the command's own readers ----
+if start record tests/top_target split; then
+  before=$(state)
+  ping && a0=$in_a b0=$in_b
+  if timeout "$limit" "$lp" record -p "$pid" -d "$slow" -o "$tmp/record.json" 2>"$tmp/record.err" 3>&- 4<&-; then
+    ping
+    truth=$(awk -v a0="$a0" -v a1="$in_a" -v b0="$b0" -v b1="$in_b" \
+      'BEGIN { a = a1 - a0; b = b1 - b0; if (a + b > 0) printf "%.2f %.2f", 100 * a / (a + b), 100 * b / (a + b) }')
+    if "$lp" tree --threads "$tmp/record.json" >"$tmp/record.tree" 2>&1; then
+      sed -n '/"worker"/,/^thread /p' "$tmp/record.tree" >"$tmp/record.worker"
+      near "record: \"a\" in the worker" "$(pct "$tmp/record.worker" a 1)" "${truth% *}" 3
+      near "record: \"b\" in the worker" "$(pct "$tmp/record.worker" b 1)" "${truth#* }" 3
+      grep -q '^thread [0-9]* "sleeper" ' "$tmp/record.tree" || bad "record: no sleeper lane: $(cat "$tmp/record.tree")"
+    else
+      bad "record: labelprof tree cannot read what record wrote: $(cat "$tmp/record.tree")"
+    fi
+    grep -q '"labelprof_record":"sampled from outside the process' "$tmp/record.json" ||
+      bad "record: otherData does not say how it was sampled: $(tail -c 400 "$tmp/record.json")"
+  else
+    bad "record: labelprof record failed: $(cat "$tmp/record.err")"
+  fi
+  [ "$before" = "$(state)" ] || bad "record: threads or descriptors changed: before: $before; after: $(state)"
+  "$lp" record -p "$pid" -o "$tmp/x.pftrace" >/dev/null 2>"$tmp/record.err" 3>&- 4<&-
+  rc=$?
+  [ $rc -eq 2 ] && head -1 "$tmp/record.err" | grep -q "^labelprof record: record writes Chrome Trace Event JSON" ||
+    bad "record to a .pftrace: status $rc, $(cat "$tmp/record.err")"
+  [ -e "$tmp/x.pftrace" ] && bad "record to a .pftrace made the file"
+  stop
+fi
+
 # ---- threads that come and go while watched ----
 if start churn tests/top_target churn; then
   if timeout "$limit" "$lp" top -b -n 2 -d "$slow" --threads "$pid" >"$tmp/churn.top" 2>"$tmp/churn.err" 3>&- 4<&-; then

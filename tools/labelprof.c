@@ -206,6 +206,30 @@ static const char top_usage[] =
     "does not use labelprof or uses another release's, no right to read it), or\n"
     "in batch mode when it exits before the last snapshot.\n";
 
+static const char record_usage[] =
+    "usage: labelprof record -p PID [-d SECONDS] [--hz HZ] -o FILE.json\n"
+    "\n"
+    "A sampled timeline of a running process that uses labelprof, however it\n"
+    "was started, read from outside it as labelprof top reads it, written as\n"
+    "Chrome Trace Event JSON (the Perfetto UI, chrome://tracing, speedscope and\n"
+    "every labelprof subcommand read it). The threads' pseudo-stacks are\n"
+    "sampled HZ times a second (default 10000) for SECONDS (default 10); each\n"
+    "change between two samples is written as the ends and begins it implies,\n"
+    "at the midpoint between them. So an edge is within half a period of the\n"
+    "truth, a scope shorter than a period may be missing, and calls are runs\n"
+    "of samples, not calls. For every begin and end with its own timestamp the\n"
+    "process must record itself: start it with LABELPROF_TRACE (and\n"
+    "LABELPROF_DUMP_SIGNAL to get the file while it runs).\n"
+    "\n"
+    "  -p PID        the process\n"
+    "  -d SECONDS    how long (0.01 to 86400; default 10)\n"
+    "  --hz HZ       samples per second, 1 to 100000 (default 10000)\n"
+    "  -o FILE       the JSON file; - is standard output\n"
+    "\n"
+    "Exit status: 0; 2 when the process cannot be read, the file cannot be\n"
+    "written, or the process exits before the end (the file then holds the\n"
+    "timeline until then, complete and valid).\n";
+
 static const char help_usage[] =
     "usage: labelprof help [SUBCOMMAND]\n"
     "\n"
@@ -221,6 +245,7 @@ const lp_cmd_t lp_cmds[] = {
     {"nnapi", lp_cmd_nnapi, "NNAPI's timing summary of a systrace, as Android's parser prints it", nnapi_usage},
     {"layers", lp_cmd_layers, "time per layer and phase (LP_SCOPE_PHASE) as a table", layers_usage},
     {"top", lp_cmd_top, "a running process's tree, live, read from outside it", top_usage},
+    {"record", lp_cmd_record, "a running process's sampled timeline, as JSON, read from outside it", record_usage},
     {"help", lp_cmd_help, "list the subcommands, or show one's usage", help_usage},
     {NULL, NULL, NULL, NULL},
 };

@@ -580,7 +580,7 @@ oom:
 
 /* ---- the command ---- */
 
-static int parse_u32(const char *cmd, const char *opt, const char *v, uint32_t lo, uint32_t hi, uint32_t *out) {
+int lp_top_parse_u32(const char *cmd, const char *opt, const char *v, uint32_t lo, uint32_t hi, uint32_t *out) {
   char *end;
   errno = 0;
   unsigned long x = strtoul(v, &end, 10);
@@ -592,10 +592,10 @@ static int parse_u32(const char *cmd, const char *opt, const char *v, uint32_t l
   return 0;
 }
 
-static int parse_interval(const char *cmd, const char *v, uint64_t *ns) {
+int lp_top_parse_seconds(const char *cmd, const char *opt, const char *v, uint64_t *ns) {
   double s;
   if (!lp_parse_double(v, &s) || s < 0.01 || s > 86400) {
-    lp_usage_error(cmd, "-d takes seconds from 0.01 to 86400, not '%s'", v);
+    lp_usage_error(cmd, "%s takes seconds from 0.01 to 86400, not '%s'", opt, v);
     return -1;
   }
   *ns = (uint64_t)(s * 1e9 + 0.5);
@@ -643,6 +643,28 @@ static int open_pidfd(pid_t pid) {
   return -1;
 }
 
+int lp_top_attach(lp_top_t *t, const char *cmd) {
+  int rc = lp_remote_open(t->pid, &t->r, t->why, sizeof t->why);
+  if (rc) {
+    fprintf(stderr, "labelprof %s: %s\n", cmd, t->why);
+    return -1;
+  }
+  if (lp_top_tree_init(&t->all) != 0) {
+    lp_top_free(t);
+    fprintf(stderr, "labelprof %s: out of memory\n", cmd);
+    return -1;
+  }
+  t->pidfd = open_pidfd(t->pid);
+  /* Wakeups on time: the kernel's default slack of 50 µs would cost ticks at 1 kHz. Cosmetic if refused. */
+  (void)prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+  t->slice_ns = ask_for_slice();
+  t->now_ns = t->begin_ns[LP_TOP_NOW] = t->begin_ns[LP_TOP_ALL] = lp_top_now();
+  t->cpu_ns[LP_TOP_NOW] = t->cpu_ns[LP_TOP_ALL] = cpu_now();
+  t->rng = t->now_ns ^ ((uint64_t)getpid() << 32) ^ 0x9e3779b97f4a7c15ull;
+  if (!t->rng) t->rng = 1;
+  return 0;
+}
+
 void lp_top_free(lp_top_t *t) {
   lp_top_tree_free(&t->all);
   for (size_t i = 0; i < t->nthreads; i++) free_thread(t->threads[i]);
@@ -676,12 +698,12 @@ int lp_cmd_top(int argc, char **argv) {
   int r = lp_opts_parse(cmd, argc, argv, opts, &ops);
   if (r != LP_OPTS_RUN) return r;
   uint32_t pid, n = 0;
-  if (parse_u32(cmd, "the PID", pid_s, 1, INT_MAX, &pid) != 0) return LP_EXIT_BAD;
+  if (lp_top_parse_u32(cmd, "the PID", pid_s, 1, INT_MAX, &pid) != 0) return LP_EXIT_BAD;
   t.pid = (pid_t)pid;
-  if (n_s && parse_u32(cmd, "-n", n_s, 1, 1000000, &n) != 0) return LP_EXIT_BAD;
+  if (n_s && lp_top_parse_u32(cmd, "-n", n_s, 1, 1000000, &n) != 0) return LP_EXIT_BAD;
   t.count = n;
-  if (d_s && parse_interval(cmd, d_s, &t.interval_ns) != 0) return LP_EXIT_BAD;
-  if (hz_s && parse_u32(cmd, "--hz", hz_s, 1, 10000, &t.hz) != 0) return LP_EXIT_BAD;
+  if (d_s && lp_top_parse_seconds(cmd, "-d", d_s, &t.interval_ns) != 0) return LP_EXIT_BAD;
+  if (hz_s && lp_top_parse_u32(cmd, "--hz", hz_s, 1, 10000, &t.hz) != 0) return LP_EXIT_BAD;
   if (min_s && (!lp_parse_double(min_s, &t.min_percent) || t.min_percent > 100))
     return lp_usage_error(cmd, "--min-percent takes a percentage from 0 to 100, not '%s'", min_s);
   if (!t.batch && (t.per_thread || t.cumulative))
@@ -691,25 +713,8 @@ int lp_cmd_top(int argc, char **argv) {
     fprintf(stderr, "labelprof top: %s; use -b for batch output\n", why);
     return LP_EXIT_BAD;
   }
-  int rc = lp_remote_open(t.pid, &t.r, t.why, sizeof t.why);
-  if (rc) {
-    fprintf(stderr, "labelprof top: %s\n", t.why);
-    return LP_EXIT_BAD;
-  }
-  if (lp_top_tree_init(&t.all) != 0) {
-    lp_top_free(&t);
-    fprintf(stderr, "labelprof top: out of memory\n");
-    return LP_EXIT_BAD;
-  }
-  t.pidfd = open_pidfd(t.pid);
-  /* Wakeups on time: the kernel's default slack of 50 µs would cost ticks at 1 kHz. Cosmetic if refused. */
-  (void)prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
-  t.slice_ns = ask_for_slice();
-  t.now_ns = t.begin_ns[LP_TOP_NOW] = t.begin_ns[LP_TOP_ALL] = lp_top_now();
-  t.cpu_ns[LP_TOP_NOW] = t.cpu_ns[LP_TOP_ALL] = cpu_now();
-  t.rng = t.now_ns ^ ((uint64_t)getpid() << 32) ^ 0x9e3779b97f4a7c15ull;
-  if (!t.rng) t.rng = 1;
-  rc = t.batch ? run_batch(&t) : lp_top_live(&t);
+  if (lp_top_attach(&t, cmd) != 0) return LP_EXIT_BAD;
+  int rc = t.batch ? run_batch(&t) : lp_top_live(&t);
   lp_top_free(&t);
   return rc;
 }

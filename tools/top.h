@@ -98,7 +98,16 @@ void lp_top_end_interval(lp_top_t *t);
 uint64_t lp_top_window_ns(const lp_top_t *t, int w);
 /* This process's CPU time over a window, in ns. */
 uint64_t lp_top_window_cpu(const lp_top_t *t, int w);
+/*
+ * Opens t->pid (t->pid, t->hz set; the rest zero but pidfd -1) and sets
+ * up the sampling: the pidfd, the timer slack, the scheduler's slice, the
+ * windows' start. 0, or -1 after one line on stderr ("labelprof CMD: why").
+ */
+int lp_top_attach(lp_top_t *t, const char *cmd);
 void lp_top_free(lp_top_t *t);
+/* Option values for top and record: a whole number in [lo, hi], seconds in [0.01, 86400]. 0, or -1 after a usage error. */
+int lp_top_parse_u32(const char *cmd, const char *opt, const char *v, uint32_t lo, uint32_t hi, uint32_t *out);
+int lp_top_parse_seconds(const char *cmd, const char *opt, const char *v, uint64_t *ns);
 /* The thread record with this id, NULL if none. */
 lp_top_thread_t *lp_top_find_thread(const lp_top_t *t, uint64_t id);
 /* CLOCK_MONOTONIC in ns. */
