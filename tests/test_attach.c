@@ -561,6 +561,11 @@ static void test_attach_says_why_it_is_refused(void) {
   lp_remote_why_denied(&f, why, sizeof why);
   CU_ASSERT_PTR_NOT_NULL(strstr(why, "runs as root and you are nobody"));
   CU_ASSERT_PTR_NOT_NULL(strstr(why, "sudo labelprof top 42"));
+  CU_ASSERT_PTR_NULL(strstr(why, "or as root")); /* root is said once */
+  f.target_uid = 1000;
+  f.target_user = "alice";
+  lp_remote_why_denied(&f, why, sizeof why);
+  CU_ASSERT_PTR_NOT_NULL(strstr(why, "runs as alice and you are nobody; run labelprof as root (sudo labelprof top 42) or as alice"));
   f.target_uid = 65534;
   f.target_user = "nobody";
   f.yama = 1;

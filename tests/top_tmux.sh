@@ -24,9 +24,10 @@ for p in "$lp" tests/top_target; do
 done
 
 unset TMUX
+# A server of its own for each run (a socket in $tmp): one being killed never meets the next.
 sock=$tmp/tmux.sock
 tm() { tmux -S "$sock" "$@"; }
-trap 'tm kill-server 2>/dev/null; exec 3>&- 4<&-; [ -n "${pid:-}" ] && wait "$pid"; rm -rf "$tmp"' EXIT
+trap 'for s in "$tmp"/tmux.*; do [ -S "$s" ] && tmux -S "$s" kill-server 2>/dev/null; done; exec 3>&- 4<&-; [ -n "${pid:-}" ] && wait "$pid"; rm -rf "$tmp"' EXIT
 
 mkfifo "$tmp/in" "$tmp/out" || exit 99
 tests/top_target split <"$tmp/in" >"$tmp/out" 2>"$tmp/err" &
@@ -59,10 +60,11 @@ until_file() {
 # run KEY: a live view in a fresh pane, quit with KEY (q or C-c); checks the status and the terminal.
 run() {
   rm -f "$tmp/status" "$tmp/stty.before" "$tmp/stty.after"
-  tm kill-server 2>/dev/null
+  [ -S "$sock" ] && tm kill-server 2>/dev/null
+  sock=$tmp/tmux.$1.sock
   tm -f /dev/null new-session -d -s lp -x 100 -y 30 \
-    "stty -g >'$tmp/stty.before'; '$lp' top $pid 3>&- 4<&-; echo \$? >'$tmp/status'; stty -g >'$tmp/stty.after'; sleep 600" ||
-    { bad "tmux could not start"; return; }
+    "stty -g >'$tmp/stty.before'; '$lp' top $pid 3>&- 4<&-; echo \$? >'$tmp/status'; stty -g >'$tmp/stty.after'; sleep 600" \
+    2>"$tmp/tmux.err" || { bad "tmux could not start: $(cat "$tmp/tmux.err")"; return; }
   # The tree, within its first (short) interval.
   until_shown 10 '^ *[0-9.]*% *[0-9.]*% *outer$' || bad "$1: no tree on the screen: $(cat "$tmp/screen")"
   grep -q "^labelprof top - process $pid " "$tmp/screen" || bad "$1: no header: $(head -2 "$tmp/screen")"

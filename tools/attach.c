@@ -309,10 +309,8 @@ void lp_remote_why_denied(const lp_deny_facts_t *f, char *why, size_t len) {
              "AppArmor) or a seccomp filter refuses process_vm_readv",
              (int)f->pid);
   } else if (f->target_uid >= 0 && f->our_uid >= 0 && f->target_uid != f->our_uid) {
-    snprintf(why, len,
-             "cannot read process %d: it runs as %s and you are %s; run labelprof as root (sudo labelprof top %d) "
-             "or as %s",
-             (int)f->pid, target, ours, (int)f->pid, target);
+    snprintf(why, len, "cannot read process %d: it runs as %s and you are %s; run labelprof as root (sudo labelprof top %d)%s%s",
+             (int)f->pid, target, ours, (int)f->pid, f->target_uid ? " or as " : "", f->target_uid ? target : "");
   } else if (f->target_undumpable) {
     snprintf(why, len,
              "cannot read process %d: it is not dumpable (a set-user-ID program, or it called "
