@@ -214,6 +214,33 @@ static void between(void *arg, unsigned attempt, int step) {
   for (int i = 0; i < 4 && m->more[i] != DO_NOTHING; i++) helper_do(m->h, m->more[i]);
 }
 
+/* A helper named name with pushes labels, and a reader of this process; NULL (the helper gone) if it cannot open. */
+static lp_remote_t *start_with(helper_t *h, const char *name, int pushes) {
+  helper_start(h, name);
+  for (int i = 0; i < pushes; i++) helper_do(h, DO_PUSH);
+  lp_remote_t *r = open_self();
+  if (!r) helper_do(h, DO_EXIT);
+  return r;
+}
+
+/* One pass; the reads it made again. */
+static uint64_t pass_retries(lp_remote_t *r) {
+  lp_remote_stats_t before, after;
+  lp_remote_stats(r, &before);
+  CU_ASSERT_EQUAL(sample(r), 0);
+  lp_remote_stats(r, &after);
+  return after.retries - before.retries;
+}
+
+/* The stack of thread tid at the last pass, as text; "(not live)" or "(not read)" when there is none. */
+static const char *stack_of(lp_remote_t *r, uint64_t tid, char *buf, size_t len) {
+  const lp_rthread_t *p = by_tid(r, tid);
+  if (!p) return "(not live)";
+  if (!p->read) return "(not read)";
+  stack_text(r, p, buf, len);
+  return buf;
+}
+
 /*
  * A push between the frames and the second read of the word, in a pass
  * that copies the frames (the thread is new to the reader): the first try
@@ -223,43 +250,20 @@ static void between(void *arg, unsigned attempt, int step) {
  */
 static void test_attach_stack_changed_during_a_pass_is_read_again(void) {
   helper_t h;
-  helper_start(&h, "changer");
-  helper_do(&h, DO_PUSH);
-  lp_remote_t *r = open_self();
-  if (!r) {
-    helper_do(&h, DO_EXIT);
-    return;
-  }
+  lp_remote_t *r = start_with(&h, "changer", 1);
+  if (!r) return;
   midpass_t m = {&h, DO_PUSH, 2, 0, {DO_NOTHING}};
   lp_remote_test_between(r, between, &m);
-  lp_remote_stats_t before, after;
-  lp_remote_stats(r, &before);
-  CU_ASSERT_EQUAL(sample(r), 0);
-  lp_remote_stats(r, &after);
-  const lp_rthread_t *p = by_tid(r, h.tid);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(p);
-  CU_ASSERT_TRUE(p->read);
   char text[256];
-  stack_text(r, p, text, sizeof text);
-  CU_ASSERT_STRING_EQUAL(text, "h0;h1");
-  CU_ASSERT_TRUE(after.retries > before.retries);
+  CU_ASSERT_TRUE(pass_retries(r) > 0);
+  CU_ASSERT_STRING_EQUAL(stack_of(r, h.tid, text, sizeof text), "h0;h1");
   CU_ASSERT_TRUE(m.calls >= 2);
   /* Known now: a push after the word was read leaves this pass's stack the one at the read. */
-  m.calls = 0;
-  lp_remote_stats(r, &before);
-  CU_ASSERT_EQUAL(sample(r), 0);
-  lp_remote_stats(r, &after);
-  p = by_tid(r, h.tid);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(p);
-  stack_text(r, p, text, sizeof text);
-  CU_ASSERT_STRING_EQUAL(text, "h0;h1");
-  CU_ASSERT_EQUAL(after.retries, before.retries);
+  CU_ASSERT_EQUAL(pass_retries(r), 0);
+  CU_ASSERT_STRING_EQUAL(stack_of(r, h.tid, text, sizeof text), "h0;h1");
   m.order = DO_NOTHING;
   CU_ASSERT_EQUAL(sample(r), 0); /* and the next pass sees the push */
-  p = by_tid(r, h.tid);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(p);
-  stack_text(r, p, text, sizeof text);
-  CU_ASSERT_STRING_EQUAL(text, "h0;h1;h2");
+  CU_ASSERT_STRING_EQUAL(stack_of(r, h.tid, text, sizeof text), "h0;h1;h2");
   lp_remote_close(r);
   helper_do(&h, DO_EXIT);
 }
@@ -267,22 +271,14 @@ static void test_attach_stack_changed_during_a_pass_is_read_again(void) {
 /* A rename after the slots were read: the name read after it is kept only from a try whose slots agree. */
 static void test_attach_rename_during_a_pass_is_read_again(void) {
   helper_t h;
-  helper_start(&h, "before the rename");
-  lp_remote_t *r = open_self();
-  if (!r) {
-    helper_do(&h, DO_EXIT);
-    return;
-  }
+  lp_remote_t *r = start_with(&h, "before the rename", 0);
+  if (!r) return;
   midpass_t m = {&h, DO_RENAME, 0, 0, {DO_NOTHING}};
   lp_remote_test_between(r, between, &m);
-  lp_remote_stats_t before, after;
-  lp_remote_stats(r, &before);
-  CU_ASSERT_EQUAL(sample(r), 0);
-  lp_remote_stats(r, &after);
+  CU_ASSERT_TRUE(pass_retries(r) > 0);
   const lp_rthread_t *p = by_tid(r, h.tid);
   CU_ASSERT_PTR_NOT_NULL_FATAL(p);
   CU_ASSERT_STRING_EQUAL(p->name, "renamed helper");
-  CU_ASSERT_TRUE(after.retries > before.retries);
   CU_ASSERT_TRUE(m.calls >= 2);
   lp_remote_close(r);
   helper_do(&h, DO_EXIT);
@@ -291,24 +287,15 @@ static void test_attach_rename_during_a_pass_is_read_again(void) {
 /* A thread gone at either point of a pass (its state freed, maybe reused) is not reported, and nothing is read from it. */
 static void exits_during_a_pass(int step) {
   helper_t h;
-  helper_start(&h, "leaver");
-  helper_do(&h, DO_PUSH);
-  lp_remote_t *r = open_self();
-  if (!r) {
-    helper_do(&h, DO_EXIT);
-    return;
-  }
+  lp_remote_t *r = start_with(&h, "leaver", 1);
+  if (!r) return;
   CU_ASSERT_EQUAL(sample(r), 0);
   CU_ASSERT_PTR_NOT_NULL(by_tid(r, h.tid));
   uint64_t tid = h.tid;
   midpass_t m = {&h, DO_EXIT, step, 0, {DO_NOTHING}};
   lp_remote_test_between(r, between, &m);
-  lp_remote_stats_t before, after;
-  lp_remote_stats(r, &before);
-  CU_ASSERT_EQUAL(sample(r), 0);
-  lp_remote_stats(r, &after);
+  CU_ASSERT_TRUE(pass_retries(r) > 0); /* the first try saw its slot change */
   CU_ASSERT_PTR_NULL(by_tid(r, tid));
-  CU_ASSERT_TRUE(after.retries > before.retries); /* the first try saw its slot change */
   for (size_t i = 0; i < lp_remote_thread_count(r); i++) {
     const lp_rthread_t *p = lp_remote_thread(r, i);
     if (!p->live || !p->read) continue;
@@ -334,23 +321,13 @@ static void test_attach_thread_that_exits_during_a_pass_is_dropped(void) {
  */
 static void test_attach_frames_rewritten_after_the_word_are_not_kept(void) {
   helper_t h;
-  helper_start(&h, "tearer");
-  helper_do(&h, DO_PUSH);
-  helper_do(&h, DO_PUSH);
-  helper_do(&h, DO_PUSH);
-  lp_remote_t *r = open_self();
-  if (!r) {
-    helper_do(&h, DO_EXIT);
-    return;
-  }
+  lp_remote_t *r = start_with(&h, "tearer", 3);
+  if (!r) return;
   midpass_t m = {&h, DO_POP, 1, 0, {DO_POP, DO_PUSH_X, DO_NOTHING}};
   lp_remote_test_between(r, between, &m);
-  CU_ASSERT_EQUAL(sample(r), 0);
-  const lp_rthread_t *p = by_tid(r, h.tid);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(p);
   char text[256];
-  stack_text(r, p, text, sizeof text);
-  CU_ASSERT_STRING_EQUAL(text, "h0;x");
+  CU_ASSERT_EQUAL(sample(r), 0);
+  CU_ASSERT_STRING_EQUAL(stack_of(r, h.tid, text, sizeof text), "h0;x");
   lp_remote_close(r);
   helper_do(&h, DO_EXIT);
 }

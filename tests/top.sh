@@ -106,13 +106,14 @@ check_split() { # name program
   # The target's own measure of the same time: the truth the samples are checked against.
   truth=$(awk -v a0="$a0" -v a1="$in_a" -v b0="$b0" -v b1="$in_b" \
     'BEGIN { a = a1 - a0; b = b1 - b0; if (a + b > 0) printf "%.2f %.2f", 100 * a / (a + b), 100 * b / (a + b) }')
-  near "$1: \"outer\" in the worker" "$(pct "$tmp/$1.snap2" outer 0)" 100 0.01
+  # Between two rounds the worker's stack is empty for a few instructions: a sample may land there.
+  near "$1: \"outer\" in the worker" "$(pct "$tmp/$1.snap2" outer 0)" 100 0.5
   if [ $full = yes ]; then
     near "$1: \"a\" in the worker" "$(pct "$tmp/$1.snap2" a 1)" "${truth% *}" 3
     near "$1: \"b\" in the worker" "$(pct "$tmp/$1.snap2" b 1)" "${truth#* }" 3
     near "$1: the worker's own split of \"a\"" "${truth% *}" 30 10
   fi
-  grep -q "^thread [0-9]* \"worker\": [0-9]* samples, 100.00% in labels$" "$tmp/$1.snap2" ||
+  grep -q "^thread [0-9]* \"worker\": [0-9]* samples, 99\.[5-9][0-9]% in labels$\|^thread [0-9]* \"worker\": [0-9]* samples, 100\.00% in labels$" "$tmp/$1.snap2" ||
     bad "$1: no line for the worker thread in: $(cat "$tmp/$1.snap2")"
   # All threads, by name: the worker and the sleeper, each half of the samples; their tids are the process's.
   if [ $full = no ]; then
@@ -219,7 +220,8 @@ refused "a dead PID" "^labelprof top: no process with PID $dead\$" timeout "$lim
 
 sleep 600 3>&- 4<&- &
 plain=$!
-refused "a process without labelprof" "^labelprof top: process $plain (sleep) does not use labelprof" \
+# (Until it has run sleep, the child is the shell: neither uses labelprof.)
+refused "a process without labelprof" "^labelprof top: process $plain ([a-z]*) does not use labelprof" \
   timeout "$limit" "$lp" top -b -n 1 "$plain"
 kill "$plain"
 wait "$plain" 2>/dev/null

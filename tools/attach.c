@@ -122,13 +122,15 @@ typedef struct source {
 } source_t;
 
 typedef struct slotc {
+  unsigned src;   /* its source */
+  uint32_t index; /* its slot in the source */
   /* the last good read */
   uint64_t seq, addr;
   bool known; /* tid and name read for (seq, addr) */
   uint64_t word;
   uint64_t *frames;
   /* the pass */
-  bool pending, want_name, want_frames, b_ok, c_ok;
+  bool pending, want_name, want_frames, b_ok, c_ok, d_ok;
   uint64_t seq_a, addr_a, word_b, word_d;
   uint64_t tid_b;
   char name_b[64];
@@ -848,166 +850,166 @@ static int place_slots(lp_remote_t *r) {
     }
     s->first = (uint32_t)at;
     s->nslots = s->used;
-  }
-  r->nslots = n;
-  for (size_t i = 0; i < n; i++) {
-    slotc_t *c = &r->slots[i];
-    const source_t *s = NULL;
-    for (unsigned k = 0; k < r->nsrc; k++)
-      if (i >= r->src[k].first && i < r->src[k].first + r->src[k].nslots) s = &r->src[k];
-    if (!c->frames) {
-      c->frames = calloc(s->h.stack_capacity, sizeof *c->frames);
-      c->frames_c = calloc(s->h.stack_capacity, sizeof *c->frames_c);
-      if (!c->frames || !c->frames_c) return LP_REMOTE_NOMEM;
+    for (uint32_t j = 0; j < s->used; j++) {
+      slotc_t *c = &r->slots[at + j];
+      c->src = k;
+      c->index = j;
+      if (!c->frames) {
+        c->frames = calloc(s->h.stack_capacity, sizeof *c->frames);
+        c->frames_c = calloc(s->h.stack_capacity, sizeof *c->frames_c);
+        if (!c->frames || !c->frames_c) return LP_REMOTE_NOMEM;
+      }
     }
   }
+  r->nslots = n;
   return 0;
+}
+
+/* The frames a stack word's depth puts in the state: its depth, at most the capacity. */
+static uint32_t held(const source_t *s, uint64_t word) {
+  uint64_t depth = word & s->h.depth_mask;
+  return depth < s->h.stack_capacity ? (uint32_t)depth : s->h.stack_capacity;
+}
+
+/* B: each pending occupied slot's word, and the tid and name of a thread new to the slot. */
+static int step_words(lp_remote_t *r, char *why, size_t len) {
+  r->nspans = 0;
+  for (size_t i = 0; i < r->nslots; i++) {
+    slotc_t *c = &r->slots[i];
+    const source_t *s = &r->src[c->src];
+    if (!c->pending) continue;
+    const uint8_t *b = slot_bytes(s, s->head_a, s->block_a, c->index);
+    c->seq_a = get_u64(b + s->h.slot_seq);
+    c->addr_a = get_ptr(b + s->h.slot_thread);
+    c->b_ok = c->c_ok = c->want_frames = false;
+    if ((c->seq_a & 1) || !c->addr_a) continue;
+    c->want_name = !(c->known && c->seq == c->seq_a && c->addr == c->addr_a);
+    size_t n = s->h.name_size < sizeof c->name_b ? s->h.name_size : sizeof c->name_b;
+    if (!add_span(r, c->addr_a + s->h.thread_word, &c->word_b, sizeof c->word_b) ||
+        (c->want_name && (!add_span(r, c->addr_a + s->h.thread_tid, &c->tid_b, sizeof c->tid_b) ||
+                          !add_span(r, c->addr_a + s->h.thread_name, c->name_b, n))))
+      return io_error(r, ENOMEM, why, len);
+  }
+  int rc = read_spans(r, r->spans, r->nspans, why, len);
+  size_t at = 0;
+  for (size_t i = 0; rc == 0 && i < r->nslots; i++) {
+    slotc_t *c = &r->slots[i];
+    if (!c->pending || (c->seq_a & 1) || !c->addr_a) continue;
+    c->b_ok = r->spans[at++].ok;
+    if (c->want_name) {
+      c->b_ok &= r->spans[at].ok && r->spans[at + 1].ok;
+      at += 2;
+    }
+  }
+  return rc;
+}
+
+/* C: the frames of each stack whose word is not the one of its last good read. */
+static int step_frames(lp_remote_t *r, char *why, size_t len) {
+  r->nspans = 0;
+  for (size_t i = 0; i < r->nslots; i++) {
+    slotc_t *c = &r->slots[i];
+    const source_t *s = &r->src[c->src];
+    if (!c->pending || !c->b_ok) continue;
+    uint32_t n = held(s, c->word_b);
+    c->want_frames = (c->want_name || c->word != c->word_b) && n > 0;
+    c->c_ok = true;
+    if (c->want_frames && !add_span(r, c->addr_a + s->h.thread_frames, c->frames_c, n * sizeof(uintptr_t)))
+      return io_error(r, ENOMEM, why, len);
+  }
+  int rc = read_spans(r, r->spans, r->nspans, why, len);
+  size_t at = 0;
+  for (size_t i = 0; rc == 0 && i < r->nslots; i++) {
+    slotc_t *c = &r->slots[i];
+    if (c->pending && c->b_ok && c->want_frames) c->c_ok = r->spans[at++].ok;
+  }
+  return rc;
+}
+
+/* D: the slots again, and the words of the stacks whose frames C copied (another stack is its word). */
+static int step_again(lp_remote_t *r, char *why, size_t len) {
+  int rc = read_slots(r, true, why, len);
+  if (rc) return rc;
+  r->nspans = 0;
+  for (size_t i = 0; i < r->nslots; i++) {
+    slotc_t *c = &r->slots[i];
+    c->word_d = c->word_b;
+    c->d_ok = c->pending && c->b_ok && c->c_ok;
+    if (c->d_ok && c->want_frames &&
+        !add_span(r, c->addr_a + r->src[c->src].h.thread_word, &c->word_d, sizeof c->word_d))
+      return io_error(r, ENOMEM, why, len);
+  }
+  rc = read_spans(r, r->spans, r->nspans, why, len);
+  size_t at = 0;
+  for (size_t i = 0; rc == 0 && i < r->nslots; i++) {
+    slotc_t *c = &r->slots[i];
+    if (c->d_ok && c->want_frames) c->d_ok = r->spans[at++].ok;
+  }
+  return rc;
+}
+
+/* What held of each pending slot is kept; true if some must be read again. */
+static bool keep(lp_remote_t *r) {
+  bool again = false;
+  for (size_t i = 0; i < r->nslots; i++) {
+    slotc_t *c = &r->slots[i];
+    const source_t *s = &r->src[c->src];
+    lp_rthread_t *p = &r->pub[i];
+    if (!c->pending) continue;
+    const uint8_t *b = slot_bytes(s, s->head_d, s->block_d, c->index);
+    bool still = !(c->seq_a & 1) && get_u64(b + s->h.slot_seq) == c->seq_a && get_ptr(b + s->h.slot_thread) == c->addr_a;
+    if (still && !c->addr_a) { /* an empty slot */
+      c->pending = false;
+      p->live = p->read = false;
+      continue;
+    }
+    if (!still || !c->d_ok || c->word_d != c->word_b) {
+      again = true;
+      r->stats.retries++;
+      continue;
+    }
+    if (c->want_name) {
+      uint64_t tid = c->tid_b;
+      c->name_b[sizeof c->name_b - 1] = '\0';
+      if (!(c->known && c->addr == c->addr_a && p->tid == tid)) p->id = ++r->next_id;
+      p->tid = tid;
+      memcpy(p->name, c->name_b, sizeof p->name);
+      c->known = true;
+      c->seq = c->seq_a;
+      c->addr = c->addr_a;
+    }
+    c->word = c->word_b;
+    p->n = held(s, c->word);
+    if (c->want_frames)
+      for (uint32_t f = 0; f < p->n; f++) c->frames[f] = c->frames_c[f] & ~s->h.frame_flags;
+    p->word = c->word;
+    p->depth = (uint32_t)(c->word & s->h.depth_mask);
+    p->frames = c->frames;
+    p->live = p->read = true;
+    c->pending = false;
+    r->stats.reads++;
+  }
+  return again;
 }
 
 int lp_remote_sample(lp_remote_t *r, char *why, size_t len) {
   *why = '\0';
-  int rc = 0;
-  bool any = true;
   for (size_t i = 0; i < r->nslots; i++) r->slots[i].pending = true;
-  for (unsigned attempt = 0; attempt < TRIES && any; attempt++) {
-    /* A: the slots. */
-    rc = read_slots(r, false, why, len);
+  bool again = true;
+  for (unsigned attempt = 0; attempt < TRIES && again; attempt++) {
+    int rc = read_slots(r, false, why, len); /* A */
+    if (rc == 0 && place_slots(r) != 0) rc = io_error(r, ENOMEM, why, len);
     if (rc) return rc;
-    if (place_slots(r)) goto nomem;
     if (r->between) r->between(r->between_arg, attempt, 0);
     fence();
-    /* B: the words, and tid and name where the slot is new to us. */
-    r->nspans = 0;
-    for (unsigned k = 0; k < r->nsrc; k++) {
-      source_t *s = &r->src[k];
-      for (uint32_t j = 0; j < s->nslots; j++) {
-        slotc_t *c = &r->slots[s->first + j];
-        if (!c->pending) continue;
-        const uint8_t *b = slot_bytes(s, s->head_a, s->block_a, j);
-        c->seq_a = get_u64(b + s->h.slot_seq);
-        c->addr_a = get_ptr(b + s->h.slot_thread);
-        c->b_ok = c->c_ok = false;
-        c->want_frames = false;
-        if ((c->seq_a & 1) || !c->addr_a) continue;
-        c->want_name = !(c->known && c->seq == c->seq_a && c->addr == c->addr_a);
-        if (!add_span(r, c->addr_a + s->h.thread_word, &c->word_b, sizeof c->word_b)) goto nomem;
-        if (c->want_name) {
-          size_t n = s->h.name_size < sizeof c->name_b ? s->h.name_size : sizeof c->name_b;
-          if (!add_span(r, c->addr_a + s->h.thread_tid, &c->tid_b, sizeof c->tid_b) ||
-              !add_span(r, c->addr_a + s->h.thread_name, c->name_b, n))
-            goto nomem;
-        }
-      }
-    }
-    rc = read_spans(r, r->spans, r->nspans, why, len);
-    if (rc) return rc;
-    size_t at = 0;
-    for (unsigned k = 0; k < r->nsrc; k++) {
-      source_t *s = &r->src[k];
-      for (uint32_t j = 0; j < s->nslots; j++) {
-        slotc_t *c = &r->slots[s->first + j];
-        if (!c->pending || (c->seq_a & 1) || !c->addr_a) continue;
-        c->b_ok = r->spans[at++].ok;
-        if (c->want_name) {
-          c->b_ok &= r->spans[at].ok && r->spans[at + 1].ok;
-          at += 2;
-        }
-      }
-    }
+    if ((rc = step_words(r, why, len)) != 0) return rc;
     if (r->between) r->between(r->between_arg, attempt, 1);
     fence();
-    /* C: the frames of stacks not seen at this word. */
-    r->nspans = 0;
-    for (unsigned k = 0; k < r->nsrc; k++) {
-      source_t *s = &r->src[k];
-      for (uint32_t j = 0; j < s->nslots; j++) {
-        slotc_t *c = &r->slots[s->first + j];
-        if (!c->pending || !c->b_ok) continue;
-        bool same = !c->want_name && c->word == c->word_b;
-        uint64_t depth = c->word_b & s->h.depth_mask;
-        uint32_t n = depth < s->h.stack_capacity ? (uint32_t)depth : s->h.stack_capacity;
-        c->want_frames = !same && n > 0;
-        c->c_ok = true;
-        if (c->want_frames &&
-            !add_span(r, c->addr_a + s->h.thread_frames, c->frames_c, n * sizeof(uintptr_t)))
-          goto nomem;
-      }
-    }
-    rc = read_spans(r, r->spans, r->nspans, why, len);
-    if (rc) return rc;
-    at = 0;
-    for (size_t i = 0; i < r->nslots; i++) {
-      slotc_t *c = &r->slots[i];
-      if (c->pending && c->b_ok && c->want_frames) c->c_ok = r->spans[at++].ok;
-    }
+    if ((rc = step_frames(r, why, len)) != 0) return rc;
     if (r->between) r->between(r->between_arg, attempt, 2);
     fence();
-    /* D: the slots and the words again. */
-    rc = read_slots(r, true, why, len);
-    if (rc) return rc;
-    r->nspans = 0;
-    for (unsigned k = 0; k < r->nsrc; k++) {
-      source_t *s = &r->src[k];
-      for (uint32_t j = 0; j < s->nslots; j++) {
-        slotc_t *c = &r->slots[s->first + j];
-        /* Only a stack whose frames were copied needs its word again; otherwise the word is the stack. */
-        c->word_d = c->word_b;
-        if (c->pending && c->b_ok && c->c_ok && c->want_frames &&
-            !add_span(r, c->addr_a + s->h.thread_word, &c->word_d, sizeof c->word_d))
-          goto nomem;
-      }
-    }
-    rc = read_spans(r, r->spans, r->nspans, why, len);
-    if (rc) return rc;
-    /* Keep what held. */
-    any = false;
-    at = 0;
-    for (unsigned k = 0; k < r->nsrc; k++) {
-      source_t *s = &r->src[k];
-      for (uint32_t j = 0; j < s->nslots; j++) {
-        slotc_t *c = &r->slots[s->first + j];
-        lp_rthread_t *p = &r->pub[s->first + j];
-        if (!c->pending) continue;
-        bool d_ok = c->b_ok && c->c_ok && (!c->want_frames || r->spans[at++].ok);
-        const uint8_t *b = slot_bytes(s, s->head_d, s->block_d, j);
-        uint64_t seq_d = get_u64(b + s->h.slot_seq), addr_d = get_ptr(b + s->h.slot_thread);
-        bool still = !(c->seq_a & 1) && seq_d == c->seq_a && addr_d == c->addr_a;
-        if (still && !c->addr_a) { /* an empty slot */
-          c->pending = false;
-          p->live = p->read = false;
-          continue;
-        }
-        if (still && d_ok && c->word_d == c->word_b) {
-          if (c->want_name) {
-            uint64_t tid = c->tid_b;
-            c->name_b[sizeof c->name_b - 1] = '\0';
-            if (!(c->known && c->addr == c->addr_a && p->tid == tid)) p->id = ++r->next_id;
-            p->tid = tid;
-            memcpy(p->name, c->name_b, sizeof p->name);
-            c->known = true;
-            c->seq = c->seq_a;
-            c->addr = c->addr_a;
-          }
-          if (c->want_frames) {
-            uint64_t depth = c->word_b & s->h.depth_mask;
-            uint32_t n = depth < s->h.stack_capacity ? (uint32_t)depth : s->h.stack_capacity;
-            for (uint32_t f = 0; f < n; f++) c->frames[f] = c->frames_c[f] & ~s->h.frame_flags;
-          }
-          c->word = c->word_b;
-          uint64_t depth = c->word & s->h.depth_mask;
-          p->word = c->word;
-          p->depth = (uint32_t)depth;
-          p->n = depth < s->h.stack_capacity ? (uint32_t)depth : s->h.stack_capacity;
-          p->frames = c->frames;
-          p->live = p->read = true;
-          c->pending = false;
-          r->stats.reads++;
-          continue;
-        }
-        any = true;
-        r->stats.retries++;
-      }
-    }
+    if ((rc = step_again(r, why, len)) != 0) return rc;
+    again = keep(r);
   }
   for (size_t i = 0; i < r->nslots; i++) {
     slotc_t *c = &r->slots[i];
@@ -1019,9 +1021,6 @@ int lp_remote_sample(lp_remote_t *r, char *why, size_t len) {
   }
   r->stats.passes++;
   return 0;
-nomem:
-  snprintf(why, len, "out of memory");
-  return LP_REMOTE_NOMEM;
 }
 
 size_t lp_remote_thread_count(const lp_remote_t *r) { return r->nslots; }
@@ -1037,19 +1036,11 @@ void lp_remote_test_between(lp_remote_t *r, void (*fn)(void *arg, unsigned attem
 
 /* ---- labels ---- */
 
-static uint32_t hash64(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  x ^= x >> 33;
-  return (uint32_t)x;
-}
-
+/* FNV-1a over the text, spread by lp_remote_hash. */
 static uint32_t hash_text(const char *s) {
   uint64_t h = 0xcbf29ce484222325ull;
   for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-  return hash64(h);
+  return lp_remote_hash(h);
 }
 
 /* The id of text (interned). LP_REMOTE_NOLABEL out of memory. */
@@ -1117,7 +1108,7 @@ uint32_t lp_remote_label(lp_remote_t *r, uint64_t site) {
     }
     for (uint32_t j = 0; r->site_keys && j <= r->site_mask; j++) {
       if (!r->site_keys[j]) continue;
-      uint32_t i = hash64(r->site_keys[j]) & (size - 1);
+      uint32_t i = lp_remote_hash(r->site_keys[j]) & (size - 1);
       while (keys[i]) i = (i + 1) & (size - 1);
       keys[i] = r->site_keys[j];
       ids[i] = r->site_ids[j];
@@ -1128,7 +1119,7 @@ uint32_t lp_remote_label(lp_remote_t *r, uint64_t site) {
     r->site_ids = ids;
     r->site_mask = size - 1;
   }
-  uint32_t i = hash64(site) & r->site_mask;
+  uint32_t i = lp_remote_hash(site) & r->site_mask;
   for (; r->site_keys[i]; i = (i + 1) & r->site_mask)
     if (r->site_keys[i] == site) return r->site_ids[i];
   uint32_t id;

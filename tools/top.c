@@ -59,10 +59,7 @@ static uint64_t cpu_now(void) {
 
 /* ---- trees ---- */
 
-static uint32_t node_hash(uint32_t parent, uint32_t label) {
-  uint64_t x = ((uint64_t)parent << 32 | label) * 0x9e3779b97f4a7c15ull;
-  return (uint32_t)(x >> 32);
-}
+static uint32_t node_hash(uint32_t parent, uint32_t label) { return lp_remote_hash((uint64_t)parent << 32 | label); }
 
 int lp_top_tree_init(lp_top_tree_t *t) {
   memset(t, 0, sizeof *t);
