@@ -10,6 +10,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 
 #define BENCH_RUNS 7
 #define BENCH_BARRIER() __asm__ volatile("" ::: "memory")
@@ -182,6 +184,44 @@ static inline double bench_median_run(bench_loop_fn fn, long iters, int threads)
   double v[BENCH_RUNS];
   for (int r = 0; r < BENCH_RUNS; r++) v[r] = bench_run(fn, iters, threads);
   return bench_median(v, BENCH_RUNS);
+}
+
+/* A program run by a benchmark (a command on a generated input): wall and CPU seconds, peak RSS, exit status. */
+typedef struct bench_child {
+  double seconds, cpu, rss_mb; /* wall, user + system */
+  int status;                  /* the exit status, -1 when it did not exit */
+} bench_child_t;
+
+/* Runs argv (argv[0] looked for in PATH) with stdout and stderr to /dev/null, and waits for it. */
+static inline bench_child_t bench_run_child(char *const argv[]) {
+  bench_child_t r = {0, 0, 0, -1};
+  fflush(stdout);
+  double t0 = bench_now_ns();
+  pid_t pid = fork();
+  if (pid < 0) {
+    perror("bench: fork");
+    exit(1);
+  }
+  if (pid == 0) {
+    FILE *n = freopen("/dev/null", "w", stdout);
+    FILE *e = freopen("/dev/null", "w", stderr);
+    (void)n;
+    (void)e;
+    execvp(argv[0], argv);
+    _exit(127);
+  }
+  int st;
+  struct rusage ru;
+  if (wait4(pid, &st, 0, &ru) != pid) {
+    perror("bench: wait4");
+    exit(1);
+  }
+  r.seconds = (bench_now_ns() - t0) / 1e9;
+  r.rss_mb = (double)ru.ru_maxrss / 1024.0;
+  r.cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+          (double)ru.ru_stime.tv_usec / 1e6;
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
 }
 
 #endif

@@ -27,48 +27,9 @@
 #include <labelprof.h>
 
 #include <errno.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 
 #define LANES 4
-
-typedef struct result {
-  double seconds, cpu, rss_mb; /* wall, user + system */
-  int status;
-} result_t;
-
-/* Runs argv with stdout and stderr to /dev/null; wall time and peak RSS. */
-static result_t run(char *const argv[]) {
-  result_t r = {0, 0, 0, -1};
-  fflush(stdout);
-  double t0 = bench_now_ns();
-  pid_t pid = fork();
-  if (pid < 0) {
-    perror("bench_cmd: fork");
-    exit(1);
-  }
-  if (pid == 0) {
-    FILE *n = freopen("/dev/null", "w", stdout);
-    FILE *e = freopen("/dev/null", "w", stderr);
-    (void)n;
-    (void)e;
-    execvp(argv[0], argv);
-    _exit(127);
-  }
-  int st;
-  struct rusage ru;
-  if (wait4(pid, &st, 0, &ru) != pid) {
-    perror("bench_cmd: wait4");
-    exit(1);
-  }
-  r.seconds = (bench_now_ns() - t0) / 1e9;
-  r.rss_mb = (double)ru.ru_maxrss / 1024.0;
-  r.cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
-          (double)ru.ru_stime.tv_usec / 1e6;
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
 
 /*
  * One request on each lane: request > (decode, run > (launch, wait), encode),
@@ -164,7 +125,7 @@ static int memory_rows(const char *dir, long n) {
   int failed = 0;
   for (int i = 0; i < 3; i++) {
     char *tool[] = {"./tools/labelprof", "stats", "--top", "5", (char *)files[i], NULL};
-    result_t r = run(tool);
+    bench_child_t r = bench_run_child(tool);
     if (r.status != 0) {
       fprintf(stderr, "bench_cmd: labelprof stats %s exited with %d\n", files[i], r.status);
       failed = 1;
@@ -258,7 +219,7 @@ static int stats_runs(char *const argv[], double *wall, double *cpu, double *rss
   int failed = 0;
   *rss_mb = 0;
   for (int i = 0; i < 3; i++) {
-    result_t t = run(argv);
+    bench_child_t t = bench_run_child(argv);
     if (t.status != 0) {
       fprintf(stderr, "bench_cmd: labelprof stats exited with %d\n", t.status);
       failed = 1;
@@ -420,7 +381,7 @@ int main(int argc, char **argv) {
     char *py[] = {"python3", "-c", script, NULL};
     double tw[3], tc[3], pw[3], pc[3], rr[3], trss = 0, prss = 0;
     for (int i = 0; i < 3; i++) {
-      result_t t = run(tool), p = run(py);
+      bench_child_t t = bench_run_child(tool), p = bench_run_child(py);
       if (t.status != 0 || p.status != 0) {
         fprintf(stderr, "bench_cmd: a run failed (labelprof %d, python3 %d)\n", t.status, p.status);
         failed = 1;

@@ -6,8 +6,7 @@
 
 static const char hex[] = "0123456789abcdef";
 
-/* The length of the valid UTF-8 sequence at s (with end - s > 0 bytes left), or 0; *cp gets its code point. */
-static size_t utf8_seq(const unsigned char *s, const unsigned char *end, unsigned *cp) {
+size_t lp__utf8_seq(const unsigned char *s, const unsigned char *end, unsigned *cp) {
   size_t left = (size_t)(end - s);
   unsigned char c = s[0];
   if (c >= 0xc2 && c <= 0xdf) {
@@ -70,7 +69,7 @@ char *lp__json_escape_chars(char *o, const char **sp, const char *end, const cha
       s++;
     } else {
       unsigned cp = 0xfffd;
-      size_t n = utf8_seq(s, e, &cp);
+      size_t n = lp__utf8_seq(s, e, &cp);
       if (!ascii && n) {
         for (size_t i = 0; i < n; i++) *o++ = (char)s[i];
       } else if (!ascii) {

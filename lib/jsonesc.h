@@ -33,4 +33,12 @@
  */
 char *lp__json_escape_chars(char *o, const char **sp, const char *end, const char *stop, int ascii);
 
+/*
+ * The length of the valid UTF-8 sequence of two to four bytes at s (end - s
+ * > 0 bytes readable), as RFC 3629 defines it, or 0 when there is none
+ * (ASCII included); *cp gets its code point. The command's other escapers
+ * (tools/escape.c) judge UTF-8 with it, as this one does.
+ */
+size_t lp__utf8_seq(const unsigned char *s, const unsigned char *end, unsigned *cp);
+
 #endif

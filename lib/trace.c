@@ -723,6 +723,7 @@ static struct {
   uint64_t req, done;      /* flushes asked for and done */
   int err;                 /* the first error writing, sticky */
   unsigned err_number;     /* the number of the file it happened to */
+  unsigned long_number;    /* the first file whose numbered name was too long (0: none): no later one opens */
   lp__pfs_t *enc;          /* the writer's own (no lock needed) */
   uint64_t written;        /* events written to the stream's files (trace lock) */
   uint32_t threads;        /* thread lanes with events written (trace lock) */
@@ -880,6 +881,7 @@ static int stream_open_next(void) {
   int fd = open(name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
   int rc = fd < 0 ? -errno : 0;
   free(name);
+  if (rc == -ENAMETOOLONG && !st.long_number) st.long_number = st.number; /* names only grow with the number */
   if (rc) return rc;
   st.fd = fd;
   st.started = 0;
@@ -1148,10 +1150,17 @@ static int stream_stop(void) {
   int err = st.err;
   /* Said here too: the environment's session has nobody else to tell. */
   if (err) {
-    char *name = lp__path_numbered(st.path, st.err_number ? st.err_number : 1);
-    fprintf(stderr, "labelprof: cannot write the stream to '%s': %s; %s\n", name ? name : st.path, lp_strerror(err),
-            st.rotate_bytes || st.rotate_ns ? "what was recorded from then on to the next rotation is lost"
-                                            : "what was recorded from then on is not in it");
+    /* What is lost: to the next rotation, unless a name grew too long, after which no file opens. */
+    char *name = lp__path_numbered(st.path, st.err_number ? st.err_number : 1), later[96] = "";
+    const char *lost = !(st.rotate_bytes || st.rotate_ns) ? "what was recorded from then on is not in it"
+                       : st.long_number == st.err_number
+                           ? "its name, and every later file's, is too long: what was recorded from then on is in no file"
+                           : "what was recorded from then on to the next rotation is lost";
+    if (st.long_number && st.long_number != st.err_number)
+      snprintf(later, sizeof later, "; from file %u on the names are too long: what was recorded since is in no file",
+               st.long_number);
+    fprintf(stderr, "labelprof: cannot write the stream to '%s': %s; %s%s\n", name ? name : st.path, lp_strerror(err),
+            lost, later);
     free(name);
   }
   lp__pfs_free(st.enc);

@@ -4,8 +4,10 @@
 # (rsvg-convert, librsvg2-bin) to a PNG that is not blank, has no external
 # reference, and each top-level label's frame is as wide as its share of the
 # time within a pixel; labels with XML's special characters stay
-# well-formed; siblings narrower than a pixel are merged. The checks that
-# need a missing tool are skipped with a note.
+# well-formed, and so are labels with bytes or characters XML cannot hold
+# (from JSON, folded, systrace, Perfetto and pprof input); siblings narrower
+# than a pixel are merged. The checks that need a missing tool are skipped
+# with a note.
 srcdir=${srcdir:-.}
 lp=./tools/labelprof
 . "$srcdir/tests/sh_common.sh"
@@ -51,6 +53,18 @@ for trace in "$srcdir/tests/data/cmd/diff_base.json" "$srcdir/tests/data/nnapi/d
     END { exit bad }' || fail=$((fail + 1))
   [ "$(wc -l <"$tmp/got")" -ge 1 ] || bad "$name: no top-level frames found"
 done
+# Labels with bytes that are not UTF-8, U+FFFE and U+FFFF, control characters (tests/data/cmd/fuzz/hostile-names.*),
+# from every format the command reads: well-formed XML (xmllint), with each such byte or character as U+FFFD.
+hostile=$srcdir/tests/data/cmd/fuzz/hostile-names
+$lp pprof "$hostile.json" >"$tmp/hostile-names.pb.gz" 2>"$tmp/err" || bad "labelprof pprof $hostile.json: $(cat "$tmp/err")"
+for input in "$hostile.json" "$hostile.folded" "$hostile.txt" "$hostile.pftrace" "$tmp/hostile-names.pb.gz"; do
+  name=$(basename "$input")
+  $lp flamegraph "$input" >"$tmp/h.svg" 2>"$tmp/err" || { bad "$name: labelprof flamegraph failed: $(cat "$tmp/err")"; continue; }
+  if [ $xml = 1 ]; then xmllint --noout "$tmp/h.svg" 2>"$tmp/err" || bad "$name: not well-formed XML: $(head -2 "$tmp/err")"; fi
+  grep -q "$(printf '\357\277\275')" "$tmp/h.svg" || bad "$name: no U+FFFD where the label had a byte or character XML cannot hold"
+done
+$lp flamegraph --diff "$hostile.json" "$hostile.folded" >"$tmp/hd.svg" 2>"$tmp/err" || bad "flamegraph --diff of the hostile names failed"
+if [ $xml = 1 ]; then xmllint --noout "$tmp/hd.svg" 2>/dev/null || bad "flamegraph --diff of the hostile names: not well-formed XML"; fi
 grep -q '(narrow frames merged)' "$tmp/narrow.json.svg" || bad "narrow siblings were not merged"
 [ "$(grep -c '<g class="f">' "$tmp/narrow.json.svg")" -lt 100 ] || bad "narrow siblings drawn one by one"
 grep -q '<title>a&lt;b&gt;&amp;&quot;c&quot; (' "$tmp/hostile.json.svg" || bad "the hostile label is not escaped in its title"

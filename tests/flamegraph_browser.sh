@@ -7,6 +7,10 @@
 # dimmed, fill, hidden) into the document, which --dump-dom prints. The
 # result must be exactly what the script promises. Skipped (77) without
 # chromium; ./install-deps installs it (Debian's chromium), so CI runs it.
+# Chromium makes its singleton socket in TMPDIR, and a Unix socket's path
+# holds at most 108 bytes: the browser gets a short directory of its own in
+# /tmp, removed with the rest, and this script runs under a TMPDIR of over
+# 100 characters, so that a long one is what it always meets.
 srcdir=${srcdir:-.}
 lp=./tools/labelprof
 browser=
@@ -17,9 +21,13 @@ if [ -z "$browser" ]; then
   echo "note: chromium is not installed: the flame graph's script is not run in a browser"
   exit 77
 fi
-tmp=${TMPDIR:-/tmp}/flamegraph_browser_sh.$$
+top=${TMPDIR:-/tmp}/flamegraph_browser_sh.$$
+tmp=$top/a-temporary-directory-whose-path-is-longer-than-a-unix-socket-path-may-be
 mkdir -p "$tmp" || exit 99
-trap 'rm -rf "$tmp"' EXIT
+short=$(mktemp -d /tmp/lp-chromium.XXXXXX) || { rm -rf "$top"; exit 99; }
+trap 'rm -rf "$top" "$short"' EXIT
+TMPDIR=$tmp
+export TMPDIR
 
 # main: a 60%, b 40% with compute_... (10%) above it: a label cut at its width, whole when zoomed.
 printf 'main;a 600\nmain;b 300\nmain;b;compute_the_kernel_by_rows 100\n' >"$tmp/t.folded"
@@ -66,7 +74,7 @@ EOJ
 grep -q '^</svg>$' "$tmp/t.svg" || { echo "FAIL: the graph does not end with </svg>"; exit 1; }
 
 # As root (CI), Chromium runs only without its sandbox.
-timeout 120 "$browser" --headless --no-sandbox --disable-gpu --no-first-run --user-data-dir="$tmp/profile" \
+TMPDIR=$short timeout 120 "$browser" --headless --no-sandbox --disable-gpu --no-first-run --user-data-dir="$tmp/profile" \
   --dump-dom "file://$tmp/page.svg" >"$tmp/dom" 2>"$tmp/err"
 awk '/<text id="lp-result">/ { on = 1; sub(/.*<text id="lp-result">/, "") } on { e = sub(/<\/text>.*/, ""); print; if (e) exit }' \
   "$tmp/dom" >"$tmp/got"

@@ -1,7 +1,9 @@
 #!/bin/sh
 # Runs the libFuzzer targets built with -DLP_LIBFUZZER, one after the other,
 # each for LP_FUZZ_SECONDS (default 10) on its own committed seeds:
-#   tests/fuzz_reader_libfuzzer  the trace reader and the engine
+#   tests/fuzz_reader_libfuzzer  the trace readers, the engine and the
+#                                command's outputs (the flame graph, parsed
+#                                by libxml2; --diff; stats --format csv)
 #                                (tests/data/cmd and its fuzz/ directory:
 #                                JSON, Perfetto, systrace text, profiles)
 #   tests/fuzz_env_libfuzzer     the environment loader's parsers
@@ -39,7 +41,7 @@ run() {
 }
 
 run fuzz_reader_libfuzzer "$LP_TEST_DATA"/*.json "$LP_TEST_DATA"/*.pftrace "$LP_TEST_DATA"/*.txt \
-  "$LP_TEST_DATA"/fuzz/*.json "$LP_TEST_DATA"/fuzz/*.pftrace \
+  "$LP_TEST_DATA"/fuzz/*.json "$LP_TEST_DATA"/fuzz/*.pftrace "$LP_TEST_DATA"/fuzz/*.txt \
   "$LP_TEST_DATA"/fuzz/*.pprof "$LP_TEST_DATA"/fuzz/*.folded
 run fuzz_env_libfuzzer "$env_data"/*
 exit "$failed"

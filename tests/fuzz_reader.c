@@ -8,6 +8,14 @@
  * a hang; a trace read
  * successfully must have its self times add up to no more than its wall time.
  *
+ * Then the command's outputs of the same input, run as users run them
+ * (lp_main, standard output to a file): the flame graph, the flame graph
+ * --diff against the previous input read, and stats --format csv. Each
+ * must end with status 0 or 2, and what it wrote must be valid: the SVG
+ * well-formed XML to libxml2's parser (so no byte or character XML cannot
+ * hold, whatever the labels), every csv cell valid UTF-8 and inert (no
+ * cell starts with = + - @ tab or CR, but a number).
+ *
  * The mutations come from a fixed-seed generator, so a run is reproducible;
  * it stops after LP_FUZZ_SECONDS (default 8) or LP_FUZZ_RUNS mutants. A
  * successful read gives the same figures when the buffered scopes are
@@ -21,7 +29,11 @@
 #include "config.h"
 
 #include "agg.h"
+#include "cmd.h"
 #include "reader.h"
+#include "../lib/jsonesc.h"
+
+#include <libxml/parser.h>
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -33,7 +45,8 @@
 #include <time.h>
 #include <unistd.h>
 
-static char path[300];
+static char path[300], prev[300], out_path[300];
+static bool have_prev; /* prev holds an input read before: --diff's BASE */
 
 /* What a successful read must give whatever the memory limit: calls and self time of every label. */
 static void summary(const lp_agg_t *a, uint64_t *calls, uint64_t *self) {
@@ -45,7 +58,115 @@ static void summary(const lp_agg_t *a, uint64_t *calls, uint64_t *self) {
   }
 }
 
-/* One input through the engine: 0 when it behaved. */
+/* The bytes of out_path (NUL-terminated), *n their count; NULL when unreadable. */
+static char *slurp_out(size_t *n) {
+  FILE *f = fopen(out_path, "rb");
+  if (!f) return NULL;
+  char *b = NULL;
+  size_t cap = 0;
+  *n = 0;
+  for (;;) {
+    if (*n + 4096 + 1 > cap) {
+      char *nb = realloc(b, cap = cap ? cap * 2 : 65536);
+      if (!nb) break;
+      b = nb;
+    }
+    size_t got = fread(b + *n, 1, cap - *n - 1, f);
+    *n += got;
+    if (got == 0) break;
+  }
+  fclose(f);
+  if (b) b[*n] = '\0';
+  return b;
+}
+
+/* `labelprof ARGS...` in this process, its standard output in out_path: the exit status, -1 if that could not be arranged. */
+static int command(char **args, int nargs) {
+  char *argv[8] = {(char *)"labelprof"};
+  for (int i = 0; i < nargs && i < 6; i++) argv[i + 1] = args[i];
+  fflush(stdout);
+  int saved = dup(1), fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (saved < 0 || fd < 0 || dup2(fd, 1) < 0) {
+    perror("fuzz_reader: redirecting standard output");
+    exit(2);
+  }
+  close(fd);
+  clearerr(stdout);
+  int status = lp_main(nargs + 1, argv);
+  fflush(stdout);
+  clearerr(stdout);
+  if (dup2(saved, 1) < 0) {
+    perror("fuzz_reader: restoring standard output");
+    exit(2);
+  }
+  close(saved);
+  return status;
+}
+
+/* The SVG written is well-formed XML (libxml2, no network, no entities loaded): 0 when it is. */
+static int svg_bad(void) {
+  size_t n;
+  char *svg = slurp_out(&n);
+  if (!svg) return 1;
+  xmlDocPtr doc = n <= INT32_MAX ? xmlReadMemory(svg, (int)n, "graph.svg", NULL, XML_PARSE_NONET | XML_PARSE_NOERROR |
+                                                                                        XML_PARSE_NOWARNING) : NULL;
+  int bad = !doc || !strstr(svg, "</svg>");
+  if (bad) fprintf(stderr, "fuzz_reader: the flame graph is not well-formed XML\n");
+  xmlFreeDoc(doc);
+  free(svg);
+  return bad;
+}
+
+/* Every csv cell is valid UTF-8 and starts with no formula's character (a number may start with '-'). */
+static int csv_bad(void) {
+  size_t n;
+  char *csv = slurp_out(&n);
+  if (!csv) return 1;
+  int bad = 0;
+  bool quoted = false, start = true;
+  const unsigned char *s = (const unsigned char *)csv, *end = s + n;
+  for (const unsigned char *c = s; c < end && !bad;) {
+    if (start) {
+      const unsigned char *first = *c == '"' ? c + 1 : c;
+      bool number = *c != '"' && *first == '-' && first + 1 < end && first[1] >= '0' && first[1] <= '9';
+      if (first < end && strchr("=+-@\t\r", *first) && *first && !number) bad = 1;
+      start = false;
+    }
+    if (*c >= 0x80) {
+      unsigned cp;
+      size_t k = lp__utf8_seq(c, end, &cp);
+      if (!k) bad = 1;
+      c += k ? k : 1;
+      continue;
+    }
+    if (*c == '"') quoted = !quoted;
+    else if ((*c == ',' || *c == '\n') && !quoted) start = true;
+    c++;
+  }
+  if (bad) fprintf(stderr, "fuzz_reader: a csv cell is not valid UTF-8 or starts as a formula\n");
+  free(csv);
+  return bad;
+}
+
+/* The command's outputs of the input at path: 0 when each behaved. */
+static int outputs(void) {
+  int bad = 0, st;
+  char fg[] = "flamegraph", df[] = "--diff", stats[] = "stats", fmt[] = "--format", csv[] = "csv";
+  char *a1[] = {fg, path};
+  if ((st = command(a1, 2)) == 0) bad |= svg_bad();
+  else bad |= st != 2;
+  if (have_prev) {
+    char *a2[] = {fg, df, prev, path};
+    if ((st = command(a2, 4)) == 0) bad |= svg_bad();
+    else bad |= st != 2;
+  }
+  char *a3[] = {stats, fmt, csv, path};
+  if ((st = command(a3, 4)) == 0) bad |= csv_bad();
+  else bad |= st != 2;
+  return bad;
+}
+
+/* One input through the engine, then the outputs: 0 when it behaved. */
 static int one(const uint8_t *data, size_t len, int strict) {
   FILE *f = fopen(path, "wb");
   if (!f || fwrite(data, 1, len, f) != len || fclose(f) != 0) {
@@ -80,19 +201,28 @@ static int one(const uint8_t *data, size_t len, int strict) {
       if (ca != cb || sa != sb || lp_agg_wall(&a) != lp_agg_wall(&b)) bad = 1;
     }
     lp_agg_free(&b);
+    if (!bad) bad = outputs();
+    if (!bad) have_prev = rename(path, prev) == 0; /* BASE of the next --diff */
   }
   lp_agg_free(&a);
   return bad;
 }
 
 #ifdef LP_LIBFUZZER
-static void remove_input(void) { unlink(path); }
+static void remove_input(void) {
+  unlink(path);
+  unlink(prev);
+  unlink(out_path);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len) {
   if (!path[0]) {
     const char *t = getenv("TMPDIR");
-    snprintf(path, sizeof path, "%s/lp-fuzz-%d.json", t && *t && strlen(t) < 200 ? t : "/tmp", (int)getpid());
+    t = t && *t && strlen(t) < 200 ? t : "/tmp";
+    snprintf(path, sizeof path, "%s/lp-fuzz-%d.json", t, (int)getpid());
+    snprintf(prev, sizeof prev, "%s/lp-fuzz-%d-base.json", t, (int)getpid());
+    snprintf(out_path, sizeof out_path, "%s/lp-fuzz-%d.out", t, (int)getpid());
     atexit(remove_input);
   }
   if (one(data, len, 0)) abort();
@@ -204,6 +334,8 @@ int main(void) {
     return 2;
   }
   snprintf(path, sizeof path, "%s/input.json", dir);
+  snprintf(prev, sizeof prev, "%s/base.json", dir);
+  snprintf(out_path, sizeof out_path, "%s/output", dir);
   buf_t seeds[64];
   int n = load_dir(LP_TEST_DATA, seeds, 0, 64);
   n = load_dir(LP_TEST_DATA "/fuzz", seeds, n, 64);
@@ -221,8 +353,8 @@ int main(void) {
    */
   char msgs[300];
   snprintf(msgs, sizeof msgs, "%s/messages", dir);
-  setvbuf(stdout, NULL, _IONBF, 0);
   printf("fuzz_reader: the reader's messages (and a sanitizer's report, if one stops this) go to %s\n", msgs);
+  fflush(stdout);
   int saved = dup(2), null = open(msgs, O_WRONLY | O_CREAT | O_TRUNC, 0600);
   if (saved < 0 || null < 0 || dup2(null, 2) < 0) return 2;
   struct timespec t0, t;
@@ -247,6 +379,9 @@ int main(void) {
       char keep[300];
       snprintf(keep, sizeof keep, "%s/failed-%ld.json", dir, done);
       rename(path, keep);
+      snprintf(keep, sizeof keep, "%s/failed-%ld-base.json", dir, done); /* flamegraph --diff's BASE */
+      if (have_prev) rename(prev, keep);
+      have_prev = false;
       dup2(saved, 2);
       fprintf(stderr, "fuzz_reader: a bad outcome on %s\n", keep);
       dup2(null, 2);
@@ -255,6 +390,8 @@ int main(void) {
   dup2(saved, 2);
   printf("fuzz_reader: %d seeds, %ld mutants, %ld failures\n", n, done, failures);
   unlink(path);
+  unlink(prev);
+  unlink(out_path);
   if (!failures) {
     unlink(msgs);
     rmdir(dir);

@@ -1,3 +1,3 @@
 #!/bin/sh
-echo "The tests need CUnit and jansson: apt-get install libcunit1-dev libjansson-dev, then ./configure again." >&2
+echo "The tests need CUnit, jansson and libxml2: apt-get install libcunit1-dev libjansson-dev libxml2-dev (or ./install-deps), then ./configure again." >&2
 exit 1

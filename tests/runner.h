@@ -180,6 +180,7 @@ typedef struct lp_test_child {
   const char *cwd;  /* NULL: the test's */
   rlim_t fsize;     /* RLIMIT_FSIZE in bytes; 0: unlimited */
   int inherit_env;  /* 1: the test's environment plus vars */
+  rlim_t cpu;       /* RLIMIT_CPU in seconds (a guard against a hang, never a speed test); 0: unlimited */
 } lp_test_child_t;
 
 typedef struct lp_test_run {
@@ -192,7 +193,7 @@ extern char **environ;
 
 static inline lp_test_run_t lp_test_run(const char *prog, char *const argv[], const char *const *vars,
                                         const lp_test_child_t *o) {
-  static const lp_test_child_t none = {NULL, NULL, 0, 0};
+  static const lp_test_child_t none = {NULL, NULL, 0, 0, 0};
   lp_test_run_t r = {-1, -1, NULL, NULL};
   char outp[256], errp[256];
   if (!o) o = &none;
@@ -214,6 +215,8 @@ static inline lp_test_run_t lp_test_run(const char *prog, char *const argv[], co
     if (o->cwd && chdir(o->cwd) != 0) _exit(126);
     struct rlimit rl = {o->fsize, o->fsize};
     if (o->fsize && setrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(126);
+    struct rlimit cpu = {o->cpu, o->cpu};
+    if (o->cpu && setrlimit(RLIMIT_CPU, &cpu) != 0) _exit(126);
     if (o->inherit_env) {
       for (int k = 0; k < n - 1; k++) putenv(own[k]);
       execv(prog, argv);

@@ -7,10 +7,14 @@
 #include "config.h"
 
 #include "internal.h" /* lp__profile_start_manual, lp__profile_sample_now */
+#include "jsonesc.h"  /* lp__utf8_seq: the UTF-8 decoder the outputs are checked with */
 #include "labelprof.h"
+#include "pb_write.h"
 #include "runner.h"
 
 #include <ctype.h>
+#include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
@@ -40,7 +44,7 @@ static run_t run_in(const char *in, const char *const *args) {
   argv[n++] = tool;
   for (; args[n - 1] && n < 31; n++) argv[n] = (char *)args[n - 1];
   argv[n] = NULL;
-  lp_test_child_t c = {in, NULL, 0, 1};
+  lp_test_child_t c = {in, NULL, 0, 1, 0};
   lp_test_run_t t = lp_test_run(tool, argv, NULL, &c);
   run_t r = {lp_test_exit_code(&t), t.out, t.err};
   return r;
@@ -1182,6 +1186,473 @@ static void test_cmd_json_any_label(void) {
   run_free(&r);
 }
 
+/* ---- hostile input (#37) ------------------------------------------------------------ */
+
+/* Runs labelprof with argv under a CPU-time limit (a guard against a hang: the work takes well under it). */
+static run_t run_cpu(rlim_t seconds, const char *const *args) {
+  char *argv[32];
+  int n = 0;
+  argv[n++] = tool;
+  for (; args[n - 1] && n < 31; n++) argv[n] = (char *)args[n - 1];
+  argv[n] = NULL;
+  lp_test_child_t c = {NULL, NULL, 0, 1, seconds * lp_test_slow() * (LP_TEST_SANITIZED ? 4 : 1)};
+  lp_test_run_t t = lp_test_run(tool, argv, NULL, &c);
+  run_t r = {lp_test_exit_code(&t), t.out, t.err};
+  return r;
+}
+#define RUN_CPU(seconds, ...) run_cpu((seconds), (const char *const[]){__VA_ARGS__, NULL})
+
+/*
+ * Text XML 1.0 can hold, as the flame graph must be: valid UTF-8 (the
+ * project's decoder), no U+FFFE or U+FFFF, and no control character but
+ * tab, newline and carriage return. Returns the offset of the first bad
+ * byte, or -1.
+ */
+static long xml_bad_at(const char *text) {
+  const unsigned char *s = (const unsigned char *)text, *end = s + strlen(text);
+  for (const unsigned char *p = s; p < end;) {
+    unsigned cp;
+    if (*p < 0x80) {
+      if (*p < 0x20 && *p != '\t' && *p != '\n' && *p != '\r') return (long)(p - s);
+      p++;
+      continue;
+    }
+    size_t n = lp__utf8_seq(p, end, &cp);
+    if (!n || cp == 0xfffe || cp == 0xffff) return (long)(p - s);
+    p += n;
+  }
+  return -1;
+}
+
+/*
+ * Row 1: labels with bytes that are not UTF-8, U+FFFE and U+FFFF, and
+ * control characters, read from JSON, folded stacks, systrace and Perfetto:
+ * the flame graph (and --diff) is text XML can hold, each such label shown
+ * with U+FFFD, and XML's specials escaped.
+ */
+static void test_cmd_svg_any_label(void) {
+  static const char *const inputs[] = {"fuzz/hostile-names.json", "fuzz/hostile-names.folded", "fuzz/hostile-names.txt",
+                                       "fuzz/hostile-names.pftrace"};
+  for (size_t i = 0; i < sizeof inputs / sizeof *inputs; i++) {
+    run_t r = RUN("flamegraph", data(inputs[i]));
+    CU_ASSERT_EQUAL(r.status, 0);
+    long bad = xml_bad_at(r.out);
+    if (bad >= 0) fprintf(stderr, "\n%s: the SVG's byte %ld cannot be XML: ...%.40s\n", inputs[i], bad, r.out + bad);
+    CU_ASSERT_EQUAL(bad, -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "\xef\xbf\xbd")); /* U+FFFD where a label had what XML cannot hold */
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "a&lt;b&gt;&amp;&apos;&quot;c"));
+    run_free(&r);
+  }
+  run_t r = RUN("flamegraph", data("fuzz/hostile-names.json"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "nonchar \xef\xbf\xbd ffff"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "nonchar \xef\xbf\xbd fffe"));
+  run_free(&r);
+  r = RUN("flamegraph", data("fuzz/hostile-names.folded"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "bad \xef\xbf\xbd byte"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "overlong \xef\xbf\xbd\xef\xbf\xbd nul"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "ctl \xef\xbf\xbd\xef\xbf\xbd end"));
+  run_free(&r);
+  r = RUN("flamegraph", "--diff", data("fuzz/hostile-names.json"), data("fuzz/hostile-names.folded"));
+  CU_ASSERT_EQUAL(r.status, 0);
+  CU_ASSERT_EQUAL(xml_bad_at(r.out), -1);
+  run_free(&r);
+  r = RUN("flamegraph", "--title", "bad \xff title \x01", data("fuzz/hostile-names.json"));
+  CU_ASSERT_EQUAL(xml_bad_at(r.out), -1);
+  run_free(&r);
+}
+
+/* Row 10: no csv cell starts with a formula's first character, and none holds bytes that are not UTF-8. */
+static void test_cmd_csv_inert(void) {
+  static const char *const inputs[] = {"fuzz/hostile-names.json", "fuzz/hostile-names.folded",
+                                       "fuzz/hostile-names.pftrace"};
+  for (size_t i = 0; i < sizeof inputs / sizeof *inputs; i++) {
+    run_t r = RUN("stats", "--by", "thread", "--format", "csv", data(inputs[i]));
+    CU_ASSERT_EQUAL(r.status, 0);
+    /* Every cell: each line's fields, split outside quotes; a quoted cell's first character after its quote. */
+    for (const char *l = r.out; *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : l + strlen(l)) {
+      bool quoted = false, start = true;
+      for (const char *c = l; *c && (quoted || *c != '\n'); c++) {
+        if (start) {
+          const char *first = *c == '"' ? c + 1 : c;
+          bool formula = *first && strchr("=+@\t\r", *first);
+          if (*first == '-' && !(first[1] >= '0' && first[1] <= '9' && *c != '"')) formula = true; /* numbers: -5 */
+          if (formula) fprintf(stderr, "\n%s: a csv cell starts with a formula: %.30s\n", inputs[i], c);
+          CU_ASSERT(!formula);
+          start = false;
+        }
+        if (*c == '"') quoted = !quoted;
+        else if (*c == ',' && !quoted) start = true;
+      }
+    }
+    for (const unsigned char *p = (const unsigned char *)r.out, *end = p + strlen(r.out); p < end;) {
+      unsigned cp;
+      size_t n = *p < 0x80 ? 1 : lp__utf8_seq(p, end, &cp);
+      CU_ASSERT_FATAL(n > 0);
+      p += n;
+    }
+    run_free(&r);
+  }
+  run_t r = RUN("stats", "--format", "csv", data("fuzz/hostile-names.json"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "\n\"'=HYPERLINK(\"\"http://example.com\"\")\","));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "\n\"'+1\","));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "\n\"'-2\","));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "\n\"'@SUM(A1)\","));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "\n\"'\tTab\","));
+  run_free(&r);
+}
+
+/* Row 11: a 3,000-deep stack prints lines of bounded indentation, each deeper one saying its level. */
+static void test_cmd_tree_deep_stack(void) {
+  enum { DEPTH = 3000 };
+  FILE *f = fopen(tmp("deep.folded"), "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fputs("f 1\n", f); /* a first line of its own, short, as the reader knows folded stacks by it */
+  for (int d = 0; d < DEPTH; d++) fputs(d ? ";f" : "f", f);
+  fputs(" 1000\n", f);
+  CU_ASSERT_EQUAL_FATAL(fclose(f), 0);
+  run_t r = RUN("tree", tmp("deep.folded"));
+  CU_ASSERT_EQUAL(r.status, 0);
+  size_t len = strlen(r.out);
+  if (len >= (size_t)(2 << 20)) fprintf(stderr, "\ntree printed %zu bytes for a %d-deep stack\n", len, DEPTH);
+  CU_ASSERT(len < (size_t)(2 << 20)); /* 4 spaces a level would be 36 MB */
+  char want[64];
+  snprintf(want, sizeof want, "[level %d] 99.90%% f\n", DEPTH);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, want));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "\n    99.90% f\n")); /* level 2, indented */
+  run_free(&r);
+  unlink(tmp("deep.folded"));
+}
+
+/*
+ * Row 6: flamegraph --diff of two profiles with 150,000 siblings under one
+ * frame finishes well inside a CPU-time limit (each child of NEW was looked
+ * for among all of BASE's: about a minute here; now a fraction of a second).
+ */
+static void test_cmd_diff_many_siblings(void) {
+  enum { N = 150000 };
+  for (int k = 0; k < 2; k++) {
+    FILE *f = fopen(tmp(k ? "new.folded" : "base.folded"), "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    for (int i = 0; i < N; i++) fprintf(f, "main;sibling %06d %d\n", i, 1000 + (k ? (i % 7) : 0));
+    CU_ASSERT_EQUAL_FATAL(fclose(f), 0);
+  }
+  run_t r = RUN_CPU(20, "flamegraph", "--diff", tmp("base.folded"), tmp("new.folded"));
+  CU_ASSERT_EQUAL(r.status, 0); /* -1: killed at the limit */
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "</svg>"));
+  run_free(&r);
+  unlink(tmp("base.folded"));
+  unlink(tmp("new.folded"));
+}
+
+/*
+ * Many processes, each named: process names were looked up, and added, by
+ * scanning them all (150,000 named processes: minutes); now by a hash,
+ * under a CPU-time guard, with --by thread's titles naming each lane's.
+ */
+static void test_cmd_many_processes(void) {
+  enum { N = 150000 };
+  FILE *f = fopen(tmp("procs.json"), "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fputs("[", f);
+  for (int i = 0; i < N; i++)
+    fprintf(f, "%s{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"proc %d\"}},\n"
+               "{\"ph\":\"X\",\"name\":\"work\",\"pid\":%d,\"tid\":1,\"ts\":%d,\"dur\":1}",
+            i ? "," : "", i, i, i, i);
+  fputs("]\n", f);
+  CU_ASSERT_EQUAL_FATAL(fclose(f), 0);
+  run_t r = RUN_CPU(20, "stats", "--by", "thread", "--format", "csv", tmp("procs.json"));
+  CU_ASSERT_EQUAL(r.status, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "\n\"proc 149999 pid 149999, tid 1\",work,1,1000,"));
+  run_free(&r);
+  unlink(tmp("procs.json"));
+}
+
+/* Row 4: 32 MiB of blank lines in folded stacks are read well inside a CPU-time limit (once 17.6 s per 16 MiB). */
+static void test_cmd_folded_blank_lines(void) {
+  FILE *f = fopen(tmp("blank.folded"), "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  static char nl[1 << 16];
+  memset(nl, '\n', sizeof nl);
+  fputs("a;b 7\n", f);
+  for (int i = 0; i < 512; i++) CU_ASSERT_EQUAL(fwrite(nl, 1, sizeof nl, f), sizeof nl);
+  fputs("a 3\n", f);
+  CU_ASSERT_EQUAL_FATAL(fclose(f), 0);
+  run_t r = RUN_CPU(10, "folded", tmp("blank.folded"));
+  CU_ASSERT_EQUAL(r.status, 0);
+  expect_text(r.out, "a 3\na;b 7\n");
+  run_free(&r);
+  unlink(tmp("blank.folded"));
+}
+
+/*
+ * Row 5: a 16 MiB name in JSON is refused where it passes 1 MiB, not where
+ * it ends (the limit acts as the bytes arrive); a 16 MiB string the views do
+ * not use (an arg, systemTraceEvents) is skipped and the trace reads.
+ */
+static void test_cmd_json_long_strings(void) {
+  const size_t big = (size_t)16 << 20;
+  char *s = malloc(big + 1);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  memset(s, 'x', big);
+  s[big] = '\0';
+  FILE *f = fopen(tmp("long-name.json"), "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fprintf(f, "[{\"ph\":\"X\",\"ts\":0,\"dur\":1,\"pid\":1,\"tid\":1,\"name\":\"%s\"}]\n", s);
+  CU_ASSERT_EQUAL_FATAL(fclose(f), 0);
+  run_t r = RUN("stats", tmp("long-name.json"));
+  CU_ASSERT_EQUAL(r.status, 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "longer than 1 MiB"));
+  const char *at = strstr(r.err, "long-name.json:1:");
+  CU_ASSERT_PTR_NOT_NULL(at);
+  if (at) { /* the column where the name passed 1 MiB */
+    long col = strtol(at + strlen("long-name.json:1:"), NULL, 10);
+    CU_ASSERT(col > (1 << 20) && col < (1 << 20) + 100);
+  }
+  run_free(&r);
+  f = fopen(tmp("long-arg.json"), "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fprintf(f, "{\"systemTraceEvents\":\"%s\",\"traceEvents\":[{\"ph\":\"X\",\"ts\":0,\"dur\":1,\"pid\":1,\"tid\":1,"
+             "\"name\":\"a\",\"args\":{\"blob\":\"%s\\\"\\u00e9\\n\",\"\\u0000%s\":1}}]}\n", s, s, s);
+  CU_ASSERT_EQUAL_FATAL(fclose(f), 0);
+  r = RUN("stats", "--format", "csv", "--max-memory", "8M", tmp("long-arg.json"));
+  CU_ASSERT_EQUAL(r.status, 0);
+  expect_text(r.out, "label,calls,total_ns,self_ns,mean_ns,min_ns,p50_ns,p95_ns,p99_ns,max_ns,self_percent\n"
+                     "a,1,1000,1000,1000,1000,1000,1000,1000,1000,100.0000\n");
+  run_free(&r);
+  free(s);
+  unlink(tmp("long-name.json"));
+  unlink(tmp("long-arg.json"));
+}
+
+/* A gzip file of what w holds. */
+static void write_gz(const char *path, const pbw_t *w) {
+  CU_ASSERT_FATAL(!w->failed);
+  gzFile gz = gzopen(path, "wb");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(gz);
+  for (size_t off = 0; off < w->n;) {
+    unsigned k = w->n - off > (1u << 30) ? 1u << 30 : (unsigned)(w->n - off);
+    CU_ASSERT_EQUAL_FATAL(gzwrite(gz, w->b + off, k), (int)k);
+    off += k;
+  }
+  CU_ASSERT_EQUAL_FATAL(gzclose(gz), Z_OK);
+}
+
+/* A pprof profile: one sample (f, 100 ns of wall time); `strings` more empty strings, or one string of `big` bytes. */
+static void pprof_with(pbw_t *w, size_t strings, size_t big) {
+  pbw_t m = {0}, l = {0};
+  pbw_uint(&m, 1, 1), pbw_uint(&m, 2, 2), pbw_sub(w, 1, &m); /* sample_type wall/nanoseconds */
+  pbw_uint(&m, 1, 1), pbw_uint(&m, 2, 100), pbw_sub(w, 2, &m); /* sample: location 1, 100 */
+  pbw_uint(&l, 1, 1), pbw_uint(&m, 1, 1), pbw_sub(&m, 4, &l), pbw_sub(w, 4, &m); /* location 1: function 1 */
+  pbw_uint(&m, 1, 1), pbw_uint(&m, 2, 3), pbw_sub(w, 5, &m); /* function 1: name "f" */
+  pbw_str(w, 6, ""), pbw_str(w, 6, "wall"), pbw_str(w, 6, "nanoseconds"), pbw_str(w, 6, "f");
+  for (size_t i = 0; i < strings; i++) pbw_str(w, 6, "");
+  if (big) {
+    pbw_varint(w, 6 << 3 | 2);
+    pbw_varint(w, big);
+    for (size_t k = 0; k < big; k += 4096) {
+      static const char pad[4096] = {'p'};
+      pbw_bytes(w, pad, big - k < 4096 ? big - k : 4096);
+    }
+  }
+  pbw_free(&m);
+  pbw_free(&l);
+}
+
+/*
+ * Row 3: --max-memory bounds what the readers hold: a pprof of 4 M empty
+ * strings (an 8 MB file, 30 KB gzipped) and a Perfetto trace naming 200,000
+ * sequences stop at a 16 MiB cap, naming the cap; without it, both read.
+ * A 64 MiB pprof string and an 8 MiB Perfetto track name are refused, the
+ * string at its header, before its bytes are held.
+ */
+static void test_cmd_memory_cap_readers(void) {
+  pbw_t w = {0};
+  pprof_with(&w, 4u << 20, 0);
+  write_gz(tmp("strings.pb.gz"), &w);
+  pbw_free(&w);
+  run_t r = RUN("folded", "--max-memory", "16M", tmp("strings.pb.gz"));
+  CU_ASSERT_EQUAL(r.status, 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "more than 16 MiB of memory (the cap, --max-memory)"));
+  run_free(&r);
+  r = RUN("folded", tmp("strings.pb.gz"));
+  CU_ASSERT_EQUAL(r.status, 0);
+  expect_text(r.out, "f 100\n");
+  run_free(&r);
+  pprof_with(&w, 0, (size_t)64 << 20);
+  write_gz(tmp("string.pb.gz"), &w);
+  pbw_free(&w);
+  r = RUN("folded", tmp("string.pb.gz"));
+  CU_ASSERT_EQUAL(r.status, 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "a string of 67108864 bytes in the string table"));
+  const char *at = strstr(r.err, "string.pb.gz: byte ");
+  CU_ASSERT(at && strtol(at + strlen("string.pb.gz: byte "), NULL, 10) < 100); /* its header, near the start */
+  run_free(&r);
+  /* Perfetto: each packet a sequence of its own. */
+  pbw_t p = {0}, t = {0};
+  for (uint32_t seq = 1; seq <= 200000; seq++) {
+    pbw_uint(&t, 10, seq);
+    pbw_uint(&t, 13, 1);
+    pbw_sub(&w, 1, &t);
+  }
+  write_gz(tmp("seqs.pftrace.gz"), &w);
+  pbw_free(&w);
+  r = RUN("stats", "--max-memory", "16M", tmp("seqs.pftrace.gz"));
+  CU_ASSERT_EQUAL(r.status, 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "more than 16 MiB of memory (the cap, --max-memory)"));
+  run_free(&r);
+  r = RUN("stats", tmp("seqs.pftrace.gz"));
+  CU_ASSERT_EQUAL(r.status, 0);
+  run_free(&r);
+  /* A track named by 8 MiB. */
+  pbw_t d = {0};
+  char *name = malloc((8u << 20) + 1);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(name);
+  memset(name, 'n', 8u << 20);
+  name[8u << 20] = '\0';
+  pbw_uint(&d, 1, 5), pbw_str(&d, 2, name), pbw_sub(&p, 60, &d);
+  pbw_uint(&p, 10, 1), pbw_sub(&w, 1, &p);
+  write_gz(tmp("track.pftrace.gz"), &w);
+  pbw_free(&w);
+  pbw_free(&p);
+  pbw_free(&t);
+  pbw_free(&d);
+  free(name);
+  r = RUN("stats", tmp("track.pftrace.gz"));
+  CU_ASSERT_EQUAL(r.status, 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "a track's name longer than 1 MiB"));
+  run_free(&r);
+  unlink(tmp("strings.pb.gz"));
+  unlink(tmp("string.pb.gz"));
+  unlink(tmp("seqs.pftrace.gz"));
+  unlink(tmp("track.pftrace.gz"));
+}
+
+/*
+ * Row 2: a Profile message's fields in any order: here from 14 down to 1,
+ * the reverse of labelprof's own; and the profiles Go's runtime wrote
+ * (tests/data/cmd/fuzz/profile-go-runtime-*.pprof: time_nanos or
+ * period_type first).
+ */
+static void test_cmd_pprof_any_field_order(void) {
+  pbw_t w = {0}, m = {0}, l = {0};
+  pbw_uint(&w, 14, 1);                                    /* default_sample_type */
+  pbw_uint(&w, 13, 0);                                    /* comment */
+  pbw_uint(&w, 12, 1000);                                 /* period */
+  pbw_uint(&m, 1, 1), pbw_uint(&m, 2, 2), pbw_sub(&w, 11, &m); /* period_type */
+  pbw_uint(&w, 10, 5), pbw_uint(&w, 9, 7), pbw_uint(&w, 8, 0), pbw_uint(&w, 7, 0);
+  pbw_str(&w, 6, ""), pbw_str(&w, 6, "wall"), pbw_str(&w, 6, "nanoseconds"), pbw_str(&w, 6, "g"), pbw_str(&w, 6, "f");
+  pbw_uint(&m, 1, 1), pbw_uint(&m, 2, 3), pbw_sub(&w, 5, &m); /* function 1: g */
+  pbw_uint(&m, 1, 2), pbw_uint(&m, 2, 4), pbw_sub(&w, 5, &m); /* function 2: f */
+  pbw_uint(&l, 1, 1), pbw_uint(&m, 1, 1), pbw_sub(&m, 4, &l), pbw_sub(&w, 4, &m);
+  pbw_uint(&l, 1, 2), pbw_uint(&m, 1, 2), pbw_sub(&m, 4, &l), pbw_sub(&w, 4, &m);
+  pbw_uint(&m, 1, 1), pbw_sub(&w, 3, &m);                  /* mapping */
+  pbw_uint(&m, 1, 1), pbw_uint(&m, 1, 2), pbw_uint(&m, 2, 100), pbw_sub(&w, 2, &m); /* sample: g in f */
+  pbw_uint(&m, 1, 1), pbw_uint(&m, 2, 2), pbw_sub(&w, 1, &m); /* sample_type, last */
+  CU_ASSERT_FATAL(!w.failed);
+  write_file(tmp("reversed.pprof"), (const char *)w.b, w.n);
+  pbw_free(&w);
+  pbw_free(&m);
+  pbw_free(&l);
+  run_t r = RUN("folded", tmp("reversed.pprof"));
+  CU_ASSERT_EQUAL(r.status, 0);
+  expect_text(r.out, "f;g 100\n");
+  run_free(&r);
+  unlink(tmp("reversed.pprof"));
+  r = RUN("folded", data("fuzz/profile-go-runtime-cpu.pprof"));
+  CU_ASSERT_EQUAL(r.status, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "main.burn "));
+  run_free(&r);
+  r = RUN("folded", data("fuzz/profile-go-runtime-heap.pprof"));
+  CU_ASSERT_EQUAL(r.status, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "runtime.main;main.main;main.allocate "));
+  run_free(&r);
+  /* Text is still not a profile. */
+  write_file(tmp("hello.txt"), "Hello, world\n", 13);
+  r = RUN("stats", tmp("hello.txt"));
+  CU_ASSERT_EQUAL(r.status, 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "not a format labelprof reads"));
+  run_free(&r);
+  unlink(tmp("hello.txt"));
+}
+
+/*
+ * Row 12: standard input is not copied whole before its format is known:
+ * a pipe that never ends (zeros) is refused after its first bytes, so the
+ * writer is stopped (EPIPE) long before 256 MiB.
+ */
+static void test_cmd_stdin_read_as_needed(void) {
+  int fds[2];
+  CU_ASSERT_EQUAL_FATAL(pipe(fds), 0);
+  char err[PATH_MAX];
+  snprintf(err, sizeof err, "%s", tmp("stdin.err"));
+  fflush(NULL);
+  pid_t pid = fork();
+  CU_ASSERT_FATAL(pid >= 0);
+  if (pid == 0) {
+    int e = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600), null = open("/dev/null", O_WRONLY);
+    if (e < 0 || null < 0 || dup2(fds[0], 0) < 0 || dup2(null, 1) < 0 || dup2(e, 2) < 0) _exit(126);
+    close(fds[1]);
+    execl(tool, tool, "stats", "-", (char *)NULL);
+    _exit(127);
+  }
+  close(fds[0]);
+  void (*was)(int) = signal(SIGPIPE, SIG_IGN);
+  static char zeros[1 << 16];
+  uint64_t written = 0;
+  while (written < (256u << 20)) {
+    ssize_t w = write(fds[1], zeros, sizeof zeros);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) break;
+    written += (uint64_t)w;
+  }
+  close(fds[1]);
+  signal(SIGPIPE, was);
+  int st;
+  CU_ASSERT_EQUAL_FATAL(waitpid(pid, &st, 0), pid);
+  CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+  CU_ASSERT(written < (8u << 20)); /* the pipe's buffer and the first read, not the whole stream */
+  char *said = lp_test_slurp(err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(said);
+  CU_ASSERT_PTR_NOT_NULL(strstr(said, "<stdin>:1:1: not a format labelprof reads"));
+  free(said);
+  unlink(err);
+}
+
+/* Row 12: stdin given twice, --max-memory 0, the size grammar of nnapi and layers. */
+static void test_cmd_hostile_usage(void) {
+  run_t r = RUN("diff", "-", "-");
+  CU_ASSERT_EQUAL(r.status, 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "standard input (-) is given twice"));
+  run_free(&r);
+  r = RUN("flamegraph", "--diff", "-", "-");
+  CU_ASSERT_EQUAL(r.status, 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "standard input (-) is given twice"));
+  run_free(&r);
+  r = RUN("stats", "-", data("x_sorted.json"), "-");
+  CU_ASSERT_EQUAL(r.status, 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "standard input (-) is given twice"));
+  run_free(&r);
+  static const char *const cmds[] = {"stats", "tree", "folded", "flamegraph", "pprof", "layers", "nnapi"};
+  for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
+    const char *in = i == 6 ? "../nnapi/driver.txt" : i == 5 ? "../layers/app.json" : "x_sorted.json";
+    r = RUN(cmds[i], "--max-memory", "0", data(in));
+    CU_ASSERT_EQUAL(r.status, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "--max-memory takes a size above 0"));
+    run_free(&r);
+    static const char *const sizes[] = {"none", "1GiB", "1T", "64M", "1048576"};
+    for (size_t k = 0; k < 5; k++) {
+      r = RUN(cmds[i], "--max-memory", sizes[k], data(in));
+      if (r.status != 0) fprintf(stderr, "\n%s --max-memory %s: %s", cmds[i], sizes[k], r.err);
+      CU_ASSERT_EQUAL(r.status, 0);
+      run_free(&r);
+    }
+  }
+  r = RUN("layers", "--max-memory", "1K", data("../layers/app.json"));
+  CU_ASSERT_EQUAL(r.status, 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "more than 1 KiB of memory"));
+  run_free(&r);
+}
+
 int main(void) {
   dir = lp_test_tmpdir("cmd");
   if (!realpath("tools/labelprof", tool)) {
@@ -1210,6 +1681,17 @@ int main(void) {
       LP_TEST(test_cmd_tree_matches_profile),
       LP_TEST(test_cmd_reads_relative_and_absolute_times),
       LP_TEST(test_cmd_json_any_label),
+      LP_TEST(test_cmd_svg_any_label),
+      LP_TEST(test_cmd_csv_inert),
+      LP_TEST(test_cmd_tree_deep_stack),
+      LP_TEST(test_cmd_diff_many_siblings),
+      LP_TEST(test_cmd_folded_blank_lines),
+      LP_TEST(test_cmd_many_processes),
+      LP_TEST(test_cmd_json_long_strings),
+      LP_TEST(test_cmd_memory_cap_readers),
+      LP_TEST(test_cmd_pprof_any_field_order),
+      LP_TEST(test_cmd_stdin_read_as_needed),
+      LP_TEST(test_cmd_hostile_usage),
       CU_TEST_INFO_NULL,
   };
   int rc = lp_test_main("cmd", tests);

@@ -288,6 +288,42 @@ static void test_pfread_clock_overflow(void) {
   run_free(&r);
 }
 
+/*
+ * Names longer than 4,095 bytes, kept whole (Perfetto's trace processor
+ * keeps them so): two 4,100-byte names that differ in their last byte are
+ * two labels, and the e-acute that ends a 4,096-byte name is not cut.
+ */
+static void test_pfread_long_names(void) {
+  run_t r = stats("pf_long_names.pftrace");
+  CU_ASSERT_EQUAL(r.status, 0);
+  CU_ASSERT_STRING_EQUAL(r.err, "");
+  char x[4100], y[4097], row[4400];
+  memset(x, 'x', 4099);
+  x[4099] = '\0';
+  memset(y, 'y', 4094);
+  memcpy(y + 4094, "\xc3\xa9", 3);
+  snprintf(row, sizeof row, "\n\"worker (pid 10, tid 11)\",%sa,1,1000,1000,", x);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, row));
+  snprintf(row, sizeof row, "\n\"worker (pid 10, tid 11)\",%sb,1,2000,2000,", x);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, row));
+  snprintf(row, sizeof row, "\n\"worker (pid 10, tid 11)\",%s,1,3000,3000,", y);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, row));
+  run_free(&r);
+}
+
+/*
+ * A NUL inside a name, inline or interned, does not end it: "alpha" and
+ * "alpha\0beta" are two labels, the second written alpha\u0000beta as the
+ * JSON reader writes "\u0000". (Perfetto's trace processor cuts the name at
+ * the NUL and merges them; labelprof keeps apart what the file keeps apart.)
+ */
+static void test_pfread_nul_names(void) {
+  expect_rows("pf_nul_names.pftrace",
+              "\"worker (pid 10, tid 11)\",alpha\\u0000beta,1,3000,3000,3000,3000,3000,3000,3000,3000,46.1538\n"
+              "\"worker (pid 10, tid 11)\",alpha,1,1000,1000,1000,1000,1000,1000,1000,1000,15.3846\n"
+              "\"worker (pid 10, tid 11)\",gamma\\u0000delta,1,500,500,500,500,500,500,500,500,7.6923\n");
+}
+
 int main(void) {
   if (!realpath("tools/labelprof", tool)) {
     perror("test_pfread: setup (run from the build directory)");
@@ -303,6 +339,8 @@ int main(void) {
       LP_TEST(test_pfread_track_said_tid),
       LP_TEST(test_pfread_many_tracks),
       LP_TEST(test_pfread_clock_overflow),
+      LP_TEST(test_pfread_long_names),
+      LP_TEST(test_pfread_nul_names),
       CU_TEST_INFO_NULL,
   };
   return lp_test_main("pfread", tests);

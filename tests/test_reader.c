@@ -57,7 +57,7 @@ static int read_text(const char *text, sink_state_t *s) {
   CU_ASSERT_EQUAL_FATAL(fclose(f), 0);
   lp_input_t *in = lp_input_open(path);
   CU_ASSERT_PTR_NOT_NULL_FATAL(in);
-  lp_sink_t sink = {s, record};
+  lp_sink_t sink = {s, record, NULL};
   int rc = lp_read_input(in, &sink);
   lp_input_close(in);
   return rc;
@@ -159,6 +159,103 @@ static void test_reader_sniff(void) {
   CU_ASSERT(!lp_json_reader.sniff((const unsigned char *)"", 0));
 }
 
+/* Profiles and folded stacks by their first bytes, whatever their first field or the length of their first line. */
+static void test_reader_sniff_profiles(void) {
+  char line[700];
+  memset(line, 'f', sizeof line);
+  for (size_t i = 10; i < sizeof line; i += 10) line[i] = ';';
+  CU_ASSERT(lp_folded_reader.sniff((const unsigned char *)line, 512)); /* a first line longer than the bytes peeked */
+  CU_ASSERT(lp_folded_reader.sniff((const unsigned char *)"main;f 12\n", 10));
+  CU_ASSERT(!lp_folded_reader.sniff((const unsigned char *)"Hello, world", 12));
+  /* pprof: time_nanos first (Go's CPU profiles), period_type first (its heap profiles), sample_type first (ours). */
+  static const unsigned char cpu[] = {0x48, 0xf4, 0xe4, 0xfc, 0xef, 0x85, 0xd3, 0xb6, 0xf7, 0x18, 0x0a, 0x04, 0x08, 0x01, 0x10, 0x02};
+  static const unsigned char heap[] = {0x5a, 0x04, 0x08, 0x01, 0x10, 0x02, 0x60, 0x01, 0x0a, 0x04, 0x08, 0x03, 0x10, 0x04};
+  static const unsigned char ours[] = {0x0a, 0x04, 0x08, 0x01, 0x10, 0x02, 0x0a, 0x04, 0x08, 0x03, 0x10, 0x04};
+  CU_ASSERT(lp_pprof_reader.sniff(cpu, sizeof cpu));
+  CU_ASSERT(lp_pprof_reader.sniff(heap, sizeof heap));
+  CU_ASSERT(lp_pprof_reader.sniff(ours, sizeof ours));
+  /* Not a profile: text, a Perfetto packet (field 1 holding a TracePacket's timestamp, 0x40), field 15. */
+  static const unsigned char perfetto[] = {0x0a, 0x04, 0x40, 0xe8, 0x07, 0x50, 0x0a, 0x00};
+  static const unsigned char f15[] = {0x78, 0x01};
+  CU_ASSERT(!lp_pprof_reader.sniff((const unsigned char *)"Hello, world\n", 13));
+  CU_ASSERT(!lp_pprof_reader.sniff(perfetto, sizeof perfetto));
+  CU_ASSERT(!lp_pprof_reader.sniff(f15, sizeof f15));
+}
+
+/*
+ * Strings longer than 1 MiB in JSON: the ones the views use are refused,
+ * the others (keys, args, systemTraceEvents) skipped, cut by chunk
+ * boundaries at every state (after a backslash, inside \uXXXX, inside a
+ * UTF-8 sequence), with the events around them and their lines unchanged.
+ * Numbers longer than 1024 characters are refused.
+ */
+static void test_reader_json_long_tokens(void) {
+  static const char *const pieces[] = {"a", "\\\\", "\\\"", "\\u00e9", "\xc3\xa9", "\xf0\x9f\x98\x80", "\\n"};
+  size_t cap = (size_t)3 << 20;
+  char *blob = malloc(cap + 16);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(blob);
+  for (int shift = 0; shift < 7; shift++) { /* where the pieces fall against the reader's 256 KiB chunks */
+    size_t n = 0;
+    for (size_t i = (size_t)shift; n < cap;) { /* the pieces in another order each time */
+      const char *p = pieces[i++ % 7];
+      memcpy(blob + n, p, strlen(p));
+      n += strlen(p);
+    }
+    blob[n] = '\0';
+    size_t len = 4 * n + 600;
+    char *text = malloc(len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+    static const char pad[] = "aaaaaaaaaaaaaaaaaaaaa";
+    snprintf(text, len,
+             "{\"systemTraceEvents\":\"%s\",\"traceEvents\":[\n"
+             "{\"ph\":\"X\",\"name\":\"one\",\"pid\":1,\"tid\":1,\"ts\":1,\"dur\":2,\"args\":{\"blob\":\"%.*s%s\"}},\n"
+             "{\"ph\":\"X\",\"name\":\"two\",\"pid\":1,\"tid\":1,\"ts\":5,\"dur\":1,\"args\":{\"%.*s%s\":[\"%.*s%s\"]}}\n]}\n",
+             blob, shift, pad, blob, 2 * shift, pad, blob, 3 * shift, pad, blob);
+    sink_state_t st = {0};
+    CU_ASSERT_EQUAL(read_text(text, &st), 0);
+    CU_ASSERT_EQUAL(st.n, 2);
+    CU_ASSERT_STRING_EQUAL(st.ev[0].name, "one");
+    CU_ASSERT_STRING_EQUAL(st.ev[1].name, "two");
+    CU_ASSERT_EQUAL(st.ev[1].line, 3);
+    CU_ASSERT_EQUAL(st.ev[1].column, 1);
+    free(text);
+  }
+  /*
+   * A string cut by a chunk's end and shorter than 1 MiB, then more than 1 MiB with no quote and no bracket
+   * (blanks): what follows the string's end is outside it, not the start of another.
+   */
+  {
+    size_t blanks = (size_t)3 << 20, len = 400000 + blanks + 200;
+    char *text = malloc(len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+    int k = snprintf(text, len, "[{\"ph\":\"X\",\"name\":\"a\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":1,\"args\":{\"k\":\"");
+    memset(text + k, 'x', 300000);
+    text[k + 300000] = '"';
+    memset(text + k + 300001, ' ', blanks);
+    snprintf(text + k + 300001 + blanks, 100, "}}]");
+    sink_state_t st = {0};
+    CU_ASSERT_EQUAL(read_text(text, &st), 0);
+    CU_ASSERT_EQUAL(st.n, 1);
+    free(text);
+  }
+  /* A name that long is refused. */
+  size_t n = strlen(blob);
+  char *text = malloc(n + 200);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+  snprintf(text, n + 200, "[{\"ph\":\"X\",\"name\":\"%s\",\"pid\":1,\"tid\":1,\"ts\":1,\"dur\":2}]", blob);
+  sink_state_t st = {0};
+  CU_ASSERT_EQUAL(read_text(text, &st), LP_READ_BAD);
+  CU_ASSERT_EQUAL(st.n, 0);
+  /* A number of 2000 digits, even where nothing uses it. */
+  memset(blob, '7', 2000);
+  blob[2000] = '\0';
+  snprintf(text, n + 200, "[{\"ph\":\"X\",\"name\":\"a\",\"pid\":1,\"tid\":1,\"ts\":1,\"dur\":2,\"args\":{\"k\":%s}}]", blob);
+  memset(&st, 0, sizeof st);
+  CU_ASSERT_EQUAL(read_text(text, &st), LP_READ_BAD);
+  free(text);
+  free(blob);
+}
+
 int main(void) {
   dir = lp_test_tmpdir("reader");
   CU_TestInfo tests[] = {
@@ -167,6 +264,8 @@ int main(void) {
       LP_TEST(test_reader_forms),
       LP_TEST(test_reader_sniff),
       LP_TEST(test_reader_nul_in_strings),
+      LP_TEST(test_reader_sniff_profiles),
+      LP_TEST(test_reader_json_long_tokens),
       CU_TEST_INFO_NULL,
   };
   int rc = lp_test_main("reader", tests);

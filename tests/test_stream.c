@@ -772,6 +772,60 @@ static void test_stream_rotation_after_a_failed_open(void) {
   rmdir(away);
 }
 
+/*
+ * A numbered name that grows past the file system's NAME_MAX (255 bytes
+ * here at file 10): every later name is longer still, so the message at
+ * the stop says that everything from that file on is lost, not just what
+ * went "to the next rotation". Files 1 to 9 are whole.
+ */
+static void test_stream_rotation_name_too_long(void) {
+  char prefix[256], path[600], err_path[300];
+  memset(prefix, 'n', 245);
+  prefix[245] = '\0'; /* 245 + "-9.pftrace" is 255 bytes; "-10.pftrace" makes 256 */
+  snprintf(path, sizeof path, "%s/%s-%%n.pftrace", dir, prefix);
+  snprintf(err_path, sizeof err_path, "%s/stop-stderr", dir);
+  lp_trace_opts_t o = stream_opts(path, 64 * LP__CHUNK_BYTES);
+  o.rotate_bytes = 32768;
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(&o), 0);
+  int rc = 0;
+  for (int i = 0; i < 60 && rc == 0; i++) { /* until the rotation to file 10 fails */
+    work(3000);
+    rc = lp__trace_stream_sync();
+  }
+  CU_ASSERT_EQUAL(rc, -ENAMETOOLONG);
+  work(6000); /* and later rotations, which fail the same way */
+  CU_ASSERT_EQUAL(lp__trace_stream_sync(), -ENAMETOOLONG);
+  fflush(stderr);
+  int saved = dup(2), err = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  CU_ASSERT_FATAL(saved >= 0 && err >= 0 && dup2(err, 2) == 2);
+  CU_ASSERT_EQUAL(lp_trace_stop(), -ENAMETOOLONG);
+  fflush(stderr);
+  CU_ASSERT_FATAL(dup2(saved, 2) == 2);
+  close(saved);
+  close(err);
+  size_t n;
+  uint8_t *bytes = read_all(err_path, &n);
+  char *said = calloc(1, n + 1);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(said);
+  memcpy(said, bytes, n);
+  free(bytes);
+  CU_ASSERT(strstr(said, "-10.pftrace': ") != NULL);
+  CU_ASSERT(strstr(said, "every later file's, is too long: what was recorded from then on is in no file") != NULL);
+  CU_ASSERT(strstr(said, "to the next rotation") == NULL);
+  if (!strstr(said, "is in no file")) fprintf(stderr, "\nthe stop said: %s\n", said);
+  free(said);
+  unlink(err_path);
+  for (unsigned k = 1; k <= 9; k++) {
+    char f[600];
+    snprintf(f, sizeof f, "%s/%s-%u.pftrace", dir, prefix, k);
+    pd_trace_t t;
+    memset(&t, 0, sizeof t);
+    CU_ASSERT_EQUAL(pd_decode(&t, f), 0); /* whole */
+    pd_free(&t.lines);
+    unlink(f);
+  }
+}
+
 static char env_child[4096];
 
 /* LABELPROF_TRACE_MODE=stream: the environment's session streamed to LABELPROF_TRACE, numbered by rotation. */
@@ -860,6 +914,7 @@ int main(int argc, char **argv) {
       LP_TEST(test_stream_empty_session_keeps_its_notes),
       LP_TEST(test_stream_write_error_keeps_a_trace),
       LP_TEST(test_stream_rotation_after_a_failed_open),
+      LP_TEST(test_stream_rotation_name_too_long),
       LP_TEST(test_stream_encoder_on_chunks),
       LP_TEST(test_stream_env),                LP_TEST(test_stream_env_dump_flushes),
       LP_TEST(test_stream_env_json_falls_back),

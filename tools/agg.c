@@ -76,36 +76,29 @@ static uint32_t hash64(uint64_t x) {
   return (uint32_t)x;
 }
 
+/*
+ * A label's hash, eight bytes at a time (a label may be 1 MiB long, and each
+ * B event hashes its name): its length first, then each word multiplied in,
+ * then mixed. Equal texts hash alike; that is all a table needs.
+ */
 static uint32_t hash_str(const char *s) {
-  uint64_t h = 1469598103934665603ull;
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-  return hash64(h);
+  size_t n = strlen(s);
+  uint64_t h = n * 0x9e3779b97f4a7c15ull, w;
+  for (; n >= 8; s += 8, n -= 8) {
+    memcpy(&w, s, 8);
+    h = (h ^ w) * 0xff51afd7ed558ccdull;
+    h ^= h >> 29;
+  }
+  w = 0;
+  memcpy(&w, s, n);
+  return hash64(h ^ w);
 }
 
 /* ---- memory ------------------------------------------------------------------------ */
 
-#define BLOCK_OVERHEAD 16 /* what the allocator keeps beside each block, about */
+#define BLOCK_OVERHEAD 16 /* what the allocator keeps beside each block, about (as lp_mem_realloc counts) */
 
-uint64_t lp_agg_max_memory; /* 0: lp_mem_default_cap() */
-
-void *lp_mem_realloc(lp_mem_t *m, void *p, size_t old, size_t size) {
-  if (!m) return realloc(p, size);
-  uint64_t drop = p ? old : 0, add = size + (p ? 0 : BLOCK_OVERHEAD);
-  if (m->cap && m->used - drop + add > m->cap) {
-    m->over = true;
-    return NULL;
-  }
-  void *q = realloc(p, size);
-  if (!q) return NULL;
-  m->used = m->used - drop + add;
-  return q;
-}
-
-void lp_mem_free(lp_mem_t *m, void *p, size_t size) {
-  if (!p) return;
-  if (m) m->used -= size + BLOCK_OVERHEAD;
-  free(p);
-}
+uint64_t lp_agg_max_memory; /* 0: lp_mem_default_cap(); UINT64_MAX: no cap */
 
 static void *mem_calloc(lp_mem_t *m, size_t n, size_t size) {
   void *p = lp_mem_realloc(m, NULL, 0, n * size);
@@ -119,9 +112,13 @@ uint64_t lp_mem_default_cap(void) {
   return half < (256ull << 20) ? 256ull << 20 : half;
 }
 
+uint64_t lp_mem_cap(void) {
+  return lp_agg_max_memory == 0 ? lp_mem_default_cap() : lp_agg_max_memory == UINT64_MAX ? 0 : lp_agg_max_memory;
+}
+
 int lp_parse_size(const char *s, uint64_t *bytes) {
   if (strcmp(s, "none") == 0) {
-    *bytes = 0;
+    *bytes = UINT64_MAX;
     return 1;
   }
   uint64_t v = 0;
@@ -142,7 +139,7 @@ int lp_parse_size(const char *s, uint64_t *bytes) {
   }
   if (shift && *++p == 'i') p++; /* "MiB" */
   if (shift && (*p == 'B' || *p == 'b')) p++;
-  if (*p || (shift && v > UINT64_MAX >> shift)) return 0;
+  if (*p || v == 0 || (shift && v > UINT64_MAX >> shift) || v << shift == UINT64_MAX) return 0;
   *bytes = v << shift;
   return 1;
 }
@@ -169,16 +166,7 @@ static inline int64_t sat_add(int64_t x, int64_t y) { return lp_sat_add(x, y); }
 static int oom_at(lp_agg_t *a) {
   lp_pos_t pos = a->at;
   if (!pos.file) pos.file = a->file;
-  if (a->mem.over) {
-    uint64_t c = a->mem.cap;
-    unsigned shift = c % (1ull << 30) == 0 ? 30 : c % (1ull << 20) == 0 ? 20 : c % 1024 == 0 ? 10 : 0;
-    lp_report(&pos, "this trace needs more than %llu %s of memory for its labels, lanes and paths "
-                    "(the cap, --max-memory): stopped here",
-              (unsigned long long)(c >> shift), shift == 30 ? "GiB" : shift == 20 ? "MiB" : shift ? "KiB" : "bytes");
-  } else {
-    lp_report(&pos, "out of memory");
-  }
-  return LP_READ_BAD;
+  return lp_mem_fail(&a->mem, &pos);
 }
 
 /* ---- histograms ---------------------------------------------------------------- */
@@ -305,7 +293,7 @@ static void tree_slot_put(lp_tree_t *t, uint32_t k) {
   t->slots[i] = k + 1;
 }
 
-uint32_t lp_tree_child(lp_tree_t *t, uint32_t parent, uint32_t label) {
+uint32_t lp_tree_find(const lp_tree_t *t, uint32_t parent, uint32_t label) {
   if (t->nslots) {
     for (uint32_t i = node_hash(parent, label) & (t->nslots - 1);; i = (i + 1) & (t->nslots - 1)) {
       uint32_t s = t->slots[i];
@@ -316,6 +304,12 @@ uint32_t lp_tree_child(lp_tree_t *t, uint32_t parent, uint32_t label) {
     for (uint32_t k = 1; k < t->n; k++)
       if (t->nodes[k].parent == parent && t->nodes[k].label == label) return k;
   }
+  return UINT32_MAX;
+}
+
+uint32_t lp_tree_child(lp_tree_t *t, uint32_t parent, uint32_t label) {
+  uint32_t found = lp_tree_find(t, parent, label);
+  if (found != UINT32_MAX) return found;
   if (grow(t->mem, (void **)&t->nodes, &t->cap, sizeof *t->nodes, t->n + 1, 2)) return UINT32_MAX;
   uint32_t k = t->n++;
   t->nodes[k] = (lp_tnode_t){label, parent, 0, 0, 0, UINT32_MAX, UINT32_MAX};
@@ -571,10 +565,60 @@ static void lane_free(lp_agg_t *a, lp_lane_t *l) {
   lp_mem_free(&a->mem, l, sizeof *l);
 }
 
+/* A process's name, found by a hash as lanes are: a trace of many processes costs no more each than one. */
+typedef struct lp_pname {
+  unsigned file;
+  int64_t pid;
+  char *name;
+} lp_pname_t;
+
+static uint32_t pname_find(const lp_agg_t *a, unsigned file, int64_t pid) {
+  if (!a->pname_nslots) return UINT32_MAX;
+  for (uint32_t i = lane_hash(file, pid, 0) & (a->pname_nslots - 1);; i = (i + 1) & (a->pname_nslots - 1)) {
+    uint32_t k = a->pname_slots[i];
+    if (!k) return UINT32_MAX;
+    if (a->pnames[k - 1].file == file && a->pnames[k - 1].pid == pid) return k - 1;
+  }
+}
+
+/* The slots again, for the first n names, in ns slots (fresh or the old ones cleared). */
+static void pname_rehash(lp_agg_t *a, uint32_t *slots, uint32_t ns) {
+  memset(slots, 0, (size_t)ns * sizeof *slots);
+  for (uint32_t k = 0; k < a->npnames; k++) {
+    uint32_t i = lane_hash(a->pnames[k].file, a->pnames[k].pid, 0) & (ns - 1);
+    while (slots[i]) i = (i + 1) & (ns - 1);
+    slots[i] = k + 1;
+  }
+}
+
+/* The first name a (file, pid) is given; 0, or -1 out of memory (past the cap). */
+static int pname_add(lp_agg_t *a, unsigned file, int64_t pid, const char *name) {
+  if (pname_find(a, file, pid) != UINT32_MAX) return 0;
+  if ((a->npnames + 1) * 2 > a->pname_nslots) {
+    uint32_t ns = a->pname_nslots ? a->pname_nslots * 2 : 64;
+    uint32_t *slots = lp_mem_realloc(&a->mem, NULL, 0, (size_t)ns * sizeof *slots);
+    if (!slots) return -1;
+    pname_rehash(a, slots, ns);
+    lp_mem_free(&a->mem, a->pname_slots, (size_t)a->pname_nslots * sizeof *a->pname_slots);
+    a->pname_slots = slots;
+    a->pname_nslots = ns;
+  }
+  if (grow(&a->mem, (void **)&a->pnames, &a->pnames_cap, sizeof *a->pnames, a->npnames + 1, 16)) return -1;
+  size_t n = strlen(name) + 1;
+  char *copy = lp_mem_realloc(&a->mem, NULL, 0, n);
+  if (!copy) return -1;
+  memcpy(copy, name, n);
+  uint32_t k = a->npnames++;
+  a->pnames[k] = (lp_pname_t){file, pid, copy};
+  uint32_t i = lane_hash(file, pid, 0) & (a->pname_nslots - 1);
+  while (a->pname_slots[i]) i = (i + 1) & (a->pname_nslots - 1);
+  a->pname_slots[i] = k + 1;
+  return 0;
+}
+
 const char *lp_lane_title(const lp_agg_t *a, const lp_lane_t *l, char *buf, size_t len) {
-  const char *pname = NULL;
-  for (uint32_t i = 0; i < a->npnames; i++)
-    if (a->pname_files[i] == l->file && a->pname_pids[i] == l->pid) pname = a->pnames[i];
+  uint32_t k = pname_find(a, l->file, l->pid);
+  const char *pname = k == UINT32_MAX ? NULL : a->pnames[k].name;
   char file[32] = "";
   if (a->nfiles > 1) snprintf(file, sizeof file, "file %u, ", l->file + 1);
   if (l->name)
@@ -910,26 +954,7 @@ static int on_event(void *ctx, const lp_event_t *ev) {
     a->skipped++;
     return 0;
   }
-  if (ev->kind == LP_EV_PROCESS_NAME) {
-    for (uint32_t i = 0; i < a->npnames; i++)
-      if (a->pname_files[i] == a->nfiles - 1 && a->pname_pids[i] == ev->pid) return 0;
-    uint32_t n = a->npnames + 1;
-    char **p = realloc(a->pnames, n * sizeof *p);
-    if (p) a->pnames = p;
-    int64_t *q = realloc(a->pname_pids, n * sizeof *q);
-    if (q) a->pname_pids = q;
-    unsigned *f = realloc(a->pname_files, n * sizeof *f);
-    if (f) a->pname_files = f;
-    char *s = strdup(ev->name);
-    if (!p || !q || !f || !s) {
-      free(s);
-      return oom_at(a);
-    }
-    a->pnames[a->npnames] = s;
-    a->pname_pids[a->npnames] = ev->pid;
-    a->pname_files[a->npnames++] = a->nfiles - 1;
-    return 0;
-  }
+  if (ev->kind == LP_EV_PROCESS_NAME) return pname_add(a, a->nfiles - 1, ev->pid, ev->name) ? oom_at(a) : 0;
   lp_lane_t *l = lane_get(a, ev->pid, ev->tid);
   if (!l) return oom_at(a);
   switch (ev->kind) {
@@ -1056,7 +1081,7 @@ static int finish_file(lp_agg_t *a, unsigned file) {
 
 void lp_agg_init(lp_agg_t *a) {
   memset(a, 0, sizeof *a);
-  a->mem.cap = lp_agg_max_memory == 0 ? lp_mem_default_cap() : lp_agg_max_memory == UINT64_MAX ? 0 : lp_agg_max_memory;
+  a->mem.cap = lp_mem_cap();
 }
 
 /* Forgets the lanes of the last file (to read it again); labels stay, their statistics are rebuilt. */
@@ -1079,15 +1104,13 @@ static void drop_file(lp_agg_t *a, unsigned file) {
   }
   uint32_t kp = 0;
   for (uint32_t i = 0; i < a->npnames; i++) {
-    if (a->pname_files[i] == file) {
-      free(a->pnames[i]);
-      continue;
-    }
-    a->pnames[kp] = a->pnames[i];
-    a->pname_pids[kp] = a->pname_pids[i];
-    a->pname_files[kp++] = a->pname_files[i];
+    if (a->pnames[i].file == file)
+      lp_mem_free(&a->mem, a->pnames[i].name, strlen(a->pnames[i].name) + 1);
+    else
+      a->pnames[kp++] = a->pnames[i];
   }
   a->npnames = kp;
+  if (a->pname_nslots) pname_rehash(a, a->pname_slots, a->pname_nslots);
 }
 
 int lp_agg_file(lp_agg_t *a, const char *path) {
@@ -1114,7 +1137,7 @@ int lp_agg_file(lp_agg_t *a, const char *path) {
   a->restart = false;
   a->early_end_warned = false;
   lp_agg_t saved_counts = *a; /* the counts to go back to if the file is read again */
-  lp_sink_t sink = {a, on_event};
+  lp_sink_t sink = {a, on_event, &a->mem};
   int rc = lp_read_input(in, &sink);
   if (rc && a->restart) {
     const char *shown = strcmp(path, "-") == 0 ? "<stdin>" : path;
@@ -1186,10 +1209,9 @@ void lp_agg_free(lp_agg_t *a) {
   free(a->labels);
   free(a->gstats);
   free(a->label_slots);
-  for (uint32_t i = 0; i < a->npnames; i++) free(a->pnames[i]);
+  for (uint32_t i = 0; i < a->npnames; i++) free(a->pnames[i].name);
   free(a->pnames);
-  free(a->pname_pids);
-  free(a->pname_files);
+  free(a->pname_slots);
   free(a->finfo);
   free(a->fpaths);
   memset(a, 0, sizeof *a);

@@ -29,25 +29,21 @@
 #define LP_SPILL_RECS (3u << 18) /* 32 bytes each: 24 MiB */
 
 /*
- * Memory the engine holds: every table below is counted here (with a word
- * of the allocator's per block), and an allocation that would take `used`
- * past `cap` is refused, which the reading reports with its position.
+ * Memory the engine holds: every table below is counted in an lp_mem_t
+ * (reader.h), with the reader's own tables, against one cap.
  */
-typedef struct lp_mem {
-  uint64_t used;
-  uint64_t cap; /* 0: no cap */
-  bool over;    /* an allocation was refused for the cap */
-} lp_mem_t;
-
-/* realloc, counted in m (NULL: not counted); old is p's size. NULL when refused or out of memory. */
-void *lp_mem_realloc(lp_mem_t *m, void *p, size_t old, size_t size);
-void lp_mem_free(lp_mem_t *m, void *p, size_t size);
 /* The default cap: half the physical memory (at least 256 MiB). */
 uint64_t lp_mem_default_cap(void);
-/* "512M", "2G", "1048576" (bytes; K, M, G, T are powers of 1024), "0" or "none": no cap. 1 on success. */
+/*
+ * The size grammar of every --max-memory: "512M", "2G", "1GiB", "1048576"
+ * (bytes; K, M, G, T are powers of 1024, with an optional "iB" or "B"), or
+ * "none": no cap (*bytes = UINT64_MAX). 0 bytes is no size. 1 on success.
+ */
 int lp_parse_size(const char *s, uint64_t *bytes);
-/* The cap the next lp_agg_init() gives (the commands' --max-memory). */
+/* The cap the next lp_agg_init() gives (the commands' --max-memory; UINT64_MAX: none; 0: the default). */
 extern uint64_t lp_agg_max_memory;
+/* That cap as an lp_mem_t holds it (0: none). */
+uint64_t lp_mem_cap(void);
 
 /*
  * Durations of calls: a log-linear histogram, exact below 128 ns and within
@@ -89,6 +85,8 @@ typedef struct lp_tree {
 } lp_tree_t;
 
 int lp_tree_init(lp_tree_t *t, lp_mem_t *mem);
+/* The child of parent labelled label, UINT32_MAX if there is none. */
+uint32_t lp_tree_find(const lp_tree_t *t, uint32_t parent, uint32_t label);
 /* The child of parent labelled label, made if new; UINT32_MAX when out of memory. */
 uint32_t lp_tree_child(lp_tree_t *t, uint32_t parent, uint32_t label);
 /* Fills first_kid/next_sib, children sorted by total (heaviest first), then by label text. */
@@ -160,10 +158,10 @@ typedef struct lp_agg {
   lp_lane_t *last_lane; /* the lane of the last event */
   FILE *spill;          /* buffered scopes beyond the memory limit, in sorted runs */
   uint64_t spill_off, nbuffered, spill_limit; /* spill_limit: scopes kept in memory (0: the default) */
-  char **pnames; /* process names: (file, pid) */
-  int64_t *pname_pids;
-  unsigned *pname_files;
-  uint32_t npnames;
+  struct lp_pname *pnames; /* process names, by (file, pid) */
+  uint32_t npnames, pnames_cap;
+  uint32_t *pname_slots; /* hash of (file, pid) -> index + 1 */
+  uint32_t pname_nslots;
   /* counts */
   unsigned nfiles;
   uint64_t events, scopes, instants, counters, skipped, unmatched_ends, unclosed_begins, overlaps;

@@ -35,6 +35,14 @@ typedef struct lp_cmd {
   const char *usage;   /* the full help text, printed by `-h` and `labelprof help NAME` */
 } lp_cmd_t;
 
+/*
+ * The whole command: argv[0] is the program, argv[1] the subcommand. Returns
+ * the exit status, standard output flushed (a failed write is LP_EXIT_BAD).
+ * lp_overview() prints the list of subcommands.
+ */
+int lp_main(int argc, char **argv);
+void lp_overview(FILE *out);
+
 /* The table, ended by a row whose name is NULL. */
 extern const lp_cmd_t lp_cmds[];
 
@@ -52,6 +60,7 @@ int lp_usage_error(const char *name, const char *fmt, ...) __attribute__((format
 #endif
 
 /* ---- helpers shared by the subcommands (tools/labelprof.c) ---- */
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -65,13 +74,35 @@ int lp_opt_value(const char *cmd, int argc, char **argv, int *i, const char *nam
 /* A duration in human units with 3 significant digits: "812 ns", "12.3 us", "1.23 s". */
 const char *lp_fmt_ns(int64_t ns, char *buf, size_t len);
 /*
- * Writes s as a JSON string (with quotes) / as a CSV field (quoted when
- * needed). JSON strings go through the project's one escaper (lib/jsonesc.h):
- * valid UTF-8 passes, invalid bytes become U+FFFD, control characters are
- * escaped; _n takes n bytes, NUL included.
+ * The escapers of the command's outputs (tools/escape.c), one per format;
+ * every text of a file that reaches an output goes through one of them.
+ * Each takes any bytes. What cannot be written in a format is replaced, not
+ * dropped, so that a label stays recognisable and two labels that differ
+ * never become one by losing characters:
+ *
+ *   JSON  lp_put_json_string: the project's one JSON escaper (lib/jsonesc.h):
+ *         valid UTF-8 passes (U+FFFE and U+FFFF too: JSON allows them), each
+ *         byte that is not valid UTF-8 becomes U+FFFD, control characters are
+ *         escaped; _n takes n bytes, NUL included.
+ *   XML   lp_put_xml (SVG text and attribute values): &, <, >, " and ' as
+ *         entities; tab, newline and carriage return as character references
+ *         (an attribute keeps them); each byte that is not valid UTF-8, each
+ *         other control character, and U+FFFE and U+FFFF (none of which XML
+ *         1.0 can hold, even as a reference) become U+FFFD.
+ *   CSV   lp_put_csv_field (RFC 4180): invalid UTF-8 as in JSON; quoted when
+ *         it holds a comma, a quote, CR or LF; a field that starts with =, +,
+ *         -, @, tab or CR gets a ' before it, inside quotes, so that a
+ *         spreadsheet shows it as text instead of running it as a formula
+ *         (OWASP's CSV injection).
+ *   text  lp_put_text (tables, trees, folded stacks): control characters as
+ *         '?', so that a row stays one line; with semicolons set, ';' as ':'
+ *         (the separator of folded stacks).
  */
 void lp_put_json_string(FILE *out, const char *s);
 void lp_put_json_string_n(FILE *out, const char *s, size_t n);
+void lp_put_xml(FILE *out, const char *s, size_t n);
 void lp_put_csv_field(FILE *out, const char *s);
+/* Returns the bytes of s written (its length). */
+size_t lp_put_text(FILE *out, const char *s, bool semicolons);
 /* Parses a non-negative number; 1 on success. */
 int lp_parse_double(const char *s, double *v);

@@ -83,6 +83,7 @@ int lp_cmd_diff(int argc, char **argv) {
   lp_operands_t ops = {.v = files, .min = 2, .max = 2, .too_many = "two trace files: BASE and NEW",
                        .missing = "two trace files are needed: BASE and NEW"};
   int parsed = lp_opts_parse(cmd, argc, argv, opts, &ops);
+  if (parsed == LP_OPTS_RUN) parsed = lp_opts_stdin_once(cmd, files, 2);
   if (parsed != LP_OPTS_RUN) return parsed;
   lp_agg_t ab, an;
   lp_agg_init(&ab);
@@ -134,9 +135,7 @@ int lp_cmd_diff(int argc, char **argv) {
     pct_text(r, p, sizeof p);
     if (r->b) snprintf(cb, sizeof cb, "%" PRIu64, r->b->calls);
     if (r->n) snprintf(cn, sizeof cn, "%" PRIu64, r->n->calls);
-    size_t len = 0;
-    for (const unsigned char *c = (const unsigned char *)r->label; *c; c++, len++)
-      putchar(*c < 0x20 || *c == 0x7f ? '?' : *c);
+    size_t len = lp_put_text(stdout, r->label, false);
     printf("%*s %10s %10s %9s %9s %9s %9s %9s %8s\n", (int)(len < w ? w - len : 0), "", cb, cn,
            r->b ? lp_fmt_ns(r->b->total, b1, sizeof b1) : "-", r->n ? lp_fmt_ns(r->n->total, b2, sizeof b2) : "-",
            r->b ? lp_fmt_ns(r->b->self, b3, sizeof b3) : "-", r->n ? lp_fmt_ns(r->n->self, b4, sizeof b4) : "-",
@@ -151,7 +150,9 @@ int lp_cmd_diff(int argc, char **argv) {
       if (grew <= fail_above) continue;
       char p[32];
       pct_text(r, p, sizeof p);
-      printf("FAIL: %s: self time %s -> %s (%s), more than %g%%\n", r->label, lp_fmt_ns(base, b1, sizeof b1),
+      fputs("FAIL: ", stdout);
+      lp_put_text(stdout, r->label, false);
+      printf(": self time %s -> %s (%s), more than %g%%\n", lp_fmt_ns(base, b1, sizeof b1),
              lp_fmt_ns(now, b2, sizeof b2), p, fail_above);
       failed++;
     }

@@ -40,31 +40,13 @@ typedef struct fg {
   /* --diff: BASE's labels and merged tree; NULL without it */
   const lp_agg_t *ba;
   const lp_tree_t *bt;
+  uint32_t *base_label; /* NEW's label id -> BASE's id of the same text (UINT32_MAX: none) */
 } fg_t;
 
 static uint32_t hash_text(const char *s) {
   uint32_t h = 2166136261u;
   for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
   return h;
-}
-
-/* XML text: the five specials escaped, control characters as '?'. */
-static void put_xml(FILE *out, const char *s, size_t max) {
-  size_t n = 0;
-  for (const unsigned char *c = (const unsigned char *)s; *c && n < max; c++, n++) {
-    if (*c == '&')
-      fputs("&amp;", out);
-    else if (*c == '<')
-      fputs("&lt;", out);
-    else if (*c == '>')
-      fputs("&gt;", out);
-    else if (*c == '"')
-      fputs("&quot;", out);
-    else if (*c < 0x20 || *c == 0x7f)
-      putc('?', out);
-    else
-      putc(*c, out);
-  }
 }
 
 /* Characters of s, counting a UTF-8 sequence as one. */
@@ -119,19 +101,19 @@ static void frame(fg_t *g, const char *label, int64_t v, int64_t base, double x,
   }
   g->frames++;
   fprintf(g->out, "<g class=\"f\"><title>");
-  put_xml(g->out, label, SIZE_MAX);
+  lp_put_xml(g->out, label, strlen(label));
   fprintf(g->out, " (%s, %.2f%%%s)</title><rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"rgb(%u,%u,%u)\"/>",
           lp_fmt_ns(v, tb, sizeof tb), g->total > 0 ? 100.0 * (double)v / (double)g->total : 0.0, db, x, y, w,
           FRAME_H - 1, rgb[0], rgb[1], rgb[2]);
   /* The full label for the script, the cut one drawn. */
   fprintf(g->out, "<text x=\"%.2f\" y=\"%.1f\" data-l=\"", x + 3, y + FRAME_H - 4);
-  put_xml(g->out, label, SIZE_MAX);
+  lp_put_xml(g->out, label, strlen(label));
   fprintf(g->out, "\">");
   size_t fit = w > 6 ? (size_t)((w - 6) / CHAR_W) : 0, len = chars(label);
   if (len <= fit) {
-    put_xml(g->out, label, SIZE_MAX);
+    lp_put_xml(g->out, label, strlen(label));
   } else if (fit >= 3) {
-    put_xml(g->out, label, prefix_bytes(label, fit - 1));
+    lp_put_xml(g->out, label, prefix_bytes(label, fit - 1));
     fputs("\xe2\x80\xa6", g->out); /* … */
   }
   fputs("</text></g>\n", g->out);
@@ -143,13 +125,15 @@ static void depth_of(fg_t *g, uint32_t k, uint32_t depth) {
     if ((double)g->t->nodes[c].total * g->scale >= 1.0) depth_of(g, c, depth + 1);
 }
 
-/* The child of BASE's node bk with the label text of NEW's node c, UINT32_MAX if none (or no BASE). */
+/*
+ * The child of BASE's node bk with the label text of NEW's node c, UINT32_MAX
+ * if none (or no BASE): through the label map and BASE's hash of children,
+ * so that a frame with many children costs no more per child than one.
+ */
 static uint32_t base_kid(const fg_t *g, uint32_t bk, uint32_t c) {
   if (!g->bt || bk == UINT32_MAX) return UINT32_MAX;
-  const char *l = g->a->labels[g->t->nodes[c].label];
-  for (uint32_t b = g->bt->nodes[bk].first_kid; b != UINT32_MAX; b = g->bt->nodes[b].next_sib)
-    if (strcmp(g->ba->labels[g->bt->nodes[b].label], l) == 0) return b;
-  return UINT32_MAX;
+  uint32_t l = g->base_label[g->t->nodes[c].label];
+  return l == UINT32_MAX ? UINT32_MAX : lp_tree_find(g->bt, bk, l);
 }
 
 /* NEW's node k above x, BASE's node of the same path bk (UINT32_MAX if none). */
@@ -228,6 +212,7 @@ int lp_cmd_flamegraph(int argc, char **argv) {
   if (r != LP_OPTS_RUN) return r;
   if (diff && ops.n != 2) return lp_usage_error(cmd, "--diff takes two files: BASE and NEW");
   if (!diff && ops.n != 1) return lp_usage_error(cmd, "one trace file only (two with --diff)");
+  if (diff && (r = lp_opts_stdin_once(cmd, files, 2)) != LP_OPTS_RUN) return r;
   lp_read_cpu = cpu;
   lp_agg_t a, ba;
   lp_tree_t m, bm;
@@ -251,7 +236,18 @@ int lp_cmd_flamegraph(int argc, char **argv) {
   } else if (!title) {
     title = cpu ? "labelprof flame graph (CPU time)" : "labelprof flame graph";
   }
-  fg_t g = {stdout, &a, &m, 0, m.nodes[0].total, 0, 0, diff ? &ba : NULL, diff ? &bm : NULL};
+  fg_t g = {stdout, &a, &m, 0, m.nodes[0].total, 0, 0, diff ? &ba : NULL, diff ? &bm : NULL, NULL};
+  if (diff) {
+    if (!(g.base_label = malloc(((size_t)a.nlabels + 1) * sizeof *g.base_label))) {
+      fprintf(stderr, "labelprof: out of memory\n");
+      lp_tree_free(&m);
+      lp_agg_free(&a);
+      lp_tree_free(&bm);
+      lp_agg_free(&ba);
+      return LP_EXIT_BAD;
+    }
+    for (uint32_t i = 0; i < a.nlabels; i++) g.base_label[i] = lp_agg_label(&ba, a.labels[i]);
+  }
   g.scale = g.total > 0 ? (WIDTH - 2 * PAD) / (double)g.total : 0;
   depth_of(&g, 0, 0);
   double height = (double)(g.depth_max + 1) * FRAME_H + 40;
@@ -263,7 +259,7 @@ int lp_cmd_flamegraph(int argc, char **argv) {
   printf(script, WIDTH, PAD, CHAR_W);
   printf("<rect x=\"0\" y=\"0\" width=\"%g\" height=\"%g\" fill=\"#f8f8f0\"/>\n", WIDTH, height);
   printf("<text x=\"%g\" y=\"%g\">", PAD, height - 22);
-  put_xml(stdout, title, SIZE_MAX);
+  lp_put_xml(stdout, title, strlen(title));
   printf("</text>\n<text class=\"b\" x=\"%g\" y=\"%g\" onclick=\"search()\">Search</text>\n", WIDTH - 120, height - 22);
   printf("<text id=\"reset\" class=\"b\" x=\"%g\" y=\"%g\" onclick=\"reset()\" style=\"display:none\">Reset zoom</text>\n",
          WIDTH - 250, height - 22);
@@ -279,6 +275,7 @@ int lp_cmd_flamegraph(int argc, char **argv) {
     fprintf(stderr, "labelprof: cannot write the flame graph to standard output\n");
     status = LP_EXIT_BAD;
   }
+  free(g.base_label);
   lp_tree_free(&m);
   lp_agg_free(&a);
   if (diff) {

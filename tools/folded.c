@@ -16,11 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void put_label(FILE *out, const char *s) {
-  for (const unsigned char *c = (const unsigned char *)s; *c; c++)
-    putc(*c < 0x20 || *c == 0x7f ? '?' : *c == ';' ? ':' : *c, out);
-}
-
 int lp_cmd_folded(int argc, char **argv) {
   const char *cmd = argv[0], *file = NULL;
   bool strict = false, cpu = false;
@@ -52,7 +47,7 @@ int lp_cmd_folded(int argc, char **argv) {
     if (n->self > 0) {
       for (uint32_t d = 0; d < depth; d++) {
         if (d) putc(';', stdout);
-        put_label(stdout, a.labels[m.nodes[path[d]].label]);
+        lp_put_text(stdout, a.labels[m.nodes[path[d]].label], true);
       }
       printf(" %" PRId64 "\n", n->self);
     }

@@ -7,6 +7,17 @@
  * the event into the sink when its object closes. Memory is the longest
  * string and the nesting depth, whatever the file's size.
  *
+ * Long tokens: yajl keeps a token that a chunk cuts in two and lexes it again
+ * from its start with each further chunk, which is quadratic in its length.
+ * So a small scanner walks each chunk first and hands yajl only whole
+ * strings and numbers: one cut short stays in the reader's buffer until its
+ * end arrives. A string longer than LP_READ_MAX_NAME (as written) is judged
+ * where it passes the limit: a value the views keep (a name, a category, a
+ * phase, the layer words) is refused there; any other (a key, an unused
+ * arg, Chrome's systemTraceEvents text) goes to yajl as "" and its bytes are
+ * skipped as they arrive. A number longer than MAX_NUMBER is refused.
+ * Every buffer is counted in the sink's memory (--max-memory).
+ *
  * Both forms are read: {"traceEvents":[...], ...} and a bare array, which
  * may lack its closing ']' (the format allows it for writers that crashed).
  * Numbers are parsed from their text (yajl_number), so microseconds with
@@ -30,8 +41,9 @@
 #include <yajl/yajl_parse.h>
 
 #define CHUNK (256u << 10)
-#define MAX_STRING (1u << 20) /* a longer name is not a label */
-#define MAX_DEPTH 1000        /* JSON nesting; deeper is not a trace */
+#define MAX_STRING LP_READ_MAX_NAME /* a longer name is not a label */
+#define MAX_NUMBER 1024             /* characters of a number: no time or id needs more */
+#define MAX_DEPTH 1000              /* JSON nesting; deeper is not a trace */
 #define MAX_SERIES 64         /* counter series in one 'C' event */
 #define NS_LIMIT 4611686018427387904.0 /* 2^62 ns: 146 years */
 
@@ -47,6 +59,7 @@ enum form { FORM_NONE, FORM_OBJECT, FORM_ARRAY };
 typedef struct jr {
   lp_input_t *in;
   const lp_sink_t *sink;
+  lp_mem_t *mem;
   yajl_handle h;
   /* positions */
   const unsigned char *chunk; /* being parsed */
@@ -56,6 +69,9 @@ typedef struct jr {
   /* structure */
   enum form form;
   unsigned depth;      /* containers open */
+  uint8_t maps[MAX_DEPTH / 8 + 1]; /* bit d: the container at depth d (from 0) is an object */
+  bool want_key;       /* the next string is a key of the innermost object */
+  uint64_t last_end;   /* the input offset just past the last '{', '[', '}' or ']' yajl read: outside any string */
   unsigned ev_depth;   /* depth of the events array once open (0: not yet) */
   bool events_done;    /* the events array closed */
   bool top_key_events; /* the last key at depth 1 was "traceEvents" */
@@ -90,12 +106,12 @@ static lp_pos_t pos_at(jr_t *r, uint64_t off) {
   if (off == r->ev_pos.offset && off < r->scan) return r->ev_pos;
   if (off >= r->scan && off >= r->chunk_base) {
     const unsigned char *p = r->chunk + (r->scan - r->chunk_base), *end = r->chunk + (off - r->chunk_base);
-    while (p < end) {
-      const unsigned char *nl = memchr(p, '\n', (size_t)(end - p));
-      if (!nl) break;
-      r->line++;
-      r->line_start = r->chunk_base + (uint64_t)(nl - r->chunk) + 1;
-      p = nl + 1;
+    const unsigned char *last = p < end ? memrchr(p, '\n', (size_t)(end - p)) : NULL;
+    if (last) { /* counted in bulk (the compiler's vector loop): a file of blank lines costs no call per line */
+      uint64_t lines = 0;
+      for (const unsigned char *q = p; q <= last; q++) lines += *q == '\n';
+      r->line += lines;
+      r->line_start = r->chunk_base + (uint64_t)(last - r->chunk) + 1;
     }
     r->scan = off;
   }
@@ -116,54 +132,42 @@ static int fail(jr_t *r, uint64_t off, const char *fmt, ...) {
   return 0; /* yajl: stop */
 }
 
-/* A NUL decoded from \u0000, written back as those six characters: texts never hold a NUL (as in systrace). */
-#define NUL_TEXT "\\u0000"
+/* Makes room for n bytes in b, counted in the reader's memory; 1, or 0 after a message. */
+static int sb_room(jr_t *r, strbuf_t *b, size_t n) {
+  if (n <= b->cap) return 1;
+  size_t cap = b->cap ? b->cap : 64;
+  while (cap < n) cap *= 2;
+  char *p = lp_mem_realloc(r->mem, b->s, b->cap, cap);
+  if (!p) {
+    lp_pos_t pos = pos_at(r, here(r));
+    lp_mem_fail(r->mem, &pos);
+    r->failed = true;
+    return 0;
+  }
+  b->s = p;
+  b->cap = cap;
+  return 1;
+}
 
+/* A decoded string into b; a NUL decoded from \u0000 is written back as those six characters (lp_name_put). */
 static int sb_set(jr_t *r, strbuf_t *b, const unsigned char *s, size_t n) {
-  if (n > MAX_STRING) return fail(r, tok(r), "a string of %zu bytes; at most %u are expected", n, MAX_STRING);
-  if (memchr(s, 0, n)) {
-    size_t nuls = 0;
-    for (size_t i = 0; i < n; i++) nuls += s[i] == 0;
-    size_t len = n + nuls * 5;
-    unsigned char *t = malloc(len);
-    if (!t) return fail(r, here(r), "out of memory");
-    for (size_t i = 0, k = 0; i < n; i++) {
-      if (s[i]) {
-        t[k++] = s[i];
-      } else {
-        memcpy(t + k, NUL_TEXT, 6);
-        k += 6;
-      }
-    }
-    int ok = sb_set(r, b, t, len);
-    free(t);
-    return ok;
+  if (n > MAX_STRING) return fail(r, tok(r), "a string of %zu bytes; at most %zu are expected", n, MAX_STRING);
+  size_t len = memchr(s, '\0', n) ? lp_name_len(s, n) : n;
+  if (!sb_room(r, b, len + 1)) return 0;
+  if (len == n) {
+    memcpy(b->s, s, n);
+    b->s[n] = '\0';
+  } else {
+    lp_name_put(b->s, s, n);
   }
-  if (n + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap : 64;
-    while (cap < n + 1) cap *= 2;
-    char *p = realloc(b->s, cap);
-    if (!p) return fail(r, here(r), "out of memory");
-    b->s = p;
-    b->cap = cap;
-  }
-  memcpy(b->s, s, n);
-  b->s[n] = '\0';
-  b->len = n;
+  b->len = len;
   b->set = true;
   return 1;
 }
 
 /* Appends a NUL-terminated piece (counter series names, one after another). */
 static int sb_append(jr_t *r, strbuf_t *b, const char *s, size_t n, size_t *at) {
-  if (b->len + n + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap : 64;
-    while (cap < b->len + n + 1) cap *= 2;
-    char *p = realloc(b->s, cap);
-    if (!p) return fail(r, here(r), "out of memory");
-    b->s = p;
-    b->cap = cap;
-  }
+  if (!sb_room(r, b, b->len + n + 1)) return 0;
   *at = b->len;
   memcpy(b->s + b->len, s, n);
   b->s[b->len + n] = '\0';
@@ -324,8 +328,27 @@ static int file_info(jr_t *r, const char *text, size_t n) {
   return 1;
 }
 
+/* A value ended (or is about to): in an object, a key comes next. */
+static void value_done(jr_t *r) {
+  unsigned d = r->depth - 1;
+  r->want_key = r->depth && (r->maps[d / 8] >> (d % 8) & 1);
+}
+
+/*
+ * Whether the string yajl would read next is one the views keep: a value of
+ * "ph", "name" or "cat" in an event, or of args.layer, .phase, .mode, .name.
+ * (Judged from the callbacks so far, before the string is read.)
+ */
+static bool kept_string(const jr_t *r) {
+  if (r->want_key) return false;
+  if (in_fields(r)) return r->key == F_PH || r->key == F_NAME || r->key == F_CAT;
+  return in_args(r) && (strcmp(r->arg_key, "layer") == 0 || strcmp(r->arg_key, "phase") == 0 ||
+                        strcmp(r->arg_key, "mode") == 0 || strcmp(r->arg_key, "name") == 0);
+}
+
 static int cb_null(void *ctx) {
   jr_t *r = ctx;
+  value_done(r);
   int at = scalar_place(r, "null");
   if (at < 0) return 0;
   if (at == 1 && r->key != F_NONE && r->key != F_CAT) return wrong_type(r, "null");
@@ -334,6 +357,7 @@ static int cb_null(void *ctx) {
 
 static int cb_boolean(void *ctx, int v) {
   jr_t *r = ctx;
+  value_done(r);
   int at = scalar_place(r, v ? "true" : "false");
   if (at < 0) return 0;
   if (at == 1 && r->key != F_NONE) return wrong_type(r, "a boolean");
@@ -343,6 +367,7 @@ static int cb_boolean(void *ctx, int v) {
 
 static int cb_number(void *ctx, const char *s, size_t n) {
   jr_t *r = ctx;
+  value_done(r);
   int at = scalar_place(r, "a number");
   if (at < 0) return 0;
   if (at == 1) {
@@ -388,6 +413,7 @@ static int cb_number(void *ctx, const char *s, size_t n) {
 
 static int cb_string(void *ctx, const unsigned char *s, size_t n) {
   jr_t *r = ctx;
+  value_done(r);
   int at = scalar_place(r, "a string");
   if (at < 0) return 0;
   if (at == 1) {
@@ -411,6 +437,7 @@ static int cb_string(void *ctx, const unsigned char *s, size_t n) {
 
 static int cb_map_key(void *ctx, const unsigned char *s, size_t n) {
   jr_t *r = ctx;
+  r->want_key = false;
   if (r->form == FORM_OBJECT && r->depth == 1) {
     r->top_key_events = n == 11 && memcmp(s, "traceEvents", 11) == 0;
     r->top_other = n == 9 && memcmp(s, "otherData", 9) == 0;
@@ -440,11 +467,11 @@ static int cb_map_key(void *ctx, const unsigned char *s, size_t n) {
   }
   if (in_args(r)) {
     size_t k = 0;
-    for (size_t i = 0; i < n && k + 7 <= sizeof r->arg_key; i++) { /* a NUL as in sb_set */
+    for (size_t i = 0; i < n && k + 7 <= sizeof r->arg_key; i++) { /* a NUL as in sb_set (lp_name_put) */
       if (s[i]) {
         r->arg_key[k++] = (char)s[i];
       } else {
-        memcpy(r->arg_key + k, NUL_TEXT, 6);
+        memcpy(r->arg_key + k, "\\u0000", 6);
         k += 6;
       }
     }
@@ -471,7 +498,10 @@ static int open_container(jr_t *r, bool map) {
     if (r->key != F_ARGS && r->key != F_NONE) return wrong_type(r, map ? "an object" : "an array");
     if (r->key == F_ARGS && !map) return wrong_type(r, "an array");
   }
+  r->maps[r->depth / 8] = (uint8_t)((r->maps[r->depth / 8] & ~(1u << r->depth % 8)) | (unsigned)map << r->depth % 8);
   r->depth++;
+  r->want_key = map;
+  r->last_end = here(r);
   return 1;
 }
 
@@ -543,6 +573,8 @@ static int finish_event(jr_t *r) {
 
 static int close_container(jr_t *r) {
   r->depth--;
+  value_done(r);
+  r->last_end = here(r);
   if (r->in_event && r->depth == r->ev_depth) {
     r->in_event = false;
     return finish_event(r);
@@ -592,54 +624,249 @@ static int syntax_error(jr_t *r, const unsigned char *buf, size_t len) {
   return LP_READ_BAD;
 }
 
+/* ---- long tokens (see the note at the top) ---- */
+
+/*
+ * A token yajl holds cut short at the end of what it was given: where it
+ * began, and for a string what yajl needs to end it cleanly (the rest of an
+ * escape or of a UTF-8 sequence).
+ */
+enum held_kind { HELD_NONE, HELD_STRING, HELD_NUMBER };
+typedef struct held {
+  enum held_kind kind;
+  uint64_t start;  /* the input offset of its first byte (the quote of a string) */
+  unsigned esc;    /* a string: 1 after a backslash, 2 to 5 in a \u escape with 5 - esc hex digits to come */
+  unsigned utf8;   /* a string: continuation bytes of a UTF-8 sequence to come */
+} held_t;
+
+typedef struct feed {
+  unsigned char *buf;
+  size_t cap, have; /* buf[0..have) read and not given to yajl */
+  size_t scanned;   /* buf[0..scanned) looked at for the end of the held token */
+  uint64_t base;    /* the input offset of buf[0] */
+  held_t held;
+  bool skipping;    /* the held string was too long: its bytes are dropped until it ends */
+  bool esc;         /* while looking for a string's end: the last byte was a backslash */
+  bool nonblank;    /* anything but blanks so far */
+} feed_t;
+
+/* Gives yajl n bytes that are at input offset `at`, and counts their lines: 0, or the pass's verdict. */
+static int give(jr_t *r, const unsigned char *p, size_t n, uint64_t at) {
+  if (!n) return 0;
+  r->chunk = p;
+  r->chunk_base = at;
+  if (r->scan < at) r->scan = at; /* what lies between was a skipped string: no line ends in it */
+  yajl_status st = yajl_parse(r->h, p, n);
+  if (st == yajl_status_client_canceled) return r->rc ? r->rc : LP_READ_BAD;
+  if (st == yajl_status_error) return syntax_error(r, p, n);
+  pos_at(r, at + n);
+  return 0;
+}
+
+static bool num_char(unsigned char c) { return (c >= '0' && c <= '9') || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-'; }
+
+/*
+ * After yajl took p[0..n) (at input offset `at`): what it holds cut short,
+ * found by reading the tokens to the end from the last bracket yajl read or
+ * from p[from], whichever is later (both are outside any string): in the
+ * common case one event's bytes, and never a byte twice.
+ */
+static held_t held_tail(const jr_t *r, const unsigned char *p, size_t n, uint64_t at, size_t from) {
+  held_t h = {HELD_NONE, 0, 0, 0};
+  size_t i = r->last_end > at + from ? (size_t)(r->last_end - at) : from;
+  while (i < n) {
+    unsigned char c = p[i];
+    if (c == '"') {
+      h = (held_t){HELD_STRING, at + i, 0, 0};
+      for (i++; i < n; i++) {
+        c = p[i];
+        if (h.utf8) {
+          h.utf8--;
+        } else if (h.esc == 1) {
+          h.esc = c == 'u' ? 2 : 0;
+        } else if (h.esc) {
+          h.esc = h.esc == 5 ? 0 : h.esc + 1;
+        } else if (c == '\\') {
+          h.esc = 1;
+        } else if (c == '"') {
+          break;
+        } else if (c >= 0xc0) {
+          h.utf8 = c >= 0xf0 ? 3 : c >= 0xe0 ? 2 : 1;
+        }
+      }
+      if (i == n) return h;
+      h.kind = HELD_NONE; /* a whole string */
+      i++;
+    } else if (c == '-' || (c >= '0' && c <= '9')) {
+      size_t s = i;
+      while (i < n && num_char(p[i])) i++;
+      if (i == n) return (held_t){HELD_NUMBER, at + s, 0, 0};
+    } else {
+      i++;
+    }
+  }
+  return h;
+}
+
+/*
+ * What ends yajl's part of a held string that is being skipped: the rest of
+ * its escape or UTF-8 sequence, an escaped NUL (so that a key cut short
+ * cannot become a key the reader knows), and the quote.
+ */
+static size_t string_end(const held_t *h, char *out) {
+  size_t n = 0;
+  if (h->esc == 1) out[n++] = '/';
+  for (unsigned k = h->esc >= 2 ? 6 - h->esc : 0; k > 0; k--) out[n++] = '0';
+  for (unsigned k = h->utf8; k > 0; k--) out[n++] = (char)0x80;
+  memcpy(out + n, "\\u0000\"", 7);
+  return n + 7;
+}
+
+/*
+ * Gives yajl what is in the buffer from byte `from`, as a chunk of its own,
+ * then notes what it holds, reading the tokens from byte `outside` on: a
+ * place outside any string (the buffer's start unless it begins with the
+ * rest of a token yajl held).
+ */
+static int give_buffer(jr_t *r, feed_t *f, size_t from, size_t outside) {
+  uint64_t at = f->base + from;
+  int rc = give(r, f->buf + from, f->have - from, at);
+  if (rc) return rc;
+  f->held = held_tail(r, f->buf + from, f->have - from, at, outside - from);
+  f->esc = f->held.esc == 1;
+  f->base += f->have;
+  f->have = f->scanned = 0;
+  return 0;
+}
+
+static void point_at(jr_t *r, const feed_t *f) {
+  r->chunk = f->buf;
+  r->chunk_base = f->base;
+  if (r->scan < r->chunk_base) r->scan = r->chunk_base;
+}
+
+/*
+ * The bytes after a held token: looked at for its end, which lets yajl have
+ * them all in one call (it lexes its held part once more, not once per
+ * chunk). A string past MAX_STRING is refused when the views keep it, and
+ * else ended for yajl and skipped; a number past MAX_NUMBER is refused.
+ * 0, or the pass's verdict.
+ */
+static int held_more(jr_t *r, feed_t *f) {
+  const unsigned char *p = f->buf + f->scanned, *end = f->buf + f->have;
+  if (f->held.kind == HELD_NUMBER) {
+    while (p < end && num_char(*p)) p++;
+    f->scanned = (size_t)(p - f->buf);
+    if (f->base + f->scanned - f->held.start > MAX_NUMBER) {
+      point_at(r, f);
+      fail(r, f->held.start + MAX_NUMBER, "a number longer than 1024 characters: no time or id is that long");
+      return LP_READ_BAD;
+    }
+    return p < end ? give_buffer(r, f, 0, f->scanned) : 0;
+  }
+  while (p < end) {
+    if (f->esc) {
+      f->esc = false;
+      p++;
+      continue;
+    }
+    if (f->skipping && *p < 0x20) {
+      point_at(r, f);
+      fail(r, f->base + (uint64_t)(p - f->buf), "invalid JSON (a control character in a string)");
+      return LP_READ_BAD;
+    }
+    if (*p == '\\') f->esc = true;
+    else if (*p == '"') break;
+    p++;
+  }
+  f->scanned = (size_t)(p - f->buf);
+  if (f->skipping) { /* dropped as they arrive */
+    if (p == end) {
+      f->base += f->have;
+      f->have = f->scanned = 0;
+      return 0;
+    }
+    f->skipping = false;
+    return give_buffer(r, f, f->scanned + 1, f->scanned + 1);
+  }
+  if (p < end) return give_buffer(r, f, 0, f->scanned + 1); /* past the string's closing quote */
+  if (f->base + f->have - f->held.start - 1 <= MAX_STRING) return 0; /* more to come */
+  point_at(r, f);
+  if (kept_string(r)) {
+    fail(r, f->held.start + 1 + MAX_STRING,
+         "a string longer than 1 MiB where a name, a category, a phase or a layer is expected: no label is that long "
+         "(the limit acts here, as the bytes arrive)");
+    return LP_READ_BAD;
+  }
+  char tail[16];
+  int rc = give(r, (const unsigned char *)tail, string_end(&f->held, tail), f->base);
+  if (rc) return rc;
+  f->skipping = true;
+  f->base += f->have;
+  f->have = f->scanned = 0;
+  return 0;
+}
+
+/* Reads more input after what the buffer holds, growing it for a held token that fills it. 0 at the end. */
+static ssize_t refill(jr_t *r, feed_t *f) {
+  if (f->have == f->cap) { /* at most MAX_STRING + CHUNK: the held token is refused or skipped past MAX_STRING */
+    unsigned char *nb = lp_mem_realloc(r->mem, f->buf, f->cap, f->cap * 2);
+    if (!nb) {
+      lp_pos_t pos = {lp_input_name(r->in), f->base + f->have, 0, 0};
+      lp_mem_fail(r->mem, &pos);
+      return -1;
+    }
+    f->buf = nb;
+    f->cap *= 2;
+  }
+  ssize_t n = lp_input_read(r->in, f->buf + f->have, f->cap - f->have);
+  if (n <= 0) return n;
+  for (size_t i = f->have; !f->nonblank && i < f->have + (size_t)n; i++) /* only until the first that is not blank */
+    f->nonblank = !(f->buf[i] == ' ' || f->buf[i] == '\n' || f->buf[i] == '\t' || f->buf[i] == '\r');
+  f->have += (size_t)n;
+  return n;
+}
+
 static int read_json(lp_input_t *in, const lp_sink_t *sink) {
   jr_t r = {0};
   r.in = in;
   r.sink = sink;
+  r.mem = sink->mem;
   r.line = 1;
   int rc = LP_READ_OK;
-  unsigned char *buf = malloc(CHUNK);
+  feed_t f = {0};
+  f.buf = lp_mem_realloc(r.mem, NULL, 0, CHUNK);
+  f.cap = CHUNK;
   r.h = yajl_alloc(&callbacks, NULL, &r);
-  if (!buf || !r.h) {
-    fprintf(stderr, "labelprof: out of memory\n");
-    rc = LP_READ_BAD;
+  if (!f.buf || !r.h) {
+    lp_pos_t pos = {lp_input_name(in), 0, 0, 0};
+    rc = lp_mem_fail(r.mem, &pos);
     goto out;
   }
   /* Partial values: an array form without its ']' is accepted below, once we know where it stopped. */
   yajl_config(r.h, yajl_allow_partial_values, 1);
-  uint64_t total = 0;
-  bool nonblank = false;
   for (;;) {
-    ssize_t n = lp_input_read(in, buf, CHUNK);
+    ssize_t n = refill(&r, &f);
     if (n < 0) {
       rc = LP_READ_BAD;
       goto out;
     }
-    r.chunk = buf;
-    r.chunk_base = total;
-    r.scan = total;
     if (n == 0) break;
-    if (!nonblank)
-      for (ssize_t i = 0; i < n && !nonblank; i++) nonblank = !(buf[i] == ' ' || buf[i] == '\n' || buf[i] == '\t' || buf[i] == '\r');
-    yajl_status st = yajl_parse(r.h, buf, (size_t)n);
-    if (st == yajl_status_client_canceled) {
-      rc = r.rc ? r.rc : LP_READ_BAD;
-      goto out;
-    }
-    if (st == yajl_status_error) {
-      rc = syntax_error(&r, buf, (size_t)n);
-      goto out;
-    }
-    pos_at(&r, total + (uint64_t)n); /* count this chunk's lines before it goes */
-    total += (uint64_t)n;
+    rc = f.held.kind == HELD_NONE ? give_buffer(&r, &f, 0, 0) : held_more(&r, &f);
+    if (rc) goto out;
   }
+  /* The end: what is left goes as it is (a token cut short: yajl says what is missing). */
+  if (!f.skipping && (rc = give(&r, f.buf, f.have, f.base)) != 0) goto out;
+  uint64_t total = f.base + f.have;
+  point_at(&r, &f);
   lp_pos_t endpos = pos_at(&r, total);
-  if (!nonblank) {
+  if (!f.nonblank) {
     lp_report(&endpos, "empty input: expected a trace (a JSON object or array)");
     rc = LP_READ_BAD;
     goto out;
   }
   r.chunk = (const unsigned char *)"";
+  r.chunk_base = total;
   yajl_status st = yajl_complete_parse(r.h);
   if (st == yajl_status_client_canceled) {
     rc = r.rc ? r.rc : LP_READ_BAD;
@@ -667,9 +894,9 @@ static int read_json(lp_input_t *in, const lp_sink_t *sink) {
 out:
   if (r.failed && rc == LP_READ_OK) rc = LP_READ_BAD;
   if (r.h) yajl_free(r.h);
-  free(buf);
+  lp_mem_free(r.mem, f.buf, f.cap);
   strbuf_t *bufs[] = {&r.ph, &r.name, &r.cat, &r.layer, &r.phase, &r.mode, &r.mname, &r.series};
-  for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]->s);
+  for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) lp_mem_free(r.mem, bufs[i]->s, bufs[i]->cap);
   return rc;
 }
 

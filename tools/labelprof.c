@@ -3,12 +3,13 @@
  *
  * Every subcommand is a row of lp_cmds: its name, its entry point (see
  * cmd.h), a one-line summary for `labelprof help`, and its full usage text
- * for `-h` and `labelprof help NAME`. Adding one is one row here.
+ * for `-h` and `labelprof help NAME`. Adding one is one row here. main()
+ * is tools/main.c, so that a test can run the whole command in its own
+ * process (lp_main).
  */
 #include "config.h"
 
 #include "cmd.h"
-#include "../lib/jsonesc.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -37,15 +38,19 @@ static const char stats_usage[] =
     "  --top N       only the first N rows of each table\n"
     "  --sort KEY    order by calls, total, self (the default), mean or max\n"
     "  --format F    table (aligned, human units; the default), csv or json\n"
-    "                (csv and json: integer nanoseconds)\n"
+    "                (csv and json: integer nanoseconds; in csv a label that\n"
+    "                starts with = + - @ gets a ' before it, so that a\n"
+    "                spreadsheet does not take it for a formula)\n"
     "  --strict      a B never closed or an E with nothing open is an error\n"
     "  --max-memory SIZE  stop (exit 2, naming the file and the position) when the\n"
-    "                trace's labels, lanes and paths would need more memory than\n"
-    "                SIZE (512M, 2G: powers of 1024; none: no cap); the default is\n"
-    "                half the physical memory\n"
+    "                trace's labels, lanes and paths and the reader's own tables\n"
+    "                would need more memory than SIZE (512M, 2G, 1GiB: powers of\n"
+    "                1024; none: no cap; 0 is refused); the default is half the\n"
+    "                physical memory\n"
     "\n"
     "Several files are read as one trace whose lanes are kept apart. FILE may be\n"
-    "gzip-compressed, and - is standard input.\n";
+    "gzip-compressed, and - is standard input (once). A name longer than 1 MiB\n"
+    "is refused as its bytes arrive.\n";
 
 static const char tree_usage[] =
     "usage: labelprof tree [--threads] [--min-percent P] [--counts] [--flat] [--strict]\n"
@@ -53,7 +58,8 @@ static const char tree_usage[] =
     "\n"
     "The tree of time, in the layout of the sampled profile (lp_profile_print):\n"
     "percentages of the summed wall time of all lanes (each lane from its first\n"
-    "to its last event), children heaviest first, 4 spaces per level. \"other\"\n"
+    "to its last event), children heaviest first, 4 spaces per level (lines\n"
+    "deeper than 32 levels stay at 128 spaces and start with [level N]). \"other\"\n"
     "closes each node with children: time in the node but in none of them.\n"
     "\"other (outside of any label)\" is lane time in no scope at all.\n"
     "\n"
@@ -136,7 +142,8 @@ static const char nnapi_usage[] =
     "  --json           the numbers as JSON, one object per run in a list\n"
     "  --max-memory SIZE\n"
     "                   the most memory the longest line, the threads and a run's\n"
-    "                   call trees may take together (bytes, or K, M, G; 1G)\n"
+    "                   call trees may take together (as for stats: 512M, 2G,\n"
+    "                   1GiB or none; the default is 1G)\n"
     "\n"
     "FILE is the systrace viewer's HTML or ftrace text: Android's header, Linux 5's\n"
     "(with or without TGID), trace-cmd report output; - is standard input. A FIFO\n"
@@ -151,7 +158,7 @@ static const char nnapi_usage[] =
     "more than --max-memory.\n";
 
 static const char layers_usage[] =
-    "usage: labelprof layers [--total-times] FILE\n"
+    "usage: labelprof layers [--total-times] [--max-memory SIZE] FILE\n"
     "\n"
     "Time per layer and phase for any program labelled with LP_SCOPE_PHASE,\n"
     "LP_PHASE_SWITCH and LP_SCOPE_SUBTRACT: NNAPI's attribution without its\n"
@@ -166,6 +173,9 @@ static const char layers_usage[] =
     "\n"
     "  --total-times  total times instead of self times (total minus the\n"
     "                 nearest lower layer with time in the phase)\n"
+    "  --max-memory SIZE  the most the layered scopes and the reader's tables\n"
+    "                 may hold (as for stats: 512M, 2G, none; the default is half\n"
+    "                 the physical memory)\n"
     "\n"
     "Exit status: 0; 1 for a nesting violation (a message names the line or\n"
     "event and the rule); 2 for bad input.\n";
@@ -308,35 +318,6 @@ const char *lp_fmt_ns(int64_t ns, char *buf, size_t len) {
   return buf;
 }
 
-/* Through the project's one escaper (lib/jsonesc.c), a block at a time. */
-void lp_put_json_string_n(FILE *out, const char *s, size_t n) {
-  enum { BLOCK = 1024 };
-  char buf[LP__JSON_ESC_MAX * (BLOCK + 3)];
-  const char *end = s + n;
-  putc('"', out);
-  while (s < end) {
-    const char *stop = (size_t)(end - s) > BLOCK ? s + BLOCK : end;
-    char *o = lp__json_escape_chars(buf, &s, end, stop, 0);
-    fwrite(buf, 1, (size_t)(o - buf), out);
-  }
-  putc('"', out);
-}
-
-void lp_put_json_string(FILE *out, const char *s) { lp_put_json_string_n(out, s, strlen(s)); }
-
-void lp_put_csv_field(FILE *out, const char *s) {
-  if (!strpbrk(s, ",\"\r\n")) {
-    fputs(s, out);
-    return;
-  }
-  putc('"', out);
-  for (const char *c = s; *c; c++) {
-    if (*c == '"') putc('"', out);
-    putc(*c, out);
-  }
-  putc('"', out);
-}
-
 int lp_parse_double(const char *s, double *v) {
   char *end;
   errno = 0;
@@ -344,7 +325,7 @@ int lp_parse_double(const char *s, double *v) {
   return *s && !*end && !errno && *v >= 0 && *v < 1e300;
 }
 
-static void overview(FILE *out) {
+void lp_overview(FILE *out) {
   fputs("usage: labelprof SUBCOMMAND [OPTIONS] FILE...\n"
         "       labelprof --version | help [SUBCOMMAND] | SUBCOMMAND -h\n"
         "\n"
@@ -372,19 +353,19 @@ int lp_cmd_help(int argc, char **argv) {
     const lp_cmd_t *c = lp_cmd_find(argv[1]);
     if (!c) {
       fprintf(stderr, "labelprof help: no subcommand '%s'\n", argv[1]);
-      overview(stderr);
+      lp_overview(stderr);
       return LP_EXIT_BAD;
     }
     fputs(c->usage, stdout);
     return LP_EXIT_OK;
   }
-  overview(stdout);
+  lp_overview(stdout);
   return LP_EXIT_OK;
 }
 
-int main(int argc, char **argv) {
+int lp_main(int argc, char **argv) {
   if (argc < 2) {
-    overview(stderr);
+    lp_overview(stderr);
     return LP_EXIT_BAD;
   }
   if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) {
@@ -392,13 +373,13 @@ int main(int argc, char **argv) {
     return LP_EXIT_OK;
   }
   if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
-    overview(stdout);
+    lp_overview(stdout);
     return LP_EXIT_OK;
   }
   const lp_cmd_t *c = lp_cmd_find(argv[1]);
   if (!c) {
     fprintf(stderr, "labelprof: no subcommand '%s'\n", argv[1]);
-    overview(stderr);
+    lp_overview(stderr);
     return LP_EXIT_BAD;
   }
   int status = c->entry(argc - 1, argv + 1);

@@ -12,6 +12,7 @@
  */
 #include "config.h"
 
+#include "agg.h" /* lp_mem_cap */
 #include "attrib.h"
 #include "cmd.h"
 #include "opts.h"
@@ -45,8 +46,11 @@ typedef struct llane {
 
 typedef struct lctx {
   const char *file;
+  lp_mem_t mem; /* every table here, against --max-memory */
   llane_t *lanes;
   size_t nl, cap;
+  uint32_t *slots; /* (pid, tid) -> lane + 1, open addressing, at most half full */
+  size_t nslots;
   uint64_t seq;
   int bad;
   int warned_word;
@@ -66,12 +70,39 @@ static int word(const char *const *w, const int *codes, size_t n, const char *s)
   return -1;
 }
 
+static size_t lane_home(int64_t pid, int64_t tid, size_t nslots) {
+  uint64_t k = (uint64_t)pid * 0x9e3779b97f4a7c15ull ^ (uint64_t)tid;
+  k ^= k >> 33;
+  k *= 0xff51afd7ed558ccdull;
+  k ^= k >> 33;
+  return (size_t)k & (nslots - 1);
+}
+
+/* The lane (pid, tid), made if new: found through a hash, so that many threads cost no more each than one. */
 static llane_t *lane_of(lctx_t *c, int64_t pid, int64_t tid) {
-  for (size_t i = c->nl; i-- > 0;)
-    if (c->lanes[i].pid == pid && c->lanes[i].tid == tid) return &c->lanes[i];
+  if (c->nslots)
+    for (size_t h = lane_home(pid, tid, c->nslots); c->slots[h]; h = (h + 1) & (c->nslots - 1)) {
+      llane_t *l = &c->lanes[c->slots[h] - 1];
+      if (l->pid == pid && l->tid == tid) return l;
+    }
+  if (c->nl >= UINT32_MAX - 1) return NULL;
+  if ((c->nl + 1) * 2 > c->nslots) {
+    size_t ns = c->nslots ? c->nslots * 2 : 64;
+    uint32_t *slots = lp_mem_realloc(&c->mem, NULL, 0, ns * sizeof *slots);
+    if (!slots) return NULL;
+    memset(slots, 0, ns * sizeof *slots);
+    for (size_t i = 0; i < c->nl; i++) {
+      size_t h = lane_home(c->lanes[i].pid, c->lanes[i].tid, ns);
+      while (slots[h]) h = (h + 1) & (ns - 1);
+      slots[h] = (uint32_t)(i + 1);
+    }
+    lp_mem_free(&c->mem, c->slots, c->nslots * sizeof *c->slots);
+    c->slots = slots;
+    c->nslots = ns;
+  }
   if (c->nl == c->cap) {
     size_t nc = c->cap ? c->cap * 2 : 16;
-    llane_t *n = realloc(c->lanes, nc * sizeof *n);
+    llane_t *n = lp_mem_realloc(&c->mem, c->lanes, c->cap * sizeof *n, nc * sizeof *n);
     if (!n) return NULL;
     c->lanes = n;
     c->cap = nc;
@@ -80,13 +111,16 @@ static llane_t *lane_of(lctx_t *c, int64_t pid, int64_t tid) {
   memset(l, 0, sizeof *l);
   l->pid = pid;
   l->tid = tid;
+  size_t h = lane_home(pid, tid, c->nslots);
+  while (c->slots[h]) h = (h + 1) & (c->nslots - 1);
+  c->slots[h] = (uint32_t)c->nl;
   return l;
 }
 
-static int add_iv(llane_t *l, const liv_t *v) {
+static int add_iv(lctx_t *c, llane_t *l, const liv_t *v) {
   if (l->n == l->cap) {
     size_t nc = l->cap ? l->cap * 2 : 64;
-    liv_t *n = realloc(l->iv, nc * sizeof *n);
+    liv_t *n = lp_mem_realloc(&c->mem, l->iv, l->cap * sizeof *n, nc * sizeof *n);
     if (!n) return -1;
     l->iv = n;
     l->cap = nc;
@@ -129,18 +163,18 @@ static int on_event(void *ctx, const lp_event_t *ev) {
     lopen_t o = l->open[--l->no];
     if (o.layer < 0) return 0;
     liv_t v = {o.s, ev->ts < o.s ? o.s : ev->ts, c->seq++, o.line, o.layer, o.phase, o.sub};
-    return add_iv(l, &v) < 0 ? (lp_report(&ev->pos, "out of memory"), LP_READ_BAD) : 0;
+    return add_iv(c, l, &v) < 0 ? lp_mem_fail(&c->mem, &ev->pos) : 0;
   }
   signed char la, ph, sub;
   codes(c, ev, &la, &ph, &sub);
   if (ev->kind == LP_EV_COMPLETE) {
     if (la < 0) return 0;
     liv_t v = {ev->ts, end, c->seq++, ev->pos.line, la, ph, sub};
-    return add_iv(l, &v) < 0 ? (lp_report(&ev->pos, "out of memory"), LP_READ_BAD) : 0;
+    return add_iv(c, l, &v) < 0 ? lp_mem_fail(&c->mem, &ev->pos) : 0;
   }
   if (l->no == l->ocap) {
     size_t nc = l->ocap ? l->ocap * 2 : 16;
-    lopen_t *n = realloc(l->open, nc * sizeof *n);
+    lopen_t *n = lp_mem_realloc(&c->mem, l->open, l->ocap * sizeof *n, nc * sizeof *n);
     if (!n) goto oom;
     l->open = n;
     l->ocap = nc;
@@ -149,8 +183,7 @@ static int on_event(void *ctx, const lp_event_t *ev) {
   l->open[l->no++] = o;
   return 0;
 oom:
-  lp_report(&ev->pos, "out of memory");
-  return LP_READ_BAD;
+  return lp_mem_fail(&c->mem, &ev->pos);
 }
 
 static int cmp_iv(const void *a, const void *b) {
@@ -191,7 +224,7 @@ static void print_table(const at_stats_t *st, int total, const char *file) {
 int lp_cmd_layers(int argc, char **argv) {
   bool total = false;
   const char *file = NULL;
-  const lp_opt_t opts[] = {{"--total-times", &total, 0, 0, 0}, LP_OPT_END};
+  const lp_opt_t opts[] = {{"--total-times", &total, 0, 0, 0}, LP_OPT_MAX_MEMORY, LP_OPT_END};
   lp_operands_t ops = {.v = &file, .min = 1, .max = 1, .too_many = "one FILE only", .missing = "FILE is missing"};
   int r = lp_opts_parse("layers", argc, argv, opts, &ops);
   if (r != LP_OPTS_RUN) return r;
@@ -200,7 +233,8 @@ int lp_cmd_layers(int argc, char **argv) {
   lctx_t c;
   memset(&c, 0, sizeof c);
   c.file = lp_input_name(in);
-  lp_sink_t sink = {&c, on_event};
+  c.mem.cap = lp_mem_cap();
+  lp_sink_t sink = {&c, on_event, &c.mem};
   int rc = lp_read_input(in, &sink);
   lp_input_close(in);
   int status = rc ? LP_EXIT_BAD : LP_EXIT_OK;
@@ -223,8 +257,8 @@ int lp_cmd_layers(int argc, char **argv) {
         lopen_t o = l->open[--l->no];
         if (o.layer < 0) continue;
         liv_t v = {o.s, l->last, c.seq++, o.line, o.layer, o.phase, o.sub};
-        if (add_iv(l, &v) < 0) {
-          fprintf(stderr, "labelprof layers: out of memory\n");
+        if (add_iv(&c, l, &v) < 0) {
+          fprintf(stderr, "labelprof layers: %s: out of memory%s\n", c.file, c.mem.over ? " (the cap, --max-memory)" : "");
           status = LP_EXIT_BAD;
           break;
         }
@@ -280,9 +314,10 @@ int lp_cmd_layers(int argc, char **argv) {
   }
   at_free(at);
   for (size_t i = 0; i < c.nl; i++) {
-    free(c.lanes[i].iv);
-    free(c.lanes[i].open);
+    lp_mem_free(&c.mem, c.lanes[i].iv, c.lanes[i].cap * sizeof *c.lanes[i].iv);
+    lp_mem_free(&c.mem, c.lanes[i].open, c.lanes[i].ocap * sizeof *c.lanes[i].open);
   }
-  free(c.lanes);
+  lp_mem_free(&c.mem, c.lanes, c.cap * sizeof *c.lanes);
+  lp_mem_free(&c.mem, c.slots, c.nslots * sizeof *c.slots);
   return status;
 }

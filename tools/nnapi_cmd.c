@@ -12,11 +12,11 @@
  */
 #include "config.h"
 
+#include "agg.h" /* lp_parse_size: the size grammar of every --max-memory */
 #include "cmd.h"
 #include "nnapi.h"
 #include "reader.h"
 
-#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,21 +119,6 @@ out:
   return rc;
 }
 
-/* "1073741824", "512K", "64M", "1G" (binary units); 0 on a mistake. */
-static size_t parse_size(const char *v) {
-  char *end;
-  errno = 0;
-  if (!*v || *v == '-') return 0;
-  unsigned long long n = strtoull(v, &end, 10);
-  if (errno || end == v) return 0;
-  unsigned shift = 0;
-  if (*end == 'K' || *end == 'k') shift = 10, end++;
-  else if (*end == 'M' || *end == 'm') shift = 20, end++;
-  else if (*end == 'G' || *end == 'g') shift = 30, end++;
-  if (*end || n == 0 || n > (SIZE_MAX >> shift)) return 0;
-  return (size_t)n << shift;
-}
-
 static const char *nnapi_usage_name = "nnapi";
 
 int lp_cmd_nnapi(int argc, char **argv) {
@@ -154,8 +139,12 @@ int lp_cmd_nnapi(int argc, char **argv) {
       js = 1;
     } else if ((got = lp_opt_value(nnapi_usage_name, argc, argv, &i, "--max-memory", &v)) != 0) {
       if (got < 0) return LP_EXIT_BAD;
-      if (!(max_memory = parse_size(v)))
-        return lp_usage_error(nnapi_usage_name, "--max-memory takes a size in bytes (K, M or G after it), not '%s'", v);
+      uint64_t bytes;
+      if (!lp_parse_size(v, &bytes))
+        return lp_usage_error(nnapi_usage_name,
+                              "--max-memory takes a size above 0 (512M, 2G; K, M, G, T are powers of 1024) or none "
+                              "(no cap), not '%s'", v);
+      max_memory = bytes == UINT64_MAX || bytes > SIZE_MAX ? 0 : (size_t)bytes; /* 0: no limit, to nnapi.c */
     } else if (strcmp(a, "--") == 0 && i + 1 < argc && !file && i + 2 == argc) {
       file = argv[++i];
     } else if (a[0] == '-' && a[1]) {

@@ -68,14 +68,22 @@ int lp_opts_parse(const char *cmd, int argc, char **argv, const lp_opt_t *opts, 
   return LP_OPTS_RUN;
 }
 
+int lp_opts_stdin_once(const char *cmd, const char *const *files, int n) {
+  for (int i = 0, seen = 0; i < n; i++)
+    if (strcmp(files[i], "-") == 0 && seen++)
+      return lp_usage_error(cmd, "standard input (-) is given twice: it can be read once");
+  return LP_OPTS_RUN;
+}
+
 int lp_opt_parse_max_memory(const char *cmd, const char *v, void *arg) {
   (void)arg;
   uint64_t bytes;
   if (!lp_parse_size(v, &bytes)) {
-    lp_usage_error(cmd, "--max-memory takes a size (512M, 2G; K, M, G, T are powers of 1024) or none, not '%s'", v);
+    lp_usage_error(cmd, "--max-memory takes a size above 0 (512M, 2G; K, M, G, T are powers of 1024) or none "
+                        "(no cap), not '%s'", v);
     return -1;
   }
-  lp_agg_max_memory = bytes ? bytes : UINT64_MAX;
+  lp_agg_max_memory = bytes;
   return 0;
 }
 

@@ -63,6 +63,13 @@ typedef struct lp_opt_words {
 } lp_opt_words_t;
 int lp_opt_parse_word(const char *cmd, const char *value, void *arg);
 
+/*
+ * Standard input ("-") given more than once among the n files: the usage
+ * error "standard input (-) is given twice: it can be read once" and
+ * LP_EXIT_BAD (the second would read as empty); else LP_OPTS_RUN.
+ */
+int lp_opts_stdin_once(const char *cmd, const char *const *files, int n);
+
 /* The row of --max-memory SIZE, and of --strict into a bool. */
 int lp_opt_parse_max_memory(const char *cmd, const char *value, void *arg);
 #define LP_OPT_MAX_MEMORY {"--max-memory", 0, 0, lp_opt_parse_max_memory, 0}

@@ -40,6 +40,14 @@
  *   what it says of drops and of the session's window is passed on as
  *   LP_EV_FILE_INFO "otherData.KEY", as the JSON's otherData is.
  *
+ * Names (of events, interned or inline, of categories, tracks, threads and
+ * processes) are kept whole, as Perfetto keeps them: one longer than
+ * LP_READ_MAX_NAME is refused, and a NUL byte in one is the text \u0000, as
+ * in the JSON reader, so that two names never become one. Every table (the
+ * packet being read, sequences and their interned names, tracks, indexes)
+ * is counted in the sink's memory: a packet past --max-memory is refused at
+ * its header, before its bytes are held.
+ *
  * An event whose name iid was not interned on its sequence (or only before
  * its state was cleared) is kept without a name, as Perfetto's trace
  * processor keeps it; the count of such events is passed on at the end of
@@ -156,54 +164,52 @@ static void pr_copy(char *dst, size_t size, const void *s, size_t len) {
   dst[len] = '\0';
 }
 
-/* Appends "," (unless dst is empty) and then c to dst (size bytes), cut to fit, as snprintf would. */
-static void pr_append(char *dst, size_t size, const char *c) {
-  size_t n = strlen(dst);
-  if (n && n < size - 1) dst[n++] = ',';
-  pr_copy(dst + n, size - n, c, strlen(c));
+/*
+ * A name from the file, s[0..len), as a C string, counted in mem: a NUL in
+ * it, which would cut it short and make two names one, is the text \u0000
+ * (lp_name_put), as the JSON reader gives it. NULL out of memory.
+ */
+static char *pr_name_copy(lp_mem_t *mem, const uint8_t *s, size_t len) {
+  size_t n = lp_name_len(s, len);
+  char *c = lp_mem_realloc(mem, NULL, 0, n + 1);
+  return c ? lp_name_put(c, s, len) : NULL;
 }
 
-/* A name from the file, s[0..len), as a C string (a NUL in it, which would cut it short, made '?'); NULL out of memory. */
-static char *pr_name_copy(const uint8_t *s, size_t len) {
-  char *c = malloc(len + 1);
-  if (!c) return NULL;
-  if (len) memcpy(c, s, len);
-  c[len] = '\0';
-  for (size_t i = 0; i < len; i++)
-    if (!c[i]) c[i] = '?';
-  return c;
+static void pr_name_free(lp_mem_t *mem, char *c) {
+  if (c) lp_mem_free(mem, c, strlen(c) + 1);
 }
 
 /* Sets key to a copy of s[0..len); 0, or -1 out of memory. */
-static int pr_put(pr_strmap_t *m, uint64_t key, const uint8_t *s, size_t len) {
-  char *c = pr_name_copy(s, len);
+static int pr_put(lp_mem_t *mem, pr_strmap_t *m, uint64_t key, const uint8_t *s, size_t len) {
+  char *c = pr_name_copy(mem, s, len);
   if (!c) return -1;
   if (key == 0) {
-    free(m->zero);
+    pr_name_free(mem, m->zero);
     m->zero = c;
     return 0;
   }
   if (!m->e || (m->n + 1) * 2 > m->mask + 1) {
     size_t mask = m->e ? m->mask * 2 + 1 : 63;
-    pr_str_t *ne = calloc(mask + 1, sizeof *ne);
+    pr_str_t *ne = lp_mem_realloc(mem, NULL, 0, (mask + 1) * sizeof *ne);
     if (!ne) {
-      free(c);
+      pr_name_free(mem, c);
       return -1;
     }
+    memset(ne, 0, (mask + 1) * sizeof *ne);
     for (size_t i = 0; m->e && i <= m->mask; i++) {
       if (!m->e[i].key) continue;
       size_t h = pr_hash(m->e[i].key) & mask;
       while (ne[h].key) h = (h + 1) & mask;
       ne[h] = m->e[i];
     }
-    free(m->e);
+    if (m->e) lp_mem_free(mem, m->e, (m->mask + 1) * sizeof *m->e);
     m->e = ne;
     m->mask = mask;
   }
   size_t h = pr_hash(key) & m->mask;
   for (; m->e[h].key; h = (h + 1) & m->mask)
     if (m->e[h].key == key) {
-      free(m->e[h].s);
+      pr_name_free(mem, m->e[h].s);
       m->e[h].s = c;
       return 0;
     }
@@ -213,10 +219,10 @@ static int pr_put(pr_strmap_t *m, uint64_t key, const uint8_t *s, size_t len) {
   return 0;
 }
 
-static void pr_strmap_free(pr_strmap_t *m) {
-  for (size_t i = 0; m->e && i <= m->mask; i++) free(m->e[i].s);
-  free(m->e);
-  free(m->zero);
+static void pr_strmap_free(lp_mem_t *mem, pr_strmap_t *m) {
+  for (size_t i = 0; m->e && i <= m->mask; i++) pr_name_free(mem, m->e[i].s);
+  if (m->e) lp_mem_free(mem, m->e, (m->mask + 1) * sizeof *m->e);
+  pr_name_free(mem, m->zero);
   memset(m, 0, sizeof *m);
 }
 
@@ -273,6 +279,7 @@ typedef struct pr_index {
 typedef struct pr_state {
   lp_input_t *in;
   const lp_sink_t *sink;
+  lp_mem_t *mem; /* every table and buffer here, against --max-memory */
   lp_pos_t pos;
   pr_seq_t *seqs;
   size_t nseqs, capseqs;
@@ -285,6 +292,8 @@ typedef struct pr_state {
   int64_t next_lane; /* tracks that are lanes of their own so far, numbered in order: tids PR_FIRST_LANE up */
   size_t nsaid;      /* tracks that are lanes of their own, with the tid their description says */
   uint64_t unknown_names; /* events whose name iid was not interned on their sequence */
+  char *name, *cats;      /* the event being read: its name given inline, its categories joined */
+  size_t name_cap, cats_cap, cats_len;
 } pr_state_t;
 
 /* A key's home slot: its bits mixed (keys here are small counters, uuids and tids). */
@@ -325,9 +334,10 @@ static int pr_index_put(pr_index_t *ix, uint64_t key, size_t pos, size_t n, pr_k
   if ((ix->used + 1) * 2 > ix->mask) {
     size_t slots = ix->mask ? (ix->mask + 1) * 2 : 64;
     while (n * 2 + 2 > slots) slots *= 2;
-    uint32_t *fresh = calloc(slots, sizeof *fresh);
+    uint32_t *fresh = lp_mem_realloc(st->mem, NULL, 0, slots * sizeof *fresh);
     if (!fresh) return -1;
-    free(ix->slot);
+    memset(fresh, 0, slots * sizeof *fresh);
+    if (ix->slot) lp_mem_free(st->mem, ix->slot, (ix->mask + 1) * sizeof *ix->slot);
     ix->slot = fresh;
     ix->mask = slots - 1;
     ix->used = 0;
@@ -346,7 +356,7 @@ static pr_seq_t *pr_seq(pr_state_t *st, uint32_t id) {
     if (st->seqs[*s - 1].id == id) return &st->seqs[*s - 1];
   if (st->nseqs == st->capseqs) {
     size_t cap = st->capseqs ? st->capseqs * 2 : 16;
-    pr_seq_t *s = realloc(st->seqs, cap * sizeof *s);
+    pr_seq_t *s = lp_mem_realloc(st->mem, st->seqs, st->capseqs * sizeof *s, cap * sizeof *s);
     if (!s) return NULL;
     st->seqs = s;
     st->capseqs = cap;
@@ -359,10 +369,10 @@ static pr_seq_t *pr_seq(pr_state_t *st, uint32_t id) {
   return q;
 }
 
-static void pr_seq_clear(pr_seq_t *q) {
-  pr_strmap_free(&q->names);
-  pr_strmap_free(&q->cats);
-  pr_strmap_free(&q->dnames);
+static void pr_seq_clear(lp_mem_t *mem, pr_seq_t *q) {
+  pr_strmap_free(mem, &q->names);
+  pr_strmap_free(mem, &q->cats);
+  pr_strmap_free(mem, &q->dnames);
   q->clock_id = 0;
   q->track = 0;
   q->has_track = false;
@@ -400,7 +410,8 @@ static int pr_interned(pr_state_t *st, pr_strmap_t *m, const uint8_t *p, size_t 
     }
   }
   if (r < 0) return pr_bad(st, "malformed interned entry (expected iid and name)");
-  if (pr_put(m, iid, name, nlen) != 0) return pr_bad(st, "out of memory for interned names");
+  if (nlen > LP_READ_MAX_NAME) return pr_bad(st, "an interned name longer than 1 MiB: no name is that long");
+  if (pr_put(st->mem, m, iid, name, nlen) != 0) return lp_mem_fail(st->mem, &st->pos);
   return 0;
 }
 
@@ -604,8 +615,8 @@ static int pr_descriptor(pr_state_t *st, pr_seq_t *q, const uint8_t *p, size_t l
   if (!t) {
     if (st->ntracks == st->captracks) {
       size_t cap = st->captracks ? st->captracks * 2 : 32;
-      pr_track_t *nt = realloc(st->tracks, cap * sizeof *nt);
-      if (!nt) return pr_bad(st, "out of memory for track descriptors");
+      pr_track_t *nt = lp_mem_realloc(st->mem, st->tracks, st->captracks * sizeof *nt, cap * sizeof *nt);
+      if (!nt) return lp_mem_fail(st->mem, &st->pos);
       st->tracks = nt;
       st->captracks = cap;
     }
@@ -634,12 +645,13 @@ static int pr_descriptor(pr_state_t *st, pr_seq_t *q, const uint8_t *p, size_t l
   if ((fresh && pr_index_put(&st->track_by_uuid, uuid, pos, st->ntracks, pr_track_uuid_key, st) != 0) ||
       ((fresh || t->pid != was_pid || t->tid != was_tid) &&
        pr_index_put(&st->track_by_lane, pr_lane_key(t->pid, t->tid), pos, st->ntracks, pr_track_lane_key, st) != 0))
-    return pr_bad(st, "out of memory for track descriptors");
+    return lp_mem_fail(st->mem, &st->pos);
   const uint8_t *shown = thread ? tname : process ? pname : name;
   size_t slen = thread ? tnlen : process ? pnlen : nlen;
-  char *c = pr_name_copy(shown, slen);
-  if (!c) return pr_bad(st, "out of memory for track names");
-  free(t->name);
+  if (slen > LP_READ_MAX_NAME) return pr_bad(st, "a track's name longer than 1 MiB: no name is that long");
+  char *c = pr_name_copy(st->mem, shown, slen);
+  if (!c) return lp_mem_fail(st->mem, &st->pos);
+  pr_name_free(st->mem, t->name);
   t->name = c;
   if (counter || (!shown && !process)) return 0;
   lp_event_t ev = {.kind = process ? LP_EV_PROCESS_NAME : LP_EV_THREAD_NAME, .pid = t->pid, .tid = t->tid,
@@ -686,8 +698,11 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
   bool has_name_iid = false, has_value = false, dvalue = false;
   int64_t value = 0;
   double dv = 0;
-  char name[4096], cats[512], layer[64], phase[64], mode[64]; /* no initializer: 5 KB to clear per event */
-  name[0] = cats[0] = layer[0] = phase[0] = mode[0] = '\0';
+  /* The name: "", interned (the sequence's copy), or given inline (copied into st->name); never cut. */
+  const char *name = "";
+  char layer[64], phase[64], mode[64];
+  layer[0] = phase[0] = mode[0] = '\0';
+  st->cats_len = 0;
   bool has_name = false;
   int legacy_phase = 0, legacy_scope = 0;
   int64_t legacy_dur = -1, pid_override = 0, tid_override = 0, us = 0;
@@ -711,7 +726,15 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
     case 10: name_iid = f.v; has_name_iid = true; break;
     case 23:
       if (f.wire == 2) {
-        pr_copy(name, sizeof name, f.p, f.len);
+        if (f.len > LP_READ_MAX_NAME) return pr_bad(st, "an event's name longer than 1 MiB: no label is that long");
+        size_t n = lp_name_len(f.p, f.len) + 1;
+        if (n > st->name_cap) {
+          char *b = lp_mem_realloc(st->mem, st->name, st->name_cap, n);
+          if (!b) return lp_mem_fail(st->mem, &st->pos);
+          st->name = b;
+          st->name_cap = n;
+        }
+        name = lp_name_put(st->name, f.p, f.len);
         has_name = true;
       }
       break;
@@ -723,15 +746,33 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
       }
       break;
     case 3: case 22: {
+      /* Categories, interned or inline, joined with ',' in st->cats. */
       const char *c = NULL;
-      char tmp[256];
+      size_t n = 0;
       if (f.num == 3) {
         if (!(c = q ? pr_get(&q->cats, f.v) : NULL)) return pr_bad(st, "a category iid that was not interned on its sequence");
+        n = strlen(c);
       } else if (f.wire == 2) {
-        pr_copy(tmp, sizeof tmp, f.p, f.len);
-        c = tmp;
+        if (f.len > LP_READ_MAX_NAME) return pr_bad(st, "a category longer than 1 MiB: no name is that long");
+        n = lp_name_len(f.p, f.len);
+      } else {
+        break;
       }
-      if (c) pr_append(cats, sizeof cats, c);
+      size_t need = st->cats_len + 1 + n + 1;
+      if (need > st->cats_cap) {
+        size_t cap = st->cats_cap ? st->cats_cap : 256;
+        while (cap < need) cap *= 2;
+        char *b = lp_mem_realloc(st->mem, st->cats, st->cats_cap, cap);
+        if (!b) return lp_mem_fail(st->mem, &st->pos);
+        st->cats = b;
+        st->cats_cap = cap;
+      }
+      if (st->cats_len) st->cats[st->cats_len++] = ',';
+      if (c)
+        memcpy(st->cats + st->cats_len, c, n + 1);
+      else
+        lp_name_put(st->cats + st->cats_len, f.p, f.len);
+      st->cats_len += n;
       break;
     }
     case 4: {
@@ -798,12 +839,12 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
   if (has_name_iid) {
     const char *s = q ? pr_get(&q->names, name_iid) : NULL;
     if (s) {
-      pr_copy(name, sizeof name, s, strlen(s));
+      name = s;
       has_name = true;
     } else {
       /* Never interned on the sequence (or before its state was cleared): kept without a name, as Perfetto keeps
          it, and counted for the file's notes. */
-      name[0] = '\0';
+      name = "";
       has_name = false;
       st->unknown_names++;
     }
@@ -825,7 +866,7 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
   if (ts <= -PR_TIME_LIMIT || ts >= PR_TIME_LIMIT) return pr_bad(st, "a time beyond ±2^62 ns");
   pr_track_t *t = pr_track(st, track);
   lp_event_t ev = {.pid = t ? t->pid : 0, .tid = t ? t->tid : (int64_t)(track & INT32_MAX), .ts = ts,
-                   .name = name, .category = cats[0] ? cats : NULL, .layer = layer[0] ? layer : NULL,
+                   .name = name, .category = st->cats_len ? st->cats : NULL, .layer = layer[0] ? layer : NULL,
                    .phase = phase[0] ? phase : NULL, .mode = mode[0] ? mode : NULL, .pos = st->pos};
   if (!track) {
     /* No track (none given, no default), or track 0 for a legacy event: the thread that writes the sequence, as
@@ -841,10 +882,10 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
       name[0] && type != 2 && legacy_phase != 'E') {
     /* A track of its own without a name takes its first event's, as in Perfetto. */
     size_t n = strlen(name) + 1;
-    char *c = malloc(n);
-    if (!c) return pr_bad(st, "out of memory for track names");
+    char *c = lp_mem_realloc(st->mem, NULL, 0, n);
+    if (!c) return lp_mem_fail(st->mem, &st->pos);
     memcpy(c, name, n);
-    free(t->name);
+    pr_name_free(st->mem, t->name);
     t->name = c;
     lp_event_t tn = {.kind = LP_EV_THREAD_NAME, .pid = ev.pid, .tid = ev.tid, .name = c, .pos = st->pos};
     if ((r = st->sink->event(st->sink->ctx, &tn)) != 0) return r;
@@ -933,12 +974,13 @@ static int pr_legacy_descriptor(pr_state_t *st, pr_seq_t *q, bool thread, const 
     q->has_ref = true;
   }
   if (!name) return 0;
-  char *c = pr_name_copy(name, nlen);
-  if (!c) return pr_bad(st, "out of memory for thread names");
+  if (nlen > LP_READ_MAX_NAME) return pr_bad(st, "a thread's or process's name longer than 1 MiB: no name is that long");
+  char *c = pr_name_copy(st->mem, name, nlen);
+  if (!c) return lp_mem_fail(st->mem, &st->pos);
   lp_event_t ev = {.kind = thread ? LP_EV_THREAD_NAME : LP_EV_PROCESS_NAME, .pid = pid, .tid = thread ? tid : 0,
                    .name = c, .pos = st->pos};
   r = st->sink->event(st->sink->ctx, &ev);
-  free(c);
+  pr_name_free(st->mem, c);
   return r;
 }
 
@@ -971,9 +1013,9 @@ static int pr_packet(pr_state_t *st, const uint8_t *p, size_t len) {
   }
   if (r < 0) return pr_bad(st, "malformed trace packet (a varint or a length runs past the packet)");
   pr_seq_t *q = pr_seq(st, seq);
-  if (!q) return pr_bad(st, "out of memory for sequences");
+  if (!q) return lp_mem_fail(st->mem, &st->pos);
   if ((flags & 1) || cleared) {
-    pr_seq_clear(q);
+    pr_seq_clear(st->mem, q);
     q->valid = true;
   }
   if ((flags & 2) && !q->valid) return 0; /* its state was lost (or never written): skipped */
@@ -1047,15 +1089,13 @@ static int pr_read(lp_input_t *in, const lp_sink_t *sink) {
   st.pos.file = strcmp(lp_input_name(in), "-") == 0 ? "<stdin>" : lp_input_name(in);
   st.offset[6] = 0;
   st.has_offset[6] = true;
+  st.mem = sink->mem;
   size_t cap = 1 << 16, have = 0, at = 0;
   uint64_t base = 0; /* the offset of buf[0] in the input */
-  uint8_t *buf = malloc(cap);
+  uint8_t *buf = lp_mem_realloc(st.mem, NULL, 0, cap);
   int rc = LP_READ_OK;
   bool eof = false;
-  if (!buf) {
-    lp_report(&st.pos, "out of memory");
-    return LP_READ_BAD;
-  }
+  if (!buf) return lp_mem_fail(st.mem, &st.pos);
   for (;;) {
     /* A whole packet at buf + at: its tag, its length, its bytes. */
     size_t need = 0, hdr = 0;
@@ -1119,12 +1159,13 @@ static int pr_read(lp_input_t *in, const lp_sink_t *sink) {
     have -= at;
     base += at;
     at = 0;
-    if (need > cap) {
+    if (need > cap) { /* a packet larger than the buffer: refused here, at its header, past --max-memory */
       size_t ncap = cap;
       while (ncap < need) ncap *= 2;
-      uint8_t *nb = realloc(buf, ncap);
+      uint8_t *nb = lp_mem_realloc(st.mem, buf, cap, ncap);
       if (!nb) {
-        rc = pr_bad(&st, "out of memory for a packet");
+        st.pos.offset = base;
+        rc = lp_mem_fail(st.mem, &st.pos);
         break;
       }
       buf = nb;
@@ -1138,7 +1179,7 @@ static int pr_read(lp_input_t *in, const lp_sink_t *sink) {
     if (n == 0) eof = true;
     have += (size_t)n;
   }
-  free(buf);
+  lp_mem_free(st.mem, buf, cap);
   if (rc == LP_READ_OK && st.unknown_names) {
     /* Said once, at the end: the views' notes count such events. */
     char n[24];
@@ -1146,13 +1187,15 @@ static int pr_read(lp_input_t *in, const lp_sink_t *sink) {
     lp_event_t ev = {.kind = LP_EV_FILE_INFO, .name = "perfetto.unknown_name_iids", .text = n, .pos = st.pos};
     rc = sink->event(sink->ctx, &ev);
   }
-  for (size_t i = 0; i < st.nseqs; i++) pr_seq_clear(&st.seqs[i]);
-  free(st.seqs);
-  for (size_t i = 0; i < st.ntracks; i++) free(st.tracks[i].name);
-  free(st.tracks);
-  free(st.seq_by_id.slot);
-  free(st.track_by_uuid.slot);
-  free(st.track_by_lane.slot);
+  for (size_t i = 0; i < st.nseqs; i++) pr_seq_clear(st.mem, &st.seqs[i]);
+  lp_mem_free(st.mem, st.seqs, st.capseqs * sizeof *st.seqs);
+  for (size_t i = 0; i < st.ntracks; i++) pr_name_free(st.mem, st.tracks[i].name);
+  lp_mem_free(st.mem, st.tracks, st.captracks * sizeof *st.tracks);
+  pr_index_t *ixs[] = {&st.seq_by_id, &st.track_by_uuid, &st.track_by_lane};
+  for (size_t i = 0; i < 3; i++)
+    if (ixs[i]->slot) lp_mem_free(st.mem, ixs[i]->slot, (ixs[i]->mask + 1) * sizeof *ixs[i]->slot);
+  lp_mem_free(st.mem, st.name, st.name_cap);
+  lp_mem_free(st.mem, st.cats, st.cats_cap);
   return rc;
 }
 

@@ -2,10 +2,13 @@
  * reader.c: inputs (files, standard input, gzip), the choice of reader by the
  * first bytes, and the messages that name a position.
  *
- * An input is a file descriptor that can always seek: standard input that
- * cannot (a pipe) is copied once to an unlinked temporary file, so a view
- * that needs a second pass (lanes written out of order) can rewind any
- * input. Gzip is recognised by its magic bytes and inflated with zlib,
+ * An input can always start again from its first byte: standard input or a
+ * FIFO that cannot seek (a pipe) is copied, as it is read and no sooner, to
+ * an unlinked temporary file, so a view that needs a second pass (lanes
+ * written out of order, nnapi) rewinds any input, while an input whose first
+ * bytes no reader knows is refused before more than those are read. A copy
+ * that fails on the way (a full disk) loses nothing of the first pass; only
+ * a second one is then refused, saying why. Gzip is recognised by its magic bytes and inflated with zlib,
  * every member in turn as zcat does; bytes after the last member, or a
  * member cut short, are errors at their compressed byte offset. The first
  * bytes of the decompressed stream are kept aside for sniffing.
@@ -31,6 +34,12 @@
 struct lp_input {
   const char *name;
   int fd;
+  /* A pipe: fd is the pipe, spool the copy of what was read from it; a pass reads the copy up to `spooled`, then
+     the pipe, appending to the copy. */
+  int spool;           /* -1: fd can seek */
+  uint64_t spooled;    /* bytes in the copy */
+  uint64_t raw;        /* bytes of the input read in this pass */
+  int spool_error;     /* the copy failed (errno): no second pass */
   z_stream *gz; /* NULL: plain */
   unsigned char *zin;  /* compressed bytes read, not yet inflated */
   uint64_t zread;      /* compressed bytes read from the file so far */
@@ -79,6 +88,84 @@ void lp_warn(const lp_pos_t *pos, const char *fmt, ...) {
   va_end(ap);
 }
 
+/* ---- memory ---------------------------------------------------------------------- */
+
+#define BLOCK_OVERHEAD 16 /* what the allocator keeps beside each block, about */
+
+void *lp_mem_realloc(lp_mem_t *m, void *p, size_t old, size_t size) {
+  if (!m) return realloc(p, size);
+  uint64_t drop = p ? old : 0, add = size + (p ? 0 : BLOCK_OVERHEAD);
+  if (m->cap && m->used - drop + add > m->cap) {
+    m->over = true;
+    return NULL;
+  }
+  void *q = realloc(p, size);
+  if (!q) return NULL;
+  m->used = m->used - drop + add;
+  return q;
+}
+
+void lp_mem_free(lp_mem_t *m, void *p, size_t size) {
+  if (!p) return;
+  if (m) m->used -= size + BLOCK_OVERHEAD;
+  free(p);
+}
+
+int lp_mem_charge(lp_mem_t *m, uint64_t *counted, uint64_t now) {
+  if (!m) return 0;
+  if (now > *counted && m->cap && m->used - *counted + now > m->cap) {
+    m->over = true;
+    return -1;
+  }
+  m->used = m->used - *counted + now;
+  *counted = now;
+  return 0;
+}
+
+int lp_mem_fail(const lp_mem_t *m, const lp_pos_t *pos) {
+  if (m && m->over) {
+    uint64_t c = m->cap;
+    unsigned shift = c % (1ull << 30) == 0 ? 30 : c % (1ull << 20) == 0 ? 20 : c % 1024 == 0 ? 10 : 0;
+    lp_report(pos, "this trace needs more than %llu %s of memory (the cap, --max-memory) for its labels, lanes, "
+                   "paths and the reader's tables: stopped here",
+              (unsigned long long)(c >> shift), shift == 30 ? "GiB" : shift == 20 ? "MiB" : shift ? "KiB" : "bytes");
+  } else {
+    lp_report(pos, "out of memory");
+  }
+  return LP_READ_BAD;
+}
+
+/* ---- names ---------------------------------------------------------------------- */
+
+#define NUL_TEXT "\\u0000"
+
+size_t lp_name_len(const void *s, size_t n) {
+  if (!n) return 0; /* s may be NULL then */
+  size_t len = n;
+  for (const char *p = s, *end = p + n; (p = memchr(p, '\0', (size_t)(end - p))) != NULL; p++) len += 5;
+  return len;
+}
+
+char *lp_name_put(char *dst, const void *s, size_t n) {
+  if (!n) { /* s may be NULL then */
+    dst[0] = '\0';
+    return dst;
+  }
+  const char *p = s, *end = p + n;
+  char *o = dst;
+  for (const char *nul; (nul = memchr(p, '\0', (size_t)(end - p))) != NULL; p = nul + 1) {
+    memcpy(o, p, (size_t)(nul - p));
+    o += nul - p;
+    memcpy(o, NUL_TEXT, 6);
+    o += 6;
+  }
+  memcpy(o, p, (size_t)(end - p));
+  o[end - p] = '\0';
+  return dst;
+}
+
+/* ---- inputs ---------------------------------------------------------------------- */
+
 static const char *shown(const lp_input_t *in) { return strcmp(in->name, "-") == 0 ? "<stdin>" : in->name; }
 
 const char *lp_input_name(const lp_input_t *in) { return in->name; }
@@ -93,49 +180,64 @@ int lp_temp_fd(void) {
   return fd;
 }
 
-/* Copies a pipe to an unlinked temporary file; returns its descriptor at offset 0, or -1. */
-static int spool(int from, const char *name) {
-  int fd = lp_temp_fd();
-  if (fd < 0) {
-    fprintf(stderr, "labelprof: %s: cannot make a temporary file to hold the input: %s\n", name, strerror(errno));
-    return -1;
-  }
-  static char buf[1 << 16];
-  for (;;) {
-    ssize_t n = read(from, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      fprintf(stderr, "labelprof: %s: %s\n", name, strerror(errno));
-      close(fd);
+static ssize_t pipe_read(lp_input_t *in, void *buf, size_t n) {
+  if (in->raw < in->spooled && !in->spool_error) { /* what an earlier pass read, from the copy */
+    uint64_t left = in->spooled - in->raw;
+    ssize_t got = pread(in->spool, buf, n < left ? n : (size_t)left, (off_t)in->raw);
+    if (got < 0) {
+      fprintf(stderr, "labelprof: %s: reading its temporary copy: %s\n", shown(in), strerror(errno));
       return -1;
     }
-    if (n == 0) break;
-    for (ssize_t off = 0; off < n;) {
-      ssize_t w = write(fd, buf + off, (size_t)(n - off));
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0) {
-        fprintf(stderr, "labelprof: %s: writing a temporary copy: %s\n", name, strerror(errno));
-        close(fd);
-        return -1;
-      }
-      off += w;
-    }
+    in->raw += (uint64_t)got;
+    return got;
   }
-  if (lseek(fd, 0, SEEK_SET) != 0) {
-    fprintf(stderr, "labelprof: %s: %s\n", name, strerror(errno));
-    close(fd);
+  ssize_t got;
+  do got = read(in->fd, buf, n);
+  while (got < 0 && errno == EINTR);
+  if (got < 0) {
+    fprintf(stderr, "labelprof: %s: %s\n", shown(in), strerror(errno));
     return -1;
   }
-  return fd;
+  in->raw += (uint64_t)got;
+  for (ssize_t off = 0; off < got && !in->spool_error;) {
+    ssize_t w = pwrite(in->spool, (const char *)buf + off, (size_t)(got - off), (off_t)in->spooled);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      in->spool_error = w < 0 ? errno : EIO; /* this pass goes on; a second one is refused */
+      break;
+    }
+    off += w;
+    in->spooled += (uint64_t)w;
+  }
+  return got;
 }
 
 static ssize_t fd_read(lp_input_t *in, void *buf, size_t n) {
+  if (in->spool >= 0) return pipe_read(in, buf, n);
   for (;;) {
     ssize_t got = read(in->fd, buf, n);
     if (got < 0 && errno == EINTR) continue;
     if (got < 0) fprintf(stderr, "labelprof: %s: %s\n", shown(in), strerror(errno));
     return got;
   }
+}
+
+/* Back to the first byte of the input: 0, or -1 after a message. */
+static int raw_rewind(lp_input_t *in) {
+  if (in->spool < 0) {
+    if (lseek(in->fd, 0, SEEK_SET) == 0) return 0;
+    fprintf(stderr, "labelprof: %s: %s\n", shown(in), strerror(errno));
+    return -1;
+  }
+  if (in->spool_error) {
+    fprintf(stderr,
+            "labelprof: %s: cannot read it a second time: its copy in the temporary directory (TMPDIR) failed "
+            "after %llu bytes: %s; give the file itself, or make room there\n",
+            shown(in), (unsigned long long)in->spooled, strerror(in->spool_error));
+    return -1;
+  }
+  in->raw = 0;
+  return 0;
 }
 
 /* A message about the compressed bytes, at the offset of the first one not yet inflated. */
@@ -199,18 +301,22 @@ static void gz_end(lp_input_t *in) {
   in->zin = NULL;
 }
 
-/* From offset 0 of the file: gzip or not, then the first bytes into head. */
+/* From the input's first byte: gzip or not, then the first bytes into head. */
 static int start(lp_input_t *in) {
   unsigned char magic[2];
-  ssize_t m = pread(in->fd, magic, 2, 0);
-  if (m < 0) {
-    fprintf(stderr, "labelprof: %s: %s\n", shown(in), strerror(errno));
+  ssize_t m = 0;
+  while (m < 2) { /* a pipe may give them one at a time */
+    ssize_t got = fd_read(in, magic + m, (size_t)(2 - m));
+    if (got < 0) return -1;
+    if (got == 0) break;
+    m += got;
+  }
+  if (in->spool_error) { /* not even the first bytes could be kept */
+    fprintf(stderr, "labelprof: %s: cannot copy it to the temporary directory (TMPDIR): %s\n", shown(in),
+            strerror(in->spool_error));
     return -1;
   }
-  if (lseek(in->fd, 0, SEEK_SET) != 0) {
-    fprintf(stderr, "labelprof: %s: %s\n", shown(in), strerror(errno));
-    return -1;
-  }
+  if (raw_rewind(in) != 0) return -1;
   if (m == 2 && magic[0] == 0x1f && magic[1] == 0x8b) {
     in->gz = calloc(1, sizeof *in->gz);
     in->zin = malloc(ZIN);
@@ -235,6 +341,14 @@ static int start(lp_input_t *in) {
   return 0;
 }
 
+/* The unlinked temporary file that keeps what is read from the pipe in->fd; 0, or -1 after a message. */
+static int pipe_spool(lp_input_t *in) {
+  in->spool = lp_temp_fd();
+  if (in->spool >= 0) return 0;
+  fprintf(stderr, "labelprof: %s: cannot make a temporary file to hold the input: %s\n", shown(in), strerror(errno));
+  return -1;
+}
+
 lp_input_t *lp_input_open(const char *path) {
   lp_input_t *in = calloc(1, sizeof *in);
   if (!in) {
@@ -243,9 +357,16 @@ lp_input_t *lp_input_open(const char *path) {
   }
   in->name = path;
   in->fd = -1;
+  in->spool = -1;
   if (strcmp(path, "-") == 0) {
     if (lseek(0, 0, SEEK_CUR) == (off_t)-1) {
-      in->fd = spool(0, "<stdin>");
+      in->fd = dup(0);
+      if (in->fd < 0) {
+        fprintf(stderr, "labelprof: <stdin>: %s\n", strerror(errno));
+      } else if (pipe_spool(in) != 0) {
+        close(in->fd);
+        in->fd = -1;
+      }
     } else {
       in->fd = dup(0);
       if (in->fd >= 0 && lseek(in->fd, 0, SEEK_SET) != 0) {
@@ -264,10 +385,9 @@ lp_input_t *lp_input_open(const char *path) {
         fprintf(stderr, "labelprof: %s: is a directory\n", path);
         close(in->fd);
         in->fd = -1;
-      } else if (lseek(in->fd, 0, SEEK_CUR) == (off_t)-1) { /* a FIFO */
-        int fd = spool(in->fd, path);
+      } else if (lseek(in->fd, 0, SEEK_CUR) == (off_t)-1 && pipe_spool(in) != 0) { /* a FIFO */
         close(in->fd);
-        in->fd = fd;
+        in->fd = -1;
       }
     }
   }
@@ -282,6 +402,7 @@ void lp_input_close(lp_input_t *in) {
   if (!in) return;
   gz_end(in);
   if (in->fd >= 0) close(in->fd);
+  if (in->spool >= 0) close(in->spool);
   free(in);
 }
 
@@ -305,10 +426,7 @@ ssize_t lp_input_peek(lp_input_t *in, void *buf, size_t n) {
 
 int lp_input_rewind(lp_input_t *in) {
   gz_end(in);
-  if (lseek(in->fd, 0, SEEK_SET) != 0) {
-    fprintf(stderr, "labelprof: %s: %s\n", shown(in), strerror(errno));
-    return -1;
-  }
+  if (raw_rewind(in) != 0) return -1;
   return start(in);
 }
 

@@ -75,10 +75,61 @@ typedef struct lp_event {
   lp_pos_t pos;         /* where the event starts in the input */
 } lp_event_t;
 
+/* ---- memory ---------------------------------------------------------------------- */
+
+/*
+ * Memory held, counted against a cap (--max-memory): the views' tables and
+ * the readers' own (their buffers, strings, sequences, tracks), with a word
+ * of the allocator's per block. An allocation that would take `used` past
+ * `cap` is refused, and the reading stops with a message at its position.
+ * Only the input layer's fixed buffers (under 1 MiB) are not counted.
+ */
+typedef struct lp_mem {
+  uint64_t used;
+  uint64_t cap; /* 0: no cap */
+  bool over;    /* an allocation was refused for the cap */
+} lp_mem_t;
+
+/* realloc, counted in m (NULL: not counted); old is p's size. NULL when refused or out of memory. */
+void *lp_mem_realloc(lp_mem_t *m, void *p, size_t old, size_t size);
+void lp_mem_free(lp_mem_t *m, void *p, size_t size);
+/*
+ * A table allocated elsewhere, counted in m: *counted (what m holds of it so
+ * far) becomes now. 0, or -1 when that would pass the cap (m->over is set
+ * and nothing changes). m NULL: 0.
+ */
+int lp_mem_charge(lp_mem_t *m, uint64_t *counted, uint64_t now);
+/*
+ * After an allocation through m failed: "FILE:POS: this trace needs more
+ * than 64 MiB of memory (the cap, --max-memory): stopped here" when the cap
+ * refused it, "out of memory" otherwise. Returns LP_READ_BAD.
+ */
+int lp_mem_fail(const lp_mem_t *m, const lp_pos_t *pos);
+
+/*
+ * The longest name (a label, a category, a thread's name) any reader takes:
+ * 1 MiB. A longer one is refused as its bytes arrive, before they are held,
+ * with the position where it passed the limit: no program names a scope so,
+ * and a file that does is not a trace to trust.
+ */
+#define LP_READ_MAX_NAME ((size_t)1 << 20)
+
+/*
+ * A name of n bytes as the views see it: a NUL byte, which would end it
+ * early and make two names one, is written as the six characters \u0000,
+ * as the JSON reader gives "\u0000". lp_name_len() is the length that
+ * takes; lp_name_put() writes it and a terminating NUL into dst (which holds
+ * lp_name_len(s, n) + 1 bytes) and returns dst. s may be NULL when n is 0.
+ */
+size_t lp_name_len(const void *s, size_t n);
+char *lp_name_put(char *dst, const void *s, size_t n);
+
 /* Where a reader pushes its events. event() returns 0 to go on, non-zero to stop the pass. */
 typedef struct lp_sink {
   void *ctx;
   int (*event)(void *ctx, const lp_event_t *ev);
+  /* Where the reader counts what it holds, against the same cap as the sink's tables; NULL: not counted. */
+  lp_mem_t *mem;
 } lp_sink_t;
 
 /* ---- input ---------------------------------------------------------------------- */
@@ -87,9 +138,10 @@ typedef struct lp_input lp_input_t;
 
 /*
  * Opens `path` ("-" is standard input) for reading. Gzip is recognised by its
- * magic bytes, whatever the name. Standard input that cannot seek is first
- * copied to an unlinked temporary file, so that every input can be rewound.
- * Returns NULL after a message on stderr.
+ * magic bytes, whatever the name. An input that cannot seek (a pipe, a FIFO)
+ * is copied to an unlinked temporary file in $TMPDIR as it is read, so that
+ * every input can be rewound; nothing is read before it is asked for (the
+ * first bytes, for sniffing). Returns NULL after a message on stderr.
  */
 lp_input_t *lp_input_open(const char *path);
 void lp_input_close(lp_input_t *in); /* NULL is a no-op */
@@ -106,7 +158,7 @@ ssize_t lp_input_read(lp_input_t *in, void *buf, size_t n);
 /* Copies up to n of the first bytes without consuming them (the driver's sniffing). Returns the count or -1. */
 ssize_t lp_input_peek(lp_input_t *in, void *buf, size_t n);
 
-/* Starts again from the first byte. 0, or -1 after a message. */
+/* Starts again from the first byte. 0, or -1 after a message (a pipe whose copy failed, a full disk, says so). */
 int lp_input_rewind(lp_input_t *in);
 
 /* An unlinked temporary file in $TMPDIR (else /tmp), open for reading and writing; -1 with errno set. */

@@ -64,10 +64,7 @@ static void print_table(FILE *out, const row_t *rows, size_t n, int64_t wall) {
     const row_t *r = &rows[i];
     char b[9][32];
     int64_t v[9] = {0, r->s->total, r->s->self, r->mean, r->s->min, r->p50, r->p95, r->p99, r->s->max};
-    /* Labels are printed whole, control characters as '?', so a row stays one line. */
-    size_t len = 0;
-    for (const unsigned char *c = (const unsigned char *)r->label; *c; c++, len++)
-      putc(*c < 0x20 || *c == 0x7f ? '?' : *c, out);
+    size_t len = lp_put_text(out, r->label, false); /* whole, on one line */
     if (len < w) fprintf(out, "%*s", (int)(w - len), "");
     fprintf(out, " %9" PRIu64, r->s->calls);
     for (int c = 1; c < 9; c++) fprintf(out, " %8s", lp_fmt_ns(v[c], b[c], sizeof b[c]));
@@ -180,6 +177,7 @@ int lp_cmd_stats(int argc, char **argv) {
   if (first >= argc) return lp_usage_error(cmd, "no trace file given");
   for (int i = first; i < argc; i++) /* options after the files are an easy mistake: say so */
     if (argv[i][0] == '-' && argv[i][1]) return lp_usage_error(cmd, "options go before the files ('%s')", argv[i]);
+  if ((r = lp_opts_stdin_once(cmd, (const char *const *)argv + first, argc - first)) != LP_OPTS_RUN) return r;
 
   lp_agg_t a;
   lp_agg_init(&a);

@@ -277,6 +277,7 @@ struct tgmap {
   const char **tg;
   size_t *tgl;
   size_t cap, used;
+  size_t bytes; /* what the table and its copies hold (lp_st_held) */
 };
 
 static int tg_find(const struct tgmap *t, long long tid, size_t *slot) {
@@ -310,6 +311,7 @@ static int tg_put(struct tgmap *t, long long tid, const char *tg, size_t tgl, co
       char *c = dupn(tg, tgl);
       if (!c) return -ENOMEM;
       free((void *)t->tg[slot]);
+      t->bytes = t->bytes - t->tgl[slot] + tgl;
       t->tg[slot] = c;
       t->tgl[slot] = tgl;
     }
@@ -333,6 +335,7 @@ static int tg_put(struct tgmap *t, long long tid, const char *tg, size_t tgl, co
         nt.tid[s] = t->tid[i], nt.tg[s] = t->tg[i], nt.tgl[s] = t->tgl[i];
       }
     nt.used = t->used;
+    nt.bytes = t->bytes + (nt.cap - t->cap) * (sizeof *nt.tid + sizeof *nt.tg + sizeof *nt.tgl);
     free(t->tid), free(t->tg), free(t->tgl);
     *t = nt;
     tg_find(t, tid, &slot);
@@ -343,6 +346,7 @@ static int tg_put(struct tgmap *t, long long tid, const char *tg, size_t tgl, co
   t->tg[slot] = c;
   t->tgl[slot] = tgl;
   t->used++;
+  t->bytes += tgl + 1;
   *stored = c;
   return 0;
 }
@@ -533,3 +537,5 @@ int lp_st_sniff(const char *buf, size_t len) {
   if ((n >= 5 && memcmp(buf, "cpus=", 5) == 0) || (n >= 10 && memcmp(buf, "version = ", 10) == 0)) return 1;
   return 0;
 }
+
+size_t lp_st_held(const struct lp_st_scanner *sc) { return sc->map ? ((const struct tgmap *)sc->map)->bytes : 0; }

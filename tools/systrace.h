@@ -78,6 +78,9 @@ void lp_st_fini(struct lp_st_scanner *sc);
 int lp_st_line(struct lp_st_scanner *sc, const char *l, size_t n, long lineno, lp_st_mark_cb cb, void *ctx,
                struct lp_st_error *err);
 
+/* The bytes the scanner holds (its tid -> tgid table), for a caller that bounds its memory. */
+size_t lp_st_held(const struct lp_st_scanner *sc);
+
 /* True if the buffer looks like systrace or ftrace text (a header, trace-cmd's preamble, or a mark line in its first 64 KiB). */
 int lp_st_sniff(const char *buf, size_t len);
 

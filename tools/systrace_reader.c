@@ -15,7 +15,10 @@
  * thread also gives its name (the task). Timestamps become nanoseconds
  * exactly (from the digits, no floating point).
  *
- * Memory: per thread, a stack of one byte per open scope; one line buffer.
+ * Memory: per thread, a stack of one byte per open scope; one line buffer;
+ * the scanner's table of processes. All of it is counted in the sink's
+ * memory (--max-memory), and a label longer than LP_READ_MAX_NAME is
+ * refused. A line is looked for in the bytes as they arrive, each byte once.
  */
 #include "config.h"
 
@@ -35,6 +38,7 @@ typedef struct lane {
 
 typedef struct strd {
   const lp_sink_t *sink;
+  lp_mem_t *mem;
   const char *file;
   lane_t *lanes;
   size_t cap, used;
@@ -42,21 +46,24 @@ typedef struct strd {
   char *label;
   size_t label_cap;
   uint64_t line_off; /* the byte offset of the line being scanned */
+  uint64_t held;     /* what the memory counts of the scanner's table */
+  const struct lp_st_scanner *sc;
 } strd_t;
 
 static lane_t *lane_get(strd_t *r, long long tid, int *fresh) {
   *fresh = 0;
   if ((r->used + 1) * 2 > r->cap) {
     size_t nc = r->cap ? r->cap * 2 : 64;
-    lane_t *nl = calloc(nc, sizeof *nl);
+    lane_t *nl = lp_mem_realloc(r->mem, NULL, 0, nc * sizeof *nl);
     if (!nl) return NULL;
+    memset(nl, 0, nc * sizeof *nl);
     for (size_t i = 0; i < r->cap; i++)
       if (r->lanes[i].used) {
         size_t h = (size_t)((unsigned long long)r->lanes[i].tid * 0x9E3779B97F4A7C15ull >> 17) & (nc - 1);
         while (nl[h].used) h = (h + 1) & (nc - 1);
         nl[h] = r->lanes[i];
       }
-    free(r->lanes);
+    lp_mem_free(r->mem, r->lanes, r->cap * sizeof *r->lanes);
     r->lanes = nl;
     r->cap = nc;
   }
@@ -72,10 +79,10 @@ static lane_t *lane_get(strd_t *r, long long tid, int *fresh) {
   return &r->lanes[h];
 }
 
-static int lane_push(lane_t *l, unsigned char v) {
+static int lane_push(strd_t *r, lane_t *l, unsigned char v) {
   if (l->n == l->cap) {
     size_t nc = l->cap ? l->cap * 2 : 16;
-    unsigned char *ns = realloc(l->stk, nc);
+    unsigned char *ns = lp_mem_realloc(r->mem, l->stk, l->cap, nc);
     if (!ns) return -1;
     l->stk = ns;
     l->cap = nc;
@@ -117,6 +124,16 @@ static int code_index(const char *const *tab, size_t ntab, const char *s, size_t
   return -1;
 }
 
+/* Room for a label of n bytes and its NUL; 0, or -1 out of memory. */
+static int label_room(strd_t *r, size_t n) {
+  if (n + 1 <= r->label_cap) return 0;
+  char *nl = lp_mem_realloc(r->mem, r->label, r->label_cap, n + 256);
+  if (!nl) return -1;
+  r->label = nl;
+  r->label_cap = n + 256;
+  return 0;
+}
+
 static int emit(strd_t *r, lp_event_t *ev) {
   int rc = r->sink->event(r->sink->ctx, ev);
   if (rc) r->stop = rc;
@@ -136,25 +153,19 @@ static int on_mark(void *ctx, const struct lp_st_mark *m) {
   ev.pos.column = 1;
   ev.pos.offset = r->line_off;
   ev.name = "";
-  if (!l) {
-    lp_report(&ev.pos, "out of memory");
-    return LP_READ_BAD;
-  }
+  if (!l) return lp_mem_fail(r->mem, &ev.pos);
   ev.ts = ts_ns(m->ts, m->ts_len);
   if (ev.ts < 0) {
     lp_report(&ev.pos, "timestamp %.*s: too large (less than 2^62 ns: at most 4611686018.427387903 seconds)", (int)m->ts_len, m->ts);
     return LP_READ_BAD;
   }
+  if (lp_mem_charge(r->mem, &r->held, lp_st_held(r->sc)) != 0) return lp_mem_fail(r->mem, &ev.pos);
   if (fresh) {
-    if (m->task_len + 1 > r->label_cap) {
-      char *nl = realloc(r->label, m->task_len + 256);
-      if (!nl) {
-        lp_report(&ev.pos, "out of memory");
-        return LP_READ_BAD;
-      }
-      r->label = nl;
-      r->label_cap = m->task_len + 256;
+    if (m->task_len > LP_READ_MAX_NAME) {
+      lp_report(&ev.pos, "a task name longer than 1 MiB: no thread is named so");
+      return LP_READ_BAD;
     }
+    if (label_room(r, m->task_len) != 0) return lp_mem_fail(r->mem, &ev.pos);
     memcpy(r->label, m->task, m->task_len);
     r->label[m->task_len] = 0;
     ev.kind = LP_EV_THREAD_NAME;
@@ -207,15 +218,11 @@ static int on_mark(void *ctx, const struct lp_st_mark *m) {
       }
     }
   }
-  if (tl + 1 > r->label_cap) {
-    char *nl = realloc(r->label, tl + 256);
-    if (!nl) {
-      lp_report(&ev.pos, "out of memory");
-      return LP_READ_BAD;
-    }
-    r->label = nl;
-    r->label_cap = tl + 256;
+  if (tl > LP_READ_MAX_NAME) {
+    lp_report(&ev.pos, "a label longer than 1 MiB: no label is that long");
+    return LP_READ_BAD;
   }
+  if (label_room(r, tl) != 0) return lp_mem_fail(r->mem, &ev.pos);
   memcpy(r->label, text, tl);
   r->label[tl] = 0;
   if (memchr(text, 0, tl)) {
@@ -240,15 +247,9 @@ static int on_mark(void *ctx, const struct lp_st_mark *m) {
       end.category = end.layer = end.phase = end.mode = NULL;
       if (emit(r, &end)) return r->stop;
     }
-    if (lane_push(l, 1) < 0) {
-      lp_report(&ev.pos, "out of memory");
-      return LP_READ_BAD;
-    }
+    if (lane_push(r, l, 1) < 0) return lp_mem_fail(r->mem, &ev.pos);
   }
-  if (lane_push(l, 0) < 0) {
-    lp_report(&ev.pos, "out of memory");
-    return LP_READ_BAD;
-  }
+  if (lane_push(r, l, 0) < 0) return lp_mem_fail(r->mem, &ev.pos);
   ev.kind = LP_EV_BEGIN;
   return emit(r, &ev);
 }
@@ -259,32 +260,26 @@ static int st_read(lp_input_t *in, const lp_sink_t *sink) {
   strd_t r;
   memset(&r, 0, sizeof r);
   r.sink = sink;
+  r.mem = sink->mem;
   r.file = lp_input_name(in);
   struct lp_st_scanner sc;
   lp_st_init(&sc);
-  size_t cap = 1 << 16, have = 0;
-  char *buf = malloc(cap);
+  r.sc = &sc;
+  size_t cap = 1 << 16, have = 0, looked = 0; /* looked: the bytes of the line being read already looked at */
+  char *buf = lp_mem_realloc(r.mem, NULL, 0, cap);
   int rc = LP_READ_OK, eof = 0, pending_cr = 0;
   long lineno = 0;
   uint64_t base = 0; /* the offset of buf[0] in the input */
   lp_pos_t pos = {r.file, 0, 0, 0};
-  if (!buf) {
-    lp_report(&pos, "out of memory");
-    return LP_READ_BAD;
-  }
+  struct lp_st_error se = {0}; /* filled when a line is refused */
+  if (!buf) return lp_mem_fail(r.mem, &pos);
   while (!eof && rc == LP_READ_OK && !sc.done) {
     if (have == cap) {
-      if (cap >= ((size_t)1 << 30)) {
+      char *nb = lp_mem_realloc(r.mem, buf, cap, cap * 2);
+      if (!nb) {
         pos.line = (uint64_t)lineno + 1;
         pos.column = 1;
-        lp_report(&pos, "a line longer than 1 GiB");
-        rc = LP_READ_BAD;
-        break;
-      }
-      char *nb = realloc(buf, cap * 2);
-      if (!nb) {
-        lp_report(&pos, "out of memory");
-        rc = LP_READ_BAD;
+        rc = lp_mem_fail(r.mem, &pos);
         break;
       }
       buf = nb;
@@ -304,14 +299,19 @@ static int st_read(lp_input_t *in, const lp_sink_t *sink) {
         if (buf[p] == '\n') p++;
         pending_cr = 0;
       }
-      size_t q = p;
+      size_t q = p + looked;
       while (q < have && buf[q] != '\n' && buf[q] != '\r') q++;
-      if (q == have && !eof) break;
+      if (q == have && !eof) {
+        looked = q - p; /* the next read looks at its own bytes only */
+        break;
+      }
+      looked = 0;
       if (q == have && q == p) break;
       lineno++;
-      struct lp_st_error se = {0};
       r.line_off = base + p;
-      int v = lp_st_line(&sc, buf + p, q - p, lineno, on_mark, &r, &se);
+      /* A line of fewer than 4 bytes cannot be a header, a mark or "</script>", nor hold "[NN_": skipped here, so that
+         blank lines cost what their bytes cost. */
+      int v = q - p < 4 ? 0 : lp_st_line(&sc, buf + p, q - p, lineno, on_mark, &r, &se);
       if (v < 0) {
         pos.line = (uint64_t)se.lineno;
         pos.column = 1;
@@ -350,10 +350,11 @@ static int st_read(lp_input_t *in, const lp_sink_t *sink) {
     rc = LP_READ_BAD;
   }
   lp_st_fini(&sc);
-  free(buf);
-  for (size_t i = 0; i < r.cap; i++) free(r.lanes[i].stk);
-  free(r.lanes);
-  free(r.label);
+  lp_mem_charge(r.mem, &r.held, 0);
+  lp_mem_free(r.mem, buf, cap);
+  for (size_t i = 0; i < r.cap; i++) lp_mem_free(r.mem, r.lanes[i].stk, r.lanes[i].cap);
+  lp_mem_free(r.mem, r.lanes, r.cap * sizeof *r.lanes);
+  lp_mem_free(r.mem, r.label, r.label_cap);
   return rc;
 }
 

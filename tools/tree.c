@@ -3,8 +3,9 @@
  * layout of the sampled profile (lp_profile_print in lib/tree.c), so that the
  * two can be compared line by line: percentages of the traced wall time (the
  * summed span of every lane, as samples are summed over threads), 4 spaces
- * per level, children heaviest first, "other" closing each node that has
- * children, "other (outside of any label)" at the root.
+ * per level (to level 32; a deeper line says its level), children heaviest
+ * first, "other" closing each node that has children, "other (outside of
+ * any label)" at the root.
  */
 #include "config.h"
 
@@ -28,13 +29,20 @@ typedef struct printer {
 
 static double pct(const printer_t *pr, int64_t v) { return pr->denom > 0 ? 100.0 * (double)v / (double)pr->denom : 0.0; }
 
-static void put_text(FILE *out, const char *s) {
-  for (const unsigned char *c = (const unsigned char *)s; *c; c++) putc(*c < 0x20 || *c == 0x7f ? '?' : *c, out);
-}
+/*
+ * Levels are indented 4 spaces each down to INDENT_MAX; a deeper line keeps
+ * that indentation and says its level ("[level 5000] "), so that the output
+ * grows with the number of lines, not with their depth: a 10 KB profile with
+ * a 10,000-deep stack would otherwise print 400 MB of spaces.
+ */
+#define INDENT_MAX 32
 
 static void line(printer_t *pr, unsigned depth, int64_t v, uint64_t calls, const char *label, bool with_calls) {
-  fprintf(pr->out, "%*s%.2f%% ", (int)(depth * 4), "", pct(pr, v));
-  put_text(pr->out, label);
+  if (depth < INDENT_MAX)
+    fprintf(pr->out, "%*s%.2f%% ", (int)(depth * 4), "", pct(pr, v));
+  else
+    fprintf(pr->out, "%*s[level %u] %.2f%% ", INDENT_MAX * 4, "", depth + 1, pct(pr, v));
+  lp_put_text(pr->out, label, false);
   if (pr->counts) {
     double ns = (double)v;
     const char *unit = ns >= 1e9 ? "s" : ns >= 1e6 ? "ms" : "us";
@@ -109,7 +117,7 @@ static int print_flat(printer_t *pr) {
       continue;
     }
     fprintf(pr->out, "%7.2f%% %7.2f%%  ", pct(pr, s->total), pct(pr, s->self));
-    put_text(pr->out, a->labels[ids[k]]);
+    lp_put_text(pr->out, a->labels[ids[k]], false);
     putc('\n', pr->out);
   }
   if (hidden) fprintf(pr->out, "(%u labels under %g%% of total not shown)\n", hidden, pr->min_percent);
@@ -166,7 +174,7 @@ int lp_cmd_tree(int argc, char **argv) {
       lp_agg_lane_tree(&a, l);
       int64_t span = l->tree.nodes[0].total;
       fprintf(out, "thread %" PRId64 " \"", l->tid);
-      put_text(out, l->name ? l->name : "");
+      lp_put_text(out, l->name ? l->name : "", false);
       fprintf(out, "\" (%.3f s, %.2f%% of all)\n", (double)span / 1e9, wall > 0 ? 100.0 * (double)span / (double)wall : 0.0);
       pr.t = &l->tree;
       pr.denom = span;
