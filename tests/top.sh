@@ -202,6 +202,18 @@ if start churn tests/top_target churn; then
   ping && stop
 fi
 
+# ---- labels and names with terminal escapes and bytes that are not UTF-8: written as text, never obeyed ----
+if start hostile tests/top_target hostile; then
+  if timeout "$limit" "$lp" top -b -n 1 -d 0.2 --threads "$pid" >"$tmp/hostile.top" 2>&1 3>&- 4<&-; then
+    if LC_ALL=C grep -q "$(printf '\033')" "$tmp/hostile.top"; then bad "hostile: an escape reached the output"; fi
+    grep -q '^100.00% ?\[2J?\]0;title?wait' "$tmp/hostile.top" || bad "hostile: the label is not shown, escaped: $(cat -v "$tmp/hostile.top")"
+    grep -q '^thread [0-9]* "sl?\[2Jeeper' "$tmp/hostile.top" || bad "hostile: the name is not shown, escaped: $(cat -v "$tmp/hostile.top")"
+  else
+    bad "hostile: labelprof top failed: $(cat -v "$tmp/hostile.top")"
+  fi
+  stop
+fi
+
 # ---- wrong targets: a line, exit 2, never a hang ----
 refused() { # what pattern cmd...
   what=$1 pattern=$2

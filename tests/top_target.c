@@ -7,6 +7,8 @@
  *                      "sleeper" waits inside "wait"
  *   top_target churn   the same worker, and threads "churn" that come and
  *                      go, each labelled for about 2 ms
+ *   top_target hostile the same worker, and a sleeper whose label and name
+ *                      hold terminal escapes and bytes that are not UTF-8
  *
  * It prints "ready" once its threads are labelled. Then each line read from
  * standard input is answered with "pong N A B": the worker's rounds so far,
@@ -68,14 +70,18 @@ static void *worker(void *arg) {
   return NULL;
 }
 
+static int hostile;
+
 static void *sleeper(void *arg) {
   (void)arg;
-  lp_thread_set_name("sleeper");
+  lp_thread_set_name(hostile ? "sl\x1b[2Jeeper\xff" : "sleeper");
+  if (hostile) LP_BEGIN("\x1b[2J\x1b]0;title\x07wait\xc2\x9b\xfe");
   LP_SCOPE("wait");
   pthread_mutex_lock(&mu);
   atomic_fetch_add(&labelled, 1);
   while (!atomic_load(&stop)) pthread_cond_wait(&cv, &mu);
   pthread_mutex_unlock(&mu);
+  if (hostile) LP_END();
   return NULL;
 }
 
@@ -99,11 +105,12 @@ static void *churn_loop(void *arg) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 2 || (strcmp(argv[1], "split") != 0 && strcmp(argv[1], "churn") != 0)) {
-    fprintf(stderr, "usage: top_target split|churn\n");
+  if (argc != 2 || (strcmp(argv[1], "split") != 0 && strcmp(argv[1], "churn") != 0 && strcmp(argv[1], "hostile") != 0)) {
+    fprintf(stderr, "usage: top_target split|churn|hostile\n");
     return 2;
   }
   bool churn = strcmp(argv[1], "churn") == 0;
+  hostile = strcmp(argv[1], "hostile") == 0;
   pthread_t w, s, c;
   if (pthread_create(&w, NULL, worker, NULL) != 0 || pthread_create(&s, NULL, sleeper, NULL) != 0 ||
       (churn && pthread_create(&c, NULL, churn_loop, NULL) != 0)) {

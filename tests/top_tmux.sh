@@ -63,8 +63,8 @@ run() {
   [ -S "$sock" ] && tm kill-server 2>/dev/null
   sock=$tmp/tmux.$1.sock
   tm -f /dev/null new-session -d -s lp -x 100 -y 30 \
-    "stty -g >'$tmp/stty.before'; '$lp' top $pid 3>&- 4<&-; echo \$? >'$tmp/status'; stty -g >'$tmp/stty.after'; sleep 600" \
-    2>"$tmp/tmux.err" || { bad "tmux could not start: $(cat "$tmp/tmux.err")"; return; }
+    "stty -g >'$tmp/stty.before'; '$lp' top $pid; echo \$? >'$tmp/status'; stty -g >'$tmp/stty.after'; sleep 600" \
+    2>"$tmp/tmux.err" 3>&- 4<&- || { bad "tmux could not start: $(cat "$tmp/tmux.err")"; return; }
   # The tree, within its first (short) interval.
   until_shown 10 '^ *[0-9.]*% *[0-9.]*% *outer$' || bad "$1: no tree on the screen: $(cat "$tmp/screen")"
   grep -q "^labelprof top - process $pid " "$tmp/screen" || bad "$1: no header: $(head -2 "$tmp/screen")"
@@ -104,5 +104,25 @@ run() {
 run q
 run C-c
 kill -0 "$pid" 2>/dev/null || bad "the target is not running after the live views"
+
+# A label and a name holding terminal escapes: shown as text; the screen is not cleared, the title not set.
+# (The tmux servers hold none of the target's FIFOs, fds 3 and 4: it ends when they close here.)
+tm kill-server 2>/dev/null
+exec 3>&- 4<&-
+wait "$pid"
+mkfifo "$tmp/hin" "$tmp/hout" || exit 99
+tests/top_target hostile <"$tmp/hin" >"$tmp/hout" 2>"$tmp/err" &
+pid=$!
+exec 3>"$tmp/hin" 4<"$tmp/hout"
+read -r ready <&4 || ready=
+[ "$ready" = ready ] || { bad "the hostile target did not start: $(cat "$tmp/err")"; exit 1; }
+sock=$tmp/tmux.hostile.sock
+tm -f /dev/null new-session -d -s lp -x 100 -y 30 "'$lp' top $pid; sleep 600" 2>"$tmp/tmux.err" 3>&- 4<&- ||
+  bad "tmux could not start: $(cat "$tmp/tmux.err")"
+until_shown 10 '?\[2J?\]0;title?wait??' || bad "hostile: the label is not shown as text: $(cat "$tmp/screen")"
+grep -q "^labelprof top - process $pid " "$tmp/screen" || bad "hostile: the header is gone: $(cat "$tmp/screen")"
+grep -q 'sl?\[2Jeeper?' "$tmp/screen" || bad "hostile: the name is not shown as text: $(cat "$tmp/screen")"
+tm display-message -p -t lp '#{pane_title}' | grep -q title && bad "hostile: the label set the pane's title"
+tm send-keys -t lp q
 [ $fail -eq 0 ] || exit 1
 exit 0

@@ -439,10 +439,6 @@ lp_top_line_t *lp_top_lines(const lp_top_t *t, const lp_top_tree_t *tree, int so
   return l.lines;
 }
 
-static void put_text(FILE *out, const char *s) {
-  for (const unsigned char *c = (const unsigned char *)s; *c; c++) putc(*c < 0x20 || *c == 0x7f ? '?' : *c, out);
-}
-
 static double pct(uint64_t v, uint64_t of) { return of ? 100.0 * (double)v / (double)of : 0.0; }
 
 static int print_tree(const lp_top_t *t, FILE *out, const lp_top_tree_t *tree, int w) {
@@ -452,7 +448,7 @@ static int print_tree(const lp_top_t *t, FILE *out, const lp_top_tree_t *tree, i
   uint64_t denom = tree->nodes[0].total[w];
   for (size_t i = 0; i < n; i++) {
     fprintf(out, "%*s%.2f%% ", (int)(lines[i].depth * 4), "", pct(lines[i].v[w], denom));
-    put_text(out, lines[i].text);
+    lp_put_text(out, lines[i].text, false);
     putc('\n', out);
   }
   free(lines);
@@ -485,7 +481,7 @@ static int print_snapshot(lp_top_t *t, FILE *out) {
   unsigned nth = 0;
   for (size_t i = 0; i < t->nthreads; i++) nth += t->threads[i]->samples[w] && selected(t, t->threads[i]);
   fprintf(out, "labelprof top: process %d (", (int)t->pid);
-  put_text(out, lp_remote_comm(t->r));
+  lp_put_text(out, lp_remote_comm(t->r), false);
   fprintf(out, ", labelprof %s)", lp_remote_lib_version(t->r));
   if (t->count)
     fprintf(out, ", snapshot %ld of %ld", t->snapshots, t->count);
@@ -494,7 +490,7 @@ static int print_snapshot(lp_top_t *t, FILE *out) {
   fprintf(out, ": %s %.2f s", w == LP_TOP_ALL ? "since the attach," : "the last", (double)dur / 1e9);
   if (t->select) {
     fputs(", thread ", out);
-    put_text(out, t->select);
+    lp_put_text(out, t->select, false);
   }
   fprintf(out, " (%u threads, %" PRIu64 " samples)\n", nth, tree->nodes[0].total[w]);
   uint64_t period = 1000000000u / t->hz;
@@ -516,7 +512,7 @@ static int print_snapshot(lp_top_t *t, FILE *out) {
       const lp_top_thread_t *th = t->threads[i];
       if (!selected(t, th) || !th->samples[w]) continue;
       fprintf(out, "thread %" PRIu64 " \"", th->tid);
-      put_text(out, th->name);
+      lp_put_text(out, th->name, false);
       fprintf(out, "\" (%" PRIu64 " samples, %.2f%% of all%s)\n", th->samples[w], pct(th->samples[w], all),
               th->live ? "" : ", exited");
       rc = print_tree(t, out, &th->tree, w);
@@ -528,14 +524,14 @@ static int print_snapshot(lp_top_t *t, FILE *out) {
       if (!selected(t, th) || !th->samples[w]) continue;
       const lp_top_node_t *root = &th->tree.nodes[0];
       fprintf(out, "thread %" PRIu64 " \"", th->tid);
-      put_text(out, th->name);
+      lp_put_text(out, th->name, false);
       fprintf(out, "\": %" PRIu64 " samples, %.2f%% in labels%s\n", th->samples[w],
               pct(root->total[w] - root->self[w], root->total[w]), th->live ? "" : ", exited");
     }
   }
   if (t->select && tree->nodes[0].total[w] == 0) {
     fputs("no thread named or numbered ", out);
-    put_text(out, t->select);
+    lp_put_text(out, t->select, false);
     fputs(" was sampled\n", out);
   }
   putc('\n', out);

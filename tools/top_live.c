@@ -23,6 +23,7 @@
 
 #include "cmd.h"
 #include "top.h"
+#include "../lib/jsonesc.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -148,9 +149,12 @@ static void put(live_t *l, const char *s, size_t n) {
 }
 
 /*
- * One line of the screen, cut to its width: control characters become
- * '?', and a UTF-8 sequence counts as one column (wide characters are
- * rare in labels; a cut one costs a column).
+ * One line of the screen, cut to its width. Labels and names come from
+ * the process: whatever they hold must not move the cursor or change the
+ * terminal, so control characters (C0, DEL, and C1 as UTF-8, which some
+ * terminals obey) and bytes that are not valid UTF-8 become '?'. A UTF-8
+ * sequence counts as one column (wide characters are rare in labels; a
+ * cut one costs a column).
  */
 static void line(live_t *l, bool inverse, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void line(live_t *l, bool inverse, const char *fmt, ...) {
@@ -163,12 +167,18 @@ static void line(live_t *l, bool inverse, const char *fmt, ...) {
   if (l->line_no) put(l, "\r\n", 2);
   if (inverse) put(l, "\x1b[7m", 4);
   unsigned col = 0;
-  for (const unsigned char *c = (const unsigned char *)text; *c; c++) {
-    bool cont = (*c & 0xc0) == 0x80;
-    if (!cont && col == l->cols) break;
-    if (!cont) col++;
-    char ch = *c < 0x20 || *c == 0x7f ? '?' : (char)*c;
-    put(l, &ch, 1);
+  const unsigned char *c = (const unsigned char *)text, *end = c + strlen(text);
+  while (c < end && col < l->cols) {
+    unsigned cp = *c;
+    size_t n = *c < 0x80 ? 1 : lp__utf8_seq(c, end, &cp);
+    if (n == 0 || cp < 0x20 || (cp >= 0x7f && cp < 0xa0)) {
+      put(l, "?", 1);
+      c += n ? n : 1;
+    } else {
+      put(l, (const char *)c, n);
+      c += n;
+    }
+    col++;
   }
   if (inverse) {
     for (; col < l->cols; col++) put(l, " ", 1);
