@@ -403,7 +403,7 @@ static void lines_of(liner_t *l, uint32_t node, uint32_t depth) {
   nk = 0;
   for (uint32_t k = n->kid; k != UINT32_MAX; k = l->tree->nodes[k].sib) kids[nk++] = k;
   sorting = l;
-  qsort(kids, nk, sizeof *kids, cmp_kids);
+  if (nk > 1) qsort(kids, nk, sizeof *kids, cmp_kids);
   uint64_t hidden[LP_TOP_WINDOWS] = {0, 0, 0};
   uint32_t nshown = 0;
   for (uint32_t i = 0; i < nk && !l->failed; i++) {
