@@ -163,14 +163,16 @@ fi
 if start record tests/top_target split; then
   before=$(state)
   ping && a0=$in_a b0=$in_b
-  if timeout "$limit" "$lp" record -p "$pid" -d "$slow" -o "$tmp/record.json" 2>"$tmp/record.err" 3>&- 4<&-; then
+  if timeout "$limit" "$lp" record -p "$pid" -d "$((2 * slow))" -o "$tmp/record.json" 2>"$tmp/record.err" 3>&- 4<&-; then
     ping
     truth=$(awk -v a0="$a0" -v a1="$in_a" -v b0="$b0" -v b1="$in_b" \
       'BEGIN { a = a1 - a0; b = b1 - b0; if (a + b > 0) printf "%.2f %.2f", 100 * a / (a + b), 100 * b / (a + b) }')
     if "$lp" tree --threads "$tmp/record.json" >"$tmp/record.tree" 2>&1; then
       sed -n '/"worker"/,/^thread /p' "$tmp/record.tree" >"$tmp/record.worker"
-      near "record: \"a\" in the worker" "$(pct "$tmp/record.worker" a 1)" "${truth% *}" 3
-      near "record: \"b\" in the worker" "$(pct "$tmp/record.worker" b 1)" "${truth#* }" 3
+      # 5 points, not top's 3: an edge falls between two samples, and on a crowded machine (a sanitizer's
+      # suite, two jobs) the 10 kHz asked for comes in bursts, with gaps longer than a round of the worker.
+      near "record: \"a\" in the worker" "$(pct "$tmp/record.worker" a 1)" "${truth% *}" 5
+      near "record: \"b\" in the worker" "$(pct "$tmp/record.worker" b 1)" "${truth#* }" 5
       grep -q '^thread [0-9]* "sleeper" ' "$tmp/record.tree" || bad "record: no sleeper lane: $(cat "$tmp/record.tree")"
     else
       bad "record: labelprof tree cannot read what record wrote: $(cat "$tmp/record.tree")"
