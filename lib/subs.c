@@ -1145,18 +1145,23 @@ static __attribute__((noinline)) void leave_general(const lp_site_t *site, uint6
   }
   /* ---- end of layers and phases ---- */
   bool ours = (fr & ~bits) == (uintptr_t)site && (fr & bits);
-  if (marked && d == depth + 1 && depth < LP_STACK_CAPACITY) {
-    if (!ours) {
+  if (marked && d == depth + 1) {
+    if (depth < LP_STACK_CAPACITY && !ours) {
       /* A stray LP_END() ended it (and recorded its end), and another label took its depth: not ours to pop. */
       lp__bump(&t->mismatched);
       return;
     }
-    if (fr & LP_IMPL_NOTIFIED) { /* the usual end of a scope subscribers saw begin: callbacks, pop, end event */
-      lp__subs_end(t, depth, site);
-      LP_IMPL_STORE_RELEASE(t->hot.word, LP_IMPL_POPPED(LP_IMPL_LOAD_RELAXED(t->hot.word)));
-      if (fr & LP_IMPL_TRACED) lp__trace_end(t, (uintptr_t)site, depth);
-      return;
-    }
+    /*
+     * The usual end of a scope on top whose begin reached subscribers or was
+     * recorded, which the recording protocol leaves here when the clock is
+     * not the CPU's counter, the live trace_marker hides the room, or the
+     * scope is deeper than the frames (its begin recorded, as below): the
+     * end callbacks, the pop, the end event. No mistake, nothing to heal.
+     */
+    if (fr & LP_IMPL_NOTIFIED) lp__subs_end(t, depth, site);
+    LP_IMPL_STORE_RELEASE(t->hot.word, LP_IMPL_POPPED(LP_IMPL_LOAD_RELAXED(t->hot.word)));
+    if (depth >= LP_STACK_CAPACITY || (fr & LP_IMPL_TRACED)) lp__trace_end(t, (uintptr_t)site, depth);
+    return;
   }
   /* Scopes a longjmp skipped, or a missing LP_END left open, end here: their subscribers' ends first. */
   if (d > depth + 1) lp__subs_heal(t, depth + 1, d);

@@ -727,6 +727,53 @@ static void test_clock_events_agree_with_clock_gettime(void) {
 
 static void test_clock_events_agree_with_the_counter(void) { CHILD(LP_CLOCK_AUTO, LP_CLOCK_TSC, body_events_agree); }
 
+/* Scopes nested n deep, the innermost `depth` of them past the frames when depth > LP_STACK_CAPACITY. */
+static void nest(int n) {
+  if (n == 0) return;
+  LP_SCOPE("nested");
+  nest(n - 1);
+}
+
+/*
+ * Recorded labels end as they began whichever clock stamps them: with
+ * clock_gettime every end leaves the recording protocol for the library's
+ * general path, which must end the scope on top, not heal the stack and
+ * count a mistake. Nested scopes, a manual pair and scopes deeper than the
+ * frames, each complete on the timeline, and no mismatched or unmatched end.
+ */
+static void body_recorded_ends(void) {
+  { LP_SCOPE("the thread joins"); }
+  lp__thread_t *t = lp__thread_current();
+  CU_ASSERT_PTR_NOT_NULL(t);
+  CU_ASSERT_EQUAL(lp_trace_start(NULL), 0);
+  if (!t) return; /* no _FATAL in a child: it would go on with the parent's next tests */
+  {
+    LP_SCOPE("outer");
+    {
+      LP_SCOPE("inner");
+      LP_BEGIN("manual");
+      LP_END();
+    }
+  }
+  nest(LP_STACK_CAPACITY + 3);
+  CU_ASSERT_EQUAL(atomic_load(&t->mismatched), 0);
+  CU_ASSERT_EQUAL(atomic_load(&t->unmatched), 0);
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  json_t *root = write_and_load("ends.json");
+  json_t *ev = trace_events(root);
+  CU_ASSERT_EQUAL(trace_count(ev, "X", "outer"), 1);
+  CU_ASSERT_EQUAL(trace_count(ev, "X", "inner"), 1);
+  CU_ASSERT_EQUAL(trace_count(ev, "X", "manual"), 1);
+  CU_ASSERT_EQUAL(trace_count(ev, "X", "nested"), LP_STACK_CAPACITY + 3);
+  json_decref(root);
+}
+
+static void test_clock_recorded_ends_with_clock_gettime(void) {
+  CHILD(LP_CLOCK_AUTO, LP_CLOCK_MONOTONIC, body_recorded_ends);
+}
+
+static void test_clock_recorded_ends_with_the_counter(void) { CHILD(LP_CLOCK_AUTO, LP_CLOCK_TSC, body_recorded_ends); }
+
 /* The hook itself: readings move by the offset on every path, and the inline read is sent to the slow path. */
 static void body_jump_hook(void) {
   if (!HAVE_COUNTER) return;
@@ -879,6 +926,8 @@ int main(void) {
       LP_TEST(test_clock_map_short_segments_do_not_outvote_long_ones),
       LP_TEST(test_clock_events_agree_with_clock_gettime),
       LP_TEST(test_clock_events_agree_with_the_counter),
+      LP_TEST(test_clock_recorded_ends_with_clock_gettime),
+      LP_TEST(test_clock_recorded_ends_with_the_counter),
       LP_TEST(test_clock_jump_hook),
       LP_TEST(test_clock_sync_retries_wide_brackets),
       LP_TEST(test_clock_jump_forward_mid_session),
