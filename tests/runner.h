@@ -21,7 +21,31 @@
 
 #define LP_TEST(fn) {#fn, fn}
 
+/*
+ * LP_TEST_ONLY=name[,name...] runs only the tests so named (to repeat one,
+ * under load or a debugger); none of them in this program: exit status 2.
+ */
+static inline int lp_test_only(const char *name) {
+  const char *only = getenv("LP_TEST_ONLY");
+  if (!only || !*only) return 1;
+  size_t n = strlen(name);
+  for (const char *p = only; *p;) {
+    size_t len = strcspn(p, ",");
+    if (len == n && strncmp(p, name, n) == 0) return 1;
+    p += len + (p[len] == ',');
+  }
+  return 0;
+}
+
 static inline int lp_test_main(const char *suite, CU_TestInfo *tests) {
+  size_t k = 0;
+  for (size_t i = 0; tests[i].pName; i++)
+    if (lp_test_only(tests[i].pName)) tests[k++] = tests[i];
+  tests[k] = (CU_TestInfo)CU_TEST_INFO_NULL;
+  if (k == 0) {
+    fprintf(stderr, "%s: no test here is named in LP_TEST_ONLY='%s'\n", suite, getenv("LP_TEST_ONLY"));
+    return 2;
+  }
   CU_SuiteInfo suites[] = {{suite, NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
   if (CU_initialize_registry() != CUE_SUCCESS) return 2;
   if (CU_register_suites(suites) != CUE_SUCCESS) {

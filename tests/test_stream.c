@@ -1110,6 +1110,7 @@ int main(int argc, char **argv) {
   dir = lp_test_tmpdir("stream");
   if (argc == 2 && strcmp(argv[1], "--on-counter") == 0) {
     CU_TestInfo counter[] = {LP_TEST(test_stream_encoder_on_counter), CU_TEST_INFO_NULL};
+    unsetenv("LP_TEST_ONLY"); /* the parent's choice of tests is not this program's */
     return lp_test_main("stream on the counter", counter);
   }
   if (!realpath("tests/env_child", env_child)) return 2;
