@@ -86,7 +86,7 @@ static double thread_cpu_ns(void) {
 static int measure_passes(pass_cost_t *out) {
   lp_remote_t *r;
   char why[512];
-  if (lp_remote_open(getpid(), &r, why, sizeof why) != 0) {
+  if (lp_remote_open(getpid(), "top", &r, why, sizeof why) != 0) {
     fprintf(stderr, "bench_top: %s\n", why);
     return -1;
   }

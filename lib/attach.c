@@ -174,6 +174,16 @@ void lp__attach_leave(lp__thread_t *t) {
   lp__attach_change_begin(t);
   __atomic_store_n(&s->thread, (uintptr_t)0, __ATOMIC_RELAXED);
   lp__attach_change_end(t);
+  /*
+   * The emptied slot before any store of what follows: free() writes its
+   * list's links over the state's first words, the stack word among them.
+   * A release store orders only what comes before it, so on a CPU with
+   * weak ordering (ARM, POWER) a reader could see those links as the
+   * thread's word and frames while the slot still looked unchanged. A fence
+   * (dmb ish there; nothing on x86, whose stores stay in order) keeps every
+   * later store behind the slot's.
+   */
+  __atomic_thread_fence(__ATOMIC_RELEASE);
   t->attach_slot = NULL;
   uint32_t i = 0;
   if (s >= lp__attach_desc.slots && s < lp__attach_desc.slots + FIRST_SLOTS) {

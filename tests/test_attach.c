@@ -23,7 +23,7 @@
 static lp_remote_t *open_self(void) {
   lp_remote_t *r = NULL;
   char why[512];
-  int rc = lp_remote_open(getpid(), &r, why, sizeof why);
+  int rc = lp_remote_open(getpid(), "top", &r, why, sizeof why);
   if (rc) fprintf(stderr, "lp_remote_open: %s\n", why);
   CU_ASSERT_EQUAL(rc, 0);
   return r;
@@ -475,7 +475,7 @@ static void test_attach_forked_child_shows_one_thread(void) {
   CU_ASSERT_EQUAL(read(to_parent[0], &c, 1), 1);
   lp_remote_t *r = NULL;
   char why[512];
-  CU_ASSERT_EQUAL(lp_remote_open(pid, &r, why, sizeof why), 0);
+  CU_ASSERT_EQUAL(lp_remote_open(pid, "top", &r, why, sizeof why), 0);
   if (r) {
     CU_ASSERT_EQUAL(lp_remote_sample(r, why, sizeof why), 0);
     unsigned live = 0;
@@ -513,7 +513,7 @@ static void test_attach_refuses_wrong_targets(void) {
   if (pid == 0) _exit(0);
   int status;
   CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
-  CU_ASSERT_EQUAL(lp_remote_open(pid, &r, why, sizeof why), LP_REMOTE_GONE);
+  CU_ASSERT_EQUAL(lp_remote_open(pid, "top", &r, why, sizeof why), LP_REMOTE_GONE);
   CU_ASSERT_PTR_NOT_NULL(strstr(why, "no process"));
   CU_ASSERT_PTR_NULL(r);
   /* A process without labelprof: /bin/sleep. */
@@ -531,7 +531,7 @@ static void test_attach_refuses_wrong_targets(void) {
     if (n > 0 && (path[n] = '\0', strstr(path, "sleep"))) break;
     usleep(1000);
   }
-  CU_ASSERT_EQUAL(lp_remote_open(pid, &r, why, sizeof why), LP_REMOTE_NONE);
+  CU_ASSERT_EQUAL(lp_remote_open(pid, "top", &r, why, sizeof why), LP_REMOTE_NONE);
   CU_ASSERT_PTR_NOT_NULL(strstr(why, "does not use labelprof"));
   kill(pid, SIGKILL);
   waitpid(pid, &status, 0);
@@ -549,6 +549,12 @@ static void test_attach_says_why_it_is_refused(void) {
   f.target_user = "alice";
   lp_remote_why_denied(&f, why, sizeof why);
   CU_ASSERT_PTR_NOT_NULL(strstr(why, "runs as alice and you are nobody; run labelprof as root (sudo labelprof top 42) or as alice"));
+  /* The advice is the command that was refused: record's is record's. */
+  f.cmd = "record";
+  lp_remote_why_denied(&f, why, sizeof why);
+  CU_ASSERT_PTR_NOT_NULL(strstr(why, "run labelprof as root (sudo labelprof record -p 42) or as alice"));
+  CU_ASSERT_PTR_NULL(strstr(why, "labelprof top"));
+  f.cmd = NULL;
   f.target_uid = 65534;
   f.target_user = "nobody";
   f.yama = 1;

@@ -32,6 +32,13 @@ if [ "${LP_CROSS_COMPILING:-no}" = yes ]; then
 fi
 # Every labelprof run is bounded: a hang fails the test instead of CI.
 limit=$((60 * slow))
+# The split is checked against what the target measured over the same time, within 3 points. On a
+# machine loaded past its CPUs (make -j check beside other builds), a sampler at the default priority
+# loses its ticks in bursts of tens of milliseconds: its tree stays unbiased, but a 2 s split then
+# drifts by up to 9 points from the truth. Where it is allowed, the sampler alone runs at a realtime
+# priority, so that it keeps its rate: it sleeps between passes (about 3% of a CPU).
+rt=
+if command -v chrt >/dev/null 2>&1 && chrt -f 1 true 2>/dev/null; then rt="chrt -f 1"; fi
 
 # ---- a target: started with its standard input and output on FIFOs ----
 # start NAME PROGRAM MODE: runs it; $pid is its PID; fd 3 writes to it, fd 4 reads from it.
@@ -60,9 +67,12 @@ ping() {
   read -r pong rounds in_a in_b <&4 || pong=
   [ "$pong" = pong ] || { bad "the target $pid did not answer"; return 1; }
 }
-# What labelprof top must leave as it found: the threads and the descriptors (with what they point at).
+# What labelprof top must leave as it found: the threads, the POSIX timers, the signals caught and the
+# descriptors (with what they point at: sockets too).
 state() {
   ls "/proc/$pid/task" | sort
+  cat "/proc/$pid/timers" 2>/dev/null
+  grep '^SigCgt:' "/proc/$pid/status"
   for fd in $(ls "/proc/$pid/fd" | sort -n); do echo "$fd $(readlink "/proc/$pid/fd/$fd")"; done
 }
 # pct FILE LABEL DEPTH: the percentage on the line of LABEL at DEPTH (4 spaces each) in the first tree of FILE.
@@ -90,7 +100,7 @@ check_split() { # name program
   mkfifo "$tmp/$1.top" || exit 99
   d=$slow
   [ $full = yes ] || d=$(awk -v s="$slow" 'BEGIN { print 0.2 * s }')
-  timeout "$limit" "$lp" top -b -n 2 -d "$d" --cumulative --thread worker "$pid" >"$tmp/$1.top" 2>"$tmp/$1.top.err" 3>&- 4<&- &
+  timeout "$limit" $rt "$lp" top -b -n 2 -d "$d" --cumulative --thread worker "$pid" >"$tmp/$1.top" 2>"$tmp/$1.top.err" 3>&- 4<&- &
   top_pid=$!
   exec 5<"$tmp/$1.top"
   : >"$tmp/$1.snap1"
@@ -111,14 +121,17 @@ check_split() { # name program
   if [ $full = yes ]; then
     near "$1: \"a\" in the worker" "$(pct "$tmp/$1.snap2" a 1)" "${truth% *}" 3
     near "$1: \"b\" in the worker" "$(pct "$tmp/$1.snap2" b 1)" "${truth#* }" 3
-    near "$1: the worker's own split of \"a\"" "${truth% *}" 30 10
+    # Its own split is 30:70 on an idle machine; under load, preemptions inside one label move it (from 5
+    # to 45 seen at a load of 14 on 2 CPUs): what is checked is the samples against it, so it only has to
+    # be a split, with time in both labels.
+    near "$1: the worker's own split of \"a\"" "${truth% *}" 50 48
   fi
   grep -q "^thread [0-9]* \"worker\": [0-9]* samples, 99\.[5-9][0-9]% in labels$\|^thread [0-9]* \"worker\": [0-9]* samples, 100\.00% in labels$" "$tmp/$1.snap2" ||
     bad "$1: no line for the worker thread in: $(cat "$tmp/$1.snap2")"
   # All threads, by name: the worker and the sleeper, each half of the samples; their tids are the process's.
   if [ $full = no ]; then
     :
-  elif timeout "$limit" "$lp" top -b -n 1 -d "$(awk -v s="$slow" 'BEGIN { print 0.5 * s }')" "$pid" >"$tmp/$1.all" 2>&1 3>&- 4<&-; then
+  elif timeout "$limit" $rt "$lp" top -b -n 1 -d "$(awk -v s="$slow" 'BEGIN { print 0.5 * s }')" "$pid" >"$tmp/$1.all" 2>&1 3>&- 4<&-; then
     for name in worker sleeper; do
       tid=$(sed -n "s/^thread \\([0-9]*\\) \"$name\": .*/\\1/p" "$tmp/$1.all")
       if [ -z "$tid" ] || [ ! -d "/proc/$pid/task/$tid" ]; then bad "$1: thread \"$name\" not shown with its tid: $(cat "$tmp/$1.all")"; fi
@@ -159,35 +172,50 @@ else
   echo "note: no static library (--disable-static); the static target is not tried"
 fi
 
-# ---- labelprof record: the sampled timeline, read by the command's own readers ----
+# ---- labelprof record: the sampled timeline, as JSON and as a Perfetto trace, read by the command's own readers ----
+tp=/work/shared/tools/perfetto/trace_processor_shell
 if start record tests/top_target split; then
   before=$(state)
-  ping && a0=$in_a b0=$in_b
-  if timeout "$limit" "$lp" record -p "$pid" -d "$((2 * slow))" -o "$tmp/record.json" 2>"$tmp/record.err" 3>&- 4<&-; then
-    ping
-    truth=$(awk -v a0="$a0" -v a1="$in_a" -v b0="$b0" -v b1="$in_b" \
-      'BEGIN { a = a1 - a0; b = b1 - b0; if (a + b > 0) printf "%.2f %.2f", 100 * a / (a + b), 100 * b / (a + b) }')
-    if "$lp" tree --threads "$tmp/record.json" >"$tmp/record.tree" 2>&1; then
-      sed -n '/"worker"/,/^thread /p' "$tmp/record.tree" >"$tmp/record.worker"
-      # 5 points, not top's 3: an edge falls between two samples, and on a crowded machine (a sanitizer's
-      # suite, two jobs) the 10 kHz asked for comes in bursts, with gaps longer than a round of the worker.
-      near "record: \"a\" in the worker" "$(pct "$tmp/record.worker" a 1)" "${truth% *}" 5
-      near "record: \"b\" in the worker" "$(pct "$tmp/record.worker" b 1)" "${truth#* }" 5
-      grep -q '^thread [0-9]* "sleeper" ' "$tmp/record.tree" || bad "record: no sleeper lane: $(cat "$tmp/record.tree")"
+  for file in record.json record.pftrace; do
+    ping && a0=$in_a b0=$in_b
+    if timeout "$limit" $rt "$lp" record -p "$pid" -d "$((3 * slow))" -o "$tmp/$file" 2>"$tmp/record.err" 3>&- 4<&-; then
+      ping
+      truth=$(awk -v a0="$a0" -v a1="$in_a" -v b0="$b0" -v b1="$in_b" \
+        'BEGIN { a = a1 - a0; b = b1 - b0; if (a + b > 0) printf "%.2f %.2f", 100 * a / (a + b), 100 * b / (a + b) }')
+      if "$lp" tree --threads "$tmp/$file" >"$tmp/record.tree" 2>&1; then
+        sed -n '/"worker"/,/^thread /p' "$tmp/record.tree" >"$tmp/record.worker"
+        # 5 points, not top's 3: an edge falls between two samples, and on a crowded machine (a sanitizer's
+        # suite, two jobs) the 10 kHz asked for comes in bursts, with gaps longer than a round of the worker.
+        near "record $file: \"a\" in the worker" "$(pct "$tmp/record.worker" a 1)" "${truth% *}" 5
+        near "record $file: \"b\" in the worker" "$(pct "$tmp/record.worker" b 1)" "${truth#* }" 5
+        grep -q '^thread [0-9]* "sleeper" ' "$tmp/record.tree" || bad "record $file: no sleeper lane: $(cat "$tmp/record.tree")"
+      else
+        bad "record $file: labelprof tree cannot read what record wrote: $(cat "$tmp/record.tree")"
+      fi
     else
-      bad "record: labelprof tree cannot read what record wrote: $(cat "$tmp/record.tree")"
+      bad "record $file: labelprof record failed: $(cat "$tmp/record.err")"
     fi
-    grep -q '"labelprof_record":"sampled from outside the process' "$tmp/record.json" ||
-      bad "record: otherData does not say how it was sampled: $(tail -c 400 "$tmp/record.json")"
+  done
+  grep -q '"labelprof_record":"sampled from outside the process' "$tmp/record.json" ||
+    bad "record: otherData does not say how it was sampled: $(tail -c 400 "$tmp/record.json")"
+  # Perfetto's own trace processor, where it is installed: no error on import, the threads' slices by name
+  # ("outer" may be cut in two where a sample fell between two rounds of the worker, its stack empty).
+  if [ -x "$tp" ] && [ -s "$tmp/record.pftrace" ]; then
+    printf '%s\n' "select count(*) as errors from stats where value > 0 and severity in ('error', 'data_losses');" \
+      "select t.name as thread, s.name as slice, count(*) as n from slice s join thread_track tt on s.track_id = tt.id join thread t using (utid) group by 1, 2 order by 1, 2;" \
+      >"$tmp/record.sql"
+    if timeout "$limit" "$tp" -q "$tmp/record.sql" "$tmp/record.pftrace" >"$tmp/record.tp" 2>"$tmp/record.tp.err"; then
+      grep -qx '0' "$tmp/record.tp" || bad "record: Perfetto's trace processor counts errors: $(cat "$tmp/record.tp")"
+      for row in '"sleeper","wait",1' '"worker","outer",' '"worker","a",' '"worker","b",'; do
+        grep -q "^$row" "$tmp/record.tp" || bad "record: no $row in Perfetto's slices: $(cat "$tmp/record.tp")"
+      done
+    else
+      bad "record: Perfetto's trace processor cannot read the trace: $(cat "$tmp/record.tp.err")"
+    fi
   else
-    bad "record: labelprof record failed: $(cat "$tmp/record.err")"
+    echo "note: no Perfetto trace processor at $tp: record's .pftrace is read by labelprof only"
   fi
   [ "$before" = "$(state)" ] || bad "record: threads or descriptors changed: before: $before; after: $(state)"
-  "$lp" record -p "$pid" -o "$tmp/x.pftrace" >/dev/null 2>"$tmp/record.err" 3>&- 4<&-
-  rc=$?
-  [ $rc -eq 2 ] && head -1 "$tmp/record.err" | grep -q "^labelprof record: record writes Chrome Trace Event JSON" ||
-    bad "record to a .pftrace: status $rc, $(cat "$tmp/record.err")"
-  [ -e "$tmp/x.pftrace" ] && bad "record to a .pftrace made the file"
   stop
 fi
 
@@ -271,6 +299,10 @@ if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null 2>&1 && id nobody >/dev
     refused "nobody reading root's process" \
       "^labelprof top: cannot read process $pid: it runs as root and you are nobody; run labelprof as root" \
       setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups timeout "$limit" "$lp" top -b -n 1 "$pid"
+    # record's advice is record's own command, not top's.
+    refused "nobody recording root's process" \
+      "^labelprof record: cannot read process $pid: it runs as root and you are nobody; run labelprof as root (sudo labelprof record -p $pid)\$" \
+      setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups timeout "$limit" "$lp" record -p "$pid" -d 0.1 -o -
     stop
   fi
 else
@@ -308,6 +340,27 @@ if [ "$(cat /proc/sys/kernel/yama/ptrace_scope 2>/dev/null)" = 1 ] && [ "$(id -u
   done
 else
   echo "note: no Yama at ptrace_scope 1 here (or no user nobody able to run the programs): LABELPROF_ALLOW_ATTACH's effect is not tried"
+fi
+# Where the kernel has no Yama, or has it at 0, a user reads its own processes without root: nobody reads
+# a program nobody started.
+yama=$(cat /proc/sys/kernel/yama/ptrace_scope 2>/dev/null || echo none)
+if { [ "$yama" = none ] || [ "$yama" = 0 ]; } && [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null 2>&1 &&
+  id nobody >/dev/null 2>&1 && setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups test -x "$lp" 2>/dev/null &&
+  setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups test -x tests/top_target 2>/dev/null; then
+  mkfifo "$tmp/own.in" "$tmp/own.out" || exit 99
+  setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups tests/top_target split <"$tmp/own.in" >"$tmp/own.out" 2>/dev/null &
+  pid=$!
+  exec 3>"$tmp/own.in" 4<"$tmp/own.out"
+  read -r ready <&4
+  if setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups timeout "$limit" "$lp" top -b -n 1 -d 0.2 "$pid" \
+    >"$tmp/own.top" 2>&1 3>&- 4<&-; then
+    grep -q '^thread [0-9]* "worker": ' "$tmp/own.top" || bad "nobody reading its own process: no worker in $(cat "$tmp/own.top")"
+  else
+    bad "nobody reading its own process (Yama: $yama): $(cat "$tmp/own.top")"
+  fi
+  stop
+else
+  echo "note: Yama at ptrace_scope $yama here (or no user nobody able to run the programs): a user reading its own process without root is not tried"
 fi
 
 [ $fail -eq 0 ] || exit 1

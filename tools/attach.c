@@ -74,6 +74,7 @@ typedef struct run {
 
 struct lp_remote {
   pid_t pid;
+  const char *cmd; /* the subcommand reading it, for a refusal's advice */
   char comm[64];
   char lib_version[16];
   void (*between)(void *arg, unsigned attempt, int step);
@@ -311,8 +312,10 @@ void lp_remote_why_denied(const lp_deny_facts_t *f, char *why, size_t len) {
              "AppArmor) or a seccomp filter refuses process_vm_readv",
              (int)f->pid);
   } else if (f->target_uid >= 0 && f->our_uid >= 0 && f->target_uid != f->our_uid) {
-    snprintf(why, len, "cannot read process %d: it runs as %s and you are %s; run labelprof as root (sudo labelprof top %d)%s%s",
-             (int)f->pid, target, ours, (int)f->pid, f->target_uid ? " or as " : "", f->target_uid ? target : "");
+    bool record = f->cmd && strcmp(f->cmd, "record") == 0;
+    snprintf(why, len, "cannot read process %d: it runs as %s and you are %s; run labelprof as root (sudo labelprof %s %d)%s%s",
+             (int)f->pid, target, ours, record ? "record -p" : "top", (int)f->pid, f->target_uid ? " or as " : "",
+             f->target_uid ? target : "");
   } else if (f->target_undumpable) {
     snprintf(why, len,
              "cannot read process %d: it is not dumpable (a set-user-ID program, or it called "
@@ -387,6 +390,7 @@ static int denied(lp_remote_t *r, char *why, size_t len) {
   char path[64], tu[64], ou[64];
   lp_deny_facts_t f = {0};
   f.pid = r->pid;
+  f.cmd = r->cmd;
   snprintf(path, sizeof path, "/proc/%d/status", (int)r->pid);
   f.target_uid = status_field(path, "Uid:", 1); /* real, effective, saved, fs: the effective one */
   f.our_uid = (long)geteuid();
@@ -661,7 +665,7 @@ static void read_comm(lp_remote_t *r) {
   fclose(f);
 }
 
-int lp_remote_open(pid_t pid, lp_remote_t **out, char *why, size_t len) {
+int lp_remote_open(pid_t pid, const char *cmd, lp_remote_t **out, char *why, size_t len) {
   *why = '\0';
   if (pid <= 0) {
     snprintf(why, len, "no process with PID %d", (int)pid);
@@ -674,6 +678,7 @@ int lp_remote_open(pid_t pid, lp_remote_t **out, char *why, size_t len) {
   lp_remote_t *r = calloc(1, sizeof *r);
   if (!r) return LP_REMOTE_NOMEM;
   r->pid = pid;
+  r->cmd = cmd;
   r->liov = malloc(IOV_MAX * sizeof *r->liov);
   r->riov = malloc(IOV_MAX * sizeof *r->riov);
   int rc = r->liov && r->riov ? 0 : LP_REMOTE_NOMEM;

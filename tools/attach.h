@@ -60,10 +60,12 @@ typedef struct lp_remote_stats {
 
 /*
  * Opens pid for reading. On failure returns one of the codes above and
- * writes one line (no newline) to why: what is wrong and what to do.
- * *out is set only on success; free it with lp_remote_close().
+ * writes one line (no newline) to why: what is wrong and what to do. cmd
+ * is the subcommand that reads it ("top" or "record"; NULL: "top"), whose
+ * command line a refusal gives as what to run as root. *out is set only on
+ * success; free it with lp_remote_close().
  */
-int lp_remote_open(pid_t pid, lp_remote_t **out, char *why, size_t len);
+int lp_remote_open(pid_t pid, const char *cmd, lp_remote_t **out, char *why, size_t len);
 void lp_remote_close(lp_remote_t *r);
 
 /*
@@ -112,6 +114,7 @@ void lp_remote_test_between(lp_remote_t *r, void (*fn)(void *arg, unsigned attem
  */
 typedef struct lp_deny_facts {
   pid_t pid;
+  const char *cmd;          /* the subcommand refused, "top" or "record"; NULL: "top" */
   long target_uid, our_uid; /* effective uids; -1 unknown */
   const char *target_user, *our_user; /* names, or NULL */
   bool cap_sys_ptrace;

@@ -217,12 +217,13 @@ static const char top_usage[] =
     "in batch mode when it exits before the last snapshot.\n";
 
 static const char record_usage[] =
-    "usage: labelprof record -p PID [-d SECONDS] [--hz HZ] -o FILE.json\n"
+    "usage: labelprof record -p PID [-d SECONDS] [--hz HZ] -o FILE.json|FILE.pftrace\n"
     "\n"
     "A sampled timeline of a running process that uses labelprof, however it\n"
-    "was started, read from outside it as labelprof top reads it, written as\n"
-    "Chrome Trace Event JSON (the Perfetto UI, chrome://tracing, speedscope and\n"
-    "every labelprof subcommand read it). The threads' pseudo-stacks are\n"
+    "was started, read from outside it as labelprof top reads it, written as a\n"
+    "Perfetto trace (TrackEvent protobuf) when FILE ends in .pftrace or\n"
+    ".perfetto-trace, else as Chrome Trace Event JSON; the Perfetto UI and every\n"
+    "labelprof subcommand read both. The threads' pseudo-stacks are\n"
     "sampled HZ times a second (default 10000) for SECONDS (default 10); each\n"
     "change between two samples is written as the ends and begins it implies,\n"
     "at the midpoint between them. So an edge is within half a period of the\n"
@@ -234,7 +235,8 @@ static const char record_usage[] =
     "  -p PID        the process\n"
     "  -d SECONDS    how long (0.01 to 86400; default 10)\n"
     "  --hz HZ       samples per second, 1 to 100000 (default 10000)\n"
-    "  -o FILE       the JSON file; - is standard output\n"
+    "  -o FILE       the file: .pftrace or .perfetto-trace for Perfetto, else\n"
+    "                JSON; - is JSON on standard output\n"
     "\n"
     "Exit status: 0; 2 when the process cannot be read, the file cannot be\n"
     "written, or the process exits before the end (the file then holds the\n"
@@ -255,7 +257,7 @@ const lp_cmd_t lp_cmds[] = {
     {"nnapi", lp_cmd_nnapi, "NNAPI's timing summary of a systrace, as Android's parser prints it", nnapi_usage},
     {"layers", lp_cmd_layers, "time per layer and phase (LP_SCOPE_PHASE) as a table", layers_usage},
     {"top", lp_cmd_top, "a running process's tree, live, read from outside it", top_usage},
-    {"record", lp_cmd_record, "a running process's sampled timeline, as JSON, read from outside it", record_usage},
+    {"record", lp_cmd_record, "a running process's sampled timeline, read from outside it", record_usage},
     {"help", lp_cmd_help, "list the subcommands, or show one's usage", help_usage},
     {NULL, NULL, NULL, NULL},
 };

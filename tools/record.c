@@ -1,7 +1,8 @@
 /*
  * record.c: `labelprof record -p PID -d SECONDS -o FILE`: a sampled
  * timeline of a running process, read from outside it as `labelprof top`
- * reads it, written as Chrome Trace Event JSON.
+ * reads it, written as Chrome Trace Event JSON, or as a Perfetto trace
+ * (TrackEvent protobuf) when FILE ends in .pftrace or .perfetto-trace.
  *
  * An exact timeline (every begin and end, with its own timestamp) is only
  * recorded inside the process, by the code the label runs, and only while
@@ -18,6 +19,15 @@
  * that exits has its scopes closed where it was last seen; the scopes still
  * open at the end are closed at the last sample. otherData says how it was
  * sampled, at what rate asked for and achieved.
+ *
+ * The Perfetto file is a Trace of TracePackets, each written whole as it
+ * comes (a killed run leaves whole packets): the process's track, with a
+ * description that says how it was sampled; a thread's track, child of the
+ * process's, whenever the thread is new or renamed; a slice's begin or end
+ * on its thread's track, its name as text (no interning: one sequence, one
+ * writer). Timestamps are CLOCK_BOOTTIME, Perfetto's default clock: the
+ * monotonic clock the samples are taken on, plus the difference between
+ * the two at the start.
  */
 #include "config.h"
 
@@ -30,6 +40,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* A thread's lane: its stack at its last sample. */
 typedef struct lane {
@@ -41,10 +52,21 @@ typedef struct lane {
   uint32_t *labels;
 } lane_t;
 
+/* A message being built: bytes, grown as needed; failed once out of memory. */
+typedef struct pbuf {
+  uint8_t *b;
+  size_t n, cap;
+  bool failed;
+} pbuf_t;
+
 typedef struct rec {
   lp_top_t *t;
   FILE *out;
   const char *path;
+  bool perfetto;
+  uint64_t boot_minus_mono; /* Perfetto: CLOCK_BOOTTIME less CLOCK_MONOTONIC at the start */
+  pbuf_t pkt;               /* Perfetto: the packet being built */
+  bool nomem;               /* Perfetto: a packet was lost for memory */
   lane_t *lanes; /* one per slot of the reader */
   size_t nlanes;
   uint32_t *path_buf;
@@ -57,7 +79,125 @@ static void put_ts(FILE *out, uint64_t ns) {
   fprintf(out, "%" PRIu64 ".%03u", ns / 1000u, (unsigned)(ns % 1000u));
 }
 
-static void event(rec_t *rc, const char *ph, uint32_t label, uint64_t tid, uint64_t ns) {
+/* ---- Perfetto: protobuf, only what these packets need ---- */
+
+/* Field numbers (protos/perfetto/trace): Trace, TracePacket, TrackDescriptor, TrackEvent. */
+enum {
+  PB_PACKET = 1,
+  TP_TIMESTAMP = 8, TP_SEQ_ID = 10, TP_TRACK_EVENT = 11, TP_TRACK_DESCRIPTOR = 60,
+  TD_UUID = 1, TD_PROCESS = 3, TD_THREAD = 4, TD_PARENT = 5, TD_DESCRIPTION = 14,
+  PD_PID = 1, PD_NAME = 6, THD_PID = 1, THD_TID = 2, THD_NAME = 5,
+  TE_TYPE = 9, TE_TRACK_UUID = 11, TE_NAME = 23,
+  TE_SLICE_BEGIN = 1, TE_SLICE_END = 2,
+};
+#define SEQ_ID 1u
+#define PROCESS_UUID 0x6c70726f63000000ull /* a thread's track is this plus the reader's id of the thread */
+
+static void pb_raw(pbuf_t *p, const void *src, size_t n) {
+  if (p->failed) return;
+  if (p->n + n > p->cap) {
+    size_t cap = p->cap ? p->cap : 256;
+    while (cap < p->n + n) cap *= 2;
+    uint8_t *b = realloc(p->b, cap);
+    if (!b) {
+      p->failed = true;
+      return;
+    }
+    p->b = b;
+    p->cap = cap;
+  }
+  memcpy(p->b + p->n, src, n);
+  p->n += n;
+}
+
+static void pb_uvarint(pbuf_t *p, uint64_t v) {
+  uint8_t b[10];
+  size_t n = 0;
+  do {
+    b[n] = (uint8_t)(v & 0x7f);
+    v >>= 7;
+    if (v) b[n] |= 0x80;
+    n++;
+  } while (v);
+  pb_raw(p, b, n);
+}
+
+static void pb_varint(pbuf_t *p, uint32_t field, uint64_t v) {
+  pb_uvarint(p, (uint64_t)field << 3);
+  pb_uvarint(p, v);
+}
+
+static void pb_bytes(pbuf_t *p, uint32_t field, const void *data, size_t n) {
+  pb_uvarint(p, (uint64_t)field << 3 | 2);
+  pb_uvarint(p, n);
+  pb_raw(p, data, n);
+}
+
+static void pb_str(pbuf_t *p, uint32_t field, const char *s) { pb_bytes(p, field, s, strlen(s)); }
+
+/* Writes a finished TracePacket as one field of the Trace, and empties it. */
+static void pb_packet(rec_t *rc, pbuf_t *pkt) {
+  pbuf_t head = {0};
+  pb_uvarint(&head, (uint64_t)PB_PACKET << 3 | 2);
+  pb_uvarint(&head, pkt->n);
+  if (head.failed || pkt->failed) {
+    rc->nomem = true;
+  } else {
+    fwrite(head.b, 1, head.n, rc->out);
+    fwrite(pkt->b, 1, pkt->n, rc->out);
+  }
+  free(head.b);
+  pkt->n = 0;
+  pkt->failed = false;
+}
+
+/* A track's descriptor: the process's (l NULL) or a thread's. */
+static void pf_track(rec_t *rc, const lane_t *l, const char *name, const char *description) {
+  pbuf_t d = {0}, who = {0};
+  pb_varint(&d, TD_UUID, l ? PROCESS_UUID + l->id : PROCESS_UUID);
+  if (l) {
+    pb_varint(&d, TD_PARENT, PROCESS_UUID);
+    pb_varint(&who, THD_PID, (uint64_t)rc->t->pid);
+    pb_varint(&who, THD_TID, l->tid);
+    pb_str(&who, THD_NAME, name);
+    pb_bytes(&d, TD_THREAD, who.b, who.n);
+  } else {
+    pb_varint(&who, PD_PID, (uint64_t)rc->t->pid);
+    pb_str(&who, PD_NAME, name);
+    pb_bytes(&d, TD_PROCESS, who.b, who.n);
+    if (description) pb_str(&d, TD_DESCRIPTION, description);
+  }
+  d.failed |= who.failed;
+  pb_bytes(&rc->pkt, TP_TRACK_DESCRIPTOR, d.b, d.n);
+  rc->pkt.failed |= d.failed;
+  pb_varint(&rc->pkt, TP_SEQ_ID, SEQ_ID);
+  pb_packet(rc, &rc->pkt);
+  free(d.b);
+  free(who.b);
+}
+
+static void pf_event(rec_t *rc, const lane_t *l, bool begin, uint32_t label, uint64_t ns) {
+  pbuf_t e = {0};
+  pb_varint(&e, TE_TYPE, begin ? TE_SLICE_BEGIN : TE_SLICE_END);
+  pb_varint(&e, TE_TRACK_UUID, PROCESS_UUID + l->id);
+  if (begin) pb_str(&e, TE_NAME, lp_remote_text(rc->t->r, label));
+  pb_varint(&rc->pkt, TP_TIMESTAMP, ns + rc->boot_minus_mono);
+  pb_varint(&rc->pkt, TP_SEQ_ID, SEQ_ID);
+  pb_bytes(&rc->pkt, TP_TRACK_EVENT, e.b, e.n);
+  rc->pkt.failed |= e.failed;
+  pb_packet(rc, &rc->pkt);
+  free(e.b);
+}
+
+/* ---- either format ---- */
+
+static void event(rec_t *rc, const lane_t *l, const char *ph, uint32_t label, uint64_t ns) {
+  rc->events++;
+  if (rc->perfetto) {
+    pf_event(rc, l, ph[0] == 'B', label, ns);
+    return;
+  }
+  uint64_t tid = l->tid;
   fputs(rc->first_event ? "\n" : ",\n", rc->out);
   rc->first_event = false;
   fputs("{\"name\":", rc->out);
@@ -65,10 +205,21 @@ static void event(rec_t *rc, const char *ph, uint32_t label, uint64_t tid, uint6
   fprintf(rc->out, ",\"ph\":\"%s\",\"ts\":", ph);
   put_ts(rc->out, ns);
   fprintf(rc->out, ",\"pid\":%d,\"tid\":%" PRIu64 "}", (int)rc->t->pid, tid);
-  rc->events++;
 }
 
-static void meta(rec_t *rc, const char *what, uint64_t tid, const char *name) {
+/* The name of the process (l NULL) or of a thread's lane. */
+static void meta(rec_t *rc, const lane_t *l, const char *name) {
+  if (rc->perfetto) {
+    char about[256];
+    snprintf(about, sizeof about,
+             "labelprof record: sampled from outside the process at %u Hz requested: each edge is within half a "
+             "period of the truth, and a scope shorter than a period may be missing",
+             rc->t->hz);
+    pf_track(rc, l, name, l ? NULL : about);
+    return;
+  }
+  const char *what = l ? "thread_name" : "process_name";
+  uint64_t tid = l ? l->tid : 0;
   fputs(rc->first_event ? "\n" : ",\n", rc->out);
   rc->first_event = false;
   fprintf(rc->out, "{\"name\":\"%s\",\"ph\":\"M\",\"pid\":%d,\"tid\":%" PRIu64 ",\"args\":{\"name\":", what,
@@ -79,7 +230,10 @@ static void meta(rec_t *rc, const char *what, uint64_t tid, const char *name) {
 
 /* Ends the lane's scopes from the innermost down to depth keep, at ns. */
 static void close_to(rec_t *rc, lane_t *l, uint32_t keep, uint64_t ns) {
-  while (l->n > keep) event(rc, "E", l->labels[--l->n], l->tid, ns);
+  while (l->n > keep) {
+    l->n--;
+    event(rc, l, "E", l->labels[l->n], ns);
+  }
 }
 
 /* The lane's stack becomes path (n labels) at the sample of ns. 0, or -1 out of memory. */
@@ -97,7 +251,7 @@ static int move_to(rec_t *rc, lane_t *l, const uint32_t *path, uint32_t n, uint6
   }
   for (; l->n < n; l->n++) {
     l->labels[l->n] = path[l->n];
-    event(rc, "B", path[l->n], l->tid, at);
+    event(rc, l, "B", path[l->n], at);
   }
   l->seen_ns = ns;
   return 0;
@@ -138,7 +292,7 @@ static int pass(rec_t *rc) {
     if (strcmp(l->name, p->name) != 0) {
       memcpy(l->name, p->name, sizeof l->name);
       l->name[sizeof l->name - 1] = '\0';
-      meta(rc, "thread_name", l->tid, l->name);
+      meta(rc, l, l->name);
     }
     if (!p->read) continue;
     if (p->n + 1 > rc->path_cap) {
@@ -168,6 +322,7 @@ static int finish(rec_t *rc, uint64_t start_ns) {
   for (size_t i = 0; i < rc->nlanes; i++)
     if (rc->lanes[i].open) close_to(rc, &rc->lanes[i], 0, rc->lanes[i].seen_ns);
   uint64_t dur = t->now_ns > start_ns ? t->now_ns - start_ns : 0;
+  if (rc->perfetto) goto close;
   fprintf(rc->out,
           "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"labelprof_record\":\"sampled from outside the process: "
           "each edge is within half a period of the truth, and a scope shorter than a period may be missing\","
@@ -177,9 +332,15 @@ static int finish(rec_t *rc, uint64_t start_ns) {
           t->missed[LP_TOP_ALL]);
   lp_put_json_string(rc->out, lp_remote_lib_version(t->r));
   fputs("}}\n", rc->out);
+close:;
   int bad = ferror(rc->out);
   if (rc->out == stdout ? fflush(stdout) != 0 : fclose(rc->out) != 0) bad = 1;
   rc->out = NULL;
+  free(rc->pkt.b);
+  if (rc->nomem && !bad) {
+    fprintf(stderr, "labelprof record: out of memory: %s lacks some of the timeline\n", rc->path);
+    return -1;
+  }
   if (bad) {
     fprintf(stderr, "labelprof record: cannot write %s: %s\n", rc->path, strerror(errno));
     return -1;
@@ -203,23 +364,33 @@ int lp_cmd_record(int argc, char **argv) {
   if (!pid_s) return lp_usage_error(cmd, "no process given (-p PID)");
   if (!out) return lp_usage_error(cmd, "no output file given (-o FILE)");
   size_t len = strlen(out);
-  if ((len >= 8 && strcmp(out + len - 8, ".pftrace") == 0) || (len >= 15 && strcmp(out + len - 15, ".perfetto-trace") == 0))
-    return lp_usage_error(cmd, "record writes Chrome Trace Event JSON, which the Perfetto UI opens too: name the file .json, not '%s'", out);
+  bool perfetto =
+      (len >= 8 && strcmp(out + len - 8, ".pftrace") == 0) || (len >= 15 && strcmp(out + len - 15, ".perfetto-trace") == 0);
   uint32_t pid;
   if (lp_top_parse_u32(cmd, "-p", pid_s, 1, INT_MAX, &pid) != 0) return LP_EXIT_BAD;
   t.pid = (pid_t)pid;
   if (d_s && lp_top_parse_seconds(cmd, "-d", d_s, &dur_ns) != 0) return LP_EXIT_BAD;
   if (hz_s && lp_top_parse_u32(cmd, "--hz", hz_s, 1, 100000, &t.hz) != 0) return LP_EXIT_BAD;
   if (lp_top_attach(&t, cmd) != 0) return LP_EXIT_BAD;
-  rec_t rc = {&t, NULL, out, NULL, 0, NULL, 0, 0, true};
-  rc.out = strcmp(out, "-") == 0 ? stdout : fopen(out, "w");
+  rec_t rc;
+  memset(&rc, 0, sizeof rc);
+  rc.t = &t;
+  rc.path = out;
+  rc.perfetto = perfetto;
+  rc.first_event = true;
+  struct timespec mono, boot;
+  if (perfetto && clock_gettime(CLOCK_MONOTONIC, &mono) == 0 && clock_gettime(CLOCK_BOOTTIME, &boot) == 0) {
+    int64_t d = ((int64_t)boot.tv_sec - (int64_t)mono.tv_sec) * 1000000000 + (boot.tv_nsec - mono.tv_nsec);
+    rc.boot_minus_mono = d > 0 ? (uint64_t)d : 0;
+  }
+  rc.out = strcmp(out, "-") == 0 ? stdout : fopen(out, "wb");
   if (!rc.out) {
     fprintf(stderr, "labelprof record: cannot write %s: %s\n", out, strerror(errno));
     lp_top_free(&t);
     return LP_EXIT_BAD;
   }
-  fputs("{\"traceEvents\":[", rc.out);
-  meta(&rc, "process_name", 0, lp_remote_comm(t.r));
+  if (!perfetto) fputs("{\"traceEvents\":[", rc.out);
+  meta(&rc, NULL, lp_remote_comm(t.r));
   uint64_t start = t.begin_ns[LP_TOP_ALL], pstart = start, end = start + dur_ns;
   int status = LP_EXIT_OK, e = 0;
   for (;;) {

@@ -637,7 +637,7 @@ static int open_pidfd(pid_t pid) {
 }
 
 int lp_top_attach(lp_top_t *t, const char *cmd) {
-  int rc = lp_remote_open(t->pid, &t->r, t->why, sizeof t->why);
+  int rc = lp_remote_open(t->pid, cmd, &t->r, t->why, sizeof t->why);
   if (rc) {
     fprintf(stderr, "labelprof %s: %s\n", cmd, t->why);
     return -1;
