@@ -521,12 +521,19 @@ static void test_importer_notes_as_in_the_json(void) {
     strs_t jn = {0}, pn = {0}, jn2 = {0};
     json_notes(js, &jn);
     check_file(pf, &pn);
-    for (size_t i = 0; i < jn.n; i++) /* the running session's stop is when each file was taken */
-      if (strncmp(jn.v[i], "ts_base_ns=", 11) != 0 && (!running || strncmp(jn.v[i], "session_stop_ns=", 16) != 0))
+    /* The running session's stop is when each file was taken; the REALTIME reading at the end, when it was written. */
+    size_t ends = 0;
+    for (size_t i = 0; i < jn.n; i++)
+      if (strncmp(jn.v[i], "ts_base_ns=", 11) != 0 && (!running || strncmp(jn.v[i], "session_stop_ns=", 16) != 0) &&
+          strncmp(jn.v[i], "realtime_end_", 13) != 0)
         strs_add(&jn2, jn.v[i]);
     strs_t pn2 = {0};
     for (size_t i = 0; i < pn.n; i++)
-      if (!running || strncmp(pn.v[i], "session_stop_ns=", 16) != 0) strs_add(&pn2, pn.v[i]);
+      if (strncmp(pn.v[i], "realtime_end_", 13) == 0)
+        ends++;
+      else if (!running || strncmp(pn.v[i], "session_stop_ns=", 16) != 0)
+        strs_add(&pn2, pn.v[i]);
+    CU_ASSERT_EQUAL(ends, 3);
     CU_ASSERT(same_lists(&pn2, &jn2, "note", pf, "the Perfetto file's", "the JSON's"));
     bool found = false;
     for (size_t i = 0; i < pn.n; i++) found |= strcmp(pn.v[i], "levels=request,runtime,operator,debug,annotations") == 0;
