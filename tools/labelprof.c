@@ -70,6 +70,32 @@ static const char tree_usage[] =
     "                   summed over every place it appears, heaviest total first\n"
     "  --max-memory SIZE  as for stats (labelprof help stats)\n";
 
+static const char merge_usage[] =
+    "usage: labelprof merge -o OUT [--max-memory SIZE] FILE...\n"
+    "\n"
+    "Many processes on one timeline: one trace holding every process of the files,\n"
+    "each with its own pid, process name, threads and tracks. OUT is Perfetto\n"
+    "protobuf, or Chrome JSON when it ends in .json. FILE is JSON or Perfetto,\n"
+    "one process's (LABELPROF_TRACE=run-%p.pftrace) or already merged.\n"
+    "\n"
+    "Times are put on one clock through what each file says of itself: its boot\n"
+    "id, its time namespace's offsets and a CLOCK_REALTIME reading tied to its\n"
+    "CLOCK_MONOTONIC. Files of one boot share the kernel's clock (a time\n"
+    "namespace's offset is taken off exactly); files of another boot (another\n"
+    "machine) are placed through REALTIME, within the readings' uncertainty and\n"
+    "however far the machines' wall clocks disagree. The output's clock is the\n"
+    "CLOCK_MONOTONIC of the file whose clock began earliest; its notes say how\n"
+    "each file was placed, with the offset applied. The same pid of two boots is\n"
+    "two processes: the later gets a pid above pid_max, said in the notes.\n"
+    "\n"
+    "  -o OUT             the merged trace (.json: Chrome JSON; else Perfetto)\n"
+    "  --max-memory SIZE  as for stats (labelprof help stats): every event of\n"
+    "                     every file is held until the output is written\n"
+    "\n"
+    "A file with no REALTIME reading (an older labelprof's, another tool's)\n"
+    "cannot be placed beside others: exit 2, naming it. Exit status: 0, or 2 for\n"
+    "bad input or usage.\n";
+
 static const char diff_usage[] =
     "usage: labelprof diff [--fail-above PCT] [--min-time T] [--strict] [--max-memory SIZE]\n"
     "                      BASE NEW\n"
@@ -250,6 +276,7 @@ const lp_cmd_t lp_cmds[] = {
     {"tree", lp_cmd_tree, "the tree of time, in the layout of the sampled profile", tree_usage},
     {"diff", lp_cmd_diff, "compare two traces label by label; a regression gate", diff_usage},
     {"folded", lp_cmd_folded, "folded stacks weighted by self time, for flame graphs", folded_usage},
+    {"merge", lp_cmd_merge, "many processes' files as one trace on one clock", merge_usage},
     {"flamegraph", lp_cmd_flamegraph, "the tree of time as an SVG flame graph", flamegraph_usage},
     {"pprof", lp_cmd_pprof, "the timeline as a pprof profile (gzipped profile.proto)", pprof_usage},
     {"nnapi", lp_cmd_nnapi, "NNAPI's timing summary of a systrace, as Android's parser prints it", nnapi_usage},
