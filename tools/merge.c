@@ -618,7 +618,7 @@ static void pb_sub(pbuf_t *outer, uint32_t field, pbuf_t *inner) {
 enum {
   F_PACKET = 1, P_CLOCK_SNAPSHOT = 6, P_TIMESTAMP = 8, P_SEQ = 10, P_TRACK_EVENT = 11, P_CLOCK_ID = 58,
   P_DESCRIPTOR = 60, CS_CLOCK = 1, C_ID = 1, C_TS = 2,
-  D_UUID = 1, D_NAME = 2, D_PROCESS = 3, D_THREAD = 4, D_PARENT = 5, D_COUNTER = 8, D_DESCRIPTION = 14,
+  D_UUID = 1, D_NAME = 2, D_PROCESS = 3, D_THREAD = 4, D_PARENT = 5, D_COUNTER = 8, D_DESCRIPTION = 14, D_MERGE = 15,
   PR_PID = 1, PR_NAME = 6, TH_PID = 1, TH_TID = 2, TH_NAME = 5,
   E_DEBUG = 4, E_TYPE = 9, E_TRACK = 11, E_CATEGORY = 22, E_NAME = 23, E_COUNTER = 30, E_DCOUNTER = 44,
   A_INT = 4, A_UINT = 3, A_STRING = 6, A_NAME = 10,
@@ -724,6 +724,7 @@ static int write_perfetto(const mg_t *m, unsigned ref, const mg_notes_t *ns, FIL
       pb_uint(&w.a, D_PARENT, proc_uuid(l->proc));
       pb_str(&w.a, D_NAME, l->name != UINT32_MAX ? m->names[l->name] : "track");
       pb_str(&w.a, D_DESCRIPTION, desc);
+      pb_uint(&w.a, D_MERGE, 2); /* SIBLING_MERGE_BEHAVIOR_NONE: tracks of one name stay apart */
     } else {
       pb_uint(&w.b, TH_PID, (uint64_t)p->out_pid);
       pb_uint(&w.b, TH_TID, (uint64_t)l->out_tid);
@@ -907,10 +908,7 @@ int lp_cmd_merge(int argc, char **argv) {
   int r = lp_opts_parse(cmd, argc, argv, opts, &ops);
   if (r != LP_OPTS_RUN) return r;
   if (!out_path) return lp_usage_error(cmd, "no output given (-o OUT)");
-  if (ops.first >= argc) return lp_usage_error(cmd, "no trace file given");
-  for (int i = ops.first; i < argc; i++)
-    if (argv[i][0] == '-' && argv[i][1]) return lp_usage_error(cmd, "options go before the files ('%s')", argv[i]);
-  if ((r = lp_opts_stdin_once(cmd, (const char *const *)argv + ops.first, argc - ops.first)) != LP_OPTS_RUN) return r;
+  if ((r = lp_files_operands(cmd, argc, argv, ops.first)) != LP_OPTS_RUN) return r;
 
   mg_t m;
   memset(&m, 0, sizeof m);
