@@ -340,6 +340,10 @@ static inline void pd_track_event(pd_trace_t *t, pd_seq_t *q, uint64_t ts, const
       const char *c = pd_get(&q->cats, f.v);
       if (!c) t->error = "a category iid used before it was interned";
       pd_flag(cats, sizeof cats, "", c ? c : "?");
+    } else if (f.num == 22 && f.wire == 2) { /* a category given inline (labelprof merge writes them so) */
+      char c[256];
+      pd_copy(c, sizeof c, f.p, f.len);
+      pd_flag(cats, sizeof cats, "", c);
     } else if (f.num == 4 && f.wire == 2) {
       char n[64], v[512];
       pd_annotation(f.p, f.len, n, sizeof n, v, sizeof v);

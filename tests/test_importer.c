@@ -9,7 +9,7 @@
  * (../shared/tools/perfetto/trace_processor_shell); where it is absent or
  * cannot run, the test is skipped (exit 77).
  *
- * The files: every .pftrace test_perfetto and test_stream decode (run again
+ * The files: every .pftrace test_perfetto, test_stream and test_merge decode (run again
  * here with LP_TEST_PFTRACE_KEEP, see perfetto_decode.h): files written at
  * the end, streamed, rotated, with drops, killed mid-write, empty, of
  * hostile names, layers, tracks, counters; sessions written here whose
@@ -417,6 +417,7 @@ static void test_importer_the_suites_files(void) {
   CU_ASSERT_EQUAL_FATAL(mkdir(keep, 0700), 0);
   run_suite("tests/test_perfetto", keep);
   run_suite("tests/test_stream", keep);
+  run_suite("tests/test_merge", keep); /* merged files: several processes, their clocks aligned */
   unsigned before = total.files;
   check_dir(keep, any_pftrace, true);
   CU_ASSERT(total.files - before >= 30); /* the suites wrote what they always write */

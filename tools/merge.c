@@ -405,14 +405,14 @@ static int place(mg_t *m, unsigned *ref_out) {
     bool same_boot = f->boot[0] && strcmp(f->boot, r->boot) == 0;
     if (same_boot && f->has_tn && r->has_tn) {
       f->shift = r->tn_mono - f->tn_mono;
-      f->how = f->shift ? "the same boot as the reference, its time namespace's offset taken off exactly"
+      f->how = f->shift ? "the same boot as the reference in another time namespace: its offset taken off exactly"
                         : "the same boot as the reference: the same clock";
     } else if (same_boot && by_real > -1000000000 && by_real < 1000000000) {
-      f->how = "the same boot as the reference, its clocks within 1 s of it through REALTIME: the same clock";
+      f->how = "the same boot as the reference and within 1 s of it through REALTIME: the same clock";
     } else {
       f->shift = by_real;
       f->unc = w->unc + rw->unc;
-      f->how = same_boot ? "the same boot as the reference but another clock (a time namespace): through REALTIME"
+      f->how = same_boot ? "the same boot as the reference but not its clock (a time namespace): through REALTIME"
                          : "another boot (another machine): through REALTIME";
     }
   }
@@ -533,7 +533,7 @@ static void make_notes(const mg_t *m, unsigned ref, mg_notes_t *ns) {
     if (i == ref || !f->unc)
       note_add(ns, key, false, "%s: %s; offset %+" PRId64 " ns", f->path, f->how, f->shift);
     else
-      note_add(ns, key, false, "%s: %s; offset %+" PRId64 " ns, within %" PRIu64 " ns", f->path, f->how, f->shift,
+      note_add(ns, key, false, "%s: %s; offset %+" PRId64 " ns (within %" PRIu64 " ns)", f->path, f->how, f->shift,
                f->unc);
   }
   for (uint32_t i = 0; i < m->nprocs; i++) {
