@@ -297,10 +297,11 @@ static void check_tp(const char *path, char *out, bool strict, strs_t *notes_out
     snprintf(key, sizeof key, "%s|%llu|%lld", nm, cs[k].n, cs[k].sum);
     strs_add(&pd_counters, key);
   }
-  /* The decoder's notes: "name=value,..." (a value may hold commas: the names are found at the start or after one). */
+  /* The decoder's notes: "name=value,..." (a value may hold commas: the names, of a-z, _ and digits after the first,
+     are found at the start or after one). */
   for (const char *p = t.session; *p;) {
     const char *eq = p;
-    while ((*eq >= 'a' && *eq <= 'z') || *eq == '_') eq++;
+    while ((*eq >= 'a' && *eq <= 'z') || (*eq >= '0' && *eq <= '9' && eq > p) || *eq == '_') eq++;
     const char *next = strchr(p, ',');
     if (*eq == '=' && eq > p) {
       /* the value runs to the next ",name=" */
@@ -309,7 +310,7 @@ static void check_tp(const char *path, char *out, bool strict, strs_t *notes_out
         end = strchr(end, ',');
         if (!end) break;
         const char *k = end + 1;
-        while ((*k >= 'a' && *k <= 'z') || *k == '_') k++;
+        while ((*k >= 'a' && *k <= 'z') || (*k >= '0' && *k <= '9' && k > end + 1) || *k == '_') k++;
         if (*k == '=' && k > end + 1) break;
         end++;
       }

@@ -464,6 +464,20 @@ static void test_merge_same_pid_two_machines(void) {
   run_free(&r);
 }
 
+/* A merged Perfetto file whose labels hold systrace's words is still read as Perfetto (no NUL byte is text). */
+static void test_merge_output_read_back(void) {
+  const char *in = path_in("words.json"), *out = path_in("words.pftrace");
+  CU_ASSERT_FATAL(write_text(in, "{\"traceEvents\":[{\"ph\":\"X\",\"name\":\"x-1 [000] 1.0: tracing_mark_write: "
+                                 "B|1|TASK-PID\",\"pid\":1,\"tid\":1,\"ts\":1,\"dur\":2}]}\n"));
+  run_t r = RUN("merge", "-o", out, in);
+  CU_ASSERT_EQUAL(r.status, 0);
+  run_free(&r);
+  r = RUN("stats", "--format", "csv", out);
+  CU_ASSERT_EQUAL(r.status, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "tracing_mark_write: B|1|TASK-PID,1,2000,"));
+  run_free(&r);
+}
+
 int main(int argc, char **argv) {
   if (!realpath("/proc/self/exe", self)) return 2;
   if (argc == 3 && strcmp(argv[1], "job") == 0) return job(atoi(argv[2]));
@@ -474,6 +488,7 @@ int main(int argc, char **argv) {
   dir = lp_test_tmpdir("merge");
   CU_TestInfo tests[] = {LP_TEST(test_merge_four_processes_one_clock), LP_TEST(test_merge_json_and_perfetto),
                          LP_TEST(test_merge_old_file_refused), LP_TEST(test_merge_same_pid_two_machines),
+                         LP_TEST(test_merge_output_read_back),
                          CU_TEST_INFO_NULL};
   return lp_test_main("merge", tests);
 }
