@@ -296,9 +296,13 @@ int lp__export_json(lp__jw_t *w, const lp__session_t *s, const char *process_nam
         lp__jw_lit(w, "true");
       else
         lp__jw_lit(w, "false");
-    } else if (it->kind == LP__NOTE_NS) {
-      lp__jw_lit(w, "\"");
-      lp__jw_u64(w, it->u);
+    } else if (it->kind == LP__NOTE_NS || it->kind == LP__NOTE_INT) {
+      bool neg = it->kind == LP__NOTE_INT && (int64_t)it->u < 0;
+      if (neg)
+        lp__jw_lit(w, "\"-");
+      else
+        lp__jw_lit(w, "\"");
+      lp__jw_u64(w, neg ? 0 - it->u : it->u);
       lp__jw_lit(w, "\"");
     } else {
       lp__jw_u64(w, it->u);

@@ -245,6 +245,27 @@ static void pf_notes_clock(lp__pb_t *pb, uint32_t seq, uint64_t at, int64_t boot
   lp__pb_end(pb, p);
 }
 
+/*
+ * A REALTIME reading as a ClockSnapshot of its own: CLOCK_REALTIME (Perfetto's
+ * BUILTIN_CLOCK_REALTIME) beside the trace's clock, CLOCK_MONOTONIC, and
+ * BOOTTIME, at the reading's instant. What lines the file up with other
+ * machines' (labelprof merge; Perfetto's own readers take it too). Its
+ * uncertainty is in the notes.
+ */
+void lp__pf_wall_clock(lp__pb_t *pb, uint32_t seq, const lp__wall_t *wall, int64_t boot_offset) {
+  if (!wall->real_ns) return;
+  size_t p = lp__pb_begin(pb, TRACE_PACKET);
+  lp__pb_varint(pb, TP_SEQ_ID, seq);
+  size_t cs = lp__pb_begin(pb, TP_CLOCK_SNAPSHOT);
+  pf_clocks_system(pb, wall->mono_ns, boot_offset);
+  size_t c = lp__pb_begin(pb, CS_CLOCKS);
+  lp__pb_varint(pb, CLK_ID, CLOCK_REALTIME_ID);
+  lp__pb_varint(pb, CLK_TS, wall->real_ns);
+  lp__pb_end(pb, c);
+  lp__pb_end(pb, cs);
+  lp__pb_end(pb, p);
+}
+
 /* A packet that holds only a TrackDescriptor (no timestamp: it describes, it does not happen). */
 static size_t pf_descriptor_begin(lp__pb_t *pb, uint32_t seq, uint32_t flags, size_t *packet) {
   *packet = lp__pb_begin(pb, TRACE_PACKET);
@@ -508,6 +529,7 @@ static void pf_write_lane(lp__pf_export_t *x, pf_lane_t *pl, const lp__session_t
 }
 
 void lp__pf_session_note(lp__pf_export_t *x, uint32_t seq, const lp__notes_t *n) {
+  lp__pf_wall_clock(&x->pb, seq, &n->wall_end, x->boot_offset);
   pf_notes_clock(&x->pb, seq, n->at_ns, x->boot_offset);
   size_t p = lp__pb_begin(&x->pb, TRACE_PACKET);
   lp__pb_varint(&x->pb, TP_TIMESTAMP, n->at_ns);
@@ -523,7 +545,11 @@ void lp__pf_session_note(lp__pf_export_t *x, uint32_t seq, const lp__notes_t *n)
     if (it->kind == LP__NOTE_STR)
       lp__pf_annotation_str(&x->pb, it->key, it->str);
     else
-      lp__pf_annotation_uint(&x->pb, it->key, it->kind == LP__NOTE_BOOL ? DA_BOOL : DA_UINT, it->u);
+      lp__pf_annotation_uint(&x->pb, it->key,
+                             it->kind == LP__NOTE_BOOL  ? DA_BOOL
+                             : it->kind == LP__NOTE_INT ? DA_INT
+                                                        : DA_UINT,
+                             it->u);
   }
   lp__pb_str(&x->pb, TE_NAME, "labelprof session"); /* a one-off, not interned */
   lp__pb_end(&x->pb, te);
@@ -553,6 +579,7 @@ int lp__export_perfetto(lp__jw_t *w, const lp__session_t *s, const char *process
   x.process_uuid = lp__pf_uuid(x.pid, 0);
   uint32_t pseq = s->nlanes + 1; /* the process's own sequence: its descriptor and the session's notes */
   lp__pf_process(&x, pseq, SEQ_CLEARED, process_name);
+  lp__pf_wall_clock(&x.pb, pseq, &s->wall_start, x.boot_offset);
   lp__pb_flush(&x.pb, w);
 
   lp__walk_t lw;

@@ -982,6 +982,26 @@ typedef struct lp__snap_lane {
   uint32_t nchunks;
 } lp__snap_lane_t;
 
+/*
+ * What places a file in time beside other processes' and machines' files
+ * (`labelprof merge`): a CLOCK_REALTIME reading tied to the trace's clock
+ * (CLOCK_MONOTONIC), the boot it was taken in, and the time namespace's
+ * offsets. lp__wall_read() brackets a REALTIME read between two
+ * CLOCK_MONOTONIC reads and keeps the narrowest of a few tries: real_ns
+ * was the time at mono_ns, give or take uncertainty_ns (half the bracket).
+ * real_ns 0: no reading. Cold: a few hundred nanoseconds.
+ */
+typedef struct lp__wall {
+  uint64_t mono_ns, real_ns, uncertainty_ns;
+} lp__wall_t;
+void lp__wall_read(lp__wall_t *out);
+typedef struct lp__host {
+  char boot_id[40];              /* /proc/sys/kernel/random/boot_id; "" when unreadable */
+  bool timens;                   /* the offsets below were read (/proc/self/timens_offsets) */
+  int64_t timens_mono_ns, timens_boot_ns; /* this process's time namespace: its clocks less the host's */
+} lp__host_t;
+void lp__host_read(lp__host_t *out);
+
 typedef struct lp__session {
   lp__snap_lane_t *lanes; /* threads first, then tracks */
   uint32_t nlanes, nthreads;
@@ -994,6 +1014,7 @@ typedef struct lp__session {
   bool pinned; /* counted among the exports in flight */
   uint64_t first_drop_ns; /* CLOCK_MONOTONIC time of the session's first drop; 0 if it dropped nothing */
   uint64_t taken_ns;      /* when the snapshot was taken (the end of a session still running) */
+  lp__wall_t wall_start;  /* a REALTIME reading at the session's start */
 } lp__session_t;
 
 /*
@@ -1053,8 +1074,9 @@ size_t lp__scope_match(const lp__scope_t *stack, size_t n, const lp_site_t *site
 /* The process id every export writes, and BOOTTIME's offset from CLOCK_MONOTONIC now. */
 uint64_t lp__export_pid(void);
 int64_t lp__export_boot_offset(void);
-/* Tests: every export writes this process id and this offset (pid 0: the real ones). */
+/* Tests: every export writes this process id and this offset (pid 0: the real ones), and fixed readings below. */
 void lp__export_test_identity(uint64_t pid, int64_t boot_offset);
+
 /* When map found the clock jumping: the one line said on stderr about it, into out (size bytes); else out is left. */
 void lp__jump_sentence(const lp__timemap_t *map, char *out, size_t size);
 
@@ -1079,15 +1101,18 @@ typedef struct lp__notes {
   uint64_t ts_base_ns;
   bool file;                   /* a stream's file: when it began, the session's drops so far, its number */
   uint64_t file_start_ns, session_dropped, file_number;
+  lp__wall_t wall_start, wall_end; /* REALTIME readings: at the session's (or the file's) start, and when written */
+  lp__host_t host;                 /* the boot and the time namespace (lp__host_read) */
 } lp__notes_t;
-typedef enum { LP__NOTE_STR, LP__NOTE_UINT, LP__NOTE_NS, LP__NOTE_BOOL } lp__note_kind_t;
+/* NS: a time in ns, exact (a string of digits in the JSON); INT: signed, exact (a string in the JSON). */
+typedef enum { LP__NOTE_STR, LP__NOTE_UINT, LP__NOTE_NS, LP__NOTE_BOOL, LP__NOTE_INT } lp__note_kind_t;
 typedef struct lp__note {
   const char *key;
-  lp__note_kind_t kind; /* NS: a CLOCK_MONOTONIC time, exact (a string of digits in the JSON) */
+  lp__note_kind_t kind;
   const char *str;
   uint64_t u;
 } lp__note_t;
-enum { LP__NOTES_MAX = 32 };
+enum { LP__NOTES_MAX = 48 };
 size_t lp__notes_items(const lp__notes_t *n, lp__note_t out[LP__NOTES_MAX], char *levels);
 /* A session's notes once w has walked its lanes (at its stop, or when it was taken if it runs). */
 lp__notes_t lp__session_notes(const lp__session_t *s, const lp__timemap_t *map, const lp__walk_t *w);

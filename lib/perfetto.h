@@ -33,7 +33,7 @@ enum { TYPE_SLICE_BEGIN = 1, TYPE_SLICE_END = 2, TYPE_INSTANT = 3, TYPE_COUNTER 
  * event.
  */
 enum { SEQ_CLEARED = 1, SEQ_NEEDS_STATE = 2 };
-enum { CLOCK_MONOTONIC_ID = 3, CLOCK_BOOTTIME_ID = 6, CLOCK_LANE = 64 };
+enum { CLOCK_REALTIME_ID = 1, CLOCK_MONOTONIC_ID = 3, CLOCK_BOOTTIME_ID = 6, CLOCK_LANE = 64 };
 
 /* What an event packet is made of. */
 enum { PF_SLICE, PF_INSTANT, PF_COUNTER };
@@ -94,6 +94,8 @@ uint64_t lp__pf_uuid(uint64_t pid, uint64_t what);
 /* One event packet of type at ts; name: a begin's or instant's, to intern; counter_uuid: a counter's track. */
 void lp__pf_event(lp__pf_seq_t *q, const lp__pf_rec_t *r, uint32_t type, uint64_t ts, uint64_t counter_uuid,
                   const char *name, bool end);
+/* A ClockSnapshot of wall's REALTIME, CLOCK_MONOTONIC and BOOTTIME, on sequence seq; nothing without a reading. */
+void lp__pf_wall_clock(lp__pb_t *pb, uint32_t seq, const lp__wall_t *wall, int64_t boot_offset);
 /* The process's descriptor, on sequence seq (with flags), named name (NULL: the program's). */
 void lp__pf_process(lp__pf_export_t *x, uint32_t seq, uint32_t flags, const char *name);
 /* A lane's track descriptor, on its own sequence: a track under the process, or a thread with its name. */

@@ -73,6 +73,7 @@ struct lp__pfs {
   uint64_t open;   /* scopes begun in the current file and not ended (begins less ends written in it) */
   uint64_t jumps;  /* clock jumps the batches' maps found while it was current, and a description */
   char jump[200];
+  lp__wall_t wall; /* the REALTIME reading at the current file's start */
 };
 
 lp__pfs_t *lp__pfs_new(void) {
@@ -97,6 +98,8 @@ void lp__pfs_restart(lp__pfs_t *f, const char *process_name) {
   x->counters.n = 0; /* counter tracks are described again in each file */
   x->rank = 0;
   lp__pf_process(x, 1, SEQ_CLEARED, process_name);
+  lp__wall_read(&f->wall); /* each file can be placed in time alone */
+  lp__pf_wall_clock(&x->pb, 1, &f->wall, x->boot_offset);
 }
 
 void lp__pfs_lane_free(lp__pfs_lane_t *l) {
@@ -581,6 +584,9 @@ void lp__pfs_finish(lp__pfs_t *f, const lp__notes_t *n) {
   mine.jump = f->jumps ? f->jump : NULL;
   mine.file = true;
   mine.file_number = f->file;
+  mine.wall_start = f->wall;
+  lp__wall_read(&mine.wall_end);
+  lp__host_read(&mine.host);
   lp__pf_session_note(&f->x, 1, &mine);
 }
 

@@ -76,6 +76,7 @@ typedef struct session {
   uint32_t levels;
   uint64_t gen; /* the recording it belongs to */
   lp__sync_t start_sync, stop_sync; /* stop_sync.ns is UINT64_MAX while it runs */
+  lp__wall_t start_wall;            /* a REALTIME reading at its start */
   uint64_t drops0, drops1; /* the drop total at its start and stop */
   uint64_t overwritten;    /* ring: events of its window reused */
   uint64_t first_drop_ns;  /* CLOCK_MONOTONIC time of its first drop, 0 if none (trace lock; cold paths only) */
@@ -899,6 +900,7 @@ int lp__trace_start(lp__owner_t who, const lp_trace_opts_t *opts) {
   s->levels = want.levels;
   s->gen = rec.gen;
   s->start_sync = lp__clock_sync();
+  lp__wall_read(&s->start_wall);
   s->stop_sync = (lp__sync_t){UINT64_MAX, UINT64_MAX};
   s->drops0 = drop_total(&c);
   if (rec.spent) s->first_drop_ns = s->start_sync.ns; /* joined a recording whose budget is spent: drops from here */
@@ -1033,6 +1035,7 @@ static int snapshot(lp__owner_t who, lp__session_t *s) {
   s->opts = rec.opts;
   s->opts.levels = ss->levels;
   s->start = ss->start_sync;
+  s->wall_start = ss->start_wall;
   s->stop = ss->stop_sync;
   s->dropped = since(ss->running ? drop_total(&cnt) : ss->drops1, ss->drops0) + ss->overwritten;
   /* A drop counted without its time (one inline before the lock noted it): the window's start, at the latest. */

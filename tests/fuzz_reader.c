@@ -10,7 +10,9 @@
  *
  * Then the command's outputs of the same input, run as users run them
  * (lp_main, standard output to a file): the flame graph, the flame graph
- * --diff against the previous input read, and stats --format csv. Each
+ * --diff against the previous input read, stats --format csv, and merge
+ * (alone as Perfetto and as JSON, and with the previous input), whose
+ * output stats must read. Each
  * must end with status 0 or 2, and what it wrote must be valid: the SVG
  * well-formed XML to libxml2's parser (so no byte or character XML cannot
  * hold, whatever the labels), every csv cell valid UTF-8 and inert (no
@@ -163,6 +165,25 @@ static int outputs(void) {
   char *a3[] = {stats, fmt, csv, path};
   if ((st = command(a3, 4)) == 0) bad |= csv_bad();
   else bad |= st != 2;
+  /* merged alone, in both formats, then with the previous input: what merge writes, stats reads. */
+  char mg[] = "merge", o[] = "-o", mpf[320], mjs[320];
+  snprintf(mpf, sizeof mpf, "%s.merged.pftrace", out_path);
+  snprintf(mjs, sizeof mjs, "%s.merged.json", out_path);
+  char *outs[2] = {mpf, mjs};
+  for (int k = 0; k < 3; k++) {
+    char *a4[] = {mg, o, outs[k & 1], path, prev};
+    if (k == 2 && !have_prev) break;
+    if ((st = command(a4, k == 2 ? 5 : 4)) == 0) {
+      char *a5[] = {stats, outs[k & 1]};
+      if (command(a5, 2) != 0) {
+        fprintf(stderr, "fuzz_reader: stats cannot read what merge wrote (%s)\n", outs[k & 1]);
+        bad = 1;
+      }
+    } else {
+      bad |= st != 2;
+    }
+    unlink(outs[k & 1]);
+  }
   return bad;
 }
 

@@ -184,11 +184,13 @@ typedef struct pd_trace {
   size_t nseqs;
   pd_open_t *open;
   size_t nopen, capopen;
-  char session[2048]; /* the "labelprof session" annotations, name=value; */
+  char session[4096]; /* the "labelprof session" annotations, name=value; */
   int want_evs;
   pd_ev_t *evs;
   size_t nevs, capevs;
   uint64_t clocks_named, clocks_used; /* builtin clocks (ids 1-63) in a ClockSnapshot; on a packet's timestamp */
+  uint64_t real_ns[8], real_mono_ns[8]; /* the ClockSnapshots that hold REALTIME and MONOTONIC: both, in order */
+  size_t nreal;
   const char *error;  /* the first broken rule */
 } pd_trace_t;
 
@@ -283,7 +285,8 @@ static inline void pd_annotation(const uint8_t *p, size_t len, char *name, size_
     if (f.num == 10 && f.wire == 2) pd_copy(name, nsize, f.p, f.len);
     if (f.num == 6 && f.wire == 2) pd_copy(value, vsize, f.p, f.len);
     if (f.num == 2 && f.wire == 0) snprintf(value, vsize, "%s", f.v ? "true" : "false");
-    if ((f.num == 3 || f.num == 4) && f.wire == 0) snprintf(value, vsize, "%llu", (unsigned long long)f.v);
+    if (f.num == 3 && f.wire == 0) snprintf(value, vsize, "%llu", (unsigned long long)f.v);
+    if (f.num == 4 && f.wire == 0) snprintf(value, vsize, "%lld", (long long)f.v);
   }
 }
 
@@ -326,7 +329,7 @@ static inline void pd_track_event(pd_trace_t *t, pd_seq_t *q, uint64_t ts, const
   const uint8_t *e = p + len;
   uint64_t type = 0, track = q->track, name_iid = 0;
   int64_t value = 0;
-  char cats[256] = "", flags[512] = "", name[1024] = "";
+  char cats[256] = "", flags[2048] = "", name[1024] = "";
   while (pd_next(&p, e, &f) > 0) {
     if (f.num == 9) type = f.v;
     else if (f.num == 11) track = f.v;
@@ -337,6 +340,10 @@ static inline void pd_track_event(pd_trace_t *t, pd_seq_t *q, uint64_t ts, const
       const char *c = pd_get(&q->cats, f.v);
       if (!c) t->error = "a category iid used before it was interned";
       pd_flag(cats, sizeof cats, "", c ? c : "?");
+    } else if (f.num == 22 && f.wire == 2) { /* a category given inline (labelprof merge writes them so) */
+      char c[256];
+      pd_copy(c, sizeof c, f.p, f.len);
+      pd_flag(cats, sizeof cats, "", c);
     } else if (f.num == 4 && f.wire == 2) {
       char n[64], v[512];
       pd_annotation(f.p, f.len, n, sizeof n, v, sizeof v);
@@ -483,6 +490,7 @@ static inline int pd_decode(pd_trace_t *t, const char *path) {
     }
     if (cs) {
       const uint8_t *c = cs, *ce = cs + csl;
+      uint64_t real = 0, mono = 0;
       while (pd_next(&c, ce, &f) > 0) {
         const uint8_t *k = f.p, *ke = f.p + f.len;
         pd_field_t g;
@@ -491,11 +499,17 @@ static inline int pd_decode(pd_trace_t *t, const char *path) {
           if (g.num == 1) id = g.v;
           if (g.num == 2) v = g.v;
         }
+        if (id == 1) real = v;
+        if (id == 3) mono = v;
         if (id == 64) {
           q->clock = v;
           q->clock_set = 1;
         }
         if (id > 0 && id < 64) t->clocks_named |= (uint64_t)1 << id;
+      }
+      if (real && mono && t->nreal < sizeof t->real_ns / sizeof t->real_ns[0]) {
+        t->real_ns[t->nreal] = real;
+        t->real_mono_ns[t->nreal++] = mono;
       }
     }
     if (def) {

@@ -294,6 +294,7 @@ static void make_session(uint64_t seed, made_t *m) {
   s->stop = stop_ticks == UINT64_MAX ? (lp__sync_t){UINT64_MAX, UINT64_MAX} : sync_at(&c, stop_ticks);
   lp__sync_t now = sync_at(&c, tmax + 1000);
   s->taken_ns = now.ns;
+  s->wall_start = (lp__wall_t){s->start.ns, 1700000000000000000 + s->start.ns, 17};
   if (below(&r, 2)) {
     s->dropped = 1 + below(&r, 100000);
     s->first_drop_ns = s->start.ns + below(&r, 1000000);

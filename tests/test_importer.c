@@ -9,7 +9,7 @@
  * (../shared/tools/perfetto/trace_processor_shell); where it is absent or
  * cannot run, the test is skipped (exit 77).
  *
- * The files: every .pftrace test_perfetto and test_stream decode (run again
+ * The files: every .pftrace test_perfetto, test_stream and test_merge decode (run again
  * here with LP_TEST_PFTRACE_KEEP, see perfetto_decode.h): files written at
  * the end, streamed, rotated, with drops, killed mid-write, empty, of
  * hostile names, layers, tracks, counters; sessions written here whose
@@ -297,10 +297,11 @@ static void check_tp(const char *path, char *out, bool strict, strs_t *notes_out
     snprintf(key, sizeof key, "%s|%llu|%lld", nm, cs[k].n, cs[k].sum);
     strs_add(&pd_counters, key);
   }
-  /* The decoder's notes: "name=value,..." (a value may hold commas: the names are found at the start or after one). */
+  /* The decoder's notes: "name=value,..." (a value may hold commas: the names, of a-z, _ and digits after the first,
+     are found at the start or after one). */
   for (const char *p = t.session; *p;) {
     const char *eq = p;
-    while ((*eq >= 'a' && *eq <= 'z') || *eq == '_') eq++;
+    while ((*eq >= 'a' && *eq <= 'z') || (*eq >= '0' && *eq <= '9' && eq > p) || *eq == '_') eq++;
     const char *next = strchr(p, ',');
     if (*eq == '=' && eq > p) {
       /* the value runs to the next ",name=" */
@@ -309,7 +310,7 @@ static void check_tp(const char *path, char *out, bool strict, strs_t *notes_out
         end = strchr(end, ',');
         if (!end) break;
         const char *k = end + 1;
-        while ((*k >= 'a' && *k <= 'z') || *k == '_') k++;
+        while ((*k >= 'a' && *k <= 'z') || (*k >= '0' && *k <= '9' && k > end + 1) || *k == '_') k++;
         if (*k == '=' && k > end + 1) break;
         end++;
       }
@@ -417,6 +418,7 @@ static void test_importer_the_suites_files(void) {
   CU_ASSERT_EQUAL_FATAL(mkdir(keep, 0700), 0);
   run_suite("tests/test_perfetto", keep);
   run_suite("tests/test_stream", keep);
+  run_suite("tests/test_merge", keep); /* merged files: several processes, their clocks aligned */
   unsigned before = total.files;
   check_dir(keep, any_pftrace, true);
   CU_ASSERT(total.files - before >= 30); /* the suites wrote what they always write */
@@ -521,12 +523,19 @@ static void test_importer_notes_as_in_the_json(void) {
     strs_t jn = {0}, pn = {0}, jn2 = {0};
     json_notes(js, &jn);
     check_file(pf, &pn);
-    for (size_t i = 0; i < jn.n; i++) /* the running session's stop is when each file was taken */
-      if (strncmp(jn.v[i], "ts_base_ns=", 11) != 0 && (!running || strncmp(jn.v[i], "session_stop_ns=", 16) != 0))
+    /* The running session's stop is when each file was taken; the REALTIME reading at the end, when it was written. */
+    size_t ends = 0;
+    for (size_t i = 0; i < jn.n; i++)
+      if (strncmp(jn.v[i], "ts_base_ns=", 11) != 0 && (!running || strncmp(jn.v[i], "session_stop_ns=", 16) != 0) &&
+          strncmp(jn.v[i], "realtime_end_", 13) != 0)
         strs_add(&jn2, jn.v[i]);
     strs_t pn2 = {0};
     for (size_t i = 0; i < pn.n; i++)
-      if (!running || strncmp(pn.v[i], "session_stop_ns=", 16) != 0) strs_add(&pn2, pn.v[i]);
+      if (strncmp(pn.v[i], "realtime_end_", 13) == 0)
+        ends++;
+      else if (!running || strncmp(pn.v[i], "session_stop_ns=", 16) != 0)
+        strs_add(&pn2, pn.v[i]);
+    CU_ASSERT_EQUAL(ends, 3);
     CU_ASSERT(same_lists(&pn2, &jn2, "note", pf, "the Perfetto file's", "the JSON's"));
     bool found = false;
     for (size_t i = 0; i < pn.n; i++) found |= strcmp(pn.v[i], "levels=request,runtime,operator,debug,annotations") == 0;

@@ -242,6 +242,22 @@ static int stat_merge(lp_mem_t *m, lp_lstat_t *to, const lp_lstat_t *from) {
   return 0;
 }
 
+int lp_lstat_add(lp_mem_t *m, lp_lstat_t *g, const lp_lstat_t *s) {
+  if (stat_merge(m, g, s)) return -1;
+  g->calls += s->calls;
+  g->total = sat_add(g->total, s->total);
+  g->self = sat_add(g->self, s->self);
+  g->sum = sat_add(g->sum, s->sum);
+  if (s->min < g->min) g->min = s->min;
+  if (s->max > g->max) g->max = s->max;
+  return 0;
+}
+
+void lp_lstat_clear(lp_lstat_t *s, uint32_t label) {
+  hist_free(NULL, s->hist);
+  *s = (lp_lstat_t){.label = label, .min = INT64_MAX};
+}
+
 int64_t lp_lstat_percentile(const lp_lstat_t *st, double p) {
   int64_t min = st->min, max = st->max;
   const lp_hist_t *h = st->hist;
@@ -1060,17 +1076,8 @@ static int finish_file(lp_agg_t *a, unsigned file) {
       if ((rc = settle(a, l, INT64_MAX))) return rc;
     }
     /* The lane is done: its statistics join those of all lanes. */
-    for (uint32_t i = 0; i < l->nstats; i++) {
-      lp_lstat_t *s = &l->stats[i];
-      lp_lstat_t *g = &a->gstats[s->label];
-      if (stat_merge(&a->mem, g, s)) return oom_at(a);
-      g->calls += s->calls;
-      g->total = sat_add(g->total, s->total);
-      g->self = sat_add(g->self, s->self);
-      g->sum = sat_add(g->sum, s->sum);
-      if (s->min < g->min) g->min = s->min;
-      if (s->max > g->max) g->max = s->max;
-    }
+    for (uint32_t i = 0; i < l->nstats; i++)
+      if (lp_lstat_add(&a->mem, &a->gstats[l->stats[i].label], &l->stats[i])) return oom_at(a);
     if (!a->lane_hists) lane_stats_free(a, l);
     lp_mem_free(&a->mem, l->stack, (size_t)l->stack_cap * sizeof *l->stack); /* the lane is done */
     l->stack = NULL;
@@ -1187,6 +1194,17 @@ int lp_agg_read_one(lp_agg_t *a, const char *path, bool strict) {
   int rc = lp_agg_file(a, path);
   if (rc != 0) lp_agg_free(a);
   return rc;
+}
+
+int lp_agg_read_files(lp_agg_t *a, const char *const *paths, int n, bool strict) {
+  lp_agg_init(a);
+  a->strict = strict;
+  for (int i = 0; i < n; i++)
+    if (lp_agg_file(a, paths[i]) != 0) {
+      lp_agg_free(a);
+      return LP_READ_BAD;
+    }
+  return 0;
 }
 
 int64_t lp_agg_wall(const lp_agg_t *a) {
@@ -1308,10 +1326,40 @@ void lp_agg_lane_tree(const lp_agg_t *a, lp_lane_t *l) {
   lp_tree_link(&l->tree, (const char *const *)a->labels);
 }
 
-int lp_agg_merged_tree(const lp_agg_t *a, lp_tree_t *m) {
+int lp_agg_merged_tree(const lp_agg_t *a, lp_tree_t *m) { return lp_agg_process_tree(a, NULL, m); }
+
+static int cmp_process(const void *x, const void *y) {
+  const lp_lane_t *a = *(const lp_lane_t *const *)x, *b = *(const lp_lane_t *const *)y;
+  if (a->file != b->file) return a->file < b->file ? -1 : 1;
+  return a->pid < b->pid ? -1 : a->pid > b->pid;
+}
+
+size_t lp_agg_processes(const lp_agg_t *a, const lp_lane_t ***out) {
+  const lp_lane_t **v = malloc((a->nlanes ? a->nlanes : 1) * sizeof *v);
+  *out = v;
+  if (!v) return 0;
+  for (uint32_t k = 0; k < a->nlanes; k++) v[k] = a->lanes[k];
+  qsort(v, a->nlanes, sizeof *v, cmp_process);
+  size_t n = 0;
+  for (uint32_t k = 0; k < a->nlanes; k++)
+    if (!n || !lp_same_process(v[n - 1], v[k])) v[n++] = v[k];
+  return n;
+}
+
+const char *lp_process_title(const lp_agg_t *a, const lp_lane_t *l, char *buf, size_t len) {
+  uint32_t k = pname_find(a, l->file, l->pid);
+  const char *pname = k == UINT32_MAX ? NULL : a->pnames[k].name, *file = a->fpaths[l->file];
+  if (file && strcmp(file, "-") == 0) file = "<stdin>";
+  snprintf(buf, len, "process %lld%s%s%s%s%s", (long long)l->pid, pname ? " " : "", pname ? pname : "",
+           a->nfiles > 1 ? " (" : "", a->nfiles > 1 ? file : "", a->nfiles > 1 ? ")" : "");
+  return buf;
+}
+
+int lp_agg_process_tree(const lp_agg_t *a, const lp_lane_t *proc, lp_tree_t *m) {
   if (lp_tree_init(m, NULL)) return -1;
   for (uint32_t k = 0; k < a->nlanes; k++) {
     const lp_lane_t *l = a->lanes[k];
+    if (proc && !lp_same_process(proc, l)) continue;
     uint32_t *map = malloc((size_t)l->tree.n * sizeof *map);
     if (!map) return -1;
     map[0] = 0;

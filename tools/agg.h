@@ -182,6 +182,8 @@ void lp_agg_init(lp_agg_t *a);
 void lp_agg_free(lp_agg_t *a);
 /* Reads one file into a. 0, or LP_READ_BAD after a message. */
 int lp_agg_file(lp_agg_t *a, const char *path);
+/* A fresh a, holding the n files read as one trace (strict or not). 0; or, after a message, LP_READ_BAD with a freed. */
+int lp_agg_read_files(lp_agg_t *a, const char *const *paths, int n, bool strict);
 /* A fresh a, holding one file read (strict or not). 0; or, after a message, LP_READ_BAD with a freed. */
 int lp_agg_read_one(lp_agg_t *a, const char *path, bool strict);
 /*
@@ -224,5 +226,21 @@ const char *lp_lane_title(const lp_agg_t *a, const lp_lane_t *l, char *buf, size
  * memory. Linked (lp_tree_link) and ready to walk.
  */
 int lp_agg_merged_tree(const lp_agg_t *a, lp_tree_t *m);
+/*
+ * Processes (--by process): a process is a (file, pid), its lanes those of
+ * that pid in that file (a merged file holds several). lp_agg_processes()
+ * gives one lane of each, ordered by file then pid, in *out (free it; NULL
+ * and 0 out of memory); lp_process_title() names it "process PID [NAME]
+ * [(FILE)]", the file when several were read; lp_agg_process_tree() is
+ * lp_agg_merged_tree() of proc's process only (of every lane when NULL).
+ */
+static inline bool lp_same_process(const lp_lane_t *x, const lp_lane_t *y) { return x->file == y->file && x->pid == y->pid; }
+size_t lp_agg_processes(const lp_agg_t *a, const lp_lane_t ***out);
+const char *lp_process_title(const lp_agg_t *a, const lp_lane_t *l, char *buf, size_t len);
+int lp_agg_process_tree(const lp_agg_t *a, const lp_lane_t *proc, lp_tree_t *m);
+/* s's statistics added into g's (hist made or grown in m). 0, or -1 out of memory. */
+int lp_lstat_add(lp_mem_t *m, lp_lstat_t *g, const lp_lstat_t *s);
+/* s emptied (its histogram, made with no lp_mem_t, freed), for label. */
+void lp_lstat_clear(lp_lstat_t *s, uint32_t label);
 /* One lane's tree with its root's total and self set the same way, linked. */
 void lp_agg_lane_tree(const lp_agg_t *a, lp_lane_t *l);

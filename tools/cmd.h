@@ -26,6 +26,7 @@ int lp_cmd_pprof(int argc, char **argv);
 int lp_cmd_flamegraph(int argc, char **argv);
 int lp_cmd_top(int argc, char **argv);
 int lp_cmd_record(int argc, char **argv);
+int lp_cmd_merge(int argc, char **argv);
 
 /* One row of the dispatch table in tools/labelprof.c. */
 typedef struct lp_cmd {

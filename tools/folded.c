@@ -16,40 +16,28 @@
 #include <stdlib.h>
 #include <string.h>
 
-int lp_cmd_folded(int argc, char **argv) {
-  const char *cmd = argv[0], *file = NULL;
-  bool strict = false, cpu = false;
-  const lp_opt_t opts[] = {LP_OPT_STRICT(&strict), LP_OPT_MAX_MEMORY, {"--cpu", &cpu, 0, 0, 0}, LP_OPT_END};
-  lp_operands_t ops = {.v = &file, .min = 1, .max = 1, .too_many = "one trace file only", .missing = "no trace file given"};
-  int r = lp_opts_parse(cmd, argc, argv, opts, &ops);
-  if (r != LP_OPTS_RUN) return r;
-  lp_agg_t a;
-  lp_read_cpu = cpu;
-  if (lp_agg_read_one(&a, file, strict) != 0) return LP_EXIT_BAD;
-  if (cpu && !lp_read_cpu_files) {
-    lp_agg_free(&a);
-    return lp_no_cpu(file);
-  }
-  lp_agg_file_notes(&a, stderr); /* stdout is the stacks */
-  lp_tree_t m;
-  int status = LP_EXIT_OK;
-  uint32_t *path = NULL;
-  if (lp_agg_merged_tree(&a, &m) != 0 || !(path = malloc((size_t)m.n * sizeof *path))) {
-    fprintf(stderr, "labelprof: out of memory\n");
-    status = LP_EXIT_BAD;
-    goto out;
-  }
-  /* Depth first, children in the tree's order, without recursion: the path is the stack. */
-  uint32_t depth = 0, k = m.nodes[0].first_kid;
+/*
+ * The stacks of tree m, depth first, children in the tree's order, without
+ * recursion (the path is the stack); each line begins with root and ';'
+ * when root is not NULL (--by process). -1 out of memory.
+ */
+static int print_stacks(FILE *out, const lp_agg_t *a, const lp_tree_t *m, const char *root) {
+  uint32_t *path = malloc((size_t)m->n * sizeof *path);
+  if (!path) return -1;
+  uint32_t depth = 0, k = m->nodes[0].first_kid;
   while (k != UINT32_MAX) {
     path[depth++] = k;
-    const lp_tnode_t *n = &m.nodes[k];
+    const lp_tnode_t *n = &m->nodes[k];
     if (n->self > 0) {
-      for (uint32_t d = 0; d < depth; d++) {
-        if (d) putc(';', stdout);
-        lp_put_text(stdout, a.labels[m.nodes[path[d]].label], true);
+      if (root) {
+        lp_put_text(out, root, true);
+        putc(';', out);
       }
-      printf(" %" PRId64 "\n", n->self);
+      for (uint32_t d = 0; d < depth; d++) {
+        if (d) putc(';', out);
+        lp_put_text(out, a->labels[m->nodes[path[d]].label], true);
+      }
+      fprintf(out, " %" PRId64 "\n", n->self);
     }
     if (n->first_kid != UINT32_MAX) {
       k = n->first_kid;
@@ -58,8 +46,8 @@ int lp_cmd_folded(int argc, char **argv) {
     /* Up until a node has a next sibling. */
     for (;;) {
       uint32_t done = path[--depth];
-      if (m.nodes[done].next_sib != UINT32_MAX) {
-        k = m.nodes[done].next_sib;
+      if (m->nodes[done].next_sib != UINT32_MAX) {
+        k = m->nodes[done].next_sib;
         break;
       }
       if (!depth) {
@@ -68,10 +56,62 @@ int lp_cmd_folded(int argc, char **argv) {
       }
     }
   }
-  if (m.nodes[0].self > 0) printf("(outside of any label) %" PRId64 "\n", m.nodes[0].self);
-out:
+  if (m->nodes[0].self > 0) {
+    if (root) {
+      lp_put_text(out, root, true);
+      putc(';', out);
+    }
+    fprintf(out, "(outside of any label) %" PRId64 "\n", m->nodes[0].self);
+  }
   free(path);
-  lp_tree_free(&m);
+  return 0;
+}
+
+int lp_cmd_folded(int argc, char **argv) {
+  const char *cmd = argv[0];
+  bool strict = false, cpu = false;
+  int by = 0;
+  static const char *const by_words[] = {"process", NULL};
+  static const int by_values[] = {1};
+  lp_opt_words_t by_w = {by_words, by_values, &by, "--by takes process"};
+  const lp_opt_t opts[] = {LP_OPT_STRICT(&strict), LP_OPT_MAX_MEMORY, {"--cpu", &cpu, 0, 0, 0},
+                           {"--by", 0, 0, lp_opt_parse_word, &by_w}, LP_OPT_END};
+  lp_operands_t ops = {.first_ends_options = true};
+  int r = lp_opts_parse(cmd, argc, argv, opts, &ops);
+  if (r != LP_OPTS_RUN) return r;
+  if ((r = lp_files_operands(cmd, argc, argv, ops.first)) != LP_OPTS_RUN) return r;
+  lp_agg_t a;
+  lp_read_cpu = cpu;
+  const char *const *files = (const char *const *)argv + ops.first;
+  int nfiles = argc - ops.first;
+  lp_agg_init(&a);
+  a.strict = strict;
+  for (int i = 0; i < nfiles; i++) {
+    unsigned had = lp_read_cpu_files;
+    if (lp_agg_file(&a, files[i]) != 0) {
+      lp_agg_free(&a);
+      return LP_EXIT_BAD;
+    }
+    if (cpu && lp_read_cpu_files == had) { /* this one gave no CPU weights */
+      lp_agg_free(&a);
+      return lp_no_cpu(files[i]);
+    }
+  }
+  lp_agg_file_notes(&a, stderr); /* stdout is the stacks */
+  int status = LP_EXIT_OK;
+  const lp_lane_t **procs = NULL;
+  size_t np = by ? lp_agg_processes(&a, &procs) : 1;
+  if (by && !procs) status = LP_EXIT_BAD;
+  for (size_t p = 0; p < np && status == LP_EXIT_OK; p++) {
+    lp_tree_t m;
+    char title[600];
+    if (lp_agg_process_tree(&a, by ? procs[p] : NULL, &m) != 0 ||
+        print_stacks(stdout, &a, &m, by ? lp_process_title(&a, procs[p], title, sizeof title) : NULL) != 0)
+      status = LP_EXIT_BAD;
+    lp_tree_free(&m);
+  }
+  if (status != LP_EXIT_OK) fprintf(stderr, "labelprof: out of memory\n");
+  free(procs);
   lp_agg_free(&a);
   return status;
 }

@@ -18,7 +18,7 @@
 #include <string.h>
 
 static const char stats_usage[] =
-    "usage: labelprof stats [--by thread] [--top N] [--sort calls|total|self|mean|max]\n"
+    "usage: labelprof stats [--by thread|process] [--top N] [--sort calls|total|self|mean|max]\n"
     "                       [--format table|csv|json] [--strict] [--max-memory SIZE] FILE...\n"
     "\n"
     "One row per label: calls, total, self, mean, min, p50, p95, p99, max, and self\n"
@@ -35,6 +35,9 @@ static const char stats_usage[] =
     "          time from each lane's first event to its last\n"
     "\n"
     "  --by thread   one table per lane (thread), named from the trace's metadata\n"
+    "  --by process  one table per process (a pid of a file: a merged file holds\n"
+    "                several), its threads added up; without --by, every\n"
+    "                process's work counts in one table\n"
     "  --top N       only the first N rows of each table\n"
     "  --sort KEY    order by calls, total, self (the default), mean or max\n"
     "  --format F    table (aligned, human units; the default), csv or json\n"
@@ -53,8 +56,8 @@ static const char stats_usage[] =
     "is refused as its bytes arrive.\n";
 
 static const char tree_usage[] =
-    "usage: labelprof tree [--threads] [--min-percent P] [--counts] [--flat] [--strict]\n"
-    "                      [--max-memory SIZE] FILE\n"
+    "usage: labelprof tree [--threads] [--by process] [--min-percent P] [--counts] [--flat]\n"
+    "                      [--strict] [--max-memory SIZE] FILE...\n"
     "\n"
     "The tree of time, in the layout of the sampled profile (lp_profile_print):\n"
     "percentages of the summed wall time of all lanes (each lane from its first\n"
@@ -64,11 +67,41 @@ static const char tree_usage[] =
     "\"other (outside of any label)\" is lane time in no scope at all.\n"
     "\n"
     "  --threads        one tree per lane, heaviest first, in percent of that lane\n"
+    "  --by process     one tree per process (a pid of a file), in percent of its\n"
+    "                   threads' summed wall time\n"
     "  --min-percent P  hide nodes under P percent (their time goes to \"other\")\n"
     "  --counts         [N calls, T] on every line\n"
     "  --flat           then a flat table: each label's total and self share,\n"
     "                   summed over every place it appears, heaviest total first\n"
-    "  --max-memory SIZE  as for stats (labelprof help stats)\n";
+    "  --max-memory SIZE  as for stats (labelprof help stats)\n"
+    "\n"
+    "Several files are read as one trace, as by stats.\n";
+
+static const char merge_usage[] =
+    "usage: labelprof merge -o OUT [--max-memory SIZE] FILE...\n"
+    "\n"
+    "Many processes on one timeline: one trace holding every process of the files,\n"
+    "each with its own pid, process name, threads and tracks. OUT is Perfetto\n"
+    "protobuf, or Chrome JSON when it ends in .json. FILE is JSON or Perfetto,\n"
+    "one process's (LABELPROF_TRACE=run-%p.pftrace) or already merged.\n"
+    "\n"
+    "Times are put on one clock through what each file says of itself: its boot\n"
+    "id, its time namespace's offsets and a CLOCK_REALTIME reading tied to its\n"
+    "CLOCK_MONOTONIC. Files of one boot share the kernel's clock (a time\n"
+    "namespace's offset is taken off exactly); files of another boot (another\n"
+    "machine) are placed through REALTIME, within the readings' uncertainty and\n"
+    "however far the machines' wall clocks disagree. The output's clock is the\n"
+    "CLOCK_MONOTONIC of the file whose clock began earliest; its notes say how\n"
+    "each file was placed, with the offset applied. The same pid of two boots is\n"
+    "two processes: the later gets a pid above pid_max, said in the notes.\n"
+    "\n"
+    "  -o OUT             the merged trace (.json: Chrome JSON; else Perfetto)\n"
+    "  --max-memory SIZE  as for stats (labelprof help stats): every event of\n"
+    "                     every file is held until the output is written\n"
+    "\n"
+    "A file with no REALTIME reading (an older labelprof's, another tool's)\n"
+    "cannot be placed beside others: exit 2, naming it. Exit status: 0, or 2 for\n"
+    "bad input or usage.\n";
 
 static const char diff_usage[] =
     "usage: labelprof diff [--fail-above PCT] [--min-time T] [--strict] [--max-memory SIZE]\n"
@@ -87,7 +120,7 @@ static const char diff_usage[] =
     "Exit status: 0, 1 when --fail-above failed, 2 for bad input.\n";
 
 static const char folded_usage[] =
-    "usage: labelprof folded [--cpu] [--strict] [--max-memory SIZE] FILE\n"
+    "usage: labelprof folded [--cpu] [--by process] [--strict] [--max-memory SIZE] FILE...\n"
     "\n"
     "Folded stacks weighted by self time in nanoseconds, one line per distinct\n"
     "stack (main;matmul;kernel 123456): the input of flamegraph.pl, inferno,\n"
@@ -95,7 +128,10 @@ static const char folded_usage[] =
     "\n"
     "  --cpu              CPU time: the cpu sample type of a pprof profile, or a\n"
     "                     folded file's weights; other inputs are refused\n"
-    "  --max-memory SIZE  as for stats (labelprof help stats)\n";
+    "  --by process       each stack starts with its process (process PID NAME)\n"
+    "  --max-memory SIZE  as for stats (labelprof help stats)\n"
+    "\n"
+    "Several files are read as one trace, as by stats.\n";
 
 static const char pprof_usage[] =
     "usage: labelprof pprof [--strict] [--max-memory SIZE] FILE > profile.pb.gz\n"
@@ -252,6 +288,7 @@ const lp_cmd_t lp_cmds[] = {
     {"tree", lp_cmd_tree, "the tree of time, in the layout of the sampled profile", tree_usage},
     {"diff", lp_cmd_diff, "compare two traces label by label; a regression gate", diff_usage},
     {"folded", lp_cmd_folded, "folded stacks weighted by self time, for flame graphs", folded_usage},
+    {"merge", lp_cmd_merge, "many processes' files as one trace on one clock", merge_usage},
     {"flamegraph", lp_cmd_flamegraph, "the tree of time as an SVG flame graph", flamegraph_usage},
     {"pprof", lp_cmd_pprof, "the timeline as a pprof profile (gzipped profile.proto)", pprof_usage},
     {"nnapi", lp_cmd_nnapi, "NNAPI's timing summary of a systrace, as Android's parser prints it", nnapi_usage},

@@ -97,3 +97,10 @@ int lp_opt_parse_word(const char *cmd, const char *v, void *arg) {
   lp_usage_error(cmd, "%s, not '%s'", w->error, v);
   return -1;
 }
+
+int lp_files_operands(const char *cmd, int argc, char **argv, int first) {
+  if (first >= argc) return lp_usage_error(cmd, "no trace file given");
+  for (int i = first; i < argc; i++) /* options after the files are an easy mistake: say so */
+    if (argv[i][0] == '-' && argv[i][1]) return lp_usage_error(cmd, "options go before the files ('%s')", argv[i]);
+  return lp_opts_stdin_once(cmd, (const char *const *)argv + first, argc - first);
+}

@@ -70,6 +70,12 @@ int lp_opt_parse_word(const char *cmd, const char *value, void *arg);
  */
 int lp_opts_stdin_once(const char *cmd, const char *const *files, int n);
 
+/*
+ * The files of a subcommand that takes several, argv[first..argc-1]: none
+ * given, an option among them (options go before the files) and "-" twice
+ * are usage errors (LP_EXIT_BAD after the message); else LP_OPTS_RUN.
+ */
+int lp_files_operands(const char *cmd, int argc, char **argv, int first);
 /* The row of --max-memory SIZE, and of --strict into a bool. */
 int lp_opt_parse_max_memory(const char *cmd, const char *value, void *arg);
 #define LP_OPT_MAX_MEMORY {"--max-memory", 0, 0, lp_opt_parse_max_memory, 0}

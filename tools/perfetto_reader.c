@@ -669,9 +669,36 @@ static int pr_descriptor(pr_state_t *st, pr_seq_t *q, const uint8_t *p, size_t l
 static const char *const pr_note_keys[PR_NOTE_KEYS] = {"events_dropped", "budget_bytes",  "session_start_ns",
                                                        "session_stop_ns", "first_drop_ns", "file_start_ns"};
 
-static int pr_session_note(pr_state_t *st, const uint64_t *said, const bool *has_said, const char *policy) {
+/*
+ * What places the file in time (labelprof merge): passed on as written, its
+ * CLOCK_MONOTONIC times too; "perfetto.monotonic_offset_ns" then says what
+ * was added to CLOCK_MONOTONIC to put the events on BOOTTIME.
+ */
+#define PR_RAW_KEYS 9
+static const char *const pr_raw_keys[PR_RAW_KEYS] = {
+    "boot_id",           "timens_monotonic_ns",    "timens_boottime_ns",
+    "realtime_start_ns", "realtime_start_mono_ns", "realtime_start_uncertainty_ns",
+    "realtime_end_ns",   "realtime_end_mono_ns",   "realtime_end_uncertainty_ns"};
+typedef struct pr_raw {
+  unsigned has; /* bit k: pr_raw_keys[k] said */
+  char text[PR_RAW_KEYS][40];
+} pr_raw_t;
+
+static int pr_session_note(pr_state_t *st, const uint64_t *said, const bool *has_said, const char *policy,
+                           const pr_raw_t *raw) {
   char key[64], text[24];
   int r;
+  for (int k = 0; k < PR_RAW_KEYS; k++) {
+    if (!(raw->has & 1u << k)) continue;
+    snprintf(key, sizeof key, "otherData.%s", pr_raw_keys[k]);
+    lp_event_t ev = {.kind = LP_EV_FILE_INFO, .name = key, .text = raw->text[k], .pos = st->pos};
+    if ((r = st->sink->event(st->sink->ctx, &ev)) != 0) return r;
+  }
+  if (raw->has && st->has_offset[3]) {
+    snprintf(text, sizeof text, "%lld", (long long)st->offset[3]);
+    lp_event_t ev = {.kind = LP_EV_FILE_INFO, .name = "perfetto.monotonic_offset_ns", .text = text, .pos = st->pos};
+    if ((r = st->sink->event(st->sink->ctx, &ev)) != 0) return r;
+  }
   for (int k = 0; k < PR_NOTE_KEYS; k++) {
     if (!has_said[k]) continue;
     uint64_t v = said[k];
@@ -712,6 +739,8 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
   uint64_t said[PR_NOTE_KEYS];
   bool has_said[PR_NOTE_KEYS] = {false};
   char policy[16] = "";
+  pr_raw_t raw;
+  raw.has = 0;
   int r;
   while ((r = pr_next(&p, e, &f)) > 0) {
     switch (f.num) {
@@ -781,7 +810,7 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
       char an[64], av[64];
       an[0] = av[0] = '\0';
       uint64_t au = 0;
-      bool has_au = false;
+      bool has_au = false, has_ai = false, has_av = false;
       int r2;
       while ((r2 = pr_next(&d, de, &g)) > 0) {
         if (g.num == 10 && g.wire == 2) pr_copy(an, sizeof an, g.p, g.len);
@@ -789,13 +818,28 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
           const char *s = q ? pr_get(&q->dnames, g.v) : NULL;
           if (s) pr_copy(an, sizeof an, s, strlen(s));
         }
-        if (g.num == 6 && g.wire == 2) pr_copy(av, sizeof av, g.p, g.len);
-        if (g.num == 3 && g.wire == 0) {
+        if (g.num == 6 && g.wire == 2) {
+          pr_copy(av, sizeof av, g.p, g.len);
+          has_av = true;
+        }
+        if ((g.num == 3 || g.num == 4) && g.wire == 0) {
           au = g.v;
-          has_au = true;
+          has_au = g.num == 3;
+          has_ai = g.num == 4;
         }
       }
       if (r2 < 0) return pr_bad(st, "malformed debug annotation");
+      if (has_au || has_ai || has_av)
+        for (int k = 0; k < PR_RAW_KEYS; k++) {
+          if (strcmp(an, pr_raw_keys[k]) != 0) continue;
+          if (has_av)
+            pr_copy(raw.text[k], sizeof raw.text[k], av, strlen(av));
+          else if (has_ai)
+            snprintf(raw.text[k], sizeof raw.text[k], "%lld", (long long)(int64_t)au);
+          else
+            snprintf(raw.text[k], sizeof raw.text[k], "%llu", (unsigned long long)au);
+          raw.has |= 1u << k;
+        }
       for (int k = 0; k < PR_NOTE_KEYS && has_au; k++)
         if (strcmp(an, pr_note_keys[k]) == 0) {
           said[k] = au;
@@ -918,7 +962,7 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
   case 2: ev.kind = LP_EV_END; ev.name = ""; break;
   case 3:
     if (has_name && strcmp(name, "labelprof session") == 0 && t && t->tid == 0) /* the session's note */
-      return pr_session_note(st, said, has_said, policy);
+      return pr_session_note(st, said, has_said, policy, &raw);
     ev.kind = LP_EV_INSTANT;
     break;
   case 4:

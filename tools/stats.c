@@ -146,18 +146,84 @@ static int parse_top(const char *cmd, const char *v, void *arg) {
   return -1;
 }
 
+/*
+ * --by process: one table per process (a pid of a file), its lanes'
+ * statistics added up, its wall time the sum of its lanes' spans.
+ */
+static int by_process(lp_agg_t *a, FILE *out, enum format fmt, long top, int64_t wall) {
+  const lp_lane_t **procs;
+  size_t np = lp_agg_processes(a, &procs);
+  lp_lstat_t *ps = malloc((a->nlabels ? a->nlabels : 1) * sizeof *ps);
+  if (!procs || !ps) {
+    free(procs);
+    free(ps);
+    fprintf(stderr, "labelprof: out of memory\n");
+    return LP_EXIT_BAD;
+  }
+  for (uint32_t k = 0; k < a->nlabels; k++) ps[k] = (lp_lstat_t){.label = k, .min = INT64_MAX};
+  int status = LP_EXIT_OK;
+  char wb[32];
+  if (fmt == FMT_TABLE) lp_agg_file_notes(a, out);
+  if (fmt == FMT_CSV)
+    fputs("process,label,calls,total_ns,self_ns,mean_ns,min_ns,p50_ns,p95_ns,p99_ns,max_ns,self_percent\n", out);
+  if (fmt == FMT_JSON)
+    fprintf(out, "{\"wall_ns\":%" PRId64 ",\"lanes\":%u,\"scopes\":%" PRIu64 ",\"skipped\":%" PRIu64 ",\"processes\":[",
+            wall, a->nlanes, a->scopes, a->skipped);
+  for (size_t p = 0; p < np && status == LP_EXIT_OK; p++) {
+    int64_t pw = 0;
+    for (uint32_t k = 0; k < a->nlanes; k++) {
+      const lp_lane_t *l = a->lanes[k];
+      if (!lp_same_process(l, procs[p])) continue;
+      pw = lp_sat_add(pw, lp_lane_span(l));
+      for (uint32_t i = 0; i < l->nstats; i++)
+        if (lp_lstat_add(NULL, &ps[l->stats[i].label], &l->stats[i])) status = LP_EXIT_BAD;
+    }
+    size_t n = 0;
+    row_t *rows = status == LP_EXIT_OK ? rows_of(a, ps, a->nlabels, &n) : NULL;
+    if (!rows) {
+      fprintf(stderr, "labelprof: out of memory\n");
+      status = LP_EXIT_BAD;
+    } else {
+      if (top >= 0 && (size_t)top < n) n = (size_t)top;
+      char title[600];
+      lp_process_title(a, procs[p], title, sizeof title);
+      if (fmt == FMT_TABLE) {
+        fprintf(out, "%s", p ? "\n" : "");
+        lp_put_text(out, title, false);
+        fprintf(out, ": %s wall time\n", lp_fmt_ns(pw, wb, sizeof wb));
+        print_table(out, rows, n, pw);
+      } else if (fmt == FMT_CSV) {
+        print_csv(out, rows, n, pw, title);
+      } else {
+        fputs(p ? ",\n {\"process\":" : "\n {\"process\":", out);
+        lp_put_json_string(out, title);
+        fprintf(out, ",\"pid\":%" PRId64 ",\"wall_ns\":%" PRId64 ",\n  \"labels\":", procs[p]->pid, pw);
+        print_json_rows(out, rows, n, pw);
+        fputs("}", out);
+      }
+    }
+    free(rows);
+    for (uint32_t k = 0; k < a->nlabels; k++) lp_lstat_clear(&ps[k], k);
+  }
+  if (fmt == FMT_JSON) fputs("]}\n", out);
+  if (fmt == FMT_TABLE && status == LP_EXIT_OK) notes(out, a);
+  free(ps);
+  free(procs);
+  return status;
+}
+
 int lp_cmd_stats(int argc, char **argv) {
   const char *cmd = argv[0];
   bool by_thread = false, strict = false;
   long top = -1;
   enum format fmt = FMT_TABLE;
   sort_by = BY_SELF;
-  static const char *const by_words[] = {"thread", NULL}, *const sort_words[] = {"self", "calls", "total", "mean", "max", NULL},
+  static const char *const by_words[] = {"thread", "process", NULL}, *const sort_words[] = {"self", "calls", "total", "mean", "max", NULL},
                            *const format_words[] = {"table", "csv", "json", NULL};
-  static const int by_values[] = {1}, sort_values[] = {BY_SELF, BY_CALLS, BY_TOTAL, BY_MEAN, BY_MAX},
+  static const int by_values[] = {1, 2}, sort_values[] = {BY_SELF, BY_CALLS, BY_TOTAL, BY_MEAN, BY_MAX},
                    format_values[] = {FMT_TABLE, FMT_CSV, FMT_JSON};
   int by = 0, sort = BY_SELF, format = FMT_TABLE;
-  lp_opt_words_t by_w = {by_words, by_values, &by, "--by takes 'thread'"},
+  lp_opt_words_t by_w = {by_words, by_values, &by, "--by takes thread or process"},
                  sort_w = {sort_words, sort_values, &sort, "--sort takes calls, total, self, mean or max"},
                  format_w = {format_words, format_values, &format, "--format takes table, csv or json"};
   const lp_opt_t opts[] = {LP_OPT_STRICT(&strict),
@@ -171,18 +237,15 @@ int lp_cmd_stats(int argc, char **argv) {
   int r = lp_opts_parse(cmd, argc, argv, opts, &ops);
   if (r != LP_OPTS_RUN) return r;
   int first = ops.first;
-  by_thread = by != 0;
+  by_thread = by == 1;
   sort_by = (enum sort_key)sort;
   fmt = (enum format)format;
-  if (first >= argc) return lp_usage_error(cmd, "no trace file given");
-  for (int i = first; i < argc; i++) /* options after the files are an easy mistake: say so */
-    if (argv[i][0] == '-' && argv[i][1]) return lp_usage_error(cmd, "options go before the files ('%s')", argv[i]);
-  if ((r = lp_opts_stdin_once(cmd, (const char *const *)argv + first, argc - first)) != LP_OPTS_RUN) return r;
+  if ((r = lp_files_operands(cmd, argc, argv, first)) != LP_OPTS_RUN) return r;
 
   lp_agg_t a;
   lp_agg_init(&a);
   a.strict = strict;
-  a.lane_hists = by_thread;
+  a.lane_hists = by != 0;
   for (int i = first; i < argc; i++)
     if (lp_agg_file(&a, argv[i]) != 0) {
       lp_agg_free(&a);
@@ -194,6 +257,10 @@ int lp_cmd_stats(int argc, char **argv) {
   char wb[32];
   /* Drops, and the window the trace covers: on the table's first lines, on stderr beside csv and json. */
   if (fmt != FMT_TABLE) lp_agg_file_notes(&a, stderr);
+  if (by == 2) {
+    status = by_process(&a, out, fmt, top, wall);
+    goto out;
+  }
   if (!by_thread) {
     size_t n;
     row_t *rows = rows_of(&a, a.gstats, a.nlabels, &n);

@@ -528,6 +528,8 @@ int lp_st_scan(const char *buf, size_t len, lp_st_mark_cb cb, void *ctx, int *nh
 
 int lp_st_sniff(const char *buf, size_t len) {
   size_t n = len < 65536 ? len : 65536;
+  /* Text has no NUL byte; a binary trace (Perfetto) whose labels hold these words does. */
+  if (memchr(buf, '\0', n)) return 0;
   if (has(buf, n, "TASK-PID") || has(buf, n, "tracing_mark_write") || has(buf, n, "trace-data")) return 1;
   /* the systrace viewer's HTML: no Chrome JSON starts with '<' */
   size_t i = 0;

@@ -141,17 +141,22 @@ static int parse_percent(const char *cmd, const char *v, void *arg) {
 }
 
 int lp_cmd_tree(int argc, char **argv) {
-  const char *cmd = argv[0], *file = NULL;
+  const char *cmd = argv[0];
   bool threads = false, counts = false, strict = false, flat = false;
   double min_percent = 0;
+  int by = 0;
+  static const char *const by_words[] = {"process", NULL};
+  static const int by_values[] = {1};
+  lp_opt_words_t by_w = {by_words, by_values, &by, "--by takes process"};
   const lp_opt_t opts[] = {{"--threads", &threads, 0, 0, 0}, {"--counts", &counts, 0, 0, 0}, {"--flat", &flat, 0, 0, 0},
-                           LP_OPT_STRICT(&strict), LP_OPT_MAX_MEMORY, {"--min-percent", 0, 0, parse_percent, &min_percent},
-                           LP_OPT_END};
-  lp_operands_t ops = {.v = &file, .min = 1, .max = 1, .too_many = "one trace file only", .missing = "no trace file given"};
+                           {"--by", 0, 0, lp_opt_parse_word, &by_w}, LP_OPT_STRICT(&strict), LP_OPT_MAX_MEMORY,
+                           {"--min-percent", 0, 0, parse_percent, &min_percent}, LP_OPT_END};
+  lp_operands_t ops = {.first_ends_options = true};
   int r = lp_opts_parse(cmd, argc, argv, opts, &ops);
   if (r != LP_OPTS_RUN) return r;
+  if ((r = lp_files_operands(cmd, argc, argv, ops.first)) != LP_OPTS_RUN) return r;
   lp_agg_t a;
-  if (lp_agg_read_one(&a, file, strict) != 0) return LP_EXIT_BAD;
+  if (lp_agg_read_files(&a, (const char *const *)argv + ops.first, argc - ops.first, strict) != 0) return LP_EXIT_BAD;
   int64_t wall = lp_agg_wall(&a);
   FILE *out = stdout;
   printer_t pr = {out, &a, NULL, wall, min_percent, counts};
@@ -160,7 +165,32 @@ int lp_cmd_tree(int argc, char **argv) {
   fprintf(out, "%s traced wall time: the sum over lanes of first to last event\n", lp_fmt_ns(wall, wb, sizeof wb));
   lp_agg_file_notes(&a, out);
   int status = LP_EXIT_OK;
-  if (threads) {
+  if (by) {
+    const lp_lane_t **procs;
+    size_t np = lp_agg_processes(&a, &procs);
+    for (size_t p = 0; p < np && status == LP_EXIT_OK; p++) {
+      lp_tree_t m;
+      if (lp_agg_process_tree(&a, procs[p], &m) != 0) {
+        fprintf(stderr, "labelprof: out of memory\n");
+        status = LP_EXIT_BAD;
+      } else {
+        char title[600];
+        int64_t span = m.nodes[0].total;
+        lp_put_text(out, lp_process_title(&a, procs[p], title, sizeof title), false);
+        fprintf(out, " (%.3f s, %.2f%% of all)\n", (double)span / 1e9, wall > 0 ? 100.0 * (double)span / (double)wall : 0.0);
+        pr.t = &m;
+        pr.denom = span;
+        print_children(&pr, 0, 0);
+      }
+      lp_tree_free(&m);
+    }
+    if (!procs) {
+      fprintf(stderr, "labelprof: out of memory\n");
+      status = LP_EXIT_BAD;
+    }
+    free(procs);
+    pr.t = NULL;
+  } else if (threads) {
     lp_lane_t **lanes = malloc((a.nlanes ? a.nlanes : 1) * sizeof *lanes);
     if (!lanes) {
       fprintf(stderr, "labelprof: out of memory\n");

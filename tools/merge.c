@@ -1,0 +1,966 @@
+/*
+ * merge.c: `labelprof merge -o OUT FILE...`: many processes on one timeline.
+ *
+ * Each input is one process's file (or any trace the readers take): its
+ * events are read into memory (counted against --max-memory), its notes
+ * say where it is in time. The output is one trace, Perfetto protobuf (JSON
+ * when OUT ends in .json), in which every process keeps its pid, its name,
+ * its threads and its tracks, on one clock: the CLOCK_MONOTONIC of one of
+ * the inputs, the reference (the one whose clocks began earliest in wall
+ * time, so that no time of another comes out negative).
+ *
+ * Placing a file in time. labelprof's files carry a CLOCK_REALTIME reading
+ * tied to their CLOCK_MONOTONIC (REALTIME bracketed by two MONOTONIC reads),
+ * the boot id and the time namespace's offsets. Two files of one boot share
+ * the kernel's clock: their times differ by their namespaces' offsets
+ * exactly (0 outside namespaces). A file of another boot (another machine,
+ * or the same one rebooted) is placed through REALTIME: its offset from the
+ * reference is the difference of the two readings' REALTIME-MONOTONIC
+ * gaps, within the sum of their uncertainties (and of how far the two
+ * machines' wall clocks disagree, which no file can tell). A boot with no
+ * namespace offsets said is checked against REALTIME: more than a second
+ * apart, it is placed through REALTIME too. Every file's placement is said
+ * in the output's notes. A file with no REALTIME reading (an older
+ * labelprof's, another tool's) cannot be placed beside others: exit 2,
+ * naming it; alone, it is written as it is.
+ *
+ * Processes are (boot, pid): the same pid of two boots is two processes,
+ * and the later one gets a pid (and its threads tids) above pid_max, said
+ * in the notes. Threads of one process are (pid, tid); labelprof's virtual
+ * tracks (tid LP__TRACK_FIRST_TID and up) stay tracks of their process.
+ *
+ * Scopes are paired per lane as they are read (B with its E, X as it is),
+ * then each lane's slices are sorted as the library's writer sorts them
+ * (by start, the enclosing one first at equal starts) and written as
+ * begin/end pairs, each end before anything that starts at or after it.
+ */
+#include "config.h"
+
+#include "cmd.h"
+#include "agg.h"
+#include "opts.h"
+#include "reader.h"
+#include "../lib/track_lane.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MG_PID_FREE 4194304 /* pid_max's limit: remapped pids and tids start here */
+
+enum { MG_SLICE, MG_INSTANT, MG_COUNTER };
+
+typedef struct mg_rec {
+  int64_t ts, end; /* end: INT64_MAX for a slice still open at the end of its file */
+  double value;    /* a counter's */
+  uint32_t lane, name, cat, seq; /* cat: a counter's series; UINT32_MAX: none */
+  uint8_t kind;
+} mg_rec_t;
+
+typedef struct mg_lane {
+  unsigned file;
+  int64_t pid, tid;     /* as in the file */
+  int64_t out_tid;
+  uint32_t proc, name;  /* name: UINT32_MAX when none */
+  uint32_t *open;       /* the records of its open slices, innermost last */
+  uint32_t nopen, capopen;
+} mg_lane_t;
+
+typedef struct mg_proc {
+  unsigned file; /* the first file that has it */
+  int64_t pid, out_pid;
+  uint32_t name; /* UINT32_MAX: none */
+} mg_proc_t;
+
+typedef struct mg_wall {
+  bool has;
+  int64_t real, mono;
+  uint64_t unc;
+} mg_wall_t;
+
+typedef struct mg_file {
+  const char *path;
+  lp_pos_t last; /* where its last event was: where a message about the whole file points */
+  char boot[40];
+  bool has_tn, has_base, has_pf_off;
+  int64_t tn_mono, ts_base, pf_off;
+  mg_wall_t wall[2]; /* start, end */
+  uint64_t dropped;
+  /* the placement */
+  int64_t shift; /* CLOCK_MONOTONIC of the file + shift = the reference's */
+  uint64_t unc;
+  const char *how;
+} mg_file_t;
+
+typedef struct mg {
+  lp_mem_t mem;
+  mg_file_t *files;
+  unsigned nfiles;
+  size_t capfiles;
+  mg_rec_t *recs;
+  size_t nrecs, caprecs;
+  mg_lane_t *lanes;
+  uint32_t nlanes, caplanes, *lane_slots, lane_nslots;
+  mg_proc_t *procs;
+  uint32_t nprocs, capprocs;
+  char **names;
+  uint32_t nnames, capnames, *name_slots, name_nslots;
+  uint64_t unmatched;
+  lp_pos_t at;
+} mg_t;
+
+static bool grow(mg_t *m, void **p, size_t *cap, size_t size, size_t need) {
+  if (need <= *cap) return true;
+  size_t n = *cap ? *cap * 2 : 64;
+  while (n < need) n *= 2;
+  void *q = lp_mem_realloc(&m->mem, *p, *cap * size, n * size);
+  if (!q) return false;
+  *p = q;
+  *cap = n;
+  return true;
+}
+
+static uint64_t mix(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+  return z ^ (z >> 31);
+}
+
+static uint64_t text_hash(const char *s) {
+  uint64_t h = 0xcbf29ce484222325u;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3u;
+  return mix(h);
+}
+
+/* An open-addressed table of index + 1 at most half full, grown to twice need's size. */
+static bool slots_fit(mg_t *m, uint32_t **slots, uint32_t *nslots, uint32_t need) {
+  if ((uint64_t)need * 2 <= *nslots) return true;
+  uint32_t n = *nslots ? *nslots * 2 : 256;
+  uint32_t *s = lp_mem_realloc(&m->mem, NULL, 0, (size_t)n * sizeof *s);
+  if (!s) return false;
+  memset(s, 0, (size_t)n * sizeof *s);
+  lp_mem_free(&m->mem, *slots, (size_t)*nslots * sizeof **slots);
+  *slots = s;
+  *nslots = n;
+  return true;
+}
+
+/* The id of a name (interned once); UINT32_MAX when memory ran out. */
+static uint32_t name_id(mg_t *m, const char *s) {
+  for (uint32_t h = (uint32_t)text_hash(s) & (m->name_nslots - 1); m->name_nslots; h = (h + 1) & (m->name_nslots - 1)) {
+    uint32_t k = m->name_slots[h];
+    if (!k) break;
+    if (strcmp(m->names[k - 1], s) == 0) return k - 1;
+  }
+  size_t cap = m->capnames, len = strlen(s) + 1;
+  char *c = lp_mem_realloc(&m->mem, NULL, 0, len);
+  if (!c) return UINT32_MAX;
+  memcpy(c, s, len);
+  if (!grow(m, (void **)&m->names, &cap, sizeof *m->names, (size_t)m->nnames + 1)) {
+    lp_mem_free(&m->mem, c, len);
+    return UINT32_MAX;
+  }
+  m->capnames = (uint32_t)cap;
+  m->names[m->nnames++] = c;
+  if ((uint64_t)m->nnames * 2 > m->name_nslots) {
+    if (!slots_fit(m, &m->name_slots, &m->name_nslots, m->nnames)) return UINT32_MAX;
+    for (uint32_t i = 0; i < m->nnames; i++) {
+      uint32_t h = (uint32_t)text_hash(m->names[i]) & (m->name_nslots - 1);
+      while (m->name_slots[h]) h = (h + 1) & (m->name_nslots - 1);
+      m->name_slots[h] = i + 1;
+    }
+    return m->nnames - 1;
+  }
+  uint32_t h = (uint32_t)text_hash(s) & (m->name_nslots - 1);
+  while (m->name_slots[h]) h = (h + 1) & (m->name_nslots - 1);
+  m->name_slots[h] = m->nnames;
+  return m->nnames - 1;
+}
+
+static uint32_t lane_hash(unsigned file, int64_t pid, int64_t tid) {
+  return (uint32_t)mix((uint64_t)pid * 0x9e3779b97f4a7c15u ^ (uint64_t)tid ^ ((uint64_t)file << 48));
+}
+
+/*
+ * The processes, once every file is read (a file's boot id is in its notes,
+ * at its end): (boot, pid), a file with no boot id a boot of its own. Named
+ * by the name its process track (tid 0) was given. 0, or -1 out of memory.
+ */
+static int assign_procs(mg_t *m) {
+  for (uint32_t i = 0; i < m->nlanes; i++) {
+    mg_lane_t *l = &m->lanes[i];
+    const mg_file_t *b = &m->files[l->file];
+    uint32_t k = 0;
+    for (; k < m->nprocs; k++) {
+      const mg_proc_t *p = &m->procs[k];
+      const mg_file_t *a = &m->files[p->file];
+      if (p->pid == l->pid && (p->file == l->file || (a->boot[0] && strcmp(a->boot, b->boot) == 0))) break;
+    }
+    if (k == m->nprocs) {
+      size_t cap = m->capprocs;
+      if (!grow(m, (void **)&m->procs, &cap, sizeof *m->procs, (size_t)m->nprocs + 1)) return -1;
+      m->capprocs = (uint32_t)cap;
+      m->procs[m->nprocs++] = (mg_proc_t){l->file, l->pid, l->pid, UINT32_MAX};
+    }
+    l->proc = k;
+    if (l->tid == 0 && l->name != UINT32_MAX && m->procs[k].name == UINT32_MAX) m->procs[k].name = l->name;
+  }
+  return 0;
+}
+
+/* The lane (file, pid, tid), made when new; NULL when memory ran out. */
+static mg_lane_t *lane_of(mg_t *m, int64_t pid, int64_t tid) {
+  unsigned file = m->nfiles - 1;
+  for (uint32_t h = lane_hash(file, pid, tid) & (m->lane_nslots - 1); m->lane_nslots; h = (h + 1) & (m->lane_nslots - 1)) {
+    uint32_t k = m->lane_slots[h];
+    if (!k) break;
+    mg_lane_t *l = &m->lanes[k - 1];
+    if (l->file == file && l->pid == pid && l->tid == tid) return l;
+  }
+  size_t cap = m->caplanes;
+  if (!grow(m, (void **)&m->lanes, &cap, sizeof *m->lanes, (size_t)m->nlanes + 1)) return NULL;
+  m->caplanes = (uint32_t)cap;
+  m->lanes[m->nlanes++] = (mg_lane_t){file, pid, tid, tid, UINT32_MAX, UINT32_MAX, NULL, 0, 0};
+  if (!slots_fit(m, &m->lane_slots, &m->lane_nslots, m->nlanes)) return NULL;
+  memset(m->lane_slots, 0, (size_t)m->lane_nslots * sizeof *m->lane_slots);
+  for (uint32_t i = 0; i < m->nlanes; i++) {
+    const mg_lane_t *l = &m->lanes[i];
+    uint32_t h = lane_hash(l->file, l->pid, l->tid) & (m->lane_nslots - 1);
+    while (m->lane_slots[h]) h = (h + 1) & (m->lane_nslots - 1);
+    m->lane_slots[h] = i + 1;
+  }
+  return &m->lanes[m->nlanes - 1];
+}
+
+static mg_rec_t *rec_add(mg_t *m, uint8_t kind, uint32_t lane, int64_t ts, int64_t end, uint32_t name, uint32_t cat) {
+  if (!grow(m, (void **)&m->recs, &m->caprecs, sizeof *m->recs, m->nrecs + 1)) return NULL;
+  mg_rec_t *r = &m->recs[m->nrecs];
+  *r = (mg_rec_t){ts, end, 0, lane, name, cat, (uint32_t)m->nrecs, kind};
+  m->nrecs++;
+  return r;
+}
+
+static bool parse_i64(const char *s, int64_t *v) {
+  char *end;
+  errno = 0;
+  long long x = strtoll(s, &end, 10);
+  if (!*s || *end || errno) return false;
+  *v = x;
+  return true;
+}
+
+/* What the file says of itself: where it is in time. */
+static void file_info(mg_file_t *f, const char *key, const char *text) {
+  static const char *const wall_keys[2][3] = {
+      {"otherData.realtime_start_ns", "otherData.realtime_start_mono_ns", "otherData.realtime_start_uncertainty_ns"},
+      {"otherData.realtime_end_ns", "otherData.realtime_end_mono_ns", "otherData.realtime_end_uncertainty_ns"}};
+  int64_t v;
+  if (strcmp(key, "otherData.boot_id") == 0) {
+    snprintf(f->boot, sizeof f->boot, "%s", text);
+    return;
+  }
+  if (!parse_i64(text, &v)) return;
+  if (strcmp(key, "otherData.timens_monotonic_ns") == 0) {
+    f->tn_mono = v;
+    f->has_tn = true;
+  } else if (strcmp(key, "otherData.ts_base_ns") == 0) {
+    f->ts_base = v;
+    f->has_base = true;
+  } else if (strcmp(key, "perfetto.monotonic_offset_ns") == 0) {
+    f->pf_off = v;
+    f->has_pf_off = true;
+  } else if (strcmp(key, "otherData.events_dropped") == 0 && v > 0) {
+    f->dropped += (uint64_t)v;
+  }
+  for (int k = 0; k < 2; k++)
+    for (int j = 0; j < 3; j++) {
+      if (strcmp(key, wall_keys[k][j]) != 0) continue;
+      mg_wall_t *w = &f->wall[k];
+      if (j == 0) w->real = v;
+      if (j == 1) w->mono = v;
+      if (j == 2) w->unc = v > 0 ? (uint64_t)v : 0;
+      w->has = w->real > 0;
+    }
+}
+
+static int on_event(void *ctx, const lp_event_t *ev) {
+  mg_t *m = ctx;
+  mg_file_t *f = &m->files[m->nfiles - 1];
+  f->last = ev->pos;
+  m->at = ev->pos;
+  if (ev->kind == LP_EV_FILE_INFO) {
+    file_info(f, ev->name, ev->text ? ev->text : "");
+    return 0;
+  }
+  if (ev->kind == LP_EV_SKIPPED) return 0;
+  mg_lane_t *l = lane_of(m, ev->pid, ev->kind == LP_EV_PROCESS_NAME ? 0 : ev->tid);
+  if (!l) return lp_mem_fail(&m->mem, &ev->pos);
+  uint32_t li = (uint32_t)(l - m->lanes);
+  uint32_t name = ev->kind == LP_EV_END ? UINT32_MAX : name_id(m, ev->name);
+  if (ev->kind != LP_EV_END && name == UINT32_MAX) return lp_mem_fail(&m->mem, &ev->pos);
+  uint32_t cat = UINT32_MAX;
+  const char *c = ev->kind == LP_EV_COUNTER ? ev->series : ev->category;
+  if (c && (cat = name_id(m, c)) == UINT32_MAX) return lp_mem_fail(&m->mem, &ev->pos);
+  mg_rec_t *r = NULL;
+  switch (ev->kind) {
+  case LP_EV_PROCESS_NAME: /* on the process's lane, tid 0 */
+  case LP_EV_THREAD_NAME:
+    l->name = name;
+    return 0;
+  case LP_EV_COMPLETE:
+    r = rec_add(m, MG_SLICE, li, ev->ts, ev->ts + ev->dur, name, cat);
+    break;
+  case LP_EV_BEGIN: {
+    r = rec_add(m, MG_SLICE, li, ev->ts, INT64_MAX, name, cat);
+    size_t cap = l->capopen;
+    if (!r || !grow(m, (void **)&l->open, &cap, sizeof *l->open, (size_t)l->nopen + 1)) return lp_mem_fail(&m->mem, &ev->pos);
+    l->capopen = (uint32_t)cap;
+    l->open[l->nopen++] = (uint32_t)(m->nrecs - 1);
+    return 0;
+  }
+  case LP_EV_END:
+    if (!l->nopen) {
+      m->unmatched++;
+      return 0;
+    }
+    mg_rec_t *o = &m->recs[l->open[--l->nopen]];
+    o->end = ev->ts > o->ts ? ev->ts : o->ts;
+    return 0;
+  case LP_EV_INSTANT:
+    r = rec_add(m, MG_INSTANT, li, ev->ts, 0, name, cat);
+    break;
+  case LP_EV_COUNTER:
+    if ((r = rec_add(m, MG_COUNTER, li, ev->ts, 0, name, cat))) r->value = ev->value;
+    break;
+  default:
+    return 0;
+  }
+  return r ? 0 : lp_mem_fail(&m->mem, &ev->pos);
+}
+
+static int read_file(mg_t *m, const char *path) {
+  if (!grow(m, (void **)&m->files, &m->capfiles, sizeof *m->files, (size_t)m->nfiles + 1)) {
+    fprintf(stderr, "labelprof: out of memory\n");
+    return LP_READ_BAD;
+  }
+  mg_file_t *f = &m->files[m->nfiles++];
+  memset(f, 0, sizeof *f);
+  f->path = path;
+  f->last = (lp_pos_t){path, 0, 0, 0};
+  lp_input_t *in = lp_input_open(path);
+  if (!in) return LP_READ_BAD;
+  lp_sink_t sink = {m, on_event, &m->mem};
+  int rc = lp_read_input(in, &sink);
+  lp_input_close(in);
+  if (rc) return LP_READ_BAD;
+  for (uint32_t i = 0; i < m->nlanes; i++) m->lanes[i].nopen = 0; /* still open: they end with their file */
+  return 0;
+}
+
+/* The file's reading with the smaller uncertainty; NULL if it has none. */
+static const mg_wall_t *best_wall(const mg_file_t *f) {
+  const mg_wall_t *a = &f->wall[0], *b = &f->wall[1];
+  if (!a->has) return b->has ? b : NULL;
+  return b->has && b->unc < a->unc ? b : a;
+}
+
+/* How the file's events' times become CLOCK_MONOTONIC: events = mono + this. */
+static int64_t events_offset(const mg_file_t *f) {
+  if (f->has_pf_off) return f->pf_off;
+  return f->has_base ? -f->ts_base : 0;
+}
+
+/* Each file placed on the reference's clock; LP_READ_BAD after a message for one that cannot be. */
+static int place(mg_t *m, unsigned *ref_out) {
+  unsigned ref = 0;
+  if (m->nfiles > 1) {
+    for (unsigned i = 0; i < m->nfiles; i++) {
+      if (best_wall(&m->files[i])) continue;
+      lp_report(&m->files[i].last,
+                "no CLOCK_REALTIME reading in the file's notes (realtime_start_ns): written by an older labelprof "
+                "or another tool, it cannot be placed in time beside the other files");
+      return LP_READ_BAD;
+    }
+    /* The reference: the file whose CLOCK_MONOTONIC began earliest in REALTIME. */
+    for (unsigned i = 1; i < m->nfiles; i++) {
+      const mg_wall_t *a = best_wall(&m->files[i]), *b = best_wall(&m->files[ref]);
+      if (a->real - a->mono < b->real - b->mono) ref = i;
+    }
+  }
+  *ref_out = ref;
+  const mg_file_t *r = &m->files[ref];
+  const mg_wall_t *rw = best_wall(r);
+  for (unsigned i = 0; i < m->nfiles; i++) {
+    mg_file_t *f = &m->files[i];
+    f->shift = 0;
+    f->unc = 0;
+    if (i == ref) {
+      f->how = "the reference: times are its CLOCK_MONOTONIC";
+      continue;
+    }
+    const mg_wall_t *w = best_wall(f);
+    int64_t by_real = (w->real - w->mono) - (rw->real - rw->mono);
+    bool same_boot = f->boot[0] && strcmp(f->boot, r->boot) == 0;
+    if (same_boot && f->has_tn && r->has_tn) {
+      f->shift = r->tn_mono - f->tn_mono;
+      f->how = f->shift ? "the same boot as the reference in another time namespace: its offset taken off exactly"
+                        : "the same boot as the reference: the same clock";
+    } else if (same_boot && by_real > -1000000000 && by_real < 1000000000) {
+      f->how = "the same boot as the reference and within 1 s of it through REALTIME: the same clock";
+    } else {
+      f->shift = by_real;
+      f->unc = w->unc + rw->unc;
+      f->how = same_boot ? "the same boot as the reference but not its clock (a time namespace): through REALTIME"
+                         : "another boot (another machine): through REALTIME";
+    }
+  }
+  return 0;
+}
+
+/* Remapped pids and tids: a process of another boot whose pid is taken, and threads whose tid is. */
+static void remap(mg_t *m) {
+  int64_t next = MG_PID_FREE;
+  for (uint32_t i = 0; i < m->nprocs; i++) {
+    mg_proc_t *p = &m->procs[i];
+    for (uint32_t j = 0; j < i; j++)
+      if (m->procs[j].out_pid == p->out_pid) {
+        p->out_pid = next++;
+        break;
+      }
+  }
+  for (uint32_t i = 0; i < m->nlanes; i++) {
+    mg_lane_t *l = &m->lanes[i];
+    const mg_proc_t *p = &m->procs[l->proc];
+    if (l->tid == 0 || l->tid >= (int64_t)LP__TRACK_FIRST_TID) continue; /* the process's, or a track */
+    if (l->tid == p->pid) {
+      l->out_tid = p->out_pid;
+      continue;
+    }
+    for (uint32_t j = 0; j < i; j++) {
+      const mg_lane_t *o = &m->lanes[j];
+      if (o->proc != l->proc && o->out_tid == l->out_tid && o->tid != 0) {
+        l->out_tid = next++;
+        break;
+      }
+    }
+  }
+}
+
+/* The output's time of a record's time in file f. */
+static int64_t out_time(const mg_file_t *f, int64_t t) {
+  int64_t v = t - events_offset(f) + f->shift;
+  return v < 0 ? 0 : v;
+}
+
+static int rec_cmp(const void *pa, const void *pb) {
+  const mg_rec_t *x = pa, *y = pb;
+  if (x->lane != y->lane) return x->lane < y->lane ? -1 : 1;
+  if (x->ts != y->ts) return x->ts < y->ts ? -1 : 1;
+  if (x->kind != y->kind) return x->kind == MG_SLICE ? -1 : y->kind == MG_SLICE ? 1 : x->kind < y->kind ? -1 : 1;
+  if (x->kind == MG_SLICE && x->end != y->end) return x->end > y->end ? -1 : 1;
+  return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* ---- the notes: what both formats say of the merge ---- */
+
+typedef struct mg_note {
+  char key[40];
+  char *text; /* malloc'd */
+  bool number;
+} mg_note_t;
+
+typedef struct mg_notes {
+  mg_note_t *v;
+  size_t n, cap;
+  bool nomem;
+} mg_notes_t;
+
+static void note_add(mg_notes_t *ns, const char *key, bool number, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void note_add(mg_notes_t *ns, const char *key, bool number, const char *fmt, ...) {
+  if (ns->n == ns->cap) {
+    size_t cap = ns->cap ? ns->cap * 2 : 16;
+    mg_note_t *v = realloc(ns->v, cap * sizeof *v);
+    if (!v) {
+      ns->nomem = true;
+      return;
+    }
+    ns->v = v;
+    ns->cap = cap;
+  }
+  va_list ap;
+  va_start(ap, fmt);
+  char *text = NULL;
+  int k = vasprintf(&text, fmt, ap);
+  va_end(ap);
+  if (k < 0) {
+    ns->nomem = true;
+    return;
+  }
+  mg_note_t *n = &ns->v[ns->n++];
+  snprintf(n->key, sizeof n->key, "%s", key);
+  n->text = text;
+  n->number = number;
+}
+
+static void notes_free(mg_notes_t *ns) {
+  for (size_t i = 0; i < ns->n; i++) free(ns->v[i].text);
+  free(ns->v);
+}
+
+static void make_notes(const mg_t *m, unsigned ref, mg_notes_t *ns) {
+  const mg_file_t *r = &m->files[ref];
+  uint64_t dropped = 0;
+  for (unsigned i = 0; i < m->nfiles; i++) dropped += m->files[i].dropped;
+  note_add(ns, "library", false, "labelprof %s (merge)", PACKAGE_VERSION);
+  note_add(ns, "clock_domain", false, "CLOCK_MONOTONIC");
+  if (r->boot[0]) note_add(ns, "boot_id", false, "%s", r->boot);
+  if (r->has_tn) note_add(ns, "timens_monotonic_ns", false, "%" PRId64, r->tn_mono);
+  const mg_wall_t *w = best_wall(r);
+  if (w) { /* the reference's reading: the merged file can be merged again */
+    note_add(ns, "realtime_start_ns", false, "%" PRId64, w->real);
+    note_add(ns, "realtime_start_mono_ns", false, "%" PRId64, w->mono);
+    note_add(ns, "realtime_start_uncertainty_ns", true, "%" PRIu64, w->unc);
+  }
+  note_add(ns, "events_dropped", true, "%" PRIu64, dropped);
+  note_add(ns, "merge_files", true, "%u", m->nfiles);
+  for (unsigned i = 0; i < m->nfiles; i++) {
+    const mg_file_t *f = &m->files[i];
+    char key[40];
+    snprintf(key, sizeof key, "merge_file_%u", i + 1);
+    if (i == ref || !f->unc)
+      note_add(ns, key, false, "%s: %s; offset %+" PRId64 " ns", f->path, f->how, f->shift);
+    else
+      note_add(ns, key, false, "%s: %s; offset %+" PRId64 " ns (within %" PRIu64 " ns)", f->path, f->how, f->shift,
+               f->unc);
+  }
+  for (uint32_t i = 0; i < m->nprocs; i++) {
+    const mg_proc_t *p = &m->procs[i];
+    if (p->out_pid == p->pid) continue;
+    char key[40];
+    snprintf(key, sizeof key, "merge_pid_%" PRId64, p->out_pid);
+    note_add(ns, key, false,
+             "%s: pid %" PRId64 " written as %" PRId64 " (pid %" PRId64 " is another boot's process too); its "
+             "threads' tids likewise where taken",
+             m->files[p->file].path, p->pid, p->out_pid, p->pid);
+  }
+  if (m->unmatched) note_add(ns, "merge_unmatched_ends", true, "%" PRIu64, m->unmatched);
+}
+
+/* ---- Perfetto protobuf ---- */
+
+typedef struct pbuf {
+  uint8_t *p;
+  size_t n, cap;
+  bool nomem;
+} pbuf_t;
+
+static void pb_raw(pbuf_t *b, const void *s, size_t n) {
+  if (b->n + n > b->cap) {
+    size_t cap = b->cap ? b->cap * 2 : 256;
+    while (cap < b->n + n) cap *= 2;
+    uint8_t *q = realloc(b->p, cap);
+    if (!q) {
+      b->nomem = true;
+      return;
+    }
+    b->p = q;
+    b->cap = cap;
+  }
+  memcpy(b->p + b->n, s, n);
+  b->n += n;
+}
+
+static void pb_varint_raw(pbuf_t *b, uint64_t v) {
+  uint8_t o[10];
+  size_t n = 0;
+  do {
+    o[n] = (uint8_t)(v & 0x7f);
+    v >>= 7;
+    if (v) o[n] |= 0x80;
+    n++;
+  } while (v);
+  pb_raw(b, o, n);
+}
+
+static void pb_uint(pbuf_t *b, uint32_t field, uint64_t v) {
+  pb_varint_raw(b, (uint64_t)field << 3);
+  pb_varint_raw(b, v);
+}
+
+static void pb_bytes(pbuf_t *b, uint32_t field, const void *s, size_t n) {
+  pb_varint_raw(b, (uint64_t)field << 3 | 2);
+  pb_varint_raw(b, n);
+  pb_raw(b, s, n);
+}
+
+static void pb_str(pbuf_t *b, uint32_t field, const char *s) { pb_bytes(b, field, s, strlen(s)); }
+
+static void pb_double(pbuf_t *b, uint32_t field, double v) {
+  uint8_t o[8];
+  uint64_t u;
+  memcpy(&u, &v, sizeof u);
+  for (int i = 0; i < 8; i++) o[i] = (uint8_t)(u >> (8 * i));
+  pb_varint_raw(b, (uint64_t)field << 3 | 1);
+  pb_raw(b, o, 8);
+}
+
+/* inner as field of outer; inner emptied. */
+static void pb_sub(pbuf_t *outer, uint32_t field, pbuf_t *inner) {
+  if (inner->nomem) outer->nomem = true;
+  pb_bytes(outer, field, inner->p, inner->n);
+  inner->n = 0;
+}
+
+/* Perfetto's field numbers (protos/perfetto/trace), as lib/perfetto.h names them. */
+enum {
+  F_PACKET = 1, P_CLOCK_SNAPSHOT = 6, P_TIMESTAMP = 8, P_SEQ = 10, P_TRACK_EVENT = 11, P_CLOCK_ID = 58,
+  P_DESCRIPTOR = 60, CS_CLOCK = 1, C_ID = 1, C_TS = 2,
+  D_UUID = 1, D_NAME = 2, D_PROCESS = 3, D_THREAD = 4, D_PARENT = 5, D_COUNTER = 8, D_DESCRIPTION = 14, D_MERGE = 15,
+  PR_PID = 1, PR_NAME = 6, TH_PID = 1, TH_TID = 2, TH_NAME = 5,
+  E_DEBUG = 4, E_TYPE = 9, E_TRACK = 11, E_CATEGORY = 22, E_NAME = 23, E_COUNTER = 30, E_DCOUNTER = 44,
+  A_INT = 4, A_UINT = 3, A_STRING = 6, A_NAME = 10,
+  CLK_REALTIME = 1, CLK_MONOTONIC = 3, CLK_BOOTTIME = 6,
+  T_BEGIN = 1, T_END = 2, T_INSTANT = 3, T_COUNTER = 4,
+};
+
+typedef struct pfw {
+  FILE *out;
+  pbuf_t pk, a, b, c; /* a packet, and messages nested in it */
+} pfw_t;
+
+static void pf_packet_end(pfw_t *w) {
+  pb_uint(&w->pk, P_SEQ, 1);
+  pbuf_t top = {0};
+  pb_sub(&top, F_PACKET, &w->pk);
+  if (!top.nomem && fwrite(top.p, 1, top.n, w->out) != top.n) w->pk.nomem = true;
+  if (top.nomem) w->pk.nomem = true;
+  free(top.p);
+}
+
+static uint64_t proc_uuid(uint32_t proc) { return mix(0x6d65726765ull + proc) | 1; }
+static uint64_t lane_uuid(uint32_t lane) { return mix(0x6c616e65ull * 31 + lane) | 2; }
+static uint64_t counter_uuid(uint32_t lane, uint32_t series) { return mix(((uint64_t)lane << 32 | series) ^ 0x636f756eull) | 4; }
+
+static void pf_clock(pfw_t *w, uint32_t id, uint64_t ts) {
+  pb_uint(&w->b, C_ID, id);
+  pb_uint(&w->b, C_TS, ts);
+  pb_sub(&w->a, CS_CLOCK, &w->b);
+}
+
+static void pf_event(pfw_t *w, const mg_t *m, uint64_t ts, uint32_t type, uint64_t track, const mg_rec_t *r) {
+  pb_uint(&w->pk, P_TIMESTAMP, ts);
+  pb_uint(&w->pk, P_CLOCK_ID, CLK_MONOTONIC);
+  pb_uint(&w->a, E_TYPE, type);
+  pb_uint(&w->a, E_TRACK, track);
+  if (r && type != T_END && type != T_COUNTER) {
+    if (r->cat != UINT32_MAX) pb_str(&w->a, E_CATEGORY, m->names[r->cat]);
+    pb_str(&w->a, E_NAME, m->names[r->name]);
+  }
+  if (r && type == T_COUNTER) {
+    if (r->value == (double)(int64_t)r->value)
+      pb_uint(&w->a, E_COUNTER, (uint64_t)(int64_t)r->value);
+    else
+      pb_double(&w->a, E_DCOUNTER, r->value);
+  }
+  pb_sub(&w->pk, P_TRACK_EVENT, &w->a);
+  pf_packet_end(w);
+}
+
+/* A record's time t on the output's clock, and its track. */
+static uint64_t rec_time(const mg_t *m, const mg_rec_t *r, int64_t t) {
+  return (uint64_t)out_time(&m->files[m->lanes[r->lane].file], t);
+}
+
+static uint64_t rec_track(const mg_t *m, const mg_rec_t *r) {
+  const mg_lane_t *l = &m->lanes[r->lane];
+  return l->tid ? lane_uuid(r->lane) : proc_uuid(l->proc);
+}
+
+/* Whether the counter track uuid was described already; else it is now counted as described. */
+static bool counter_seen(uint64_t **seen, size_t *n, uint64_t uuid, bool *nomem) {
+  for (size_t i = 0; i < *n; i++)
+    if ((*seen)[i] == uuid) return true;
+  uint64_t *s = realloc(*seen, (*n + 1) * sizeof *s);
+  if (!s) {
+    *nomem = true;
+    return true;
+  }
+  *seen = s;
+  s[(*n)++] = uuid;
+  return false;
+}
+
+static int write_perfetto(const mg_t *m, unsigned ref, const mg_notes_t *ns, FILE *out) {
+  pfw_t w = {.out = out};
+  const mg_file_t *rf = &m->files[ref];
+  const mg_wall_t *rw = best_wall(rf);
+  /* The clocks: the reference's CLOCK_MONOTONIC beside BOOTTIME (Perfetto's own) and its REALTIME reading. */
+  uint64_t at = rw ? (uint64_t)rw->mono : 0;
+  pf_clock(&w, CLK_BOOTTIME, at + (uint64_t)(rf->has_pf_off ? rf->pf_off : 0));
+  pf_clock(&w, CLK_MONOTONIC, at);
+  if (rw) pf_clock(&w, CLK_REALTIME, (uint64_t)rw->real);
+  pb_sub(&w.pk, P_CLOCK_SNAPSHOT, &w.a);
+  pf_packet_end(&w);
+  for (uint32_t i = 0; i < m->nprocs; i++) {
+    const mg_proc_t *p = &m->procs[i];
+    pb_uint(&w.b, PR_PID, (uint64_t)p->out_pid);
+    if (p->name != UINT32_MAX) pb_str(&w.b, PR_NAME, m->names[p->name]);
+    pb_uint(&w.a, D_UUID, proc_uuid(i));
+    pb_sub(&w.a, D_PROCESS, &w.b);
+    pb_sub(&w.pk, P_DESCRIPTOR, &w.a);
+    pf_packet_end(&w);
+  }
+  for (uint32_t i = 0; i < m->nlanes; i++) {
+    const mg_lane_t *l = &m->lanes[i];
+    const mg_proc_t *p = &m->procs[l->proc];
+    if (l->tid == 0) continue; /* the process's own track */
+    pb_uint(&w.a, D_UUID, lane_uuid(i));
+    if (l->tid >= (int64_t)LP__TRACK_FIRST_TID) {
+      char desc[96];
+      snprintf(desc, sizeof desc, LP__TRACK_DESCRIPTION "%" PRId64, l->tid);
+      pb_uint(&w.a, D_PARENT, proc_uuid(l->proc));
+      pb_str(&w.a, D_NAME, l->name != UINT32_MAX ? m->names[l->name] : "track");
+      pb_str(&w.a, D_DESCRIPTION, desc);
+      pb_uint(&w.a, D_MERGE, 2); /* SIBLING_MERGE_BEHAVIOR_NONE: tracks of one name stay apart */
+    } else {
+      pb_uint(&w.b, TH_PID, (uint64_t)p->out_pid);
+      pb_uint(&w.b, TH_TID, (uint64_t)l->out_tid);
+      if (l->name != UINT32_MAX) pb_str(&w.b, TH_NAME, m->names[l->name]);
+      pb_sub(&w.a, D_THREAD, &w.b);
+    }
+    pb_sub(&w.pk, P_DESCRIPTOR, &w.a);
+    pf_packet_end(&w);
+  }
+  /* Each lane's records in order; an end before anything at or after it. */
+  size_t *open = NULL, nopen = 0, capopen = 0, nseen = 0;
+  uint64_t *seen = NULL;
+  for (size_t i = 0; i <= m->nrecs && !w.pk.nomem; i++) {
+    const mg_rec_t *r = i < m->nrecs ? &m->recs[i] : NULL;
+    bool new_lane = r && i && m->recs[i - 1].lane != r->lane; /* the previous lane's open slices all end */
+    if (new_lane) nseen = 0;
+    while (nopen && (!r || new_lane || m->recs[open[nopen - 1]].end <= r->ts)) {
+      const mg_rec_t *o = &m->recs[open[--nopen]];
+      if (o->end != INT64_MAX) pf_event(&w, m, rec_time(m, o, o->end), T_END, rec_track(m, o), NULL);
+    }
+    if (!r) break;
+    const mg_lane_t *l = &m->lanes[r->lane];
+    uint64_t track = rec_track(m, r), ts = rec_time(m, r, r->ts);
+    if (r->kind == MG_SLICE) {
+      pf_event(&w, m, ts, T_BEGIN, track, r);
+      if (nopen == capopen) {
+        size_t cap = capopen ? capopen * 2 : 64;
+        size_t *no = realloc(open, cap * sizeof *no);
+        if (!no) {
+          w.pk.nomem = true;
+          break;
+        }
+        open = no;
+        capopen = cap;
+      }
+      open[nopen++] = i;
+    } else if (r->kind == MG_INSTANT) {
+      pf_event(&w, m, ts, T_INSTANT, track, r);
+    } else {
+      uint64_t cu = counter_uuid(r->lane, r->name);
+      if (!counter_seen(&seen, &nseen, cu, &w.pk.nomem)) { /* the counter's track, under the process, named as the file names it */
+        pb_uint(&w.a, D_UUID, cu);
+        pb_uint(&w.a, D_PARENT, proc_uuid(l->proc));
+        pb_str(&w.a, D_NAME, m->names[r->name]);
+        pb_sub(&w.a, D_COUNTER, &w.b);
+        pb_sub(&w.pk, P_DESCRIPTOR, &w.a);
+        pf_packet_end(&w);
+      }
+      pf_event(&w, m, ts, T_COUNTER, cu, r);
+    }
+  }
+  free(open);
+  free(seen);
+  /* The notes, as labelprof's session note: an instant on the reference's process. */
+  uint32_t rproc = UINT32_MAX;
+  for (uint32_t i = 0; i < m->nprocs && rproc == UINT32_MAX; i++)
+    if (m->procs[i].file == ref) rproc = i;
+  if (rproc != UINT32_MAX) {
+    pb_uint(&w.pk, P_TIMESTAMP, at);
+    pb_uint(&w.pk, P_CLOCK_ID, CLK_MONOTONIC);
+    pb_uint(&w.a, E_TYPE, T_INSTANT);
+    pb_uint(&w.a, E_TRACK, proc_uuid(rproc));
+    pb_str(&w.a, E_NAME, "labelprof session");
+    for (size_t i = 0; i < ns->n; i++) {
+      pb_str(&w.b, A_NAME, ns->v[i].key);
+      int64_t v;
+      if (parse_i64(ns->v[i].text, &v) && strstr(ns->v[i].key, "_ns"))
+        pb_uint(&w.b, v < 0 ? A_INT : A_UINT, (uint64_t)v);
+      else if (ns->v[i].number && parse_i64(ns->v[i].text, &v))
+        pb_uint(&w.b, A_UINT, (uint64_t)v);
+      else
+        pb_str(&w.b, A_STRING, ns->v[i].text);
+      pb_sub(&w.a, E_DEBUG, &w.b);
+    }
+    pb_sub(&w.pk, P_TRACK_EVENT, &w.a);
+    pf_packet_end(&w);
+  }
+  bool nomem = w.pk.nomem || w.a.nomem || w.b.nomem || w.c.nomem;
+  free(w.pk.p);
+  free(w.a.p);
+  free(w.b.p);
+  free(w.c.p);
+  return nomem ? -ENOMEM : 0;
+}
+
+/* ---- JSON ---- */
+
+static void json_ts(FILE *out, const char *key, int64_t ns) {
+  fprintf(out, ",\"%s\":%" PRId64 ".%03d", key, ns / 1000, (int)(ns % 1000));
+}
+
+static void json_ids(FILE *out, const mg_t *m, const mg_lane_t *l) {
+  fprintf(out, ",\"pid\":%" PRId64 ",\"tid\":%" PRId64, m->procs[l->proc].out_pid, l->tid ? l->out_tid : 0);
+}
+
+static int write_json(const mg_t *m, const mg_notes_t *ns, FILE *out) {
+  int64_t base = INT64_MAX;
+  for (size_t i = 0; i < m->nrecs; i++) {
+    int64_t t = out_time(&m->files[m->lanes[m->recs[i].lane].file], m->recs[i].ts);
+    if (t < base) base = t;
+  }
+  if (base == INT64_MAX) base = 0;
+  base -= base % 1000;
+  fputs("{\"traceEvents\":[\n", out);
+  bool comma = false;
+  for (uint32_t i = 0; i < m->nprocs; i++) {
+    const mg_proc_t *p = &m->procs[i];
+    if (p->name == UINT32_MAX) continue;
+    fprintf(out, "%s{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%" PRId64 ",\"tid\":0,\"args\":{\"name\":",
+            comma ? ",\n" : "", p->out_pid);
+    lp_put_json_string(out, m->names[p->name]);
+    fputs("}}", out);
+    comma = true;
+  }
+  for (uint32_t i = 0; i < m->nlanes; i++) {
+    const mg_lane_t *l = &m->lanes[i];
+    if (l->name == UINT32_MAX || !l->tid) continue;
+    fprintf(out, "%s{\"ph\":\"M\",\"name\":\"thread_name\"", comma ? ",\n" : "");
+    json_ids(out, m, l);
+    fputs(",\"args\":{\"name\":", out);
+    lp_put_json_string(out, m->names[l->name]);
+    fputs("}}", out);
+    comma = true;
+  }
+  for (size_t i = 0; i < m->nrecs; i++) {
+    const mg_rec_t *r = &m->recs[i];
+    const mg_lane_t *l = &m->lanes[r->lane];
+    const mg_file_t *f = &m->files[l->file];
+    int64_t ts = out_time(f, r->ts) - base;
+    const char *ph = r->kind == MG_COUNTER ? "C" : r->kind == MG_INSTANT ? "i" : r->end == INT64_MAX ? "B" : "X";
+    fprintf(out, "%s{\"ph\":\"%s\"", comma ? ",\n" : "", ph);
+    comma = true;
+    if (r->kind != MG_COUNTER && r->cat != UINT32_MAX) {
+      fputs(",\"cat\":", out);
+      lp_put_json_string(out, m->names[r->cat]);
+    }
+    fputs(",\"name\":", out);
+    lp_put_json_string(out, m->names[r->name]);
+    json_ids(out, m, l);
+    json_ts(out, "ts", ts);
+    if (r->kind == MG_SLICE && r->end != INT64_MAX) json_ts(out, "dur", out_time(f, r->end) - base - ts);
+    if (r->kind == MG_INSTANT) fputs(",\"s\":\"t\"", out);
+    if (r->kind == MG_COUNTER) {
+      fputs(",\"args\":{", out);
+      lp_put_json_string(out, r->cat != UINT32_MAX ? m->names[r->cat] : "value");
+      fprintf(out, ":%.17g}", r->value);
+    }
+    fputs("}", out);
+  }
+  fputs("\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{", out);
+  fprintf(out, "\"ts_base_ns\":\"%" PRId64 "\"", base);
+  for (size_t i = 0; i < ns->n; i++) {
+    fputs(",", out);
+    lp_put_json_string(out, ns->v[i].key);
+    fputs(":", out);
+    if (ns->v[i].number)
+      fputs(ns->v[i].text, out);
+    else
+      lp_put_json_string(out, ns->v[i].text);
+  }
+  fputs("}}\n", out);
+  return 0;
+}
+
+static void mg_free(mg_t *m) {
+  for (uint32_t i = 0; i < m->nlanes; i++) lp_mem_free(&m->mem, m->lanes[i].open, m->lanes[i].capopen * sizeof(uint32_t));
+  for (uint32_t i = 0; i < m->nnames; i++) lp_mem_free(&m->mem, m->names[i], strlen(m->names[i]) + 1);
+  lp_mem_free(&m->mem, m->names, m->capnames * sizeof *m->names);
+  lp_mem_free(&m->mem, m->name_slots, (size_t)m->name_nslots * sizeof *m->name_slots);
+  lp_mem_free(&m->mem, m->lanes, m->caplanes * sizeof *m->lanes);
+  lp_mem_free(&m->mem, m->lane_slots, (size_t)m->lane_nslots * sizeof *m->lane_slots);
+  lp_mem_free(&m->mem, m->procs, m->capprocs * sizeof *m->procs);
+  lp_mem_free(&m->mem, m->recs, m->caprecs * sizeof *m->recs);
+  lp_mem_free(&m->mem, m->files, m->capfiles * sizeof *m->files);
+}
+
+int lp_cmd_merge(int argc, char **argv) {
+  const char *cmd = argv[0], *out_path = NULL;
+  const lp_opt_t opts[] = {{"-o", 0, &out_path, 0, 0}, LP_OPT_MAX_MEMORY, LP_OPT_END};
+  lp_operands_t ops = {.first_ends_options = true};
+  int r = lp_opts_parse(cmd, argc, argv, opts, &ops);
+  if (r != LP_OPTS_RUN) return r;
+  if (!out_path) return lp_usage_error(cmd, "no output given (-o OUT)");
+  if ((r = lp_files_operands(cmd, argc, argv, ops.first)) != LP_OPTS_RUN) return r;
+
+  mg_t m;
+  memset(&m, 0, sizeof m);
+  m.mem.cap = lp_mem_cap();
+  int status = LP_EXIT_OK;
+  unsigned ref = 0;
+  mg_notes_t ns = {0};
+  FILE *out = NULL;
+  for (int i = ops.first; i < argc; i++)
+    if (read_file(&m, argv[i]) != 0) {
+      status = LP_EXIT_BAD;
+      goto done;
+    }
+  if (place(&m, &ref) != 0) {
+    status = LP_EXIT_BAD;
+    goto done;
+  }
+  if (assign_procs(&m) != 0) {
+    lp_mem_fail(&m.mem, &m.at);
+    status = LP_EXIT_BAD;
+    goto done;
+  }
+  remap(&m);
+  qsort(m.recs, m.nrecs, sizeof *m.recs, rec_cmp);
+  make_notes(&m, ref, &ns);
+  if (ns.nomem) {
+    fprintf(stderr, "labelprof: out of memory\n");
+    status = LP_EXIT_BAD;
+    goto done;
+  }
+  size_t plen = strlen(out_path);
+  bool json = plen >= 5 && strcmp(out_path + plen - 5, ".json") == 0;
+  if (!(out = fopen(out_path, "wb"))) {
+    fprintf(stderr, "labelprof: %s: cannot write: %s\n", out_path, strerror(errno));
+    status = LP_EXIT_BAD;
+    goto done;
+  }
+  int rc = json ? write_json(&m, &ns, out) : write_perfetto(&m, ref, &ns, out);
+  if (ferror(out) || rc) {
+    fprintf(stderr, "labelprof: %s: %s\n", out_path, rc == -ENOMEM ? "out of memory" : "write failed");
+    status = LP_EXIT_BAD;
+  }
+  if (fclose(out) != 0 && status == LP_EXIT_OK) {
+    fprintf(stderr, "labelprof: %s: write failed: %s\n", out_path, strerror(errno));
+    status = LP_EXIT_BAD;
+  }
+  for (unsigned i = 0; i < m.nfiles && status == LP_EXIT_OK; i++) /* what was done, for the user */
+    if (i != ref && m.files[i].shift)
+      fprintf(stderr, "labelprof merge: %s: %s; offset %+" PRId64 " ns\n", m.files[i].path, m.files[i].how,
+              m.files[i].shift);
+done:
+  notes_free(&ns);
+  mg_free(&m);
+  return status;
+}
