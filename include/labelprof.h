@@ -105,12 +105,19 @@ extern "C" {
  *
  * LP_SCOPE("label"): a label from here to the end of the enclosing block,
  * however the block is left (return, break, goto). Usable several times in
- * one block. A runtime-level scope for the timeline.
+ * one block. A runtime-level scope for the timeline. It is a declaration (a
+ * site record and a variable with a cleanup): under
+ * -Wdeclaration-after-statement put it first in a block, or use LP_BEGIN
+ * and LP_END. Never jump into its block past it (a goto forward, a switch's
+ * case after it): the end would run without the begin. gcc and clang refuse
+ * such a jump.
  *
  * LP_SCOPE_L(level, "label"): the same with an LP_LEVEL_* bit.
  *
  * A label is a constant expression: a string literal, or the address of a
- * static array. NULL is accepted and reported as "(null)".
+ * static array whose text does not change (it is read when a report is
+ * written, and a site keeps one text). NULL is accepted and reported as
+ * "(null)".
  *
  * LP_BEGIN("label") ... LP_END(): a manual pair, for code that cannot use a
  * block. LP_END() ends the innermost label of the calling thread, whichever

@@ -736,6 +736,7 @@ static int start(lp__owner_t who, const lp_profile_opts_t *opts, bool with_threa
     return -EBUSY;
   }
   lp__counters_t counters;
+  lp__mismatch_watch(who); /* before the counters: a mismatch they count is one it can name */
   lp__registry_counters(&counters);
   bool first = !any_running();
   psession_t *s = &sessions[who];
@@ -809,6 +810,12 @@ static void session_stats(const psession_t *s, uint64_t now, uint64_t cpu, const
   if (agg.cpu_stopped_ns) st->cpu_stopped_ns = agg.cpu_stopped_ns > m->start_ns ? agg.cpu_stopped_ns - m->start_ns : 1;
 }
 
+/* The profile's note names the session's first mismatched end; without memory for its texts, it only counts. */
+static void name_mismatch(lp_profile_t *p, lp__owner_t who, const lp_profile_stats_t *st) {
+  lp__mismatch_t m;
+  if (p && st->mismatched && lp__mismatch_first(who, &m)) (void)lp__profile_name_mismatch(p, &m);
+}
+
 int lp__profile_stop(lp__owner_t who, lp_profile_t **out) {
   lp_profile_stats_t st;
   lp__counters_t c;
@@ -832,6 +839,7 @@ int lp__profile_stop(lp__owner_t who, lp_profile_t **out) {
   drain_all();
   session_stats(s, asked, cpu, &c, &st);
   lp_profile_t *p = out ? lp__profile_build(&agg, &s->mark, &st) : NULL;
+  name_mismatch(p, who, &st);
   lp__mark_free(&s->mark);
   s->running = false;
   if (last) {
@@ -861,6 +869,7 @@ int lp__profile_peek(lp__owner_t who, lp_profile_t **out) {
   drain_all();
   session_stats(s, lp__mono_ns(), cpu, &c, &st);
   lp_profile_t *p = lp__profile_build(&agg, &s->mark, &st);
+  name_mismatch(p, who, &st);
   lp__unlock(&sample_mu);
   lp__unlock(&ctl_mu);
   if (!p) return -ENOMEM;

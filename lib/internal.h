@@ -286,6 +286,23 @@ typedef struct lp__counters {
 } lp__counters_t;
 void lp__registry_counters(lp__counters_t *out);
 
+/*
+ * The first scope end that did not match, for each profile session: the
+ * profile's note names it. A session starts watching (its first not seen
+ * yet); the first mismatch after that is kept for it, the later ones only
+ * counted. lp__mismatch_note() is called by the thread whose scope ended
+ * (a heal); it never waits: while another thread notes one (a try-lock of
+ * nanoseconds), a mismatch goes unnamed.
+ */
+typedef struct lp__mismatch {
+  const lp_site_t *ended; /* the scope that ended */
+  const lp_site_t *top;   /* the innermost label then, which it did not start; NULL if none is known */
+  bool gone;              /* its own frame was already gone: an LP_END() too many had ended it */
+} lp__mismatch_t;
+void lp__mismatch_watch(lp__owner_t who);
+bool lp__mismatch_first(lp__owner_t who, lp__mismatch_t *out);
+void lp__mismatch_note(const lp_site_t *ended, const lp_site_t *top, bool gone);
+
 void lp__registry_atfork_prepare(void);
 void lp__registry_atfork_parent(void);
 /* The first fork handler to run in the child. */
@@ -485,6 +502,8 @@ void lp__mark_free(lp__mark_t *m);
  * (label texts merged, counts summed, children sorted). NULL on ENOMEM.
  */
 lp_profile_t *lp__profile_build(const lp__agg_t *a, const lp__mark_t *mark, const lp_profile_stats_t *stats);
+/* Names the profile's first mismatched end in its note (the texts copied). 0 or -ENOMEM. */
+int lp__profile_name_mismatch(lp_profile_t *p, const lp__mismatch_t *m);
 /* Test hook: replaces a profile's figures, so that a report's header can be checked exactly. */
 void lp__profile_test_set_stats(lp_profile_t *p, const lp_profile_stats_t *s);
 /* Whether the collector kept under 90% of the rate asked for; the achieved and requested rates. */

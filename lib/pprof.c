@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct walk {
   lp__pprof_t *pp;
@@ -77,8 +78,13 @@ int lp__profile_write_pprof_stream(const lp_profile_t *p, FILE *out) {
   int rc = w->rc;
   if (!rc) {
     uint64_t end = lp__profile_end_real_ns(p);
+    /* The profiled program is this process: its path names the profile, as Go's profiles name theirs. */
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) exe[n] = '\0';
     rc = lp__pprof_write(w->pp, out, (int64_t)(end > s.duration_ns ? end - s.duration_ns : 0),
-                         (int64_t)s.duration_ns, (int64_t)s.tick_ns, lp_profile_has_cpu(p) ? "cpu" : "wall");
+                         (int64_t)s.duration_ns, (int64_t)s.tick_ns, lp_profile_has_cpu(p) ? "cpu" : "wall",
+                         n > 0 ? exe : NULL);
   }
   if (!rc && (fflush(out) != 0 || ferror(out))) rc = -EIO;
   lp__pprof_free(w->pp);

@@ -337,7 +337,7 @@ static void le32(uint8_t *p, uint32_t v) {
 }
 
 int lp__pprof_write(lp__pprof_t *pp, FILE *out, int64_t time_nanos, int64_t duration_nanos, int64_t period_ns,
-                    const char *default_type) {
+                    const char *default_type, const char *mapping_file) {
   static const char *const types[3][2] = {{"samples", "count"}, {"wall", "nanoseconds"}, {"cpu", "nanoseconds"}};
   buf_t head = {0};
   int64_t idx[3][2];
@@ -346,7 +346,7 @@ int lp__pprof_write(lp__pprof_t *pp, FILE *out, int64_t time_nanos, int64_t dura
   for (int i = 0; i < ntypes; i++)
     for (int j = 0; j < 2; j++)
       if ((idx[i][j] = str_index(pp, types[i][j])) < 0) return -ENOMEM;
-  int64_t def = str_index(pp, default_type ? default_type : "wall"), map = str_index(pp, "labelprof");
+  int64_t def = str_index(pp, default_type ? default_type : "wall"), map = mapping_file ? str_index(pp, mapping_file) : 0;
   if (def < 0 || map < 0) return -ENOMEM;
   /* sample_type 1 (ValueType: type 1, unit 2), time_nanos 9, duration_nanos 10, period_type 11, period 12,
      default_sample_type 14. */
@@ -356,9 +356,10 @@ int lp__pprof_write(lp__pprof_t *pp, FILE *out, int64_t time_nanos, int64_t dura
     f_msg(&head, 1, &pp->scratch);
   }
   /* One mapping (id 1, filename 5, has_functions 7, has_filenames 8, has_line_numbers 9): the labels are
-     already symbols, and readers need not look for a binary. */
+     already symbols, and readers need not look for a binary. Its file is the program's, which pprof
+     names the profile by ("File:"). */
   f_varint(&pp->scratch, 1, 1);
-  f_varint(&pp->scratch, 5, (uint64_t)map);
+  if (map) f_varint(&pp->scratch, 5, (uint64_t)map);
   f_varint(&pp->scratch, 7, 1);
   f_varint(&pp->scratch, 8, 1);
   f_varint(&pp->scratch, 9, 1);

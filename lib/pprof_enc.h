@@ -38,11 +38,13 @@ int lp__pprof_sample(lp__pprof_t *pp, const uint64_t *locs, size_t nlocs, int64_
 
 /*
  * Writes the profile to out, gzipped, with its start (ns since the epoch),
- * duration and period (ns), and the sample type a viewer shows first
- * ("samples", "wall", or "cpu" when the profile has it). 0, -ENOMEM, or -EIO.
+ * duration and period (ns), the sample type a viewer shows first
+ * ("samples", "wall", or "cpu" when the profile has it), and the file of its
+ * one mapping (what `go tool pprof` prints as "File:"): the profiled
+ * program's path, or NULL for none. 0, -ENOMEM, or -EIO.
  */
 int lp__pprof_write(lp__pprof_t *pp, FILE *out, int64_t time_nanos, int64_t duration_nanos, int64_t period_ns,
-                    const char *default_type);
+                    const char *default_type, const char *mapping_file);
 
 /* CRC-32 (the gzip one) of n bytes, continuing from crc (0 to start). */
 uint32_t lp__crc32(uint32_t crc, const void *data, size_t n);

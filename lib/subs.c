@@ -1106,16 +1106,30 @@ static void marker_heal(lp__thread_t *t, uint32_t from, uint32_t to) {
 /* ---- end of layers and phases ---- */
 
 /*
+ * A scope that ended at `depth` while the stack was `d` deep did not match:
+ * for the profile's note, the label on top then (if its frame is kept), or
+ * that its own frame was gone.
+ */
+static void mismatch_note(const lp__thread_t *t, const lp_site_t *site, uint32_t d, uint32_t depth) {
+  const uintptr_t bits = LP_IMPL_TRACED | LP_IMPL_NOTIFIED;
+  const lp_site_t *top = NULL;
+  if (d > depth && d - 1 < LP_STACK_CAPACITY)
+    top = (const lp_site_t *)(LP_IMPL_LOAD_RELAXED(t->hot.frames[d - 1]) & ~bits);
+  lp__mismatch_note(site, top, d <= depth);
+}
+
+/*
  * The scope whose frame is at `depth` ends, and the top is not its frame.
  * Either labels it did not start are still open above it (a longjmp, a
  * missing LP_END): they go with it. Or its own frame was already ended by a
  * stray LP_END: never go back up, which would expose stale frames. Counted.
  * Returns true if its frame was still there (and is now popped).
  */
-static bool heal(lp__thread_t *t, uint32_t depth) {
+static bool heal(lp__thread_t *t, uint32_t depth, const lp_site_t *site) {
   uint64_t w = LP_IMPL_LOAD_RELAXED(t->hot.word);
   uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
   lp__bump(&t->mismatched);
+  mismatch_note(t, site, d, depth);
   if (d > depth + 1) marker_heal(t, depth + 1, d);
   LP_IMPL_STORE_RELEASE(t->hot.word, lp__with_depth(w, d <= depth ? d : depth));
   return d > depth;
@@ -1149,6 +1163,7 @@ static __attribute__((noinline)) void leave_general(const lp_site_t *site, uint6
     if (depth < LP_STACK_CAPACITY && !ours) {
       /* A stray LP_END() ended it (and recorded its end), and another label took its depth: not ours to pop. */
       lp__bump(&t->mismatched);
+      mismatch_note(t, site, d, depth);
       return;
     }
     /*
@@ -1168,7 +1183,7 @@ static __attribute__((noinline)) void leave_general(const lp_site_t *site, uint6
   if (marked && ours && (fr & LP_IMPL_NOTIFIED)) lp__subs_end(t, depth, site);
   /* The end is recorded when the begin was, unless a stray LP_END() already recorded it. */
   bool traced = marked && (depth >= LP_STACK_CAPACITY || !ours || (fr & LP_IMPL_TRACED));
-  if (heal(t, depth) && traced) lp__trace_end(t, (uintptr_t)site, depth);
+  if (heal(t, depth, site) && traced) lp__trace_end(t, (uintptr_t)site, depth);
 }
 
 /*

@@ -22,6 +22,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -324,9 +325,49 @@ void lp__levels_atfork_prepare(void) { lp__lock(&levels_mu); }
 void lp__levels_atfork_parent(void) { lp__unlock(&levels_mu); }
 void lp__levels_atfork_child(void) { lp__unlock(&levels_mu); }
 
+/* ---- the first mismatched end of each profile session ---- */
+static struct {
+  bool watching, seen;
+  lp__mismatch_t first;
+} mismatch[LP__OWNERS];
+static atomic_flag mismatch_busy = ATOMIC_FLAG_INIT;
+
+static void mismatch_lock(void) {
+  while (atomic_flag_test_and_set_explicit(&mismatch_busy, memory_order_acquire)) sched_yield();
+}
+static void mismatch_unlock(void) { atomic_flag_clear_explicit(&mismatch_busy, memory_order_release); }
+
+void lp__mismatch_watch(lp__owner_t who) {
+  mismatch_lock();
+  mismatch[who].watching = true;
+  mismatch[who].seen = false;
+  mismatch_unlock();
+}
+
+bool lp__mismatch_first(lp__owner_t who, lp__mismatch_t *out) {
+  mismatch_lock();
+  bool seen = mismatch[who].seen;
+  if (seen) *out = mismatch[who].first;
+  mismatch_unlock();
+  return seen;
+}
+
+void lp__mismatch_note(const lp_site_t *ended, const lp_site_t *top, bool gone) {
+  if (atomic_flag_test_and_set_explicit(&mismatch_busy, memory_order_acquire)) return; /* another notes one */
+  for (int o = 0; o < LP__OWNERS; o++) {
+    if (!mismatch[o].watching || mismatch[o].seen) continue;
+    mismatch[o].seen = true;
+    mismatch[o].first = (lp__mismatch_t){ended, top, gone};
+  }
+  mismatch_unlock();
+}
+
 void lp__registry_atfork_child(void) {
   lp__thread_t *self = lp__thread_current();
   forked = true;
+  /* The child has no session; a thread that was noting a mismatch is gone. */
+  memset(mismatch, 0, sizeof mismatch);
+  atomic_flag_clear_explicit(&mismatch_busy, memory_order_relaxed);
   lp__registry_reap(NULL, NULL);
   held = false;
   for (lp__thread_t *t = head, *next; t; t = next) {

@@ -352,6 +352,7 @@ struct lp_profile {
   uint32_t nthreads;
   bool cpu; /* CPU time was sampled (LP_PROFILE_CPU) */
   uint64_t end_real_ns; /* CLOCK_REALTIME when it was built */
+  char *mismatch;       /* the first mismatched end, for the note; NULL if not known */
 };
 
 /* Builder state: nodes refer to labels and parents by index until the end. */
@@ -573,7 +574,35 @@ void lp_profile_free(lp_profile_t *p) {
   free(p->kidbuf);
   free(p->strings);
   free(p->threads);
+  free(p->mismatch);
   free(p);
+}
+
+/* "label" (file:line), the label cut at 200 bytes: a note stays one line (put_text makes it printable). */
+static int site_text(char *buf, size_t n, const lp_site_t *s) {
+  const char *label = s->label ? s->label : "(null)";
+  int len = (int)strnlen(label, 201);
+  return snprintf(buf, n, "\"%.*s%s\" (%s:%u)", len > 200 ? 200 : len, label, len > 200 ? "..." : "",
+                  s->file ? s->file : "?", s->line);
+}
+
+int lp__profile_name_mismatch(lp_profile_t *p, const lp__mismatch_t *m) {
+  char ended[512], top[512], text[1200];
+  site_text(ended, sizeof ended, m->ended);
+  if (m->gone)
+    snprintf(text, sizeof text, "%s ended after an LP_END() had ended it", ended);
+  else if (m->top) {
+    site_text(top, sizeof top, m->top);
+    snprintf(text, sizeof text, "%s ended while %s, which it did not start, was the innermost label", ended, top);
+  } else
+    snprintf(text, sizeof text, "%s ended while labels it did not start were open", ended);
+  size_t len = strlen(text) + 1;
+  char *copy = lp__malloc(len);
+  if (!copy) return -ENOMEM;
+  memcpy(copy, text, len);
+  free(p->mismatch);
+  p->mismatch = copy;
+  return 0;
 }
 
 /* ---- accessors --------------------------------------------------------------- */
@@ -972,8 +1001,14 @@ int lp_profile_print_ex(const lp_profile_t *p, FILE *out, const lp_print_opts_t 
   if (s->truncated)
     emit(&pr, "note: %" PRIu64 " label pushes were deeper than %d and show as one node\n", s->truncated,
          LP_STACK_CAPACITY);
-  if (s->mismatched)
-    emit(&pr, "note: %" PRIu64 " label ends did not match the innermost label (stack healed)\n", s->mismatched);
+  if (s->mismatched) {
+    emit(&pr, "note: %" PRIu64 " label ends did not match the innermost label (stack healed)", s->mismatched);
+    if (p->mismatch) {
+      emit(&pr, "; the first: ");
+      put_text(&pr, p->mismatch, false);
+    }
+    emit(&pr, "\n");
+  }
   if (s->unmatched) emit(&pr, "note: %" PRIu64 " LP_END() calls had no label to end\n", s->unmatched);
   return finish(&pr);
 }

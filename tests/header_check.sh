@@ -15,7 +15,9 @@
 #     glibc every system header it includes fixes the file's feature-test
 #     macros, so it must not include more than its API needs;
 #   - a file that defines _GNU_SOURCE and includes its system headers
-#     before labelprof.h, as the header asks, gets what they declare (mremap).
+#     before labelprof.h, as the header asks, gets what they declare (mremap);
+#   - a goto or a switch's case that jumps into a scope's block past the
+#     scope is refused by gcc and clang, in C and in C++.
 #
 # When cross-compiling (LP_CROSS_COMPILING=yes, LP_HOST_ALIAS=aarch64-linux-gnu,
 # set by the Makefile), it uses $host-gcc, $host-g++ and clang --target=$host.
@@ -154,6 +156,44 @@ for family in gcc clang; do
   for disable in "" -DLABELPROF_DISABLE; do
     check "$* -std=c11${disable:+ $disable}: _GNU_SOURCE and <sys/mman.h> before labelprof.h, mremap declared" \
       "$@" -std=c11 -Wall -Wextra -pedantic -Werror $disable -I"$src/include" -c "$tmp/gnu_source.c" -o "$tmp/gnu_source.o"
+  done
+done
+
+# A jump into a scope's block past the scope would run its end without its
+# begin. Every compiler must refuse it, in C and in C++: clang and C++ refuse
+# a jump past a cleanup or an initialisation by themselves; gcc's C front end
+# refuses it because LP_SCOPE also declares a variably modified type.
+for jump in case goto; do
+  if [ $jump = case ]; then
+    body='switch (x) { case 0: { LP_SCOPE("a"); x++; case 1: x++; break; } } return x;'
+  else
+    body='if (x) goto in; { LP_SCOPE("a"); x++; in: x++; } return x;'
+  fi
+  for lang in c c++; do
+    printf '#include <labelprof.h>\nint f(int x);\nint f(int x) { %s }\n' "$body" >"$tmp/jump.$lang"
+  done
+  for family in gcc clang; do
+    if [ "$family" = gcc ]; then set -- "${gcc_prefix}gcc" "${gcc_prefix}g++"; else set -- clang clang++; fi
+    cc=$1 cxx=$2
+    for lang in c c++; do
+      if [ $lang = c ]; then driver=$cc std=c11; else driver=$cxx std=c++17; fi
+      command -v "$driver" >/dev/null 2>&1 || continue
+      builds=$((builds + 1))
+      what="$driver -std=$std refuses a $jump into a scope's block"
+      if $driver ${target:+"$target"} -std=$std -x $lang -Wall -Wextra -I"$src/include" -c "$tmp/jump.$lang" \
+        -o "$tmp/jump.o" >"$tmp/out" 2>&1; then
+        failed=$((failed + 1))
+        echo "FAIL: $what: it compiled"
+        sed 's/^/  | /' "$tmp/out"
+      elif grep -q -i 'jump' "$tmp/out"; then
+        echo "ok:   $what: $(grep -i -m1 'error' "$tmp/out" | sed 's/.*error: //')"
+      else
+        failed=$((failed + 1))
+        echo "FAIL: $what: refused, but not for the jump"
+        sed 's/^/  | /' "$tmp/out"
+      fi
+      rm -f "$tmp/jump.o"
+    done
   done
 done
 

@@ -40,12 +40,41 @@ static int layered(int n) {
   return more + (lp_layer_name(LP_LAYER_UTILITY) != 0) + (lp_phase_name(LP_PHASE_BENCHMARK) != 0);
 }
 
+/*
+ * Jumps a scope allows: out of its block (break, continue, goto), and back
+ * to before it. (A jump into its block past it is refused: header_check.sh.)
+ */
+static int jumps(int n) {
+  int i;
+again: {
+    LP_SCOPE("retried");
+    if (n-- > 3) goto again;
+  }
+  for (i = 0; i < n; i++) {
+    LP_SCOPE("looped");
+    if (i == 1) continue;
+    if (i == 2) break;
+    if (i == 3) goto out;
+  }
+  switch (n) {
+  case 0: {
+    LP_SCOPE_PHASE(LP_LAYER_CPU, LP_PHASE_COMPUTATION, "in a case");
+    n++;
+    break;
+  }
+  default:
+    break;
+  }
+out:
+  return n;
+}
+
 static int step(int n) {
   static const int v[4] = {1, 2, 3, 4};
   int queued = n * 2; /* used by a counter only */
   int total;
   LP_BEGIN("step manual");
-  total = kernel(v, 4) + layered(n);
+  total = kernel(v, 4) + layered(n) + jumps(n);
   LP_END();
   LP_BEGIN_L(LP_LEVEL_DEBUG, "step debug");
   LP_END();

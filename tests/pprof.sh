@@ -76,6 +76,11 @@ go tool pprof -top -sample_index=cpu "$tmp/q.pprof" >/dev/null 2>&1 && bad "go t
 grep -q '^PeriodType: wall nanoseconds$' "$tmp/raw" || bad "no wall/nanoseconds period type"
 grep -q '^Period: 1000000$' "$tmp/raw" || bad "the period is not the 1 ms tick"
 grep -q 'thread:\[env_child\]' "$tmp/raw" || bad "no thread label"
+# The profile is named by the program it profiled, as Go's are: its mapping's file is the program's path
+# (tests/.libs/env_child or lt-env_child behind libtool's wrapper), which -top prints as "File:".
+head -1 "$tmp/top" | grep -q '^File: \(lt-\)\{0,1\}env_child$' || bad "-top names the profile '$(head -1 "$tmp/top")', want 'File: env_child'"
+sed -n '/^Mappings/,$p' "$tmp/raw" | grep -q '^1: .* /[^ ]*/\(lt-\)\{0,1\}env_child ' ||
+  bad "the mapping's file is not the program's path: $(sed -n '/^Mappings/,$p' "$tmp/raw" | tr '\n' ' ')"
 grep -q 'thread_id:\[[0-9][0-9]*\]' "$tmp/raw" || bad "no thread_id label"
 
 # labelprof pprof: any timeline the command reads, checked against labelprof folded on the same file.
@@ -88,6 +93,9 @@ for trace in "$srcdir/tests/data/cmd/diff_base.json" "$srcdir/tests/data/cmd/dif
   # -traces prints times with units; -raw gives the plain nanoseconds.
   go tool pprof -raw "$tmp/cmd.pb.gz" >"$tmp/cmd.raw" 2>"$tmp/err" || { bad "go tool pprof -raw $trace: $(cat "$tmp/err")"; continue; }
   grep -q '^samples/count wall/nanoseconds\[dflt\]$' "$tmp/cmd.raw" || bad "labelprof pprof $trace: sample types: $(grep count "$tmp/cmd.raw")"
+  # No program made a timeline's profile: the trace it came from names it.
+  go tool pprof -top "$tmp/cmd.pb.gz" 2>/dev/null | head -1 | grep -q -F -x "File: $(basename "$trace")" ||
+    bad "labelprof pprof $trace: the profile is not named by its trace"
   awk '
     /^Samples:/ { s = 1; next } /^Locations/ { s = 0; l = 1; next } /^Mappings/ { l = 0 }
     s && /^ +[0-9]+ +[0-9]+: / { sub(/:/, "", $2); w = $2; stack = ""; for (i = 3; i <= NF; i++) stack = stack " " $i; rows[++nr] = w stack }

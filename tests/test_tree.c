@@ -315,10 +315,13 @@ static void test_tree_empty_profile_prints(void) {
 
 static void test_tree_reports_instrumentation_mistakes(void) {
   lp_profile_t *p = NULL;
+  int scope_line, begin_line;
   CU_ASSERT_EQUAL_FATAL(lp__profile_start_manual(NULL), 0);
   LP_END();
   {
+    scope_line = __LINE__ + 1;
     LP_SCOPE("left open");
+    begin_line = __LINE__ + 1;
     LP_BEGIN("never ended");
     sample(1);
   }
@@ -328,8 +331,75 @@ static void test_tree_reports_instrumentation_mistakes(void) {
   CU_ASSERT_EQUAL(s.unmatched, 1);
   CU_ASSERT_EQUAL(s.mismatched, 1);
   char *out = print_to_string(p, NULL, 0);
-  CU_ASSERT_PTR_NOT_NULL(strstr(out, "note: 1 label ends did not match the innermost label (stack healed)\n"));
+  /* The note names the first end that did not match: which scope, and what was on top. */
+  char want[512];
+  snprintf(want, sizeof want,
+           "note: 1 label ends did not match the innermost label (stack healed); the first: \"left open\" (%s:%d) "
+           "ended while \"never ended\" (%s:%d), which it did not start, was the innermost label\n",
+           __FILE__, scope_line, __FILE__, begin_line);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+  if (!strstr(out, want)) printf("\nwanted: %s\ngot:\n%s\n", want, out);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "note: 1 LP_END() calls had no label to end\n"));
+  free(out);
+  lp_profile_free(p);
+}
+
+/* A scope whose frame an LP_END() too many ended, named as such. */
+static void label_ended_twice(int *line) {
+  *line = __LINE__ + 1;
+  LP_SCOPE("ended twice");
+  LP_END();
+}
+
+/*
+ * Each session names its own first mismatch: not one from before it
+ * started, not a later one; a mismatch outside any session is only counted.
+ */
+static void test_tree_names_each_sessions_first_mismatch(void) {
+  lp_profile_t *p = NULL;
+  int first, later;
+  {
+    LP_SCOPE("before the session"); /* a mismatch with no session yet: not this session's */
+    LP_END();
+  }
+  CU_ASSERT_EQUAL_FATAL(lp__profile_start_manual(NULL), 0);
+  label_ended_twice(&first);
+  {
+    later = __LINE__ + 1;
+    LP_SCOPE("later");
+    LP_BEGIN("left open");
+  }
+  CU_ASSERT_EQUAL_FATAL(lp_profile_stop(&p), 0);
+  lp_profile_stats_t s;
+  lp_profile_get_stats(p, &s);
+  CU_ASSERT_EQUAL(s.mismatched, 2);
+  char *out = print_to_string(p, NULL, 0);
+  char want[512];
+  snprintf(want, sizeof want,
+           "note: 2 label ends did not match the innermost label (stack healed); the first: \"ended twice\" (%s:%d) "
+           "ended after an LP_END() had ended it\n",
+           __FILE__, first);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+  if (!strstr(out, want)) printf("\nwanted: %s\ngot:\n%s\n", want, out);
+  CU_ASSERT_PTR_NULL(strstr(out, "before the session"));
+  free(out);
+  lp_profile_free(p);
+  /* The next session starts afresh: its first is the later kind. */
+  CU_ASSERT_EQUAL_FATAL(lp__profile_start_manual(NULL), 0);
+  {
+    later = __LINE__ + 1;
+    LP_SCOPE("later");
+    LP_BEGIN("left open");
+  }
+  label_ended_twice(&first);
+  CU_ASSERT_EQUAL_FATAL(lp_profile_stop(&p), 0);
+  out = print_to_string(p, NULL, 0);
+  snprintf(want, sizeof want,
+           "; the first: \"later\" (%s:%d) ended while \"left open\" (%s:%d), which it did not start, was the "
+           "innermost label\n",
+           __FILE__, later, __FILE__, later + 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+  if (!strstr(out, want)) printf("\nwanted: %s\ngot:\n%s\n", want, out);
   free(out);
   lp_profile_free(p);
 }
@@ -675,6 +745,7 @@ int main(void) {
       LP_TEST(test_tree_truncated_stack_is_one_node),
       LP_TEST(test_tree_empty_profile_prints),
       LP_TEST(test_tree_reports_instrumentation_mistakes),
+      LP_TEST(test_tree_names_each_sessions_first_mismatch),
       LP_TEST(test_tree_bad_arguments_and_write_errors),
       LP_TEST(test_tree_print_rejects_bad_min_percent),
       LP_TEST(test_tree_print_escapes_labels),

@@ -88,7 +88,7 @@ int lp_cmd_pprof(int argc, char **argv) {
     fprintf(stderr, "labelprof: out of memory\n");
     status = LP_EXIT_BAD;
   } else {
-    int rc = lp__pprof_write(pp, stdout, 0, longest, 1, "wall");
+    int rc = lp__pprof_write(pp, stdout, 0, longest, 1, "wall", file); /* no program: the trace names it */
     if (rc == 0 && fflush(stdout) != 0) rc = -1;
     if (rc != 0) {
       fprintf(stderr, "labelprof: cannot write the profile to standard output\n");

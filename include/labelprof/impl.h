@@ -320,6 +320,28 @@ LP_IMPL_INLINE uint64_t lp_impl_ticks(void) {
 
 #define LP_IMPL_CAT2(a, b) a##b
 #define LP_IMPL_CAT(a, b) LP_IMPL_CAT2(a, b)
+/*
+ * A jump into a scope's block past its declaration (a goto forward to a
+ * label after it, a switch's case after it) would skip the enter and still
+ * run the leave: the stack would lose a frame it never had. clang refuses
+ * such a jump over a cleanup variable; gcc accepts it (only the optional
+ * -Wjump-misses-init notes it). So with gcc, in C, a scope also declares a
+ * type of variable size, which makes gcc refuse the jump ("switch jumps
+ * into scope of identifier with variably modified type"). The size, 1, is
+ * not an integer constant expression (it reads the site), so the type is
+ * variably modified; it declares no object, and gcc folds it away: no
+ * instruction. Jumps out of the block, or back to before the scope, stay
+ * allowed. C++ refuses any jump past an initialised declaration already.
+ */
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__cplusplus)
+#define LP_IMPL_NO_JUMP_IN(n) \
+  _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wvla\"") \
+  typedef char LP_IMPL_CAT(lp_impl_no_jump_in_, n)[LP_IMPL_CAT(lp_impl_site_, n).level * 0 + 1] \
+      __attribute__((unused)); \
+  _Pragma("GCC diagnostic pop")
+#else
+#define LP_IMPL_NO_JUMP_IN(n)
+#endif
 #define LP_IMPL_SITE(label, level) LP_IMPL_SITE_LP(label, level, LP_LAYER_NONE, LP_PHASE_UNSPECIFIED, LP_MODE_SCOPE)
 /* ---- layers and phases ---- */
 #define LP_IMPL_SITE_LP(label, level, layer, phase, mode) \
@@ -327,6 +349,7 @@ LP_IMPL_INLINE uint64_t lp_impl_ticks(void) {
     (uint8_t)(mode), 0 }
 #define LP_IMPL_SCOPE_LP(layer, phase, mode, label, n) \
   static const lp_site_t LP_IMPL_CAT(lp_impl_site_, n) = LP_IMPL_SITE_LP(label, LP_LEVEL_RUNTIME, layer, phase, mode); \
+  LP_IMPL_NO_JUMP_IN(n) \
   lp_impl_scope_t LP_IMPL_CAT(lp_impl_scope_, n) __attribute__((cleanup(lp_impl_leave), unused)) = \
       lp_impl_enter(&LP_IMPL_CAT(lp_impl_site_, n))
 /*
@@ -338,11 +361,13 @@ LP_IMPL_INLINE uint64_t lp_impl_ticks(void) {
 #define LP_IMPL_SWITCH(layer, phase, label, n) \
   static const lp_site_t LP_IMPL_CAT(lp_impl_site_, n) = \
       LP_IMPL_SITE_LP(label, LP_LEVEL_RUNTIME, layer, phase, LP_MODE_SWITCH); \
+  LP_IMPL_NO_JUMP_IN(n) \
   lp_impl_scope_t LP_IMPL_CAT(lp_impl_scope_, n) __attribute__((cleanup(lp_impl_switch_leave), unused)) = \
       lp_impl_switch_enter(&LP_IMPL_CAT(lp_impl_site_, n))
 /* ---- end of layers and phases ---- */
 #define LP_IMPL_SCOPE(level, label, n) \
   static const lp_site_t LP_IMPL_CAT(lp_impl_site_, n) = LP_IMPL_SITE(label, level); \
+  LP_IMPL_NO_JUMP_IN(n) \
   lp_impl_scope_t LP_IMPL_CAT(lp_impl_scope_, n) __attribute__((cleanup(lp_impl_leave), unused)) = \
       lp_impl_enter(&LP_IMPL_CAT(lp_impl_site_, n))
 
