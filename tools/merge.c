@@ -932,7 +932,7 @@ int lp_cmd_merge(int argc, char **argv) {
     goto done;
   }
   remap(&m);
-  qsort(m.recs, m.nrecs, sizeof *m.recs, rec_cmp);
+  if (m.nrecs > 1) qsort(m.recs, m.nrecs, sizeof *m.recs, rec_cmp);
   make_notes(&m, ref, &ns);
   if (ns.nomem) {
     fprintf(stderr, "labelprof: out of memory\n");
