@@ -569,7 +569,7 @@ static void pb_raw(pbuf_t *b, const void *s, size_t n) {
     b->p = q;
     b->cap = cap;
   }
-  memcpy(b->p + b->n, s, n);
+  if (n) memcpy(b->p + b->n, s, n);
   b->n += n;
 }
 
