@@ -310,7 +310,7 @@ static int on_event(void *ctx, const lp_event_t *ev) {
     l->name = name;
     return 0;
   case LP_EV_COMPLETE:
-    r = rec_add(m, MG_SLICE, li, ev->ts, ev->ts + ev->dur, name, cat);
+    r = rec_add(m, MG_SLICE, li, ev->ts, sat_add(ev->ts, ev->dur), name, cat);
     break;
   case LP_EV_BEGIN: {
     r = rec_add(m, MG_SLICE, li, ev->ts, INT64_MAX, name, cat);
@@ -367,9 +367,20 @@ static const mg_wall_t *best_wall(const mg_file_t *f) {
 }
 
 /* How the file's events' times become CLOCK_MONOTONIC: events = mono + this. */
+/* a + b and a - b, held at INT64_MIN or INT64_MAX where they would overflow: a file's times are its writer's word. */
+static int64_t sat_add(int64_t a, int64_t b) {
+  int64_t v;
+  return __builtin_add_overflow(a, b, &v) ? (b > 0 ? INT64_MAX : INT64_MIN) : v;
+}
+
+static int64_t sat_sub(int64_t a, int64_t b) {
+  int64_t v;
+  return __builtin_sub_overflow(a, b, &v) ? (b < 0 ? INT64_MAX : INT64_MIN) : v;
+}
+
 static int64_t events_offset(const mg_file_t *f) {
   if (f->has_pf_off) return f->pf_off;
-  return f->has_base ? -f->ts_base : 0;
+  return f->has_base ? sat_sub(0, f->ts_base) : 0;
 }
 
 /* Each file placed on the reference's clock; LP_READ_BAD after a message for one that cannot be. */
@@ -386,7 +397,7 @@ static int place(mg_t *m, unsigned *ref_out) {
     /* The reference: the file whose CLOCK_MONOTONIC began earliest in REALTIME. */
     for (unsigned i = 1; i < m->nfiles; i++) {
       const mg_wall_t *a = best_wall(&m->files[i]), *b = best_wall(&m->files[ref]);
-      if (a->real - a->mono < b->real - b->mono) ref = i;
+      if (sat_sub(a->real, a->mono) < sat_sub(b->real, b->mono)) ref = i;
     }
   }
   *ref_out = ref;
@@ -401,10 +412,10 @@ static int place(mg_t *m, unsigned *ref_out) {
       continue;
     }
     const mg_wall_t *w = best_wall(f);
-    int64_t by_real = (w->real - w->mono) - (rw->real - rw->mono);
+    int64_t by_real = sat_sub(sat_sub(w->real, w->mono), sat_sub(rw->real, rw->mono));
     bool same_boot = f->boot[0] && strcmp(f->boot, r->boot) == 0;
     if (same_boot && f->has_tn && r->has_tn) {
-      f->shift = r->tn_mono - f->tn_mono;
+      f->shift = sat_sub(r->tn_mono, f->tn_mono);
       f->how = f->shift ? "the same boot as the reference in another time namespace: its offset taken off exactly"
                         : "the same boot as the reference: the same clock";
     } else if (same_boot && by_real > -1000000000 && by_real < 1000000000) {
@@ -450,7 +461,7 @@ static void remap(mg_t *m) {
 
 /* The output's time of a record's time in file f. */
 static int64_t out_time(const mg_file_t *f, int64_t t) {
-  int64_t v = t - events_offset(f) + f->shift;
+  int64_t v = sat_add(sat_sub(t, events_offset(f)), f->shift);
   return v < 0 ? 0 : v;
 }
 
@@ -660,7 +671,7 @@ static void pf_event(pfw_t *w, const mg_t *m, uint64_t ts, uint32_t type, uint64
     pb_str(&w->a, E_NAME, m->names[r->name]);
   }
   if (r && type == T_COUNTER) {
-    if (r->value == (double)(int64_t)r->value)
+    if (r->value >= -0x1p63 && r->value < 0x1p63 && r->value == (double)(int64_t)r->value)
       pb_uint(&w->a, E_COUNTER, (uint64_t)(int64_t)r->value);
     else
       pb_double(&w->a, E_DCOUNTER, r->value);
