@@ -242,6 +242,17 @@ static mg_rec_t *rec_add(mg_t *m, uint8_t kind, uint32_t lane, int64_t ts, int64
   return r;
 }
 
+/* a + b and a - b, held at INT64_MIN or INT64_MAX where they would overflow: a file's times are its writer's word. */
+static int64_t sat_add(int64_t a, int64_t b) {
+  int64_t v;
+  return __builtin_add_overflow(a, b, &v) ? (b > 0 ? INT64_MAX : INT64_MIN) : v;
+}
+
+static int64_t sat_sub(int64_t a, int64_t b) {
+  int64_t v;
+  return __builtin_sub_overflow(a, b, &v) ? (b < 0 ? INT64_MAX : INT64_MIN) : v;
+}
+
 static bool parse_i64(const char *s, int64_t *v) {
   char *end;
   errno = 0;
@@ -367,17 +378,6 @@ static const mg_wall_t *best_wall(const mg_file_t *f) {
 }
 
 /* How the file's events' times become CLOCK_MONOTONIC: events = mono + this. */
-/* a + b and a - b, held at INT64_MIN or INT64_MAX where they would overflow: a file's times are its writer's word. */
-static int64_t sat_add(int64_t a, int64_t b) {
-  int64_t v;
-  return __builtin_add_overflow(a, b, &v) ? (b > 0 ? INT64_MAX : INT64_MIN) : v;
-}
-
-static int64_t sat_sub(int64_t a, int64_t b) {
-  int64_t v;
-  return __builtin_sub_overflow(a, b, &v) ? (b < 0 ? INT64_MAX : INT64_MIN) : v;
-}
-
 static int64_t events_offset(const mg_file_t *f) {
   if (f->has_pf_off) return f->pf_off;
   return f->has_base ? sat_sub(0, f->ts_base) : 0;
