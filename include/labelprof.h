@@ -499,10 +499,15 @@ typedef enum lp_trace_policy { LP_TRACE_DISCARD = 0, LP_TRACE_RING = 1, LP_TRACE
  * not the length of the session. The hot path never waits for the writer:
  * when it falls behind and the budget has no free chunk, events are
  * dropped and counted, as LP_TRACE_DISCARD's are, until chunks come back.
- * The file is a valid trace after every append: a process killed at any
- * moment leaves every packet written before the kill readable (and at most
- * the one packet being written cut short). lp_dump() and the dump signal
- * append what is recorded so far; lp_trace_stop() (and the exit, for
+ * Each second (LABELPROF_TRACE_FLUSH changes it, for every stream of the
+ * process) the writer also appends what the chunks being filled hold so
+ * far, read up to the cursor their threads published (no lock or wait on
+ * the recording path), so that what a slow program records reaches the
+ * file within that long. The file is a valid trace after every append: a
+ * process killed at any moment leaves every packet written before the kill
+ * readable (and at most the one packet being written cut short), every
+ * scope that ended a second before it among them. lp_dump() and the dump
+ * signal append what is recorded so far; lp_trace_stop() (and the exit, for
  * LABELPROF_TRACE) appends the rest and closes the file. The stream's file
  * is Perfetto only; an export of a streamed session to another path
  * (lp_trace_write_json() ...) flushes the stream and writes nothing else.
@@ -513,10 +518,15 @@ typedef enum lp_trace_policy { LP_TRACE_DISCARD = 0, LP_TRACE_RING = 1, LP_TRACE
  * Rotation: opts.rotate_bytes and opts.rotate_ns (0: none) start a new file
  * once the current one holds that many bytes or has been written that long;
  * a "%n" in opts.path is then the file's number (1, 2, ...) and every file is
- * a self-contained trace. lp_trace_start() returns -EINVAL for a streamed
- * session without a path (or with rotation and no "%n"), -EBUSY while
- * another session records, and the error of opening its first file;
- * lp_trace_stop() returns the first error writing it (also said on stderr).
+ * a self-contained trace. A stream's file is locked (flock, exclusive)
+ * while it is written, and its first file until the stream ends: another
+ * stream given the same file, in this process or another (a child that
+ * inherited LABELPROF_TRACE), writes nothing to it instead of emptying it.
+ * lp_trace_start() returns -EINVAL for a streamed session without a path
+ * (or with rotation and no "%n"), -EBUSY while another session records,
+ * -ETXTBSY when another stream is writing its first file, and the error of
+ * opening that file; lp_trace_stop() returns the first error writing it
+ * (also said on stderr; a later file another stream holds is lost).
  */
 
 /*

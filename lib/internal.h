@@ -26,12 +26,17 @@
  *   collector.c   the profile: sessions, the sampling thread
  *   cpu.c         CPU samples: each thread's CPU timer, its signal handler and ring
  *   trace.c       the timeline: sessions, chunks, lanes, tracks; lp_impl_levels' value
- *   export.c      the timeline's JSON and systrace text
+ *   stream.c      the Perfetto stream's writer thread and files (trace.c hands it chunks)
+ *   stream_encode.c   the Perfetto stream's encoder, on export_perfetto.c's packets
+ *   export_json.c, export_systrace.c, export_perfetto.c
+ *                 a session written at once as JSON, systrace text, Perfetto protobuf
+ *   walk.c        the lane walker: a session's lanes as every format sees them
  *   marker.c      the live trace_marker
  *   stack.c       the pseudo-stack's push and LP_END slow paths, and its reader
  *   thread.c      the registry of threads; the threads' levels and their drops counted by
  *                 pushes; lp__forked_child()
- *   tree.c, clock.c, json.c, output.c, names.c (layers' and phases' names and tags),
+ *   attach.c      the registry as a reader outside the process sees it (`labelprof top PID`)
+ *   tree.c, clock.c, json.c, output.c, names.c (levels', layers' and phases' names and tags),
  *                 pprof_enc.c (profile.proto and gzip, also compiled into the command)
  *   util.c
  *
@@ -126,12 +131,14 @@ static inline void lp__bump(_Atomic uint64_t *c) {
 typedef struct lp__thread lp__thread_t;
 typedef struct lp__lane lp__lane_t;
 typedef struct lp__cpu_ring lp__cpu_ring_t;
+typedef struct lp__attach_slot lp__attach_slot_t;
 struct lp__thread {
   lp_impl_thread_t hot; /* first: lp_impl_self points here */
   lp__thread_t *next, *prev; /* registry list; registry lock */
   uint64_t tid;
   char name[LP__NAME_MAX]; /* written by the owner under the registry lock */
   uint32_t name_gen;       /* registry lock */
+  lp__attach_slot_t *attach_slot; /* its slot for readers outside the process (attach.c), NULL if none; registry lock */
   /* Instrumentation mistakes; the owner writes, anyone reads. */
   _Atomic uint64_t truncated, mismatched, unmatched;
   /* The collector's: which run's aggregation has this thread, and where (sampling lock). */
@@ -289,6 +296,27 @@ void lp__levels_atfork_parent(void);
 void lp__levels_atfork_child(void);
 /* True in a child created by fork() from a process that had started labelprof (its handlers ran). */
 bool lp__forked_child(void);
+
+/* ---- attach.c: the registry as a reader outside the process sees it -------- */
+
+/*
+ * All under the registry lock. join gives t a slot (a thread that gets none,
+ * out of memory, is not seen from outside); leave empties it, before t is
+ * freed. Whatever changes what a slot's thread shows a reader (its name,
+ * its tid) is written between change_begin and change_end. Each is a no-op
+ * for a thread without a slot.
+ */
+void lp__attach_join(lp__thread_t *t);
+void lp__attach_leave(lp__thread_t *t);
+void lp__attach_change_begin(lp__thread_t *t);
+void lp__attach_change_end(lp__thread_t *t);
+/*
+ * LABELPROF_ALLOW_ATTACH=1 (env.c, at load): lets any process of the same
+ * user read this one, as kernel.yama.ptrace_scope=0 would
+ * (prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY)). 0, or a negative errno:
+ * -EINVAL where the kernel has no Yama (nothing to allow).
+ */
+int lp__attach_allow(void);
 
 /* ---- stack.c ------------------------------------------------------------ */
 
@@ -614,6 +642,8 @@ int lp__clock_test_jump(int64_t ticks);
  * returns how many tries the last sync point took.
  */
 unsigned lp__clock_test_sync(unsigned widen);
+/* Maps made from now on read their points as a counter's, named name in a jump's text; NULL: as the clock says. */
+void lp__timemap_test_counter(const char *name);
 
 /* ---- output.c: writing a report file ------------------------------------ */
 
@@ -681,7 +711,14 @@ uint64_t lp__profile_end_real_ns(const lp_profile_t *p);
 /* lp_profile_write_pprof() to a stream. */
 int lp__profile_write_pprof_stream(const lp_profile_t *p, FILE *out);
 
-/* ---- names.c: layers and phases, by name ------------------------------------ */
+/* ---- names.c: levels, layers and phases, by name ------------------------------ */
+
+/* "runtime", "operator"...: an LP_LEVEL_* bit's name ("labelprof" for anything else). */
+const char *lp__level_name(uint32_t level);
+/* A site's category when it has no layer: a name made at run time, its domain (NVTX, ITT); else its level's name. */
+const char *lp__site_category(const lp_site_t *site);
+/* The names of the bits of levels, "request,runtime,...", into buf (size bytes); its length. */
+size_t lp__levels_text(uint32_t levels, char *buf, size_t size);
 
 /* The low bits of a frame that are not the site's address (the site is 8-byte aligned). */
 #define LP__FRAME_BITS 0x7u
@@ -818,6 +855,8 @@ typedef struct lp__drops {
   bool ring;
   bool stream; /* LP_TRACE_STREAM: drops are where the writer fell behind */
   unsigned stream_files; /* a stopped stream: the number of its last file ("%n"); else 0 */
+  uint64_t stream_events, stream_bytes; /* a stream: the events and bytes written to its files */
+  uint32_t stream_threads;              /* ... and the threads with events in them */
 } lp__drops_t;
 /* Fills *out for who's current or last session: 0, or -EINVAL if it never started one. */
 int lp__trace_drops(lp__owner_t who, lp__drops_t *out);
@@ -918,7 +957,7 @@ static inline size_t lp__pb_put_varint(uint8_t *o, uint64_t v) {
 void lp__pb_flush(lp__pb_t *pb, lp__jw_t *w);
 void lp__pb_free(lp__pb_t *pb);
 
-/* ---- export.c ----------------------------------------------------------- */
+/* ---- walk.c: a session's lanes, as every format sees them ----------------- */
 
 /*
  * What an export writes: a snapshot of a session taken under the trace lock
@@ -958,18 +997,114 @@ typedef struct lp__session {
 } lp__session_t;
 
 /*
- * Writes the whole JSON document to w. Returns w's error, or -ENOMEM. When
- * the clock jumped during the session, jump (of jump_len bytes) gets a
- * one-line description for the caller to report; else it is left empty.
+ * The lane walker: a snapshot's lane read once for any format, in recording
+ * order, of the session's window and levels, scopes paired and begins made
+ * up where the window lost them (walk.c says how). It hands a format's sink
+ * what it finds; times are CLOCK_MONOTONIC ns, strictly increasing within a
+ * thread lane. Every callback may be NULL but slice; ctx is the sink's.
  */
-int lp__export_json(lp__jw_t *w, const lp__session_t *s, const char *process_name, char *jump, size_t jump_len);
-/* ---- layers and phases: the session as systrace text (lp_trace_write_systrace) ---- */
-int lp__export_systrace(lp__jw_t *w, const lp__session_t *s);
-/* ---- the session as Perfetto TrackEvent protobuf (lp_trace_write_perfetto) ---- */
-int lp__export_perfetto(lp__jw_t *w, const lp__session_t *s, const char *process_name, char *jump, size_t jump_len);
-/* ---- end of layers and phases ---- */
+typedef struct lp__scope {
+  const lp_site_t *site;
+  uint64_t ns;    /* its begin; for a begin made up, the time made up for it */
+  uint32_t depth; /* on the pseudo-stack, as its tag says (255: that deep or deeper) */
+  bool shadow;    /* begun after the stop: followed so that its end is known for what it is, never given */
+  uint32_t extra; /* the sink's own (systrace: the ends of the scopes switches replaced, owed with this one's) */
+} lp__scope_t;
+enum { LP__SLICE_UNTERMINATED = 1, LP__SLICE_TRUNCATED = 2 };
+typedef struct lp__sink {
+  /* A scope begins (the walker's stack holds o until its slice; the sink may set o->extra). */
+  void (*begin)(void *ctx, lp__scope_t *o);
+  /* A scope ends at end: its own end, or unterminated (a longjmp skipped it), or truncated (its begin made up). */
+  void (*slice)(void *ctx, const lp__scope_t *o, uint64_t end, unsigned flags);
+  /* A scope still open at the lane's end. */
+  void (*open)(void *ctx, const lp__scope_t *o);
+  void (*instant)(void *ctx, const lp_site_t *site, uint64_t ns);
+  void (*counter)(void *ctx, const lp_site_t *site, uint64_t ns, int64_t value);
+  /* A track's item: the caller's own times (one that starts where the one before it ended, 1 ns later). */
+  void (*item)(void *ctx, const char *name, uint64_t start, uint64_t dur);
+  bool scopes_only; /* instants and counters are not read (nor do they place made-up begins) */
+} lp__sink_t;
+typedef struct lp__walk {
+  const lp__session_t *s;
+  const lp__timemap_t *map;
+  const lp__sink_t *sink;
+  void *ctx;
+  uint64_t events;     /* events given so far (all lanes) */
+  uint64_t unfinished; /* scopes still open at their lane's end, given so far */
+  bool nomem;          /* the walker's own stack could not grow: a scope was lost */
+  /* private */
+  lp__sync_t anchor; /* the sync point of the chunk being read */
+  lp__timeseg_t seg; /* the clock map's line for the chunk's ticks, as far as it goes */
+  uint64_t made_up_base; /* made-up begins start here, plus their depth (UINT64_MAX: not known yet) */
+  size_t cursor;
+  uint64_t last;
+  lp__scope_t *stack;
+  size_t depth, cap;
+} lp__walk_t;
+void lp__walk_init(lp__walk_t *w, const lp__session_t *s, const lp__timemap_t *map, const lp__sink_t *sink,
+                   void *ctx);
+/* Whether lane l has anything in the window (a thread's event, a track's item). */
+bool lp__walk_has_events(const lp__walk_t *w, const lp__snap_lane_t *l);
+/* Gives lane l (a thread's or a track's) to the sink. */
+void lp__walk_lane(lp__walk_t *w, const lp__snap_lane_t *l);
+void lp__walk_free(lp__walk_t *w);
+/* The open scope an end at depth d closes: the innermost at d (at 255, also by site); 0 if none, else its index + 1. */
+size_t lp__scope_match(const lp__scope_t *stack, size_t n, const lp_site_t *site, uint32_t d);
+/* The process id every export writes, and BOOTTIME's offset from CLOCK_MONOTONIC now. */
+uint64_t lp__export_pid(void);
+int64_t lp__export_boot_offset(void);
+/* Tests: every export writes this process id and this offset (pid 0: the real ones). */
+void lp__export_test_identity(uint64_t pid, int64_t boot_offset);
+/* When map found the clock jumping: the one line said on stderr about it, into out (size bytes); else out is left. */
+void lp__jump_sentence(const lp__timemap_t *map, char *out, size_t size);
+
 /*
- * ---- the Perfetto stream (LP_TRACE_STREAM): chunks encoded as they fill ----
+ * The session's notes: what every format says of the session besides its
+ * events (the JSON's otherData, the debug annotations of a Perfetto file's
+ * "labelprof session" instant), in one list and one order, so that the
+ * formats say the same. lp__notes_items() lays n out as items; levels is
+ * a buffer of 64 bytes for the levels' text.
+ */
+typedef struct lp__notes {
+  uint64_t at_ns;              /* when said: the session's stop, or when a running one was taken or its file ended */
+  uint64_t events, dropped, budget_bytes;
+  uint64_t start_ns, first_drop_ns; /* CLOCK_MONOTONIC; first_drop_ns 0: none (in this file) */
+  bool running;
+  const char *policy;          /* "discard", "ring", "stream" */
+  uint32_t levels;
+  uint64_t unfinished;         /* scopes begun in the file and not ended when it ends */
+  uint64_t jumps;              /* clock jumps found, and the largest's description (NULL: none) */
+  const char *jump;
+  bool has_ts_base;            /* JSON: its "ts" base */
+  uint64_t ts_base_ns;
+  bool file;                   /* a stream's file: when it began, the session's drops so far, its number */
+  uint64_t file_start_ns, session_dropped, file_number;
+} lp__notes_t;
+typedef enum { LP__NOTE_STR, LP__NOTE_UINT, LP__NOTE_NS, LP__NOTE_BOOL } lp__note_kind_t;
+typedef struct lp__note {
+  const char *key;
+  lp__note_kind_t kind; /* NS: a CLOCK_MONOTONIC time, exact (a string of digits in the JSON) */
+  const char *str;
+  uint64_t u;
+} lp__note_t;
+enum { LP__NOTES_MAX = 32 };
+size_t lp__notes_items(const lp__notes_t *n, lp__note_t out[LP__NOTES_MAX], char *levels);
+/* A session's notes once w has walked its lanes (at its stop, or when it was taken if it runs). */
+lp__notes_t lp__session_notes(const lp__session_t *s, const lp__timemap_t *map, const lp__walk_t *w);
+
+/*
+ * The formats: each writes the whole file to w, and returns w's error, or
+ * -ENOMEM. When the clock jumped during the session, jump (of jump_len
+ * bytes) gets the line for the caller to say; else it is left empty.
+ */
+/* export_json.c: Chrome Trace Event JSON (lp_trace_write_json) */
+int lp__export_json(lp__jw_t *w, const lp__session_t *s, const char *process_name, char *jump, size_t jump_len);
+/* export_systrace.c: systrace text (lp_trace_write_systrace) */
+int lp__export_systrace(lp__jw_t *w, const lp__session_t *s);
+/* export_perfetto.c: Perfetto TrackEvent protobuf (lp_trace_write_perfetto) */
+int lp__export_perfetto(lp__jw_t *w, const lp__session_t *s, const char *process_name, char *jump, size_t jump_len);
+/*
+ * ---- stream_encode.c: the Perfetto stream's encoder (LP_TRACE_STREAM) ----
  * One encoder per stream; lp__pfs_restart starts a file (the process's
  * descriptor), lp__pfs_chunk encodes slots [from, to) of a lane's chunk
  * with the lane's state (*state: NULL at first; free it with
@@ -986,22 +1121,68 @@ typedef struct lp__pfs_lane_info {
   char *const *work; /* a track's work names by id */
   uint32_t nwork;
 } lp__pfs_lane_info_t;
-typedef struct lp__pfs_notes {
-  uint64_t at_ns, dropped, budget_bytes;
-  uint64_t start_ns, first_drop_ns; /* the session's start and first drop in this file (0: none), CLOCK_MONOTONIC */
-  uint64_t file_start_ns, session_dropped; /* when this file began; the session's drops so far (dropped: this file's) */
-} lp__pfs_notes_t;
+
 lp__pfs_t *lp__pfs_new(void);
 void lp__pfs_free(lp__pfs_t *f);
 void lp__pfs_restart(lp__pfs_t *f, const char *process_name);
 int lp__pfs_chunk(lp__pfs_t *f, lp__pfs_lane_t **state, const lp__pfs_lane_info_t *info, const lp_impl_event_t *ev,
                   uint32_t from, uint32_t to, const lp__timemap_t *map, lp__sync_t anchor);
-void lp__pfs_finish(lp__pfs_t *f, const lp__pfs_notes_t *n);
+/* The file's notes (n's events, unfinished scopes and clock jumps are the encoder's own). */
+void lp__pfs_finish(lp__pfs_t *f, const lp__notes_t *n);
+/* The clock jumps a batch's map found: said in the file's notes. */
+void lp__pfs_jumps(lp__pfs_t *f, const lp__timemap_t *map);
 void lp__pfs_lane_free(lp__pfs_lane_t *l);
 const uint8_t *lp__pfs_bytes(const lp__pfs_t *f, size_t *n);
 void lp__pfs_clear(lp__pfs_t *f);
 int lp__pfs_error(const lp__pfs_t *f);
 uint64_t lp__pfs_events(const lp__pfs_t *f);
+/*
+ * ---- stream.c: the stream's writer ----
+ * A thread that writes what the recording's threads leave in their chunks
+ * to the stream's file while the program runs. The recording (trace.c)
+ * starts it with its source: the trace lock, under which everything here is
+ * called unless said, and how to collect chunks and give them back.
+ */
+typedef struct lp__stream_item {
+  lp__lane_t *lane;
+  lp__chunk_t *chunk; /* pinned while the writer has it */
+  uint32_t from, to;  /* its slots to write */
+  bool closed;        /* the chunk is full (or its thread gone): it goes back once written */
+  lp__pfs_lane_info_t info; /* name and work names copied */
+} lp__stream_item_t;
+typedef struct lp__stream_source {
+  pthread_mutex_t *mu;
+  /* What is to be written now: closed chunks, and with all, what live ones hold (pinned); their count. */
+  size_t (*collect)(lp__stream_item_t **items, size_t *cap, bool all);
+  /* What was written: unpinned, closed chunks back to the recording; names freed. */
+  void (*give_back)(lp__stream_item_t *items, size_t n);
+  /* The session's drops so far (called without mu). */
+  int (*drops)(lp__owner_t who, lp__drops_t *out);
+} lp__stream_source_t;
+/* Opens the first file of who's stream and starts its writer (nothing recording yet): 0 or a negative errno. */
+int lp__stream_start(lp__owner_t who, const lp_trace_opts_t *o, const lp__stream_source_t *src);
+/* Everything written, the session's notes added, the file closed, the writer gone (mu released meanwhile). */
+int lp__stream_stop(void);
+/* A chunk was left for the writer. */
+void lp__stream_wake(void);
+/* Everything recorded so far written, partly filled chunks too (mu released meanwhile): the stream's error. */
+int lp__stream_flush(void);
+typedef struct lp__stream_status {
+  bool on, quitting; /* a stream is open; being written to its end */
+  lp__owner_t owner; /* of the last stream started */
+  uint64_t written;  /* events written to its files */
+  uint64_t bytes;    /* bytes written to its files */
+  uint32_t threads;  /* thread lanes with events written */
+} lp__stream_status_t;
+void lp__stream_status(lp__stream_status_t *out);
+/* The number of the stream's last file: only once its writer has ended (the writer counts them with no lock). */
+unsigned lp__stream_files(void);
+void lp__stream_hold(bool on);
+void lp__stream_cache(uint64_t behind, uint64_t keep);
+/* LABELPROF_TRACE_FLUSH: how often a stream's writer writes what its chunks hold so far (0: each second). */
+void lp__stream_set_flush(uint64_t ns);
+/* In a forked child (no lock: the only thread): the parent's stream forgotten, its file closed. */
+void lp__stream_atfork_child(void);
 /* Tests: hold the writer back (on) or let it go; wait until it has written everything closed so far. */
 void lp__trace_stream_hold(bool on);
 int lp__trace_stream_sync(void);
@@ -1103,6 +1284,7 @@ typedef struct lp__env_values {
   lp_print_opts_t report;    /* LABELPROF_REPORT */
   lp_trace_opts_t trace;     /* LABELPROF_LEVELS, _TRACE_MODE, _TRACE_BUFFER, _CLOCK */
   int dump_signal;           /* LABELPROF_DUMP_SIGNAL; 0: none */
+  uint64_t trace_flush_ns;   /* LABELPROF_TRACE_FLUSH */
 } lp__env_values_t;
 void lp__env_defaults(lp__env_values_t *v);
 int lp__env_parse(lp__env_values_t *v, const char *name, const char *value);

@@ -24,6 +24,8 @@ int lp_cmd_layers(int argc, char **argv);
 int lp_cmd_help(int argc, char **argv);
 int lp_cmd_pprof(int argc, char **argv);
 int lp_cmd_flamegraph(int argc, char **argv);
+int lp_cmd_top(int argc, char **argv);
+int lp_cmd_record(int argc, char **argv);
 
 /* One row of the dispatch table in tools/labelprof.c. */
 typedef struct lp_cmd {

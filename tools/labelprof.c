@@ -180,6 +180,66 @@ static const char layers_usage[] =
     "Exit status: 0; 1 for a nesting violation (a message names the line or\n"
     "event and the rule); 2 for bad input.\n";
 
+static const char top_usage[] =
+    "usage: labelprof top [-d SECONDS] [--hz HZ] [--thread NAME|TID] PID\n"
+    "       labelprof top -b [-n N] [-d SECONDS] [--hz HZ] [--thread NAME|TID] [--threads]\n"
+    "                     [--cumulative] [--min-percent P] PID\n"
+    "\n"
+    "The percentage tree of a running process that uses labelprof (shared or\n"
+    "static), however it was started: no variable, no restart, nothing run in\n"
+    "it. labelprof top reads its threads' pseudo-stacks from outside with\n"
+    "process_vm_readv, HZ times a second (default 1000), at a random instant of\n"
+    "each period, and shows the tree of the last interval beside the tree since\n"
+    "it attached, the rate it achieved and the threads by name. It needs the\n"
+    "right to read the process that ptrace(2) would need: the same user where\n"
+    "the kernel allows it (kernel.yama.ptrace_scope 0, or the program started\n"
+    "with LABELPROF_ALLOW_ATTACH=1), or root.\n"
+    "\n"
+    "  -d SECONDS     the interval (default 1; 0.01 to 86400)\n"
+    "  --hz HZ        samples per second per thread, 1 to 10000 (default 1000)\n"
+    "  --thread SEL   one thread's tree: the threads named SEL, or the thread\n"
+    "                 whose tid is SEL\n"
+    "  -b, --batch    print a snapshot per interval to stdout instead of the\n"
+    "                 live view: the tree in the layout of the sampled profile,\n"
+    "                 then one line per thread\n"
+    "  -n N           stop after N intervals (batch and live)\n"
+    "  --threads      batch: one tree per thread instead of the lines\n"
+    "  --cumulative   batch: the trees since the attach, not of the interval\n"
+    "  --min-percent P  batch: hide nodes under P percent\n"
+    "\n"
+    "Keys in the live view: q quits (so does Ctrl-C); t and T show the next or\n"
+    "previous thread alone, a all threads; + and - lengthen or shorten the\n"
+    "interval; s sorts by the last interval, since the attach, or by label; p\n"
+    "pauses the display; arrows, PgUp, PgDn, Home and End scroll.\n"
+    "\n"
+    "Exit status: 0; 2 when the process cannot be read (none with that PID, it\n"
+    "does not use labelprof or uses another release's, no right to read it), or\n"
+    "in batch mode when it exits before the last snapshot.\n";
+
+static const char record_usage[] =
+    "usage: labelprof record -p PID [-d SECONDS] [--hz HZ] -o FILE.json\n"
+    "\n"
+    "A sampled timeline of a running process that uses labelprof, however it\n"
+    "was started, read from outside it as labelprof top reads it, written as\n"
+    "Chrome Trace Event JSON (the Perfetto UI, chrome://tracing, speedscope and\n"
+    "every labelprof subcommand read it). The threads' pseudo-stacks are\n"
+    "sampled HZ times a second (default 10000) for SECONDS (default 10); each\n"
+    "change between two samples is written as the ends and begins it implies,\n"
+    "at the midpoint between them. So an edge is within half a period of the\n"
+    "truth, a scope shorter than a period may be missing, and calls are runs\n"
+    "of samples, not calls. For every begin and end with its own timestamp the\n"
+    "process must record itself: start it with LABELPROF_TRACE (and\n"
+    "LABELPROF_DUMP_SIGNAL to get the file while it runs).\n"
+    "\n"
+    "  -p PID        the process\n"
+    "  -d SECONDS    how long (0.01 to 86400; default 10)\n"
+    "  --hz HZ       samples per second, 1 to 100000 (default 10000)\n"
+    "  -o FILE       the JSON file; - is standard output\n"
+    "\n"
+    "Exit status: 0; 2 when the process cannot be read, the file cannot be\n"
+    "written, or the process exits before the end (the file then holds the\n"
+    "timeline until then, complete and valid).\n";
+
 static const char help_usage[] =
     "usage: labelprof help [SUBCOMMAND]\n"
     "\n"
@@ -194,6 +254,8 @@ const lp_cmd_t lp_cmds[] = {
     {"pprof", lp_cmd_pprof, "the timeline as a pprof profile (gzipped profile.proto)", pprof_usage},
     {"nnapi", lp_cmd_nnapi, "NNAPI's timing summary of a systrace, as Android's parser prints it", nnapi_usage},
     {"layers", lp_cmd_layers, "time per layer and phase (LP_SCOPE_PHASE) as a table", layers_usage},
+    {"top", lp_cmd_top, "a running process's tree, live, read from outside it", top_usage},
+    {"record", lp_cmd_record, "a running process's sampled timeline, as JSON, read from outside it", record_usage},
     {"help", lp_cmd_help, "list the subcommands, or show one's usage", help_usage},
     {NULL, NULL, NULL, NULL},
 };
