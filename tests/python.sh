@@ -6,14 +6,15 @@
 # this build's labelprof-uninstalled.pc).
 #
 # Reports SKIP (77) when configure disabled the module or cross-compiled,
-# and under ThreadSanitizer, whose runtime only an instrumented Python can
-# host; FAIL when the interpreter lacks what the suite needs (configure
-# said which packages). Under AddressSanitizer the module and the extension
-# are built with the build's sanitizer flags and Python runs with the
-# sanitizers' runtimes preloaded, since the interpreter itself is not
-# instrumented: LeakSanitizer reports leaks of the interpreter's own at
-# exit, so only its errors count there (ASAN_OPTIONS detect_leaks=0),
-# while the module's own allocations are checked by ASan's other checks.
+# and in a sanitizer build whose runtime cannot be preloaded into Python;
+# FAIL when the interpreter lacks what the suite needs (configure said
+# which packages). Under AddressSanitizer or ThreadSanitizer the module and
+# the extension are built with the build's sanitizer flags and Python runs
+# with the sanitizer's runtime preloaded (below), since the interpreter
+# itself is not instrumented: LeakSanitizer reports leaks of the
+# interpreter's own at exit, so only its errors count there (ASAN_OPTIONS
+# detect_leaks=0), while the module's own allocations are checked by ASan's
+# other checks.
 set -u
 srcdir=${srcdir:-.}
 . "$srcdir/tests/sh_common.sh"
@@ -43,24 +44,38 @@ if [ ! -f "${LP_PY_LIB:-}/labelprof/__init__.py" ]; then
   exit 99
 fi
 
+# A sanitizer's runtime must be the first library in the process, and Python
+# is not linked with one: a shared runtime is preloaded. gcc's (libasan.so,
+# libtsan.so) first, which clang finds too where gcc is installed: clang 14's
+# own shared TSan runtime cannot be preloaded (it crashes in libstdc++'s
+# start-up, before its interceptors are set), and the entry points the
+# compilers emit are the same. The interpreter is not instrumented: what is
+# checked is the module, the library and the test's C extension, and the
+# synchronisation the runtime sees (pthread calls, the GIL's among them).
+sanitizer_runtime() { # asan|tsan
+  for f in "lib$1.so" "libclang_rt.$1-$(uname -m).so"; do
+    f=$($LP_CC -print-file-name="$f" 2>/dev/null)
+    case $f in /*) [ -f "$f" ] && echo "$f" && return 0 ;; esac
+  done
+  return 1
+}
 preload=""
 case " ${LP_CFLAGS:-} " in
-  *-fsanitize=*thread*)
-    echo "SKIP: ThreadSanitizer: its runtime must be in the program from the start, and Python is not built with it"
-    exit 77
-    ;;
-  *-fsanitize=*address*)
-    # ASan's runtime must come first in the process: the one the compiler links, preloaded.
-    preload=$($LP_CC -print-file-name=libasan.so 2>/dev/null)
-    case $preload in
-      /*) echo "sanitizers: Python runs with $preload preloaded" ;;
-      *)
-        echo "SKIP: built with AddressSanitizer, and $LP_CC cannot name the libasan.so to preload into Python"
-        exit 77
-        ;;
-    esac
-    ;;
+  *-fsanitize=*thread*) san=tsan ;;
+  *-fsanitize=*address*) san=asan ;;
+  *) san="" ;;
 esac
+if [ -n "$san" ]; then
+  if ! preload=$(sanitizer_runtime $san); then
+    echo "SKIP: built with -fsanitize ($san), and $LP_CC names no shared $san runtime to preload into Python"
+    exit 77
+  fi
+  if ! LD_PRELOAD="$preload" "$LP_PYTHON" -c pass >/dev/null 2>&1; then
+    echo "SKIP: built with -fsanitize ($san), and $LP_PYTHON does not start with $preload preloaded"
+    exit 77
+  fi
+  echo "sanitizers: Python runs with $preload preloaded"
+fi
 
 abs_srcdir=$(cd "$srcdir" && pwd) || exit 99
 test_tmpdir lp-python
