@@ -17,7 +17,9 @@ path to the library's directory, so that it loads the library it was built
 against without LD_LIBRARY_PATH.
 
 LABELPROF_WERROR=1 (set by make) adds -Werror and the project's warnings
-to the module's own sources.
+to the module's own sources. LABELPROF_CONFIG_H (set by make) names the
+configured build's config.h for the command's sources; without it (pip)
+the module needs no configure run at all.
 """
 
 import os
@@ -117,17 +119,54 @@ def version():
 class BuildExt(build_ext):
     """Compiles the command's sources with their own flags, then the bindings, linked together."""
 
+    def finalize_options(self):
+        super().finalize_options()
+        # What the module is built against is pkg-config's answer, which setuptools cannot date: a
+        # build/ left by an earlier pip install against another library would otherwise be reused.
+        self.force = True
+
+    def write_config_h(self):
+        """Writes the config.h the command's sources include, under build_temp; returns its directory.
+
+        LABELPROF_CONFIG_H names a configured build's config.h (make sets it): the command's sources then
+        see what configure found, as in the labelprof command. Without it (pip install ./python) nothing
+        of configure's is needed: the command's sources test no HAVE_ macro, so the system extensions
+        configure turns on (AC_USE_SYSTEM_EXTENSIONS) and configure.ac's version stand in. Either way
+        src/cmd_streams.h follows, which sends the command's output to the module.
+        """
+        configured = os.environ.get("LABELPROF_CONFIG_H")
+        lines = ["/* Written by labelprof's python/setup.py for the command's sources in the module. */"]
+        if configured:
+            if not os.path.isfile(configured):
+                fail("LABELPROF_CONFIG_H names %s, which is not a file" % configured)
+            lines.append('#include "%s"' % os.path.abspath(configured))
+        else:
+            lines += ["#ifndef _GNU_SOURCE", "#define _GNU_SOURCE 1", "#endif",
+                      '#define PACKAGE_VERSION "%s"' % version()]
+        lines.append('#include "%s"' % os.path.join(HERE, "src", "cmd_streams.h"))
+        text = "\n".join(lines) + "\n"
+        config_dir = os.path.join(os.path.abspath(self.build_temp), "cmd-config")
+        os.makedirs(config_dir, exist_ok=True)
+        path = os.path.join(config_dir, "config.h")
+        try:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+        except OSError as e:
+            fail("cannot write %s: %s" % (path, e.strerror))
+        return config_dir
+
     def build_extension(self, ext):
         cmd_c, cmd_inc, cmd_macros = command_sources()
         lib_cflags = pkg_config("--cflags", "labelprof")
         dep_cflags = pkg_config("--cflags", "yajl", "zlib")
-        config = os.path.join(HERE, "src", "cmd", "config.h")
-        # The command's own files: its config.h (ours: src/cmd), hidden symbols (nothing of the command may
-        # stand in for a function of liblabelprof's), warnings as the command is built with.
-        pre = ["-std=gnu11", "-include", config, "-fvisibility=hidden"] + dep_cflags
+        config_dir = self.write_config_h()
+        # The command's own files: their config.h (first on the path, and included first), hidden symbols
+        # (nothing of the command may stand in for a function of liblabelprof's), warnings as the command
+        # is built with.
+        pre = ["-std=gnu11", "-include", os.path.join(config_dir, "config.h"), "-fvisibility=hidden"] + dep_cflags
         post = ["-Wall", "-Wextra", "-Wno-unused-parameter"]
-        macros = cmd_macros + [("PACKAGE_VERSION", '"%s"' % version())]
-        inc = [os.path.join(HERE, "src", "cmd")] + cmd_inc
+        macros = cmd_macros
+        inc = [config_dir] + cmd_inc
         jobs = os.cpu_count() or 2
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             objects = list(
@@ -164,7 +203,7 @@ setup(
         Extension(
             "labelprof._labelprof",
             sources=["src/labelprof.c", "src/read.c"],
-            depends=["src/cmd/config.h"],
+            depends=["src/cmd_streams.h"],
         )
     ],
     cmdclass={"build_ext": BuildExt},

@@ -1,39 +1,18 @@
 /*
- * config.h for the labelprof command's sources compiled into Python's
- * module (python/setup.py), in place of the one configure writes: the
- * system extensions configure turns on, the version, and the command's
- * standard output and error sent where the module asks.
+ * cmd_streams.h: the command's standard output and error, sent where the
+ * module asks. python/setup.py makes every one of the labelprof command's
+ * sources compiled into the module include this after config.h.
  *
  * The module runs the command's readers and subcommands in the Python
  * process (labelprof.read(), labelprof.stats()): what they would print is
  * the DataFrame's input or the exception's message, not the terminal's.
  * So stdout and stderr, in these files only, are lp_py_out and lp_py_err
- * while the module has set them (with the GIL held), and the real streams
- * otherwise. printf, puts and putchar write to that stdout too.
+ * while the module has set them (with the GIL held, python/src/read.c),
+ * and the real streams otherwise. printf, puts and putchar write to that
+ * stdout too.
  */
-#ifndef LP_PY_CMD_CONFIG_H
-#define LP_PY_CMD_CONFIG_H
-
-/* What AC_USE_SYSTEM_EXTENSIONS defines on glibc; before any system header. */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE 1
-#endif
-#ifndef _ALL_SOURCE
-#define _ALL_SOURCE 1
-#endif
-#ifndef _DARWIN_C_SOURCE
-#define _DARWIN_C_SOURCE 1
-#endif
-#ifndef _TANDEM_SOURCE
-#define _TANDEM_SOURCE 1
-#endif
-#ifndef __EXTENSIONS__
-#define __EXTENSIONS__ 1
-#endif
-
-#ifndef PACKAGE_VERSION
-#define PACKAGE_VERSION "unknown"
-#endif
+#ifndef LP_PY_CMD_STREAMS_H
+#define LP_PY_CMD_STREAMS_H
 
 #include <stdio.h>
 
