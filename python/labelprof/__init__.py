@@ -158,7 +158,42 @@ class ThreadProfile:
         return "ThreadProfile(%r, tid=%d, samples=%d)" % (self.name, self.tid, self.samples)
 
 
-class profile:
+class _Session:
+    """What profile and trace share: start() and stop(), or a with block, one run at a time.
+
+    A session belongs to the process that started it: in a child of os.fork() stop() only
+    marks it stopped, and the parent's stop() ends it.
+    """
+
+    _name = _doing = ""  # "labelprof.profile", "running": for the messages
+    _running = False
+    _pid = None
+
+    def start(self):
+        if self._running:
+            raise RuntimeError("%s: already %s" % (self._name, self._doing))
+        self._start()
+        self._running = True
+        self._pid = os.getpid()
+        return self
+
+    def stop(self):
+        if not self._running:
+            raise RuntimeError("%s: not %s" % (self._name, self._doing))
+        self._running = False
+        if self._pid == os.getpid():
+            self._stop()
+        return self
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
+
+
+class profile(_Session):
     """profile(hz=1000, cpu=False, cpu_signal=0): the sampled percentage tree of a block.
 
     with labelprof.profile() as p: ...   then p.report(), p.root, p.threads, p.stats.
@@ -172,35 +207,17 @@ class profile:
         self.hz, self.cpu, self.cpu_signal = hz, bool(cpu), cpu_signal
         self._data = None
         self._root = self._threads = None
-        self._running = False
-        self._pid = None
 
-    def start(self):
-        if self._running:
-            raise RuntimeError("labelprof.profile: already running")
+    _name, _doing = "labelprof.profile", "running"
+
+    def _start(self):
         _lp.profile_start(hz=self.hz, cpu=self.cpu, cpu_signal=self.cpu_signal)
-        self._running = True
-        self._pid = os.getpid()
         self._data = None
         self._root = self._threads = None
-        return self
 
-    def stop(self):
-        """Stops the profile and keeps it. In a child of os.fork() the profile is the parent's: nothing to stop."""
-        if not self._running:
-            raise RuntimeError("labelprof.profile: not running")
-        self._running = False
-        if self._pid != os.getpid():
-            return self
+    def _stop(self):
+        # Stops the profile and keeps it.
         self._data = _lp.profile_stop()
-        return self
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.stop()
-        return False
 
     def _done(self):
         if self._data is None:
@@ -296,7 +313,7 @@ def _choice(table, value, what):
     return table[value]
 
 
-class trace:
+class trace(_Session):
     """trace(path, levels="standard", mode="discard", budget_bytes=0, format=None, ...): a timeline of a block.
 
     with labelprof.trace("run.json"): ...   records every scope, instant and counter of the
@@ -336,13 +353,11 @@ class trace:
         if process_name is None and sys.argv and sys.argv[0]:
             process_name = os.path.basename(sys.argv[0])
         self.process_name = process_name
-        self._running = False
-        self._pid = None
         self.stats = None
 
-    def start(self):
-        if self._running:
-            raise RuntimeError("labelprof.trace: already recording")
+    _name, _doing = "labelprof.trace", "recording"
+
+    def _start(self):
         _lp.trace_start(
             levels=self.levels,
             policy=self.policy,
@@ -352,32 +367,13 @@ class trace:
             rotate_bytes=self.rotate_bytes,
             rotate_ns=self.rotate_ns,
         )
-        self._running = True
-        self._pid = os.getpid()
-        return self
 
-    def stop(self):
-        """Stops recording and writes the file (a stream: closes it). stats: the session's counters.
-
-        In a child of os.fork() the session is the parent's: the child writes nothing.
-        """
-        if not self._running:
-            raise RuntimeError("labelprof.trace: not recording")
-        self._running = False
-        if self._pid != os.getpid():
-            return self
+    def _stop(self):
+        # Stops recording and writes the file (a stream: closes it); stats: the session's counters.
         _lp.trace_stop()
         self.stats = _lp.trace_stats()
         if self.policy != 2:
             _lp.trace_write(self.path, self.format, self.process_name)
-        return self
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.stop()
-        return False
 
     def read(self):
         """The file written, as labelprof.read() gives it."""
