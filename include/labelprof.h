@@ -41,6 +41,8 @@
  *   4. The environment: the LABELPROF_* variables' sessions, lp_dump().
  *   5. Subscribers: callbacks for tools, streams, events.
  *   6. Layers and phases: NNAPI's vocabulary for scopes.
+ *   7. Names made at run time: labels for other languages (Python's
+ *      labelprof module) and for code whose names are data.
  * After the API: the inline code the macros expand to, in
  * <labelprof/impl.h>, which this file includes and which is not an API; or,
  * with LABELPROF_DISABLE, every compiled-out replacement, in one block at
@@ -1266,6 +1268,81 @@ LP_EXPORT int lp_profile_write_pprof(const lp_profile_t *p, const char *path);
 #define lp_profile_write_folded_ex(p, f, o) ((void)(f), lp_impl_disabled_int2((const void *)(p), (const void *)(o)))
 #endif
 
+/* ======================================================================== */
+/* 7. Names made at run time                                                */
+/* ======================================================================== */
+
+/*
+ * LP_SCOPE's label is a constant; a binding for another language (Python's
+ * labelprof module is one), or code whose labels are data (an operator's
+ * name read from a model file), has names made while the program runs.
+ * lp_site_intern() turns such a name into a site, once; the functions below
+ * then use the site as LP_SCOPE, LP_BEGIN, LP_INSTANT and LP_COUNTER use
+ * theirs, at the same cost, on the same pseudo-stack, so that a label made
+ * here nests with the program's C labels in the tree and on the timeline.
+ * Keep the site: interning costs a hash of the name (a per-thread cache
+ * answers a name the thread used before without a lock; a new name takes a
+ * mutex), and the scope functions cost nothing of it.
+ */
+
+/*
+ * The site for the name's len bytes (any bytes but NUL; UTF-8 for viewers)
+ * at level (one LP_LEVEL_* bit): *out is set and the same (name, level)
+ * gives the same site for the rest of the process, in every thread, and in
+ * a child of fork(). The name is copied. The site records as a plain label
+ * of that level: its category on the timeline is the level's name, its
+ * file and function are "" and its line 0.
+ *
+ * Names are bounded: at most LABELPROF_MAX_NAMES distinct (name, level)
+ * pairs (default 10000; labelprof's NVTX and ITT libraries take theirs from
+ * the same table), so that names made from data (a request id) cannot grow
+ * memory without end. Past the bound a new name gets the level's shared
+ * site "(other names)", and each such call is counted
+ * (lp_names_get_stats(), and the timeline's otherData names_overflowed):
+ * the labels still nest, under one name.
+ *
+ * Returns 0 (*out is the name's site); -ENOSPC past the bound and -ENOMEM
+ * when the copy could not be made (*out is then the level's "(other
+ * names)" site, usable as any other, and the call is counted); -EINVAL,
+ * leaving *out alone, when out is NULL, name is NULL (with len > 0), the
+ * name holds a NUL byte, or level is not one LP_LEVEL_* bit. Any thread.
+ */
+LP_EXPORT int lp_site_intern(const char *name, size_t len, uint32_t level, const lp_site_t **out);
+
+/* The names made so far, their bound and the calls past it. */
+typedef struct lp_names_stats {
+  uint64_t names;      /* distinct (name, level) pairs interned, NVTX and ITT names included */
+  uint64_t limit;      /* the bound: LABELPROF_MAX_NAMES, else 10000 */
+  uint64_t overflowed; /* calls that got an "(other names)" site */
+} lp_names_stats_t;
+
+/* Fills *out. Returns 0, or -EINVAL if out is NULL. */
+LP_EXPORT int lp_names_get_stats(lp_names_stats_t *out);
+
+/*
+ * A scope whose begin and end are two calls, for a binding's context
+ * manager or a callback pair: lp_scope_enter(site) opens the label and
+ * returns what lp_scope_leave() needs to close it, as LP_SCOPE's block does:
+ * on the same thread, the pop that heals the stack (labels opened above it
+ * and left open are closed with it, and counted). A scope left on another
+ * thread than its enter touches only that thread's stack, never the one it
+ * began on. Inline; lp_scope_t is two words, its layout the same in every
+ * build.
+ *
+ * lp_site_begin(site) is LP_BEGIN for a site (LP_END() ends it);
+ * lp_site_instant(site) LP_INSTANT, lp_site_counter(site, value) LP_COUNTER.
+ * site must not be NULL.
+ */
+typedef struct lp_scope {
+  const lp_site_t *site;
+  uint64_t word;
+} lp_scope_t;
+static inline lp_scope_t lp_scope_enter(const lp_site_t *site);
+static inline void lp_scope_leave(lp_scope_t *scope);
+static inline void lp_site_begin(const lp_site_t *site);
+static inline void lp_site_instant(const lp_site_t *site);
+static inline void lp_site_counter(const lp_site_t *site, int64_t value);
+
 #ifdef __cplusplus
 }
 #endif
@@ -1401,6 +1478,22 @@ LP_IMPL_STUB int lp_impl_disabled_int2(const void *a, const void *b) {
   (void)a;
   (void)b;
   return -ENOTSUP;
+}
+#define lp_site_intern(n, l, v, o) ((void)(l), (void)(v), lp_impl_disabled_int2((const void *)(n), (const void *)(o)))
+#define lp_names_get_stats(o) lp_impl_disabled_int1((const void *)(o))
+/* Functions, not macros: they define the static inline functions part 7 declares. */
+LP_IMPL_STUB lp_scope_t lp_scope_enter(const lp_site_t *site) {
+  lp_scope_t s;
+  s.site = site;
+  s.word = 0;
+  return s;
+}
+LP_IMPL_STUB void lp_scope_leave(lp_scope_t *scope) { (void)scope; }
+LP_IMPL_STUB void lp_site_begin(const lp_site_t *site) { (void)site; }
+LP_IMPL_STUB void lp_site_instant(const lp_site_t *site) { (void)site; }
+LP_IMPL_STUB void lp_site_counter(const lp_site_t *site, int64_t value) {
+  (void)site;
+  (void)value;
 }
 /* A function, not a macro: it defines the static inline function part 5 declares. */
 LP_IMPL_STUB int lp_notify_wanted(uint8_t stream, uint16_t type) {

@@ -1,13 +1,15 @@
 /*
- * intern.c: sites made at run time, for labelprof's NVTX and ITT libraries.
+ * intern.c: sites made at run time: lp_site_intern() (bindings such as
+ * Python's module, names that are data) and labelprof's NVTX and ITT
+ * libraries (lp_impl_site_make).
  *
- * NVTX and ITT name their ranges with strings made while the program runs,
- * where LP_SCOPE has a static site. Each distinct (text, category) becomes
- * one site that lives as long as the process, so that the pseudo-stack, the
- * timeline and the tree keep holding site pointers. Lookups go first to a
- * per-thread cache (no lock, no shared write); a miss takes the shared
- * table's mutex. The number of distinct names is bounded: past the bound a
- * name gets the overflow site and the call is counted.
+ * Those names are strings made while the program runs, where LP_SCOPE has a
+ * static site. Each distinct (text, category, level) becomes one site that
+ * lives as long as the process, so that the pseudo-stack, the timeline and
+ * the tree keep holding site pointers. Lookups go first to a per-thread
+ * cache (no lock, no shared write); a miss takes the shared table's mutex.
+ * The number of distinct names is bounded, for both entries together: past
+ * the bound a name gets its level's overflow site and the call is counted.
  */
 #include "internal.h"
 #include "annot_entry.h"
@@ -35,6 +37,7 @@ typedef struct slot {
   uint64_t head, tail;
   size_t len;
   const char *cat;
+  uint32_t level;
   const lp_impl_made_site_t *site;
 } slot_t;
 
@@ -53,14 +56,23 @@ static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static int key_ok;
 static __thread cache_t *self_cache __attribute__((tls_model("initial-exec")));
 
-static const lp_impl_made_site_t overflow_site = {
-    {"(other names)", "", "", 0, LP_LEVEL_ANNOTATIONS, LP_LAYER_NONE, LP_PHASE_UNSPECIFIED, LP_MODE_SCOPE,
-     LP_IMPL_SITE_MADE},
-    NULL};
+/* One per level, indexed by the level's bit: a name past the bound still records at its own level. */
+#define OVERFLOW_SITE(level) \
+  {{"(other names)", "", "", 0, (level), LP_LAYER_NONE, LP_PHASE_UNSPECIFIED, LP_MODE_SCOPE, LP_IMPL_SITE_MADE}, NULL}
+static const lp_impl_made_site_t overflow_sites[] = {OVERFLOW_SITE(LP_LEVEL_REQUEST), OVERFLOW_SITE(LP_LEVEL_RUNTIME),
+                                                     OVERFLOW_SITE(LP_LEVEL_OPERATOR), OVERFLOW_SITE(LP_LEVEL_DEBUG),
+                                                     OVERFLOW_SITE(LP_LEVEL_ANNOTATIONS)};
+_Static_assert(sizeof overflow_sites / sizeof overflow_sites[0] == 5 && LP_LEVEL_ALL == 0x1fu,
+               "one overflow site per level");
 
-/* Word-at-a-time hash of len bytes, mixed with the category pointer; the last word overlaps the one before. */
-static uint64_t hash_text(const char *s, size_t len, const char *cat) {
-  uint64_t h = 0x9e3779b97f4a7c15ull ^ (uint64_t)(uintptr_t)cat ^ len, w = 0;
+static const lp_site_t *overflow_site(uint32_t level) { return &overflow_sites[__builtin_ctz(level)].site; }
+
+/*
+ * Word-at-a-time hash of len bytes, mixed with the category pointer and the
+ * level; the last word overlaps the one before.
+ */
+static uint64_t hash_text(const char *s, size_t len, const char *cat, uint32_t level) {
+  uint64_t h = 0x9e3779b97f4a7c15ull ^ (uint64_t)(uintptr_t)cat ^ len ^ (uint64_t)level << 48, w = 0;
   size_t n = len;
   while (n > 8) {
     memcpy(&w, s, 8);
@@ -113,16 +125,27 @@ static uint64_t read_max_names(void) {
   return DEFAULT_MAX_NAMES;
 }
 
-static bool same(const lp_impl_made_site_t *m, const char *text, size_t len, const char *cat) {
-  return m->category == cat && memcmp(m->site.label, text, len + 1) == 0;
+static bool same(const lp_impl_made_site_t *m, const char *text, size_t len, const char *cat, uint32_t level) {
+  return m->category == cat && m->site.level == level && memcmp(m->site.label, text, len) == 0 &&
+         m->site.label[len] == '\0';
 }
 
-/* Under mu: the table's site for text, made if the bound allows; NULL past the bound or out of memory. */
-static const lp_impl_made_site_t *lookup_locked(const char *text, size_t len, const char *cat, uint64_t h) {
+/* Under mu: the bound, read from the environment the first time. */
+static uint64_t max_names_locked(void) {
   if (!max_names) {
     max_names = read_max_names();
     atomic_store_explicit(&lp__names_limit, max_names, memory_order_relaxed);
   }
+  return max_names;
+}
+
+/*
+ * Under mu: the table's site for text, made if the bound allows; NULL past
+ * the bound (*full set) or out of memory.
+ */
+static const lp_impl_made_site_t *lookup_locked(const char *text, size_t len, const char *cat, uint32_t level,
+                                                uint64_t h, bool *full) {
+  max_names_locked();
   if (table_used * 2 >= table_size) { /* grow: keep the load under one half */
     size_t n = table_size ? table_size * 2 : 1024;
     entry_t *t = lp__calloc(n, sizeof *t);
@@ -139,14 +162,19 @@ static const lp_impl_made_site_t *lookup_locked(const char *text, size_t len, co
   }
   size_t i = h & (table_size - 1);
   for (; table[i].hash; i = (i + 1) & (table_size - 1))
-    if (table[i].hash == h && same(table[i].site, text, len, cat)) return table[i].site;
-  if (table_used >= max_names) return NULL;
+    if (table[i].hash == h && same(table[i].site, text, len, cat, level)) return table[i].site;
+  if (table_used >= max_names) {
+    *full = true;
+    return NULL;
+  }
   lp_impl_made_site_t *m = lp__malloc(sizeof *m + len + 1);
   if (!m) return NULL;
   char *copy = (char *)(m + 1);
-  memcpy(copy, text, len + 1);
-  *m = (lp_impl_made_site_t){{copy, cat ? cat : "", "", 0, LP_LEVEL_ANNOTATIONS, LP_LAYER_NONE,
-                              LP_PHASE_UNSPECIFIED, LP_MODE_SCOPE, LP_IMPL_SITE_MADE},
+  memcpy(copy, text, len);
+  copy[len] = '\0';
+  /* The file is "" for a binding's name, the category (the domain's name) for NVTX's and ITT's. */
+  *m = (lp_impl_made_site_t){{copy, cat ? cat : "", "", 0, level, LP_LAYER_NONE, LP_PHASE_UNSPECIFIED,
+                              LP_MODE_SCOPE, LP_IMPL_SITE_MADE},
                              cat};
   table[i].hash = h;
   table[i].site = m;
@@ -183,45 +211,82 @@ static inline void cache_key_of(const char *text, size_t len, uint64_t *head, ui
   }
 }
 
-static inline slot_t *cache_slot(cache_t *c, uint64_t head, uint64_t tail, size_t len, const char *cat) {
-  uint64_t k = (head ^ (tail * 0x9e3779b97f4a7c15ull) ^ len ^ (uintptr_t)cat) * 0xff51afd7ed558ccdull;
+static inline slot_t *cache_slot(cache_t *c, uint64_t head, uint64_t tail, size_t len, const char *cat,
+                                 uint32_t level) {
+  uint64_t k = (head ^ (tail * 0x9e3779b97f4a7c15ull) ^ len ^ (uintptr_t)cat ^ (uint64_t)level << 40) *
+               0xff51afd7ed558ccdull;
   return &c->s[k >> 56];
 }
 
-/* A name the thread's cache did not hold: the shared table, under its mutex; then the cache learns it. */
-static __attribute__((noinline)) const lp_site_t *site_make_slow(const char *text, size_t len, const char *category,
-                                                                 uint64_t head, uint64_t tail) {
-  uint64_t h = hash_text(text, len, category);
+/*
+ * A name the thread's cache did not hold: the shared table, under its
+ * mutex; then the cache learns it. 0 and the name's site; -ENOSPC past
+ * the bound or -ENOMEM out of memory, counted, with the level's overflow
+ * site; -EINVAL, and *out untouched, for a name holding a NUL byte.
+ */
+static __attribute__((noinline)) int site_make_slow(const char *text, size_t len, const char *category,
+                                                    uint32_t level, uint64_t head, uint64_t tail,
+                                                    const lp_site_t **out) {
+  if (memchr(text, '\0', len)) return -EINVAL; /* only a new name is searched: a cached one was checked */
+  uint64_t h = hash_text(text, len, category, level);
+  bool full = false;
   lp__lock(&mu);
-  const lp_impl_made_site_t *m = lookup_locked(text, len, category, h);
+  const lp_impl_made_site_t *m = lookup_locked(text, len, category, level, h, &full);
   lp__unlock(&mu);
   if (!m) {
     atomic_fetch_add_explicit(&lp__names_overflowed, 1, memory_order_relaxed);
-    return &overflow_site.site;
+    *out = overflow_site(level);
+    return full ? -ENOSPC : -ENOMEM;
   }
   cache_t *c = self_cache;
-  if (c || (c = thread_cache()) != NULL) *cache_slot(c, head, tail, len, category) = (slot_t){head, tail, len, category, m};
-  return &m->site;
+  if (c || (c = thread_cache()) != NULL)
+    *cache_slot(c, head, tail, len, category, level) = (slot_t){head, tail, len, category, level, m};
+  *out = &m->site;
+  return 0;
 }
 
-static inline __attribute__((always_inline)) const lp_site_t *site_make(const char *text, const char *category) {
-  if (__builtin_expect(!text, 0)) text = "(null)";
-  size_t len = strlen(text);
+static inline __attribute__((always_inline)) int site_make(const char *text, size_t len, const char *category,
+                                                           uint32_t level, const lp_site_t **out) {
   uint64_t head, tail;
   cache_key_of(text, len, &head, &tail);
   cache_t *c = self_cache;
   if (__builtin_expect(c != NULL, 1)) {
-    const slot_t *sl = cache_slot(c, head, tail, len, category);
-    if (sl->head == head && sl->tail == tail && sl->len == len && sl->cat == category &&
-        (len <= 16 || memcmp(sl->site->site.label + 8, text + 8, len - 16) == 0))
-      return &sl->site->site;
+    const slot_t *sl = cache_slot(c, head, tail, len, category, level);
+    if (sl->head == head && sl->tail == tail && sl->len == len && sl->cat == category && sl->level == level &&
+        (len <= 16 || memcmp(sl->site->site.label + 8, text + 8, len - 16) == 0)) {
+      *out = &sl->site->site;
+      return 0;
+    }
   }
-  return site_make_slow(text, len, category, head, tail);
+  return site_make_slow(text, len, category, level, head, tail, out);
 }
 
-const lp_site_t *lp_impl_site_make(const char *text, const char *category) { return site_make(text, category); }
+/* NVTX's and ITT's names: NUL-terminated, at LP_LEVEL_ANNOTATIONS, never refused. */
+static inline __attribute__((always_inline)) const lp_site_t *annot_site(const char *text, const char *category) {
+  const lp_site_t *site = overflow_site(LP_LEVEL_ANNOTATIONS);
+  if (__builtin_expect(!text, 0)) text = "(null)";
+  (void)site_make(text, strlen(text), category, LP_LEVEL_ANNOTATIONS, &site);
+  return site;
+}
 
-void lp_impl_annot_push(const char *text, const char *category) { lp_impl_begin(site_make(text, category)); }
+int lp_site_intern(const char *name, size_t len, uint32_t level, const lp_site_t **out) {
+  if (!out || (!name && len) || !level || (level & (level - 1)) || (level & ~LP_LEVEL_ALL)) return -EINVAL;
+  return site_make(name ? name : "", len, NULL, level, out);
+}
+
+int lp_names_get_stats(lp_names_stats_t *out) {
+  if (!out) return -EINVAL;
+  lp__lock(&mu);
+  out->limit = max_names_locked();
+  out->names = table_used;
+  lp__unlock(&mu);
+  out->overflowed = atomic_load_explicit(&lp__names_overflowed, memory_order_relaxed);
+  return 0;
+}
+
+const lp_site_t *lp_impl_site_make(const char *text, const char *category) { return annot_site(text, category); }
+
+void lp_impl_annot_push(const char *text, const char *category) { lp_impl_begin(annot_site(text, category)); }
 
 void lp_impl_annot_begin(const lp_site_t *site) { lp_impl_begin(site); }
 
@@ -248,11 +313,7 @@ out:
 uint64_t lp_impl_names_overflow(uint64_t *limit) {
   if (limit) {
     lp__lock(&mu);
-    if (!max_names) {
-      max_names = read_max_names();
-      atomic_store_explicit(&lp__names_limit, max_names, memory_order_relaxed);
-    }
-    *limit = max_names;
+    *limit = max_names_locked();
     lp__unlock(&mu);
   }
   return atomic_load_explicit(&lp__names_overflowed, memory_order_relaxed);

@@ -85,6 +85,22 @@ static int step(int n) {
   return total;
 }
 
+/* Names made at run time (part 7), as a binding uses them; compiled out, stubs. */
+static int made_names(const char *name, size_t len) {
+  const lp_site_t *site = NULL;
+  lp_names_stats_t st;
+  lp_scope_t s;
+  int rc = lp_site_intern(name, len, LP_LEVEL_RUNTIME, &site);
+  if (rc != 0 || !site) return rc;
+  s = lp_scope_enter(site);
+  lp_site_instant(site);
+  lp_site_counter(site, (int64_t)len);
+  lp_site_begin(site);
+  LP_END();
+  lp_scope_leave(&s);
+  return lp_names_get_stats(&st);
+}
+
 static void on_label(const lp_notification_t *n, void *data, void **slot) {
   (void)data;
   *slot = (void *)n->site;
@@ -136,6 +152,7 @@ int main(void) {
   t0 = lp_now_ns();
   track = lp_track_create("device");
   rc |= step(3) < 0;
+  rc |= made_names("made at run time", 16) > 0;
   rc |= lp_track_complete(track, "device work", t0, lp_now_ns() - t0);
   rc |= lp_trace_stop();
   rc |= lp_trace_write_json("/dev/null", "header_use");

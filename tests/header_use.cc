@@ -59,6 +59,26 @@ int step(int n) {
 
 }  // namespace
 
+// Names made at run time (part 7), as a binding's context manager uses them.
+struct MadeScope {
+  lp_scope_t s;
+  explicit MadeScope(const lp_site_t *site) : s(lp_scope_enter(site)) {}
+  ~MadeScope() { lp_scope_leave(&s); }
+};
+
+static int made_names(const char *name, size_t len) {
+  const lp_site_t *site = nullptr;
+  int rc = lp_site_intern(name, len, LP_LEVEL_OPERATOR, &site);
+  if (rc != 0 || !site) return rc;
+  MadeScope scope(site);
+  lp_site_instant(site);
+  lp_site_counter(site, 1);
+  lp_site_begin(site);
+  LP_END();
+  lp_names_stats_t st;
+  return lp_names_get_stats(&st);
+}
+
 static void on_label(const lp_notification_t *n, void *, void **slot) { *slot = const_cast<lp_site_t *>(n->site); }
 
 static int subscribers() {
@@ -93,6 +113,7 @@ int main() {
   uint64_t t0 = lp_now_ns();
   lp_track_t track = lp_track_create("device");
   rc |= step(3) < 0;
+  rc |= made_names("made at run time", 16) > 0;
   rc |= lp_track_complete(track, "device work", t0, lp_now_ns() - t0);
   rc |= lp_trace_stop();
   rc |= lp_trace_write_json("/dev/null", "header_use");

@@ -668,6 +668,33 @@ LP_IMPL_INLINE uint64_t lp_impl_push(uintptr_t tag) {
   return w;
 }
 
+/* ---- part 7: a site made at run time, used as the macros use theirs ---- */
+LP_IMPL_INLINE lp_scope_t lp_scope_enter(const lp_site_t *site) {
+  lp_impl_scope_t s = lp_impl_enter(site);
+  lp_scope_t r;
+  r.site = s.site;
+  r.word = s.word;
+  return r;
+}
+
+LP_IMPL_INLINE void lp_scope_leave(lp_scope_t *scope) {
+  lp_impl_scope_t s;
+  s.site = scope->site;
+  s.word = scope->word;
+  lp_impl_leave(&s);
+}
+
+LP_IMPL_INLINE void lp_site_begin(const lp_site_t *site) { lp_impl_begin(site); }
+
+LP_IMPL_INLINE void lp_site_instant(const lp_site_t *site) {
+  uint32_t lv = LP_IMPL_LOAD_RELAXED(lp_impl_levels);
+  if (LP_IMPL_UNLIKELY(site->level & lv)) lp_impl_instant((uintptr_t)site | LP_IMPL_EV_INSTANT, lv);
+}
+
+LP_IMPL_INLINE void lp_site_counter(const lp_site_t *site, int64_t value) {
+  if (LP_IMPL_UNLIKELY(site->level & LP_IMPL_LOAD_RELAXED(lp_impl_levels))) lp_impl_counter(site, value);
+}
+
 /* ---- subscribers: the inline part ---------------------------------------
  * When an enabled subscriber has a callback on the labels stream,
  * lp_impl_levels and every thread's levels hold every level bit and
