@@ -21,7 +21,7 @@
 #include "config.h"
 
 #include "nnapi.h"
-#include "systrace.h"
+#include "ftrace.h"
 #include "../lib/jsonesc.h"
 #include "json_check.h"
 

@@ -7,7 +7,7 @@
 
 #include "attrib.h"
 #include "nnapi.h"
-#include "systrace.h"
+#include "ftrace.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -23,7 +23,7 @@
 #include "config.h"
 
 #include "reader.h"
-#include "systrace.h"
+#include "ftrace.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -59,7 +59,7 @@
  * of the packet and what was expected.
  */
 #include "reader.h"
-#include "../lib/track_lane.h"
+#include "track_lane.h"
 
 #include <stdbool.h>
 #include <stdio.h>

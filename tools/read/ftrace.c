@@ -13,7 +13,7 @@
  */
 #include "config.h"
 
-#include "systrace.h"
+#include "ftrace.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -19,7 +19,7 @@
 #include "attrib.h"
 #include "cmd.h"
 #include "nnapi.h"
-#include "systrace.h"
+#include "ftrace.h"
 #include "../lib/jsonesc.h"
 
 #include <errno.h>
