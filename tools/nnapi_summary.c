@@ -1,10 +1,10 @@
 /*
- * nnapi.c: `labelprof nnapi [--total-times] [--per-execution] [--json] FILE`,
+ * nnapi_summary.c: `labelprof nnapi [--total-times] [--per-execution] [--json] FILE`,
  * the summary itself.
  *
  * NNAPI's timing summary from a systrace capture, byte for byte what AOSP's
  * parse_systrace.py prints for the same flags (../shared/nnapi/SPEC.md),
- * quirks included. Flow: the source (nnapi_cmd.c streams the input; a
+ * quirks included. Flow: the source (view/nnapi.c streams the input; a
  * buffer for the tests) gives its lines twice; pass 1 over the marks picks
  * the threads to track (those with NNAPI tags, and HIDL servers, whose
  * processes are drivers); pass 2 replays the marks of tracked threads into

@@ -1,5 +1,5 @@
 /*
- * systrace.c: the systrace / ftrace text reader (see systrace.h).
+ * ftrace.c: the trace_marker lines of systrace and ftrace text (see ftrace.h).
  *
  * AOSP's parser reads a mark line with two regular expressions, the TGID
  * one first:

@@ -1,6 +1,6 @@
 /*
- * systrace.h: the systrace and ftrace text reader (private to the command,
- * never installed).
+ * ftrace.h: the trace_marker lines of systrace and ftrace text (private to
+ * the command, never installed).
  *
  * It finds the tracing_mark_write lines (the user-space marks that Android's
  * ATRACE, NNAPI and labelprof write to the kernel's trace_marker) in:

@@ -1,5 +1,5 @@
 /*
- * reader.c: inputs (files, standard input, gzip), the choice of reader by the
+ * input.c: inputs (files, standard input, gzip), the choice of reader by the
  * first bytes, and the messages that name a position.
  *
  * An input can always start again from its first byte: standard input or a
@@ -53,7 +53,7 @@ struct lp_input {
 const lp_reader_t *const lp_readers[] = {
     &lp_json_reader,
     &lp_systrace_reader, /* after JSON, which claims only text that starts with '{' or '[' */
-    &lp_folded_reader,   /* tools/profile_reader.c: text whose first line ends in " NUMBER" */
+    &lp_folded_reader,   /* tools/read/profile.c: text whose first line ends in " NUMBER" */
     &lp_pprof_reader,    /* before Perfetto: 0x0a LEN 0x08, a ValueType, which no TracePacket starts with */
     &lp_perfetto_reader, /* last: binary, its first byte a packet's tag (0x0a), which text may also start with */
     NULL,

@@ -1,5 +1,5 @@
 /*
- * perfetto_reader.c: Perfetto traces (TrackEvent protobuf) into the
+ * perfetto.c: Perfetto traces (TrackEvent protobuf) into the
  * normalised event stream, labelprof's own and other producers'.
  *
  * A trace is a run of TracePackets (field 1 of Trace), read one packet at a

@@ -1,5 +1,5 @@
 /*
- * profile_reader.c: profiles as input, the other way round from `folded` and
+ * profile.c: profiles as input, the other way round from `folded` and
  * `pprof`: folded stacks (`main;work;kernel 123456` lines) and pprof's
  * profile.proto (plain or gzipped, as lp_input_t unzips any input).
  *

@@ -4,9 +4,9 @@
  *
  * A reader turns one input format into a stream of lp_event_t pushed into a
  * sink, in the order of the file, in one pass: Chrome Trace Event JSON
- * (tools/json_reader.c), systrace text, and whatever comes next. The views
+ * (tools/read/json.c), systrace text, and whatever comes next. The views
  * (stats, tree, diff, folded...) only ever see lp_event_t, so a new format is
- * one reader plus one row in the table of tools/reader.c, and a new view
+ * one reader plus one row in the table of tools/read/input.c, and a new view
  * works on every format.
  *
  * Input (lp_input_t) is shared by all readers: a file, or "-" for standard
@@ -175,11 +175,11 @@ typedef struct lp_reader {
 } lp_reader_t;
 
 extern const lp_reader_t lp_json_reader;
-extern const lp_reader_t lp_systrace_reader; /* tools/systrace_reader.c: systrace HTML, ftrace text */
-extern const lp_reader_t lp_perfetto_reader; /* tools/perfetto_reader.c: Perfetto TrackEvent protobuf */
-extern const lp_reader_t lp_folded_reader;   /* tools/profile_reader.c: folded stacks */
-extern const lp_reader_t lp_pprof_reader;    /* tools/profile_reader.c: pprof's profile.proto */
-/* Profiles give their CPU weights instead of wall time (flamegraph --cpu); see tools/profile_reader.c. */
+extern const lp_reader_t lp_systrace_reader; /* tools/read/systrace.c: systrace HTML, ftrace text */
+extern const lp_reader_t lp_perfetto_reader; /* tools/read/perfetto.c: Perfetto TrackEvent protobuf */
+extern const lp_reader_t lp_folded_reader;   /* tools/read/profile.c: folded stacks */
+extern const lp_reader_t lp_pprof_reader;    /* tools/read/profile.c: pprof's profile.proto */
+/* Profiles give their CPU weights instead of wall time (flamegraph --cpu); see tools/read/profile.c. */
 extern bool lp_read_cpu;
 extern unsigned lp_read_cpu_files; /* the inputs read so that gave CPU weights */
 /* "labelprof: FILE: no CPU time in this input ..." on stderr; returns LP_READ_BAD (the exit status 2). */

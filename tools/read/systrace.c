@@ -1,8 +1,8 @@
 /*
- * systrace_reader.c: systrace and ftrace text as the normalised event stream
+ * systrace.c: systrace and ftrace text as the normalised event stream
  * (reader.h), so that every subcommand reads `labelprof stats trace.html`.
  *
- * The input is read in chunks and cut into lines; tools/systrace.c finds
+ * The input is read in chunks and cut into lines; tools/read/ftrace.c finds
  * the tracing_mark_write marks. A mark becomes:
  *   B|<pid>|<label>      LP_EV_BEGIN on lane (pid, tid)
  *   E                    LP_EV_END

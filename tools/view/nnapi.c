@@ -1,9 +1,9 @@
 /*
- * nnapi_cmd.c: the options of `labelprof nnapi` and its input (the work is
- * in nnapi.c).
+ * nnapi.c: the options of `labelprof nnapi` and its input (the work is
+ * in tools/nnapi_summary.c).
  *
- * The input is opened once, through the command's input layer (reader.c),
- * like every other subcommand's: a file, a FIFO or a pipe (`<(...)`, copied
+ * The input is opened once, through the command's input layer
+ * (read/input.c), like every other subcommand's: a file, a FIFO or a pipe (`<(...)`, copied
  * once to an unlinked temporary file, since the summary makes two passes),
  * or standard input, each gzip-compressed or not (recognised by the first
  * bytes already read). It is streamed line by line, twice; what stays in

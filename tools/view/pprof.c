@@ -1,5 +1,5 @@
 /*
- * pprof_cmd.c: `labelprof pprof`: a timeline as pprof's profile.proto,
+ * pprof.c: `labelprof pprof`: a timeline as pprof's profile.proto,
  * gzipped, on standard output, through the library's encoder (pprof_enc.c).
  *
  * One sample per lane and call path with self time: its labels leaf first,
