@@ -9,23 +9,51 @@
 
 #include "agg.h"
 #include "cmd.h"
-#include "opts.h"
 #include "reader.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
-int lp_cmd_folded(int argc, char **argv) {
-  const char *cmd = argv[0], *file = NULL;
-  bool strict = false, cpu = false;
-  const lp_opt_t opts[] = {LP_OPT_STRICT(&strict), LP_OPT_MAX_MEMORY, {"--cpu", &cpu, 0, 0, 0}, LP_OPT_END};
-  lp_operands_t ops = {.v = &file, .min = 1, .max = 1, .too_many = "one trace file only", .missing = "no trace file given"};
-  int r = lp_opts_parse(cmd, argc, argv, opts, &ops);
-  if (r != LP_OPTS_RUN) return r;
+static const char usage[] =
+    "usage: labelprof folded [--cpu] [--strict] [--max-memory SIZE] FILE\n"
+    "\n"
+    "Folded stacks weighted by self time in nanoseconds, one line per distinct\n"
+    "stack (main;matmul;kernel 123456): the input of flamegraph.pl, inferno,\n"
+    "speedscope and Pyroscope. ';' in a label becomes ':'.\n"
+    "\n"
+    "  --cpu              CPU time: the cpu sample type of a pprof profile, or a\n"
+    "                     folded file's weights; other inputs are refused\n"
+    "  --max-memory SIZE  as for stats (labelprof help stats)\n";
+
+typedef struct opts {
+  bool cpu, strict;
+  uint64_t max_memory;
+} opts_t;
+
+static const lp_opt_t options[] = {
+    LP_OPT_FLAG("--cpu", opts_t, cpu),
+    LP_OPT_STRICT(opts_t, strict),
+    LP_OPT_MAX_MEMORY(opts_t, max_memory),
+    LP_OPT_END,
+};
+
+static int run(const void *opts, int n, const char *const *files);
+
+const lp_cmd_t lp_cmd_folded = {
+    "folded", "folded stacks weighted by self time, for flame graphs", usage, options, sizeof(opts_t), NULL,
+    {1, 1, "FILE"}, run,
+};
+
+static int run(const void *opts, int nfiles, const char *const *files) {
+  const opts_t *o = opts;
+  (void)nfiles;
+  const char *file = files[0];
+  bool cpu = o->cpu;
+  lp_agg_max_memory = o->max_memory;
   lp_agg_t a;
   lp_read_cpu = cpu;
-  if (lp_agg_read_one(&a, file, strict) != 0) return LP_EXIT_BAD;
+  if (lp_agg_read_one(&a, file, o->strict) != 0) return LP_EXIT_BAD;
   if (cpu && !lp_read_cpu_files) {
     lp_agg_free(&a);
     return lp_no_cpu(file);

@@ -15,13 +15,53 @@
 #include "agg.h" /* lp_mem_cap */
 #include "attrib.h"
 #include "cmd.h"
-#include "opts.h"
 #include "reader.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+static const char usage[] =
+    "usage: labelprof layers [--total-times] [--max-memory SIZE] FILE\n"
+    "\n"
+    "Time per layer and phase for any program labelled with LP_SCOPE_PHASE,\n"
+    "LP_PHASE_SWITCH and LP_SCOPE_SUBTRACT: NNAPI's attribution without its\n"
+    "NNAPI-specific rules and quirks. FILE is labelprof's JSON (\"cat\" and\n"
+    "args layer/phase/mode) or its systrace ([NN_LR_PP]label marks).\n"
+    "\n"
+    "Rows are layers (application, runtime, ipc, driver, cpu), columns phases.\n"
+    "A layer's total time in a phase is the wall time of its outermost scopes of\n"
+    "that phase; nested scopes of the same layer are detail. One-time\n"
+    "initialization is counted at the top level, a subtract scope is taken out\n"
+    "of its callers, execution's subphases roll up into execution.\n"
+    "\n"
+    "  --total-times  total times instead of self times (total minus the\n"
+    "                 nearest lower layer with time in the phase)\n"
+    "  --max-memory SIZE  the most the layered scopes and the reader's tables\n"
+    "                 may hold (as for stats: 512M, 2G, none; the default is half\n"
+    "                 the physical memory)\n"
+    "\n"
+    "Exit status: 0; 1 for a nesting violation (a message names the line or\n"
+    "event and the rule); 2 for bad input.\n";
+
+typedef struct opts {
+  bool total_times;
+  uint64_t max_memory;
+} opts_t;
+
+static const lp_opt_t options[] = {
+    LP_OPT_FLAG("--total-times", opts_t, total_times),
+    LP_OPT_MAX_MEMORY(opts_t, max_memory),
+    LP_OPT_END,
+};
+
+static int run(const void *opts, int n, const char *const *files);
+
+const lp_cmd_t lp_cmd_layers = {
+    "layers", "time per layer and phase (LP_SCOPE_PHASE) as a table", usage, options, sizeof(opts_t), NULL,
+    {1, 1, "FILE"}, run,
+};
 
 typedef struct liv {
   int64_t s, e;
@@ -221,13 +261,12 @@ static void print_table(const at_stats_t *st, int total, const char *file) {
            "(application > runtime > ipc > driver > cpu).\n");
 }
 
-int lp_cmd_layers(int argc, char **argv) {
-  bool total = false;
-  const char *file = NULL;
-  const lp_opt_t opts[] = {{"--total-times", &total, 0, 0, 0}, LP_OPT_MAX_MEMORY, LP_OPT_END};
-  lp_operands_t ops = {.v = &file, .min = 1, .max = 1, .too_many = "one FILE only", .missing = "FILE is missing"};
-  int r = lp_opts_parse("layers", argc, argv, opts, &ops);
-  if (r != LP_OPTS_RUN) return r;
+static int run(const void *opts, int n, const char *const *files) {
+  const opts_t *opt = opts;
+  (void)n;
+  bool total = opt->total_times;
+  const char *file = files[0];
+  lp_agg_max_memory = opt->max_memory;
   lp_input_t *in = lp_input_open(file);
   if (!in) return LP_EXIT_BAD;
   lctx_t c;

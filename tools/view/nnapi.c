@@ -3,16 +3,15 @@
  * in tools/nnapi_summary.c).
  *
  * The input is opened once, through the command's input layer
- * (read/input.c), like every other subcommand's: a file, a FIFO or a pipe (`<(...)`, copied
- * once to an unlinked temporary file, since the summary makes two passes),
- * or standard input, each gzip-compressed or not (recognised by the first
- * bytes already read). It is streamed line by line, twice; what stays in
+ * (read/input.c), like every other subcommand's: a file, a FIFO or a pipe
+ * (`<(...)`, copied once to an unlinked temporary file, since the summary
+ * makes two passes), or standard input, each gzip-compressed or not
+ * (recognised by the first bytes already read). It is streamed line by line, twice; what stays in
  * memory is the longest line, the threads and one run's call trees, and
  * all of it together is held under --max-memory.
  */
 #include "config.h"
 
-#include "agg.h" /* lp_parse_size: the size grammar of every --max-memory */
 #include "cmd.h"
 #include "nnapi.h"
 #include "reader.h"
@@ -21,7 +20,59 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DEFAULT_MAX_MEMORY ((size_t)1 << 30)
+static const char usage[] =
+    "usage: labelprof nnapi [--total-times] [--per-execution] [--json] [--max-memory SIZE] FILE\n"
+    "\n"
+    "NNAPI's timing summary of a systrace capture: time per layer (application,\n"
+    "runtime, IPC, driver, CPU) and phase (initialization, preparation,\n"
+    "compilation, execution with its I/O, compute and results, termination), as\n"
+    "Android's parse_systrace.py prints it, byte for byte, its quirks included.\n"
+    "A table per run; a run starts at each [NN_LA_PO] mark.\n"
+    "\n"
+    "  --total-times    total times instead of self times (a layer's self time is\n"
+    "                   its total minus the nearest lower layer's)\n"
+    "  --per-execution  the execution columns only, divided by the number of\n"
+    "                   executions (of the benchmark when it has warmup and benchmark)\n"
+    "  --json           the numbers as JSON, one object per run in a list\n"
+    "  --max-memory SIZE\n"
+    "                   the most memory the longest line, the threads and a run's\n"
+    "                   call trees may take together (as for stats: 512M, 2G,\n"
+    "                   1GiB or none; the default is 1G)\n"
+    "\n"
+    "FILE is the systrace viewer's HTML or ftrace text: Android's header, Linux 5's\n"
+    "(with or without TGID), trace-cmd report output; - is standard input. A FIFO\n"
+    "or a pipe is read too, and any of them may be gzip-compressed. The input is\n"
+    "streamed, twice.\n"
+    "\"No NNAPI Runtime trace present\" and \"Incomplete trace\" go to stderr, as\n"
+    "Android's parser writes them.\n"
+    "\n"
+    "Exit status: 0; 1 where Android's parser fails (a nesting violation, an\n"
+    "unmatched end, a warmup without a benchmark, an unreadable mark line), with\n"
+    "a message naming the line and the rule; 2 when FILE cannot be read or needs\n"
+    "more than --max-memory.\n";
+
+typedef struct opts {
+  bool total_times, per_execution, json;
+  uint64_t max_memory; /* UINT64_MAX: none */
+} opts_t;
+
+/* What the longest line, the threads and a run's call trees may hold together: 1 GiB unless told. */
+static const opts_t defaults = {.max_memory = (uint64_t)1 << 30};
+
+static const lp_opt_t options[] = {
+    LP_OPT_FLAG("--total-times", opts_t, total_times),
+    LP_OPT_FLAG("--per-execution", opts_t, per_execution),
+    LP_OPT_FLAG("--json", opts_t, json),
+    LP_OPT_MAX_MEMORY(opts_t, max_memory),
+    LP_OPT_END,
+};
+
+static int run(const void *opts, int n, const char *const *files);
+
+const lp_cmd_t lp_cmd_nnapi = {
+    "nnapi", "NNAPI's timing summary of a systrace, as Android's parser prints it", usage, options, sizeof(opts_t), &defaults,
+    {1, 1, "FILE"}, run,
+};
 
 typedef struct stream {
   lp_nnapi_src_t src;
@@ -119,43 +170,11 @@ out:
   return rc;
 }
 
-static const char *nnapi_usage_name = "nnapi";
-
-int lp_cmd_nnapi(int argc, char **argv) {
-  int tt = 0, pe = 0, js = 0;
-  size_t max_memory = DEFAULT_MAX_MEMORY;
-  const char *file = NULL, *v;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    int got;
-    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-      lp_cmd_usage(nnapi_usage_name, stdout);
-      return LP_EXIT_OK;
-    } else if (strcmp(a, "--total-times") == 0) {
-      tt = 1;
-    } else if (strcmp(a, "--per-execution") == 0) {
-      pe = 1;
-    } else if (strcmp(a, "--json") == 0) {
-      js = 1;
-    } else if ((got = lp_opt_value(nnapi_usage_name, argc, argv, &i, "--max-memory", &v)) != 0) {
-      if (got < 0) return LP_EXIT_BAD;
-      uint64_t bytes;
-      if (!lp_parse_size(v, &bytes))
-        return lp_usage_error(nnapi_usage_name,
-                              "--max-memory takes a size above 0 (512M, 2G; K, M, G, T are powers of 1024) or none "
-                              "(no cap), not '%s'", v);
-      max_memory = bytes == UINT64_MAX || bytes > SIZE_MAX ? 0 : (size_t)bytes; /* 0: no limit, to nnapi.c */
-    } else if (strcmp(a, "--") == 0 && i + 1 < argc && !file && i + 2 == argc) {
-      file = argv[++i];
-    } else if (a[0] == '-' && a[1]) {
-      return lp_usage_error(nnapi_usage_name, "unknown option '%s'", a);
-    } else if (file) {
-      return lp_usage_error(nnapi_usage_name, "one FILE only");
-    } else {
-      file = a;
-    }
-  }
-  if (!file) return lp_usage_error(nnapi_usage_name, "FILE is missing");
+static int run(const void *opts, int n, const char *const *files) {
+  const opts_t *o = opts;
+  (void)n;
+  const char *file = files[0];
+  size_t max_memory = o->max_memory == UINT64_MAX || o->max_memory > SIZE_MAX ? 0 : (size_t)o->max_memory; /* 0: none */
   stream_t s;
   memset(&s, 0, sizeof s);
   s.in = lp_input_open(file);
@@ -164,7 +183,7 @@ int lp_cmd_nnapi(int argc, char **argv) {
   s.src.pass = stream_pass;
   s.src.name = s.shown;
   s.src.max_memory = max_memory;
-  int status = lp_nnapi_read(&s.src, tt, pe, js, stdout);
+  int status = lp_nnapi_read(&s.src, o->total_times, o->per_execution, o->json, stdout);
   free(s.buf);
   lp_input_close(s.in);
   return status;
