@@ -2,20 +2,26 @@
  * internal.h: private to the library, never installed.
  *
  * The files of lib/ in layers, top first. A file calls only files below it
- * and uses only their variables (those on one line call neither way), so no
+ * and uses only their variables (those of one layer call neither way), so no
  * file reaches back to itself through what it calls. Where a lower file
  * must reach an upper one, the upper one installs a hook (the registry's
  * hooks for thread exit and rename). The one exception is lp_impl_self,
  * which every label reads: it is defined in lifecycle.c so that a static
- * link that uses a label pulls in the constructor. tests/layering.sh checks
- * all this on the objects the build made.
+ * link that uses a label pulls in the constructor. tests/layering.sh reads
+ * this list and checks it on the objects the build made: a file of lib/ in
+ * no layer, or a call to a file of the same layer or one above, fails it.
+ * One layer a line: its files first, separated by commas, then what they
+ * hold; a line indented further goes on with the one above.
  *
  *   lifecycle.c   the top: the constructor, fork and thread exit across modules, and the
  *                 public entry points that start something (lp_profile_start, lp_trace_start,
  *                 lp_track_create, lp_stream_*, lp_tp_register, lp_subscriber_create), which
  *                 make sure of the fork handlers first; nothing below starts the library
  *   env.c         LABELPROF_* sessions; reports at exit and on a signal
+ *   intern.c      names made at run time (NVTX, ITT): sites interned by text, with a
+ *                 per-thread cache in front of a shared table
  *   layers.c      LP_PHASE_SWITCH's calls: a scope's begin and end, as the program's are
+ *   cold.c        a label's cold paths: the recorders the inline code calls, in C and asm
  *   subs.c        streams, events, subscribers and their callbacks; LABELPROF_SUBSCRIBERS;
  *                 lp_impl_leave_slow() and the pseudo-stack's slow end (a heal, the pop of
  *                 a notified or recorded frame), which call the timeline and the marker
@@ -27,9 +33,13 @@
  *   marker.c      the live trace_marker
  *   stack.c       the pseudo-stack's push and LP_END slow paths, and its reader
  *   thread.c      the registry of threads; lp__forked_child()
- *   tree.c, clock.c, json.c, output.c, names.c (layers' and phases' names and tags),
- *                 pprof_enc.c (profile.proto and gzip, also compiled into the command)
- *   util.c
+ *   pb.c          a protobuf writer, flushed through json.c's buffered writer
+ *   tree.c, clock.c, json.c, output.c, names.c, pprof_enc.c
+ *                 the profile's tree, the clock, the buffered writer, output files, layers'
+ *                 and phases' names and tags, profile.proto and gzip (also compiled into the
+ *                 command)
+ *   jsonesc.c     JSON strings and UTF-8 (also compiled into the command)
+ *   util.c        locks, threads, allocation, numbers
  *
  * Lock order, outermost first; nothing takes them the other way round:
  *   profile control (collector.c) > sampling (collector.c) > registry (thread.c) > CPU timers (cpu.c)
