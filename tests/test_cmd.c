@@ -44,7 +44,7 @@ static run_t run_in(const char *in, const char *const *args) {
   argv[n++] = tool;
   for (; args[n - 1] && n < 31; n++) argv[n] = (char *)args[n - 1];
   argv[n] = NULL;
-  lp_test_child_t c = {in, NULL, 0, 1, 0};
+  lp_test_child_t c = {in, NULL, 0, 1, 0, 0};
   lp_test_run_t t = lp_test_run(tool, argv, NULL, &c);
   run_t r = {lp_test_exit_code(&t), t.out, t.err};
   return r;
@@ -1195,7 +1195,7 @@ static run_t run_cpu(rlim_t seconds, const char *const *args) {
   argv[n++] = tool;
   for (; args[n - 1] && n < 31; n++) argv[n] = (char *)args[n - 1];
   argv[n] = NULL;
-  lp_test_child_t c = {NULL, NULL, 0, 1, seconds * lp_test_slow() * (LP_TEST_SANITIZED ? 4 : 1)};
+  lp_test_child_t c = {NULL, NULL, 0, 1, seconds * lp_test_slow() * (LP_TEST_SANITIZED ? 4 : 1), 0};
   lp_test_run_t t = lp_test_run(tool, argv, NULL, &c);
   run_t r = {lp_test_exit_code(&t), t.out, t.err};
   return r;

@@ -1193,11 +1193,7 @@ static void test_trace_exact_after_a_year_of_uptime(void) {
     close(fd);
     pid_t g = fork();
     if (g < 0) _exit(3);
-    if (g == 0) {
-      char *argv[] = {"test_trace", "--uptime-child", trace, probe, NULL};
-      execv("/proc/self/exe", argv);
-      _exit(127);
-    }
+    if (g == 0) lp_test_exec_self("--uptime-child", (const char *const[]){trace, probe, NULL});
     int st;
     if (waitpid(g, &st, 0) != g || !WIFEXITED(st)) _exit(4);
     _exit(WEXITSTATUS(st));
@@ -1245,7 +1241,7 @@ static void test_trace_exact_after_a_year_of_uptime(void) {
 }
 
 int main(int argc, char **argv) {
-  if (argc == 4 && strcmp(argv[1], "--uptime-child") == 0) return uptime_child(argv[2], argv[3]);
+  if (lp_test_mode(argc, argv, "--uptime-child") && argc == 4) return uptime_child(argv[2], argv[3]);
   dir = lp_test_tmpdir("trace");
   snprintf(path, sizeof path, "%s/trace.json", dir);
   CU_TestInfo tests[] = {
