@@ -58,6 +58,7 @@
  * time out of range) stops the pass with a message giving the byte offset
  * of the packet and what was expected.
  */
+#include "protobuf.h"
 #include "reader.h"
 #include "track_lane.h"
 
@@ -69,58 +70,6 @@
 #define PR_MAX_PACKET (256u << 20)  /* a packet larger than this is not believed */
 #define PR_TIME_LIMIT ((int64_t)1 << 62)
 #define PR_FIRST_LANE ((int64_t)LP__TRACK_FIRST_TID) /* as the library numbers its tracks */
-
-typedef struct pr_field {
-  uint32_t num, wire;
-  uint64_t v;
-  const uint8_t *p;
-  size_t len;
-} pr_field_t;
-
-/* The next field of [*p, end): 1, 0 at the end, -1 if malformed. */
-/* A varint at *p, which it moves past; -1 if it runs past end or past 64 bits. */
-static inline int pr_varint(const uint8_t **p, const uint8_t *end, uint64_t *v) {
-  *v = 0;
-  for (int shift = 0;; shift += 7) {
-    if (*p >= end || shift > 63) return -1;
-    uint8_t b = *(*p)++;
-    *v |= (uint64_t)(b & 0x7f) << shift;
-    if (!(b & 0x80)) return 0;
-  }
-}
-
-static int pr_next(const uint8_t **p, const uint8_t *end, pr_field_t *f) {
-  memset(f, 0, sizeof *f);
-  if (*p >= end) return 0;
-  for (int k = 0; k < 2; k++) {
-    uint64_t v;
-    if (pr_varint(p, end, &v)) return -1;
-    if (k == 0) {
-      f->num = (uint32_t)(v >> 3);
-      f->wire = (uint32_t)(v & 7);
-      if (f->num == 0 || v >> 32) return -1;
-      if (f->wire == 1 || f->wire == 5) {
-        size_t n = f->wire == 1 ? 8 : 4;
-        if ((size_t)(end - *p) < n) return -1;
-        f->p = *p;
-        f->len = n;
-        for (size_t i = n; i-- > 0;) f->v = f->v << 8 | (*p)[i];
-        *p += n;
-        return 1;
-      }
-      if (f->wire != 0 && f->wire != 2) return -1;
-    } else {
-      f->v = v;
-    }
-  }
-  if (f->wire == 2) {
-    if (f->v > (uint64_t)(end - *p)) return -1;
-    f->p = *p;
-    f->len = (size_t)f->v;
-    *p += f->len;
-  }
-  return 1;
-}
 
 /* ---- tables: uint64 keys to small records, open addressing ---- */
 
@@ -396,13 +345,13 @@ static int pr_bad(pr_state_t *st, const char *what) {
 
 /* The interned entries of one kind: 0, or LP_READ_BAD. */
 static int pr_interned(pr_state_t *st, pr_strmap_t *m, const uint8_t *p, size_t len) {
-  pr_field_t f;
+  lp_pb_field_t f;
   const uint8_t *e = p + len;
   uint64_t iid = 0;
   const uint8_t *name = (const uint8_t *)"";
   size_t nlen = 0;
   int r;
-  while ((r = pr_next(&p, e, &f)) > 0) {
+  while ((r = lp_pb_next(&p, e, &f)) > 0) {
     if (f.num == 1 && f.wire == 0) iid = f.v;
     if (f.num == 2 && f.wire == 2) {
       name = f.p;
@@ -416,10 +365,10 @@ static int pr_interned(pr_state_t *st, pr_strmap_t *m, const uint8_t *p, size_t 
 }
 
 static int pr_interned_data(pr_state_t *st, pr_seq_t *q, const uint8_t *p, size_t len) {
-  pr_field_t f;
+  lp_pb_field_t f;
   const uint8_t *e = p + len;
   int r;
-  while ((r = pr_next(&p, e, &f)) > 0) {
+  while ((r = lp_pb_next(&p, e, &f)) > 0) {
     if (f.wire != 2) continue;
     pr_strmap_t *m = f.num == 1 ? &q->cats : f.num == 2 ? &q->names : f.num == 3 ? &q->dnames : NULL;
     if (m && pr_interned(st, m, f.p, f.len)) return LP_READ_BAD;
@@ -440,17 +389,17 @@ static int64_t pr_add(int64_t a, int64_t b) {
 }
 
 static int pr_clock_snapshot(pr_state_t *st, pr_seq_t *q, const uint8_t *p, size_t len) {
-  pr_field_t f, g;
+  lp_pb_field_t f, g;
   const uint8_t *e = p + len;
   pr_clock_t cl[16];
   size_t n = 0;
   int r;
-  while ((r = pr_next(&p, e, &f)) > 0) {
+  while ((r = lp_pb_next(&p, e, &f)) > 0) {
     if (f.num != 1 || f.wire != 2) continue;
     const uint8_t *c = f.p, *ce = f.p + f.len;
     pr_clock_t k = {0, 0, 0, 0, 1, false};
     int r2;
-    while ((r2 = pr_next(&c, ce, &g)) > 0) {
+    while ((r2 = lp_pb_next(&c, ce, &g)) > 0) {
       if (g.num == 1) k.id = (uint32_t)g.v;
       if (g.num == 2) k.snap = g.v;
       if (g.num == 3) k.incremental = g.v != 0;
@@ -546,7 +495,7 @@ static bool pr_tid_taken(const pr_state_t *st, int64_t pid, int64_t tid) {
 }
 
 static int pr_descriptor(pr_state_t *st, pr_seq_t *q, const uint8_t *p, size_t len) {
-  pr_field_t f, g;
+  lp_pb_field_t f, g;
   const uint8_t *e = p + len;
   uint64_t uuid = 0, parent = 0;
   int64_t pid = 0, tid = 0;
@@ -554,7 +503,7 @@ static int pr_descriptor(pr_state_t *st, pr_seq_t *q, const uint8_t *p, size_t l
   size_t nlen = 0, tnlen = 0, pnlen = 0, dlen = 0;
   bool thread = false, process = false, counter = false;
   int r;
-  while ((r = pr_next(&p, e, &f)) > 0) {
+  while ((r = lp_pb_next(&p, e, &f)) > 0) {
     switch (f.num) {
     case 1: uuid = f.v; break;
     case 5: parent = f.v; break;
@@ -577,7 +526,7 @@ static int pr_descriptor(pr_state_t *st, pr_seq_t *q, const uint8_t *p, size_t l
       int r2;
       if (f.num == 3) process = true;
       else thread = true;
-      while ((r2 = pr_next(&d, de, &g)) > 0) {
+      while ((r2 = lp_pb_next(&d, de, &g)) > 0) {
         if (g.num == 1 && g.wire == 0) pid = (int64_t)(int32_t)g.v;
         if (f.num == 4 && g.num == 2 && g.wire == 0) tid = (int64_t)g.v;
         if (f.num == 4 && g.num == 5 && g.wire == 2) {
@@ -692,7 +641,7 @@ static int pr_session_note(pr_state_t *st, const uint64_t *said, const bool *has
 }
 
 static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, const uint8_t *p, size_t len) {
-  pr_field_t f, g;
+  lp_pb_field_t f, g;
   const uint8_t *e = p + len;
   uint64_t type = 0, track = q && q->has_track ? q->track : 0, name_iid = 0;
   bool has_name_iid = false, has_value = false, dvalue = false;
@@ -713,7 +662,7 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
   bool has_said[PR_NOTE_KEYS] = {false};
   char policy[16] = "";
   int r;
-  while ((r = pr_next(&p, e, &f)) > 0) {
+  while ((r = lp_pb_next(&p, e, &f)) > 0) {
     switch (f.num) {
     case 9: type = f.v; has_type = true; break;
     case 11: track = f.v; has_track = true; break;
@@ -783,7 +732,7 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
       uint64_t au = 0;
       bool has_au = false;
       int r2;
-      while ((r2 = pr_next(&d, de, &g)) > 0) {
+      while ((r2 = lp_pb_next(&d, de, &g)) > 0) {
         if (g.num == 10 && g.wire == 2) pr_copy(an, sizeof an, g.p, g.len);
         if (g.num == 1 && g.wire == 0) {
           const char *s = q ? pr_get(&q->dnames, g.v) : NULL;
@@ -812,7 +761,7 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
       if (f.wire != 2) break;
       const uint8_t *d = f.p, *de = f.p + f.len;
       int r2;
-      while ((r2 = pr_next(&d, de, &g)) > 0) {
+      while ((r2 = lp_pb_next(&d, de, &g)) > 0) {
         if (g.num == 1 && g.wire == 0) {
           name_iid = g.v;
           has_name_iid = true;
@@ -948,13 +897,13 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
  * of its times in microseconds, and the thread's or the process's name.
  */
 static int pr_legacy_descriptor(pr_state_t *st, pr_seq_t *q, bool thread, const uint8_t *p, size_t len) {
-  pr_field_t f;
+  lp_pb_field_t f;
   const uint8_t *e = p + len;
   int64_t pid = 0, tid = 0, ref_us = 0;
   const uint8_t *name = NULL;
   size_t nlen = 0;
   int r;
-  while ((r = pr_next(&p, e, &f)) > 0) {
+  while ((r = lp_pb_next(&p, e, &f)) > 0) {
     if (f.num == 1 && f.wire == 0) pid = (int32_t)f.v;
     if (thread && f.num == 2 && f.wire == 0) tid = (int64_t)f.v;
     if (thread && f.num == 6 && f.wire == 0) ref_us = (int64_t)f.v;
@@ -985,7 +934,7 @@ static int pr_legacy_descriptor(pr_state_t *st, pr_seq_t *q, bool thread, const 
 }
 
 static int pr_packet(pr_state_t *st, const uint8_t *p, size_t len) {
-  pr_field_t f;
+  lp_pb_field_t f;
   const uint8_t *e = p, *end = p + len;
   uint32_t seq = 0, flags = 0, clock = 0;
   uint64_t ts = 0;
@@ -993,7 +942,7 @@ static int pr_packet(pr_state_t *st, const uint8_t *p, size_t len) {
   const uint8_t *te = NULL, *td = NULL, *in = NULL, *cs = NULL, *def = NULL, *thd = NULL, *prd = NULL;
   size_t tel = 0, tdl = 0, inl = 0, csl = 0, defl = 0, thdl = 0, prdl = 0;
   int r;
-  while ((r = pr_next(&e, end, &f)) > 0) {
+  while ((r = lp_pb_next(&e, end, &f)) > 0) {
     bool ld = f.wire == 2, vi = f.wire == 0;
     switch (f.num) {
     case 10: if (vi) seq = (uint32_t)f.v; break;
@@ -1021,14 +970,14 @@ static int pr_packet(pr_state_t *st, const uint8_t *p, size_t len) {
   if ((flags & 2) && !q->valid) return 0; /* its state was lost (or never written): skipped */
   if (def) {
     const uint8_t *d = def, *de = def + defl;
-    pr_field_t g, h;
+    lp_pb_field_t g, h;
     int r2;
-    while ((r2 = pr_next(&d, de, &g)) > 0) {
+    while ((r2 = lp_pb_next(&d, de, &g)) > 0) {
       if (g.num == 58 && g.wire == 0) q->clock_id = (uint32_t)g.v;
       if (g.num == 11 && g.wire == 2) {
         const uint8_t *k = g.p, *ke = g.p + g.len;
         int r3;
-        while ((r3 = pr_next(&k, ke, &h)) > 0)
+        while ((r3 = lp_pb_next(&k, ke, &h)) > 0)
           if (h.num == 11 && h.wire == 0) {
             q->track = h.v;
             q->has_track = true;
@@ -1059,24 +1008,24 @@ static int pr_sniff(const unsigned char *head, size_t n) {
   /* Trace.packet (field 1, length-delimited), a plausible length, and a first field that parses. */
   if (n < 3 || head[0] != 0x0a) return 0;
   const uint8_t *p = head, *end = head + n;
-  pr_field_t f;
-  if (pr_next(&p, end, &f) <= 0) {
+  lp_pb_field_t f;
+  if (lp_pb_next(&p, end, &f) <= 0) {
     /* the first packet is longer than the bytes peeked: its first field must at least start well */
     const uint8_t *b = head + 1;
     uint64_t len, v, flen;
-    if (pr_varint(&b, end, &len) || b >= end || len > PR_MAX_PACKET || len < (uint64_t)(end - b)) return 0;
+    if (lp_pb_varint(&b, end, &len) || b >= end || len > PR_MAX_PACKET || len < (uint64_t)(end - b)) return 0;
     /* Its first field's tag, and for a message or a string its length: past the bytes peeked, within the packet. */
     const uint8_t *k = b;
-    if (pr_varint(&b, end, &v)) return 0;
+    if (lp_pb_varint(&b, end, &v)) return 0;
     uint32_t wire = (uint32_t)(v & 7);
     if (v >> 3 == 0 || v >> 32 || (wire != 0 && wire != 1 && wire != 2 && wire != 5)) return 0;
     if (wire != 2) return 1;
-    if (pr_varint(&b, end, &flen)) return 0;
+    if (lp_pb_varint(&b, end, &flen)) return 0;
     return flen <= len - (uint64_t)(b - k);
   }
   const uint8_t *q = f.p, *qe = f.p + f.len;
   int r;
-  while ((r = pr_next(&q, qe, &f)) > 0) {
+  while ((r = lp_pb_next(&q, qe, &f)) > 0) {
   }
   return r == 0;
 }
