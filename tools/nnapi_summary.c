@@ -467,21 +467,8 @@ static tslot_t *slot_get(nnrun_t *r, long long tid, int create) {
   return &r->slots[h];
 }
 
-/* memmem for short needles: memchr finds the first byte (vectorised), memcmp the rest. */
-static const char *find_str(const char *s, size_t n, const char *needle, size_t nl) {
-  if (nl == 0) return s;
-  const char *end = s + n, *p = s;
-  while ((size_t)(end - p) >= nl) {
-    const char *q = memchr(p, needle[0], (size_t)(end - p) - nl + 1);
-    if (!q) return NULL;
-    if (memcmp(q + 1, needle + 1, nl - 1) == 0) return q;
-    p = q + 1;
-  }
-  return NULL;
-}
-
 static int mhas(const struct lp_st_mark *m, const char *s) {
-  return find_str(m->mark, m->mark_len, s, strlen(s)) != NULL;
+  return lp_st_has(m->mark, m->mark_len, s);
 }
 
 static int fail(nnrun_t *r, long line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -27,21 +27,6 @@ static const char HDR_TGID[] = "#           TASK-PID    TGID   CPU#  ||||    TIM
 static const char HDR_OLD[] = "#           TASK-PID   CPU#  ||||    TIMESTAMP  FUNCTION";
 static const char TMW[] = ": tracing_mark_write: ";
 
-/* memmem for short needles: memchr finds the first byte (vectorised), memcmp the rest. */
-static const char *find_str(const char *s, size_t n, const char *needle, size_t nl) {
-  if (nl == 0) return s;
-  const char *end = s + n, *p = s;
-  while ((size_t)(end - p) >= nl) {
-    const char *q = memchr(p, needle[0], (size_t)(end - p) - nl + 1);
-    if (!q) return NULL;
-    if (memcmp(q + 1, needle + 1, nl - 1) == 0) return q;
-    p = q + 1;
-  }
-  return NULL;
-}
-
-static int has(const char *s, size_t n, const char *needle) { return find_str(s, n, needle, strlen(needle)) != NULL; }
-
 /* Python's \s for str patterns, restricted to ASCII. */
 static int pyspace(unsigned char c) {
   return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f);
@@ -368,12 +353,12 @@ static void seterr(struct lp_st_error *err, long lineno, const char *fmt, ...) {
 }
 
 static int is_header(const char *l, size_t n, int *aosp) {
-  if (has(l, n, HDR_TGID) || has(l, n, HDR_OLD)) {
+  if (lp_st_has(l, n, HDR_TGID) || lp_st_has(l, n, HDR_OLD)) {
     *aosp = 1;
     return 1;
   }
   *aosp = 0;
-  if (n > 0 && l[0] == '#' && has(l, n, "TASK-PID") && has(l, n, "TIMESTAMP") && has(l, n, "FUNCTION")) return 1;
+  if (n > 0 && l[0] == '#' && lp_st_has(l, n, "TASK-PID") && lp_st_has(l, n, "TIMESTAMP") && lp_st_has(l, n, "FUNCTION")) return 1;
   if ((n >= 5 && memcmp(l, "cpus=", 5) == 0) || (n >= 10 && memcmp(l, "version = ", 10) == 0)) return 1;
   return 0;
 }
@@ -404,7 +389,7 @@ int lp_st_line(struct lp_st_scanner *sc, const char *l, size_t n, long lineno, l
     int aosp;
     if (!is_header(l, n, &aosp)) return 0;
     sc->collecting = 1;
-  } else if (has(l, n, "</script>")) {
+  } else if (lp_st_has(l, n, "</script>")) {
     sc->done = 1;
     return 0;
   }
@@ -422,8 +407,8 @@ int lp_st_line(struct lp_st_scanner *sc, const char *l, size_t n, long lineno, l
   int ok = 0;
   if (P >= 0) ok = match_aosp(l, n, 1, P, &m) || match_aosp(l, n, 0, P, &m);
   if (!ok) {
-    if (!has(l, n, "tracing_mark_write") && !has(l, n, "print:")) {
-      if (has(l, n, "HIDL::IDevice") || has(l, n, "[NN_")) {
+    if (!lp_st_has(l, n, "tracing_mark_write") && !lp_st_has(l, n, "print:")) {
+      if (lp_st_has(l, n, "HIDL::IDevice") || lp_st_has(l, n, "[NN_")) {
         seterr(err, lineno, "unreadable line: an NNAPI mark outside a tracing_mark_write line of the ftrace format");
         return -1;
       }
@@ -433,8 +418,8 @@ int lp_st_line(struct lp_st_scanner *sc, const char *l, size_t n, long lineno, l
     if (ok) m.extended = 1;
   }
   if (!ok) {
-    if (has(l, n, "HIDL::IDevice") || has(l, n, "[NN_") || has(l, n, "tracing_mark_write: B") ||
-        has(l, n, "tracing_mark_write: E")) {
+    if (lp_st_has(l, n, "HIDL::IDevice") || lp_st_has(l, n, "[NN_") || lp_st_has(l, n, "tracing_mark_write: B") ||
+        lp_st_has(l, n, "tracing_mark_write: E")) {
       seterr(err, lineno,
              "unreadable line: a tracing_mark_write B/E line must read \"<task>-<tid> [(<tgid>)] [<cpu>] ... "
              "<seconds>.<fraction>: tracing_mark_write: B|<pid>|<label>\"");
@@ -528,7 +513,7 @@ int lp_st_scan(const char *buf, size_t len, lp_st_mark_cb cb, void *ctx, int *nh
 
 int lp_st_sniff(const char *buf, size_t len) {
   size_t n = len < 65536 ? len : 65536;
-  if (has(buf, n, "TASK-PID") || has(buf, n, "tracing_mark_write") || has(buf, n, "trace-data")) return 1;
+  if (lp_st_has(buf, n, "TASK-PID") || lp_st_has(buf, n, "tracing_mark_write") || lp_st_has(buf, n, "trace-data")) return 1;
   /* the systrace viewer's HTML: no Chrome JSON starts with '<' */
   size_t i = 0;
   while (i < n && (buf[i] == ' ' || buf[i] == '\t' || buf[i] == '\r' || buf[i] == '\n')) i++;
