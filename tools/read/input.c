@@ -90,38 +90,6 @@ void lp_warn(const lp_pos_t *pos, const char *fmt, ...) {
 
 /* ---- memory ---------------------------------------------------------------------- */
 
-#define BLOCK_OVERHEAD 16 /* what the allocator keeps beside each block, about */
-
-void *lp_mem_realloc(lp_mem_t *m, void *p, size_t old, size_t size) {
-  if (!m) return realloc(p, size);
-  uint64_t drop = p ? old : 0, add = size + (p ? 0 : BLOCK_OVERHEAD);
-  if (m->cap && m->used - drop + add > m->cap) {
-    m->over = true;
-    return NULL;
-  }
-  void *q = realloc(p, size);
-  if (!q) return NULL;
-  m->used = m->used - drop + add;
-  return q;
-}
-
-void lp_mem_free(lp_mem_t *m, void *p, size_t size) {
-  if (!p) return;
-  if (m) m->used -= size + BLOCK_OVERHEAD;
-  free(p);
-}
-
-int lp_mem_charge(lp_mem_t *m, uint64_t *counted, uint64_t now) {
-  if (!m) return 0;
-  if (now > *counted && m->cap && m->used - *counted + now > m->cap) {
-    m->over = true;
-    return -1;
-  }
-  m->used = m->used - *counted + now;
-  *counted = now;
-  return 0;
-}
-
 int lp_mem_fail(const lp_mem_t *m, const lp_pos_t *pos) {
   if (m && m->over) {
     uint64_t c = m->cap;

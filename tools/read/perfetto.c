@@ -78,26 +78,22 @@ typedef struct pr_str {
   char *s;
 } pr_str_t;
 
+/* Interned strings of a sequence by iid: in the order they came, found through an index. */
 typedef struct pr_strmap {
   pr_str_t *e;
-  size_t n, mask; /* mask + 1 slots; key 0 is kept aside */
-  char *zero;
+  size_t n, cap;
+  lp_index_t ix;
 } pr_strmap_t;
 
-static size_t pr_hash(uint64_t k) {
-  k ^= k >> 33;
-  k *= 0xff51afd7ed558ccdull;
-  k ^= k >> 33;
-  return (size_t)k;
+static pr_str_t *pr_find(const pr_strmap_t *m, uint64_t key) {
+  for (uint32_t at, k = lp_index_first(&m->ix, lp_hash64(key), &at); k; k = lp_index_next(&m->ix, &at))
+    if (m->e[k - 1].key == key) return &m->e[k - 1];
+  return NULL;
 }
 
 static const char *pr_get(const pr_strmap_t *m, uint64_t key) {
-  if (key == 0) return m->zero;
-  if (!m->e) return NULL;
-  for (size_t h = pr_hash(key) & m->mask;; h = (h + 1) & m->mask) {
-    if (!m->e[h].key) return NULL;
-    if (m->e[h].key == key) return m->e[h].s;
-  }
+  const pr_str_t *e = pr_find(m, key);
+  return e ? e->s : NULL;
 }
 
 /*
@@ -132,46 +128,38 @@ static void pr_name_free(lp_mem_t *mem, char *c) {
 static int pr_put(lp_mem_t *mem, pr_strmap_t *m, uint64_t key, const uint8_t *s, size_t len) {
   char *c = pr_name_copy(mem, s, len);
   if (!c) return -1;
-  if (key == 0) {
-    pr_name_free(mem, m->zero);
-    m->zero = c;
+  pr_str_t *e = pr_find(m, key);
+  if (e) {
+    pr_name_free(mem, e->s);
+    e->s = c;
     return 0;
   }
-  if (!m->e || (m->n + 1) * 2 > m->mask + 1) {
-    size_t mask = m->e ? m->mask * 2 + 1 : 63;
-    pr_str_t *ne = lp_mem_realloc(mem, NULL, 0, (mask + 1) * sizeof *ne);
+  if (m->n == m->cap) {
+    size_t cap = m->cap ? m->cap * 2 : 16;
+    pr_str_t *ne = cap < UINT32_MAX / 2 ? lp_mem_realloc(mem, m->e, m->cap * sizeof *ne, cap * sizeof *ne) : NULL;
     if (!ne) {
       pr_name_free(mem, c);
       return -1;
     }
-    memset(ne, 0, (mask + 1) * sizeof *ne);
-    for (size_t i = 0; m->e && i <= m->mask; i++) {
-      if (!m->e[i].key) continue;
-      size_t h = pr_hash(m->e[i].key) & mask;
-      while (ne[h].key) h = (h + 1) & mask;
-      ne[h] = m->e[i];
-    }
-    if (m->e) lp_mem_free(mem, m->e, (m->mask + 1) * sizeof *m->e);
     m->e = ne;
-    m->mask = mask;
+    m->cap = cap;
   }
-  size_t h = pr_hash(key) & m->mask;
-  for (; m->e[h].key; h = (h + 1) & m->mask)
-    if (m->e[h].key == key) {
-      pr_name_free(mem, m->e[h].s);
-      m->e[h].s = c;
-      return 0;
-    }
-  m->e[h].key = key;
-  m->e[h].s = c;
-  m->n++;
+  switch (lp_index_reserve(&m->ix, mem, (uint32_t)m->n, 64)) {
+  case -1:
+    pr_name_free(mem, c);
+    return -1;
+  case 1:
+    for (size_t i = 0; i < m->n; i++) lp_index_put(&m->ix, lp_hash64(m->e[i].key), (uint32_t)i);
+  }
+  lp_index_put(&m->ix, lp_hash64(key), (uint32_t)m->n);
+  m->e[m->n++] = (pr_str_t){key, c};
   return 0;
 }
 
 static void pr_strmap_free(lp_mem_t *mem, pr_strmap_t *m) {
-  for (size_t i = 0; m->e && i <= m->mask; i++) pr_name_free(mem, m->e[i].s);
-  if (m->e) lp_mem_free(mem, m->e, (m->mask + 1) * sizeof *m->e);
-  pr_name_free(mem, m->zero);
+  for (size_t i = 0; i < m->n; i++) pr_name_free(mem, m->e[i].s);
+  lp_mem_free(mem, m->e, m->cap * sizeof *m->e);
+  lp_index_free(&m->ix, mem);
   memset(m, 0, sizeof *m);
 }
 
@@ -211,20 +199,6 @@ typedef struct pr_track {
   char *name;
 } pr_track_t;
 
-/*
- * Where an array's entries are, by a 64-bit key: open addressing, each
- * slot an entry's position + 1 (0: empty), at most half the slots used,
- * so that a file with many sequences or tracks is read in time linear in
- * its events. Entries are never removed; one entry may be put under
- * several keys (a track whose descriptor changed its thread), and a
- * lookup compares the entry itself, so a stale key finds nothing.
- */
-typedef struct pr_index {
-  uint32_t *slot;
-  size_t mask; /* slots - 1, 0 before the first put */
-  size_t used;
-} pr_index_t;
-
 typedef struct pr_state {
   lp_input_t *in;
   const lp_sink_t *sink;
@@ -232,10 +206,10 @@ typedef struct pr_state {
   lp_pos_t pos;
   pr_seq_t *seqs;
   size_t nseqs, capseqs;
-  pr_index_t seq_by_id;
+  lp_index_t seq_by_id;
   pr_track_t *tracks;
   size_t ntracks, captracks;
-  pr_index_t track_by_uuid, track_by_lane; /* the lane's key: pr_lane_key(pid, tid) */
+  lp_index_t track_by_uuid, track_by_lane; /* the lane's key: pr_lane_key(pid, tid) */
   int64_t offset[64]; /* builtin clock -> BOOTTIME */
   bool has_offset[64];
   int64_t next_lane; /* tracks that are lanes of their own so far, numbered in order: tids PR_FIRST_LANE up */
@@ -245,64 +219,37 @@ typedef struct pr_state {
   size_t name_cap, cats_cap, cats_len;
 } pr_state_t;
 
-/* A key's home slot: its bits mixed (keys here are small counters, uuids and tids). */
-static size_t pr_home(const pr_index_t *ix, uint64_t key) {
-  key ^= key >> 33;
-  key *= 0xff51afd7ed558ccdull;
-  key ^= key >> 33;
-  return (size_t)key & ix->mask;
-}
-
-/* The first slot of key's probe sequence: walk on with pr_next_slot while it is not 0. */
-static const uint32_t *pr_first_slot(const pr_index_t *ix, uint64_t key) {
-  static const uint32_t none = 0;
-  return ix->mask ? &ix->slot[pr_home(ix, key)] : &none;
-}
-
-static const uint32_t *pr_next_slot(const pr_index_t *ix, const uint32_t *s) {
-  return s == &ix->slot[ix->mask] ? ix->slot : s + 1;
-}
-
-static void pr_index_place(pr_index_t *ix, uint64_t key, size_t pos) {
-  size_t h = pr_home(ix, key);
-  while (ix->slot[h]) h = (h + 1) & ix->mask;
-  ix->slot[h] = (uint32_t)(pos + 1);
-  ix->used++;
-}
-
+/*
+ * Sequences and tracks are found by their keys through lp_index_t (a
+ * uint64 key's lp_hash64). An entry may be put under several keys (a track
+ * whose descriptor changed its thread); a lookup compares the entry itself,
+ * so a stale key finds nothing.
+ */
 typedef uint64_t (*pr_key_fn)(const pr_state_t *st, size_t pos);
 
 /*
- * Puts entry pos under key. When the slots are half used, they double and
- * take the keys of entries 0..n-1 again (key_of: an entry's key now; the
- * keys an entry had before are dropped, which lookups never needed).
- * 0, or -1 out of memory (the index is left as it was).
+ * Puts entry pos (one of entries 0..n-1) under key; when the index grows,
+ * the other entries are put again under their keys now (key_of). 0, or -1
+ * out of memory (the index is left as it was).
  */
-static int pr_index_put(pr_index_t *ix, uint64_t key, size_t pos, size_t n, pr_key_fn key_of, const pr_state_t *st) {
-  if (n >= UINT32_MAX) return -1;
-  if ((ix->used + 1) * 2 > ix->mask) {
-    size_t slots = ix->mask ? (ix->mask + 1) * 2 : 64;
-    while (n * 2 + 2 > slots) slots *= 2;
-    uint32_t *fresh = lp_mem_realloc(st->mem, NULL, 0, slots * sizeof *fresh);
-    if (!fresh) return -1;
-    memset(fresh, 0, slots * sizeof *fresh);
-    if (ix->slot) lp_mem_free(st->mem, ix->slot, (ix->mask + 1) * sizeof *ix->slot);
-    ix->slot = fresh;
-    ix->mask = slots - 1;
-    ix->used = 0;
+static int pr_index_put(pr_state_t *st, lp_index_t *ix, uint64_t key, size_t pos, size_t n, pr_key_fn key_of) {
+  if (n >= UINT32_MAX / 2) return -1;
+  switch (lp_index_reserve(ix, st->mem, (uint32_t)n, 64)) {
+  case -1: return -1;
+  case 1:
     for (size_t i = 0; i < n; i++)
-      if (i != pos) pr_index_place(ix, key_of(st, i), i);
+      if (i != pos) lp_index_put(ix, lp_hash64(key_of(st, i)), (uint32_t)i);
   }
-  pr_index_place(ix, key, pos);
+  lp_index_put(ix, lp_hash64(key), (uint32_t)pos);
   return 0;
 }
 
 static uint64_t pr_seq_key(const pr_state_t *st, size_t pos) { return st->seqs[pos].id; }
 
 static pr_seq_t *pr_seq(pr_state_t *st, uint32_t id) {
-  const pr_index_t *ix = &st->seq_by_id;
-  for (const uint32_t *s = pr_first_slot(ix, id); *s; s = pr_next_slot(ix, s))
-    if (st->seqs[*s - 1].id == id) return &st->seqs[*s - 1];
+  const lp_index_t *ix = &st->seq_by_id;
+  for (uint32_t at, e = lp_index_first(ix, lp_hash64(id), &at); e; e = lp_index_next(ix, &at))
+    if (st->seqs[e - 1].id == id) return &st->seqs[e - 1];
   if (st->nseqs == st->capseqs) {
     size_t cap = st->capseqs ? st->capseqs * 2 : 16;
     pr_seq_t *s = lp_mem_realloc(st->mem, st->seqs, st->capseqs * sizeof *s, cap * sizeof *s);
@@ -313,7 +260,7 @@ static pr_seq_t *pr_seq(pr_state_t *st, uint32_t id) {
   pr_seq_t *q = &st->seqs[st->nseqs];
   memset(q, 0, sizeof *q);
   q->id = id;
-  if (pr_index_put(&st->seq_by_id, id, st->nseqs, st->nseqs + 1, pr_seq_key, st) != 0) return NULL;
+  if (pr_index_put(st, &st->seq_by_id, id, st->nseqs, st->nseqs + 1, pr_seq_key) != 0) return NULL;
   st->nseqs++;
   return q;
 }
@@ -330,9 +277,9 @@ static void pr_seq_clear(lp_mem_t *mem, pr_seq_t *q) {
 }
 
 static pr_track_t *pr_track(pr_state_t *st, uint64_t uuid) {
-  const pr_index_t *ix = &st->track_by_uuid;
-  for (const uint32_t *s = pr_first_slot(ix, uuid); *s; s = pr_next_slot(ix, s))
-    if (st->tracks[*s - 1].uuid == uuid) return &st->tracks[*s - 1];
+  const lp_index_t *ix = &st->track_by_uuid;
+  for (uint32_t at, e = lp_index_first(ix, lp_hash64(uuid), &at); e; e = lp_index_next(ix, &at))
+    if (st->tracks[e - 1].uuid == uuid) return &st->tracks[e - 1];
   return NULL;
 }
 
@@ -488,9 +435,9 @@ static uint64_t pr_track_lane_key(const pr_state_t *st, size_t pos) {
 
 /* Whether a track of process pid is the lane (pid, tid) already. */
 static bool pr_tid_taken(const pr_state_t *st, int64_t pid, int64_t tid) {
-  const pr_index_t *ix = &st->track_by_lane;
-  for (const uint32_t *s = pr_first_slot(ix, pr_lane_key(pid, tid)); *s; s = pr_next_slot(ix, s))
-    if (st->tracks[*s - 1].pid == pid && st->tracks[*s - 1].tid == tid) return true;
+  const lp_index_t *ix = &st->track_by_lane;
+  for (uint32_t at, e = lp_index_first(ix, lp_hash64(pr_lane_key(pid, tid)), &at); e; e = lp_index_next(ix, &at))
+    if (st->tracks[e - 1].pid == pid && st->tracks[e - 1].tid == tid) return true;
   return false;
 }
 
@@ -591,9 +538,9 @@ static int pr_descriptor(pr_state_t *st, pr_seq_t *q, const uint8_t *p, size_t l
   t->pid = pid;
   t->counter = counter;
   size_t pos = (size_t)(t - st->tracks);
-  if ((fresh && pr_index_put(&st->track_by_uuid, uuid, pos, st->ntracks, pr_track_uuid_key, st) != 0) ||
+  if ((fresh && pr_index_put(st, &st->track_by_uuid, uuid, pos, st->ntracks, pr_track_uuid_key) != 0) ||
       ((fresh || t->pid != was_pid || t->tid != was_tid) &&
-       pr_index_put(&st->track_by_lane, pr_lane_key(t->pid, t->tid), pos, st->ntracks, pr_track_lane_key, st) != 0))
+       pr_index_put(st, &st->track_by_lane, pr_lane_key(t->pid, t->tid), pos, st->ntracks, pr_track_lane_key) != 0))
     return lp_mem_fail(st->mem, &st->pos);
   const uint8_t *shown = thread ? tname : process ? pname : name;
   size_t slen = thread ? tnlen : process ? pnlen : nlen;
@@ -1140,9 +1087,9 @@ static int pr_read(lp_input_t *in, const lp_sink_t *sink) {
   lp_mem_free(st.mem, st.seqs, st.capseqs * sizeof *st.seqs);
   for (size_t i = 0; i < st.ntracks; i++) pr_name_free(st.mem, st.tracks[i].name);
   lp_mem_free(st.mem, st.tracks, st.captracks * sizeof *st.tracks);
-  pr_index_t *ixs[] = {&st.seq_by_id, &st.track_by_uuid, &st.track_by_lane};
-  for (size_t i = 0; i < 3; i++)
-    if (ixs[i]->slot) lp_mem_free(st.mem, ixs[i]->slot, (ixs[i]->mask + 1) * sizeof *ixs[i]->slot);
+  lp_index_free(&st.seq_by_id, st.mem);
+  lp_index_free(&st.track_by_uuid, st.mem);
+  lp_index_free(&st.track_by_lane, st.mem);
   lp_mem_free(st.mem, st.name, st.name_cap);
   lp_mem_free(st.mem, st.cats, st.cats_cap);
   return rc;

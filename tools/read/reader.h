@@ -29,6 +29,8 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include "table.h" /* lp_mem_t */
+
 /* A reader's or a sink's verdict: 0 is success. */
 enum { LP_READ_OK = 0, LP_READ_BAD = 2 };
 
@@ -77,28 +79,6 @@ typedef struct lp_event {
 
 /* ---- memory ---------------------------------------------------------------------- */
 
-/*
- * Memory held, counted against a cap (--max-memory): the views' tables and
- * the readers' own (their buffers, strings, sequences, tracks), with a word
- * of the allocator's per block. An allocation that would take `used` past
- * `cap` is refused, and the reading stops with a message at its position.
- * Only the input layer's fixed buffers (under 1 MiB) are not counted.
- */
-typedef struct lp_mem {
-  uint64_t used;
-  uint64_t cap; /* 0: no cap */
-  bool over;    /* an allocation was refused for the cap */
-} lp_mem_t;
-
-/* realloc, counted in m (NULL: not counted); old is p's size. NULL when refused or out of memory. */
-void *lp_mem_realloc(lp_mem_t *m, void *p, size_t old, size_t size);
-void lp_mem_free(lp_mem_t *m, void *p, size_t size);
-/*
- * A table allocated elsewhere, counted in m: *counted (what m holds of it so
- * far) becomes now. 0, or -1 when that would pass the cap (m->over is set
- * and nothing changes). m NULL: 0.
- */
-int lp_mem_charge(lp_mem_t *m, uint64_t *counted, uint64_t now);
 /*
  * After an allocation through m failed: "FILE:POS: this trace needs more
  * than 64 MiB of memory (the cap, --max-memory): stopped here" when the cap

@@ -89,8 +89,7 @@ typedef struct lctx {
   lp_mem_t mem; /* every table here, against --max-memory */
   llane_t *lanes;
   size_t nl, cap;
-  uint32_t *slots; /* (pid, tid) -> lane + 1, open addressing, at most half full */
-  size_t nslots;
+  lp_index_t index; /* lanes by (pid, tid) */
   uint64_t seq;
   int bad;
   int warned_word;
@@ -110,35 +109,22 @@ static int word(const char *const *w, const int *codes, size_t n, const char *s)
   return -1;
 }
 
-static size_t lane_home(int64_t pid, int64_t tid, size_t nslots) {
-  uint64_t k = (uint64_t)pid * 0x9e3779b97f4a7c15ull ^ (uint64_t)tid;
-  k ^= k >> 33;
-  k *= 0xff51afd7ed558ccdull;
-  k ^= k >> 33;
-  return (size_t)k & (nslots - 1);
+static uint32_t lane_hash(int64_t pid, int64_t tid) {
+  return lp_hash64((uint64_t)pid * 0x9e3779b97f4a7c15ull ^ (uint64_t)tid);
 }
 
 /* The lane (pid, tid), made if new: found through a hash, so that many threads cost no more each than one. */
 static llane_t *lane_of(lctx_t *c, int64_t pid, int64_t tid) {
-  if (c->nslots)
-    for (size_t h = lane_home(pid, tid, c->nslots); c->slots[h]; h = (h + 1) & (c->nslots - 1)) {
-      llane_t *l = &c->lanes[c->slots[h] - 1];
-      if (l->pid == pid && l->tid == tid) return l;
-    }
-  if (c->nl >= UINT32_MAX - 1) return NULL;
-  if ((c->nl + 1) * 2 > c->nslots) {
-    size_t ns = c->nslots ? c->nslots * 2 : 64;
-    uint32_t *slots = lp_mem_realloc(&c->mem, NULL, 0, ns * sizeof *slots);
-    if (!slots) return NULL;
-    memset(slots, 0, ns * sizeof *slots);
-    for (size_t i = 0; i < c->nl; i++) {
-      size_t h = lane_home(c->lanes[i].pid, c->lanes[i].tid, ns);
-      while (slots[h]) h = (h + 1) & (ns - 1);
-      slots[h] = (uint32_t)(i + 1);
-    }
-    lp_mem_free(&c->mem, c->slots, c->nslots * sizeof *c->slots);
-    c->slots = slots;
-    c->nslots = ns;
+  uint32_t h = lane_hash(pid, tid);
+  for (uint32_t at, k = lp_index_first(&c->index, h, &at); k; k = lp_index_next(&c->index, &at)) {
+    llane_t *l = &c->lanes[k - 1];
+    if (l->pid == pid && l->tid == tid) return l;
+  }
+  if (c->nl >= UINT32_MAX / 2) return NULL;
+  switch (lp_index_reserve(&c->index, &c->mem, (uint32_t)c->nl, 64)) {
+  case -1: return NULL;
+  case 1:
+    for (size_t i = 0; i < c->nl; i++) lp_index_put(&c->index, lane_hash(c->lanes[i].pid, c->lanes[i].tid), (uint32_t)i);
   }
   if (c->nl == c->cap) {
     size_t nc = c->cap ? c->cap * 2 : 16;
@@ -147,13 +133,11 @@ static llane_t *lane_of(lctx_t *c, int64_t pid, int64_t tid) {
     c->lanes = n;
     c->cap = nc;
   }
+  lp_index_put(&c->index, h, (uint32_t)c->nl);
   llane_t *l = &c->lanes[c->nl++];
   memset(l, 0, sizeof *l);
   l->pid = pid;
   l->tid = tid;
-  size_t h = lane_home(pid, tid, c->nslots);
-  while (c->slots[h]) h = (h + 1) & (c->nslots - 1);
-  c->slots[h] = (uint32_t)c->nl;
   return l;
 }
 
@@ -357,6 +341,6 @@ static int run(const void *opts, int n, const char *const *files) {
     lp_mem_free(&c.mem, c.lanes[i].open, c.lanes[i].ocap * sizeof *c.lanes[i].open);
   }
   lp_mem_free(&c.mem, c.lanes, c.cap * sizeof *c.lanes);
-  lp_mem_free(&c.mem, c.slots, c.nslots * sizeof *c.slots);
+  lp_index_free(&c.index, &c.mem);
   return status;
 }
