@@ -69,6 +69,7 @@
 
 #include "labelprof.h"
 #include "jsonesc.h"
+#include "testing.h" /* the hooks the tests reach the library through */
 
 #define LP__NAME_MAX 64
 /* Depths stop growing here; a push beyond it is counted and ignored. Below LP_IMPL_TRACED_MARK. */
@@ -236,7 +237,7 @@ int lp__cpu_default_signal(void);
  * Starts CPU sampling: the handler on sig (once), and a timer on the CPU
  * clock of every registered thread, one signal per period_ns of its CPU.
  * Without with_timers (a manual profile) every thread gets its ring but no
- * timer: its samples come from lp__cpu_test_sample() alone.
+ * timer: its samples come from lp__cpu_test_sample() alone (testing.h).
  * Already running: 0, and the first start's signal and period hold. 0;
  * -EINVAL for a signal lp__cpu_signal_ok() refuses; -EEXIST if the program
  * handles or ignores sig; or a negative errno from sigaction. A thread
@@ -273,8 +274,6 @@ typedef struct lp__cpu_sample {
  * collector's sampling lock, t alive (copied from the registry, held).
  */
 uint64_t lp__cpu_drain(lp__thread_t *t, void (*take)(void *arg, const lp__cpu_sample_t *s), void *arg);
-/* Test: a sample of count periods on the calling thread, recorded as its signal handler would. */
-void lp__cpu_test_sample(uint32_t count);
 void lp__cpu_atfork_prepare(void);
 void lp__cpu_atfork_parent(void);
 void lp__cpu_atfork_child(void);
@@ -365,8 +364,6 @@ void lp__mark_free(lp__mark_t *m);
  * (label texts merged, counts summed, children sorted). NULL on ENOMEM.
  */
 lp_profile_t *lp__profile_build(const lp__agg_t *a, const lp__mark_t *mark, const lp_profile_stats_t *stats);
-/* Test hook: replaces a profile's figures, so that a report's header can be checked exactly. */
-void lp__profile_test_set_stats(lp_profile_t *p, const lp_profile_stats_t *s);
 /* Whether the collector kept under 90% of the rate asked for; the achieved and requested rates. */
 bool lp__profile_rate_low(const lp_profile_t *p, double *achieved, uint32_t *requested);
 
@@ -382,35 +379,6 @@ int lp__profile_stop(lp__owner_t who, lp_profile_t **out);
 /* The profile so far, without stopping (a dump). -EINVAL if who has no running session. */
 int lp__profile_peek(lp__owner_t who, lp_profile_t **out);
 bool lp__profile_running(lp__owner_t who);
-
-/*
- * lp_profile_start() without a collector thread: samples are taken only by
- * lp__profile_sample_now() (or lp__profile_tick()), and with LP_PROFILE_CPU
- * CPU samples only by lp__cpu_test_sample(). For deterministic tests.
- */
-int lp__profile_start_manual(const lp_profile_opts_t *opts);
-/* One sampling pass over every registered thread, now, on the calling thread. -EINVAL if not running. */
-int lp__profile_sample_now(void);
-/*
- * The tick plan on a clock the test steps. lp__profile_test_seed() seeds
- * the instants of every run started from now on (0: from the clock again).
- * lp__profile_plan() gives the index of the period the next tick belongs
- * to (0 for the run's first) and the instant planned for it
- * (CLOCK_MONOTONIC ns). lp__profile_tick(now) is the collector thread's
- * wakeup at now, for a manual profile: 0 if now is before the instant
- * (nothing happens), else 1 after one pass and the plan moved on (periods
- * that ended by now count as missed ticks; one already begun is planned
- * at now if its instant has passed). Both -EINVAL without a running
- * profile, and lp__profile_tick() also when a collector thread runs the
- * plan.
- */
-void lp__profile_test_seed(uint64_t seed);
-int lp__profile_plan(uint64_t *index, uint64_t *at);
-int lp__profile_tick(uint64_t now);
-/* Nodes, bytes and thread records of the running aggregation (0 if not running). */
-size_t lp__profile_node_count(void);
-size_t lp__profile_bytes(void);
-size_t lp__profile_thread_records(void);
 
 void lp__collector_atfork_prepare(void);
 void lp__collector_atfork_parent(void);
@@ -491,36 +459,6 @@ static inline bool lp__timeseg_ns(const lp__timeseg_t *s, uint64_t ticks, uint64
 size_t lp__timemap_jumps(const lp__timemap_t *m);
 const char *lp__timemap_jump_text(const lp__timemap_t *m);
 
-/* Test hooks (tests/test_clock.c only). */
-typedef struct lp__clock_test_check {
-  const int *cpus;      /* CPUs to pair, the first against each other (one may repeat); NULL: the allowed ones */
-  size_t ncpus;
-  const int64_t *skew;  /* ticks added to every reading taken on cpus[i]; NULL: none (needs cpus) */
-  double rate_ppm;      /* the counter runs this much faster from the middle of the check on */
-  uint64_t budget_ns;   /* 0: the real check's 20 ms */
-  uint64_t rate_ns;     /* how long the rate is measured (within the budget); 0: as the real check plans it */
-} lp__clock_test_check_t;
-/*
- * Runs the counter check now (t may be NULL: the real one), whatever was
- * chosen. Returns 1 if it passes, 0 if not (verdict gets the reason, as
- * lp__clock_reason() would show it, took_ns its duration), -EINVAL for a
- * bad t, -ENOTSUP without a counter.
- */
-int lp__clock_test_check(const lp__clock_test_check_t *t, char *verdict, size_t len, uint64_t *took_ns);
-/*
- * Adds ticks to every counter reading from now on (cumulative): a jump of
- * the counter against CLOCK_MONOTONIC. While the total is not zero the
- * inline read is sent to lp_impl_ticks_slow(), which adds it, as
- * lp__clock_sync() does. -EINVAL unless the counter is in use.
- */
-int lp__clock_test_jump(int64_t ticks);
-/*
- * Makes the next widen tries of lp__clock_sync() as wide as a preemption of
- * 10 us inside the bracket would (when the counter's rate is known), and
- * returns how many tries the last sync point took.
- */
-unsigned lp__clock_test_sync(unsigned widen);
-
 /* ---- output.c: writing a report file ------------------------------------ */
 
 /*
@@ -575,8 +513,6 @@ FILE *lp__output_stream(lp__output_t *o);
  * first error of flushing, closing or committing.
  */
 int lp__output_close(lp__output_t *o, int rc);
-/* Tests only: a named temporary even where O_TMPFILE works, so that both ways are exercised. */
-extern bool lp__output_named_temp_only;
 
 /* ---- pprof.c: the profile as profile.proto, gzipped --------------------- */
 
@@ -894,11 +830,6 @@ const uint8_t *lp__pfs_bytes(const lp__pfs_t *f, size_t *n);
 void lp__pfs_clear(lp__pfs_t *f);
 int lp__pfs_error(const lp__pfs_t *f);
 uint64_t lp__pfs_events(const lp__pfs_t *f);
-/* Tests: hold the writer back (on) or let it go; wait until it has written everything closed so far. */
-void lp__trace_stream_hold(bool on);
-int lp__trace_stream_sync(void);
-/* Tests: the stream's page-cache ranges (0, 0: 8 MiB and 32 MiB); set before the stream starts. */
-void lp__trace_stream_cache(uint64_t behind, uint64_t keep);
 /* ---- end of the Perfetto stream ---- */
 /* A site's label for reports: "(null)" for a NULL label. */
 static inline const char *lp__label(const lp_site_t *site) { return site->label ? site->label : "(null)"; }
@@ -940,10 +871,7 @@ void lp__subs_atfork_child(void);
 /*
  * Every allocation of the library goes through these: malloc, calloc,
  * realloc, strdup, strndup and aligned_alloc, freed with free(). They differ
- * only in a test hook: lp__alloc_test_fail(n) makes the n-th allocation the
- * calling thread makes from then on fail (NULL, errno ENOMEM), once; 0
- * turns it off. lp__alloc_test_pending() is what is left of the countdown:
- * 0 once the failure has happened (or when none was asked for).
+ * only in a test hook (lp__alloc_test_fail, testing.h).
  */
 void *lp__malloc(size_t n);
 void *lp__calloc(size_t n, size_t size);
@@ -951,8 +879,6 @@ void *lp__realloc(void *p, size_t n);
 char *lp__strdup(const char *s);
 char *lp__strndup(const char *s, size_t n);
 void *lp__aligned_alloc(size_t align, size_t n);
-void lp__alloc_test_fail(unsigned long nth);
-unsigned long lp__alloc_test_pending(void);
 
 /* ---- env.c ---------------------------------------------------------------- */
 
@@ -970,25 +896,5 @@ void lp__names_atfork_child(void);
  * them without depending on intern.c, which sits above the recorder.
  */
 extern _Atomic uint64_t lp__names_overflowed, lp__names_limit;
-
-/*
- * The loader's parsers, for tests/fuzz_env.c and tests/test_env.c. The
- * values of the variables that are not paths: lp__env_defaults fills in
- * what the loader uses when none is set; lp__env_parse reads one variable's
- * value (NULL or "" as unset) into *v as the loader does, a bad value
- * warning on stderr and keeping the default. It returns 0, -ENOMEM, or
- * -ENOENT for a name it does not parse (the paths, LABELPROF_TRACE_MARKER,
- * the subscribers' variables).
- */
-typedef struct lp__env_values {
-  lp_profile_opts_t profile; /* LABELPROF_HZ, LABELPROF_COLLECTOR_SCHED, LABELPROF_CPU_SIGNAL */
-  lp_print_opts_t report;    /* LABELPROF_REPORT */
-  lp_trace_opts_t trace;     /* LABELPROF_LEVELS, _TRACE_MODE, _TRACE_BUFFER, _CLOCK */
-  int dump_signal;           /* LABELPROF_DUMP_SIGNAL; 0: none */
-} lp__env_values_t;
-void lp__env_defaults(lp__env_values_t *v);
-int lp__env_parse(lp__env_values_t *v, const char *name, const char *value);
-/* A path variable's value as the loader keeps it: absolute, %p expanded, %n and %% kept. NULL on ENOMEM. */
-char *lp__env_resolve(const char *value);
 
 #endif /* LABELPROF_INTERNAL_H */
