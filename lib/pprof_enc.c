@@ -18,6 +18,8 @@
  */
 #include "pprof_enc.h"
 
+#include "index.h"
+
 /*
  * In the library every allocation goes through lp__malloc and its kin
  * (lib/internal.h), which the allocation-failure tests hook; the command,
@@ -109,14 +111,13 @@ struct lp__pprof {
   buf_t body;    /* samples, locations, functions */
   buf_t strtab;  /* string_table entries */
   buf_t scratch, scratch2;
-  /* Strings by text: index + 1, 0 = empty slot. */
+  /* The string table's strings in order, found by text; the functions in order (id: position + 1), by (name, file, line). */
   const char **strs;
-  uint32_t nstrs, strmask;
-  uint32_t *strslots;
-  /* Functions by (name, file, line): id, 0 = empty slot. */
+  uint32_t nstrs, strscap;
+  lp__index_t strindex;
   fkey_t *funcs;
-  uint32_t nfuncs, funcmask;
-  uint32_t *funcslots;
+  uint32_t nfuncs, funcscap;
+  lp__index_t funcindex;
   /* The last sample's thread name and its index, and the label keys' indexes (0: not yet). */
   const char *last_thread;
   int64_t last_thread_idx, thread_key, tid_key;
@@ -129,39 +130,41 @@ static uint64_t hash_str(const char *s) {
   return h ^ (h >> 29);
 }
 
-static int rehash_strs(lp__pprof_t *pp) {
-  uint32_t mask = pp->strmask ? pp->strmask * 2 + 1 : 1023;
-  uint32_t *slots = enc_calloc((size_t)mask + 1, sizeof *slots);
-  const char **strs = enc_realloc(pp->strs, ((size_t)mask + 1) / 2 * sizeof *strs);
-  if (!slots || !strs) {
-    free(slots);
-    if (strs) pp->strs = strs;
-    return -ENOMEM;
+/*
+ * Room for one more of n entries of size bytes in *entries (capacity *cap)
+ * and in its index (hash_of: an entry's hash, to put them again). 0 or
+ * -ENOMEM (nothing changed but a larger array).
+ */
+static int make_room(void **entries, uint32_t *cap, size_t size, uint32_t n, lp__index_t *ix,
+                     uint32_t (*hash_of)(const lp__pprof_t *pp, uint32_t i), const lp__pprof_t *pp) {
+  if (n == *cap) {
+    uint32_t nc = *cap ? *cap * 2 : 512;
+    void *p = nc < UINT32_MAX / 2 ? enc_realloc(*entries, (size_t)nc * size) : NULL;
+    if (!p) return -ENOMEM;
+    *entries = p;
+    *cap = nc;
   }
-  pp->strs = strs;
-  for (uint32_t i = 0; i < pp->nstrs; i++) {
-    uint32_t h = (uint32_t)hash_str(strs[i]) & mask;
-    while (slots[h]) h = (h + 1) & mask;
-    slots[h] = i + 1;
-  }
-  free(pp->strslots);
-  pp->strslots = slots;
-  pp->strmask = mask;
+  uint64_t want = lp__index_wants(ix, n, 1024);
+  if (!want) return 0;
+  uint32_t *fresh = want == UINT64_MAX ? NULL : enc_calloc((size_t)want, sizeof *fresh);
+  if (!fresh) return -ENOMEM;
+  free(lp__index_move(ix, fresh, want));
+  for (uint32_t i = 0; i < n; i++) lp__index_put(ix, hash_of(pp, i), i);
   return 0;
 }
+
+static uint32_t str_hash(const lp__pprof_t *pp, uint32_t i) { return (uint32_t)hash_str(pp->strs[i]); }
 
 /* The string table index of s, added on first use; -1 on ENOMEM. */
 static int64_t str_index(lp__pprof_t *pp, const char *s) {
   if (!s) s = "";
-  if ((uint64_t)(pp->nstrs + 1) * 2 > (uint64_t)pp->strmask + 1 && rehash_strs(pp) != 0) return -1;
-  uint32_t h = (uint32_t)hash_str(s) & pp->strmask;
-  for (;; h = (h + 1) & pp->strmask) {
-    uint32_t k = pp->strslots[h];
-    if (!k) break;
+  uint32_t h = (uint32_t)hash_str(s);
+  for (uint32_t at, k = lp__index_first(&pp->strindex, h, &at); k; k = lp__index_next(&pp->strindex, &at))
     if (strcmp(pp->strs[k - 1], s) == 0) return k - 1;
-  }
-  pp->strs[pp->nstrs] = s;
-  pp->strslots[h] = ++pp->nstrs;
+  if (make_room((void **)&pp->strs, &pp->strscap, sizeof *pp->strs, pp->nstrs, &pp->strindex, str_hash, pp) != 0)
+    return -1;
+  lp__index_put(&pp->strindex, h, pp->nstrs);
+  pp->strs[pp->nstrs++] = s;
   f_bytes(&pp->strtab, 6, s, strlen(s));
   return pp->strtab.oom ? -1 : (int64_t)pp->nstrs - 1;
 }
@@ -185,9 +188,9 @@ void lp__pprof_free(lp__pprof_t *pp) {
   free(pp->scratch.p);
   free(pp->scratch2.p);
   free(pp->strs);
-  free(pp->strslots);
+  free(pp->strindex.slot);
   free(pp->funcs);
-  free(pp->funcslots);
+  free(pp->funcindex.slot);
   free(pp);
 }
 
@@ -195,37 +198,17 @@ static uint64_t hash_func(const fkey_t *k) {
   return (hash_str(k->name) * 31 + hash_str(k->file)) * 0x9e3779b97f4a7c15ull + (uint64_t)k->line;
 }
 
-static int rehash_funcs(lp__pprof_t *pp) {
-  uint32_t mask = pp->funcmask ? pp->funcmask * 2 + 1 : 1023;
-  uint32_t *slots = enc_calloc((size_t)mask + 1, sizeof *slots);
-  fkey_t *funcs = enc_realloc(pp->funcs, ((size_t)mask + 1) / 2 * sizeof *funcs);
-  if (!slots || !funcs) {
-    free(slots);
-    if (funcs) pp->funcs = funcs;
-    return -ENOMEM;
-  }
-  pp->funcs = funcs;
-  for (uint32_t i = 0; i < pp->nfuncs; i++) {
-    uint32_t h = (uint32_t)(hash_func(&funcs[i]) >> 7) & mask;
-    while (slots[h]) h = (h + 1) & mask;
-    slots[h] = i + 1;
-  }
-  free(pp->funcslots);
-  pp->funcslots = slots;
-  pp->funcmask = mask;
-  return 0;
-}
+static uint32_t func_hash(const lp__pprof_t *pp, uint32_t i) { return (uint32_t)(hash_func(&pp->funcs[i]) >> 7); }
 
 uint64_t lp__pprof_location(lp__pprof_t *pp, const char *name, const char *file, int64_t line) {
   fkey_t k = {name ? name : "", file ? file : "", line};
-  if ((uint64_t)(pp->nfuncs + 1) * 2 > (uint64_t)pp->funcmask + 1 && rehash_funcs(pp) != 0) return 0;
-  uint32_t h = (uint32_t)(hash_func(&k) >> 7) & pp->funcmask;
-  for (;; h = (h + 1) & pp->funcmask) {
-    uint32_t id = pp->funcslots[h];
-    if (!id) break;
+  uint32_t h = (uint32_t)(hash_func(&k) >> 7);
+  for (uint32_t at, id = lp__index_first(&pp->funcindex, h, &at); id; id = lp__index_next(&pp->funcindex, &at)) {
     const fkey_t *f = &pp->funcs[id - 1];
     if (f->line == k.line && strcmp(f->name, k.name) == 0 && strcmp(f->file, k.file) == 0) return id;
   }
+  if (make_room((void **)&pp->funcs, &pp->funcscap, sizeof *pp->funcs, pp->nfuncs, &pp->funcindex, func_hash, pp) != 0)
+    return 0;
   int64_t ni = str_index(pp, k.name), fi = str_index(pp, k.file);
   if (ni < 0 || fi < 0) return 0;
   uint64_t id = pp->nfuncs + 1;
@@ -246,8 +229,8 @@ uint64_t lp__pprof_location(lp__pprof_t *pp, const char *name, const char *file,
   f_msg(l, 4, m);
   f_msg(&pp->body, 4, l);
   if (pp->body.oom) return 0;
+  lp__index_put(&pp->funcindex, h, pp->nfuncs);
   pp->funcs[pp->nfuncs++] = k;
-  pp->funcslots[h] = (uint32_t)id;
   return id;
 }
 

@@ -82,7 +82,7 @@ static uint32_t hash_str(const char *s) {
   }
   w = 0;
   memcpy(&w, s, n);
-  return lp_hash64(h ^ w);
+  return lp__hash64(h ^ w);
 }
 
 /* ---- memory ------------------------------------------------------------------------ */
@@ -276,11 +276,11 @@ int lp_tree_init(lp_tree_t *t, lp_mem_t *mem) {
   return 0;
 }
 
-static uint32_t node_hash(uint32_t parent, uint32_t label) { return lp_hash64(((uint64_t)parent << 32) | label); }
+static uint32_t node_hash(uint32_t parent, uint32_t label) { return lp__hash64(((uint64_t)parent << 32) | label); }
 
 uint32_t lp_tree_find(const lp_tree_t *t, uint32_t parent, uint32_t label) {
   if (t->index.mask) {
-    for (uint32_t at, s = lp_index_first(&t->index, node_hash(parent, label), &at); s; s = lp_index_next(&t->index, &at))
+    for (uint32_t at, s = lp__index_first(&t->index, node_hash(parent, label), &at); s; s = lp__index_next(&t->index, &at))
       if (t->nodes[s - 1].parent == parent && t->nodes[s - 1].label == label) return s - 1;
   } else {
     for (uint32_t k = 1; k < t->n; k++)
@@ -301,9 +301,9 @@ uint32_t lp_tree_child(lp_tree_t *t, uint32_t parent, uint32_t label) {
     t->n--;
     return UINT32_MAX;
   case 1:
-    for (uint32_t j = 1; j < k; j++) lp_index_put(&t->index, node_hash(t->nodes[j].parent, t->nodes[j].label), j);
+    for (uint32_t j = 1; j < k; j++) lp__index_put(&t->index, node_hash(t->nodes[j].parent, t->nodes[j].label), j);
   }
-  lp_index_put(&t->index, node_hash(parent, label), k);
+  lp__index_put(&t->index, node_hash(parent, label), k);
   return k;
 }
 
@@ -385,7 +385,7 @@ static char *text_copy(lp_agg_t *a, const char *s) {
 
 /* The label s's id, or UINT32_MAX; h is hash_str(s). */
 static uint32_t label_find(const lp_agg_t *a, const char *s, uint32_t h) {
-  for (uint32_t at, k = lp_index_first(&a->label_index, h, &at); k; k = lp_index_next(&a->label_index, &at))
+  for (uint32_t at, k = lp__index_first(&a->label_index, h, &at); k; k = lp__index_next(&a->label_index, &at))
     if (strcmp(a->labels[k - 1], s) == 0) return k - 1;
   return UINT32_MAX;
 }
@@ -398,7 +398,7 @@ static uint32_t intern(lp_agg_t *a, const char *s) {
   switch (lp_index_reserve(&a->label_index, &a->mem, a->nlabels, 64)) {
   case -1: return UINT32_MAX;
   case 1:
-    for (uint32_t k = 0; k < a->nlabels; k++) lp_index_put(&a->label_index, hash_str(a->labels[k]), k);
+    for (uint32_t k = 0; k < a->nlabels; k++) lp__index_put(&a->label_index, hash_str(a->labels[k]), k);
   }
   if (grow(&a->mem, (void **)&a->gstats, &a->gstats_cap, sizeof *a->gstats, a->nlabels + 1, 16) ||
       grow(&a->mem, (void **)&a->labels, &a->labels_cap, sizeof *a->labels, a->nlabels + 1, 16))
@@ -408,7 +408,7 @@ static uint32_t intern(lp_agg_t *a, const char *s) {
   uint32_t k = a->nlabels++;
   a->labels[k] = copy;
   a->gstats[k] = (lp_lstat_t){.label = k, .min = INT64_MAX};
-  lp_index_put(&a->label_index, h, k);
+  lp__index_put(&a->label_index, h, k);
   return k;
 }
 
@@ -417,7 +417,7 @@ static uint32_t intern(lp_agg_t *a, const char *s) {
 /* The lane's statistics of a label, made if new; NULL when out of memory. Valid until the next call. */
 static lp_lstat_t *lane_stat(lp_agg_t *a, lp_lane_t *l, uint32_t label) {
   if (l->stat_index.mask) {
-    for (uint32_t at, j = lp_index_first(&l->stat_index, lp_hash64(label), &at); j; j = lp_index_next(&l->stat_index, &at))
+    for (uint32_t at, j = lp__index_first(&l->stat_index, lp__hash64(label), &at); j; j = lp__index_next(&l->stat_index, &at))
       if (l->stats[j - 1].label == label) return &l->stats[j - 1];
   } else {
     for (uint32_t j = 0; j < l->nstats; j++)
@@ -432,9 +432,9 @@ static lp_lstat_t *lane_stat(lp_agg_t *a, lp_lane_t *l, uint32_t label) {
     l->nstats--;
     return NULL;
   case 1:
-    for (uint32_t k = 0; k < j; k++) lp_index_put(&l->stat_index, lp_hash64(l->stats[k].label), k);
+    for (uint32_t k = 0; k < j; k++) lp__index_put(&l->stat_index, lp__hash64(l->stats[k].label), k);
   }
-  lp_index_put(&l->stat_index, lp_hash64(label), j);
+  lp__index_put(&l->stat_index, lp__hash64(label), j);
   return &l->stats[j];
 }
 
@@ -447,14 +447,14 @@ static void lane_stats_free(lp_agg_t *a, lp_lane_t *l) {
 }
 
 static uint32_t lane_hash(unsigned file, int64_t pid, int64_t tid) {
-  return lp_hash64((uint64_t)pid * 0x9e3779b97f4a7c15ull ^ (uint64_t)tid ^ ((uint64_t)file << 48));
+  return lp__hash64((uint64_t)pid * 0x9e3779b97f4a7c15ull ^ (uint64_t)tid ^ ((uint64_t)file << 48));
 }
 
 /* Puts every lane in the index again. */
 static void lanes_index(lp_agg_t *a) {
   for (uint32_t k = 0; k < a->nlanes; k++) {
     const lp_lane_t *l = a->lanes[k];
-    lp_index_put(&a->lane_index, lane_hash(l->file, l->pid, l->tid), k);
+    lp__index_put(&a->lane_index, lane_hash(l->file, l->pid, l->tid), k);
   }
 }
 
@@ -463,7 +463,7 @@ static lp_lane_t *lane_get(lp_agg_t *a, int64_t pid, int64_t tid) {
   lp_lane_t *c = a->last_lane; /* events of one lane tend to come together */
   if (c && c->pid == pid && c->tid == tid && c->file == file) return c;
   uint32_t h = lane_hash(file, pid, tid);
-  for (uint32_t at, k = lp_index_first(&a->lane_index, h, &at); k; k = lp_index_next(&a->lane_index, &at)) {
+  for (uint32_t at, k = lp__index_first(&a->lane_index, h, &at); k; k = lp__index_next(&a->lane_index, &at)) {
     lp_lane_t *l = a->lanes[k - 1];
     if (l->file == file && l->pid == pid && l->tid == tid) return a->last_lane = l;
   }
@@ -486,7 +486,7 @@ static lp_lane_t *lane_get(lp_agg_t *a, int64_t pid, int64_t tid) {
   l->buffered = a->file_buffered;
   uint32_t k = a->nlanes++;
   a->lanes[k] = l;
-  lp_index_put(&a->lane_index, h, k);
+  lp__index_put(&a->lane_index, h, k);
   return a->last_lane = l;
 }
 
@@ -509,8 +509,8 @@ typedef struct lp_pname {
 } lp_pname_t;
 
 static uint32_t pname_find(const lp_agg_t *a, unsigned file, int64_t pid) {
-  for (uint32_t at, k = lp_index_first(&a->pname_index, lane_hash(file, pid, 0), &at); k;
-       k = lp_index_next(&a->pname_index, &at))
+  for (uint32_t at, k = lp__index_first(&a->pname_index, lane_hash(file, pid, 0), &at); k;
+       k = lp__index_next(&a->pname_index, &at))
     if (a->pnames[k - 1].file == file && a->pnames[k - 1].pid == pid) return k - 1;
   return UINT32_MAX;
 }
@@ -518,7 +518,7 @@ static uint32_t pname_find(const lp_agg_t *a, unsigned file, int64_t pid) {
 /* Puts every process name in the index again. */
 static void pnames_index(lp_agg_t *a) {
   for (uint32_t k = 0; k < a->npnames; k++)
-    lp_index_put(&a->pname_index, lane_hash(a->pnames[k].file, a->pnames[k].pid, 0), k);
+    lp__index_put(&a->pname_index, lane_hash(a->pnames[k].file, a->pnames[k].pid, 0), k);
 }
 
 /* The first name a (file, pid) is given; 0, or -1 out of memory (past the cap). */
@@ -535,7 +535,7 @@ static int pname_add(lp_agg_t *a, unsigned file, int64_t pid, const char *name) 
   memcpy(copy, name, n);
   uint32_t k = a->npnames++;
   a->pnames[k] = (lp_pname_t){file, pid, copy};
-  lp_index_put(&a->pname_index, lane_hash(file, pid, 0), k);
+  lp__index_put(&a->pname_index, lane_hash(file, pid, 0), k);
   return 0;
 }
 
@@ -1018,7 +1018,7 @@ static void drop_file(lp_agg_t *a, unsigned file) {
   }
   a->nlanes = kept;
   a->last_lane = NULL;
-  lp_index_clear(&a->lane_index);
+  lp__index_clear(&a->lane_index);
   lanes_index(a);
   uint32_t kp = 0;
   for (uint32_t i = 0; i < a->npnames; i++) {
@@ -1028,7 +1028,7 @@ static void drop_file(lp_agg_t *a, unsigned file) {
       a->pnames[kp++] = a->pnames[i];
   }
   a->npnames = kp;
-  lp_index_clear(&a->pname_index);
+  lp__index_clear(&a->pname_index);
   pnames_index(a);
 }
 

@@ -421,7 +421,7 @@ typedef struct nnrun {
   /* threads */
   tslot_t *slots; /* the threads in the order they came, found by tid through index */
   size_t cap, used;
-  lp_index_t index;
+  lp__index_t index;
   long long *order; /* tracked tids in order */
   size_t norder, ordcap;
   char **drivers;
@@ -436,10 +436,10 @@ typedef struct nnrun {
   int status;
 } nnrun_t;
 
-static uint32_t tid_hash(long long tid) { return lp_hash64((uint64_t)tid); }
+static uint32_t tid_hash(long long tid) { return lp__hash64((uint64_t)tid); }
 
 static tslot_t *slot_get(nnrun_t *r, long long tid, int create) {
-  for (uint32_t at, k = lp_index_first(&r->index, tid_hash(tid), &at); k; k = lp_index_next(&r->index, &at))
+  for (uint32_t at, k = lp__index_first(&r->index, tid_hash(tid), &at); k; k = lp__index_next(&r->index, &at))
     if (r->slots[k - 1].tid == tid) return &r->slots[k - 1];
   if (!create) return NULL;
   if (r->used == r->cap) {
@@ -452,9 +452,9 @@ static tslot_t *slot_get(nnrun_t *r, long long tid, int create) {
   switch (lp_index_reserve(&r->index, NULL, (uint32_t)r->used, 512)) {
   case -1: return NULL;
   case 1:
-    for (size_t i = 0; i < r->used; i++) lp_index_put(&r->index, tid_hash(r->slots[i].tid), (uint32_t)i);
+    for (size_t i = 0; i < r->used; i++) lp__index_put(&r->index, tid_hash(r->slots[i].tid), (uint32_t)i);
   }
-  lp_index_put(&r->index, tid_hash(tid), (uint32_t)r->used);
+  lp__index_put(&r->index, tid_hash(tid), (uint32_t)r->used);
   tslot_t *s = &r->slots[r->used++];
   *s = (tslot_t){tid, -1, NULL};
   return s;
@@ -496,7 +496,7 @@ static void fmt_size(char *buf, size_t len, size_t v) {
 static int over_limit(nnrun_t *r, long line) {
   size_t max = r->src->max_memory;
   if (!max) return 0;
-  size_t held = r->src->held + r->cap * sizeof *r->slots + lp_index_bytes(&r->index) + r->ordcap * sizeof *r->order +
+  size_t held = r->src->held + r->cap * sizeof *r->slots + lp__index_bytes(&r->index) + r->ordcap * sizeof *r->order +
                 (r->at ? at_bytes(r->at) : 0);
   if (held <= max) return 0;
   char lim[64];

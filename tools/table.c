@@ -41,28 +41,19 @@ int lp_mem_charge(lp_mem_t *m, uint64_t *counted, uint64_t now) {
   return 0;
 }
 
-int lp_index_reserve(lp_index_t *ix, lp_mem_t *mem, uint32_t n, uint32_t first) {
-  uint64_t slots = ix->mask ? (uint64_t)ix->mask + 1 : 0;
-  if ((uint64_t)(ix->used + 1) * 2 <= slots) return 0;
-  slots = slots ? slots * 2 : first;
-  while (slots < 2 * ((uint64_t)n + 1)) slots *= 2;
-  if (slots > (uint64_t)1 << 31) return -1; /* positions + 1 must fit a slot */
-  uint32_t *fresh = lp_mem_realloc(mem, NULL, 0, (size_t)slots * sizeof *fresh);
+int lp_index_reserve(lp__index_t *ix, lp_mem_t *mem, uint32_t n, uint32_t first) {
+  uint64_t want = lp__index_wants(ix, n, first);
+  if (!want) return 0;
+  uint32_t *fresh = want == UINT64_MAX ? NULL : lp_mem_realloc(mem, NULL, 0, (size_t)want * sizeof *fresh);
   if (!fresh) return -1;
-  memset(fresh, 0, (size_t)slots * sizeof *fresh);
-  lp_index_free(ix, mem);
-  ix->slot = fresh;
-  ix->mask = (uint32_t)(slots - 1);
+  memset(fresh, 0, (size_t)want * sizeof *fresh);
+  size_t old = lp__index_bytes(ix);
+  lp_mem_free(mem, lp__index_move(ix, fresh, want), old);
   return 1;
 }
 
-void lp_index_clear(lp_index_t *ix) {
-  if (ix->slot) memset(ix->slot, 0, lp_index_bytes(ix));
-  ix->used = 0;
-}
-
-void lp_index_free(lp_index_t *ix, lp_mem_t *mem) {
-  if (ix->slot) lp_mem_free(mem, ix->slot, lp_index_bytes(ix));
+void lp_index_free(lp__index_t *ix, lp_mem_t *mem) {
+  lp_mem_free(mem, ix->slot, lp__index_bytes(ix));
   ix->slot = NULL;
   ix->mask = 0;
   ix->used = 0;

@@ -263,20 +263,20 @@ struct tgmap {
   const char **tg;
   size_t *tgl;
   size_t n, cap;
-  lp_index_t ix;  /* entries by tid */
+  lp__index_t ix;  /* entries by tid */
   size_t strings; /* the copies' bytes */
 };
 
-static uint32_t tg_hash(long long tid) { return lp_hash64((uint64_t)tid); }
+static uint32_t tg_hash(long long tid) { return lp__hash64((uint64_t)tid); }
 
 /* What the table and its copies hold (lp_st_held). */
 static size_t tg_bytes(const struct tgmap *t) {
-  return t->cap * (sizeof *t->tid + sizeof *t->tg + sizeof *t->tgl) + lp_index_bytes(&t->ix) + t->strings;
+  return t->cap * (sizeof *t->tid + sizeof *t->tg + sizeof *t->tgl) + lp__index_bytes(&t->ix) + t->strings;
 }
 
 /* tid's entry, or SIZE_MAX. */
 static size_t tg_find(const struct tgmap *t, long long tid) {
-  for (uint32_t at, k = lp_index_first(&t->ix, tg_hash(tid), &at); k; k = lp_index_next(&t->ix, &at))
+  for (uint32_t at, k = lp__index_first(&t->ix, tg_hash(tid), &at); k; k = lp__index_next(&t->ix, &at))
     if (t->tid[k - 1] == tid) return k - 1;
   return SIZE_MAX;
 }
@@ -319,11 +319,11 @@ static int tg_put(struct tgmap *t, long long tid, const char *tg, size_t tgl, co
   switch (lp_index_reserve(&t->ix, NULL, (uint32_t)t->n, 64)) {
   case -1: return -ENOMEM;
   case 1:
-    for (size_t i = 0; i < t->n; i++) lp_index_put(&t->ix, tg_hash(t->tid[i]), (uint32_t)i);
+    for (size_t i = 0; i < t->n; i++) lp__index_put(&t->ix, tg_hash(t->tid[i]), (uint32_t)i);
   }
   char *c = dupn(tg, tgl);
   if (!c) return -ENOMEM;
-  lp_index_put(&t->ix, tg_hash(tid), (uint32_t)t->n);
+  lp__index_put(&t->ix, tg_hash(tid), (uint32_t)t->n);
   t->tid[t->n] = tid;
   t->tg[t->n] = c;
   t->tgl[t->n] = tgl;

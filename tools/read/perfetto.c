@@ -82,11 +82,11 @@ typedef struct pr_str {
 typedef struct pr_strmap {
   pr_str_t *e;
   size_t n, cap;
-  lp_index_t ix;
+  lp__index_t ix;
 } pr_strmap_t;
 
 static pr_str_t *pr_find(const pr_strmap_t *m, uint64_t key) {
-  for (uint32_t at, k = lp_index_first(&m->ix, lp_hash64(key), &at); k; k = lp_index_next(&m->ix, &at))
+  for (uint32_t at, k = lp__index_first(&m->ix, lp__hash64(key), &at); k; k = lp__index_next(&m->ix, &at))
     if (m->e[k - 1].key == key) return &m->e[k - 1];
   return NULL;
 }
@@ -149,9 +149,9 @@ static int pr_put(lp_mem_t *mem, pr_strmap_t *m, uint64_t key, const uint8_t *s,
     pr_name_free(mem, c);
     return -1;
   case 1:
-    for (size_t i = 0; i < m->n; i++) lp_index_put(&m->ix, lp_hash64(m->e[i].key), (uint32_t)i);
+    for (size_t i = 0; i < m->n; i++) lp__index_put(&m->ix, lp__hash64(m->e[i].key), (uint32_t)i);
   }
-  lp_index_put(&m->ix, lp_hash64(key), (uint32_t)m->n);
+  lp__index_put(&m->ix, lp__hash64(key), (uint32_t)m->n);
   m->e[m->n++] = (pr_str_t){key, c};
   return 0;
 }
@@ -206,10 +206,10 @@ typedef struct pr_state {
   lp_pos_t pos;
   pr_seq_t *seqs;
   size_t nseqs, capseqs;
-  lp_index_t seq_by_id;
+  lp__index_t seq_by_id;
   pr_track_t *tracks;
   size_t ntracks, captracks;
-  lp_index_t track_by_uuid, track_by_lane; /* the lane's key: pr_lane_key(pid, tid) */
+  lp__index_t track_by_uuid, track_by_lane; /* the lane's key: pr_lane_key(pid, tid) */
   int64_t offset[64]; /* builtin clock -> BOOTTIME */
   bool has_offset[64];
   int64_t next_lane; /* tracks that are lanes of their own so far, numbered in order: tids PR_FIRST_LANE up */
@@ -220,8 +220,8 @@ typedef struct pr_state {
 } pr_state_t;
 
 /*
- * Sequences and tracks are found by their keys through lp_index_t (a
- * uint64 key's lp_hash64). An entry may be put under several keys (a track
+ * Sequences and tracks are found by their keys through lp__index_t (a
+ * uint64 key's lp__hash64). An entry may be put under several keys (a track
  * whose descriptor changed its thread); a lookup compares the entry itself,
  * so a stale key finds nothing.
  */
@@ -232,23 +232,23 @@ typedef uint64_t (*pr_key_fn)(const pr_state_t *st, size_t pos);
  * the other entries are put again under their keys now (key_of). 0, or -1
  * out of memory (the index is left as it was).
  */
-static int pr_index_put(pr_state_t *st, lp_index_t *ix, uint64_t key, size_t pos, size_t n, pr_key_fn key_of) {
+static int pr_index_put(pr_state_t *st, lp__index_t *ix, uint64_t key, size_t pos, size_t n, pr_key_fn key_of) {
   if (n >= UINT32_MAX / 2) return -1;
   switch (lp_index_reserve(ix, st->mem, (uint32_t)n, 64)) {
   case -1: return -1;
   case 1:
     for (size_t i = 0; i < n; i++)
-      if (i != pos) lp_index_put(ix, lp_hash64(key_of(st, i)), (uint32_t)i);
+      if (i != pos) lp__index_put(ix, lp__hash64(key_of(st, i)), (uint32_t)i);
   }
-  lp_index_put(ix, lp_hash64(key), (uint32_t)pos);
+  lp__index_put(ix, lp__hash64(key), (uint32_t)pos);
   return 0;
 }
 
 static uint64_t pr_seq_key(const pr_state_t *st, size_t pos) { return st->seqs[pos].id; }
 
 static pr_seq_t *pr_seq(pr_state_t *st, uint32_t id) {
-  const lp_index_t *ix = &st->seq_by_id;
-  for (uint32_t at, e = lp_index_first(ix, lp_hash64(id), &at); e; e = lp_index_next(ix, &at))
+  const lp__index_t *ix = &st->seq_by_id;
+  for (uint32_t at, e = lp__index_first(ix, lp__hash64(id), &at); e; e = lp__index_next(ix, &at))
     if (st->seqs[e - 1].id == id) return &st->seqs[e - 1];
   if (st->nseqs == st->capseqs) {
     size_t cap = st->capseqs ? st->capseqs * 2 : 16;
@@ -277,8 +277,8 @@ static void pr_seq_clear(lp_mem_t *mem, pr_seq_t *q) {
 }
 
 static pr_track_t *pr_track(pr_state_t *st, uint64_t uuid) {
-  const lp_index_t *ix = &st->track_by_uuid;
-  for (uint32_t at, e = lp_index_first(ix, lp_hash64(uuid), &at); e; e = lp_index_next(ix, &at))
+  const lp__index_t *ix = &st->track_by_uuid;
+  for (uint32_t at, e = lp__index_first(ix, lp__hash64(uuid), &at); e; e = lp__index_next(ix, &at))
     if (st->tracks[e - 1].uuid == uuid) return &st->tracks[e - 1];
   return NULL;
 }
@@ -435,8 +435,8 @@ static uint64_t pr_track_lane_key(const pr_state_t *st, size_t pos) {
 
 /* Whether a track of process pid is the lane (pid, tid) already. */
 static bool pr_tid_taken(const pr_state_t *st, int64_t pid, int64_t tid) {
-  const lp_index_t *ix = &st->track_by_lane;
-  for (uint32_t at, e = lp_index_first(ix, lp_hash64(pr_lane_key(pid, tid)), &at); e; e = lp_index_next(ix, &at))
+  const lp__index_t *ix = &st->track_by_lane;
+  for (uint32_t at, e = lp__index_first(ix, lp__hash64(pr_lane_key(pid, tid)), &at); e; e = lp__index_next(ix, &at))
     if (st->tracks[e - 1].pid == pid && st->tracks[e - 1].tid == tid) return true;
   return false;
 }

@@ -41,7 +41,7 @@ typedef struct strd {
   const char *file;
   lane_t *lanes; /* in the order they came, found by tid through index */
   size_t cap, used;
-  lp_index_t index;
+  lp__index_t index;
   int stop; /* the sink's non-zero verdict */
   char *label;
   size_t label_cap;
@@ -50,11 +50,11 @@ typedef struct strd {
   const struct lp_st_scanner *sc;
 } strd_t;
 
-static uint32_t tid_hash(long long tid) { return lp_hash64((uint64_t)tid); }
+static uint32_t tid_hash(long long tid) { return lp__hash64((uint64_t)tid); }
 
 static lane_t *lane_get(strd_t *r, long long tid, int *fresh) {
   *fresh = 0;
-  for (uint32_t at, k = lp_index_first(&r->index, tid_hash(tid), &at); k; k = lp_index_next(&r->index, &at))
+  for (uint32_t at, k = lp__index_first(&r->index, tid_hash(tid), &at); k; k = lp__index_next(&r->index, &at))
     if (r->lanes[k - 1].tid == tid) return &r->lanes[k - 1];
   if (r->used == r->cap) {
     size_t nc = r->cap ? r->cap * 2 : 64;
@@ -66,9 +66,9 @@ static lane_t *lane_get(strd_t *r, long long tid, int *fresh) {
   switch (lp_index_reserve(&r->index, r->mem, (uint32_t)r->used, 64)) {
   case -1: return NULL;
   case 1:
-    for (size_t i = 0; i < r->used; i++) lp_index_put(&r->index, tid_hash(r->lanes[i].tid), (uint32_t)i);
+    for (size_t i = 0; i < r->used; i++) lp__index_put(&r->index, tid_hash(r->lanes[i].tid), (uint32_t)i);
   }
-  lp_index_put(&r->index, tid_hash(tid), (uint32_t)r->used);
+  lp__index_put(&r->index, tid_hash(tid), (uint32_t)r->used);
   lane_t *l = &r->lanes[r->used++];
   *l = (lane_t){tid, NULL, 0, 0};
   *fresh = 1;

@@ -89,7 +89,7 @@ typedef struct lctx {
   lp_mem_t mem; /* every table here, against --max-memory */
   llane_t *lanes;
   size_t nl, cap;
-  lp_index_t index; /* lanes by (pid, tid) */
+  lp__index_t index; /* lanes by (pid, tid) */
   uint64_t seq;
   int bad;
   int warned_word;
@@ -110,13 +110,13 @@ static int word(const char *const *w, const int *codes, size_t n, const char *s)
 }
 
 static uint32_t lane_hash(int64_t pid, int64_t tid) {
-  return lp_hash64((uint64_t)pid * 0x9e3779b97f4a7c15ull ^ (uint64_t)tid);
+  return lp__hash64((uint64_t)pid * 0x9e3779b97f4a7c15ull ^ (uint64_t)tid);
 }
 
 /* The lane (pid, tid), made if new: found through a hash, so that many threads cost no more each than one. */
 static llane_t *lane_of(lctx_t *c, int64_t pid, int64_t tid) {
   uint32_t h = lane_hash(pid, tid);
-  for (uint32_t at, k = lp_index_first(&c->index, h, &at); k; k = lp_index_next(&c->index, &at)) {
+  for (uint32_t at, k = lp__index_first(&c->index, h, &at); k; k = lp__index_next(&c->index, &at)) {
     llane_t *l = &c->lanes[k - 1];
     if (l->pid == pid && l->tid == tid) return l;
   }
@@ -124,7 +124,7 @@ static llane_t *lane_of(lctx_t *c, int64_t pid, int64_t tid) {
   switch (lp_index_reserve(&c->index, &c->mem, (uint32_t)c->nl, 64)) {
   case -1: return NULL;
   case 1:
-    for (size_t i = 0; i < c->nl; i++) lp_index_put(&c->index, lane_hash(c->lanes[i].pid, c->lanes[i].tid), (uint32_t)i);
+    for (size_t i = 0; i < c->nl; i++) lp__index_put(&c->index, lane_hash(c->lanes[i].pid, c->lanes[i].tid), (uint32_t)i);
   }
   if (c->nl == c->cap) {
     size_t nc = c->cap ? c->cap * 2 : 16;
@@ -133,7 +133,7 @@ static llane_t *lane_of(lctx_t *c, int64_t pid, int64_t tid) {
     c->lanes = n;
     c->cap = nc;
   }
-  lp_index_put(&c->index, h, (uint32_t)c->nl);
+  lp__index_put(&c->index, h, (uint32_t)c->nl);
   llane_t *l = &c->lanes[c->nl++];
   memset(l, 0, sizeof *l);
   l->pid = pid;
