@@ -170,7 +170,9 @@ static void test_opts_usage_names_the_table(void) {
       size_t w = strcspn(p, " ]");
       bool found = false;
       for (const lp_opt_t *o = (*c)->opts; o->name; o++)
-        if (strlen(o->name) == w && strncmp(o->name, p, w) == 0) found = true;
+        if ((strlen(o->name) == w && strncmp(o->name, p, w) == 0) ||
+            (o->also && strlen(o->also) == w && strncmp(o->also, p, w) == 0))
+          found = true;
       if (!found) printf("\n    %s: %.*s is in the usage, not in the table", (*c)->name, (int)w, p);
       CU_ASSERT_TRUE(found);
       p += w;
@@ -336,6 +338,54 @@ static void test_opts_missing_operands_named(void) {
   expect_usage_error(lp_cmd_find("stats"), &r, "--top takes a count, not 'x'");
 }
 
+/* ---- the parser itself, on a table of its own ------------------------------------- */
+
+typedef struct fake {
+  bool batch, quiet;
+  const char *name;
+  int count;
+} fake_t;
+
+static int parse_count(const char *cmd, const char *v, void *field, const void *how) {
+  (void)cmd;
+  (void)how;
+  *(int *)field = atoi(v);
+  return 0;
+}
+
+/* Two spellings, values inline or not, options after operands, and "--". */
+static void test_opts_parser_spellings(void) {
+  static const lp_opt_t table[] = {
+      LP_OPT_FLAG_ALSO("-b", "--batch", fake_t, batch),
+      LP_OPT_FLAG("-q", fake_t, quiet),
+      LP_OPT_TEXT("--name", "TEXT", fake_t, name),
+      LP_OPT_PARSED_ALSO("-n", "--count", "N", fake_t, count, parse_count, NULL),
+      LP_OPT_END,
+  };
+  static const lp_operands_t spec = {0, -1, "FILE..."};
+  char *argv[] = {"fake", "a", "--batch", "--name=x", "b", "--count", "7", "--", "-q", "--name", NULL};
+  int argc = 10, n = -1;
+  const char *operands[10];
+  fake_t o = {false, false, NULL, 0};
+  CU_ASSERT_EQUAL(lp_opts_parse("fake", argc, argv, table, &spec, &o, operands, &n), LP_OPTS_RUN);
+  CU_ASSERT_TRUE(o.batch);
+  CU_ASSERT_FALSE(o.quiet); /* after "--": an operand */
+  CU_ASSERT_PTR_NOT_NULL_FATAL(o.name);
+  CU_ASSERT_STRING_EQUAL(o.name, "x");
+  CU_ASSERT_EQUAL(o.count, 7);
+  CU_ASSERT_EQUAL_FATAL(n, 4);
+  CU_ASSERT_STRING_EQUAL(operands[0], "a");
+  CU_ASSERT_STRING_EQUAL(operands[1], "b");
+  CU_ASSERT_STRING_EQUAL(operands[2], "-q");
+  CU_ASSERT_STRING_EQUAL(operands[3], "--name");
+  char *again[] = {"fake", "-b", "-n=2", NULL};
+  fake_t p = {false, false, NULL, 0};
+  CU_ASSERT_EQUAL(lp_opts_parse("fake", 3, again, table, &spec, &p, operands, &n), LP_OPTS_RUN);
+  CU_ASSERT_TRUE(p.batch);
+  CU_ASSERT_EQUAL(p.count, 2);
+  CU_ASSERT_EQUAL(n, 0);
+}
+
 int main(void) {
   lp_test_tmpdir("opts");
   if (!realpath("tools/labelprof", tool)) {
@@ -347,6 +397,7 @@ int main(void) {
       LP_TEST(test_opts_man_synopsis_is_the_usage),
       LP_TEST(test_opts_same_words_everywhere),
       LP_TEST(test_opts_missing_operands_named),
+      LP_TEST(test_opts_parser_spellings),
       CU_TEST_INFO_NULL,
   };
   return lp_test_main("opts", tests);

@@ -10,19 +10,24 @@
 
 #include <string.h>
 
-static const lp_opt_t *find(const lp_opt_t *table, const char *a, const char **inline_value) {
-  for (const lp_opt_t *o = table; o->name; o++) {
-    size_t n = strlen(o->name);
-    if (strncmp(a, o->name, n) != 0) continue;
-    if (a[n] == '\0') {
-      *inline_value = NULL;
-      return o;
-    }
-    if (a[n] == '=' && o->arg) {
-      *inline_value = a + n + 1;
-      return o;
-    }
+/* Whether a is the option spelled name ("--top", or "--top=VALUE" when it takes one). */
+static bool spelled(const lp_opt_t *o, const char *name, const char *a, const char **inline_value) {
+  size_t n = strlen(name);
+  if (strncmp(a, name, n) != 0) return false;
+  if (a[n] == '\0') {
+    *inline_value = NULL;
+    return true;
   }
+  if (a[n] == '=' && o->arg) {
+    *inline_value = a + n + 1;
+    return true;
+  }
+  return false;
+}
+
+static const lp_opt_t *find(const lp_opt_t *table, const char *a, const char **inline_value) {
+  for (const lp_opt_t *o = table; o->name; o++)
+    if (spelled(o, o->name, a, inline_value) || (o->also && spelled(o, o->also, a, inline_value))) return o;
   return NULL;
 }
 

@@ -33,7 +33,9 @@
  * NULL) sets a bool there. An option with a value, named arg in the usage
  * ("N", "SIZE"), hands the value to parse(cmd, value, field, how) when parse
  * is set (it returns 0, or -1 after lp_usage_error), and else stores it as
- * a const char * there. The table ends with LP_OPT_END.
+ * a const char * there. name is how the usage's synopsis writes it ("-b");
+ * also, when not NULL, is another spelling taken alike ("--batch"). The
+ * table ends with LP_OPT_END.
  */
 typedef struct lp_opt {
   const char *name;
@@ -41,12 +43,17 @@ typedef struct lp_opt {
   size_t off;
   int (*parse)(const char *cmd, const char *value, void *field, const void *how);
   const void *how;
+  const char *also;
 } lp_opt_t;
 
-#define LP_OPT_FLAG(name, type, field) {(name), NULL, offsetof(type, field), NULL, NULL}
-#define LP_OPT_TEXT(name, arg, type, field) {(name), (arg), offsetof(type, field), NULL, NULL}
-#define LP_OPT_PARSED(name, arg, type, field, parse, how) {(name), (arg), offsetof(type, field), (parse), (how)}
-#define LP_OPT_END {NULL, NULL, 0, NULL, NULL}
+#define LP_OPT_FLAG(name, type, field) {(name), NULL, offsetof(type, field), NULL, NULL, NULL}
+#define LP_OPT_TEXT(name, arg, type, field) {(name), (arg), offsetof(type, field), NULL, NULL, NULL}
+#define LP_OPT_PARSED(name, arg, type, field, parse, how) {(name), (arg), offsetof(type, field), (parse), (how), NULL}
+/* The same, with a second spelling. */
+#define LP_OPT_FLAG_ALSO(name, also, type, field) {(name), NULL, offsetof(type, field), NULL, NULL, (also)}
+#define LP_OPT_PARSED_ALSO(name, also, arg, type, field, parse, how) \
+  {(name), (arg), offsetof(type, field), (parse), (how), (also)}
+#define LP_OPT_END {NULL, NULL, 0, NULL, NULL, NULL}
 
 /*
  * The operands: from min to max of them (max -1: no limit), named as the
