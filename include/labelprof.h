@@ -24,10 +24,13 @@
  * A label inlines only what an unrecorded scope runs: two tests, the push
  * and the matched pop, about 20 instructions and, on x86-64, no register
  * saved for it. Recording and subscribers are called out of line. Define
- * LABELPROF_INLINE_RECORDING before including this file to inline them as
- * well: a recorded scope or a subscriber's notification then costs a few
- * nanoseconds less, and each labelled function about a kilobyte more and
- * the registers its values need. Files built either way work together.
+ * LABELPROF_INLINE_RECORDING before including this file to inline the
+ * recording as well: each labelled function then grows by a few hundred
+ * bytes and the registers its values need, for a recorded scope that costs
+ * about what it does out of line (it is bound by its two reads of the
+ * clock). Subscribers are always called out of line. Files built either
+ * way work together; a unit built against another version's header is
+ * refused at load (one line on stderr, labels disabled).
  *
  * How this file is laid out. The API comes first, in the order a user needs
  * it; each part opens with what it is for:
@@ -466,7 +469,13 @@ LP_EXPORT const lp_node_t *lp_node_find(const lp_node_t *n, const char *label);
 
 /*
  * What happens when the event memory budget is spent:
- *   LP_TRACE_DISCARD  recording stops; every event after that is counted as dropped.
+ *   LP_TRACE_DISCARD  recording stops; every event after that is counted as
+ *                     dropped, a scope as two (its begin and its end); a
+ *                     scope that began before still records its end. From
+ *                     then on a scope of a recorded level costs what an
+ *                     untraced one does (its drops are counted from the
+ *                     thread's pushes), and a scope of a level the session
+ *                     does not record is a call into the library.
  *   LP_TRACE_RING     a flight recorder: the oldest 16 KiB chunk of the session
  *                     that no thread is filling is reused, so every thread
  *                     keeps its newest events and threads that exited cannot
@@ -488,10 +497,15 @@ typedef enum lp_trace_policy { LP_TRACE_DISCARD = 0, LP_TRACE_RING = 1, LP_TRACE
  * not the length of the session. The hot path never waits for the writer:
  * when it falls behind and the budget has no free chunk, events are
  * dropped and counted, as LP_TRACE_DISCARD's are, until chunks come back.
- * The file is a valid trace after every append: a process killed at any
- * moment leaves every packet written before the kill readable (and at most
- * the one packet being written cut short). lp_dump() and the dump signal
- * append what is recorded so far; lp_trace_stop() (and the exit, for
+ * Each second (LABELPROF_TRACE_FLUSH changes it, for every stream of the
+ * process) the writer also appends what the chunks being filled hold so
+ * far, read up to the cursor their threads published (no lock or wait on
+ * the recording path), so that what a slow program records reaches the
+ * file within that long. The file is a valid trace after every append: a
+ * process killed at any moment leaves every packet written before the kill
+ * readable (and at most the one packet being written cut short), every
+ * scope that ended a second before it among them. lp_dump() and the dump
+ * signal append what is recorded so far; lp_trace_stop() (and the exit, for
  * LABELPROF_TRACE) appends the rest and closes the file. The stream's file
  * is Perfetto only; an export of a streamed session to another path
  * (lp_trace_write_json() ...) flushes the stream and writes nothing else.
@@ -502,10 +516,15 @@ typedef enum lp_trace_policy { LP_TRACE_DISCARD = 0, LP_TRACE_RING = 1, LP_TRACE
  * Rotation: opts.rotate_bytes and opts.rotate_ns (0: none) start a new file
  * once the current one holds that many bytes or has been written that long;
  * a "%n" in opts.path is then the file's number (1, 2, ...) and every file is
- * a self-contained trace. lp_trace_start() returns -EINVAL for a streamed
- * session without a path (or with rotation and no "%n"), -EBUSY while
- * another session records, and the error of opening its first file;
- * lp_trace_stop() returns the first error writing it (also said on stderr).
+ * a self-contained trace. A stream's file is locked (flock, exclusive)
+ * while it is written, and its first file until the stream ends: another
+ * stream given the same file, in this process or another (a child that
+ * inherited LABELPROF_TRACE), writes nothing to it instead of emptying it.
+ * lp_trace_start() returns -EINVAL for a streamed session without a path
+ * (or with rotation and no "%n"), -EBUSY while another session records,
+ * -ETXTBSY when another stream is writing its first file, and the error of
+ * opening that file; lp_trace_stop() returns the first error writing it
+ * (also said on stderr; a later file another stream holds is lost).
  */
 
 /*
@@ -696,7 +715,9 @@ typedef struct lp_trace_stats {
   uint64_t recorded;     /* events in the buffers, ready to write; for a stream, written to its files so far
                             (lp_dump() writes what is recorded) */
   uint64_t dropped;      /* events lost: budget spent (discard), overwritten (ring), the writer behind
-                            (stream), or during an export */
+                            (stream), or during an export; a scope lost is two events, its begin and its
+                            end, so that recorded + dropped is every event of the session's levels (manual
+                            pairs deeper than LP_STACK_CAPACITY, never on the timeline, aside) */
   uint64_t budget_bytes; /* the session's budget */
   uint64_t used_bytes;   /* chunks allocated now */
   uint32_t threads;      /* thread lanes with events, including exited threads (stream: with events written) */

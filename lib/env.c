@@ -94,7 +94,7 @@ static const char *const known[] = {
     "LABELPROF_TRACE_FORMAT", /* Perfetto */
     "LABELPROF_CPU",          "LABELPROF_CPU_SIGNAL",
     "LABELPROF_PROFILE_EVERY",
-    "LABELPROF_TRACE_ROTATE", /* the Perfetto stream */
+    "LABELPROF_TRACE_ROTATE", "LABELPROF_TRACE_FLUSH", /* the Perfetto stream */
     /* Read by subs.c, and by the callstats.so subscriber installed with the library. */
     "LABELPROF_SUBSCRIBERS",  "LABELPROF_CALLSTATS",  "LABELPROF_CALLSTATS_THREADS",
     /* Read by names.c, and by the NVTX and ITT libraries installed with the library. */
@@ -590,6 +590,19 @@ static const char *grouped(uint64_t n, char *buf, size_t size) {
   return buf;
 }
 
+/* A size for people: "312 bytes", "4.0 KiB", "18.2 MiB", "1.25 GiB". */
+static const char *bytes_text(uint64_t n, char *buf, size_t size) {
+  if (n < 1024)
+    snprintf(buf, size, "%llu bytes", (unsigned long long)n);
+  else if (n < (1u << 20))
+    snprintf(buf, size, "%.1f KiB", (double)n / 1024);
+  else if (n < (1u << 30))
+    snprintf(buf, size, "%.1f MiB", (double)n / (1 << 20));
+  else
+    snprintf(buf, size, "%.2f GiB", (double)n / (1 << 30));
+  return buf;
+}
+
 /* A duration for people: "5.0 us", "4.5 ms", "19.70 s". */
 static const char *seconds(uint64_t ns, char *buf, size_t size) {
   if (ns < 1000000u)
@@ -603,11 +616,12 @@ static const char *seconds(uint64_t ns, char *buf, size_t size) {
 
 /*
  * At exit, a trace that dropped events says so: how many, when, the budget,
- * and what to change, naming the file just written.
+ * and what to change, naming the file just written. A stream says in one
+ * line what its files hold, whether it dropped or not.
  */
 static void note_drops(unsigned number) {
   lp__drops_t d;
-  if (lp__trace_drops(LP__ENV, &d) != 0 || !d.dropped) return;
+  if (lp__trace_drops(LP__ENV, &d) != 0 || (!d.dropped && !d.stream)) return;
   /* A stream's files are numbered by its rotations, not by the dumps: named from the first to the last. */
   char *path = lp__path_numbered(trace_path ? trace_path : systrace_path, d.stream ? 1 : number);
   if (!path) return;
@@ -632,11 +646,21 @@ static void note_drops(unsigned number) {
     snprintf(budget, sizeof budget, "%llu MiB", (unsigned long long)(d.budget_bytes >> 20));
   else
     snprintf(budget, sizeof budget, "%llu bytes", (unsigned long long)d.budget_bytes);
-  if (d.stream)
-    warn("the stream '%s' dropped %s events while its writer fell behind: its %s budget (LABELPROF_TRACE_BUFFER) "
-         "was full, the first time %s into the %s session, so the file has gaps there. To keep them: a larger "
-         "LABELPROF_TRACE_BUFFER (MiB), a faster disk or reader for the file, or fewer levels with LABELPROF_LEVELS",
-         path, grouped(d.dropped, n, sizeof n), budget, at, len);
+  if (d.stream) {
+    /* A stream always says what it wrote: its files are what is left of the run. */
+    char events[32], size[32], wrote[160];
+    snprintf(wrote, sizeof wrote, "holds %s events of %u thread%s (%s in %u file%s)",
+             grouped(d.stream_events, events, sizeof events), d.stream_threads, d.stream_threads == 1 ? "" : "s",
+             bytes_text(d.stream_bytes, size, sizeof size), d.stream_files, d.stream_files == 1 ? "" : "s");
+    if (!d.dropped)
+      warn("the stream '%s' %s; it dropped none", path, wrote);
+    else
+      warn("the stream '%s' %s; it dropped %s events while its writer fell behind: its %s budget "
+           "(LABELPROF_TRACE_BUFFER) was full, the first time %s into the %s session, so the file has gaps there. To "
+           "keep them: a larger LABELPROF_TRACE_BUFFER (MiB), a faster disk or reader for the file, or fewer levels "
+           "with LABELPROF_LEVELS",
+           path, wrote, grouped(d.dropped, n, sizeof n), budget, at, len);
+  }
   else if (d.ring)
     warn("the trace '%s' lost %s events: its %s budget (LABELPROF_TRACE_BUFFER) filled %s into the %s "
          "session, and the ring overwrote the oldest events from then on, so the file holds only the last part of "
@@ -735,6 +759,33 @@ static uint64_t parse_every(void) {
     warn("LABELPROF_PROFILE_EVERY='%s' is not a period from 10ms to 24h (such as 60s, 500ms, 5m); one profile at exit",
          v);
     return 0;
+  }
+  return (uint64_t)ns;
+}
+
+/*
+ * The Perfetto stream: LABELPROF_TRACE_FLUSH=250ms (ms, s, m, h; a number alone
+ * is seconds) is how soon what a stream records reaches its file, from 1 ms
+ * to 1 hour; 1 s by default.
+ */
+static uint64_t parse_flush(const char *v) {
+  char *end;
+  errno = 0;
+  double d = strtod(v, &end), unit = 0;
+  if (strcmp(end, "ms") == 0)
+    unit = 1e6;
+  else if (!*end || strcmp(end, "s") == 0)
+    unit = 1e9;
+  else if (strcmp(end, "m") == 0)
+    unit = 60e9;
+  else if (strcmp(end, "h") == 0)
+    unit = 3600e9;
+  double ns = d * unit;
+  if (errno || end == v || !(ns >= 1e6 && ns <= 3600e9)) {
+    warn("LABELPROF_TRACE_FLUSH='%s' is not a time from 1ms to 1h (such as 1s, 250ms, 2m); a stream is flushed each "
+         "second",
+         v);
+    return 1000000000u;
   }
   return (uint64_t)ns;
 }
@@ -852,6 +903,7 @@ void lp__env_defaults(lp__env_values_t *v) {
   v->trace.policy = LP_TRACE_DISCARD;
   v->trace.budget_bytes = (uint64_t)64 << 20;
   v->trace.clock = LP_CLOCK_AUTO;
+  v->trace_flush_ns = 1000000000u;
 }
 
 int lp__env_parse(lp__env_values_t *v, const char *name, const char *value) {
@@ -874,6 +926,8 @@ int lp__env_parse(lp__env_values_t *v, const char *name, const char *value) {
     v->dump_signal = value ? signal_number(name, value, "no dumps") : 0;
   else if (strcmp(name, "LABELPROF_CPU_SIGNAL") == 0)
     v->profile.cpu_signal = value ? cpu_signal_number(value) : 0;
+  else if (strcmp(name, "LABELPROF_TRACE_FLUSH") == 0)
+    v->trace_flush_ns = value ? parse_flush(value) : 1000000000u;
   else
     return -ENOENT;
   return 0;
@@ -890,7 +944,8 @@ void lp__env_load(void) {
   const char *systrace = value_of("LABELPROF_SYSTRACE"), *marker = value_of("LABELPROF_TRACE_MARKER");
   static const char *const parsed[] = {"LABELPROF_HZ",           "LABELPROF_COLLECTOR_SCHED", "LABELPROF_REPORT",
                                        "LABELPROF_LEVELS",       "LABELPROF_TRACE_MODE",      "LABELPROF_TRACE_BUFFER",
-                                       "LABELPROF_CLOCK",        "LABELPROF_DUMP_SIGNAL",     "LABELPROF_CPU_SIGNAL"};
+                                       "LABELPROF_CLOCK",        "LABELPROF_DUMP_SIGNAL",     "LABELPROF_CPU_SIGNAL",
+                                       "LABELPROF_TRACE_FLUSH"};
   lp__env_values_t vals;
   lp__env_defaults(&vals);
   for (size_t i = 0; i < sizeof parsed / sizeof parsed[0]; i++)
@@ -905,6 +960,7 @@ void lp__env_load(void) {
   env_popts = popts;
   every_ns = parse_every();
   lp__clock_set_env(topts.clock);
+  lp__stream_set_flush(vals.trace_flush_ns); /* every stream of the process, the program's too */
   trace_format = parse_format(trace);
   int dsig = sig ? vals.dump_signal : 0;
   int csig = popts.cpu_signal ? popts.cpu_signal : lp__cpu_default_signal();
@@ -964,12 +1020,18 @@ void lp__env_load(void) {
   /* ---- end of the Perfetto stream ---- */
   if (trace || systrace || want_marker) {
     int rc = lp__trace_start(LP__ENV, &topts);
-    if (rc && topts.policy == LP_TRACE_STREAM)
+    char *first = rc == -ETXTBSY ? lp__path_numbered(trace_path, 1) : NULL;
+    if (first) /* a parent's stream, say, whose LABELPROF_TRACE this process inherited */
+      warn("cannot start the stream to '%s': %s; this process streams nothing (%%p in LABELPROF_TRACE gives each "
+           "process a file of its own)",
+           first, lp_strerror(rc));
+    else if (rc && topts.policy == LP_TRACE_STREAM)
       warn("cannot start the stream to '%s': %s", trace_path, lp_strerror(rc));
     else if (rc)
       warn("cannot start the trace: %s", lp_strerror(rc));
     else
       tracing = true;
+    free(first);
   }
   if (want_prof || fold) {
     int rc = lp__profile_start(LP__ENV, &popts);

@@ -221,19 +221,9 @@ static inline __attribute__((always_inline)) const lp_site_t *site_make(const ch
 
 const lp_site_t *lp_impl_site_make(const char *text, const char *category) { return site_make(text, category); }
 
-/* LP_BEGIN when the site's level is recorded or subscribers listen: out of line, so that a plain push saves no registers. */
-static __attribute__((noinline)) void annot_begin_traced(const lp_site_t *site) { lp_impl_begin(site); }
+void lp_impl_annot_push(const char *text, const char *category) { lp_impl_begin(site_make(text, category)); }
 
-static inline __attribute__((always_inline)) void annot_begin(const lp_site_t *site) {
-  if (__builtin_expect(site->level & LP_IMPL_LOAD_RELAXED(lp_impl_levels), 0))
-    annot_begin_traced(site);
-  else
-    (void)lp_impl_push((uintptr_t)site);
-}
-
-void lp_impl_annot_push(const char *text, const char *category) { annot_begin(site_make(text, category)); }
-
-void lp_impl_annot_begin(const lp_site_t *site) { annot_begin(site); }
+void lp_impl_annot_begin(const lp_site_t *site) { lp_impl_begin(site); }
 
 void lp_impl_annot_end(void) { lp_impl_end(); }
 

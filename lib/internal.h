@@ -21,23 +21,30 @@
  *   intern.c      names made at run time (NVTX, ITT): sites interned by text, with a
  *                 per-thread cache in front of a shared table
  *   layers.c      LP_PHASE_SWITCH's calls: a scope's begin and end, as the program's are
- *   cold.c        a label's cold paths: the recorders the inline code calls, in C and asm
+ *   cold.c        a label's cold paths: the thunks, the recording protocol's calls, and the
+ *                 general begin and LP_END, which send a label to the subscribers, the
+ *                 timeline or the registry as its thread's levels say
  *   subs.c        streams, events, subscribers and their callbacks; LABELPROF_SUBSCRIBERS;
  *                 lp_impl_leave_slow() and the pseudo-stack's slow end (a heal, the pop of
  *                 a notified or recorded frame), which call the timeline and the marker
  *   pprof.c       the profile as pprof's profile.proto (lp_profile_write_pprof)
  *   collector.c   the profile: sessions, the sampling thread
  *   cpu.c         CPU samples: each thread's CPU timer, its signal handler and ring
- *   trace.c       the timeline: sessions, chunks, lanes, tracks; levels
- *   export.c      the timeline's JSON and systrace text
+ *   trace.c       the timeline: sessions, chunks, lanes, tracks; lp_impl_levels' value
+ *   stream.c      the Perfetto stream's writer thread and files (trace.c hands it chunks)
+ *   stream_encode.c   the Perfetto stream's encoder, on export_perfetto.c's packets
+ *   export_json.c, export_systrace.c, export_perfetto.c
+ *                 a session written at once as JSON, systrace text, Perfetto protobuf
+ *   walk.c        the lane walker: a session's lanes as every format sees them
  *   marker.c      the live trace_marker
  *   stack.c       the pseudo-stack's push and LP_END slow paths, and its reader
- *   thread.c      the registry of threads; lp__forked_child()
+ *   thread.c      the registry of threads; the threads' levels and their drops counted by
+ *                 pushes; lp__forked_child()
  *   pb.c          a protobuf writer, flushed through json.c's buffered writer
  *   tree.c, clock.c, json.c, output.c, names.c, pprof_enc.c
- *                 the profile's tree, the clock, the buffered writer, output files, layers'
- *                 and phases' names and tags, profile.proto and gzip (also compiled into the
- *                 command)
+ *                 the profile's tree, the clock, the buffered writer, output files, levels',
+ *                 layers' and phases' names and tags, profile.proto and gzip (also compiled
+ *                 into the command)
  *   jsonesc.c     JSON strings and UTF-8 (also compiled into the command)
  *   util.c        locks, threads, allocation, numbers
  *
@@ -52,7 +59,11 @@
  * taken while one is held, and no callback runs under one; fork takes them
  * before all the others.
  * intern.c's names lock is a leaf too (it guards the table of names made at
- * run time); fork takes it after all the others.
+ * run time); fork takes it after all the others but one.
+ * thread.c's levels lock is the last leaf: the threads' copies of
+ * lp_impl_levels and the registry's list, which it walks to write them. It
+ * is taken under the trace lock, the subscribers' and the registry's (whose
+ * list changes under both); fork takes it last.
  */
 #ifndef LABELPROF_INTERNAL_H
 #define LABELPROF_INTERNAL_H
@@ -67,6 +78,8 @@
 #include <stdio.h>
 #include <time.h>
 
+/* The library's own units need no check of the header's ABI against themselves (labelprof/impl.h). */
+#define LP_IMPL_LIBRARY 1
 #include "labelprof.h"
 #include "jsonesc.h"
 #include "testing.h" /* the hooks the tests reach the library through */
@@ -74,6 +87,17 @@
 #define LP__NAME_MAX 64
 /* Depths stop growing here; a push beyond it is counted and ignored. Below LP_IMPL_TRACED_MARK. */
 #define LP__DEPTH_LIMIT 0x7ff0u
+/* The numbers of the protocol (labelprof/impl.h) that the library relies on beside the header's code. */
+_Static_assert(LP__DEPTH_LIMIT < LP_IMPL_NOT_PUSHED && LP_IMPL_NOT_PUSHED < LP_IMPL_TRACED_MARK &&
+                   LP_IMPL_TRACED_MARK <= LP_IMPL_DEPTH_MASK && LP_STACK_CAPACITY < LP__DEPTH_LIMIT,
+               "depths, the marked word and the unpushed one stay apart in the word's low 16 bits");
+_Static_assert(LP_IMPL_COUNT_ONE == 1u << LP_IMPL_COUNT_SHIFT && LP_IMPL_COUNT_ONE == LP_IMPL_DEPTH_MASK + 1u,
+               "a push adds one to the depth and one to the change counter above it");
+_Static_assert(LP_IMPL_EV_BEGIN == 0 && LP_IMPL_EV_END == 1 && LP_IMPL_EV_KIND == 7 && LP_IMPL_TRACED == 1 &&
+                   LP_IMPL_NOTIFIED == 2,
+               "event kinds in a tag's low bits, marks in a frame's, below a site's 8-byte alignment");
+_Static_assert((LP_IMPL_NOT_PLAIN & LP_LEVEL_ALL) == 0 && (LP_IMPL_SUBS_TRACED & LP_IMPL_NOT_PLAIN) == 0,
+               "the levels' own bits are apart from the levels");
 /* A word no thread publishes: its depth bits are all ones. */
 #define LP__NO_WORD UINT64_MAX
 #define LP__NONE UINT32_MAX
@@ -141,17 +165,35 @@ struct lp__thread {
   bool cpu_timed, cpu_gone;
   /* The trace's: the thread's timeline lane (trace lock). */
   lp__lane_t *lane;
+  /*
+   * Drops counted by pushes (see labelprof/impl.h, `levels`): the owner
+   * writes them under the levels lock, count_seq odd meanwhile; anyone
+   * reads them (lp__thread_dropped()).
+   */
+  _Atomic uint32_t count_seq;
+  _Atomic uint32_t counting;   /* 1 while the thread's pushes count its drops */
+  _Atomic uint64_t count_base; /* the word's counter when it began, plus the pushes since that dropped nothing */
+  uint32_t count_levels;       /* the levels recorded when it began */
   /* ---- layers and phases: the live trace_marker (owner only) ---- */
-  bool mark_hidden;                     /* tlim and tend hold the cursor, the real limits are here */
+  bool mark_hidden;                     /* tend holds the cursor, the real end is mark_tend */
   bool mark_switching;                  /* a switch is ending the scope it replaces: no E line */
   bool mark_replaced;                   /* ...and it did (the switch's B gets its [SW]) */
-  lp_impl_event_t *mark_tlim, *mark_tend;
+  lp_impl_event_t *mark_tend;
   uint8_t mark_extra[LP_STACK_CAPACITY]; /* E lines owed at this depth's end for scopes switches replaced */
   /* ---- end of layers and phases ---- */
 };
 
-/* The shared state of threads that have not used a label yet (read-only). */
+/* The shared state of threads that have not used a label yet (read-only, every bit set). */
 extern lp_impl_thread_t lp__unattached;
+
+/*
+ * The ABI check (labelprof/impl.h, LP_IMPL_ABI): true once a unit built
+ * with another number has been loaded. From then on no thread joins, and
+ * lp_impl_levels and lp_impl_wanted stay 0.
+ */
+bool lp__abi_refused(void);
+/* Refuses labels from now on (lp_impl_abi_check(), lifecycle.c); true the first time. */
+bool lp__abi_refuse(void);
 
 /*
  * The calling thread's state, registering the thread on first use. NULL if
@@ -161,6 +203,13 @@ extern lp_impl_thread_t lp__unattached;
 lp__thread_t *lp__thread_attach(void);
 /* The calling thread's state if it is registered, else NULL. Never registers. */
 lp__thread_t *lp__thread_current(void);
+/* lp__thread_attach(), without a call for a thread that has joined (the shared states' depth is 0xffff). */
+static inline lp__thread_t *lp__thread_self(void) {
+  lp_impl_thread_t *h = lp_impl_self;
+  if (LP_IMPL_LIKELY((LP_IMPL_LOAD_RELAXED(h->word) & LP_IMPL_DEPTH_MASK) != LP_IMPL_DEPTH_MASK))
+    return (lp__thread_t *)h;
+  return lp__thread_attach();
+}
 
 /*
  * What the registry's users want to hear, registered once (lifecycle.c).
@@ -190,10 +239,57 @@ void lp__registry_hold(bool on);
  */
 void lp__registry_reap(void (*visit)(lp__thread_t *t, void *arg), void *arg);
 
+/*
+ * The threads' levels (labelprof/impl.h): after every store of
+ * lp_impl_levels, its value is copied into every registered thread's
+ * levels, but that a thread counting its drops by its pushes keeps its own
+ * while it may go on (the budget still spent, the same levels recorded, no
+ * subscriber), and gets every level and LP_IMPL_LEVELS_STALE otherwise.
+ * The levels lock is a leaf: any lock may be held.
+ */
+void lp__levels_publish(void);
+/*
+ * The calling thread t found LP_IMPL_LEVELS_STALE in its levels: its count
+ * of drops is added up, and it takes lp_impl_levels.
+ */
+void lp__levels_catch_up(lp__thread_t *t);
+/*
+ * The calling thread t found LP_IMPL_SPENT in its levels, for a recorded
+ * scope: from now on its pushes count its drops, and its levels are those
+ * not recorded. False, with t's levels brought up to date, if
+ * lp_impl_levels no longer says so.
+ */
+bool lp__levels_count(lp__thread_t *t);
+/*
+ * Publishes w, the word of a push or a switch of the calling thread t that
+ * dropped no event: left out of its count while it counts. Owner only.
+ */
+void lp__publish_uncounted(lp__thread_t *t, uint64_t w);
+/* The owner's changes of its counting state, between two increments of count_seq (thread.c). */
+static inline void lp__count_change_begin(lp__thread_t *t) {
+  atomic_store_explicit(&t->count_seq, atomic_load_explicit(&t->count_seq, memory_order_relaxed) + 1,
+                        memory_order_relaxed);
+  atomic_thread_fence(memory_order_release);
+}
+static inline void lp__count_change_end(lp__thread_t *t) {
+  atomic_store_explicit(&t->count_seq, atomic_load_explicit(&t->count_seq, memory_order_relaxed) + 1,
+                        memory_order_release);
+}
+/* lp__publish_uncounted() of a thread known to count: w published, and left out of the count. Owner only. */
+static inline void lp__count_uncounted(lp__thread_t *t, uint64_t w) {
+  lp__count_change_begin(t);
+  atomic_store_explicit(&t->count_base, atomic_load_explicit(&t->count_base, memory_order_relaxed) + 1,
+                        memory_order_relaxed);
+  LP_IMPL_STORE_RELEASE(t->hot.word, w);
+  lp__count_change_end(t);
+}
+/* Events t dropped so far: those counted one by one and those counted by pushes. Any thread. */
+uint64_t lp__thread_dropped(const lp__thread_t *t);
+
 /* Per-thread counters summed over live and exited threads. */
 typedef struct lp__counters {
   uint64_t truncated, mismatched, unmatched; /* instrumentation mistakes */
-  uint64_t dropped;                          /* timeline events dropped inline (hot.dropped) */
+  uint64_t dropped;                          /* timeline events dropped inline (lp__thread_dropped()) */
 } lp__counters_t;
 void lp__registry_counters(lp__counters_t *out);
 
@@ -201,15 +297,24 @@ void lp__registry_atfork_prepare(void);
 void lp__registry_atfork_parent(void);
 /* The first fork handler to run in the child. */
 void lp__registry_atfork_child(void);
+/* The levels lock across fork: taken last, released first; in the child, right after the registry's. */
+void lp__levels_atfork_prepare(void);
+void lp__levels_atfork_parent(void);
+void lp__levels_atfork_child(void);
 /* True in a child created by fork() from a process that had started labelprof (its handlers ran). */
 bool lp__forked_child(void);
 
 /* ---- stack.c ------------------------------------------------------------ */
 
-/* The stack word w with depth d, as a pop or a push to d publishes it (the change counter moves). */
-static inline uint64_t lp__with_depth(uint64_t w, uint32_t d) {
-  return (w & ~(uint64_t)LP_IMPL_DEPTH_MASK) + LP_IMPL_COUNT_ONE + d;
-}
+/* The stack word w with a smaller depth d, as a pop to d publishes it (the change counter counts pushes only). */
+static inline uint64_t lp__with_depth(uint64_t w, uint32_t d) { return (w & ~(uint64_t)LP_IMPL_DEPTH_MASK) + d; }
+/*
+ * A push of tag by the calling thread t that drops no event while t counts
+ * its drops (a scope of a level not recorded): as lp_impl_push(). Owner only.
+ */
+uint64_t lp__push_uncounted(lp__thread_t *t, uintptr_t tag);
+/* LP_END with no frame to pop (an empty stack or one deeper than the frames), by the calling thread t. */
+void lp__stack_end_unstored(lp__thread_t *t);
 
 /* Bounded retries of a snapshot whose stack keeps changing under it. */
 #define LP__SNAPSHOT_TRIES 8
@@ -523,7 +628,14 @@ uint64_t lp__profile_end_real_ns(const lp_profile_t *p);
 /* lp_profile_write_pprof() to a stream. */
 int lp__profile_write_pprof_stream(const lp_profile_t *p, FILE *out);
 
-/* ---- names.c: layers and phases, by name ------------------------------------ */
+/* ---- names.c: levels, layers and phases, by name ------------------------------ */
+
+/* "runtime", "operator"...: an LP_LEVEL_* bit's name ("labelprof" for anything else). */
+const char *lp__level_name(uint32_t level);
+/* A site's category when it has no layer: a name made at run time, its domain (NVTX, ITT); else its level's name. */
+const char *lp__site_category(const lp_site_t *site);
+/* The names of the bits of levels, "request,runtime,...", into buf (size bytes); its length. */
+size_t lp__levels_text(uint32_t levels, char *buf, size_t size);
 
 /* The low bits of a frame that are not the site's address (the site is 8-byte aligned). */
 #define LP__FRAME_BITS 0x7u
@@ -543,7 +655,7 @@ bool lp__switch_frame(uintptr_t frame);
 
 /*
  * The live trace_marker (LABELPROF_TRACE_MARKER). While it is open, every
- * recording thread's tlim and tend equal its cursor, so that every begin,
+ * recording thread's tend equals its cursor, so that every begin,
  * end, instant and counter takes the slow path; the slow paths unhide the
  * real limits (kept in the thread), record, write the marker line, and hide
  * them again. lp__marker_fd is set once, before any timeline starts.
@@ -568,7 +680,11 @@ void lp__marker_atfork_child(void);
 /* The site pointer of a begin or end tag (the depth is in the top byte). */
 #define LP__TAG_SITE(tag) ((const lp_site_t *)((tag) & (UINTPTR_MAX >> 8) & ~(uintptr_t)LP_IMPL_EV_KIND))
 #if UINTPTR_MAX > 0xffffffffu
-#define LP__TAG_DEPTH(tag) ((uint32_t)((tag) >> 56))
+#define LP__TAG_DEPTH(tag) ((uint32_t)((tag) >> LP_IMPL_DEPTH_SHIFT))
+_Static_assert(LP__TAG_DEPTH(LP_IMPL_DEPTH_TAG(300u)) == 255u &&
+                   LP__TAG_DEPTH(LP_IMPL_FRAME_TAG(LP_STACK_CAPACITY - 1)) == LP_STACK_CAPACITY - 1 &&
+                   ((LP_IMPL_DEPTH_TAG(255u) | LP_IMPL_EV_KIND) & (UINTPTR_MAX >> 8) & ~(uintptr_t)LP_IMPL_EV_KIND) == 0,
+               "a tag's depth, as the recorders write it, and its site apart from it");
 #else
 #define LP__TAG_DEPTH(tag) 255u
 #endif
@@ -656,6 +772,8 @@ typedef struct lp__drops {
   bool ring;
   bool stream; /* LP_TRACE_STREAM: drops are where the writer fell behind */
   unsigned stream_files; /* a stopped stream: the number of its last file ("%n"); else 0 */
+  uint64_t stream_events, stream_bytes; /* a stream: the events and bytes written to its files */
+  uint32_t stream_threads;              /* ... and the threads with events in them */
 } lp__drops_t;
 /* Fills *out for who's current or last session: 0, or -EINVAL if it never started one. */
 int lp__trace_drops(lp__owner_t who, lp__drops_t *out);
@@ -666,6 +784,16 @@ uint32_t lp__trace_lane_count(void);
 /* lp_track_create() (lifecycle.c), once the library is started. */
 lp_track_t lp__track_create(const char *name);
 
+/*
+ * The calling thread t begins a scope (a manual pair: manual) whose level
+ * the timeline records, as the general path does it: the session's clock,
+ * a new chunk, a deep stack, the live trace_marker, a budget spent (a
+ * begin dropped counts as two events: it and its end). Returns the word as
+ * lp_impl_enter() keeps it.
+ */
+uint64_t lp__trace_begin(lp__thread_t *t, const lp_site_t *site, int manual);
+/* The end event of the frame at depth (already popped) of the calling thread t, whose begin was recorded. */
+void lp__trace_end(lp__thread_t *t, uintptr_t site, uint32_t depth);
 void lp__trace_thread_exit(lp__thread_t *t);
 void lp__trace_thread_renamed(lp__thread_t *t);
 void lp__trace_atfork_prepare(void);
@@ -746,7 +874,7 @@ static inline size_t lp__pb_put_varint(uint8_t *o, uint64_t v) {
 void lp__pb_flush(lp__pb_t *pb, lp__jw_t *w);
 void lp__pb_free(lp__pb_t *pb);
 
-/* ---- export.c ----------------------------------------------------------- */
+/* ---- walk.c: a session's lanes, as every format sees them ----------------- */
 
 /*
  * What an export writes: a snapshot of a session taken under the trace lock
@@ -786,18 +914,114 @@ typedef struct lp__session {
 } lp__session_t;
 
 /*
- * Writes the whole JSON document to w. Returns w's error, or -ENOMEM. When
- * the clock jumped during the session, jump (of jump_len bytes) gets a
- * one-line description for the caller to report; else it is left empty.
+ * The lane walker: a snapshot's lane read once for any format, in recording
+ * order, of the session's window and levels, scopes paired and begins made
+ * up where the window lost them (walk.c says how). It hands a format's sink
+ * what it finds; times are CLOCK_MONOTONIC ns, strictly increasing within a
+ * thread lane. Every callback may be NULL but slice; ctx is the sink's.
  */
-int lp__export_json(lp__jw_t *w, const lp__session_t *s, const char *process_name, char *jump, size_t jump_len);
-/* ---- layers and phases: the session as systrace text (lp_trace_write_systrace) ---- */
-int lp__export_systrace(lp__jw_t *w, const lp__session_t *s);
-/* ---- the session as Perfetto TrackEvent protobuf (lp_trace_write_perfetto) ---- */
-int lp__export_perfetto(lp__jw_t *w, const lp__session_t *s, const char *process_name, char *jump, size_t jump_len);
-/* ---- end of layers and phases ---- */
+typedef struct lp__scope {
+  const lp_site_t *site;
+  uint64_t ns;    /* its begin; for a begin made up, the time made up for it */
+  uint32_t depth; /* on the pseudo-stack, as its tag says (255: that deep or deeper) */
+  bool shadow;    /* begun after the stop: followed so that its end is known for what it is, never given */
+  uint32_t extra; /* the sink's own (systrace: the ends of the scopes switches replaced, owed with this one's) */
+} lp__scope_t;
+enum { LP__SLICE_UNTERMINATED = 1, LP__SLICE_TRUNCATED = 2 };
+typedef struct lp__sink {
+  /* A scope begins (the walker's stack holds o until its slice; the sink may set o->extra). */
+  void (*begin)(void *ctx, lp__scope_t *o);
+  /* A scope ends at end: its own end, or unterminated (a longjmp skipped it), or truncated (its begin made up). */
+  void (*slice)(void *ctx, const lp__scope_t *o, uint64_t end, unsigned flags);
+  /* A scope still open at the lane's end. */
+  void (*open)(void *ctx, const lp__scope_t *o);
+  void (*instant)(void *ctx, const lp_site_t *site, uint64_t ns);
+  void (*counter)(void *ctx, const lp_site_t *site, uint64_t ns, int64_t value);
+  /* A track's item: the caller's own times (one that starts where the one before it ended, 1 ns later). */
+  void (*item)(void *ctx, const char *name, uint64_t start, uint64_t dur);
+  bool scopes_only; /* instants and counters are not read (nor do they place made-up begins) */
+} lp__sink_t;
+typedef struct lp__walk {
+  const lp__session_t *s;
+  const lp__timemap_t *map;
+  const lp__sink_t *sink;
+  void *ctx;
+  uint64_t events;     /* events given so far (all lanes) */
+  uint64_t unfinished; /* scopes still open at their lane's end, given so far */
+  bool nomem;          /* the walker's own stack could not grow: a scope was lost */
+  /* private */
+  lp__sync_t anchor; /* the sync point of the chunk being read */
+  lp__timeseg_t seg; /* the clock map's line for the chunk's ticks, as far as it goes */
+  uint64_t made_up_base; /* made-up begins start here, plus their depth (UINT64_MAX: not known yet) */
+  size_t cursor;
+  uint64_t last;
+  lp__scope_t *stack;
+  size_t depth, cap;
+} lp__walk_t;
+void lp__walk_init(lp__walk_t *w, const lp__session_t *s, const lp__timemap_t *map, const lp__sink_t *sink,
+                   void *ctx);
+/* Whether lane l has anything in the window (a thread's event, a track's item). */
+bool lp__walk_has_events(const lp__walk_t *w, const lp__snap_lane_t *l);
+/* Gives lane l (a thread's or a track's) to the sink. */
+void lp__walk_lane(lp__walk_t *w, const lp__snap_lane_t *l);
+void lp__walk_free(lp__walk_t *w);
+/* The open scope an end at depth d closes: the innermost at d (at 255, also by site); 0 if none, else its index + 1. */
+size_t lp__scope_match(const lp__scope_t *stack, size_t n, const lp_site_t *site, uint32_t d);
+/* The process id every export writes, and BOOTTIME's offset from CLOCK_MONOTONIC now. */
+uint64_t lp__export_pid(void);
+int64_t lp__export_boot_offset(void);
+/* Tests: every export writes this process id and this offset (pid 0: the real ones). */
+void lp__export_test_identity(uint64_t pid, int64_t boot_offset);
+/* When map found the clock jumping: the one line said on stderr about it, into out (size bytes); else out is left. */
+void lp__jump_sentence(const lp__timemap_t *map, char *out, size_t size);
+
 /*
- * ---- the Perfetto stream (LP_TRACE_STREAM): chunks encoded as they fill ----
+ * The session's notes: what every format says of the session besides its
+ * events (the JSON's otherData, the debug annotations of a Perfetto file's
+ * "labelprof session" instant), in one list and one order, so that the
+ * formats say the same. lp__notes_items() lays n out as items; levels is
+ * a buffer of 64 bytes for the levels' text.
+ */
+typedef struct lp__notes {
+  uint64_t at_ns;              /* when said: the session's stop, or when a running one was taken or its file ended */
+  uint64_t events, dropped, budget_bytes;
+  uint64_t start_ns, first_drop_ns; /* CLOCK_MONOTONIC; first_drop_ns 0: none (in this file) */
+  bool running;
+  const char *policy;          /* "discard", "ring", "stream" */
+  uint32_t levels;
+  uint64_t unfinished;         /* scopes begun in the file and not ended when it ends */
+  uint64_t jumps;              /* clock jumps found, and the largest's description (NULL: none) */
+  const char *jump;
+  bool has_ts_base;            /* JSON: its "ts" base */
+  uint64_t ts_base_ns;
+  bool file;                   /* a stream's file: when it began, the session's drops so far, its number */
+  uint64_t file_start_ns, session_dropped, file_number;
+} lp__notes_t;
+typedef enum { LP__NOTE_STR, LP__NOTE_UINT, LP__NOTE_NS, LP__NOTE_BOOL } lp__note_kind_t;
+typedef struct lp__note {
+  const char *key;
+  lp__note_kind_t kind; /* NS: a CLOCK_MONOTONIC time, exact (a string of digits in the JSON) */
+  const char *str;
+  uint64_t u;
+} lp__note_t;
+enum { LP__NOTES_MAX = 32 };
+size_t lp__notes_items(const lp__notes_t *n, lp__note_t out[LP__NOTES_MAX], char *levels);
+/* A session's notes once w has walked its lanes (at its stop, or when it was taken if it runs). */
+lp__notes_t lp__session_notes(const lp__session_t *s, const lp__timemap_t *map, const lp__walk_t *w);
+
+/*
+ * The formats: each writes the whole file to w, and returns w's error, or
+ * -ENOMEM. When the clock jumped during the session, jump (of jump_len
+ * bytes) gets the line for the caller to say; else it is left empty.
+ */
+/* export_json.c: Chrome Trace Event JSON (lp_trace_write_json) */
+int lp__export_json(lp__jw_t *w, const lp__session_t *s, const char *process_name, char *jump, size_t jump_len);
+/* export_systrace.c: systrace text (lp_trace_write_systrace) */
+int lp__export_systrace(lp__jw_t *w, const lp__session_t *s);
+/* export_perfetto.c: Perfetto TrackEvent protobuf (lp_trace_write_perfetto) */
+int lp__export_perfetto(lp__jw_t *w, const lp__session_t *s, const char *process_name, char *jump, size_t jump_len);
+/*
+ * ---- stream_encode.c: the Perfetto stream's encoder (LP_TRACE_STREAM) ----
  * One encoder per stream; lp__pfs_restart starts a file (the process's
  * descriptor), lp__pfs_chunk encodes slots [from, to) of a lane's chunk
  * with the lane's state (*state: NULL at first; free it with
@@ -814,22 +1038,68 @@ typedef struct lp__pfs_lane_info {
   char *const *work; /* a track's work names by id */
   uint32_t nwork;
 } lp__pfs_lane_info_t;
-typedef struct lp__pfs_notes {
-  uint64_t at_ns, dropped, budget_bytes;
-  uint64_t start_ns, first_drop_ns; /* the session's start and first drop in this file (0: none), CLOCK_MONOTONIC */
-  uint64_t file_start_ns, session_dropped; /* when this file began; the session's drops so far (dropped: this file's) */
-} lp__pfs_notes_t;
+
 lp__pfs_t *lp__pfs_new(void);
 void lp__pfs_free(lp__pfs_t *f);
 void lp__pfs_restart(lp__pfs_t *f, const char *process_name);
 int lp__pfs_chunk(lp__pfs_t *f, lp__pfs_lane_t **state, const lp__pfs_lane_info_t *info, const lp_impl_event_t *ev,
                   uint32_t from, uint32_t to, const lp__timemap_t *map, lp__sync_t anchor);
-void lp__pfs_finish(lp__pfs_t *f, const lp__pfs_notes_t *n);
+/* The file's notes (n's events, unfinished scopes and clock jumps are the encoder's own). */
+void lp__pfs_finish(lp__pfs_t *f, const lp__notes_t *n);
+/* The clock jumps a batch's map found: said in the file's notes. */
+void lp__pfs_jumps(lp__pfs_t *f, const lp__timemap_t *map);
 void lp__pfs_lane_free(lp__pfs_lane_t *l);
 const uint8_t *lp__pfs_bytes(const lp__pfs_t *f, size_t *n);
 void lp__pfs_clear(lp__pfs_t *f);
 int lp__pfs_error(const lp__pfs_t *f);
 uint64_t lp__pfs_events(const lp__pfs_t *f);
+/*
+ * ---- stream.c: the stream's writer ----
+ * A thread that writes what the recording's threads leave in their chunks
+ * to the stream's file while the program runs. The recording (trace.c)
+ * starts it with its source: the trace lock, under which everything here is
+ * called unless said, and how to collect chunks and give them back.
+ */
+typedef struct lp__stream_item {
+  lp__lane_t *lane;
+  lp__chunk_t *chunk; /* pinned while the writer has it */
+  uint32_t from, to;  /* its slots to write */
+  bool closed;        /* the chunk is full (or its thread gone): it goes back once written */
+  lp__pfs_lane_info_t info; /* name and work names copied */
+} lp__stream_item_t;
+typedef struct lp__stream_source {
+  pthread_mutex_t *mu;
+  /* What is to be written now: closed chunks, and with all, what live ones hold (pinned); their count. */
+  size_t (*collect)(lp__stream_item_t **items, size_t *cap, bool all);
+  /* What was written: unpinned, closed chunks back to the recording; names freed. */
+  void (*give_back)(lp__stream_item_t *items, size_t n);
+  /* The session's drops so far (called without mu). */
+  int (*drops)(lp__owner_t who, lp__drops_t *out);
+} lp__stream_source_t;
+/* Opens the first file of who's stream and starts its writer (nothing recording yet): 0 or a negative errno. */
+int lp__stream_start(lp__owner_t who, const lp_trace_opts_t *o, const lp__stream_source_t *src);
+/* Everything written, the session's notes added, the file closed, the writer gone (mu released meanwhile). */
+int lp__stream_stop(void);
+/* A chunk was left for the writer. */
+void lp__stream_wake(void);
+/* Everything recorded so far written, partly filled chunks too (mu released meanwhile): the stream's error. */
+int lp__stream_flush(void);
+typedef struct lp__stream_status {
+  bool on, quitting; /* a stream is open; being written to its end */
+  lp__owner_t owner; /* of the last stream started */
+  uint64_t written;  /* events written to its files */
+  uint64_t bytes;    /* bytes written to its files */
+  uint32_t threads;  /* thread lanes with events written */
+} lp__stream_status_t;
+void lp__stream_status(lp__stream_status_t *out);
+/* The number of the stream's last file: only once its writer has ended (the writer counts them with no lock). */
+unsigned lp__stream_files(void);
+void lp__stream_hold(bool on);
+void lp__stream_cache(uint64_t behind, uint64_t keep);
+/* LABELPROF_TRACE_FLUSH: how often a stream's writer writes what its chunks hold so far (0: each second). */
+void lp__stream_set_flush(uint64_t ns);
+/* In a forked child (no lock: the only thread): the parent's stream forgotten, its file closed. */
+void lp__stream_atfork_child(void);
 /* ---- end of the Perfetto stream ---- */
 /* A site's label for reports: "(null)" for a NULL label. */
 static inline const char *lp__label(const lp_site_t *site) { return site->label ? site->label : "(null)"; }
@@ -856,6 +1126,16 @@ void lp__subs_env_load(void);
 void lp__subs_heal(lp__thread_t *t, uint32_t from, uint32_t to);
 /* The end callbacks of the notified scope whose frame is at depth (still on the stack). */
 void lp__subs_end(lp__thread_t *t, uint32_t depth, const lp_site_t *site);
+/*
+ * A scope's or a manual pair's begin while subscribers listen to labels,
+ * by the calling thread: pushed, notified and recorded as the levels say.
+ * Returns the word as lp_impl_enter() keeps it.
+ */
+uint64_t lp__subs_begin(const lp_site_t *site, int manual);
+/* Labels are refused (lp__abi_refused()): lp_impl_wanted and the subscribers' levels cleared. */
+void lp__subs_refused(void);
+/* LP_END of t's frame at depth, tag, whose begin reached subscribers: their ends, the pop, its end event. */
+void lp__subs_end_frame(lp__thread_t *t, uintptr_t tag, uint32_t depth);
 /* lp_stream_register() and the others of lifecycle.c, once the library is started. */
 int lp__stream_register(const char *name, uint8_t *id);
 int lp__stream_initialize(const char *name, uint32_t major, uint32_t minor, const char *version);

@@ -44,11 +44,15 @@ lp_impl_scope_t lp_impl_switch_enter(const lp_site_t *site) {
   if (old & LP_IMPL_TRACED) {
     LP_IMPL_STORE_RELEASE(t->hot.frames[d - 1], old & ~(uintptr_t)LP_IMPL_TRACED);
     t->mark_switching = true; /* the live trace_marker writes [SW] instead of this end */
-    lp_impl_end_event(&t->hot, old & ~(uintptr_t)LP__FRAME_BITS, d - 1);
+    lp__trace_end(t, old & ~(uintptr_t)LP__FRAME_BITS, d - 1);
     t->mark_switching = false;
   }
-  /* A pop, then a push into the same frame: the collector sees one or the other, never a torn stack. */
-  LP_IMPL_STORE_RELEASE(t->hot.word, w + LP_IMPL_COUNT_ONE - 1);
+  /*
+   * A pop, then a push into the same frame: the collector sees one or the
+   * other, never a torn stack. The pop moves the change counter (the frame
+   * is rewritten at the same depth), and drops nothing.
+   */
+  lp__publish_uncounted(t, w + LP_IMPL_COUNT_ONE - 1);
   return lp_impl_enter(site);
 }
 
@@ -74,7 +78,7 @@ void lp_impl_switch_leave(lp_impl_scope_t *s) {
   }
   if (f & LP_IMPL_TRACED) {
     LP_IMPL_STORE_RELEASE(t->hot.frames[depth], f & ~(uintptr_t)LP_IMPL_TRACED);
-    lp_impl_end_event(&t->hot, (uintptr_t)s->site, depth);
+    lp__trace_end(t, (uintptr_t)s->site, depth);
   }
   /* The frame stays, with neither mark: the replaced scope's end pops it. */
 }

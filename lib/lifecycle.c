@@ -34,9 +34,11 @@ static void atfork_prepare(void) {
   lp__cpu_atfork_prepare();
   lp__trace_atfork_prepare();
   lp__names_atfork_prepare();
+  lp__levels_atfork_prepare();
 }
 
 static void atfork_parent(void) {
+  lp__levels_atfork_parent();
   lp__names_atfork_parent();
   lp__trace_atfork_parent();
   lp__cpu_atfork_parent();
@@ -47,12 +49,26 @@ static void atfork_parent(void) {
 
 static void atfork_child(void) {
   lp__registry_atfork_child(); /* first: from here on lp__forked_child() is true */
+  lp__levels_atfork_child();   /* the registry's list is the child's: the others publish levels from here on */
   lp__cpu_atfork_child();      /* timers are not inherited: forgotten before the collector resets */
   lp__collector_atfork_child();
   lp__trace_atfork_child();
   lp__env_atfork_child();
   lp__subs_atfork_child();
   lp__names_atfork_child();
+}
+
+int lp_impl_abi_check(unsigned abi) {
+  if (abi == LP_IMPL_ABI) return 0;
+  if (lp__abi_refuse()) {
+    fprintf(stderr,
+            "labelprof: code in this process was built with labelprof.h of ABI %u, and this liblabelprof has "
+            "ABI %u (labelprof %s): labels are disabled; build it again against this version's header\n",
+            abi, LP_IMPL_ABI, LABELPROF_VERSION_STRING);
+    /* Threads that joined before (the library's own, or labels in earlier constructors) record no more. */
+    lp__subs_refused();
+  }
+  return -1;
 }
 
 /* A thread leaves: its CPU timer first (no signal reaches a state on its way out), then its timeline lane. */

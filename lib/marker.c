@@ -45,16 +45,14 @@ void lp__marker_atfork_child(void) { marker_pid = (int)getpid(); }
 
 void lp__marker_unhide(lp__thread_t *t) {
   if (!t->mark_hidden) return;
-  t->hot.tlim = t->mark_tlim;
   t->hot.tend = t->mark_tend;
   t->mark_hidden = false;
 }
 
 void lp__marker_hide(lp__thread_t *t) {
   if (lp__marker_fd < 0 || t->mark_hidden) return;
-  t->mark_tlim = t->hot.tlim;
   t->mark_tend = t->hot.tend;
-  t->hot.tlim = t->hot.tend = LP_IMPL_LOAD_RELAXED(t->hot.tcur);
+  t->hot.tend = LP_IMPL_LOAD_RELAXED(t->hot.tcur);
   t->mark_hidden = true;
 }
 

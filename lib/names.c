@@ -1,11 +1,13 @@
 /*
- * names.c: what a site says about layers and phases. The names and systrace
- * tags of LP_LAYER_* and LP_PHASE_*, a site's systrace tag, and whether a
- * frame is an LP_PHASE_SWITCH's. Below everything that prints or pops them:
+ * names.c: what a site says about its level, layer and phase. The names of
+ * the LP_LEVEL_* bits, the names and systrace tags of LP_LAYER_* and
+ * LP_PHASE_*, a site's systrace tag, and whether a frame is an
+ * LP_PHASE_SWITCH's. Below everything that prints or pops them:
  * the timeline's export, the live trace_marker, the pseudo-stack's slow end.
  */
 #include "internal.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static const char *const layer_names[] = {NULL, "application", "runtime", "ipc", "driver", "cpu", "utility"};
@@ -18,6 +20,41 @@ static const char *const phase_tags[] = {"PU",  "PI", "PP", "PC", "PE", "PIO", "
                                          "PCO", "PR", "PT", "PO", "PWU", "PBM"};
 #define NLAYERS (sizeof layer_names / sizeof layer_names[0])
 #define NPHASES (sizeof phase_names / sizeof phase_names[0])
+
+const char *lp__level_name(uint32_t level) {
+  switch (level) {
+  case LP_LEVEL_REQUEST:
+    return "request";
+  case LP_LEVEL_RUNTIME:
+    return "runtime";
+  case LP_LEVEL_OPERATOR:
+    return "operator";
+  case LP_LEVEL_DEBUG:
+    return "debug";
+  case LP_LEVEL_ANNOTATIONS:
+    return "annotations";
+  default:
+    return "labelprof";
+  }
+}
+
+const char *lp__site_category(const lp_site_t *site) {
+  if ((site->reserved_layers & LP_IMPL_SITE_MADE) && ((const lp_impl_made_site_t *)site)->category)
+    return ((const lp_impl_made_site_t *)site)->category;
+  return lp__level_name(site->level);
+}
+
+size_t lp__levels_text(uint32_t levels, char *buf, size_t size) {
+  size_t n = 0;
+  if (size) buf[0] = '\0';
+  for (uint32_t bit = LP_LEVEL_REQUEST; bit <= LP_LEVEL_ANNOTATIONS; bit <<= 1) {
+    if (!(levels & bit)) continue;
+    int k = snprintf(buf + n, size - n, "%s%s", n ? "," : "", lp__level_name(bit));
+    if (k < 0 || (size_t)k >= size - n) break;
+    n += (size_t)k;
+  }
+  return n;
+}
 
 const char *lp_layer_name(int layer) {
   return layer > 0 && (size_t)layer < NLAYERS ? layer_names[layer] : NULL;

@@ -26,24 +26,38 @@
 
 #include <errno.h>
 
-uint64_t lp_impl_push_slow(uintptr_t tag) {
-  lp__thread_t *t = lp__thread_attach();
-  if (!t) return LP_IMPL_NOT_PUSHED;
+/*
+ * Pushes tag onto t's stack (the calling thread's), deep or not. A push
+ * that is not `counted` is left out of t's count of drops while it counts
+ * them (thread.c).
+ */
+static uint64_t push_on(lp__thread_t *t, uintptr_t tag, bool counted) {
   uint64_t w = LP_IMPL_LOAD_RELAXED(t->hot.word);
   uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
-  if (d < LP_STACK_CAPACITY) return lp_impl_push(tag); /* just registered */
-  lp__bump(&t->truncated);
-  if (d >= LP__DEPTH_LIMIT) return LP_IMPL_NOT_PUSHED;
-  /* Deeper than the frames: count the depth, write nothing. */
+  if (d >= LP_STACK_CAPACITY) {
+    lp__bump(&t->truncated);
+    if (d >= LP__DEPTH_LIMIT) return LP_IMPL_NOT_PUSHED;
+    /* Deeper than the frames: count the depth, write nothing. */
+  } else {
+    /* Release: a reader that sees this frame also sees every word published before it. */
+    LP_IMPL_STORE_RELEASE(t->hot.frames[d], tag);
+  }
   w += LP_IMPL_COUNT_ONE + 1;
-  LP_IMPL_STORE_RELEASE(t->hot.word, w);
+  if (counted)
+    LP_IMPL_STORE_RELEASE(t->hot.word, w);
+  else
+    lp__publish_uncounted(t, w);
   return w;
 }
 
-void lp_impl_end_slow(void) {
-  /* Attach: an LP_END() on a thread that never used a label is a mistake to count too. */
+uint64_t lp_impl_push_slow(uintptr_t tag) {
   lp__thread_t *t = lp__thread_attach();
-  if (!t) return;
+  return t ? push_on(t, tag, true) : LP_IMPL_NOT_PUSHED;
+}
+
+uint64_t lp__push_uncounted(lp__thread_t *t, uintptr_t tag) { return push_on(t, tag, false); }
+
+void lp__stack_end_unstored(lp__thread_t *t) {
   uint64_t w = LP_IMPL_LOAD_RELAXED(t->hot.word);
   uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
   if (d == 0) {

@@ -549,7 +549,7 @@ static sthread_t *st_create(void) {
 static inline sthread_t *st_get(void) {
   sthread_t *st = my_state();
   if (LP_IMPL_LIKELY(st_real(st))) return st;
-  return st == &gone_st ? NULL : st_create();
+  return st == &gone_st || lp__abi_refused() ? NULL : st_create(); /* a unit of another ABI reads it inline */
 }
 
 /*
@@ -757,8 +757,9 @@ static int publish(void) {
   if (rc) return rc;
   snap_t *old = cur_load(__ATOMIC_SEQ_CST);
   __atomic_store_n(&lp_impl_subs_current, n ? &n->head : &empty_snap.head, __ATOMIC_SEQ_CST);
+  bool refused = lp__abi_refused(); /* code of another ABI reads lp_impl_wanted inline: it stays 0 */
   for (int i = 1; i < 256; i++) {
-    uint64_t w = n ? n->wanted[i] : 0;
+    uint64_t w = n && !refused ? n->wanted[i] : 0;
     if (LP_IMPL_LOAD_RELAXED(lp_impl_wanted[i]) != w) LP_IMPL_STORE_RELAXED(lp_impl_wanted[i], w);
   }
   lp__levels_set_subs(n && n->wanted[LP_STREAM_LABELS]);
@@ -769,6 +770,12 @@ static int publish(void) {
   membarrier_all();
   reclaim();
   return 0;
+}
+
+void lp__subs_refused(void) {
+  lp__lock(&subs_mu);
+  (void)publish(); /* clears what code of another ABI reads inline; a snapshot it cannot make changes nothing */
+  lp__unlock(&subs_mu);
 }
 
 static bool known_sub(const lp_subscriber_t *s) {
@@ -994,10 +1001,11 @@ static inline snap_t *pin_once(hazard_t *h, snap_t *s) {
 
 /* Everything out of the ordinary: recorded scopes, new or exited threads, deep stacks, callbacks' own labels. */
 static __attribute__((noinline)) uint64_t enter_notify_general(const lp_site_t *site, int manual) {
-  uint32_t tl = lp__trace_levels();
+  lp__thread_t *t = lp__thread_attach();
+  if (!t) return LP_IMPL_NOT_PUSHED;
   uint64_t w;
-  if (site->level & tl)
-    w = lp_impl_enter_traced(site, tl, manual); /* tl has no LP_IMPL_SUBS: records and pushes */
+  if (site->level & lp__trace_levels())
+    w = lp__trace_begin(t, site, manual); /* records (or drops) and pushes */
   else
     w = lp_impl_push((uintptr_t)site);
   uint32_t depth = (uint32_t)(w & (LP_IMPL_DEPTH_MASK & ~(uint64_t)LP_IMPL_TRACED_MARK));
@@ -1011,8 +1019,7 @@ static __attribute__((noinline)) uint64_t enter_notify_general(const lp_site_t *
     if (s) unpin(&st->pub.label[d]);
     return w;
   }
-  lp_impl_thread_t *t = lp_impl_self;
-  LP_IMPL_STORE_RELEASE(t->frames[d], LP_IMPL_LOAD_RELAXED(t->frames[d]) | LP_IMPL_NOTIFIED);
+  LP_IMPL_STORE_RELEASE(t->hot.frames[d], LP_IMPL_LOAD_RELAXED(t->hot.frames[d]) | LP_IMPL_NOTIFIED);
   lp_notification_t n = {LP_STREAM_LABELS, LP_TP_SCOPE_BEGIN, NULL, NULL, site, 0, NULL, st->tid};
   st->pub.guard = 1;
   label_begins(s, st->pub.label_slots[d], &n);
@@ -1027,14 +1034,15 @@ static __attribute__((noinline)) uint64_t enter_notify_general(const lp_site_t *
  * pin, push the frame already marked, call the begins with the thread's
  * ready-made notification. Anything else goes to enter_notify_general().
  */
-uint64_t lp_impl_enter_notify(const lp_site_t *site, int manual) {
+uint64_t lp__subs_begin(const lp_site_t *site, int manual) {
   lp_impl_thread_t *t = lp_impl_self;
   sthread_t *st = my_state(); /* unborn_st and gone_st have the guard set */
   uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
   uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
   snap_t *s = cur_load(__ATOMIC_ACQUIRE);
-  if (LP_IMPL_UNLIKELY(site->level & lp__trace_levels())) return enter_notify_general(site, manual);
-  if (LP_IMPL_UNLIKELY(d >= LP_STACK_CAPACITY)) return enter_notify_general(site, manual);
+  /* A timeline records too (its levels decide there), or the stack is full or the thread new. */
+  if (LP_IMPL_UNLIKELY((LP_IMPL_LOAD_RELAXED(t->levels) & LP_IMPL_SUBS_TRACED) || d >= LP_STACK_CAPACITY))
+    return enter_notify_general(site, manual);
   if (LP_IMPL_UNLIKELY(st->pub.guard)) return enter_notify_general(site, manual);
   if (LP_IMPL_UNLIKELY(pin_once(&st->pub.label[d], s) != s || !s->head.nscope)) {
     unpin(&st->pub.label[d]);
@@ -1079,7 +1087,7 @@ static inline bool end_direct(lp_impl_thread_t *h, sthread_t *st, uint32_t depth
   st->pub.guard = 0;
   unpin(&st->pub.label[depth]);
   /* Reloaded: the callbacks' own labels moved the change counter. */
-  LP_IMPL_STORE_RELEASE(h->word, LP_IMPL_LOAD_RELAXED(h->word) + LP_IMPL_COUNT_ONE - 1);
+  LP_IMPL_STORE_RELEASE(h->word, LP_IMPL_POPPED(LP_IMPL_LOAD_RELAXED(h->word)));
   return true;
 }
 
@@ -1088,33 +1096,14 @@ static inline bool end_direct(lp_impl_thread_t *h, sthread_t *st, uint32_t depth
  * calls all three and the subscribers' ends.
  */
 
-/*
- * The ends of traced frames that a heal pops will never be recorded: give
- * back the room their begins kept.
- */
-static void release_ends(lp__thread_t *t, uint32_t from, uint32_t to) {
-  uint32_t n = 0;
+/* ---- layers and phases: the live trace_marker ends the traced frames a heal pops (innermost first) ---- */
+static void marker_heal(lp__thread_t *t, uint32_t from, uint32_t to) {
+  if (LP_IMPL_LIKELY(lp__marker_fd < 0)) return;
   if (to > LP_STACK_CAPACITY) to = LP_STACK_CAPACITY;
-  for (uint32_t k = from; k < to; k++) n += (LP_IMPL_LOAD_RELAXED(t->hot.frames[k]) & LP_IMPL_TRACED) != 0;
-  /* ---- layers and phases: the live trace_marker ends them (innermost first), on the real limits ---- */
-  if (LP_IMPL_UNLIKELY(lp__marker_fd >= 0)) {
-    for (uint32_t k = to; k-- > from;)
-      if (LP_IMPL_LOAD_RELAXED(t->hot.frames[k]) & LP_IMPL_TRACED) lp__marker_end(t, k);
-    bool hidden = t->mark_hidden;
-    lp__marker_unhide(t);
-    if (n && t->hot.tlim) {
-      uint32_t room = (uint32_t)(t->hot.tend - t->hot.tlim);
-      t->hot.tlim += n < room ? n : room;
-    }
-    if (hidden) lp__marker_hide(t);
-    return;
-  }
-  /* ---- end of layers and phases ---- */
-  if (n && t->hot.tlim) {
-    uint32_t room = (uint32_t)(t->hot.tend - t->hot.tlim);
-    t->hot.tlim += n < room ? n : room;
-  }
+  for (uint32_t k = to; k-- > from;)
+    if (LP_IMPL_LOAD_RELAXED(t->hot.frames[k]) & LP_IMPL_TRACED) lp__marker_end(t, k);
 }
+/* ---- end of layers and phases ---- */
 
 /*
  * The scope whose frame is at `depth` ends, and the top is not its frame.
@@ -1127,7 +1116,7 @@ static bool heal(lp__thread_t *t, uint32_t depth) {
   uint64_t w = LP_IMPL_LOAD_RELAXED(t->hot.word);
   uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
   lp__bump(&t->mismatched);
-  if (d > depth + 1) release_ends(t, depth + 1, d);
+  if (d > depth + 1) marker_heal(t, depth + 1, d);
   LP_IMPL_STORE_RELEASE(t->hot.word, lp__with_depth(w, d <= depth ? d : depth));
   return d > depth;
 }
@@ -1164,9 +1153,8 @@ static __attribute__((noinline)) void leave_general(const lp_site_t *site, uint6
     }
     if (fr & LP_IMPL_NOTIFIED) { /* the usual end of a scope subscribers saw begin: callbacks, pop, end event */
       lp__subs_end(t, depth, site);
-      uint64_t w = LP_IMPL_LOAD_RELAXED(t->hot.word);
-      LP_IMPL_STORE_RELEASE(t->hot.word, w + LP_IMPL_COUNT_ONE - 1);
-      if (fr & LP_IMPL_TRACED) lp_impl_end_event(&t->hot, (uintptr_t)site, depth);
+      LP_IMPL_STORE_RELEASE(t->hot.word, LP_IMPL_POPPED(LP_IMPL_LOAD_RELAXED(t->hot.word)));
+      if (fr & LP_IMPL_TRACED) lp__trace_end(t, (uintptr_t)site, depth);
       return;
     }
   }
@@ -1175,7 +1163,7 @@ static __attribute__((noinline)) void leave_general(const lp_site_t *site, uint6
   if (marked && ours && (fr & LP_IMPL_NOTIFIED)) lp__subs_end(t, depth, site);
   /* The end is recorded when the begin was, unless a stray LP_END() already recorded it. */
   bool traced = marked && (depth >= LP_STACK_CAPACITY || !ours || (fr & LP_IMPL_TRACED));
-  if (heal(t, depth) && traced) lp_impl_end_event(&t->hot, (uintptr_t)site, depth);
+  if (heal(t, depth) && traced) lp__trace_end(t, (uintptr_t)site, depth);
 }
 
 /*
@@ -1196,6 +1184,9 @@ void lp_impl_leave_slow(const lp_site_t *site, uint64_t word) {
   leave_general(site, word);
 }
 
+/* The thunks' way here (lib/cold.c), within the library: no PLT, no interposition. */
+extern __typeof__(lp_impl_leave_slow) lp__leave_slow __attribute__((alias("lp_impl_leave_slow"), visibility("hidden")));
+
 void lp__subs_heal(lp__thread_t *t, uint32_t from, uint32_t to) {
   if (to > LP_STACK_CAPACITY) to = LP_STACK_CAPACITY;
   for (uint32_t k = to; k-- > from;) {
@@ -1205,16 +1196,13 @@ void lp__subs_heal(lp__thread_t *t, uint32_t from, uint32_t to) {
   }
 }
 
-void lp_impl_end_notify(uintptr_t tag, uint32_t depth) {
+void lp__subs_end_frame(lp__thread_t *t, uintptr_t tag, uint32_t depth) {
   const lp_site_t *site = (const lp_site_t *)(tag & ~(uintptr_t)(LP_IMPL_TRACED | LP_IMPL_NOTIFIED));
-  /* LP_END of a notified, unrecorded frame on top (lp_impl_end checked the depth): the direct end. */
-  if (LP_IMPL_LIKELY(!(tag & LP_IMPL_TRACED)) && end_direct(lp_impl_self, my_state(), depth, site)) return;
-  lp__thread_t *t = lp__thread_current();
-  if (!t) return;
+  /* LP_END of a notified, unrecorded frame on top: the direct end. */
+  if (LP_IMPL_LIKELY(!(tag & LP_IMPL_TRACED)) && end_direct(&t->hot, my_state(), depth, site)) return;
   lp__subs_end(t, depth, site);
-  uint64_t w = LP_IMPL_LOAD_RELAXED(t->hot.word);
-  LP_IMPL_STORE_RELEASE(t->hot.word, w + LP_IMPL_COUNT_ONE - 1);
-  if (tag & LP_IMPL_TRACED) lp_impl_end_event(&t->hot, (uintptr_t)site, depth);
+  LP_IMPL_STORE_RELEASE(t->hot.word, LP_IMPL_POPPED(LP_IMPL_LOAD_RELAXED(t->hot.word)));
+  if (tag & LP_IMPL_TRACED) lp__trace_end(t, (uintptr_t)site, depth);
 }
 
 /* The callbacks of a single notification, each with a fresh NULL slot. */

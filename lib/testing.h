@@ -81,7 +81,9 @@ int lp__clock_test_check(const lp__clock_test_check_t *t, char *verdict, size_t 
  * Adds ticks to every counter reading from now on (cumulative): a jump of
  * the counter against CLOCK_MONOTONIC. While the total is not zero the
  * inline read is sent to lp_impl_ticks_slow(), which adds it, as
- * lp__clock_sync() does. -EINVAL unless the counter is in use.
+ * lp__clock_sync() does. -EINVAL unless the counter is in use. The caller
+ * then calls lp__levels_publish(), so that the recording protocol, which
+ * reads the counter itself, steps aside too (LP_IMPL_SLOW_CLOCK).
  */
 int lp__clock_test_jump(int64_t ticks);
 /*
@@ -90,6 +92,8 @@ int lp__clock_test_jump(int64_t ticks);
  * returns how many tries the last sync point took.
  */
 unsigned lp__clock_test_sync(unsigned widen);
+/* Maps made from now on read their points as a counter's, named name in a jump's text; NULL: as the clock says. */
+void lp__timemap_test_counter(const char *name);
 
 /* ---- output.c ----------------------------------------------------------------- */
 
@@ -131,6 +135,7 @@ typedef struct lp__env_values {
   lp_print_opts_t report;    /* LABELPROF_REPORT */
   lp_trace_opts_t trace;     /* LABELPROF_LEVELS, _TRACE_MODE, _TRACE_BUFFER, _CLOCK */
   int dump_signal;           /* LABELPROF_DUMP_SIGNAL; 0: none */
+  uint64_t trace_flush_ns;   /* LABELPROF_TRACE_FLUSH */
 } lp__env_values_t;
 void lp__env_defaults(lp__env_values_t *v);
 int lp__env_parse(lp__env_values_t *v, const char *name, const char *value);

@@ -48,8 +48,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-LP_EXPORT uint32_t lp_impl_levels;
-
 static pthread_mutex_t trace_mu = PTHREAD_MUTEX_INITIALIZER; /* everything below */
 
 /* The recording (trace lock). */
@@ -99,18 +97,21 @@ _Atomic uint32_t lp__trace_lv;
 #define trace_lv lp__trace_lv
 static _Atomic uint32_t subs_lv;
 
-/* With LP_IMPL_SUBS_TRACED while both parts are set: the inline label paths of labelprof.h then step aside. */
+/* With LP_IMPL_SUBS_TRACED while both parts are set; 0 once the ABI check has refused labels. */
 static uint32_t levels_union(void) {
   uint32_t t = atomic_load(&trace_lv), s = atomic_load(&subs_lv);
+  if (lp__abi_refused()) return 0;
   return t | s | (t && s ? LP_IMPL_SUBS_TRACED : 0u);
 }
 
+/* Stores the union, then gives every thread its copy (lp__levels_publish()). */
 static void levels_refresh(void) {
   for (;;) {
     uint32_t lv = levels_union();
     LP_IMPL_STORE_RELEASE(lp_impl_levels, lv);
-    if (levels_union() == lv) return;
+    if (levels_union() == lv) break;
   }
+  lp__levels_publish();
 }
 
 void lp__levels_set_subs(bool on) {
@@ -281,8 +282,6 @@ static void refill_wake(void) {
   if (rc != 0) lp__fatal("pthread_cond_signal", rc);
 }
 
-static void stream_wake(void);
-
 static lp__chunk_t *chunk_get(void) {
   lp__chunk_t *c = pool;
   if (pooled / LP__CHUNK_BYTES <= REFILL_LOW) refill_wake();
@@ -445,12 +444,9 @@ static lp__lane_t *new_lane(lp__thread_t *t) {
 
 /* ---- recording: the slow paths ---------------------------------------------------- */
 
-/* What the slow path records: room kept for the end of a begin, given back by an end, or neither. */
-enum { EV_OTHER, EV_BEGIN, EV_END, EV_END_DEEP };
-
-/* Counts an event the calling thread could not record (the owner's own counter: no read-modify-write). */
-static void drop_own(lp__thread_t *t) {
-  LP_IMPL_STORE_RELAXED(t->hot.dropped, LP_IMPL_LOAD_RELAXED(t->hot.dropped) + 1);
+/* Counts n events the calling thread could not record (the owner's own counter: no read-modify-write). */
+static void drop_own(lp__thread_t *t, unsigned n) {
+  LP_IMPL_STORE_RELAXED(t->hot.dropped, LP_IMPL_LOAD_RELAXED(t->hot.dropped) + n);
 }
 
 /*
@@ -469,13 +465,21 @@ static void note_drop(void) {
   }
 }
 
+/* The depth whose ends the chunk keeps room for: the open scopes that have frames. */
+static uintptr_t open_frames(const lp__thread_t *t) {
+  uint32_t d = (uint32_t)LP_IMPL_LOAD_RELAXED(t->hot.word) & LP_IMPL_DEPTH_MASK;
+  return d < LP_STACK_CAPACITY ? d : LP_STACK_CAPACITY;
+}
+
 /*
- * Records an event of nslots slots (a counter's value as the second) for the
- * calling thread, whose current chunk has no room for it: closes that chunk,
- * gets the next, and carries over the room kept for the ends of the begins
- * still open. Returns 1 if recorded, 0 if dropped (counted).
+ * Records an event of nslots slots (a counter's value as the second) for
+ * the calling thread, whose current chunk has no room for it: closes that
+ * chunk and gets the next. An end is recorded even once the budget is spent
+ * or the session has stopped (its begin was). Returns 1 if recorded, 0 if
+ * dropped: counted as `weight` events (a begin's drop is its end's too).
  */
-static uint32_t record_slow(lp__thread_t *t, uintptr_t tag, uint64_t payload, unsigned nslots, int kind) {
+static uint32_t record_slow(lp__thread_t *t, uintptr_t tag, uint64_t payload, unsigned nslots, bool end,
+                            unsigned weight) {
   lp_impl_thread_t *h = &t->hot;
   lp__lane_t *l = t->lane;
   /*
@@ -486,26 +490,22 @@ static uint32_t record_slow(lp__thread_t *t, uintptr_t tag, uint64_t payload, un
    * (A thread that has a chunk can always reuse its own, unless an export
    * pins it: then it too has nothing to take until the export is done.)
    */
-  if ((kind != EV_END && kind != EV_END_DEEP && (LP_IMPL_LOAD_RELAXED(lp_impl_levels) & LP_IMPL_SPENT)) ||
+  if ((!end && (LP_IMPL_LOAD_RELAXED(lp_impl_levels) & LP_IMPL_SPENT)) ||
       (l && atomic_load_explicit(&starved, memory_order_relaxed) &&
        (!l->last || atomic_load_explicit(&exports, memory_order_relaxed)))) {
-    drop_own(t);
+    drop_own(t, weight);
     return 0;
   }
   lp__lock(&trace_mu);
-  uint32_t ok = 0;
-  if (!rec.recording && kind != EV_END && kind != EV_END_DEEP) goto drop;
+  if (!rec.recording && !end) goto drop;
   if (!l && !(l = new_lane(t))) goto drop;
-  /* The room kept for ends still owed (none if something gave it back twice). */
-  ptrdiff_t kept = h->tend ? h->tend - h->tlim - 1 : 0;
-  uint32_t owed = kept > 0 ? (uint32_t)kept : 0;
   if (l->last) {
     l->last->count = (uint32_t)(LP_IMPL_LOAD_RELAXED(h->tcur) - l->last->ev);
     /* The chunk it leaves can be taken. Written only when set: no shared line touched per chunk. */
     if (atomic_load_explicit(&starved, memory_order_relaxed)) atomic_store_explicit(&starved, 0, memory_order_relaxed);
   }
   bool spent = false;
-  if (l->last) stream_wake(); /* the chunk it leaves is the writer's */
+  if (l->last) lp__stream_wake(); /* the chunk it leaves is the writer's */
   lp__chunk_t *c = rec.recording ? next_chunk(l, &spent) : NULL;
   if (!c) {
     if (spent) { /* not on a failed allocation: that drops this event only */
@@ -522,72 +522,61 @@ static uint32_t record_slow(lp__thread_t *t, uintptr_t tag, uint64_t payload, un
     c->ev[1] = (lp_impl_event_t){payload, LP__EV_PAYLOAD};
     c->payloads = 1;
   }
-  if (owed > LP__CHUNK_EVENTS / 2) owed = LP__CHUNK_EVENTS / 2; /* ends that will never come (a longjmp) */
-  if (kind == EV_BEGIN) owed++;
-  if (kind == EV_END && owed) owed--;
+  /* A new chunk has room for this event and the ends of every open scope (LP_STACK_CAPACITY of them at most). */
   h->tend = c->ev + LP__CHUNK_EVENTS;
-  h->tlim = h->tend - owed - 1;
   LP_IMPL_STORE_RELEASE(h->tcur, c->ev + nslots);
-  ok = 1;
   lp__unlock(&trace_mu);
-  return ok;
+  return 1;
 drop:
   note_drop();
   lp__unlock(&trace_mu);
-  drop_own(t);
+  drop_own(t, weight);
   return 0;
 }
 
-static uint64_t enter_slow(lp__thread_t *t, const lp_site_t *site, int manual);
-
-uint64_t lp_impl_enter_slow(const lp_site_t *site, int manual) {
-  lp__thread_t *t = lp__thread_attach();
-  if (!t) return LP_IMPL_NOT_PUSHED;
-  if (LP_IMPL_LIKELY(lp__marker_fd < 0)) return enter_slow(t, site, manual);
-  /* ---- layers and phases: the live trace_marker sees every recorded begin ---- */
-  uint32_t d = (uint32_t)LP_IMPL_LOAD_RELAXED(t->hot.word) & LP_IMPL_DEPTH_MASK;
-  lp__marker_unhide(t);
-  uint64_t w = enter_slow(t, site, manual);
-  if ((uint32_t)(w & LP_IMPL_DEPTH_MASK) != LP_IMPL_NOT_PUSHED && (w & LP_IMPL_TRACED_MARK))
-    lp__marker_begin(t, site, d);
-  else if (manual && d < LP_STACK_CAPACITY && (LP_IMPL_LOAD_RELAXED(t->hot.frames[d]) & LP_IMPL_TRACED))
-    lp__marker_begin(t, site, d); /* a manual pair's begin: its frame says it was recorded */
-  lp__marker_hide(t);
-  return w;
+/*
+ * Records an event of nslots slots where the thread's chunk has room for it
+ * and `keep` more slots (the ends of open scopes), stamped with the
+ * session's clock, or else through record_slow().
+ */
+static uint32_t record(lp__thread_t *t, uintptr_t tag, uint64_t payload, unsigned nslots, uintptr_t keep, bool end,
+                       unsigned weight) {
+  lp_impl_event_t *e = LP_IMPL_LOAD_RELAXED(t->hot.tcur);
+  if (!lp_impl_room(e, t->hot.tend, keep + nslots - 1)) return record_slow(t, tag, payload, nslots, end, weight);
+  e[0].ts = lp_impl_ticks();
+  e[0].tag = tag;
+  if (nslots == 2) {
+    e[1] = (lp_impl_event_t){payload, LP__EV_PAYLOAD};
+    t->lane->last->payloads++; /* a cursor with room means a lane and a current chunk */
+  }
+  LP_IMPL_STORE_RELEASE(t->hot.tcur, e + nslots);
+  return 1;
 }
 
-static uint64_t enter_slow(lp__thread_t *t, const lp_site_t *site, int manual) {
+/*
+ * A begin of a recorded level, from the general path: the protocol's
+ * begin, with the session's clock, a new chunk or a deep stack. The
+ * timeline's own levels decide (the subscribers' part set every level).
+ * A begin dropped is counted as two events, it and its end.
+ */
+static uint64_t trace_begin(lp__thread_t *t, const lp_site_t *site, int manual) {
   uint32_t d = (uint32_t)LP_IMPL_LOAD_RELAXED(t->hot.word) & LP_IMPL_DEPTH_MASK;
-  uint32_t levels = lp__trace_levels(); /* without the subscribers' part: this records only */
+  uint32_t levels = lp__trace_levels();
+  if (!(site->level & levels)) return lp_impl_push((uintptr_t)site); /* the session stopped meanwhile */
+  uintptr_t tag = (uintptr_t)site | LP_IMPL_EV_BEGIN | LP_IMPL_DEPTH_TAG(d);
   if (d >= LP_STACK_CAPACITY) {
     /* Deeper than the frames: a scope's own word carries "traced"; a manual pair has nowhere to. */
     uint64_t w = lp_impl_push_slow((uintptr_t)site);
-    if (manual || (uint32_t)(w & LP_IMPL_DEPTH_MASK) == LP_IMPL_NOT_PUSHED || !(site->level & levels)) return w;
+    if (manual || (uint32_t)(w & LP_IMPL_DEPTH_MASK) == LP_IMPL_NOT_PUSHED) return w;
     /* Recorded like an instant: no room kept for its end, which no frame could give back after a longjmp. */
-    lp_impl_event_t *e = LP_IMPL_LOAD_RELAXED(t->hot.tcur);
-    uintptr_t tag = (uintptr_t)site | LP_IMPL_EV_BEGIN | LP_IMPL_DEPTH_TAG(d);
-    if (e < t->hot.tlim) {
-      e->ts = lp_impl_ticks();
-      e->tag = tag;
-      LP_IMPL_STORE_RELEASE(t->hot.tcur, e + 1);
-    } else if ((levels & LP_IMPL_SPENT) || !record_slow(t, tag, 0, 1, EV_OTHER)) {
-      if (levels & LP_IMPL_SPENT) drop_own(t);
+    if (levels & LP_IMPL_SPENT) {
+      drop_own(t, 2);
       return w;
     }
-    return w ^ LP_IMPL_TRACED_MARK;
+    return record(t, tag, 0, 1, LP_STACK_CAPACITY, false, 2) ? w ^ LP_IMPL_TRACED_MARK : w;
   }
-  if (!(site->level & levels)) return lp_impl_push((uintptr_t)site); /* the session stopped meanwhile */
-  lp_impl_event_t *e = LP_IMPL_LOAD_RELAXED(t->hot.tcur);
-  if (e < t->hot.tlim && !(levels & LP_IMPL_SPENT)) {
-    /* Just registered, with room: as lp_impl_enter_traced() records it (levels has no subscribers' part). */
-    e->ts = lp_impl_ticks();
-    e->tag = (uintptr_t)site | LP_IMPL_EV_BEGIN | LP_IMPL_DEPTH_TAG(d);
-    t->hot.tlim = t->hot.tlim - 1;
-    LP_IMPL_STORE_RELEASE(t->hot.tcur, e + 1);
-  } else if (levels & LP_IMPL_SPENT) {
-    drop_own(t);
-    return lp_impl_push((uintptr_t)site);
-  } else if (!record_slow(t, (uintptr_t)site | LP_IMPL_EV_BEGIN | LP_IMPL_DEPTH_TAG(d), 0, 1, EV_BEGIN)) {
+  if ((levels & LP_IMPL_SPENT) || !record(t, tag, 0, 1, d + 1, false, 2)) {
+    if (levels & LP_IMPL_SPENT) drop_own(t, 2);
     return lp_impl_push((uintptr_t)site);
   }
   LP_IMPL_STORE_RELEASE(t->hot.frames[d], (uintptr_t)site | LP_IMPL_TRACED);
@@ -596,59 +585,50 @@ static uint64_t enter_slow(lp__thread_t *t, const lp_site_t *site, int manual) {
   return w ^ LP_IMPL_TRACED_MARK;
 }
 
-void lp_impl_end_event_slow(uintptr_t site, uint32_t depth) {
-  lp__thread_t *t = lp__thread_current();
-  if (!t) return;
-  if (LP_IMPL_UNLIKELY(lp__marker_fd >= 0)) {
-    /* ---- layers and phases: the live trace_marker sees every recorded end ---- */
-    lp__marker_unhide(t);
-    lp_impl_event_t *e = LP_IMPL_LOAD_RELAXED(t->hot.tcur);
-    if (e && e < t->hot.tend)
-      lp_impl_end_event(&t->hot, site, depth);
-    else
-      record_slow(t, site | LP_IMPL_EV_END | LP_IMPL_DEPTH_TAG(depth), 0, 1,
-                  depth < LP_STACK_CAPACITY ? EV_END : EV_END_DEEP);
-    lp__marker_end(t, depth);
-    lp__marker_hide(t);
+uint64_t lp__trace_begin(lp__thread_t *t, const lp_site_t *site, int manual) {
+  if (LP_IMPL_LIKELY(lp__marker_fd < 0)) return trace_begin(t, site, manual);
+  /* ---- layers and phases: the live trace_marker sees every recorded begin ---- */
+  uint32_t d = (uint32_t)LP_IMPL_LOAD_RELAXED(t->hot.word) & LP_IMPL_DEPTH_MASK;
+  lp__marker_unhide(t);
+  uint64_t w = trace_begin(t, site, manual);
+  if ((uint32_t)(w & LP_IMPL_DEPTH_MASK) != LP_IMPL_NOT_PUSHED && (w & LP_IMPL_TRACED_MARK))
+    lp__marker_begin(t, site, d);
+  else if (manual && d < LP_STACK_CAPACITY && (LP_IMPL_LOAD_RELAXED(t->hot.frames[d]) & LP_IMPL_TRACED))
+    lp__marker_begin(t, site, d); /* a manual pair's begin: its frame says it was recorded */
+  lp__marker_hide(t);
+  return w;
+}
+
+void lp__trace_end(lp__thread_t *t, uintptr_t site, uint32_t depth) {
+  if (LP_IMPL_LIKELY(lp__marker_fd < 0)) {
+    if (lp_impl_try_end_event(&t->hot, site, depth)) record(t, site | LP_IMPL_EV_END | LP_IMPL_DEPTH_TAG(depth), 0, 1, 0, true, 1);
     return;
   }
-  record_slow(t, site | LP_IMPL_EV_END | LP_IMPL_DEPTH_TAG(depth), 0, 1, depth < LP_STACK_CAPACITY ? EV_END : EV_END_DEEP);
+  /* ---- layers and phases: the live trace_marker sees every recorded end ---- */
+  lp__marker_unhide(t);
+  record(t, site | LP_IMPL_EV_END | LP_IMPL_DEPTH_TAG(depth), 0, 1, 0, true, 1);
+  lp__marker_end(t, depth);
+  lp__marker_hide(t);
 }
 
 void lp_impl_instant_slow(uintptr_t tag) {
   lp__thread_t *t = lp__thread_attach();
   if (!t) return;
-  if (LP_IMPL_UNLIKELY(lp__marker_fd >= 0)) {
+  if (LP_IMPL_UNLIKELY(t->mark_hidden)) { /* the live trace_marker: the real limits, then hidden again */
     lp__marker_unhide(t);
-    lp_impl_event_t *e = LP_IMPL_LOAD_RELAXED(t->hot.tcur);
     /* Recorded here, as lp_impl_instant() would: not through its subscribers' branch, which have had it. */
-    if (e && e < t->hot.tlim && !(lp__trace_levels() & LP_IMPL_SPENT)) {
-      e->ts = lp_impl_ticks();
-      e->tag = tag;
-      LP_IMPL_STORE_RELEASE(t->hot.tcur, e + 1);
-    } else {
-      record_slow(t, tag, 0, 1, EV_OTHER);
-    }
+    if (lp__trace_levels() & LP_IMPL_SPENT)
+      drop_own(t, 1);
+    else
+      record(t, tag, 0, 1, open_frames(t), false, 1);
     lp__marker_hide(t);
     return;
   }
-  record_slow(t, tag, 0, 1, EV_OTHER);
+  record(t, tag, 0, 1, open_frames(t), false, 1);
 }
 
 void lp_impl_counter(const lp_site_t *site, int64_t value) {
   if (!(site->level & lp__trace_levels())) return; /* called because subscribers listen, not recording */
-  lp_impl_thread_t *h = lp_impl_self;
-  lp_impl_event_t *e = LP_IMPL_LOAD_RELAXED(h->tcur);
-  uintptr_t tag = (uintptr_t)site | LP_IMPL_EV_COUNTER;
-  if (e && h->tlim - e >= 2 && !(LP_IMPL_LOAD_RELAXED(lp_impl_levels) & LP_IMPL_SPENT)) {
-    e[0].ts = lp_impl_ticks();
-    e[0].tag = tag;
-    e[1].ts = (uint64_t)value;
-    e[1].tag = LP__EV_PAYLOAD;
-    ((lp__thread_t *)h)->lane->last->payloads++; /* a cursor means a lane and a current chunk */
-    LP_IMPL_STORE_RELEASE(h->tcur, e + 2);
-    return;
-  }
   lp__thread_t *t = lp__thread_attach();
   if (!t) return;
   if (LP_IMPL_UNLIKELY(t->mark_hidden)) { /* the live trace_marker: the real limits, then hidden again */
@@ -658,9 +638,9 @@ void lp_impl_counter(const lp_site_t *site, int64_t value) {
     return;
   }
   if (LP_IMPL_LOAD_RELAXED(lp_impl_levels) & LP_IMPL_SPENT)
-    drop_own(t);
+    drop_own(t, 1);
   else
-    record_slow(t, tag, (uint64_t)value, 2, EV_OTHER);
+    record(t, (uintptr_t)site | LP_IMPL_EV_COUNTER, (uint64_t)value, 2, open_frames(t), false, 1);
 }
 
 /* ---- threads ------------------------------------------------------------------- */
@@ -670,7 +650,7 @@ void lp__trace_thread_exit(lp__thread_t *t) {
   lp__lock(&trace_mu);
   lp__lane_t *l = t->lane;
   if (l->last) l->last->count = (uint32_t)(LP_IMPL_LOAD_RELAXED(t->hot.tcur) - l->last->ev);
-  if (l->last) stream_wake();
+  if (l->last) lp__stream_wake();
   l->owner = NULL;
   t->lane = NULL;
   atomic_store_explicit(&starved, 0, memory_order_relaxed); /* its chunk can be taken now */
@@ -690,242 +670,12 @@ void lp__trace_thread_renamed(lp__thread_t *t) {
   lp__unlock(&trace_mu);
 }
 
-/* ---- the stream (LP_TRACE_STREAM) ------------------------------------------------
- *
- * A writer thread takes the chunks that threads (and tracks) have left,
- * encodes them as Perfetto packets (export.c's lp__pfs_*), appends them to
- * the file and returns the chunks to the pool. It holds the trace lock only
- * to collect chunks (pinned while it encodes) and to give them back, never
- * while it encodes or writes. While it is behind and the budget has no
- * chunk left, the recording is spent as in discard mode (the hot path drops
- * and counts inline); it is no longer spent once the writer returns chunks.
- * It wakes when an eighth of the budget's chunks (at most ST_BATCH) wait,
- * or ST_WAIT_NS after the first of them was left: each wake then collects,
- * maps the clock and writes a batch (one write per ST_WRITE bytes), and a
- * chunk reaches the file at most ST_WAIT_NS after it filled.
- * A flush (lp_dump, the dump signal, an export of the session, the tests'
- * lp__trace_stream_sync) also writes the part of each current chunk filled
- * so far; the stop writes everything, adds the session's notes and closes.
- */
-enum { ST_BATCH = 64, ST_WRITE = 1 << 20 };
-#define ST_WAIT_NS 100000000ull
-static struct {
-  bool on;                 /* a stream is open (trace lock, like everything here) */
-  lp__owner_t owner;
-  char *path;              /* as given: "%n" is the file's number */
-  unsigned number;         /* of the current file */
-  int fd;
-  uint64_t rotate_bytes, rotate_ns, file_bytes, file_ns;
-  pthread_t th;
-  bool quit, wake, hold;
-  uint32_t pending;        /* chunks left since the writer last collected */
-  uint64_t pending_ns;     /* when the first of them was left */
-  uint64_t req, done;      /* flushes asked for and done */
-  int err;                 /* the first error writing, sticky */
-  unsigned err_number;     /* the number of the file it happened to */
-  unsigned long_number;    /* the first file whose numbered name was too long (0: none): no later one opens */
-  lp__pfs_t *enc;          /* the writer's own (no lock needed) */
-  uint64_t written;        /* events written to the stream's files (trace lock) */
-  uint32_t threads;        /* thread lanes with events written (trace lock) */
-  uint32_t put_threads;    /* thread lanes whose first event written was written since the last count (writer only) */
-  lp__lane_t *unwritten;   /* thread lanes with events in the encoder, none yet written (writer only) */
-  uint64_t started;        /* bytes of the file whose writeback was started (writer only) */
-  uint64_t file_ok;        /* bytes written to the file, whole packets (writer only) */
-  bool cut;                /* a write to the file failed: nothing more goes to it (writer only) */
-  uint64_t encoded, put;   /* events in the encoder's packets; in packets written since the last count (writer only) */
-  bool uncached;           /* the file takes no writeback hints (a pipe, tmpfs...): none are given */
-  uint64_t file_dropped0;  /* the session's drops when the current file began (writer only) */
-  uint64_t file_start_ns;  /* when it began, CLOCK_MONOTONIC; 0: with the session (writer only) */
-} st = {.fd = -1};
-/*
- * The page cache: the writer starts the writeback of each ST_BEHIND bytes
- * it writes, and once ST_KEEP more are written, waits for that range to be
- * on disk and drops it from the cache, so a long stream keeps at most
- * ST_KEEP + 2 ST_BEHIND of its file cached. (Tests make both smaller.)
- */
-static uint64_t st_behind = 8u << 20, st_keep = 32u << 20;
-static pthread_cond_t st_cv = PTHREAD_COND_INITIALIZER;      /* the writer waits here */
-static pthread_cond_t st_done_cv = PTHREAD_COND_INITIALIZER; /* and flushers here */
+/* ---- the stream (LP_TRACE_STREAM): the recording's side of stream.c ---------------- */
+
 static bool st_atexit;
-static bool st_cv_monotonic; /* st_cv made again with the monotonic clock (trace lock) */
-
-/* Trace lock held. */
-static void stream_wake(void) {
-  if (!st.on || st.wake) return;
-  if (st.pending++ == 0) st.pending_ns = lp__mono_ns();
-  uint64_t batch = rec.opts.budget_bytes / LP__CHUNK_BYTES / 8;
-  if (st.pending < (batch > ST_BATCH ? ST_BATCH : batch ? batch : 1)) return; /* the writer's timer takes it */
-  st.wake = true;
-  int rc = pthread_cond_signal(&st_cv);
-  if (rc != 0) lp__fatal("pthread_cond_signal", rc);
-}
-
-/* The stream's first error is kept, with the number of the file it happened to. Writer only. */
-static void stream_error(int rc) {
-  if (rc && !st.err) {
-    st.err = rc;
-    st.err_number = st.number;
-  }
-}
-
-/* Appends n bytes, all of them (write(2) may write less, or be interrupted). */
-static int write_all(int fd, const uint8_t *p, size_t n) {
-  while (n) {
-    ssize_t k = write(fd, p, n);
-    if (k < 0) {
-      if (errno == EINTR) continue;
-      return -errno;
-    }
-    if (k == 0) return -EIO; /* no progress and no error: never loop on it */
-    p += k;
-    n -= (size_t)k;
-  }
-  return 0;
-}
-
-/*
- * The file's range [at, at + len) (len 0: to its end) waited for on disk
- * and dropped from the page cache. A file that refuses either (a pipe,
- * tmpfs...) is given no more hints; EIO or ENOSPC from the wait is the
- * disk failing to take what was written: the stream's error. Writer only.
- */
-static void stream_drop(uint64_t at, uint64_t len) {
-  unsigned flags = SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER;
-  if (sync_file_range(st.fd, (off_t)at, (off_t)len, flags) != 0) {
-    if (errno == EIO || errno == ENOSPC) stream_error(-errno);
-    st.uncached = true;
-  } else if (posix_fadvise(st.fd, (off_t)at, (off_t)len, POSIX_FADV_DONTNEED) != 0) {
-    st.uncached = true;
-  }
-}
-
-/*
- * The writeback of the file's new whole ranges started, and the range
- * ST_KEEP behind them on disk and out of the page cache. Advice only: a
- * file that refuses it (ESPIPE for a pipe, EINVAL...) is given no more.
- * Writer only.
- */
-static void stream_uncache(void) {
-  while (!st.uncached && !st.cut && st.fd >= 0 && st.file_bytes - st.started >= st_behind) {
-    if (sync_file_range(st.fd, (off_t)st.started, (off_t)st_behind, SYNC_FILE_RANGE_WRITE) != 0) {
-      st.uncached = true;
-      return;
-    }
-    st.started += st_behind;
-    if (st.started < st_keep + st_behind) continue;
-    stream_drop(st.started - st_keep - st_behind, st_behind);
-  }
-}
-
-/*
- * A file rotated out, out of the page cache whole: what stream_uncache()
- * keeps cached, written back and dropped. Most of it is on its way to the
- * disk already; the wait is for the rest, about as long as one of
- * stream_uncache()'s. Writer only.
- */
-static void stream_uncache_rest(void) {
-  if (st.uncached || st.cut || st.fd < 0) return;
-  stream_drop(st.started >= st_keep + st_behind ? st.started - st_keep : 0, 0); /* before it: dropped already */
-}
-
-/* Appends what the encoder holds, whole packets. Writer only. */
-static void stream_put(void) {
-  size_t n;
-  const uint8_t *b = lp__pfs_bytes(st.enc, &n);
-  int rc = lp__pfs_error(st.enc);
-  if (!rc && n && st.fd >= 0 && !st.cut) {
-    rc = write_all(st.fd, b, n);
-    if (rc == 0) {
-      st.file_ok += n;
-      st.put += st.encoded; /* the statistics count what reached the file */
-      for (lp__lane_t *l = st.unwritten; l; l = l->stream_pending) {
-        l->stream_state = LP__STREAM_WRITTEN;
-        st.put_threads++;
-      }
-    } else {
-      /*
-       * Failed part-way (a full disk, RLIMIT_FSIZE): the file ends with its
-       * whole packets, as after a kill, and takes nothing more, which would
-       * follow a cut packet and be unreadable. A next file starts afresh.
-       */
-      st.cut = true;
-      int cut = ftruncate(st.fd, (off_t)st.file_ok);
-      (void)cut; /* fails on a pipe or a FIFO, which cannot take back what they passed on: nothing else to do */
-    }
-  }
-  stream_error(rc);
-  st.encoded = 0;
-  /* A lane whose packets did not reach the file is not counted for them: a later write may count it. */
-  for (lp__lane_t *l = st.unwritten, *next; l; l = next) {
-    next = l->stream_pending;
-    l->stream_pending = NULL;
-    if (l->stream_state == LP__STREAM_PENDING) l->stream_state = LP__STREAM_UNWRITTEN;
-  }
-  st.unwritten = NULL;
-  st.file_bytes += n;
-  lp__pfs_clear(st.enc);
-  if (!rc) stream_uncache();
-}
-
-/* Opens the next file and writes its first packets. */
-static int stream_open_next(void) {
-  char *name = lp__path_numbered(st.path, ++st.number);
-  /*
-   * The next rotation counts from here, whether this file opens or not: one
-   * that cannot be opened (no descriptor left, its directory gone) loses
-   * what would have gone to it, and the next rotation tries the next number.
-   */
-  st.file_bytes = 0;
-  st.file_ns = lp__mono_ns();
-  if (!name) return -ENOMEM;
-  int fd = open(name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  int rc = fd < 0 ? -errno : 0;
-  free(name);
-  if (rc == -ENAMETOOLONG && !st.long_number) st.long_number = st.number; /* names only grow with the number */
-  if (rc) return rc;
-  st.fd = fd;
-  st.started = 0;
-  st.uncached = false;
-  st.file_ok = 0;
-  st.cut = false;
-  lp__pfs_restart(st.enc, NULL);
-  stream_put();
-  return 0;
-}
-
-/*
- * The session's notes at the end of the current file, and the file closed;
- * rotated: out of the page cache too (the last file keeps its last ranges
- * cached, as any file written is). The drops a file states are those
- * counted while it was the current file, and its first drop only if that
- * was the session's first: a rotated file read alone speaks for its own
- * span. Writer only, no lock.
- */
-static void stream_close_file(bool rotated) {
-  lp__drops_t d;
-  if (lp__trace_drops(st.owner, &d) != 0) memset(&d, 0, sizeof d);
-  uint64_t now = lp__mono_ns(), from = st.file_start_ns ? st.file_start_ns : d.start_ns;
-  lp__pfs_notes_t n = {now, d.dropped >= st.file_dropped0 ? d.dropped - st.file_dropped0 : 0, d.budget_bytes,
-                       d.start_ns, d.first_drop_ns >= from ? d.first_drop_ns : 0, from, d.dropped};
-  st.file_dropped0 = d.dropped;
-  st.file_start_ns = now;
-  lp__pfs_finish(st.enc, &n);
-  stream_put();
-  if (rotated) stream_uncache_rest();
-  if (st.fd >= 0 && close(st.fd) != 0) stream_error(-errno);
-  st.fd = -1;
-}
-
-typedef struct st_item {
-  lp__lane_t *lane;
-  lp__chunk_t *chunk;
-  uint32_t from, to;
-  bool closed;
-  lp__pfs_lane_info_t info; /* name and work names copied */
-} st_item_t;
 
 /* What is to be written now: closed chunks, and with all, what live ones hold. Trace lock held. */
-static size_t stream_collect(st_item_t **items, size_t *cap, bool all) {
+static size_t stream_collect(lp__stream_item_t **items, size_t *cap, bool all) {
   size_t n = 0;
   uint32_t nt = atomic_load(&ntracks);
   for (uint32_t pass = 0; pass < 1 + nt; pass++) {
@@ -938,12 +688,12 @@ static size_t stream_collect(st_item_t **items, size_t *cap, bool all) {
         uint32_t to = l->track ? c->count : chunk_end(l, c);
         if (n == *cap) {
           size_t nc = *cap ? *cap * 2 : 64;
-          st_item_t *ni = lp__realloc(*items, nc * sizeof *ni);
+          lp__stream_item_t *ni = lp__realloc(*items, nc * sizeof *ni);
           if (!ni) return n; /* the rest next time */
           *items = ni;
           *cap = nc;
         }
-        st_item_t *it = &(*items)[n];
+        lp__stream_item_t *it = &(*items)[n];
         memset(it, 0, sizeof *it);
         it->lane = l;
         it->chunk = c;
@@ -969,172 +719,39 @@ static size_t stream_collect(st_item_t **items, size_t *cap, bool all) {
   return n;
 }
 
-static void *stream_main(void *arg) {
-  (void)arg;
-  st_item_t *items = NULL;
-  size_t cap = 0;
-  lp__sync_t *syncs = NULL;
-  size_t scap = 0;
-  lp__lock(&trace_mu);
-  for (;;) {
-    while (!st.quit && (st.hold || (!st.wake && st.req == st.done))) {
-      if (st.pending && !st.hold) {
-        uint64_t at = st.pending_ns + ST_WAIT_NS;
-        struct timespec dl = {(time_t)(at / 1000000000u), (long)(at % 1000000000u)};
-        int rc = pthread_cond_timedwait(&st_cv, &trace_mu, &dl); /* st_cv is on CLOCK_MONOTONIC */
-        if (rc == ETIMEDOUT) {
-          if (!st.hold) break; /* held meanwhile (the tests' hook): wait on */
-        } else if (rc != 0) {
-          lp__fatal("pthread_cond_timedwait", rc);
-        }
-      } else {
-        int rc = pthread_cond_wait(&st_cv, &trace_mu);
-        if (rc != 0) lp__fatal("pthread_cond_wait", rc);
-      }
+/* What the writer wrote: unpinned, and closed chunks back to the pool. Trace lock held. */
+static void stream_give_back(lp__stream_item_t *items, size_t n) {
+  bool freed = false;
+  for (size_t i = 0; i < n; i++) {
+    lp__stream_item_t *it = &items[i];
+    lp__lane_t *l = it->lane;
+    lp__chunk_t *c = it->chunk;
+    free((void *)it->info.name);
+    free((void *)it->info.work);
+    c->pins--;
+    if (!it->closed) {
+      l->streamed = it->to;
+      continue;
     }
-    bool quit = st.quit;
-    uint64_t req = st.req;
-    bool all = quit || req != st.done;
-    st.wake = false;
-    st.pending = 0;
-    size_t n = stream_collect(&items, &cap, all);
-    lp__unlock(&trace_mu);
-    /* The clock's points: each chunk's, and now's (after every event collected). */
-    if (n + 1 > scap) {
-      lp__sync_t *ns = lp__realloc(syncs, (n + 1) * sizeof *ns);
-      if (ns) {
-        syncs = ns;
-        scap = n + 1;
-      }
-    }
-    lp__timemap_t *map = NULL;
-    if (scap >= n + 1) {
-      for (size_t i = 0; i < n; i++) syncs[i] = items[i].chunk->sync;
-      syncs[n] = lp__clock_sync();
-      map = lp__timemap_new(syncs, n + 1);
-    }
-    for (size_t i = 0; i < n; i++) {
-      st_item_t *it = &items[i];
-      size_t held;
-      lp__pfs_bytes(st.enc, &held);
-      if ((st.rotate_bytes && st.file_bytes + held >= st.rotate_bytes) ||
-          (st.rotate_ns && lp__mono_ns() - st.file_ns >= st.rotate_ns)) {
-        if (st.fd >= 0) stream_close_file(true);
-        stream_error(stream_open_next());
-      }
-      if (!map) {
-        stream_error(-ENOMEM);
-      } else if (it->from < it->to && it->info.name) {
-        uint64_t e0 = lp__pfs_events(st.enc);
-        lp__lane_t *l = it->lane;
-        lp__pfs_chunk(st.enc, &l->stream, &it->info, it->chunk->ev, it->from, it->to, map, it->chunk->sync);
-        uint64_t encoded = lp__pfs_events(st.enc) - e0;
-        st.encoded += encoded; /* a new file starts between chunks, never inside one */
-        if (encoded && !l->track && l->stream_state == LP__STREAM_UNWRITTEN) {
-          l->stream_state = LP__STREAM_PENDING; /* counted once the write that holds its events succeeds */
-          l->stream_pending = st.unwritten;
-          st.unwritten = l;
-        }
-        lp__pfs_bytes(st.enc, &held);
-        if (held >= ST_WRITE) stream_put(); /* whole chunks: the file is a trace after each write */
-      }
-    }
-    stream_put();
-    lp__timemap_free(map);
-    if (quit) stream_close_file(false);
-    lp__lock(&trace_mu);
-    st.written += st.put;
-    st.put = 0;
-    st.threads += st.put_threads;
-    st.put_threads = 0;
-    bool freed = false;
-    for (size_t i = 0; i < n; i++) {
-      st_item_t *it = &items[i];
-      lp__lane_t *l = it->lane;
-      lp__chunk_t *c = it->chunk;
-      free((void *)it->info.name);
-      free((void *)it->info.work);
-      c->pins--;
-      if (!it->closed) {
-        l->streamed = it->to;
-        continue;
-      }
-      /* Written: back to the pool. It is the first of its lane: chunks are written in order. */
-      l->first = c->next;
-      if (l->last == c) l->last = NULL; /* an exited thread's */
-      l->streamed = 0;
-      release(c);
-      freed = true;
-      if (!l->owner && !l->first && !l->track) retire(l);
-    }
-    if (freed && rec.spent && rec.opts.policy == LP_TRACE_STREAM) {
-      rec.spent = false;
-      publish_levels();
-    }
-    if (all) {
-      st.done = req;
-      int rc = pthread_cond_broadcast(&st_done_cv);
-      if (rc != 0) lp__fatal("pthread_cond_broadcast", rc);
-    }
-    if (quit) break;
+    /* Written: back to the pool. It is the first of its lane: chunks are written in order. */
+    l->first = c->next;
+    if (l->last == c) l->last = NULL; /* an exited thread's */
+    l->streamed = 0;
+    release(c);
+    freed = true;
+    if (!l->owner && !l->first && !l->track) retire(l);
   }
-  lp__unlock(&trace_mu);
-  free(items);
-  free(syncs);
-  return NULL;
+  if (freed && rec.spent && rec.opts.policy == LP_TRACE_STREAM) {
+    rec.spent = false;
+    publish_levels();
+  }
 }
 
-/* Opens the stream's first file and starts its writer. Trace lock held, nothing recording. */
-static int stream_start(lp__owner_t who, const lp_trace_opts_t *o) {
-  if (lp__forked_child()) return -ENOTSUP; /* no thread may be started there */
-  if (!st_cv_monotonic) {
-    /* The writer's timer runs on CLOCK_MONOTONIC. Nobody waits on st_cv without a writer: it can be made again. */
-    pthread_condattr_t a;
-    int rc = pthread_condattr_init(&a);
-    if (rc) return -rc;
-    rc = pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    if (!rc && !(rc = pthread_cond_destroy(&st_cv))) rc = pthread_cond_init(&st_cv, &a);
-    pthread_condattr_destroy(&a);
-    if (rc) return -rc;
-    st_cv_monotonic = true;
-  }
-  memset(&st, 0, sizeof st);
-  st.fd = -1;
-  st.owner = who;
-  st.rotate_bytes = o->rotate_bytes;
-  st.rotate_ns = o->rotate_ns;
-  if (!(st.path = lp__strdup(o->path)) || !(st.enc = lp__pfs_new())) {
-    free(st.path);
-    st.path = NULL;
-    return -ENOMEM;
-  }
-  int rc = stream_open_next();
-  if (rc == 0) rc = lp__thread_spawn(&st.th, stream_main, NULL, "labelprof-write");
-  if (rc) {
-    if (st.fd >= 0) close(st.fd);
-    char *name = lp__path_numbered(st.path, 1);
-    if (name && st.number) unlink(name);
-    free(name);
-    lp__pfs_free(st.enc);
-    free(st.path);
-    memset(&st, 0, sizeof st);
-    st.fd = -1;
-    return rc;
-  }
-  st.on = true;
-  return 0;
-}
+static const lp__stream_source_t stream_source = {&trace_mu, stream_collect, stream_give_back, lp__trace_drops};
 
 /* The stop of the stream's session: everything written, the file closed. Trace lock held; released meanwhile. */
 static int stream_stop(void) {
-  st.quit = true;
-  int rc = pthread_cond_signal(&st_cv);
-  if (rc != 0) lp__fatal("pthread_cond_signal", rc);
-  pthread_t th = st.th;
-  lp__unlock(&trace_mu);
-  rc = pthread_join(th, NULL);
-  if (rc != 0) lp__fatal("pthread_join", rc);
-  lp__lock(&trace_mu);
+  int err = lp__stream_stop();
   /* Lanes keep no writer's state beyond the stream: a next one starts afresh. */
   for (lp__lane_t *l = lanes; l; l = l->next) {
     lp__pfs_lane_free(l->stream);
@@ -1147,79 +764,38 @@ static int stream_stop(void) {
     tracks[i]->stream = NULL;
     tracks[i]->streamed = 0;
   }
-  int err = st.err;
-  /* Said here too: the environment's session has nobody else to tell. */
-  if (err) {
-    /* What is lost: to the next rotation, unless a name grew too long, after which no file opens. */
-    char *name = lp__path_numbered(st.path, st.err_number ? st.err_number : 1), later[96] = "";
-    const char *lost = !(st.rotate_bytes || st.rotate_ns) ? "what was recorded from then on is not in it"
-                       : st.long_number == st.err_number
-                           ? "its name, and every later file's, is too long: what was recorded from then on is in no file"
-                           : "what was recorded from then on to the next rotation is lost";
-    if (st.long_number && st.long_number != st.err_number)
-      snprintf(later, sizeof later, "; from file %u on the names are too long: what was recorded since is in no file",
-               st.long_number);
-    fprintf(stderr, "labelprof: cannot write the stream to '%s': %s; %s%s\n", name ? name : st.path, lp_strerror(err),
-            lost, later);
-    free(name);
-  }
-  lp__pfs_free(st.enc);
-  free(st.path);
-  st.enc = NULL;
-  st.path = NULL;
-  st.on = st.quit = false;
-  rc = pthread_cond_broadcast(&st_done_cv);
-  if (rc != 0) lp__fatal("pthread_cond_broadcast", rc);
   /* Sessions that still record go on as discard mode would. */
   if (rec.opts.policy == LP_TRACE_STREAM) rec.opts.policy = LP_TRACE_DISCARD;
   return err;
 }
 
-/* Everything recorded so far written (partly filled chunks too). Trace lock held; released meanwhile. */
-static int stream_flush_locked(void) {
-  if (!st.on) return 0;
-  uint64_t my = ++st.req;
-  int rc = pthread_cond_signal(&st_cv);
-  if (rc != 0) lp__fatal("pthread_cond_signal", rc);
-  while (st.on && st.done < my) {
-    rc = pthread_cond_wait(&st_done_cv, &trace_mu);
-    if (rc != 0) lp__fatal("pthread_cond_wait", rc);
-  }
-  return st.err;
-}
-
 int lp__trace_stream_sync(void) {
   lp__lock(&trace_mu);
-  int rc = stream_flush_locked();
+  int rc = lp__stream_flush();
   lp__unlock(&trace_mu);
   return rc;
 }
 
 void lp__trace_stream_cache(uint64_t behind, uint64_t keep) {
   lp__lock(&trace_mu);
-  st_behind = behind ? behind : 8u << 20;
-  st_keep = keep ? keep : 32u << 20;
+  lp__stream_cache(behind, keep);
   lp__unlock(&trace_mu);
 }
 
 void lp__trace_stream_hold(bool on) {
   lp__lock(&trace_mu);
-  st.hold = on;
-  if (!on) {
-    int rc = pthread_cond_signal(&st_cv);
-    if (rc != 0) lp__fatal("pthread_cond_signal", rc);
-  }
+  lp__stream_hold(on);
   lp__unlock(&trace_mu);
 }
 
 /* At exit: the program's stream, if it still runs, written to its end. */
 static void stream_at_exit(void) {
   if (lp__forked_child()) return;
+  lp__stream_status_t ss;
   lp__lock(&trace_mu);
-  bool on = st.on;
-  lp__owner_t who = st.owner;
+  lp__stream_status(&ss);
   lp__unlock(&trace_mu);
-  if (on) lp__trace_stop(who);
+  if (ss.on) lp__trace_stop(ss.owner);
 }
 
 /* ---- sessions ------------------------------------------------------------------ */
@@ -1299,13 +875,15 @@ int lp__trace_start(lp__owner_t who, const lp_trace_opts_t *opts) {
     lp__unlock(&trace_mu);
     return -EBUSY;
   }
-  if (st.quit) { /* a stream is being written to its end: its chunks are not to be taken back yet */
+  lp__stream_status_t ss;
+  lp__stream_status(&ss);
+  if (ss.quitting) { /* a stream is being written to its end: its chunks are not to be taken back yet */
     lp__unlock(&trace_mu);
     return -EBUSY;
   }
   if (want.policy == LP_TRACE_STREAM) {
     /* A stream starts the recording: its chunks are the writer's. */
-    int rc = rec.recording ? -EBUSY : stream_start(who, &want);
+    int rc = rec.recording ? -EBUSY : lp__stream_start(who, &want, &stream_source);
     if (rc) {
       lp__unlock(&trace_mu);
       return rc;
@@ -1345,7 +923,9 @@ int lp__trace_stop(lp__owner_t who) {
   s->drops1 = drop_total(&c);
   rec.recording--;
   publish_levels();
-  int rc = st.on && st.owner == who ? stream_stop() : 0;
+  lp__stream_status_t ss;
+  lp__stream_status(&ss);
+  int rc = ss.on && ss.owner == who ? stream_stop() : 0;
   lp__unlock(&trace_mu);
   return rc;
 }
@@ -1543,10 +1123,12 @@ int lp_trace_get_stats(lp_trace_stats_t *out) {
   out->first_drop_ns = s.first_drop_ns;
   out->budget_bytes = s.opts.budget_bytes;
   lp__lock(&trace_mu);
-  bool streamed = sessions[who].streamed && st.owner == who; /* its events are in its files, or on their way */
+  lp__stream_status_t ss;
+  lp__stream_status(&ss);
+  bool streamed = sessions[who].streamed && ss.owner == who; /* its events are in its files, or on their way */
   if (streamed) {
-    out->recorded = st.written;
-    out->threads = st.threads;
+    out->recorded = ss.written;
+    out->threads = ss.threads;
   }
   out->used_bytes = used;
   out->tracks = atomic_load(&ntracks);
@@ -1574,7 +1156,15 @@ int lp__trace_drops(lp__owner_t who, lp__drops_t *out) {
   out->budget_bytes = rec.opts.budget_bytes;
   out->ring = rec.opts.policy == LP_TRACE_RING;
   out->stream = ss->streamed;
-  out->stream_files = ss->streamed && !ss->running ? st.number : 0; /* its writer has ended: no race */
+  lp__stream_status_t sst;
+  lp__stream_status(&sst);
+  /* Its writer has ended, and no other stream has begun since: no race. */
+  out->stream_files = ss->streamed && !ss->running && !sst.on ? lp__stream_files() : 0;
+  if (ss->streamed && sst.owner == who) {
+    out->stream_events = sst.written;
+    out->stream_bytes = sst.bytes;
+    out->stream_threads = sst.threads;
+  }
   lp__unlock(&trace_mu);
   return 0;
 }
@@ -1619,7 +1209,9 @@ int lp__trace_write_as(lp__owner_t who, const char *path, const char *process_na
   lp__lock(&trace_mu);
   if (sessions[who].exists && sessions[who].streamed) {
     /* Its events are in the stream's file, or on their way: they are sent there, not here. */
-    int rc = st.on && st.owner == who ? stream_flush_locked() : 0;
+    lp__stream_status_t ss;
+    lp__stream_status(&ss);
+    int rc = ss.on && ss.owner == who ? lp__stream_flush() : 0;
     lp__unlock(&trace_mu);
     return rc;
   }
@@ -1744,7 +1336,7 @@ int lp_track_complete(lp_track_t track, const char *name, uint64_t start_ns, uin
     if (id != LP__NONE && (!l->cur || l->lim - l->cur < 2)) {
       /* (The count of the chunk it leaves is already current: it is set after every item.) */
       bool spent = false;
-      if (l->last) stream_wake();
+      if (l->last) lp__stream_wake();
       lp__chunk_t *c = next_chunk(l, &spent);
       if (c) {
         l->cur = c->ev;
@@ -1807,10 +1399,10 @@ void lp__trace_atfork_child(void) {
   if (self) {
     self->lane = NULL;
     LP_IMPL_STORE_RELEASE(self->hot.tcur, (lp_impl_event_t *)NULL);
-    self->hot.tlim = self->hot.tend = NULL;
+    self->hot.tend = NULL;
     self->mark_hidden = false;
-    self->mark_tlim = self->mark_tend = NULL;
-    /* The ends of scopes it inherited give back no room here: lp_impl_end_event keeps tlim below tend. */
+    self->mark_tend = NULL;
+    /* The ends of scopes it inherited find no chunk: recorded in one of the child's own if it records. */
   }
   for (lp__lane_t *l = lanes, *n; l; l = n) {
     n = l->next;
@@ -1837,15 +1429,7 @@ void lp__trace_atfork_child(void) {
   pool = released = oldest = newest = NULL;
   pooled = released_bytes = used = 0;
   atomic_store(&starved, 0);
-  /* The parent's stream: its writer was not copied and its file is the parent's. */
-  if (st.fd >= 0) close(st.fd);
-  lp__pfs_free(st.enc);
-  free(st.path);
-  memset(&st, 0, sizeof st);
-  st.fd = -1;
-  pthread_cond_t fresh_st = PTHREAD_COND_INITIALIZER, fresh_done = PTHREAD_COND_INITIALIZER;
-  st_cv = fresh_st;
-  st_done_cv = fresh_done;
+  lp__stream_atfork_child();
   if (rec.opts.policy == LP_TRACE_STREAM) rec.opts.policy = LP_TRACE_DISCARD;
   lp__unlock(&trace_mu); /* taken by prepare on this thread, the child's only one */
   lp__unlock(&refill_mu);

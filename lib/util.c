@@ -73,6 +73,7 @@ static const struct lp__errtext {
 } own_errors[] = {
     {0, "success"},
     {EBUSY, "already running"},
+    {ETXTBSY, "another stream is writing that file"},
     {EINVAL, "invalid argument, or not running"},
     {ENOTSUP, "not supported"},
     {ENOMEM, "out of memory"},

@@ -3,7 +3,7 @@
  *
  * An input is a line of text, NAME=VALUE:
  *   LABELPROF_HZ=..., _COLLECTOR_SCHED, _REPORT, _LEVELS, _TRACE_MODE,
- *   _TRACE_BUFFER, _CLOCK, _DUMP_SIGNAL, _CPU_SIGNAL
+ *   _TRACE_BUFFER, _CLOCK, _DUMP_SIGNAL, _CPU_SIGNAL, _TRACE_FLUSH
  *                  the value parsed as the loader does (lp__env_parse)
  *   LABELPROF_PROFILE=..., _FOLDED, _TRACE, _SYSTRACE
  *                  the path resolved (lp__env_resolve), then named for
@@ -45,7 +45,8 @@
 
 static const char *const parsed[] = {"LABELPROF_HZ",           "LABELPROF_COLLECTOR_SCHED", "LABELPROF_REPORT",
                                      "LABELPROF_LEVELS",       "LABELPROF_TRACE_MODE",      "LABELPROF_TRACE_BUFFER",
-                                     "LABELPROF_CLOCK",        "LABELPROF_DUMP_SIGNAL",     "LABELPROF_CPU_SIGNAL"};
+                                     "LABELPROF_CLOCK",        "LABELPROF_DUMP_SIGNAL",     "LABELPROF_CPU_SIGNAL",
+                                     "LABELPROF_TRACE_FLUSH"};
 static const char *const paths[] = {"LABELPROF_PROFILE", "LABELPROF_FOLDED", "LABELPROF_TRACE",
                                     "LABELPROF_SYSTRACE"};
 #define NPARSED (sizeof parsed / sizeof parsed[0])
@@ -167,6 +168,9 @@ static void check_parsed(const char *name, const char *value) {
     if (sig && sig != SIGPROF && sig != SIGVTALRM && sig != SIGALRM && sig != SIGUSR1 && sig != SIGUSR2 &&
         (sig < SIGRTMIN || sig > SIGRTMAX))
       FAIL("LABELPROF_CPU_SIGNAL='%s' gave %d, not a signal the CPU samples may take", value, sig);
+  } else if (strcmp(name, "LABELPROF_TRACE_FLUSH") == 0) {
+    if (v.trace_flush_ns < 1000000u || v.trace_flush_ns > 3600000000000u || (!*value && v.trace_flush_ns != 1000000000u))
+      FAIL("LABELPROF_TRACE_FLUSH='%s' gave %llu ns", value, (unsigned long long)v.trace_flush_ns);
   }
   /* Only its own field changes: the others keep their defaults. */
   if (strcmp(name, "LABELPROF_HZ") == 0) d.profile.hz = v.profile.hz;
@@ -178,12 +182,13 @@ static void check_parsed(const char *name, const char *value) {
   if (strcmp(name, "LABELPROF_TRACE_MODE") == 0) d.trace.policy = v.trace.policy;
   if (strcmp(name, "LABELPROF_TRACE_BUFFER") == 0) d.trace.budget_bytes = v.trace.budget_bytes;
   if (strcmp(name, "LABELPROF_CLOCK") == 0) d.trace.clock = v.trace.clock;
+  if (strcmp(name, "LABELPROF_TRACE_FLUSH") == 0) d.trace_flush_ns = v.trace_flush_ns;
   if (d.profile.hz != v.profile.hz || d.profile.sched != v.profile.sched ||
       d.profile.sched_priority != v.profile.sched_priority || d.profile.cpu_signal != v.profile.cpu_signal ||
       d.dump_signal != v.dump_signal || d.trace.levels != v.trace.levels ||
       d.trace.policy != v.trace.policy || d.trace.budget_bytes != v.trace.budget_bytes ||
       d.trace.clock != v.trace.clock || d.report.flags != v.report.flags ||
-      d.report.min_percent != v.report.min_percent)
+      d.report.min_percent != v.report.min_percent || d.trace_flush_ns != v.trace_flush_ns)
     FAIL("%s='%s' changed another variable's value", name, value);
 }
 

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct pd_str {
   uint64_t key;
@@ -152,7 +153,21 @@ typedef struct pd_open {
   char *head; /* "lane|X|cat|name|", the X at phpos */
   size_t phpos;
   char flags[512];
+  char *lane, *cat, *name; /* with want_evs */
 } pd_open_t;
+
+/*
+ * With want_evs set before pd_decode, the events as fields too (names may
+ * hold '|', which the lines cannot tell apart): X, B (begun, not ended), i,
+ * and C (a counter: name and value). flags: sorted, comma-separated. Free
+ * them with pd_evs_free().
+ */
+typedef struct pd_ev {
+  char ph;
+  char *lane, *cat, *name, *flags;
+  uint64_t dur;
+  int64_t value;
+} pd_ev_t;
 
 typedef struct pd_seq {
   uint32_t id;
@@ -170,9 +185,71 @@ typedef struct pd_trace {
   pd_open_t *open;
   size_t nopen, capopen;
   char session[2048]; /* the "labelprof session" annotations, name=value; */
+  int want_evs;
+  pd_ev_t *evs;
+  size_t nevs, capevs;
   uint64_t clocks_named, clocks_used; /* builtin clocks (ids 1-63) in a ClockSnapshot; on a packet's timestamp */
   const char *error;  /* the first broken rule */
 } pd_trace_t;
+
+/* Copies flags (name=value, comma-separated) into out, sorted. */
+static inline char *pd_sorted_flags(const char *flags) {
+  char line[1100];
+  snprintf(line, sizeof line, "||||||%s", flags);
+  pd_sort_flags(line);
+  return strdup(line + 6);
+}
+
+static inline void pd_ev_push(pd_trace_t *t, char ph, const char *lane, const char *cat, const char *name,
+                              const char *flags, uint64_t dur, int64_t value) {
+  if (!t->want_evs) return;
+  if (t->nevs == t->capevs) {
+    t->capevs = t->capevs ? t->capevs * 2 : 256;
+    t->evs = realloc(t->evs, t->capevs * sizeof *t->evs);
+  }
+  pd_ev_t *e = &t->evs[t->nevs++];
+  e->ph = ph;
+  e->lane = strdup(lane);
+  e->cat = strdup(cat);
+  e->name = strdup(name);
+  e->flags = pd_sorted_flags(flags);
+  e->dur = dur;
+  e->value = value;
+}
+
+static inline void pd_evs_free(pd_trace_t *t) {
+  for (size_t i = 0; i < t->nevs; i++) {
+    free(t->evs[i].lane);
+    free(t->evs[i].cat);
+    free(t->evs[i].name);
+    free(t->evs[i].flags);
+  }
+  free(t->evs);
+  t->evs = NULL;
+  t->nevs = t->capevs = 0;
+}
+
+/*
+ * LP_TEST_PFTRACE_KEEP=DIR: every file decoded is also copied to DIR (as
+ * PID-N-NAME), for tests/test_importer to give to Perfetto's trace
+ * processor. A file decoded again right after (a test that reads a file
+ * while it is written) replaces its copy.
+ */
+static inline void pd_keep(const char *path, const uint8_t *buf, size_t n) {
+  static unsigned count;
+  static char last[4096];
+  const char *dir = getenv("LP_TEST_PFTRACE_KEEP");
+  if (!dir || !*dir) return;
+  if (strcmp(last, path) != 0) count++;
+  snprintf(last, sizeof last, "%s", path);
+  const char *base = strrchr(path, '/');
+  char copy[4096];
+  snprintf(copy, sizeof copy, "%s/%d-%u-%s", dir, (int)getpid(), count, base ? base + 1 : path);
+  FILE *f = fopen(copy, "wb");
+  int ok = f && fwrite(buf, 1, n, f) == n;
+  if (f && fclose(f) != 0) ok = 0;
+  if (!ok) fprintf(stderr, "pd_keep: cannot write %s\n", copy);
+}
 
 /* Copies len bytes at p to dst (of size bytes) as a string, cut short if they do not fit. */
 static inline void pd_copy(char *dst, size_t size, const uint8_t *p, size_t len) {
@@ -288,6 +365,7 @@ static inline void pd_track_event(pd_trace_t *t, pd_seq_t *q, uint64_t ts, const
     if (!cn) t->error = "a counter event on a track not described";
     snprintf(line, sizeof line, "counter|C||%s|%llu|%lld|", cn ? cn : "?", (unsigned long long)ts, (long long)value);
     pd_push(&t->lines, line);
+    pd_ev_push(t, 'C', "", "", cn ? cn : "?", "", 0, value);
     return;
   }
   if (!lane) {
@@ -297,6 +375,7 @@ static inline void pd_track_event(pd_trace_t *t, pd_seq_t *q, uint64_t ts, const
   if (type == 3) {
     snprintf(line, sizeof line, "%s|i|%s|%s|%llu||%s", lane, c2, name, (unsigned long long)ts, flags);
     pd_push(&t->lines, line);
+    pd_ev_push(t, 'i', lane, c2, name, flags, 0, 0);
   } else if (type == 1) {
     if (t->nopen == t->capopen) {
       t->capopen = t->capopen ? t->capopen * 2 : 64;
@@ -309,6 +388,9 @@ static inline void pd_track_event(pd_trace_t *t, pd_seq_t *q, uint64_t ts, const
     o->head = strdup(line);
     o->phpos = strlen(lane) + 1;
     snprintf(o->flags, sizeof o->flags, "%s", flags);
+    o->lane = t->want_evs ? strdup(lane) : NULL;
+    o->cat = t->want_evs ? strdup(c2) : NULL;
+    o->name = t->want_evs ? strdup(name) : NULL;
   } else if (type == 2) {
     size_t i = t->nopen;
     while (i > 0 && t->open[i - 1].track != track) i--;
@@ -327,7 +409,11 @@ static inline void pd_track_event(pd_trace_t *t, pd_seq_t *q, uint64_t ts, const
     fl[m] = '\0';
     snprintf(line, sizeof line, "%s%llu|%llu|%s", o.head, (unsigned long long)o.ts, (unsigned long long)(ts - o.ts), fl);
     pd_push(&t->lines, line);
+    if (o.lane) pd_ev_push(t, 'X', o.lane, o.cat, o.name, fl, ts - o.ts, 0);
     free(o.head);
+    free(o.lane);
+    free(o.cat);
+    free(o.name);
   }
 }
 
@@ -346,6 +432,7 @@ static inline int pd_decode(pd_trace_t *t, const char *path) {
     if (n == cap) buf = realloc(buf, cap *= 2);
   }
   fclose(fp);
+  pd_keep(path, buf, n);
   const uint8_t *p = buf, *end = buf + n;
   pd_field_t pk;
   int rc;
@@ -474,7 +561,11 @@ static inline int pd_decode(pd_trace_t *t, const char *path) {
     t->open[i].head[t->open[i].phpos] = 'B';
     snprintf(line, sizeof line, "%s%llu||%s", t->open[i].head, (unsigned long long)t->open[i].ts, t->open[i].flags);
     pd_push(&t->lines, line);
+    if (t->open[i].lane) pd_ev_push(t, 'B', t->open[i].lane, t->open[i].cat, t->open[i].name, t->open[i].flags, 0, 0);
     free(t->open[i].head);
+    free(t->open[i].lane);
+    free(t->open[i].cat);
+    free(t->open[i].name);
   }
   free(t->open);
   for (size_t i = 0; i < t->nseqs; i++) {

@@ -783,6 +783,7 @@ static void jump_session(int dir) {
   pts[1] = lp__clock_sync();
   uint64_t jumped_at = lp_now_ns();
   CU_ASSERT_EQUAL(lp__clock_test_jump(d), 0);
+  lp__levels_publish();
   pts[2] = lp__clock_sync();
   filler((int)chunk);
   before[1] = lp_now_ns();
@@ -795,6 +796,7 @@ static void jump_session(int dir) {
   CU_ASSERT_EQUAL(lp_trace_stop(), 0);
   json_t *root = write_and_load(dir > 0 ? "forward.json" : "backward.json");
   CU_ASSERT_EQUAL(lp__clock_test_jump(-d), 0);
+  lp__levels_publish();
 
   /* The map over these sync points finds the one jump. */
   lp__timemap_t *m = lp__timemap_new(pts, 4);

@@ -251,6 +251,60 @@ static void test_stream_writer_behind_drops(void) {
   pd_free(&t.lines);
 }
 
+/*
+ * Drops count events in a stream too: a writer held back, two threads
+ * running two nested scopes (4 events a round), one scope open across it
+ * all; then the writer let go, and more rounds recorded. What the file
+ * holds and what it says was dropped add up to every event.
+ */
+static void *nested_rounds(void *arg) {
+  long n = (long)(intptr_t)arg;
+  for (long i = 0; i < n; i++) {
+    LP_SCOPE("stream outer");
+    LP_SCOPE("stream inner");
+  }
+  return NULL;
+}
+
+static void test_stream_drops_count_events(void) {
+  char path[256];
+  snprintf(path, sizeof path, "%s/drops.pftrace", dir);
+  lp_trace_opts_t o = stream_opts(path, 2 * LP__CHUNK_BYTES);
+  const long n = 5 * LP__CHUNK_EVENTS, after = 100; /* twenty budgets' worth a thread, then some recorded */
+  const uint64_t total = 2 * 4 * ((uint64_t)n + after) + 2;
+  pthread_t th;
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(&o), 0);
+  {
+    LP_SCOPE("stream across");
+    lp__trace_stream_hold(true);
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, nested_rounds, (void *)(intptr_t)n), 0);
+    nested_rounds((void *)(intptr_t)n);
+    CU_ASSERT_EQUAL(pthread_join(th, NULL), 0);
+    lp__trace_stream_hold(false);
+    CU_ASSERT_EQUAL(lp__trace_stream_sync(), 0);
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, nested_rounds, (void *)(intptr_t)after), 0);
+    nested_rounds((void *)(intptr_t)after); /* recorded again once the writer has given chunks back */
+    CU_ASSERT_EQUAL(pthread_join(th, NULL), 0);
+  }
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  lp_trace_stats_t s;
+  CU_ASSERT_EQUAL(lp_trace_get_stats(&s), 0);
+  if (s.recorded + s.dropped != total)
+    printf("\n    %llu written + %llu dropped, of %llu events ", (unsigned long long)s.recorded,
+           (unsigned long long)s.dropped, (unsigned long long)total);
+  CU_ASSERT_EQUAL(s.recorded + s.dropped, total);
+  CU_ASSERT(s.dropped > total / 2);
+  pd_trace_t t;
+  memset(&t, 0, sizeof t);
+  CU_ASSERT_EQUAL_FATAL(pd_decode(&t, path), 0);
+  CU_ASSERT_EQUAL(notes_dropped(&t), (long long)s.dropped);
+  size_t pairs = count_lines(&t, "X", "stream outer") + count_lines(&t, "X", "stream inner") +
+                 count_lines(&t, "X", "stream across");
+  CU_ASSERT_EQUAL(2 * pairs, s.recorded);
+  CU_ASSERT(count_lines(&t, "X", "stream inner") >= 2 * (size_t)after);
+  pd_free(&t.lines);
+}
+
 /* An export of the streamed session flushes the stream: the file holds every scope so far, while it runs. */
 static void test_stream_export_flushes(void) {
   char path[256], other[256];
@@ -514,7 +568,7 @@ static void encoder_on_chunks(unsigned ticks_per_ns) {
   CU_ASSERT_EQUAL(lp__pfs_chunk(f, &lane, &info, ev, 0, 1001, m, pts[0]), 0);
   CU_ASSERT_EQUAL(lp__pfs_chunk(f, &lane, &info, ev, 1001, NEV, m, pts[0]), 0);
   CU_ASSERT_EQUAL(lp__pfs_events(f), NEV);
-  lp__pfs_notes_t notes = {.at_ns = 5030000000u};
+  lp__notes_t notes = {.at_ns = 5030000000u, .policy = "stream"};
   lp__pfs_finish(f, &notes);
   size_t len;
   const uint8_t *bytes = lp__pfs_bytes(f, &len);
@@ -576,6 +630,24 @@ static int kill_child(const char *path) {
   }
 }
 
+/*
+ * The child of the slow stream test, run with LABELPROF_TRACE streaming:
+ * a few scopes 10 ms apart, as a program that labels slowly records them,
+ * then a word on fd 3, then nothing until it is killed.
+ */
+enum { SLOW_SCOPES = 5 };
+static int slow_child(void) {
+  for (int i = 0; i < SLOW_SCOPES; i++) {
+    {
+      LP_SCOPE("slow scope");
+    }
+    struct timespec ts = {0, 10000000};
+    nanosleep(&ts, NULL);
+  }
+  if (write(3, "r", 1) != 1) return 5;
+  for (;;) pause();
+}
+
 /* The length of the whole packets at the start of [p, p + n). */
 static size_t whole_packets(const uint8_t *p, size_t n) {
   const uint8_t *q = p, *end = p + n;
@@ -585,18 +657,22 @@ static size_t whole_packets(const uint8_t *p, size_t n) {
   return ok;
 }
 
-/* A process killed by SIGKILL while it streams: the file's whole packets are a valid trace. */
-static void test_stream_kill9_prefix(void) {
-  char path[256], cut[256];
-  snprintf(path, sizeof path, "%s/killed.pftrace", dir);
-  snprintf(cut, sizeof cut, "%s/killed-cut.pftrace", dir);
+/*
+ * This program run again as a child (mode, and arg unless NULL), with fd 3
+ * a pipe and the environment changed by vars ("NAME=value" sets, "NAME"
+ * unsets): its pid, once it has written its first byte there (*said 1) or
+ * died first (*said 0).
+ */
+static pid_t child_that_says(const char *mode, const char *arg, const char *const *vars, int *said) {
   int fds[2];
   CU_ASSERT_FATAL(pipe(fds) == 0);
   pid_t pid = fork();
   CU_ASSERT_FATAL(pid >= 0);
   if (pid == 0) {
     if (dup2(fds[1], 3) < 0) _exit(6);
-    execl("/proc/self/exe", "test_stream", "--kill-child", path, (char *)NULL);
+    for (const char *const *v = vars; v && *v; v++)
+      if (strchr(*v, '=') ? putenv((char *)*v) != 0 : unsetenv(*v) != 0) _exit(6);
+    execl("/proc/self/exe", "test_stream", mode, arg, (char *)NULL);
     _exit(7);
   }
   close(fds[1]);
@@ -604,21 +680,94 @@ static void test_stream_kill9_prefix(void) {
   ssize_t r;
   while ((r = read(fds[0], &c, 1)) < 0 && errno == EINTR)
     ;
-  CU_ASSERT_EQUAL(r, 1);
+  close(fds[0]);
+  *said = r == 1;
+  return pid;
+}
+
+/* The bytes of the file at path as it is now (NULL if it cannot be opened), *n of them. */
+static uint8_t *file_now(const char *path, size_t *n) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  size_t cap = 1 << 16;
+  uint8_t *buf = malloc(cap);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(buf);
+  *n = 0;
+  for (size_t r; (r = fread(buf + *n, 1, cap - *n, f)) > 0;) {
+    *n += r;
+    if (*n == cap) {
+      buf = realloc(buf, cap *= 2);
+      CU_ASSERT_PTR_NOT_NULL_FATAL(buf);
+    }
+  }
+  fclose(f);
+  return buf;
+}
+
+/* The whole packets of the file at path, as it is now, decoded (through copy): the slices named name. */
+static size_t slices_in_file_now(const char *path, const char *copy, const char *name) {
+  size_t n, found = 0;
+  uint8_t *buf = file_now(path, &n);
+  if (!buf) return 0;
+  pd_trace_t t;
+  if (decode_bytes(&t, copy, buf, whole_packets(buf, n)) == 0) found = count_lines(&t, "X", name);
+  pd_free(&t.lines);
+  free(buf);
+  return found;
+}
+
+/*
+ * A program that records slowly: what it records reaches the file while it
+ * runs, a second after at most (LABELPROF_TRACE_FLUSH's default), with no
+ * chunk filled. The child says when its scopes have ended; the file is then
+ * read until it holds them all (a deadline of 10 s, LP_TEST_SLOW times
+ * that), and the child is killed: the scopes are in the file it leaves.
+ */
+static void test_stream_slow_program_reaches_the_file(void) {
+  char path[256], copy[256], tv[300];
+  snprintf(path, sizeof path, "%s/slow.pftrace", dir);
+  snprintf(copy, sizeof copy, "%s/slow-copy.pftrace", dir);
+  snprintf(tv, sizeof tv, "LABELPROF_TRACE=%s", path);
+  const char *vars[] = {tv, "LABELPROF_TRACE_MODE=stream", "LABELPROF_TRACE_FLUSH", NULL};
+  int r;
+  pid_t pid = child_that_says("--slow-child", NULL, vars, &r);
+  CU_ASSERT_EQUAL(r, 1); /* 0: the child died before its scopes ended */
+  struct timespec t0, now;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  double limit = 10.0 * lp_test_slow(), waited = 0;
+  size_t found = 0;
+  while (r == 1 && (found = slices_in_file_now(path, copy, "slow scope")) < SLOW_SCOPES && waited < limit) {
+    struct timespec pause_ts = {0, 20000000};
+    nanosleep(&pause_ts, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    waited = (double)(now.tv_sec - t0.tv_sec) + 1e-9 * (double)(now.tv_nsec - t0.tv_nsec);
+  }
   kill(pid, SIGKILL);
   int status = 0;
   CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
   CU_ASSERT(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-  close(fds[0]);
-  FILE *f = fopen(path, "rb");
-  CU_ASSERT_FATAL(f != NULL);
-  size_t cap = 1 << 20, n = 0;
-  uint8_t *buf = malloc(cap);
-  while ((r = (ssize_t)fread(buf + n, 1, cap - n, f)) > 0) {
-    n += (size_t)r;
-    if (n == cap) buf = realloc(buf, cap *= 2);
-  }
-  fclose(f);
+  if (found < SLOW_SCOPES)
+    fprintf(stderr, "slow stream: %zu of %d scopes in the file %.1f s after they ended\n", found, SLOW_SCOPES, waited);
+  CU_ASSERT_EQUAL(found, SLOW_SCOPES);
+  CU_ASSERT_EQUAL(slices_in_file_now(path, copy, "slow scope"), SLOW_SCOPES); /* and after the kill */
+  unlink(copy);
+}
+
+/* A process killed by SIGKILL while it streams: the file's whole packets are a valid trace. */
+static void test_stream_kill9_prefix(void) {
+  char path[256], cut[256];
+  snprintf(path, sizeof path, "%s/killed.pftrace", dir);
+  snprintf(cut, sizeof cut, "%s/killed-cut.pftrace", dir);
+  int said;
+  pid_t pid = child_that_says("--kill-child", path, NULL, &said);
+  CU_ASSERT_EQUAL(said, 1);
+  kill(pid, SIGKILL);
+  int status = 0;
+  CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
+  CU_ASSERT(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  size_t n;
+  uint8_t *buf = file_now(path, &n);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(buf);
   size_t ok = whole_packets(buf, n);
   CU_ASSERT(ok > 0 && n - ok < 4096); /* at most the packet being written is cut */
   pd_trace_t t;
@@ -828,6 +977,49 @@ static void test_stream_rotation_name_too_long(void) {
 
 static char env_child[4096];
 
+/*
+ * Two streams never write one file (#37): a child given the file this
+ * process streams to (as a child that inherits LABELPROF_TRACE is) writes
+ * nothing to it and says why on one line, and the file stays this
+ * process's, whole. Rotated, the first file stays taken while later ones
+ * are written, so that the same pattern in another process cannot empty it.
+ */
+static void test_stream_one_file_one_stream(void) {
+  for (int rotated = 0; rotated < 2; rotated++) {
+    char path[256], first[256], tv[320];
+    snprintf(path, sizeof path, "%s/shared%s.pftrace", dir, rotated ? "-%n" : "");
+    snprintf(first, sizeof first, "%s/shared%s.pftrace", dir, rotated ? "-1" : "");
+    lp_trace_opts_t o = stream_opts(path, 1 << 20);
+    if (rotated) o.rotate_bytes = 4096;
+    CU_ASSERT_EQUAL_FATAL(lp_trace_start(&o), 0);
+    work(2000);
+    CU_ASSERT_EQUAL(lp__trace_stream_sync(), 0);
+    snprintf(tv, sizeof tv, "LABELPROF_TRACE=%s", path);
+    const char *vars[] = {tv, "LABELPROF_TRACE_MODE=stream", NULL};
+    char *argv[] = {env_child, (char *)"x", NULL};
+    lp_test_run_t r = lp_test_run(env_child, argv, vars, NULL);
+    CU_ASSERT(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0);
+    const char *nl = strchr(r.err, '\n');
+    CU_ASSERT(nl && nl[1] == '\0'); /* one line */
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "another stream is writing that file"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, first));
+    lp_test_run_free(&r);
+    work(500);
+    pd_trace_t t;
+    stream_stop_and_decode(first, &t);
+    CU_ASSERT_EQUAL(count_lines(&t, "X", "env work"), 0);
+    if (!rotated) CU_ASSERT_EQUAL(count_lines(&t, "X", "stream inner"), 2500);
+    if (rotated) CU_ASSERT(count_lines(&t, "X", "stream inner") > 0);
+    pd_free(&t.lines);
+    for (int k = 1; k < 100; k++) { /* a rotated stream's files */
+      char name[300];
+      snprintf(name, sizeof name, "%s/shared-%d.pftrace", dir, k);
+      unlink(name);
+    }
+    unlink(first);
+  }
+}
+
 /* LABELPROF_TRACE_MODE=stream: the environment's session streamed to LABELPROF_TRACE, numbered by rotation. */
 static void test_stream_env(void) {
   char tv[400], f1[300];
@@ -837,12 +1029,26 @@ static void test_stream_env(void) {
   char *argv[] = {env_child, (char *)"xxx", (char *)"dumps", (char *)"2", NULL};
   lp_test_run_t r = lp_test_run(env_child, argv, vars, NULL);
   CU_ASSERT(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0);
-  CU_ASSERT_STRING_EQUAL(r.err, "");
   pd_trace_t t;
   memset(&t, 0, sizeof t);
   CU_ASSERT_EQUAL(pd_decode(&t, f1), 0);
   CU_ASSERT_EQUAL(count_lines(&t, "X", "env work"), 1);
   CU_ASSERT(strstr(t.session, "policy=stream") != NULL);
+  /* At exit, one line: what the file holds (as its notes say), and that nothing was dropped. */
+  const char *rec = strstr(t.session, "events_recorded=");
+  char digits[32], grouped[48], want[512];
+  snprintf(digits, sizeof digits, "%lld", rec ? atoll(rec + strlen("events_recorded=")) : -1);
+  size_t nd = strlen(digits), k = 0;
+  for (size_t i = 0; i < nd; i++) { /* 40836 as 40,836 */
+    if (i && (nd - i) % 3 == 0) grouped[k++] = ',';
+    grouped[k++] = digits[i];
+  }
+  grouped[k] = '\0';
+  snprintf(want, sizeof want, "labelprof: the stream '%s' holds %s events of 1 thread (", f1, grouped);
+  CU_ASSERT_EQUAL(strncmp(r.err, want, strlen(want)), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, " in 1 file); it dropped none\n"));
+  const char *nl = strchr(r.err, '\n');
+  CU_ASSERT(nl && nl[1] == '\0'); /* one line */
   pd_free(&t.lines);
   lp_test_run_free(&r);
 }
@@ -861,7 +1067,8 @@ static void test_stream_env_dump_flushes(void) {
   char *argv[] = {env_child, (char *)"x", (char *)"dumpcopy", copy, NULL};
   lp_test_run_t r = lp_test_run(env_child, argv, vars, NULL);
   CU_ASSERT(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0);
-  CU_ASSERT_STRING_EQUAL(r.err, "");
+  CU_ASSERT_EQUAL(strncmp(r.err, "labelprof: the stream '", 23), 0); /* what it wrote, said at exit */
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "; it dropped none\n"));
   pd_trace_t t;
   memset(&t, 0, sizeof t);
   CU_ASSERT_EQUAL_FATAL(pd_decode(&t, copy), 0);
@@ -899,6 +1106,7 @@ static void test_stream_env_json_falls_back(void) {
 
 int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "--kill-child") == 0) return kill_child(argv[2]);
+  if (argc == 2 && strcmp(argv[1], "--slow-child") == 0) return slow_child();
   dir = lp_test_tmpdir("stream");
   if (argc == 2 && strcmp(argv[1], "--on-counter") == 0) {
     CU_TestInfo counter[] = {LP_TEST(test_stream_encoder_on_counter), CU_TEST_INFO_NULL};
@@ -909,15 +1117,16 @@ int main(int argc, char **argv) {
       LP_TEST(test_stream_longer_than_budget), LP_TEST(test_stream_leaves_the_page_cache),
       LP_TEST(test_stream_rotated_files_leave_the_page_cache),
       LP_TEST(test_stream_writer_behind_drops),
+      LP_TEST(test_stream_drops_count_events),
       LP_TEST(test_stream_export_flushes),     LP_TEST(test_stream_rotation),
-      LP_TEST(test_stream_kill9_prefix),       LP_TEST(test_stream_kinds), LP_TEST(test_stream_track_items_keep_their_times),
+      LP_TEST(test_stream_kill9_prefix),       LP_TEST(test_stream_slow_program_reaches_the_file),       LP_TEST(test_stream_kinds), LP_TEST(test_stream_track_items_keep_their_times),
       LP_TEST(test_stream_empty_session_keeps_its_notes),
       LP_TEST(test_stream_write_error_keeps_a_trace),
       LP_TEST(test_stream_rotation_after_a_failed_open),
       LP_TEST(test_stream_rotation_name_too_long),
       LP_TEST(test_stream_encoder_on_chunks),
       LP_TEST(test_stream_env),                LP_TEST(test_stream_env_dump_flushes),
-      LP_TEST(test_stream_env_json_falls_back),
+      LP_TEST(test_stream_env_json_falls_back), LP_TEST(test_stream_one_file_one_stream),
       CU_TEST_INFO_NULL,
   };
   return lp_test_main("stream", tests);

@@ -131,6 +131,101 @@ static void test_trace_discard_counts_every_drop(void) {
   json_decref(root);
 }
 
+/*
+ * Drops count events, whatever the policy: a scope dropped is its begin and
+ * its end, two events. Per iteration: two nested scopes, a scope of a level
+ * the session does not record between them (neither recorded nor dropped),
+ * an instant and a manual pair: 7 events. Around the loop, a scope that
+ * begins before the budget is spent and ends after it: 2 more.
+ */
+#define DROP_EVENTS_PER_ROUND 7
+static void *drop_rounds(void *arg) {
+  long n = (long)(intptr_t)arg;
+  LP_SCOPE("across the spend");
+  for (long i = 0; i < n; i++) {
+    LP_SCOPE("outer");
+    {
+      LP_SCOPE_L(LP_LEVEL_DEBUG, "not recorded");
+      LP_SCOPE("inner");
+      LP_INSTANT("tick");
+    }
+    LP_BEGIN("manual");
+    LP_END();
+  }
+  return NULL;
+}
+
+/* Runs drop_rounds on the main thread and two others under opts; recorded + dropped must be all of it. */
+static void drops_add_up(const lp_trace_opts_t *opts, const char *policy) {
+  const long per_thread = 6000 * (LP_TEST_SANITIZED ? 1 : 3);
+  const uint64_t total = 3 * ((uint64_t)per_thread * DROP_EVENTS_PER_ROUND + 2);
+  lp_trace_stats_t s;
+  pthread_t th[2];
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(opts), 0);
+  for (int i = 0; i < 2; i++)
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&th[i], NULL, drop_rounds, (void *)(intptr_t)per_thread), 0);
+  drop_rounds((void *)(intptr_t)per_thread);
+  for (int i = 0; i < 2; i++) CU_ASSERT_EQUAL(pthread_join(th[i], NULL), 0);
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  CU_ASSERT_EQUAL(lp_trace_get_stats(&s), 0);
+  if (s.recorded + s.dropped != total)
+    printf("\n    %s: %llu recorded + %llu dropped, of %llu events ", policy, (unsigned long long)s.recorded,
+           (unsigned long long)s.dropped, (unsigned long long)total);
+  CU_ASSERT_EQUAL(s.recorded + s.dropped, total);
+  CU_ASSERT(s.dropped > total / 2);
+  json_t *root = written();
+  CU_ASSERT_EQUAL(other_data(root, "events_recorded"), (int64_t)s.recorded);
+  CU_ASSERT_EQUAL(other_data(root, "events_dropped"), (int64_t)s.dropped);
+  CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_object_get(root, "otherData"), "policy")), policy);
+  json_decref(root);
+}
+
+static void test_trace_discard_drops_count_events(void) {
+  lp_trace_opts_t o = {.budget_bytes = 64 * 1024, .policy = LP_TRACE_DISCARD};
+  drops_add_up(&o, "discard");
+  /* Again in a new session: the threads that counted drops by their pushes record again, and count again. */
+  drops_add_up(&o, "discard");
+}
+
+static pthread_barrier_t ring_held;
+static void *hold_a_chunk(void *arg) {
+  (void)arg;
+  LP_SCOPE("holds its chunk");
+  pthread_barrier_wait(&ring_held); /* both holders have a chunk */
+  pthread_barrier_wait(&ring_held); /* the starved thread is done */
+  return NULL;
+}
+
+static void test_trace_ring_drops_count_events(void) {
+  lp_trace_opts_t o = {.budget_bytes = 64 * 1024, .policy = LP_TRACE_RING};
+  drops_add_up(&o, "ring");
+  /*
+   * A ring whose two chunks are the ones two live threads fill: a third
+   * thread finds none to take, and drops all it does.
+   */
+  const long n = 3000;
+  const uint64_t total = 2 * 2 + (uint64_t)n * DROP_EVENTS_PER_ROUND + 2;
+  lp_trace_opts_t two = {.budget_bytes = 2 * LP__CHUNK_BYTES, .policy = LP_TRACE_RING};
+  lp_trace_stats_t s;
+  pthread_t th[3];
+  CU_ASSERT_EQUAL_FATAL(pthread_barrier_init(&ring_held, NULL, 3), 0);
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(&two), 0);
+  for (int i = 0; i < 2; i++) CU_ASSERT_EQUAL_FATAL(pthread_create(&th[i], NULL, hold_a_chunk, NULL), 0);
+  pthread_barrier_wait(&ring_held);
+  CU_ASSERT_EQUAL_FATAL(pthread_create(&th[2], NULL, drop_rounds, (void *)(intptr_t)n), 0);
+  CU_ASSERT_EQUAL(pthread_join(th[2], NULL), 0);
+  pthread_barrier_wait(&ring_held);
+  for (int i = 0; i < 2; i++) CU_ASSERT_EQUAL(pthread_join(th[i], NULL), 0);
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  CU_ASSERT_EQUAL(lp_trace_get_stats(&s), 0);
+  if (s.recorded + s.dropped != total)
+    printf("\n    starved ring: %llu recorded + %llu dropped, of %llu events ", (unsigned long long)s.recorded,
+           (unsigned long long)s.dropped, (unsigned long long)total);
+  CU_ASSERT_EQUAL(s.recorded + s.dropped, total);
+  CU_ASSERT(s.dropped >= (uint64_t)n * DROP_EVENTS_PER_ROUND / 2);
+  pthread_barrier_destroy(&ring_held);
+}
+
 /* Ring mode keeps the newest events: the counter values that survive are the last ones, without a gap. */
 static void test_trace_ring_keeps_the_newest(void) {
   const int64_t n = 50000;
@@ -972,10 +1067,93 @@ static void test_trace_track_after_the_budget_is_spent(void) {
   json_decref(root);
 }
 
-/* The room kept for ends never passes the end of the chunk, and none of it leaks. */
+/*
+ * The recording protocol has one implementation, reached three ways: the
+ * build's own (through thunks on x86-64), inline (LABELPROF_INLINE_RECORDING)
+ * and plain calls. The same script recorded each way gives the same
+ * events: kind, depth and label, and counters' values, in the same order,
+ * stamped in order.
+ */
+#define RECORD_SCRIPT record_script_here
+#include "record_script.h"
+void record_script_inline(void);
+void record_script_plain(void);
+
+typedef struct script_ev {
+  uintptr_t kind;
+  uint32_t depth;
+  const char *label;
+  uint64_t value; /* a counter's */
+} script_ev_t;
+typedef struct script_run {
+  void (*script)(void);
+  script_ev_t ev[512];
+  size_t n;
+  int bad; /* a timestamp out of order, or too many events */
+} script_run_t;
+
+/* Runs a script on a thread of its own, and copies its lane's events before it exits. */
+static void *run_script(void *arg) {
+  script_run_t *r = arg;
+  r->script();
+  const lp__thread_t *t = lp__thread_current();
+  uint64_t last = 0;
+  for (const lp__chunk_t *c = t && t->lane ? t->lane->first : NULL; c; c = c->next) {
+    uint32_t end = c == t->lane->last ? (uint32_t)(t->hot.tcur - c->ev) : c->count;
+    for (uint32_t i = 0; i < end; i++) {
+      lp_impl_event_t e = c->ev[i];
+      uintptr_t kind = e.tag & LP_IMPL_EV_KIND;
+      if (kind == LP__EV_PAYLOAD) {
+        if (r->n) r->ev[r->n - 1].value = e.ts;
+        continue;
+      }
+      if (r->n == sizeof r->ev / sizeof r->ev[0] || e.ts < last) {
+        r->bad = 1;
+        return NULL;
+      }
+      last = e.ts;
+      r->ev[r->n++] = (script_ev_t){kind, LP__TAG_DEPTH(e.tag), LP__TAG_SITE(e.tag)->label, 0};
+    }
+  }
+  return NULL;
+}
+
+static void test_trace_every_path_records_alike(void) {
+  static script_run_t runs[3];
+  void (*const scripts[3])(void) = {record_script_here, record_script_inline, record_script_plain};
+  for (int k = 0; k < 3; k++) {
+    pthread_t th;
+    runs[k] = (script_run_t){.script = scripts[k]};
+    CU_ASSERT_EQUAL_FATAL(lp_trace_start(NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, run_script, &runs[k]), 0);
+    CU_ASSERT_EQUAL(pthread_join(th, NULL), 0);
+    CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+    CU_ASSERT_EQUAL(runs[k].bad, 0);
+  }
+  /* 3 rounds of 9, 2 for the scope LP_END ends, 71 deep scopes, 7 around the longjmp (its 5 ends are never made) */
+  if (runs[0].n != 3 * 9 + 2 + 2 * 71 + 7) printf("\n    %zu events ", runs[0].n);
+  CU_ASSERT_EQUAL(runs[0].n, 3 * 9 + 2 + 2 * 71 + 7);
+  for (int k = 1; k < 3; k++) {
+    CU_ASSERT_EQUAL(runs[k].n, runs[0].n);
+    size_t diff = 0;
+    for (size_t i = 0; i < runs[0].n && i < runs[k].n; i++) {
+      const script_ev_t *a = &runs[0].ev[i], *b = &runs[k].ev[i];
+      if (a->kind != b->kind || a->depth != b->depth || strcmp(a->label, b->label) != 0 || a->value != b->value) {
+        if (!diff)
+          printf("\n    way %d, event %zu: kind %u depth %u '%s' %llu, against kind %u depth %u '%s' %llu ", k, i,
+                 (unsigned)b->kind, b->depth, b->label, (unsigned long long)b->value, (unsigned)a->kind, a->depth,
+                 a->label, (unsigned long long)a->value);
+        diff++;
+      }
+    }
+    CU_ASSERT_EQUAL(diff, 0);
+  }
+}
+
+/* The cursor never passes the end of the chunk. */
 static int room_ok(void) {
   const lp_impl_thread_t *h = lp_impl_self;
-  return !h->tend || (h->tlim < h->tend && h->tcur <= h->tend);
+  return !h->tend || h->tcur <= h->tend;
 }
 
 static void deep_traced(int n) {
@@ -1007,7 +1185,7 @@ static void *deep_and_instants(void *arg) {
     catch_deep(300);
   }
   const lp_impl_thread_t *h = lp_impl_self;
-  *bad |= (!h->tend || h->tend - h->tlim > 1) << 2; /* nothing is open: only the margin of one slot */
+  *bad |= (!h->tend || (h->word & LP_IMPL_DEPTH_MASK) != 0) << 2; /* nothing is open: no room is kept */
   return NULL;
 }
 
@@ -1249,6 +1427,8 @@ int main(int argc, char **argv) {
       LP_TEST(test_trace_levels_choose_what_is_recorded),
       LP_TEST(test_trace_off_records_nothing),
       LP_TEST(test_trace_discard_counts_every_drop),
+      LP_TEST(test_trace_discard_drops_count_events),
+      LP_TEST(test_trace_ring_drops_count_events),
       LP_TEST(test_trace_ring_keeps_the_newest),
       LP_TEST(test_trace_ring_serves_threads_that_come_later),
       LP_TEST(test_trace_exited_threads_are_written),
@@ -1276,6 +1456,7 @@ int main(int argc, char **argv) {
       LP_TEST(test_trace_null_label),
       LP_TEST(test_trace_track_after_the_budget_is_spent),
       LP_TEST(test_trace_room_for_ends_stays_inside_the_chunk),
+      LP_TEST(test_trace_every_path_records_alike),
       LP_TEST(test_trace_fork_inside_recorded_scopes),
       LP_TEST(test_trace_scope_enclosing_a_nested_window),
       LP_TEST(test_trace_exact_after_a_year_of_uptime),

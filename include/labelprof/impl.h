@@ -66,29 +66,46 @@ extern "C" {
 
 /*
  * The per-thread state the macros touch. The owning thread is its only
- * writer. `word` holds the stack depth in its low 16 bits and a change
- * counter above them; every push and pop publishes a new word with a release
- * store, and a push writes its frame (also with a release store) before
- * publishing. A push adds one to the depth and one to the counter; the
- * inline pop takes one from the depth only (LP_IMPL_POPPED: a smaller
- * constant than the library's pops, which also add one to the counter, use). A reader (the collector) copies the frames, with acquire loads,
- * between two reads of the word and keeps the copy only if the word did not
- * change: a frame is only rewritten after a pop has published a new word, and
- * the frame's release store carries that word to any reader that sees the
- * new frame, so an unchanged word means an untorn copy. The counter never
- * goes back, and between two pushes the depth only goes down, so no word
- * is ever published twice. On x86 all of this compiles
- * to plain moves.
+ * writer but for `levels`. `word` holds the stack depth in its low 16 bits
+ * and a change counter above them; every push and pop publishes a new word
+ * with a release store, and a push writes its frame (also with a release
+ * store) before publishing. A push adds one to the depth and one to the
+ * counter; a pop takes one from the depth only (LP_IMPL_POPPED); only a
+ * phase switch, which rewrites the innermost frame in place, adds one to
+ * the counter without a push. So the counter counts the thread's pushes,
+ * which is how a spent budget counts its drops (below). A reader (the
+ * collector) copies the frames, with acquire loads, between two reads of
+ * the word and keeps the copy only if the word did not change: a frame is
+ * only rewritten after a pop or a switch has published a new word, and the
+ * frame's release store carries that word to any reader that sees the new
+ * frame, so an unchanged word means an untorn copy. The counter never goes
+ * back, and between two pushes the depth only goes down, so no word is ever
+ * published twice. On x86 all of this compiles to plain moves.
+ *
+ * `levels` is the thread's own copy of lp_impl_levels, the one a scope
+ * tests: the library writes it (lib/thread.c) whenever lp_impl_levels
+ * changes, and the thread itself writes it in two cases. When a discard
+ * budget is spent (LP_IMPL_SPENT), the thread's next recorded scope makes
+ * it count instead of record: its levels become the levels not recorded
+ * and LP_IMPL_COUNTING, so that a recorded level takes the untraced inline
+ * path, and every push of one is a dropped scope (two events), counted as
+ * the difference of the word's counter since then; a level not recorded
+ * goes to the library instead, which pushes it and leaves it out of the
+ * count. When the levels change again, the library sets
+ * LP_IMPL_LEVELS_STALE and every level, so that the next scope goes to the
+ * library, which adds up the count and takes the new levels.
  *
  * Frames hold the site pointer with bit 0 set when the scope also recorded
  * a timeline begin event, and bit 1 set when its begin reached subscribers
  * (sites are 8-aligned).
  *
- * Timeline cursor: events go to [tcur, tlim) of the current chunk. The room
- * between tlim and tend is kept for the ends of the scopes whose begins this
- * thread recorded and that are still open: a begin moves tlim down one slot,
- * its end moves it back up, so an end always finds room, even after the
- * budget is spent or the session has stopped.
+ * Timeline cursor: events go to [tcur, tend) of the current chunk. Room is
+ * kept for the ends of the scopes still open, by depth: a begin at depth d
+ * is recorded only if d + 2 slots are left (itself, its end and the ends of
+ * the d scopes below it), an instant or a counter only if it leaves d, so
+ * that an end always finds room, even after the budget is spent or the
+ * session has stopped. (Scopes deeper than the frames keep no room: a
+ * longjmp out of them could not say so.)
  */
 /*
  * Shared fields are plain types accessed only through the __atomic builtins
@@ -106,12 +123,13 @@ typedef struct lp_impl_event {
 } lp_impl_event_t;
 
 typedef struct lp_impl_thread {
-  uint64_t word;          /* depth | change counter << 16 */
-  uintptr_t frames[LP_STACK_CAPACITY]; /* next: the inline code reaches both with one-byte offsets */
-  lp_impl_event_t *tcur;  /* timeline: the next free slot, published with release */
-  lp_impl_event_t *tlim;  /* begins, instants and counters stop here */
-  lp_impl_event_t *tend;  /* the end of the chunk: ends may go up to here */
-  uint64_t dropped;       /* events dropped inline because the budget is spent */
+  uint64_t word;   /* depth | change counter << 16 */
+  uint32_t levels; /* what this thread's scopes test: see above */
+  uint32_t unused;
+  uintptr_t frames[LP_STACK_CAPACITY]; /* the inline code reaches word, levels and frames with one-byte offsets */
+  lp_impl_event_t *tcur; /* timeline: the next free slot, published with release */
+  lp_impl_event_t *tend; /* the end of the chunk */
+  uint64_t dropped;      /* events dropped inline, counted one by one */
 } lp_impl_thread_t;
 
 /*
@@ -136,13 +154,35 @@ typedef struct lp_impl_scope {
   uint64_t word;
 } lp_impl_scope_t;
 
+/*
+ * The version of the layout and protocol above, which labelprof.h compiles
+ * into programs: every unit that includes labelprof.h tells the library its
+ * number once it is loaded (lp_impl_abi_check(), from a constructor). A
+ * library of another number writes one line to stderr and disables labels
+ * (no thread joins, nothing records, no subscriber is called) rather than
+ * let code built for another layout touch its state.
+ */
+#define LP_IMPL_ABI 2u
+
 #define LP_IMPL_DEPTH_MASK  0xffffu
+#define LP_IMPL_COUNT_SHIFT 16
 #define LP_IMPL_COUNT_ONE   0x10000u
-#define LP_IMPL_POPPED(w)   ((w) - 1u) /* the word after the inline pop */
+#define LP_IMPL_POPPED(w)   ((w) - 1u) /* the word after a pop */
 #define LP_IMPL_TRACED_MARK 0x8000u /* depths stay below it */
 #define LP_IMPL_NOT_PUSHED  0x7ffeu /* a depth no stack reaches; no published word equals it */
 #define LP_IMPL_TRACED      0x1u    /* in a frame: the scope recorded a begin */
-#define LP_IMPL_SPENT       0x80000000u /* in lp_impl_levels: the discard budget is spent */
+#define LP_IMPL_NOTIFIED    0x2u    /* in a frame: the scope's begin reached subscribers */
+/* In lp_impl_levels and the threads' levels, beside the LP_LEVEL_* bits: */
+#define LP_IMPL_SPENT       0x80000000u /* the discard budget is spent */
+#define LP_IMPL_SUBS        0x40000000u /* subscribers listen to labels (then every level bit is set) */
+#define LP_IMPL_SUBS_TRACED 0x20000000u /* subscribers listen and a timeline records */
+/* Only in a thread's levels: */
+#define LP_IMPL_SLOW_CLOCK   0x10000000u /* the timeline's clock is not the CPU's counter */
+#define LP_IMPL_COUNTING     0x08000000u /* its pushes count its drops; its levels are those not recorded */
+#define LP_IMPL_LEVELS_STALE 0x04000000u /* lp_impl_levels changed while it counted: its next scope catches up */
+/* A thread's levels with any of these: a recorded scope takes the library's general path. */
+#define LP_IMPL_NOT_PLAIN \
+  (LP_IMPL_SPENT | LP_IMPL_SUBS | LP_IMPL_SLOW_CLOCK | LP_IMPL_COUNTING | LP_IMPL_LEVELS_STALE)
 #define LP_IMPL_EV_BEGIN    0x0u /* event kinds, in the low bits of an event's tag */
 #define LP_IMPL_EV_END      0x1u
 #define LP_IMPL_EV_INSTANT  0x2u
@@ -150,9 +190,13 @@ typedef struct lp_impl_scope {
 #define LP_IMPL_EV_KIND     0x7u
 #if UINTPTR_MAX > 0xffffffffu
 /* Depth 0..255 in the top byte (no user-space pointer reaches it); 255 means 255 or deeper. */
-#define LP_IMPL_DEPTH_TAG(d) ((uintptr_t)((d) < 255u ? (d) : 255u) << 56)
+#define LP_IMPL_DEPTH_SHIFT 56
+#define LP_IMPL_DEPTH_TAG(d) ((uintptr_t)((d) < 255u ? (d) : 255u) << LP_IMPL_DEPTH_SHIFT)
+/* The same for a depth known to be below LP_STACK_CAPACITY. */
+#define LP_IMPL_FRAME_TAG(d) ((uintptr_t)(d) << LP_IMPL_DEPTH_SHIFT)
 #else
 #define LP_IMPL_DEPTH_TAG(d) ((uintptr_t)0 * (d))
+#define LP_IMPL_FRAME_TAG(d) ((uintptr_t)0 * (d))
 #endif
 
 /* The hot path is inlined whatever the compiler's size heuristics say: a call would double its cost. */
@@ -163,24 +207,32 @@ typedef struct lp_impl_scope {
 /*
  * The calling thread's state. Initial-exec TLS: reached with one
  * thread-pointer-relative load, never through __tls_get_addr, also from a
- * shared library. Before a thread's first label it points at a shared,
- * read-only state whose depth is out of range, so the first push takes the
- * slow path, which registers the thread.
+ * shared library. Before a thread's first label it points at a shared
+ * state nobody writes, every bit of which is set, so that the first label
+ * takes the slow path, which registers the thread.
  */
 LP_EXPORT extern __thread lp_impl_thread_t *lp_impl_self __attribute__((tls_model("initial-exec")));
 /*
- * The trace levels being recorded (0 when no timeline is), and LP_IMPL_SPENT;
- * while subscribers listen to labels, also every level and LP_IMPL_SUBS.
+ * The trace levels being recorded (0 when no timeline is) and
+ * LP_IMPL_SPENT; while subscribers listen to labels, also every level and
+ * LP_IMPL_SUBS. Instants, counters and NVTX ranges test it; a scope tests
+ * its thread's copy.
  */
 LP_EXPORT extern uint32_t lp_impl_levels;
 /* 1 when events are stamped with the CPU's counter; set before the first event, never changed after. */
 LP_EXPORT extern int lp_impl_clock_counter;
 
+/* The library's side of LP_IMPL_ABI (see above); 0 if abi is its own, else -1. */
+LP_EXPORT int lp_impl_abi_check(unsigned abi);
+#ifndef LP_IMPL_LIBRARY
+static void lp_impl_abi_note(void) __attribute__((constructor(101), unused));
+static void lp_impl_abi_note(void) { (void)lp_impl_abi_check(LP_IMPL_ABI); }
+#endif
+
 LP_EXPORT uint64_t lp_impl_push_slow(uintptr_t tag);
 LP_EXPORT uint64_t lp_impl_enter_slow(const lp_site_t *site, int manual);
 LP_EXPORT void lp_impl_leave_slow(const lp_site_t *site, uint64_t word);
 LP_EXPORT void lp_impl_end_slow(void);
-LP_EXPORT void lp_impl_end_event_slow(uintptr_t site, uint32_t depth);
 LP_EXPORT void lp_impl_instant_slow(uintptr_t tag);
 LP_EXPORT uint64_t lp_impl_ticks_slow(void);
 LP_EXPORT void lp_impl_counter(const lp_site_t *site, int64_t value);
@@ -190,12 +242,8 @@ LP_EXPORT void lp_impl_switch_leave(lp_impl_scope_t *s);
 /* ---- end of layers and phases ---- */
 
 /* Subscribers (see "subscribers: the inline part" below). */
-#define LP_IMPL_NOTIFIED 0x2u       /* in a frame: the scope's begin reached subscribers */
-#define LP_IMPL_SUBS 0x40000000u    /* in lp_impl_levels: subscribers listen to labels */
 #define LP_IMPL_WANT_BIT(type) ((uint64_t)1 << ((((unsigned)(type) >> 1) ^ ((unsigned)(type) >> 8)) & 63u))
 LP_EXPORT extern uint64_t lp_impl_wanted[256];
-LP_EXPORT uint64_t lp_impl_enter_notify(const lp_site_t *site, int manual);
-LP_EXPORT void lp_impl_end_notify(uintptr_t tag, uint32_t depth);
 LP_EXPORT void lp_impl_instant_notify(uintptr_t tag);
 LP_EXPORT int lp_impl_notify_wanted_slow(uint8_t stream, uint16_t type);
 /* lp_notify() past its test of lp_impl_wanted, which the caller made and found set (or stream 0). */
@@ -206,8 +254,8 @@ LP_EXPORT int32_t lp_impl_nscope_begin(uint8_t stream, uint16_t type, const lp_e
 LP_EXPORT void lp_impl_nscope_end(int32_t pin);
 
 /*
- * The part of the library's subscriber state that the inline label paths
- * read (lib/subs.c has the rest and the protocol). A snapshot of the enabled
+ * The part of the library's subscriber state that lp_notify's inline path
+ * reads, and lib/subs.c's label paths (it has the rest and the protocol). A snapshot of the enabled
  * subscribers starts with the labels stream's scope pair: nscope calls, each
  * a begin and an end callback (never NULL), the subscriber's data and its
  * instance slot. A thread's state starts with its guard (set inside a
@@ -220,7 +268,6 @@ LP_EXPORT void lp_impl_nscope_end(int32_t pin);
  * runs membarrier(2)).
  */
 #define LP_IMPL_MAX_SUBS 16
-#define LP_IMPL_SUBS_TRACED 0x20000000u /* in lp_impl_levels: subscribers listen and a timeline records */
 typedef struct lp_impl_call {
   lp_callback_t cb[2]; /* the begin's callback, the end's */
   void *data;
@@ -250,16 +297,23 @@ LP_EXPORT extern __thread lp_impl_sthread_t *lp_impl_sub_self __attribute__((tls
 LP_EXPORT extern lp_impl_snap_t *lp_impl_subs_current;
 LP_EXPORT extern int lp_impl_subs_asym;
 
+/* The CPU's counter (x86's TSC, aarch64's virtual counter); 0 where there is none (lp_impl_clock_counter is 0 there). */
+LP_IMPL_INLINE uint64_t lp_impl_counter_now(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  return __builtin_ia32_rdtsc();
+#elif defined(__aarch64__)
+  uint64_t v;
+  __asm__ __volatile__("mrs %0, cntvct_el0" : "=r"(v));
+  return v;
+#else
+  return 0;
+#endif
+}
+
 /* A timestamp in the session's ticks: the CPU's counter, or CLOCK_MONOTONIC ns through the library. */
 LP_IMPL_INLINE uint64_t lp_impl_ticks(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  if (LP_IMPL_LIKELY(LP_IMPL_LOAD_RELAXED(lp_impl_clock_counter))) return __builtin_ia32_rdtsc();
-#elif defined(__aarch64__)
-  if (LP_IMPL_LIKELY(LP_IMPL_LOAD_RELAXED(lp_impl_clock_counter))) {
-    uint64_t v;
-    __asm__ __volatile__("mrs %0, cntvct_el0" : "=r"(v));
-    return v;
-  }
+#if defined(__x86_64__) || defined(__i386__) || defined(__aarch64__)
+  if (LP_IMPL_LIKELY(LP_IMPL_LOAD_RELAXED(lp_impl_clock_counter))) return lp_impl_counter_now();
 #endif
   return lp_impl_ticks_slow();
 }
@@ -292,218 +346,6 @@ LP_IMPL_INLINE uint64_t lp_impl_ticks(void) {
   lp_impl_scope_t LP_IMPL_CAT(lp_impl_scope_, n) __attribute__((cleanup(lp_impl_leave), unused)) = \
       lp_impl_enter(&LP_IMPL_CAT(lp_impl_site_, n))
 
-/* Pushes tag; returns the word published, or LP_IMPL_NOT_PUSHED. */
-LP_IMPL_INLINE uint64_t lp_impl_push(uintptr_t tag) {
-  lp_impl_thread_t *t = lp_impl_self;
-  uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
-  uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
-  if (LP_IMPL_UNLIKELY(d >= LP_STACK_CAPACITY)) return lp_impl_push_slow(tag);
-  /* Release: a reader that sees this frame also sees every word published before it. */
-  LP_IMPL_STORE_RELEASE(t->frames[d], tag);
-  w += LP_IMPL_COUNT_ONE + 1;
-  LP_IMPL_STORE_RELEASE(t->word, w);
-  return w;
-}
-
-/*
- * Pins the current snapshot s in h, as lib/subs.c does: without a fence
- * while the writer runs membarrier(2), sequentially consistent otherwise.
- * Returns current as read after the pin; the pin holds only if it is s.
- */
-LP_IMPL_INLINE lp_impl_snap_t *lp_impl_pin(lp_impl_snap_t **h, lp_impl_snap_t *s) {
-  if (LP_IMPL_LIKELY(LP_IMPL_LOAD_RELAXED(lp_impl_subs_asym))) {
-    LP_IMPL_STORE_RELAXED(*h, s);
-    __atomic_signal_fence(__ATOMIC_SEQ_CST); /* the writer's membarrier() is the fence */
-    return LP_IMPL_LOAD_RELAXED(lp_impl_subs_current);
-  }
-  __atomic_store_n(h, s, __ATOMIC_SEQ_CST);
-  return __atomic_load_n(&lp_impl_subs_current, __ATOMIC_SEQ_CST);
-}
-
-/*
- * The recorded and notified paths of a label, and the rest of what its
- * inline code leaves to lib/cold.c: lp_impl_enter_cold() and its siblings
- * are these, out of line. With LABELPROF_INLINE_RECORDING they are inline
- * in the program instead (and the library's own paths use them too).
- */
-/*
- * A label's begin while subscribers listen to labels, in the program's own
- * code for the usual case: no timeline recording, a thread with its
- * subscriber state (the shared states have the guard set), room on the
- * stack, outside callbacks, one subscriber on the scope pair, the snapshot
- * pinned at the first try. Pin, push the frame marked notified, call the
- * begin with the thread's ready-made notification. Anything else goes to
- * lp_impl_enter_notify(), which does it all out of line.
- */
-LP_IMPL_INLINE uint64_t lp_impl_enter_subs(const lp_site_t *site, uint32_t levels, int manual) {
-  lp_impl_thread_t *t = lp_impl_self;
-  lp_impl_sthread_t *st = lp_impl_sub_self;
-  uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
-  uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
-  lp_impl_snap_t *s = LP_IMPL_LOAD_ACQUIRE(lp_impl_subs_current);
-  lp_impl_call_t *c;
-  if (LP_IMPL_UNLIKELY(levels & LP_IMPL_SUBS_TRACED)) return lp_impl_enter_notify(site, manual);
-  if (LP_IMPL_UNLIKELY(d >= LP_STACK_CAPACITY)) return lp_impl_enter_notify(site, manual);
-  if (LP_IMPL_UNLIKELY(st->guard)) return lp_impl_enter_notify(site, manual);
-  if (LP_IMPL_UNLIKELY(lp_impl_pin(&st->label[d], s) != s || s->nscope != 1)) {
-    LP_IMPL_STORE_RELEASE(st->label[d], (lp_impl_snap_t *)0);
-    return lp_impl_enter_notify(site, manual);
-  }
-  LP_IMPL_STORE_RELEASE(t->frames[d], (uintptr_t)site | LP_IMPL_NOTIFIED);
-  w += LP_IMPL_COUNT_ONE + 1;
-  LP_IMPL_STORE_RELEASE(t->word, w);
-  st->guard = 1; /* first: a signal handler's label from here on reaches nobody, and leaves lbegin alone */
-  st->lbegin.site = site;
-  st->label_slots[d][0] = 0;
-  c = &s->scope[0];
-  c->cb[0](&st->lbegin, c->data, &st->label_slots[d][0]);
-  st->guard = 0;
-  return w | LP_IMPL_TRACED_MARK;
-}
-
-/*
- * The end of a scope whose begin reached subscribers, its frame (at depth
- * d) on top: in the program's own code when the thread is outside callbacks
- * and its pin holds one subscriber on the scope pair. The end callback, the
- * unpin, the pop (the word reloaded: the callback's own labels moved the
- * change counter). Returns 0, having done nothing, otherwise.
- */
-LP_IMPL_INLINE int lp_impl_leave_subs(lp_impl_thread_t *t, const lp_site_t *site, uint32_t d) {
-  lp_impl_sthread_t *st = lp_impl_sub_self;
-  lp_impl_snap_t *s = LP_IMPL_LOAD_RELAXED(st->label[d]);
-  lp_impl_call_t *c;
-  if (LP_IMPL_UNLIKELY(!s || st->guard || s->nscope != 1)) return 0;
-  st->guard = 1;
-  st->lend.site = site;
-  c = &s->scope[0];
-  c->cb[1](&st->lend, c->data, &st->label_slots[d][0]);
-  st->guard = 0;
-  LP_IMPL_STORE_RELEASE(st->label[d], (lp_impl_snap_t *)0);
-  LP_IMPL_STORE_RELEASE(t->word, LP_IMPL_LOAD_RELAXED(t->word) + LP_IMPL_COUNT_ONE - 1);
-  return 1;
-}
-
-/*
- * A scope or manual pair whose level is being recorded: the begin event (its
- * depth in the tag), then the push, with the frame marked as traced. The
- * begin keeps one slot of room for its end (tlim moves down). Anything
- * unusual (no chunk or a full one, a full stack, an unregistered thread)
- * goes to the slow path; a spent budget is counted here, at almost the cost
- * of an untraced scope.
- */
-LP_IMPL_INLINE uint64_t lp_impl_enter_traced(const lp_site_t *site, uint32_t levels, int manual) {
-  lp_impl_thread_t *t = lp_impl_self;
-  uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
-  uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
-  lp_impl_event_t *e;
-  if (LP_IMPL_UNLIKELY(levels & (LP_IMPL_SPENT | LP_IMPL_SUBS))) {
-    /* Subscribers listen: everything on the slow path, which also records. */
-    if (levels & LP_IMPL_SUBS) return lp_impl_enter_subs(site, levels, manual);
-    /* Recording has stopped: count the drop, push as an untraced scope would. A new thread goes slow. */
-    if (LP_IMPL_LIKELY(d < LP_STACK_CAPACITY)) {
-      LP_IMPL_STORE_RELAXED(t->dropped, LP_IMPL_LOAD_RELAXED(t->dropped) + 1);
-      LP_IMPL_STORE_RELEASE(t->frames[d], (uintptr_t)site);
-      w += LP_IMPL_COUNT_ONE + 1;
-      LP_IMPL_STORE_RELEASE(t->word, w);
-      return w;
-    }
-    return lp_impl_enter_slow(site, manual);
-  }
-  e = LP_IMPL_LOAD_RELAXED(t->tcur);
-  if (LP_IMPL_LIKELY(d < LP_STACK_CAPACITY && e < t->tlim)) {
-    e->ts = lp_impl_ticks();
-    e->tag = (uintptr_t)site | LP_IMPL_EV_BEGIN | LP_IMPL_DEPTH_TAG(d);
-    t->tlim = t->tlim - 1;
-    LP_IMPL_STORE_RELEASE(t->tcur, e + 1);
-    LP_IMPL_STORE_RELEASE(t->frames[d], (uintptr_t)site | LP_IMPL_TRACED);
-    w += LP_IMPL_COUNT_ONE + 1;
-    LP_IMPL_STORE_RELEASE(t->word, w);
-    return w ^ LP_IMPL_TRACED_MARK;
-  }
-  return lp_impl_enter_slow(site, manual);
-}
-
-/*
- * An end event at depth d, into the room its begin kept, which it gives
- * back. Scopes deeper than the frames keep no room (a longjmp out of them
- * could not give it back), and a mistake (a stray LP_END, then a new scope
- * at the same depth) must not push the limit past the chunk's end.
- */
-LP_IMPL_INLINE void lp_impl_end_event(lp_impl_thread_t *t, uintptr_t site, uint32_t d) {
-  lp_impl_event_t *e = LP_IMPL_LOAD_RELAXED(t->tcur);
-  if (LP_IMPL_LIKELY(e < t->tend)) {
-    e->ts = lp_impl_ticks();
-    e->tag = site | LP_IMPL_EV_END | LP_IMPL_DEPTH_TAG(d);
-    if (LP_IMPL_LIKELY(d < LP_STACK_CAPACITY && t->tlim + 1 < t->tend)) t->tlim = t->tlim + 1;
-    LP_IMPL_STORE_RELEASE(t->tcur, e + 1);
-    return;
-  }
-  lp_impl_end_event_slow(site, d);
-}
-
-LP_IMPL_INLINE uint64_t lp_impl_enter_cold_in(const lp_site_t *site, int manual) {
-  uint32_t levels = LP_IMPL_LOAD_RELAXED(lp_impl_levels);
-  /* Recording, or subscribers listening (every level bit set); else a push that may find a new thread or a full stack. */
-  if (site->level & levels) return lp_impl_enter_traced(site, levels, manual);
-  return lp_impl_push((uintptr_t)site);
-}
-
-LP_IMPL_INLINE uint64_t lp_impl_leave_cold_in(const lp_site_t *site, uint64_t word) {
-  lp_impl_thread_t *t = lp_impl_self;
-  uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
-  uint64_t diff = (w ^ word) & LP_IMPL_DEPTH_MASK;
-  if (w == word) { /* the inline path's cases, should a caller come here with one */
-    LP_IMPL_STORE_RELEASE(t->word, LP_IMPL_POPPED(word));
-    return 0;
-  }
-  if (diff == 0) {
-    LP_IMPL_STORE_RELEASE(t->word, LP_IMPL_POPPED(w));
-    return 0;
-  }
-  if (LP_IMPL_LIKELY(diff == LP_IMPL_TRACED_MARK)) { /* it recorded a begin, and the stack is as it should be */
-    uint32_t d = ((uint32_t)w & LP_IMPL_DEPTH_MASK) - 1;
-    /* ...unless a stray LP_END ended it and another label took its place: the slow path sorts that out. */
-    if (LP_IMPL_LIKELY(d >= LP_STACK_CAPACITY ||
-                       LP_IMPL_LOAD_RELAXED(t->frames[d]) == ((uintptr_t)site | LP_IMPL_TRACED))) {
-      LP_IMPL_STORE_RELEASE(t->word, LP_IMPL_POPPED(w));
-      lp_impl_end_event(t, (uintptr_t)site, d);
-      return 0;
-    }
-    /* Its begin reached subscribers: the usual end. */
-    if (LP_IMPL_LOAD_RELAXED(t->frames[d]) == ((uintptr_t)site | LP_IMPL_NOTIFIED) && lp_impl_leave_subs(t, site, d))
-      return 0;
-  }
-  lp_impl_leave_slow(site, word); /* a stack to heal */
-  return 0;
-}
-
-LP_IMPL_INLINE uint64_t lp_impl_end_cold_in(void) {
-  lp_impl_thread_t *t = lp_impl_self;
-  uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
-  uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
-  uintptr_t tag;
-  /* d - 1 wraps for d == 0: empty stack, deep stack and unregistered thread all go slow. */
-  if (LP_IMPL_UNLIKELY(d - 1u >= LP_STACK_CAPACITY)) {
-    lp_impl_end_slow();
-    return 0;
-  }
-  tag = LP_IMPL_LOAD_RELAXED(t->frames[d - 1]);
-  if (tag & (LP_IMPL_TRACED | LP_IMPL_NOTIFIED)) {
-    if (tag & LP_IMPL_NOTIFIED) { /* the end callbacks run before the pop, then the end is recorded */
-      if (!(tag & LP_IMPL_TRACED) &&
-          lp_impl_leave_subs(t, (const lp_site_t *)(tag & ~(uintptr_t)LP_IMPL_NOTIFIED), d - 1))
-        return 0;
-      lp_impl_end_notify(tag, d - 1);
-      return 0;
-    }
-    LP_IMPL_STORE_RELEASE(t->word, LP_IMPL_POPPED(w));
-    lp_impl_end_event(t, tag & ~(uintptr_t)LP_IMPL_TRACED, d - 1);
-    return 0;
-  }
-  LP_IMPL_STORE_RELEASE(t->word, LP_IMPL_POPPED(w));
-  return 0;
-}
-
 /*
  * A label's inline code is only what an unrecorded scope runs: the test
  * that its level records nothing (subscribers listening set every level),
@@ -515,6 +357,9 @@ LP_IMPL_INLINE uint64_t lp_impl_end_cold_in(void) {
  * notifies, or heals a stack that an LP_END or a longjmp left otherwise;
  * lp_impl_begin_cold() and lp_impl_end_cold() do the same for LP_BEGIN and
  * LP_END. They return 0 (the enter, its word) and never LP_IMPL_NEVER.
+ * Each tries the recording protocol of labelprof/impl_cold.h first and
+ * calls the general path of the library (lp_impl_enter_slow() and its
+ * siblings) for anything else.
  */
 LP_EXPORT uint64_t lp_impl_enter_cold(const lp_site_t *site);
 LP_EXPORT uint64_t lp_impl_begin_cold(const lp_site_t *site);
@@ -522,22 +367,26 @@ LP_EXPORT uint64_t lp_impl_leave_cold(const lp_site_t *site, uint64_t word);
 LP_EXPORT uint64_t lp_impl_end_cold(void);
 #define LP_IMPL_NEVER (~(uint64_t)0) /* no word: its depth would be 0xffff */
 
+/* The recording protocol (labelprof/impl_cold.h), declared here so that the fast paths below read first. */
+LP_IMPL_INLINE uint64_t lp_impl_enter_cold_in(const lp_site_t *site, int manual);
+LP_IMPL_INLINE uint64_t lp_impl_leave_cold_in(const lp_site_t *site, uint64_t word);
+LP_IMPL_INLINE uint64_t lp_impl_end_cold_in(void);
+
 /*
  * On x86-64 the inline code calls them through thunks (lib/cold.c) that
- * save rcx, rdx, rsi, rdi, r8 and r9 and call the C function on an aligned
- * stack. An enter or a begin passes its site in rax and gets its word back
- * in rax; a leave passes its site in rcx (its asm takes the site's address
- * with a lea, so that the function keeps no register for it) and its word
- * in rdx, and its thunk keeps rax too, where the function's return value
- * usually is when its scope ends. The asm says that r10 and r11 (which a
- * PLT's lazy binding may use), rax or rcx, the flags, memory and the
- * vector and x87 registers change; so a
- * labelled function keeps its values in the other registers across the
- * cold call, and saves none of them on its fast path for it, where a plain
- * call would make it save, in its prologue, every value that lives across
- * the call in a callee-saved register. The call steps over the 128-byte
- * red zone, which a leaf may be using, and the thunk's return (ret $128)
- * steps back; the thunk's unwind information accounts for it.
+ * keep every register but the ones named here. An enter or a begin passes
+ * its site in rax and gets its word back in rax; a leave passes its site in
+ * rcx (its asm takes the site's address with a lea, so that the function
+ * keeps no register for it) and its word in rdx, and its thunk keeps rax
+ * too, where the function's return value usually is when its scope ends.
+ * The asm says that r10 and r11, rax or rcx, the flags, memory and the
+ * vector and x87 registers change; so a labelled function keeps its values
+ * in the other registers across the cold call, and saves none of them on
+ * its fast path for it, where a plain call would make it save, in its
+ * prologue, every value that lives across the call in a callee-saved
+ * register. The call goes through the GOT (no PLT stub in between) and
+ * steps over the 128-byte red zone, which a leaf may be using; the thunk's
+ * return (ret $128) steps back, and its unwind information accounts for it.
  *
  * A compiler sees no call in an asm, and gcc (12) then assumes that the
  * labelled function changes no static variable of its file whose address
@@ -552,7 +401,8 @@ LP_EXPORT uint64_t lp_impl_end_cold(void);
  *
  * Elsewhere, under ThreadSanitizer, or with LP_IMPL_PLAIN_CALLS defined,
  * they are plain calls. With LABELPROF_INLINE_RECORDING (labelprof.h
- * documents it) they are the inline functions above, as they were before.
+ * documents it) the recording protocol is inline in the program instead,
+ * and only the general paths are calls.
  */
 LP_EXPORT void lp_impl_never(void) __attribute__((cold));
 /* ThreadSanitizer sees no store a thunk makes: under it, plain calls. */
@@ -582,7 +432,7 @@ LP_EXPORT void lp_impl_never(void) __attribute__((cold));
 #define LP_IMPL_CLOBBER_VEC LP_IMPL_CLOBBER_XMM
 #endif
 #define LP_IMPL_CLOBBERS "r10", "r11", "cc", "memory", LP_IMPL_CLOBBER_X87, LP_IMPL_CLOBBER_VEC
-#define LP_IMPL_THUNK(fn) "add $-128, %%rsp\n\tcall " fn "@PLT" /* the thunk returns with ret $128 */
+#define LP_IMPL_THUNK(fn) "add $-128, %%rsp\n\tcall *" fn "@GOTPCREL(%%rip)" /* the thunk returns with ret $128 */
 /* Each returns through *r, not as a value: gcc would warn that a local may be clobbered by longjmp. */
 #define LP_IMPL_COLD_ENTER(site, r) \
   __asm__ __volatile__(LP_IMPL_THUNK("lp_impl_enter_thunk") : "=a"(*(r)) : "0"(site) : LP_IMPL_CLOBBERS)
@@ -629,9 +479,9 @@ LP_IMPL_INLINE uintptr_t *lp_impl_frame_below(lp_impl_thread_t *t, uint64_t push
  * The tests and the pops in x86-64 instructions, with asm goto (gcc 4.5 and
  * clang 9 on; LP_IMPL_NO_ASM_GOTO turns it off), because a compiler does
  * not fold an atomic load into the instruction that uses it:
- *   - the level test: goto cold when lp_impl_levels has a bit of level, as
- *     one test of the variable in memory (testb when level is a constant
- *     below 256, as a site's level is);
+ *   - the level test: goto cold when the thread's levels have a bit of
+ *     level, as one test of the field in memory (testb when level is a
+ *     constant below 256, as a site's level is);
  *   - the matched pop's test: goto other unless the thread's word is the
  *     one the scope published, compared in memory;
  *   - the other pop's test: goto cold unless the word's depth is the one
@@ -647,12 +497,12 @@ LP_IMPL_INLINE uintptr_t *lp_impl_frame_below(lp_impl_thread_t *t, uint64_t push
 #define LP_IMPL_NO_ASM_GOTO 1
 #endif
 #if defined(__x86_64__) && !defined(LP_IMPL_TSAN) && !defined(LP_IMPL_NO_ASM_GOTO)
-#define LP_IMPL_IF_LEVEL(level, cold) \
+#define LP_IMPL_IF_LEVEL(t, level, cold) \
   do { \
     if (__builtin_constant_p(level) && (level) <= 0xffu) \
-      __asm__ goto("testb %b0, %1\n\tjnz %l2" : : "ri"((uint8_t)(level)), "m"(lp_impl_levels) : "cc" : cold); \
+      __asm__ goto("testb %b0, %1\n\tjnz %l2" : : "ri"((uint8_t)(level)), "m"((t)->levels) : "cc" : cold); \
     else \
-      __asm__ goto("testl %0, %1\n\tjnz %l2" : : "ri"((uint32_t)(level)), "m"(lp_impl_levels) : "cc" : cold); \
+      __asm__ goto("testl %0, %1\n\tjnz %l2" : : "ri"((uint32_t)(level)), "m"((t)->levels) : "cc" : cold); \
   } while (0)
 #define LP_IMPL_IF_NOT_WORD(t, kept, other) \
   __asm__ goto("cmpq %1, %0\n\tjne %l2" : : "m"((t)->word), "r"(kept) : "cc" : other)
@@ -660,9 +510,9 @@ LP_IMPL_INLINE uintptr_t *lp_impl_frame_below(lp_impl_thread_t *t, uint64_t push
   __asm__ goto("cmpw %w1, %0\n\tjne %l2" : : "m"((t)->word), "r"(kept) : "cc" : other)
 #define LP_IMPL_POP(t) __asm__ __volatile__("decq %0" : "+m"((t)->word))
 #else
-#define LP_IMPL_IF_LEVEL(level, cold) \
+#define LP_IMPL_IF_LEVEL(t, level, cold) \
   do { \
-    if (LP_IMPL_UNLIKELY((level) & LP_IMPL_LOAD_RELAXED(lp_impl_levels))) goto cold; \
+    if (LP_IMPL_UNLIKELY((level) & LP_IMPL_LOAD_RELAXED((t)->levels))) goto cold; \
   } while (0)
 #define LP_IMPL_IF_NOT_WORD(t, kept, other) \
   do { \
@@ -689,7 +539,7 @@ LP_IMPL_INLINE lp_impl_scope_t lp_impl_enter(const lp_site_t *site) {
   uint64_t w;
   uint32_t d;
   s.site = site;
-  LP_IMPL_IF_LEVEL(site->level, cold);
+  LP_IMPL_IF_LEVEL(t, site->level, cold);
   w = LP_IMPL_LOAD_RELAXED(t->word);
   d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
   if (LP_IMPL_UNLIKELY(d >= LP_STACK_CAPACITY)) goto cold;
@@ -721,11 +571,10 @@ cold: LP_IMPL_COLD_LABEL;
 }
 
 LP_IMPL_INLINE void lp_impl_begin(const lp_site_t *site) {
-  lp_impl_thread_t *t;
+  lp_impl_thread_t *t = lp_impl_self;
   uint64_t w, r;
   uint32_t d;
-  LP_IMPL_IF_LEVEL(site->level, cold);
-  t = lp_impl_self;
+  LP_IMPL_IF_LEVEL(t, site->level, cold);
   w = LP_IMPL_LOAD_RELAXED(t->word);
   d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
   if (LP_IMPL_UNLIKELY(d >= LP_STACK_CAPACITY)) goto cold;
@@ -754,11 +603,17 @@ LP_IMPL_INLINE void lp_impl_end(void) {
   LP_IMPL_STORE_RELEASE(t->word, LP_IMPL_POPPED(w));
 }
 
-/* An instant: room before tlim, like a begin, but it keeps none. */
+/*
+ * An instant: room for itself and the ends of the d scopes open, like a
+ * begin, but it keeps none. (A deep stack asks more room than it needs,
+ * and an unregistered thread, depth 0xffff, has none.)
+ */
 LP_IMPL_INLINE void lp_impl_instant(uintptr_t tag, uint32_t levels) {
   lp_impl_thread_t *t = lp_impl_self;
   lp_impl_event_t *e = LP_IMPL_LOAD_RELAXED(t->tcur);
-  if (LP_IMPL_LIKELY(e < t->tlim && !(levels & (LP_IMPL_SPENT | LP_IMPL_SUBS)))) {
+  uintptr_t d = (uintptr_t)(LP_IMPL_LOAD_RELAXED(t->word) & LP_IMPL_DEPTH_MASK);
+  if (LP_IMPL_LIKELY(!(levels & (LP_IMPL_SPENT | LP_IMPL_SUBS)) &&
+                     (uintptr_t)t->tend - (uintptr_t)e > d * sizeof(lp_impl_event_t))) {
     e->ts = lp_impl_ticks();
     e->tag = tag;
     LP_IMPL_STORE_RELEASE(t->tcur, e + 1);
@@ -775,18 +630,44 @@ LP_IMPL_INLINE void lp_impl_instant(uintptr_t tag, uint32_t levels) {
   lp_impl_instant_slow(tag);
 }
 
+/* A push of tag, for the library's own paths and benches; returns the word published, or LP_IMPL_NOT_PUSHED. */
+LP_IMPL_INLINE uint64_t lp_impl_push(uintptr_t tag) {
+  lp_impl_thread_t *t = lp_impl_self;
+  uint64_t w = LP_IMPL_LOAD_RELAXED(t->word);
+  uint32_t d = (uint32_t)w & LP_IMPL_DEPTH_MASK;
+  if (LP_IMPL_UNLIKELY(d >= LP_STACK_CAPACITY)) return lp_impl_push_slow(tag);
+  /* Release: a reader that sees this frame also sees every word published before it. */
+  LP_IMPL_STORE_RELEASE(t->frames[d], tag);
+  w += LP_IMPL_COUNT_ONE + 1;
+  LP_IMPL_STORE_RELEASE(t->word, w);
+  return w;
+}
+
 /* ---- subscribers: the inline part ---------------------------------------
  * When an enabled subscriber has a callback on the labels stream,
- * lp_impl_levels holds every level bit and LP_IMPL_SUBS, so that every
- * scope takes the branch a recorded scope takes, and lp_impl_enter_traced
- * sends it to lp_impl_enter_subs() (inline for one subscriber, else
- * lp_impl_enter_notify()). A scope whose begin reached a subscriber has
- * LP_IMPL_NOTIFIED in its frame and its word marked like a traced one, so
- * that its end leaves the common path too (lp_impl_leave_subs(), else
- * lp_impl_leave_slow()). lp_impl_wanted has,
- * per stream, one bit per pair of types (hashed for vendors' types) that an
- * enabled subscriber may want.
+ * lp_impl_levels and every thread's levels hold every level bit and
+ * LP_IMPL_SUBS, so that every scope takes its cold path, which the library
+ * sends to its subscribers' paths (lib/subs.c). A scope whose begin reached
+ * a subscriber has LP_IMPL_NOTIFIED in its frame and its word marked like a
+ * traced one, so that its end leaves the common path too. lp_impl_wanted
+ * has, per stream, one bit per pair of types (hashed for vendors' types)
+ * that an enabled subscriber may want.
  */
+
+/*
+ * Pins the current snapshot s in h, as lib/subs.c does: without a fence
+ * while the writer runs membarrier(2), sequentially consistent otherwise.
+ * Returns current as read after the pin; the pin holds only if it is s.
+ */
+LP_IMPL_INLINE lp_impl_snap_t *lp_impl_pin(lp_impl_snap_t **h, lp_impl_snap_t *s) {
+  if (LP_IMPL_LIKELY(LP_IMPL_LOAD_RELAXED(lp_impl_subs_asym))) {
+    LP_IMPL_STORE_RELAXED(*h, s);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST); /* the writer's membarrier() is the fence */
+    return LP_IMPL_LOAD_RELAXED(lp_impl_subs_current);
+  }
+  __atomic_store_n(h, s, __ATOMIC_SEQ_CST);
+  return __atomic_load_n(&lp_impl_subs_current, __ATOMIC_SEQ_CST);
+}
 
 static inline int lp_notify_wanted(uint8_t stream, uint16_t type) {
   if (LP_IMPL_LIKELY(!(LP_IMPL_LOAD_RELAXED(lp_impl_wanted[stream]) & LP_IMPL_WANT_BIT(type)))) return 0;
@@ -909,10 +790,10 @@ LP_EXPORT const char *lp_impl_category(const char *text);
 LP_EXPORT uint64_t lp_impl_names_overflow(uint64_t *limit);
 /* ---- end of sites made at run time ---- */
 
+#include "labelprof/impl_cold.h"
+
 #ifdef __cplusplus
 }
 #endif
-
-
 
 #endif /* LABELPROF_IMPL_H */
