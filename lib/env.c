@@ -95,6 +95,7 @@ static const char *const known[] = {
     "LABELPROF_CPU",          "LABELPROF_CPU_SIGNAL",
     "LABELPROF_PROFILE_EVERY",
     "LABELPROF_TRACE_ROTATE", "LABELPROF_TRACE_FLUSH", /* the Perfetto stream */
+    "LABELPROF_ALLOW_ATTACH", /* labelprof top PID where Yama's ptrace_scope is 1 */
     /* Read by subs.c, and by the callstats.so subscriber installed with the library. */
     "LABELPROF_SUBSCRIBERS",  "LABELPROF_CALLSTATS",  "LABELPROF_CALLSTATS_THREADS",
     /* Read by names.c, and by the NVTX and ITT libraries installed with the library. */
@@ -973,6 +974,10 @@ void lp__env_load(void) {
     dsig = 0;
   }
   bool want_prof = prof && strcmp(prof, "0") != 0;
+  if (number("LABELPROF_ALLOW_ATTACH", value_of("LABELPROF_ALLOW_ATTACH"), 0, 1, 0, "")) {
+    int rc = lp__attach_allow();
+    if (rc && rc != -EINVAL) warn("LABELPROF_ALLOW_ATTACH: prctl(PR_SET_PTRACER) failed (%s)", lp_strerror(rc));
+  }
   /* ---- layers and phases: the live trace_marker, opened before anything records ---- */
   bool want_marker = false;
   if (marker && strcmp(marker, "0") != 0) {

@@ -40,6 +40,7 @@
  *   stack.c       the pseudo-stack's push and LP_END slow paths, and its reader
  *   thread.c      the registry of threads; the threads' levels and their drops counted by
  *                 pushes; lp__forked_child()
+ *   attach.c      the registry as a reader outside the process sees it (`labelprof top PID`)
  *   pb.c          a protobuf writer, flushed through json.c's buffered writer
  *   tree.c, clock.c, json.c, output.c, names.c, pprof_enc.c
  *                 the profile's tree, the clock, the buffered writer, output files, levels',
@@ -140,12 +141,14 @@ static inline void lp__bump(_Atomic uint64_t *c) {
 typedef struct lp__thread lp__thread_t;
 typedef struct lp__lane lp__lane_t;
 typedef struct lp__cpu_ring lp__cpu_ring_t;
+typedef struct lp__attach_slot lp__attach_slot_t;
 struct lp__thread {
   lp_impl_thread_t hot; /* first: lp_impl_self points here */
   lp__thread_t *next, *prev; /* registry list; registry lock */
   uint64_t tid;
   char name[LP__NAME_MAX]; /* written by the owner under the registry lock */
   uint32_t name_gen;       /* registry lock */
+  lp__attach_slot_t *attach_slot; /* its slot for readers outside the process (attach.c), NULL if none; registry lock */
   /* Instrumentation mistakes; the owner writes, anyone reads. */
   _Atomic uint64_t truncated, mismatched, unmatched;
   /* The collector's: which run's aggregation has this thread, and where (sampling lock). */
@@ -303,6 +306,27 @@ void lp__levels_atfork_parent(void);
 void lp__levels_atfork_child(void);
 /* True in a child created by fork() from a process that had started labelprof (its handlers ran). */
 bool lp__forked_child(void);
+
+/* ---- attach.c: the registry as a reader outside the process sees it -------- */
+
+/*
+ * All under the registry lock. join gives t a slot (a thread that gets none,
+ * out of memory, is not seen from outside); leave empties it, before t is
+ * freed. Whatever changes what a slot's thread shows a reader (its name,
+ * its tid) is written between change_begin and change_end. Each is a no-op
+ * for a thread without a slot.
+ */
+void lp__attach_join(lp__thread_t *t);
+void lp__attach_leave(lp__thread_t *t);
+void lp__attach_change_begin(lp__thread_t *t);
+void lp__attach_change_end(lp__thread_t *t);
+/*
+ * LABELPROF_ALLOW_ATTACH=1 (env.c, at load): lets any process of the same
+ * user read this one, as kernel.yama.ptrace_scope=0 would
+ * (prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY)). 0, or a negative errno:
+ * -EINVAL where the kernel has no Yama (nothing to allow).
+ */
+int lp__attach_allow(void);
 
 /* ---- stack.c ------------------------------------------------------------ */
 

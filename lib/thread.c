@@ -232,6 +232,7 @@ lp__thread_t *lp__thread_attach(void) {
   tail = t;
   set_levels(t, LP_IMPL_LOAD_RELAXED(lp_impl_levels));
   lp__unlock(&levels_mu);
+  lp__attach_join(t);
   lp__unlock(&registry_mu);
   lp_impl_self = &t->hot;
   if (hooks.joined) hooks.joined(t);
@@ -253,6 +254,7 @@ static void thread_exit(void *arg) {
   if (hooks.exit) hooks.exit(t);
   lp__lock(&registry_mu);
   lp__lock(&levels_mu);
+  lp__attach_leave(t); /* before it can be freed: a reader outside sees the slot change first */
   unlink_thread(t);
   lp__unlock(&levels_mu);
   add_counters(&exited, t);
@@ -270,7 +272,9 @@ int lp_thread_set_name(const char *name) {
   lp__thread_t *t = lp__thread_attach();
   if (!t) return -ENOMEM;
   lp__lock(&registry_mu);
+  lp__attach_change_begin(t);
   snprintf(t->name, sizeof t->name, "%s", name);
+  lp__attach_change_end(t);
   t->name_gen++;
   lp__unlock(&registry_mu);
   if (hooks.renamed) hooks.renamed(t);
@@ -329,12 +333,17 @@ void lp__registry_atfork_child(void) {
     next = t->next;
     if (t == self) continue;
     add_counters(&exited, t);
+    lp__attach_leave(t);
     free_state(t);
   }
   head = tail = self;
   if (self) self->next = self->prev = NULL;
   /* The child's only thread has a thread id of its own: its lane (systrace's TASK-PID) must say so. */
-  if (self) self->tid = (uint64_t)syscall(SYS_gettid);
+  if (self) {
+    lp__attach_change_begin(self);
+    self->tid = (uint64_t)syscall(SYS_gettid);
+    lp__attach_change_end(self);
+  }
   if (self) self->cpu_clock_ok = pthread_getcpuclockid(pthread_self(), &self->cpu_clock) == 0;
   lp__unlock(&registry_mu); /* taken by prepare on this thread, the child's only one */
 }

@@ -38,7 +38,7 @@ typedef struct lp_cmd {
 } lp_cmd_t;
 
 extern const lp_cmd_t lp_cmd_stats, lp_cmd_tree, lp_cmd_diff, lp_cmd_folded, lp_cmd_flamegraph, lp_cmd_pprof,
-    lp_cmd_nnapi, lp_cmd_layers, lp_cmd_help;
+    lp_cmd_nnapi, lp_cmd_layers, lp_cmd_top, lp_cmd_record, lp_cmd_help;
 
 /* The subcommands, in the order `labelprof help` lists them, ended by NULL. */
 extern const lp_cmd_t *const lp_cmds[];

@@ -18,8 +18,8 @@
 #include <string.h>
 
 const lp_cmd_t *const lp_cmds[] = {
-    &lp_cmd_stats, &lp_cmd_tree,  &lp_cmd_diff,   &lp_cmd_folded, &lp_cmd_flamegraph,
-    &lp_cmd_pprof, &lp_cmd_nnapi, &lp_cmd_layers, &lp_cmd_help,   NULL,
+    &lp_cmd_stats, &lp_cmd_tree,   &lp_cmd_diff,  &lp_cmd_folded, &lp_cmd_flamegraph, &lp_cmd_pprof,
+    &lp_cmd_nnapi, &lp_cmd_layers, &lp_cmd_top,   &lp_cmd_record, &lp_cmd_help,       NULL,
 };
 
 const lp_cmd_t *lp_cmd_find(const char *name) {

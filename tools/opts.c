@@ -66,6 +66,7 @@ int lp_opts_parse(const char *cmd, int argc, char **argv, const lp_opt_t *table,
                   void *opts, const char **operands, int *n) {
   bool options = true;
   int stdin_seen = 0;
+  const char *extra = NULL;
   *n = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v;
@@ -97,13 +98,18 @@ int lp_opts_parse(const char *cmd, int argc, char **argv, const lp_opt_t *table,
     }
     if (options && a[0] == '-' && a[1]) return lp_usage_error(cmd, "unknown option '%s'", a);
     if (spec->max >= 0 && *n == spec->max) {
-      char list[160];
-      names(spec, 0, spec->max, list, sizeof list);
-      return lp_usage_error(cmd, "%s only: '%s' is one too many", list, a);
+      if (!extra) extra = a; /* said once the rest is read: a -h after it still shows the usage */
+      continue;
     }
     if (strcmp(a, "-") == 0 && stdin_seen++)
       return lp_usage_error(cmd, "standard input (-) is given twice: it can be read once");
     operands[(*n)++] = a;
+  }
+  if (extra && spec->max == 0) return lp_usage_error(cmd, "no operands: '%s' is one too many", extra);
+  if (extra) {
+    char list[160];
+    names(spec, 0, spec->max, list, sizeof list);
+    return lp_usage_error(cmd, "%s only: '%s' is one too many", list, extra);
   }
   if (*n < spec->min) {
     char list[160];
@@ -111,6 +117,14 @@ int lp_opts_parse(const char *cmd, int argc, char **argv, const lp_opt_t *table,
     return lp_usage_error(cmd, "%s %s missing", k ? list : "an operand", k > 1 ? "are" : "is");
   }
   return LP_OPTS_RUN;
+}
+
+int lp_opt_parse_percent(const char *cmd, const char *v, void *field, const void *how) {
+  (void)how;
+  double *p = field;
+  if (lp_parse_double(v, p) && *p <= 100) return 0;
+  lp_usage_error(cmd, "--min-percent takes a percentage from 0 to 100, not '%s'", v);
+  return -1;
 }
 
 int lp_opt_parse_max_memory(const char *cmd, const char *v, void *field, const void *how) {

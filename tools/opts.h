@@ -16,7 +16,8 @@
  *   an argument that starts with '-' (but is not "-", standard input) and
  *   is in no row is "unknown option '-x'";
  *   too few operands is "FILE is missing" (the names of the missing ones, as
- *   the usage writes them), too many is "FILE only: 'x' is one too many";
+ *   the usage writes them), too many is "FILE only: 'x' is one too many"
+ *   ("no operands: 'x' is one too many" where none is taken);
  *   standard input ("-") named twice is refused (it can be read once).
  * Every usage error is "labelprof NAME: MESSAGE", then the usage, on stderr,
  * and exit status 2.
@@ -56,7 +57,8 @@ typedef struct lp_opt {
 #define LP_OPT_END {NULL, NULL, 0, NULL, NULL, NULL}
 
 /*
- * The operands: from min to max of them (max -1: no limit), named as the
+ * The operands: from min to max of them (max -1: no limit; 0: none, every
+ * value is an option's), named as the
  * usage names them ("FILE...", "FILE", "BASE NEW", "[SUBCOMMAND]"); the
  * messages about a missing one name it from there.
  */
@@ -94,6 +96,9 @@ int lp_opt_parse_word(const char *cmd, const char *value, void *field, const voi
  */
 int lp_opt_parse_max_memory(const char *cmd, const char *value, void *field, const void *how);
 #define LP_OPT_MAX_MEMORY(type, field) LP_OPT_PARSED("--max-memory", "SIZE", type, field, lp_opt_parse_max_memory, NULL)
+/* --min-percent P into a double: a percentage from 0 to 100. */
+int lp_opt_parse_percent(const char *cmd, const char *value, void *field, const void *how);
+#define LP_OPT_MIN_PERCENT(type, field) LP_OPT_PARSED("--min-percent", "P", type, field, lp_opt_parse_percent, NULL)
 #define LP_OPT_STRICT(type, field) LP_OPT_FLAG("--strict", type, field)
 
 #endif

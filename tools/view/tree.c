@@ -41,11 +41,10 @@ typedef struct opts {
   uint64_t max_memory;
 } opts_t;
 
-static int parse_percent(const char *cmd, const char *v, void *field, const void *how);
 
 static const lp_opt_t options[] = {
     LP_OPT_FLAG("--threads", opts_t, threads),
-    LP_OPT_PARSED("--min-percent", "P", opts_t, min_percent, parse_percent, NULL),
+    LP_OPT_MIN_PERCENT(opts_t, min_percent),
     LP_OPT_FLAG("--counts", opts_t, counts),
     LP_OPT_FLAG("--flat", opts_t, flat),
     LP_OPT_STRICT(opts_t, strict),
@@ -173,14 +172,6 @@ static int cmp_lane(const void *x, const void *y) {
   if (sa != sb) return sa > sb ? -1 : 1;
   if (a->pid != b->pid) return a->pid < b->pid ? -1 : 1;
   return a->tid < b->tid ? -1 : a->tid > b->tid;
-}
-
-static int parse_percent(const char *cmd, const char *v, void *field, const void *how) {
-  (void)how;
-  double *p = field;
-  if (lp_parse_double(v, p) && *p <= 100) return 0;
-  lp_usage_error(cmd, "--min-percent takes a percentage from 0 to 100, not '%s'", v);
-  return -1;
 }
 
 static int run(const void *opts, int n, const char *const *files) {
