@@ -41,11 +41,12 @@
  *   thread.c      the registry of threads; the threads' levels and their drops counted by
  *                 pushes; lp__forked_child()
  *   attach.c      the registry as a reader outside the process sees it (`labelprof top PID`)
- *   pb.c          a protobuf writer, flushed through json.c's buffered writer
  *   tree.c, clock.c, json.c, output.c, names.c, pprof_enc.c
  *                 the profile's tree, the clock, the buffered writer, output files, levels',
  *                 layers' and phases' names and tags, profile.proto and gzip (also compiled
  *                 into the command)
+ *   pb.c          the protobuf writer, of Perfetto's files and of profile.proto (also
+ *                 compiled into the command)
  *   jsonesc.c     JSON strings and UTF-8 (also compiled into the command)
  *   util.c        locks, threads, allocation, numbers
  *
@@ -83,6 +84,7 @@
 #define LP_IMPL_LIBRARY 1
 #include "labelprof.h"
 #include "jsonesc.h"
+#include "pb.h"
 #include "testing.h" /* the hooks the tests reach the library through */
 
 #define LP__NAME_MAX 64
@@ -857,46 +859,14 @@ void lp__jw_i64(lp__jw_t *w, int64_t v);
 /* Nanoseconds as microseconds with three decimals: 1234567 -> 1234.567. */
 void lp__jw_us(lp__jw_t *w, uint64_t ns);
 
-/* The length of the valid UTF-8 sequence (RFC 3629) starting at s, or 0. */
-size_t lp__utf8_len(const unsigned char *s);
 
-/* ---- pb.c: a protobuf writer -------------------------------------------- */
+/* ---- pb.c: the protobuf writer (pb.h), its messages flushed to a buffered writer ---- */
 
-typedef struct lp__pb {
-  uint8_t *buf;
-  size_t len, cap;
-  int err; /* -ENOMEM, sticky */
-} lp__pb_t;
-
-/* The bytes v takes as a varint. */
-size_t lp__pb_varint_size(uint64_t v);
-/* A varint field (uint32/64, int64 as two's complement, bool, enum). */
-void lp__pb_varint(lp__pb_t *pb, uint32_t field, uint64_t v);
-void lp__pb_bytes(lp__pb_t *pb, uint32_t field, const void *data, size_t n);
-/* A string field; invalid UTF-8 becomes U+FFFD. NULL is "". */
-void lp__pb_str(lp__pb_t *pb, uint32_t field, const char *s);
-/* Opens a nested message; returns the mark lp__pb_end() closes it with. */
-size_t lp__pb_begin(lp__pb_t *pb, uint32_t field);
-void lp__pb_end(lp__pb_t *pb, size_t mark);
-/* The buffer grown to hold n more bytes: lp__pb_reserve's slow path. */
-uint8_t *lp__pb_reserve_grow(lp__pb_t *pb, size_t n);
-/* n bytes to fill at the returned pointer (then add what was used to pb->len); NULL out of memory. */
-static inline uint8_t *lp__pb_reserve(lp__pb_t *pb, size_t n) {
-  return !pb->err && pb->cap - pb->len >= n ? pb->buf + pb->len : lp__pb_reserve_grow(pb, n);
-}
-/* v as a varint at o; returns its length (at most 10). */
-static inline size_t lp__pb_put_varint(uint8_t *o, uint64_t v) {
-  size_t n = 0;
-  while (v >= 0x80) {
-    o[n++] = (uint8_t)(v | 0x80);
-    v >>= 7;
-  }
-  o[n++] = (uint8_t)v;
-  return n;
-}
 /* Moves what was built to w and empties the buffer. */
-void lp__pb_flush(lp__pb_t *pb, lp__jw_t *w);
-void lp__pb_free(lp__pb_t *pb);
+static inline void lp__pb_flush(lp__pb_t *pb, lp__jw_t *w) {
+  if (!pb->err && pb->len) lp__jw_raw(w, (const char *)pb->buf, pb->len);
+  pb->len = 0;
+}
 
 /* ---- walk.c: a session's lanes, as every format sees them ----------------- */
 
