@@ -288,7 +288,7 @@ static bool pf_event_fast(lp__pf_seq_t *q, const lp__pf_rec_t *r, uint32_t type,
   o[te] = (uint8_t)(n - te - 1);
   o[n++] = TP_SEQ_ID << 3;
   n += lp__pb_put_varint(o + n, q->id);
-  o[0] = TRACE_PACKET << 3 | 2;
+  o[0] = TRACE_PACKET_TAG;
   o[1] = (uint8_t)(n - 2);
   pb->len += n;
   q->last = ts;

@@ -58,6 +58,7 @@
  * time out of range) stops the pass with a message giving the byte offset
  * of the packet and what was expected.
  */
+#include "perfetto_proto.h" /* the field numbers, the library's writers' own */
 #include "protobuf.h"
 #include "reader.h"
 #include "track_lane.h"
@@ -299,8 +300,8 @@ static int pr_interned(pr_state_t *st, pr_strmap_t *m, const uint8_t *p, size_t 
   size_t nlen = 0;
   int r;
   while ((r = lp_pb_next(&p, e, &f)) > 0) {
-    if (f.num == 1 && f.wire == 0) iid = f.v;
-    if (f.num == 2 && f.wire == 2) {
+    if (f.num == IN_IID && f.wire == 0) iid = f.v;
+    if (f.num == IN_NAME && f.wire == 2) {
       name = f.p;
       nlen = f.len;
     }
@@ -317,7 +318,7 @@ static int pr_interned_data(pr_state_t *st, pr_seq_t *q, const uint8_t *p, size_
   int r;
   while ((r = lp_pb_next(&p, e, &f)) > 0) {
     if (f.wire != 2) continue;
-    pr_strmap_t *m = f.num == 1 ? &q->cats : f.num == 2 ? &q->names : f.num == 3 ? &q->dnames : NULL;
+    pr_strmap_t *m = f.num == ID_CATEGORIES ? &q->cats : f.num == ID_NAMES ? &q->names : f.num == ID_DEBUG_NAMES ? &q->dnames : NULL;
     if (m && pr_interned(st, m, f.p, f.len)) return LP_READ_BAD;
   }
   return r < 0 ? pr_bad(st, "malformed interned_data") : 0;
@@ -342,15 +343,15 @@ static int pr_clock_snapshot(pr_state_t *st, pr_seq_t *q, const uint8_t *p, size
   size_t n = 0;
   int r;
   while ((r = lp_pb_next(&p, e, &f)) > 0) {
-    if (f.num != 1 || f.wire != 2) continue;
+    if (f.num != CS_CLOCKS || f.wire != 2) continue;
     const uint8_t *c = f.p, *ce = f.p + f.len;
     pr_clock_t k = {0, 0, 0, 0, 1, false};
     int r2;
     while ((r2 = lp_pb_next(&c, ce, &g)) > 0) {
-      if (g.num == 1) k.id = (uint32_t)g.v;
-      if (g.num == 2) k.snap = g.v;
-      if (g.num == 3) k.incremental = g.v != 0;
-      if (g.num == 4) k.mult = g.v ? g.v : 1;
+      if (g.num == CLK_ID) k.id = (uint32_t)g.v;
+      if (g.num == CLK_TS) k.snap = g.v;
+      if (g.num == CLK_INCREMENTAL) k.incremental = g.v != 0;
+      if (g.num == CLK_UNIT_MULTIPLIER) k.mult = g.v ? g.v : 1;
     }
     if (r2 < 0) return pr_bad(st, "malformed clock in a clock snapshot");
     if (n < sizeof cl / sizeof cl[0]) cl[n++] = k;
@@ -395,8 +396,8 @@ static int pr_clock_snapshot(pr_state_t *st, pr_seq_t *q, const uint8_t *p, size
 
 /* The time of a packet on BOOTTIME; false if its clock is not known. */
 static bool pr_time(pr_state_t *st, pr_seq_t *q, uint32_t clock, uint64_t ts, int64_t *out) {
-  if (clock == 0) clock = q && q->clock_id ? q->clock_id : 6;
-  if (clock >= 64) {
+  if (clock == 0) clock = q && q->clock_id ? q->clock_id : CLOCK_BOOTTIME_ID;
+  if (clock >= CLOCK_LANE) { /* a clock of the sequence's own */
     for (uint32_t k = 0; q && k < q->nclocks; k++) {
       pr_clock_t *c = &q->clocks[k];
       if (c->id != clock) continue;
@@ -452,35 +453,36 @@ static int pr_descriptor(pr_state_t *st, pr_seq_t *q, const uint8_t *p, size_t l
   int r;
   while ((r = lp_pb_next(&p, e, &f)) > 0) {
     switch (f.num) {
-    case 1: uuid = f.v; break;
-    case 5: parent = f.v; break;
-    case 14:
+    case TD_UUID: uuid = f.v; break;
+    case TD_PARENT: parent = f.v; break;
+    case TD_DESCRIPTION:
       if (f.wire == 2) {
         desc = f.p;
         dlen = f.len;
       }
       break;
-    case 2: case 10: case 13:
+    case TD_NAME: case TD_STATIC_NAME: case TD_ATRACE_NAME:
       if (f.wire == 2) {
         name = f.p;
         nlen = f.len;
       }
       break;
-    case 8: counter = true; break;
-    case 3: case 4: {
+    case TD_COUNTER: counter = true; break;
+    case TD_PROCESS: case TD_THREAD: {
       if (f.wire != 2) break;
       const uint8_t *d = f.p, *de = f.p + f.len;
       int r2;
-      if (f.num == 3) process = true;
+      if (f.num == TD_PROCESS) process = true;
       else thread = true;
+      _Static_assert(PD_PID == THD_PID, "a process's and a thread's pid are one field");
       while ((r2 = lp_pb_next(&d, de, &g)) > 0) {
-        if (g.num == 1 && g.wire == 0) pid = (int64_t)(int32_t)g.v;
-        if (f.num == 4 && g.num == 2 && g.wire == 0) tid = (int64_t)g.v;
-        if (f.num == 4 && g.num == 5 && g.wire == 2) {
+        if (g.num == PD_PID && g.wire == 0) pid = (int64_t)(int32_t)g.v;
+        if (f.num == TD_THREAD && g.num == THD_TID && g.wire == 0) tid = (int64_t)g.v;
+        if (f.num == TD_THREAD && g.num == THD_NAME && g.wire == 2) {
           tname = g.p;
           tnlen = g.len;
         }
-        if (f.num == 3 && g.num == 6 && g.wire == 2) {
+        if (f.num == TD_PROCESS && g.num == PD_NAME && g.wire == 2) {
           pname = g.p;
           pnlen = g.len;
         }
@@ -611,16 +613,16 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
   int r;
   while ((r = lp_pb_next(&p, e, &f)) > 0) {
     switch (f.num) {
-    case 9: type = f.v; has_type = true; break;
-    case 11: track = f.v; has_track = true; break;
-    case 1: case 16:
+    case TE_TYPE: type = f.v; has_type = true; break;
+    case TE_TRACK_UUID: track = f.v; has_track = true; break;
+    case TE_DELTA_US: case TE_ABSOLUTE_US:
       if (f.wire == 0) {
         us = (int64_t)f.v;
-        if (f.num == 1 || us_kind != 1) us_kind = f.num == 1 ? 1 : 2; /* a delta wins, as in Perfetto */
+        if (f.num == TE_DELTA_US || us_kind != 1) us_kind = f.num == TE_DELTA_US ? 1 : 2; /* a delta wins, as in Perfetto */
       }
       break;
-    case 10: name_iid = f.v; has_name_iid = true; break;
-    case 23:
+    case TE_NAME_IID: name_iid = f.v; has_name_iid = true; break;
+    case TE_NAME:
       if (f.wire == 2) {
         if (f.len > LP_READ_MAX_NAME) return pr_bad(st, "an event's name longer than 1 MiB: no label is that long");
         size_t n = lp_name_len(f.p, f.len) + 1;
@@ -634,18 +636,18 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
         has_name = true;
       }
       break;
-    case 30: value = (int64_t)f.v; has_value = true; break;
-    case 44:
+    case TE_COUNTER_VALUE: value = (int64_t)f.v; has_value = true; break;
+    case TE_DOUBLE_COUNTER_VALUE:
       if (f.wire == 1) {
         memcpy(&dv, &f.v, sizeof dv);
         has_value = dvalue = true;
       }
       break;
-    case 3: case 22: {
+    case TE_CATEGORY_IIDS: case TE_CATEGORIES: {
       /* Categories, interned or inline, joined with ',' in st->cats. */
       const char *c = NULL;
       size_t n = 0;
-      if (f.num == 3) {
+      if (f.num == TE_CATEGORY_IIDS) {
         if (!(c = q ? pr_get(&q->cats, f.v) : NULL)) return pr_bad(st, "a category iid that was not interned on its sequence");
         n = strlen(c);
       } else if (f.wire == 2) {
@@ -671,7 +673,7 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
       st->cats_len += n;
       break;
     }
-    case 4: {
+    case TE_DEBUG: {
       if (f.wire != 2) break;
       const uint8_t *d = f.p, *de = f.p + f.len;
       char an[64], av[64];
@@ -680,13 +682,13 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
       bool has_au = false;
       int r2;
       while ((r2 = lp_pb_next(&d, de, &g)) > 0) {
-        if (g.num == 10 && g.wire == 2) pr_copy(an, sizeof an, g.p, g.len);
-        if (g.num == 1 && g.wire == 0) {
+        if (g.num == DA_NAME && g.wire == 2) pr_copy(an, sizeof an, g.p, g.len);
+        if (g.num == DA_NAME_IID && g.wire == 0) {
           const char *s = q ? pr_get(&q->dnames, g.v) : NULL;
           if (s) pr_copy(an, sizeof an, s, strlen(s));
         }
-        if (g.num == 6 && g.wire == 2) pr_copy(av, sizeof av, g.p, g.len);
-        if (g.num == 3 && g.wire == 0) {
+        if (g.num == DA_STRING && g.wire == 2) pr_copy(av, sizeof av, g.p, g.len);
+        if (g.num == DA_UINT && g.wire == 0) {
           au = g.v;
           has_au = true;
         }
@@ -704,23 +706,23 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
       if (strcmp(an, "mode") == 0) memcpy(mode, av, sizeof av);
       break;
     }
-    case 6: { /* legacy_event: phase and duration */
+    case TE_LEGACY: { /* legacy_event: phase and duration */
       if (f.wire != 2) break;
       const uint8_t *d = f.p, *de = f.p + f.len;
       int r2;
       while ((r2 = lp_pb_next(&d, de, &g)) > 0) {
-        if (g.num == 1 && g.wire == 0) {
+        if (g.num == LE_NAME_IID && g.wire == 0) {
           name_iid = g.v;
           has_name_iid = true;
         }
-        if (g.num == 2 && g.wire == 0) legacy_phase = (int)g.v;
-        if (g.num == 3 && g.wire == 0) legacy_dur = (int64_t)g.v;
-        if (g.num == 14 && g.wire == 0) legacy_scope = (int)g.v;
-        if (g.num == 18 && g.wire == 0) {
+        if (g.num == LE_PHASE && g.wire == 0) legacy_phase = (int)g.v;
+        if (g.num == LE_DURATION_US && g.wire == 0) legacy_dur = (int64_t)g.v;
+        if (g.num == LE_INSTANT_SCOPE && g.wire == 0) legacy_scope = (int)g.v;
+        if (g.num == LE_PID_OVERRIDE && g.wire == 0) {
           pid_override = (int32_t)g.v;
           has_pid_override = true;
         }
-        if (g.num == 19 && g.wire == 0) {
+        if (g.num == LE_TID_OVERRIDE && g.wire == 0) {
           tid_override = (int32_t)g.v;
           has_tid_override = true;
         }
@@ -787,14 +789,14 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
     if ((r = st->sink->event(st->sink->ctx, &tn)) != 0) return r;
   }
   if (legacy_phase == 'i' || legacy_phase == 'I') {
-    if (legacy_scope == 1) ev.pid = ev.tid = 0; /* global: the trace's own lane */
-    if (legacy_scope == 2) ev.tid = 0;          /* the process's */
+    if (legacy_scope == LE_SCOPE_GLOBAL) ev.pid = ev.tid = 0; /* the trace's own lane */
+    if (legacy_scope == LE_SCOPE_PROCESS) ev.tid = 0;        /* the process's */
   }
   if (type == 0 && legacy_phase) {
     switch (legacy_phase) {
-    case 'B': type = 1; break;
-    case 'E': type = 2; break;
-    case 'I': case 'i': type = 3; break;
+    case 'B': type = TYPE_SLICE_BEGIN; break;
+    case 'E': type = TYPE_SLICE_END; break;
+    case 'I': case 'i': type = TYPE_INSTANT; break;
     case 'X':
       if (legacy_dur < 0 || legacy_dur > PR_TIME_LIMIT / 1000) return pr_bad(st, "a complete event's duration out of range");
       ev.kind = LP_EV_COMPLETE;
@@ -810,14 +812,14 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
     }
   }
   switch (type) {
-  case 1: ev.kind = LP_EV_BEGIN; break;
-  case 2: ev.kind = LP_EV_END; ev.name = ""; break;
-  case 3:
+  case TYPE_SLICE_BEGIN: ev.kind = LP_EV_BEGIN; break;
+  case TYPE_SLICE_END: ev.kind = LP_EV_END; ev.name = ""; break;
+  case TYPE_INSTANT:
     if (has_name && strcmp(name, "labelprof session") == 0 && t && t->tid == 0) /* the session's note */
       return pr_session_note(st, said, has_said, policy);
     ev.kind = LP_EV_INSTANT;
     break;
-  case 4:
+  case TYPE_COUNTER:
     if (!has_value) return pr_bad(st, "a counter event without a value");
     ev.kind = LP_EV_COUNTER;
     ev.name = t && t->name ? t->name : name;
@@ -851,10 +853,10 @@ static int pr_legacy_descriptor(pr_state_t *st, pr_seq_t *q, bool thread, const 
   size_t nlen = 0;
   int r;
   while ((r = lp_pb_next(&p, e, &f)) > 0) {
-    if (f.num == 1 && f.wire == 0) pid = (int32_t)f.v;
-    if (thread && f.num == 2 && f.wire == 0) tid = (int64_t)f.v;
-    if (thread && f.num == 6 && f.wire == 0) ref_us = (int64_t)f.v;
-    if (f.num == (thread ? 5u : 6u) && f.wire == 2) {
+    if (f.num == PD_PID && f.wire == 0) pid = (int32_t)f.v; /* THD_PID too */
+    if (thread && f.num == THD_TID && f.wire == 0) tid = (int64_t)f.v;
+    if (thread && f.num == THD_REFERENCE_US && f.wire == 0) ref_us = (int64_t)f.v;
+    if (f.num == (thread ? (unsigned)THD_NAME : (unsigned)PD_NAME) && f.wire == 2) {
       name = f.p;
       nlen = f.len;
     }
@@ -892,40 +894,40 @@ static int pr_packet(pr_state_t *st, const uint8_t *p, size_t len) {
   while ((r = lp_pb_next(&e, end, &f)) > 0) {
     bool ld = f.wire == 2, vi = f.wire == 0;
     switch (f.num) {
-    case 10: if (vi) seq = (uint32_t)f.v; break;
-    case 13: if (vi) flags = (uint32_t)f.v; break;
-    case 41: if (vi) cleared = f.v != 0; break;
-    case 8: if (vi) { ts = f.v; has_ts = true; } break;
-    case 58: if (vi) clock = (uint32_t)f.v; break;
-    case 11: if (ld) { te = f.p; tel = f.len; } break;
-    case 60: if (ld) { td = f.p; tdl = f.len; } break;
-    case 12: if (ld) { in = f.p; inl = f.len; } break;
-    case 6: if (ld) { cs = f.p; csl = f.len; } break;
-    case 59: if (ld) { def = f.p; defl = f.len; } break;
-    case 44: if (ld) { thd = f.p; thdl = f.len; } break;
-    case 43: if (ld) { prd = f.p; prdl = f.len; } break;
+    case TP_SEQ_ID: if (vi) seq = (uint32_t)f.v; break;
+    case TP_SEQ_FLAGS: if (vi) flags = (uint32_t)f.v; break;
+    case TP_INCREMENTAL_CLEARED: if (vi) cleared = f.v != 0; break;
+    case TP_TIMESTAMP: if (vi) { ts = f.v; has_ts = true; } break;
+    case TP_CLOCK_ID: if (vi) clock = (uint32_t)f.v; break;
+    case TP_TRACK_EVENT: if (ld) { te = f.p; tel = f.len; } break;
+    case TP_TRACK_DESCRIPTOR: if (ld) { td = f.p; tdl = f.len; } break;
+    case TP_INTERNED: if (ld) { in = f.p; inl = f.len; } break;
+    case TP_CLOCK_SNAPSHOT: if (ld) { cs = f.p; csl = f.len; } break;
+    case TP_DEFAULTS: if (ld) { def = f.p; defl = f.len; } break;
+    case TP_THREAD_DESCRIPTOR: if (ld) { thd = f.p; thdl = f.len; } break;
+    case TP_PROCESS_DESCRIPTOR: if (ld) { prd = f.p; prdl = f.len; } break;
     default: break;
     }
   }
   if (r < 0) return pr_bad(st, "malformed trace packet (a varint or a length runs past the packet)");
   pr_seq_t *q = pr_seq(st, seq);
   if (!q) return lp_mem_fail(st->mem, &st->pos);
-  if ((flags & 1) || cleared) {
+  if ((flags & SEQ_CLEARED) || cleared) {
     pr_seq_clear(st->mem, q);
     q->valid = true;
   }
-  if ((flags & 2) && !q->valid) return 0; /* its state was lost (or never written): skipped */
+  if ((flags & SEQ_NEEDS_STATE) && !q->valid) return 0; /* its state was lost (or never written): skipped */
   if (def) {
     const uint8_t *d = def, *de = def + defl;
     lp_pb_field_t g, h;
     int r2;
     while ((r2 = lp_pb_next(&d, de, &g)) > 0) {
-      if (g.num == 58 && g.wire == 0) q->clock_id = (uint32_t)g.v;
-      if (g.num == 11 && g.wire == 2) {
+      if (g.num == DEF_CLOCK_ID && g.wire == 0) q->clock_id = (uint32_t)g.v;
+      if (g.num == DEF_TRACK_EVENT && g.wire == 2) {
         const uint8_t *k = g.p, *ke = g.p + g.len;
         int r3;
         while ((r3 = lp_pb_next(&k, ke, &h)) > 0)
-          if (h.num == 11 && h.wire == 0) {
+          if (h.num == TED_TRACK_UUID && h.wire == 0) {
             q->track = h.v;
             q->has_track = true;
           }
@@ -953,7 +955,7 @@ static int pr_packet(pr_state_t *st, const uint8_t *p, size_t len) {
 
 static int pr_sniff(const unsigned char *head, size_t n) {
   /* Trace.packet (field 1, length-delimited), a plausible length, and a first field that parses. */
-  if (n < 3 || head[0] != 0x0a) return 0;
+  if (n < 3 || head[0] != TRACE_PACKET_TAG) return 0;
   const uint8_t *p = head, *end = head + n;
   lp_pb_field_t f;
   if (lp_pb_next(&p, end, &f) <= 0) {
@@ -999,7 +1001,7 @@ static int pr_read(lp_input_t *in, const lp_sink_t *sink) {
     bool complete = false;
     if (have - at >= 1) {
       st.pos.offset = base + at;
-      if (buf[at] != 0x0a) {
+      if (buf[at] != TRACE_PACKET_TAG) {
         uint8_t tag = buf[at];
         if ((tag & 7) > 5 || tag == 0) {
           rc = pr_bad(&st, "expected a trace packet (field 1 of Trace, length-delimited)");
@@ -1038,7 +1040,7 @@ static int pr_read(lp_input_t *in, const lp_sink_t *sink) {
       }
     }
     if (complete) {
-      if (buf[at] == 0x0a) rc = pr_packet(&st, buf + at + hdr, (size_t)len);
+      if (buf[at] == TRACE_PACKET_TAG) rc = pr_packet(&st, buf + at + hdr, (size_t)len);
       at += need;
       if (rc) break;
       continue;
