@@ -110,6 +110,8 @@ typedef enum lp__owner { LP__PROGRAM = 0, LP__ENV = 1, LP__OWNERS = 2 } lp__owne
 
 /* ---- util.c ------------------------------------------------------------- */
 
+/* "labelprof: MESSAGE" and a newline on stderr, the one way the library tells the user something. */
+void lp__warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* A pthread call that cannot fail unless memory is corrupt: report and abort. */
 void lp__fatal(const char *what, int rc);
 void lp__lock(pthread_mutex_t *m);
