@@ -43,6 +43,16 @@ static inline uint32_t lp__hash64(uint64_t x) {
   return (uint32_t)x;
 }
 
+/*
+ * The home slot, under mask, of a pointer kept as the key of a table of its
+ * own (the exports' tables of sites and names, which keep the key and its
+ * value in the slot): its alignment's zero bits dropped, then Fibonacci
+ * hashing.
+ */
+static inline uint32_t lp__ptr_home(const void *p, uint32_t mask) {
+  return (uint32_t)(((uintptr_t)p >> 3) * 0x9e3779b1u) & mask;
+}
+
 typedef struct lp__index {
   uint32_t *slot; /* an entry's position + 1; 0: empty */
   uint32_t mask;  /* the slots less one; 0 while there are none */

@@ -83,6 +83,7 @@
 /* The library's own units need no check of the header's ABI against themselves (labelprof/impl.h). */
 #define LP_IMPL_LIBRARY 1
 #include "labelprof.h"
+#include "index.h"   /* the one small hash table */
 #include "jsonesc.h"
 #include "pb.h"
 #include "testing.h" /* the hooks the tests reach the library through */

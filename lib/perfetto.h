@@ -44,7 +44,7 @@ typedef struct lp__pf_seq {
 /* The slot of key on the sequence, or UINT32_MAX. */
 static inline uint32_t lp__pf_find(const lp__pf_seq_t *q, const void *key) {
   if (!q->keys) return UINT32_MAX;
-  for (uint32_t h = (uint32_t)(((uintptr_t)key >> 3) * 0x9e3779b1u) & q->kmask;; h = (h + 1) & q->kmask) {
+  for (uint32_t h = lp__ptr_home(key, q->kmask);; h = (h + 1) & q->kmask) {
     if (!q->keys[h]) return UINT32_MAX;
     if (q->keys[h] == key) return h;
   }
