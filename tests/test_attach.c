@@ -452,6 +452,43 @@ static void test_attach_sees_threads_past_the_first_slots(void) {
   lp_remote_close(r);
 }
 
+/* ---- labels by the thousand ---- */
+
+/*
+ * Sites past the tables' first sizes (1,024 site slots, 256 text slots):
+ * 1,500 sites with 700 texts, each text at two or three sites. Every site
+ * keeps its text, sites of one text share one id and texts have ids of
+ * their own, asked again after the tables grew.
+ */
+#define WIDE_SITES 1500
+#define WIDE_TEXTS 700
+
+static void test_attach_labels_past_the_first_table_sizes(void) {
+  lp_remote_t *r = open_self();
+  if (!r) return;
+  static lp_site_t sites[WIDE_SITES];
+  static char texts[WIDE_TEXTS][24]; /* "wide " and any int */
+  static uint32_t ids[WIDE_SITES];
+  for (int t = 0; t < WIDE_TEXTS; t++) snprintf(texts[t], sizeof texts[t], "wide %d", t);
+  for (int s = 0; s < WIDE_SITES; s++) sites[s].label = texts[s % WIDE_TEXTS];
+  for (int round = 0; round < 2; round++) {
+    int bad = 0;
+    for (int s = 0; s < WIDE_SITES; s++) {
+      uint32_t id = lp_remote_label(r, (uint64_t)(uintptr_t)&sites[s]);
+      if (id == LP_REMOTE_NOLABEL || strcmp(lp_remote_text(r, id), texts[s % WIDE_TEXTS]) != 0) bad++;
+      if (round == 0) ids[s] = id;
+      else if (id != ids[s]) bad++;
+      if (s >= WIDE_TEXTS && id != ids[s - WIDE_TEXTS]) bad++; /* the same text, the same id */
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+  }
+  int shared = 0; /* ids of different texts */
+  for (int a = 0; a < WIDE_TEXTS; a++)
+    for (int b = a + 1; b < WIDE_TEXTS; b++) shared += ids[a] == ids[b];
+  CU_ASSERT_EQUAL(shared, 0);
+  lp_remote_close(r);
+}
+
 /* ---- a forked child keeps only its own thread ---- */
 
 static void test_attach_forked_child_shows_one_thread(void) {
@@ -618,6 +655,7 @@ int main(void) {
       LP_TEST(test_attach_frames_rewritten_after_the_word_are_not_kept),
       LP_TEST(test_attach_never_keeps_a_torn_stack),
       LP_TEST(test_attach_sees_threads_past_the_first_slots),
+      LP_TEST(test_attach_labels_past_the_first_table_sizes),
       LP_TEST(test_attach_forked_child_shows_one_thread),
       LP_TEST(test_attach_refuses_wrong_targets),
       LP_TEST(test_attach_says_why_it_is_refused),

@@ -59,18 +59,13 @@ static uint64_t cpu_now(void) {
 
 /* ---- trees ---- */
 
-static uint32_t node_hash(uint32_t parent, uint32_t label) { return lp_remote_hash((uint64_t)parent << 32 | label); }
+static uint32_t node_hash(uint32_t parent, uint32_t label) { return lp__hash64((uint64_t)parent << 32 | label); }
 
 int lp_top_tree_init(lp_top_tree_t *t) {
   memset(t, 0, sizeof *t);
   t->cap = 16;
   t->nodes = malloc(t->cap * sizeof *t->nodes);
-  t->slots = calloc(32, sizeof *t->slots);
-  if (!t->nodes || !t->slots) {
-    lp_top_tree_free(t);
-    return -1;
-  }
-  t->mask = 31;
+  if (!t->nodes) return -1;
   t->n = 1;
   t->nodes[0] = (lp_top_node_t){LP_REMOTE_NOLABEL, UINT32_MAX, UINT32_MAX, UINT32_MAX, {0}, {0}};
   return 0;
@@ -78,15 +73,15 @@ int lp_top_tree_init(lp_top_tree_t *t) {
 
 void lp_top_tree_free(lp_top_tree_t *t) {
   free(t->nodes);
-  free(t->slots);
+  free(t->index.slot);
   memset(t, 0, sizeof *t);
 }
 
 uint32_t lp_top_tree_child(lp_top_tree_t *t, uint32_t parent, uint32_t label) {
-  uint32_t i = node_hash(parent, label) & t->mask;
-  for (; t->slots[i]; i = (i + 1) & t->mask) {
-    const lp_top_node_t *k = &t->nodes[t->slots[i] - 1];
-    if (k->parent == parent && k->label == label) return t->slots[i] - 1;
+  uint32_t h = node_hash(parent, label);
+  for (uint32_t at, e = lp__index_first(&t->index, h, &at); e; e = lp__index_next(&t->index, &at)) {
+    const lp_top_node_t *k = &t->nodes[e - 1];
+    if (k->parent == parent && k->label == label) return e - 1;
   }
   if (t->n == UINT32_MAX - 1) return UINT32_MAX;
   if (t->n == t->cap) {
@@ -95,24 +90,17 @@ uint32_t lp_top_tree_child(lp_top_tree_t *t, uint32_t parent, uint32_t label) {
     t->nodes = nodes;
     t->cap *= 2;
   }
-  if ((t->n + 1) * 2 > t->mask + 1) { /* rehash at half full */
-    uint32_t size = (t->mask + 1) * 2;
-    uint32_t *slots = calloc(size, sizeof *slots);
-    if (!slots) return UINT32_MAX;
-    for (uint32_t k = 1; k < t->n; k++) {
-      uint32_t j = node_hash(t->nodes[k].parent, t->nodes[k].label) & (size - 1);
-      while (slots[j]) j = (j + 1) & (size - 1);
-      slots[j] = k + 1;
-    }
-    free(t->slots);
-    t->slots = slots;
-    t->mask = size - 1;
-    for (i = node_hash(parent, label) & t->mask; t->slots[i];) i = (i + 1) & t->mask;
+  uint64_t want = lp__index_wants(&t->index, t->n - 1, 32); /* the root is in no slot */
+  if (want) {
+    uint32_t *fresh = want == UINT64_MAX ? NULL : calloc((size_t)want, sizeof *fresh);
+    if (!fresh) return UINT32_MAX;
+    free(lp__index_move(&t->index, fresh, want));
+    for (uint32_t k = 1; k < t->n; k++) lp__index_put(&t->index, node_hash(t->nodes[k].parent, t->nodes[k].label), k);
   }
   uint32_t k = t->n++;
   t->nodes[k] = (lp_top_node_t){label, parent, UINT32_MAX, t->nodes[parent].kid, {0}, {0}};
   t->nodes[parent].kid = k;
-  t->slots[i] = k + 1;
+  lp__index_put(&t->index, h, k);
   return k;
 }
 

@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include "attach.h"
+#include "index.h" /* the one small hash table */
 
 /*
  * Counts are kept for three windows: the interval running now, the whole
@@ -33,8 +34,7 @@ typedef struct lp_top_node {
 typedef struct lp_top_tree {
   lp_top_node_t *nodes; /* nodes[0] is the root */
   uint32_t n, cap;
-  uint32_t *slots; /* (parent, label) -> node + 1 */
-  uint32_t mask;
+  lp__index_t index; /* the nodes by (parent, label) */
 } lp_top_tree_t;
 
 int lp_top_tree_init(lp_top_tree_t *t);
