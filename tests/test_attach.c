@@ -530,7 +530,7 @@ static void test_attach_forked_child_shows_one_thread(void) {
   }
   CU_ASSERT_EQUAL(write(to_child[1], "x", 1), 1);
   int status;
-  CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
+  CU_ASSERT_EQUAL(lp_test_wait(pid, 0, &status), 0);
   CU_ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   for (int i = 0; i < 2; i++) {
     close(to_child[i]);
@@ -549,7 +549,7 @@ static void test_attach_refuses_wrong_targets(void) {
   CU_ASSERT_TRUE_FATAL(pid >= 0);
   if (pid == 0) _exit(0);
   int status;
-  CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
+  CU_ASSERT_EQUAL(lp_test_wait(pid, 0, &status), 0);
   CU_ASSERT_EQUAL(lp_remote_open(pid, &r, why, sizeof why), LP_REMOTE_GONE);
   CU_ASSERT_PTR_NOT_NULL(strstr(why, "no process"));
   CU_ASSERT_PTR_NULL(r);
@@ -571,7 +571,7 @@ static void test_attach_refuses_wrong_targets(void) {
   CU_ASSERT_EQUAL(lp_remote_open(pid, &r, why, sizeof why), LP_REMOTE_NONE);
   CU_ASSERT_PTR_NOT_NULL(strstr(why, "does not use labelprof"));
   kill(pid, SIGKILL);
-  waitpid(pid, &status, 0);
+  (void)lp_test_wait(pid, 0, &status);
 }
 
 static void test_attach_says_why_it_is_refused(void) {

@@ -1608,7 +1608,7 @@ static void test_cmd_stdin_read_as_needed(void) {
   close(fds[1]);
   signal(SIGPIPE, was);
   int st;
-  CU_ASSERT_EQUAL_FATAL(waitpid(pid, &st, 0), pid);
+  CU_ASSERT_EQUAL_FATAL(lp_test_wait(pid, 0, &st), 0);
   CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 2);
   CU_ASSERT(written < (8u << 20)); /* the pipe's buffer and the first read, not the whole stream */
   char *said = lp_test_slurp(err);

@@ -958,7 +958,7 @@ static void test_collector_fifo_granted_or_refused(void) {
     _exit(bad ? 13 : 0);
   }
   int status;
-  CU_ASSERT_EQUAL_FATAL(waitpid(pid, &status, 0), pid);
+  CU_ASSERT_EQUAL_FATAL(lp_test_wait(pid, 0, &status), 0);
   CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   if (!WIFEXITED(status) || WEXITSTATUS(status)) printf("\n    child: %d ", WEXITSTATUS(status));
   char *err = lp_test_slurp(errp);
