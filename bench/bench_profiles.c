@@ -10,7 +10,7 @@
  */
 #include "bench.h"
 
-#include "internal.h"
+#include "testing.h" /* lp__profile_start_manual, lp__profile_sample_now */
 #include <labelprof.h>
 #include <pthread.h>
 #include <stdatomic.h>

@@ -1,7 +1,7 @@
 /*
  * bench_top.c: what `labelprof top` costs, itself and the process it reads.
  *
- * 1. A pass of the reader (tools/attach.c), on this process's own threads,
+ * 1. A pass of the reader (tools/read/attach.c), on this process's own threads,
  *    through process_vm_readv exactly as labelprof top reads another
  *    process: 1, 16 and 256 threads each waiting inside two labels (their
  *    words do not change: a pass reads the slots and the words), and one

@@ -1,7 +1,7 @@
 /*
  * attach_abi.h: what a process that uses labelprof shows a reader outside
  * it (`labelprof top PID`). Private, never installed; the library
- * (lib/attach.c) and the command (tools/attach.c) both include it. It
+ * (lib/attach.c) and the command (tools/read/attach.c) both include it. It
  * needs nothing but <stdint.h>.
  *
  * How a reader finds it. The library carries an ELF note in a loaded

@@ -726,13 +726,12 @@ static void decide(void) {
       use = true;
       snprintf(reason, sizeof reason, "%s (%s%s%s)", COUNTER_NAME, forced, sound ? "; " : ", although ", why);
       if (!sound)
-        fprintf(stderr, "labelprof: %s: stamping events with the %s although %s; exported times may be wrong\n",
-                forced, COUNTER_NAME, why);
+        lp__warn("%s: stamping events with the %s although %s; exported times may be wrong", forced, COUNTER_NAME, why);
     }
 #else
     snprintf(reason, sizeof reason, "clock_gettime (no cycle counter on this architecture)");
     if (want == LP_CLOCK_TSC)
-      fprintf(stderr, "labelprof: %s: no cycle counter on this architecture; using clock_gettime\n", forced);
+      lp__warn("%s: no cycle counter on this architecture; using clock_gettime", forced);
 #endif
   }
   use_counter = use;

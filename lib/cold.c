@@ -86,7 +86,7 @@ uint64_t lp_impl_leave_cold(const lp_site_t *site, uint64_t word) { return lp_im
 uint64_t lp_impl_end_cold(void) { return lp_impl_end_cold_in(); }
 
 void lp_impl_never(void) {
-  fputs("labelprof: internal error: a label's cold path returned LP_IMPL_NEVER\n", stderr);
+  lp__warn("internal error: a label's cold path returned LP_IMPL_NEVER");
   abort();
 }
 

@@ -509,10 +509,9 @@ static void apply_sched(void) {
       a.sched_runtime = 0;
       int rc = set_attr(&a);
       if (rc != 0) {
-        fprintf(stderr,
-                "labelprof: the collector cannot run as SCHED_FIFO %u (%s: it needs CAP_SYS_NICE or RLIMIT_RTPRIO "
-                "of %u); it asks for a short slice instead\n",
-                prio_want, lp_strerror(rc), prio_want);
+        lp__warn("the collector cannot run as SCHED_FIFO %u (%s: it needs CAP_SYS_NICE or RLIMIT_RTPRIO of %u); it "
+                 "asks for a short slice instead",
+                 prio_want, lp_strerror(rc), prio_want);
         want = LP_SCHED_SLICE;
       }
     }

@@ -49,7 +49,6 @@
 #include <limits.h>
 #include <semaphore.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,16 +71,6 @@ static bool at_exit_done;
 static int dump_signal;
 static sem_t dump_sem;
 static pthread_t dump_thread;
-
-static void warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void warn(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fputs("labelprof: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-}
 
 /* ---- the variables ------------------------------------------------------------ */
 
@@ -143,9 +132,9 @@ static void warn_unknown(void) {
     }
     if (ok) continue;
     if (best <= 3)
-      warn("%s is not a labelprof variable; did you mean %s?", name, known[which]);
+      lp__warn("%s is not a labelprof variable; did you mean %s?", name, known[which]);
     else
-      warn("%s is not a labelprof variable; ignoring it", name);
+      lp__warn("%s is not a labelprof variable; ignoring it", name);
   }
 }
 
@@ -204,7 +193,7 @@ static unsigned long number(const char *name, const char *v, unsigned long lo, u
   unsigned long n;
   if (!v) return def;
   if (!parse_whole(v, lo, hi, &n)) {
-    warn("%s='%s' is not a whole number%s from %lu to %lu; using the default, %lu", name, v, unit, lo, hi, def);
+    lp__warn("%s='%s' is not a whole number%s from %lu to %lu; using the default, %lu", name, v, unit, lo, hi, def);
     return def;
   }
   return n;
@@ -236,7 +225,7 @@ static int parse_report(const char *v, lp_print_opts_t *opts) {
     else if (strcmp(item, "cpu") == 0)
       opts->flags |= LP_PRINT_CPU;
     else if (!(strncmp(item, "min=", 4) == 0 && parse_percent(item + 4, &opts->min_percent)))
-      warn("LABELPROF_REPORT: '%s' not understood (expected threads, counts, flat, cpu, min=PERCENT from 0 to 100); "
+      lp__warn("LABELPROF_REPORT: '%s' not understood (expected threads, counts, flat, cpu, min=PERCENT from 0 to 100); "
            "ignoring it",
            item);
   }
@@ -267,7 +256,7 @@ static uint32_t parse_levels(const char *v) {
   }
   free(copy);
   if (bad || !levels) {
-    warn("LABELPROF_LEVELS='%s' is not a list of request, runtime, operator, debug, annotations, standard, all; using "
+    lp__warn("LABELPROF_LEVELS='%s' is not a list of request, runtime, operator, debug, annotations, standard, all; using "
          "standard (runtime,operator)",
          v);
     return LP_LEVEL_STANDARD;
@@ -279,7 +268,7 @@ static lp_trace_policy_t parse_mode(const char *v) {
   if (!v || strcmp(v, "discard") == 0) return LP_TRACE_DISCARD;
   if (strcmp(v, "ring") == 0) return LP_TRACE_RING;
   if (strcmp(v, "stream") == 0) return LP_TRACE_STREAM;
-  warn("LABELPROF_TRACE_MODE='%s' is none of discard, ring, stream; using the default, discard", v);
+  lp__warn("LABELPROF_TRACE_MODE='%s' is none of discard, ring, stream; using the default, discard", v);
   return LP_TRACE_DISCARD;
 }
 
@@ -293,7 +282,7 @@ static lp__format_t parse_format(const char *path) {
   if (v && strcmp(v, "json") == 0) return LP__FORMAT_JSON;
   if (v && strcmp(v, "perfetto") == 0) return LP__FORMAT_PERFETTO;
   if (v && strcmp(v, "systrace") == 0) return LP__FORMAT_SYSTRACE;
-  if (v) warn("LABELPROF_TRACE_FORMAT='%s' is none of json, perfetto, systrace; the name of the file decides", v);
+  if (v) lp__warn("LABELPROF_TRACE_FORMAT='%s' is none of json, perfetto, systrace; the name of the file decides", v);
   size_t n = path ? strlen(path) : 0;
   static const char *const ext[] = {".pftrace", ".perfetto-trace"};
   for (size_t i = 0; i < sizeof ext / sizeof ext[0]; i++)
@@ -305,7 +294,7 @@ static lp_clock_t parse_clock(const char *v) {
   if (!v || strcmp(v, "auto") == 0) return LP_CLOCK_AUTO;
   if (strcmp(v, "tsc") == 0) return LP_CLOCK_TSC;
   if (strcmp(v, "monotonic") == 0) return LP_CLOCK_MONOTONIC;
-  warn("LABELPROF_CLOCK='%s' is not auto, tsc or monotonic; using the default, auto", v);
+  lp__warn("LABELPROF_CLOCK='%s' is not auto, tsc or monotonic; using the default, auto", v);
   return LP_CLOCK_AUTO;
 }
 
@@ -331,7 +320,7 @@ static void parse_sched(const char *v, lp_profile_opts_t *o) {
       return;
     }
   }
-  warn("LABELPROF_COLLECTOR_SCHED='%s' is not slice, default, fifo or fifo:PRIO (1 to 99); using the default, "
+  lp__warn("LABELPROF_COLLECTOR_SCHED='%s' is not slice, default, fifo or fifo:PRIO (1 to 99); using the default, "
        "slice",
        v);
 }
@@ -386,7 +375,7 @@ static int signal_number(const char *var, const char *v, const char *instead) {
       sig = (int)n;
       refused_name = name_of(refused, NELEMS(refused), sig);
       if (!refused_name && !name_of(usable, NELEMS(usable), sig) && (sig < SIGRTMIN || sig > SIGRTMAX)) {
-        warn("%s='%s' is not a signal a program may take here (the real-time ones are %d to %d); %s", var, v,
+        lp__warn("%s='%s' is not a signal a program may take here (the real-time ones are %d to %d); %s", var, v,
              SIGRTMIN, SIGRTMAX, instead);
         return 0;
       }
@@ -397,7 +386,7 @@ static int signal_number(const char *var, const char *v, const char *instead) {
     bool ok = !s[5] || ((s[5] == '+') == (s[3] == 'I') && (s[5] == '+' || s[5] == '-') &&
                         digits(s + 6, span, &off, &end) && !*end);
     if (!ok) {
-      warn("%s='%s' is not a real-time signal: RTMIN+N or RTMAX-N with N from 0 to %lu; %s", var, v, span, instead);
+      lp__warn("%s='%s' is not a real-time signal: RTMIN+N or RTMAX-N with N from 0 to %lu; %s", var, v, span, instead);
       return 0;
     }
     return s[3] == 'I' ? SIGRTMIN + (int)off : SIGRTMAX - (int)off;
@@ -408,13 +397,13 @@ static int signal_number(const char *var, const char *v, const char *instead) {
       if (strcmp(s, refused[i].name) == 0) sig = refused[i].sig, refused_name = refused[i].name;
   }
   if (refused_name) {
-    warn("%s='%s' is SIG%s, which cannot be taken here (faults, KILL, STOP, PIPE, XFSZ, XCPU are refused; USR1, "
+    lp__warn("%s='%s' is SIG%s, which cannot be taken here (faults, KILL, STOP, PIPE, XFSZ, XCPU are refused; USR1, "
          "USR2 or RTMIN+N are the usual choices); %s",
          var, v, refused_name, instead);
     return 0;
   }
   if (!sig)
-    warn("%s='%s' is not a signal name (such as USR2 or RTMIN+1) or number; %s", var, v, instead);
+    lp__warn("%s='%s' is not a signal name (such as USR2 or RTMIN+1) or number; %s", var, v, instead);
   return sig;
 }
 
@@ -424,7 +413,7 @@ static int cpu_signal_number(const char *v) {
   int sig = signal_number("LABELPROF_CPU_SIGNAL", v, instead);
   if (sig && !lp__cpu_signal_ok(sig)) { /* one of `usable` (the others are refused above) */
     const char *name = name_of(usable, NELEMS(usable), sig);
-    warn("LABELPROF_CPU_SIGNAL='%s' is SIG%s, which the program needs as it is (the CPU samples take PROF, "
+    lp__warn("LABELPROF_CPU_SIGNAL='%s' is SIG%s, which the program needs as it is (the CPU samples take PROF, "
          "VTALRM, ALRM, USR1, USR2 or a real-time signal); %s",
          v, name ? name : "?", instead);
     sig = 0;
@@ -442,7 +431,7 @@ static char *resolve(const char *v) {
   char cwd[4096] = "", pid[24];
   bool relative = v[0] != '/';
   if (relative && !getcwd(cwd, sizeof cwd)) {
-    warn("cannot read the working directory (%s); '%s' stays relative", lp_strerror(-errno), v);
+    lp__warn("cannot read the working directory (%s); '%s' stays relative", lp_strerror(-errno), v);
     relative = false;
   }
   size_t npid = lp__decimal(pid, (unsigned long long)getpid());
@@ -507,7 +496,7 @@ static int profile_fn(const lp_profile_t *p, FILE *f, const lp_print_opts_t *o) 
 
 static int folded_fn(const lp_profile_t *p, FILE *f, const lp_print_opts_t *o) {
   if (!cpu_unmeasured(p, o)) return lp_profile_write_folded_ex(p, f, o); /* LABELPROF_REPORT=cpu: CPU microseconds */
-  warn("the folded stacks are sample counts, not CPU microseconds: CPU time was not measured (LABELPROF_CPU=0, or "
+  lp__warn("the folded stacks are sample counts, not CPU microseconds: CPU time was not measured (LABELPROF_CPU=0, or "
        "the program handles its signal)");
   return lp_profile_write_folded(p, f);
 }
@@ -522,7 +511,7 @@ static void write_report(const char *path, const char *what, const lp_profile_t 
     rc = f ? fn(p, f, &report_opts) : -ENOMEM;
     rc = lp__output_close(&out, rc);
   }
-  if (rc) warn("cannot write the %s to '%s': %s", what, path, lp_strerror(rc));
+  if (rc) lp__warn("cannot write the %s to '%s': %s", what, path, lp_strerror(rc));
 }
 
 /* pprof's format for LABELPROF_PROFILE=*.pb.gz and *.pprof. */
@@ -544,11 +533,11 @@ static void write_profile(const lp_profile_t *p, unsigned number) {
   else if (pp)
     write_report(pp, "profile", p, profile_fn);
   if (fp) write_report(fp, "folded stacks", p, folded_fn);
-  if ((profile_path && !pp) || (folded_path && !fp)) warn("out of memory naming a report");
+  if ((profile_path && !pp) || (folded_path && !fp)) lp__warn("out of memory naming a report");
   double got;
   uint32_t want;
   if (lp__profile_rate_low(p, &got, &want))
-    warn("the collector achieved only %.0f of the %u samples per second asked for (%.0f%%); see the report's "
+    lp__warn("the collector achieved only %.0f of the %u samples per second asked for (%.0f%%); see the report's "
          "header",
          got, want, 100.0 * got / want);
   free(pp);
@@ -559,20 +548,20 @@ static void write_trace(unsigned number) {
   if (trace_path) {
     char *tp = lp__path_numbered(trace_path, number);
     if (!tp) {
-      warn("out of memory naming the trace");
+      lp__warn("out of memory naming the trace");
     } else {
       int rc = lp__trace_write_as(LP__ENV, tp, NULL, trace_format);
-      if (rc) warn("cannot write the trace to '%s': %s", tp, lp_strerror(rc));
+      if (rc) lp__warn("cannot write the trace to '%s': %s", tp, lp_strerror(rc));
       free(tp);
     }
   }
   if (systrace_path) {
     char *sp = lp__path_numbered(systrace_path, number);
     if (!sp) {
-      warn("out of memory naming the systrace file");
+      lp__warn("out of memory naming the systrace file");
     } else {
       int rc = lp__trace_write_systrace(LP__ENV, sp);
-      if (rc) warn("cannot write the systrace file to '%s': %s", sp, lp_strerror(rc));
+      if (rc) lp__warn("cannot write the systrace file to '%s': %s", sp, lp_strerror(rc));
       free(sp);
     }
   }
@@ -654,21 +643,21 @@ static void note_drops(unsigned number) {
              grouped(d.stream_events, events, sizeof events), d.stream_threads, d.stream_threads == 1 ? "" : "s",
              bytes_text(d.stream_bytes, size, sizeof size), d.stream_files, d.stream_files == 1 ? "" : "s");
     if (!d.dropped)
-      warn("the stream '%s' %s; it dropped none", path, wrote);
+      lp__warn("the stream '%s' %s; it dropped none", path, wrote);
     else
-      warn("the stream '%s' %s; it dropped %s events while its writer fell behind: its %s budget "
+      lp__warn("the stream '%s' %s; it dropped %s events while its writer fell behind: its %s budget "
            "(LABELPROF_TRACE_BUFFER) was full, the first time %s into the %s session, so the file has gaps there. To "
            "keep them: a larger LABELPROF_TRACE_BUFFER (MiB), a faster disk or reader for the file, or fewer levels "
            "with LABELPROF_LEVELS",
            path, wrote, grouped(d.dropped, n, sizeof n), budget, at, len);
   }
   else if (d.ring)
-    warn("the trace '%s' lost %s events: its %s budget (LABELPROF_TRACE_BUFFER) filled %s into the %s "
+    lp__warn("the trace '%s' lost %s events: its %s budget (LABELPROF_TRACE_BUFFER) filled %s into the %s "
          "session, and the ring overwrote the oldest events from then on, so the file holds only the last part of "
          "the session. To keep more: a larger LABELPROF_TRACE_BUFFER (MiB), or fewer levels with LABELPROF_LEVELS",
          path, grouped(d.dropped, n, sizeof n), budget, at, len);
   else
-    warn("the trace '%s' dropped %s events: its %s budget (LABELPROF_TRACE_BUFFER) filled %s into the %s "
+    lp__warn("the trace '%s' dropped %s events: its %s budget (LABELPROF_TRACE_BUFFER) filled %s into the %s "
          "session, so the file covers only its first %s. To keep more: a larger LABELPROF_TRACE_BUFFER (MiB), "
          "LABELPROF_TRACE_MODE=ring to keep the last events instead of the first, or fewer levels with "
          "LABELPROF_LEVELS",
@@ -702,12 +691,12 @@ static void rotate_locked(void) {
   lp_profile_t *p = NULL;
   int rc = lp__profile_stop(LP__ENV, &p);
   if (rc) {
-    warn("could not finish the profile: %s", lp_strerror(rc));
+    lp__warn("could not finish the profile: %s", lp_strerror(rc));
     return;
   }
   rc = lp__profile_start(LP__ENV, &env_popts);
   if (rc) {
-    warn("cannot start the next profile: %s; no more periodic profiles", lp_strerror(rc));
+    lp__warn("cannot start the next profile: %s; no more periodic profiles", lp_strerror(rc));
     profiling = false;
   }
   write_profile(p, ++seq);
@@ -735,7 +724,7 @@ static void *every_main(void *arg) {
 static void start_every(void) {
   int rc = lp__thread_spawn(&every_thread, every_main, NULL, "labelprof-every");
   if (rc != 0) {
-    warn("LABELPROF_PROFILE_EVERY: cannot start its thread (%s); one profile at exit", lp_strerror(rc));
+    lp__warn("LABELPROF_PROFILE_EVERY: cannot start its thread (%s); one profile at exit", lp_strerror(rc));
     return;
   }
   pthread_detach(every_thread);
@@ -757,7 +746,7 @@ static uint64_t parse_every(void) {
     unit = 0;
   double ns = d * unit;
   if (errno || end == v || !(ns >= 1e7 && ns <= 86400e9)) {
-    warn("LABELPROF_PROFILE_EVERY='%s' is not a period from 10ms to 24h (such as 60s, 500ms, 5m); one profile at exit",
+    lp__warn("LABELPROF_PROFILE_EVERY='%s' is not a period from 10ms to 24h (such as 60s, 500ms, 5m); one profile at exit",
          v);
     return 0;
   }
@@ -783,7 +772,7 @@ static uint64_t parse_flush(const char *v) {
     unit = 3600e9;
   double ns = d * unit;
   if (errno || end == v || !(ns >= 1e6 && ns <= 3600e9)) {
-    warn("LABELPROF_TRACE_FLUSH='%s' is not a time from 1ms to 1h (such as 1s, 250ms, 2m); a stream is flushed each "
+    lp__warn("LABELPROF_TRACE_FLUSH='%s' is not a time from 1ms to 1h (such as 1s, 250ms, 2m); a stream is flushed each "
          "second",
          v);
     return 1000000000u;
@@ -809,7 +798,7 @@ static void parse_rotate(lp_trace_opts_t *t) {
   else if (strcmp(end, "m") == 0) ns = d * 60e9;
   else if (strcmp(end, "h") == 0) ns = d * 3600e9;
   if (errno || end == v || !((bytes >= 4096 && bytes <= 1e15) || (ns >= 1e9 && ns <= 365 * 86400e9))) {
-    warn("LABELPROF_TRACE_ROTATE='%s' is neither a size from 4K (such as 64M, 1G) nor a time from 1s (such as 30s, "
+    lp__warn("LABELPROF_TRACE_ROTATE='%s' is neither a size from 4K (such as 64M, 1G) nor a time from 1s (such as 30s, "
          "10m, 24h); the stream is not rotated",
          v);
     return;
@@ -844,12 +833,12 @@ static void on_dump_signal(int sig) {
 
 static void start_dumps(int sig) {
   if (sem_init(&dump_sem, 0, 0) != 0) {
-    warn("LABELPROF_DUMP_SIGNAL: cannot create a semaphore (%s); no dumps", lp_strerror(-errno));
+    lp__warn("LABELPROF_DUMP_SIGNAL: cannot create a semaphore (%s); no dumps", lp_strerror(-errno));
     return;
   }
   int rc = lp__thread_spawn(&dump_thread, dump_main, NULL, "labelprof-dump");
   if (rc != 0) {
-    warn("LABELPROF_DUMP_SIGNAL: cannot start the dump thread (%s); no dumps", lp_strerror(rc));
+    lp__warn("LABELPROF_DUMP_SIGNAL: cannot start the dump thread (%s); no dumps", lp_strerror(rc));
     return;
   }
   pthread_detach(dump_thread);
@@ -859,7 +848,7 @@ static void start_dumps(int sig) {
   sa.sa_flags = SA_RESTART;
   sigemptyset(&sa.sa_mask);
   if (sigaction(sig, &sa, NULL) != 0) {
-    warn("LABELPROF_DUMP_SIGNAL: cannot install the handler (%s); no dumps", lp_strerror(-errno));
+    lp__warn("LABELPROF_DUMP_SIGNAL: cannot install the handler (%s); no dumps", lp_strerror(-errno));
     return;
   }
   dump_signal = sig;
@@ -881,7 +870,7 @@ static void at_exit(void) {
   lp_profile_t *p = NULL;
   if (profiling) {
     int rc = lp__profile_stop(LP__ENV, &p);
-    if (rc) warn("could not finish the profile: %s", lp_strerror(rc));
+    if (rc) lp__warn("could not finish the profile: %s", lp_strerror(rc));
   }
   if (tracing) {
     lp__trace_stop(LP__ENV);
@@ -951,7 +940,7 @@ void lp__env_load(void) {
   lp__env_defaults(&vals);
   for (size_t i = 0; i < sizeof parsed / sizeof parsed[0]; i++)
     if (lp__env_parse(&vals, parsed[i], value_of(parsed[i])) == -ENOMEM)
-      warn("out of memory reading %s; using its default", parsed[i]);
+      lp__warn("out of memory reading %s; using its default", parsed[i]);
   lp_profile_opts_t popts = vals.profile;
   report_opts = vals.report;
   lp_trace_opts_t topts = vals.trace;
@@ -968,7 +957,7 @@ void lp__env_load(void) {
   if (dsig && dsig == csig && (popts.flags & LP_PROFILE_CPU)) {
     /* One handler per signal: dumps on every CPU sample, or CPU samples stopped by the dump's handler. */
     char name[24];
-    warn("LABELPROF_DUMP_SIGNAL is %s, the CPU samples' signal; no dumps (choose another signal for one of them, "
+    lp__warn("LABELPROF_DUMP_SIGNAL is %s, the CPU samples' signal; no dumps (choose another signal for one of them, "
          "LABELPROF_CPU_SIGNAL for the CPU samples)",
          lp__signal_name(dsig, name, sizeof name));
     dsig = 0;
@@ -976,7 +965,7 @@ void lp__env_load(void) {
   bool want_prof = prof && strcmp(prof, "0") != 0;
   if (number("LABELPROF_ALLOW_ATTACH", value_of("LABELPROF_ALLOW_ATTACH"), 0, 1, 0, "")) {
     int rc = lp__attach_allow();
-    if (rc && rc != -EINVAL) warn("LABELPROF_ALLOW_ATTACH: prctl(PR_SET_PTRACER) failed (%s)", lp_strerror(rc));
+    if (rc && rc != -EINVAL) lp__warn("LABELPROF_ALLOW_ATTACH: prctl(PR_SET_PTRACER) failed (%s)", lp_strerror(rc));
   }
   /* ---- layers and phases: the live trace_marker, opened before anything records ---- */
   bool want_marker = false;
@@ -984,7 +973,7 @@ void lp__env_load(void) {
     char why[512];
     int rc = lp__marker_open(marker, why, sizeof why);
     if (rc)
-      warn("LABELPROF_TRACE_MARKER: cannot open %s (%s); labels are not written to it",
+      lp__warn("LABELPROF_TRACE_MARKER: cannot open %s (%s); labels are not written to it",
            strcmp(marker, "1") == 0 ? "the kernel's trace_marker" : "the file", why);
     else
       want_marker = true;
@@ -992,7 +981,7 @@ void lp__env_load(void) {
   }
   /* ---- end of layers and phases ---- */
   if (!want_prof && !fold && !trace && !systrace && !want_marker) {
-    if (dsig) warn("LABELPROF_DUMP_SIGNAL is set, but no report is: nothing to dump");
+    if (dsig) lp__warn("LABELPROF_DUMP_SIGNAL is set, but no report is: nothing to dump");
     return;
   }
   lp__lock(&env_mu);
@@ -1002,7 +991,7 @@ void lp__env_load(void) {
   if (systrace) systrace_path = resolve(systrace);
   if ((want_prof && !profile_path) || (fold && !folded_path) || (trace && !trace_path) ||
       (systrace && !systrace_path)) {
-    warn("out of memory reading the LABELPROF_* variables; not profiling");
+    lp__warn("out of memory reading the LABELPROF_* variables; not profiling");
     lp__unlock(&env_mu);
     return;
   }
@@ -1010,13 +999,13 @@ void lp__env_load(void) {
   if (topts.policy == LP_TRACE_STREAM) {
     parse_rotate(&topts);
     if (!trace_path || trace_format != LP__FORMAT_PERFETTO) {
-      warn("LABELPROF_TRACE_MODE=stream writes a Perfetto file only (LABELPROF_TRACE=x.pftrace, or "
+      lp__warn("LABELPROF_TRACE_MODE=stream writes a Perfetto file only (LABELPROF_TRACE=x.pftrace, or "
            "LABELPROF_TRACE_FORMAT=perfetto); %s",
            trace_path ? "this trace is written at exit instead, in discard mode"
                       : "LABELPROF_TRACE is not set, so nothing is streamed (a trace is written at exit, in discard mode)");
       topts.policy = LP_TRACE_DISCARD;
     } else if ((topts.rotate_bytes || topts.rotate_ns) && !strstr(trace_path, "%n")) {
-      warn("LABELPROF_TRACE_ROTATE needs %%n in LABELPROF_TRACE (trace-%%n.pftrace) to number the files; "
+      lp__warn("LABELPROF_TRACE_ROTATE needs %%n in LABELPROF_TRACE (trace-%%n.pftrace) to number the files; "
            "the stream is not rotated");
       topts.rotate_bytes = topts.rotate_ns = 0;
     }
@@ -1027,13 +1016,13 @@ void lp__env_load(void) {
     int rc = lp__trace_start(LP__ENV, &topts);
     char *first = rc == -ETXTBSY ? lp__path_numbered(trace_path, 1) : NULL;
     if (first) /* a parent's stream, say, whose LABELPROF_TRACE this process inherited */
-      warn("cannot start the stream to '%s': %s; this process streams nothing (%%p in LABELPROF_TRACE gives each "
+      lp__warn("cannot start the stream to '%s': %s; this process streams nothing (%%p in LABELPROF_TRACE gives each "
            "process a file of its own)",
            first, lp_strerror(rc));
     else if (rc && topts.policy == LP_TRACE_STREAM)
-      warn("cannot start the stream to '%s': %s", trace_path, lp_strerror(rc));
+      lp__warn("cannot start the stream to '%s': %s", trace_path, lp_strerror(rc));
     else if (rc)
-      warn("cannot start the trace: %s", lp_strerror(rc));
+      lp__warn("cannot start the trace: %s", lp_strerror(rc));
     else
       tracing = true;
     free(first);
@@ -1043,7 +1032,7 @@ void lp__env_load(void) {
     if (rc == -EEXIST && (popts.flags & LP_PROFILE_CPU)) {
       /* The program handles the CPU timers' signal: a profile of wall time is still worth having. */
       char name[24];
-      warn("the program has its own handler on %s, which the CPU samples need (LABELPROF_CPU_SIGNAL chooses "
+      lp__warn("the program has its own handler on %s, which the CPU samples need (LABELPROF_CPU_SIGNAL chooses "
            "another); profiling without CPU time",
            lp__signal_name(popts.cpu_signal ? popts.cpu_signal : lp__cpu_default_signal(), name, sizeof name));
       popts.flags &= ~LP_PROFILE_CPU;
@@ -1051,12 +1040,12 @@ void lp__env_load(void) {
       rc = lp__profile_start(LP__ENV, &popts);
     }
     if (rc)
-      warn("cannot start the profile: %s", lp_strerror(rc));
+      lp__warn("cannot start the profile: %s", lp_strerror(rc));
     else
       profiling = true;
   }
   lp__unlock(&env_mu);
-  if ((profiling || tracing) && atexit(at_exit) != 0) warn("atexit failed; nothing will be reported at exit");
+  if ((profiling || tracing) && atexit(at_exit) != 0) lp__warn("atexit failed; nothing will be reported at exit");
   if (dsig && (profiling || tracing)) start_dumps(dsig);
   if (every_ns && profiling) start_every();
 }

@@ -64,7 +64,7 @@ static fragment_t build_fragment(const void *key, const char *cat, const char *n
 /* The fragment for key, built on first use; NULL when out of memory. */
 static const fragment_t *fragment(json_t *j, const void *key, const char *cat, const char *name, const char *args) {
   if (j->frags) {
-    uint32_t h = (uint32_t)(((uintptr_t)key >> 3) * 0x9e3779b1u) & j->fmask;
+    uint32_t h = lp__ptr_home(key, j->fmask);
     for (;; h = (h + 1) & j->fmask) {
       if (!j->frags[h].key) break;
       if (j->frags[h].key == key) return &j->frags[h];
@@ -76,7 +76,7 @@ static const fragment_t *fragment(json_t *j, const void *key, const char *cat, c
     if (!nf) return NULL;
     for (uint32_t i = 0; j->frags && i <= j->fmask; i++) {
       if (!j->frags[i].key) continue;
-      uint32_t h = (uint32_t)(((uintptr_t)j->frags[i].key >> 3) * 0x9e3779b1u) & mask;
+      uint32_t h = lp__ptr_home(j->frags[i].key, mask);
       while (nf[h].key) h = (h + 1) & mask;
       nf[h] = j->frags[i];
     }
@@ -86,7 +86,7 @@ static const fragment_t *fragment(json_t *j, const void *key, const char *cat, c
   }
   fragment_t f = build_fragment(key, cat, name, args);
   if (!f.text) return NULL;
-  uint32_t h = (uint32_t)(((uintptr_t)key >> 3) * 0x9e3779b1u) & j->fmask;
+  uint32_t h = lp__ptr_home(key, j->fmask);
   while (j->frags[h].key) h = (h + 1) & j->fmask;
   j->frags[h] = f;
   j->nfrags++;

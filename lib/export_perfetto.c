@@ -93,12 +93,8 @@ static int pf_cmp(const void *a, const void *b) {
 
 /* The iid of key on the sequence; 0 when new (*iid is then the one to intern it under). */
 static uint64_t pf_name_iid(lp__pf_seq_t *q, const void *key, uint64_t *fresh) {
-  if (q->keys) {
-    for (uint32_t h = (uint32_t)(((uintptr_t)key >> 3) * 0x9e3779b1u) & q->kmask;; h = (h + 1) & q->kmask) {
-      if (!q->keys[h]) break;
-      if (q->keys[h] == key) return q->iids[h];
-    }
-  }
+  uint32_t at = lp__pf_find(q, key);
+  if (at != UINT32_MAX) return q->iids[at];
   if (!q->keys || (q->nkeys + 1) * 2 > q->kmask + 1) {
     uint32_t mask = q->keys ? q->kmask * 2 + 1 : 255;
     const void **nk = lp__calloc((size_t)mask + 1, sizeof *nk);
@@ -113,7 +109,7 @@ static uint64_t pf_name_iid(lp__pf_seq_t *q, const void *key, uint64_t *fresh) {
     }
     for (uint32_t i = 0; q->keys && i <= q->kmask; i++) {
       if (!q->keys[i]) continue;
-      uint32_t h = (uint32_t)(((uintptr_t)q->keys[i] >> 3) * 0x9e3779b1u) & mask;
+      uint32_t h = lp__ptr_home(q->keys[i], mask);
       while (nk[h]) h = (h + 1) & mask;
       nk[h] = q->keys[i];
       ni[h] = q->iids[i];
@@ -127,7 +123,7 @@ static uint64_t pf_name_iid(lp__pf_seq_t *q, const void *key, uint64_t *fresh) {
     q->cat_of = nc;
     q->kmask = mask;
   }
-  uint32_t h = (uint32_t)(((uintptr_t)key >> 3) * 0x9e3779b1u) & q->kmask;
+  uint32_t h = lp__ptr_home(key, q->kmask);
   while (q->keys[h]) h = (h + 1) & q->kmask;
   q->keys[h] = key;
   q->iids[h] = *fresh = ++q->nkeys;
@@ -309,7 +305,7 @@ static bool pf_event_fast(lp__pf_seq_t *q, const lp__pf_rec_t *r, uint32_t type,
   o[te] = (uint8_t)(n - te - 1);
   o[n++] = TP_SEQ_ID << 3;
   n += lp__pb_put_varint(o + n, q->id);
-  o[0] = TRACE_PACKET << 3 | 2;
+  o[0] = TRACE_PACKET_TAG;
   o[1] = (uint8_t)(n - 2);
   pb->len += n;
   q->last = ts;

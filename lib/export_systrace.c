@@ -212,7 +212,7 @@ typedef struct st_label {
 /* The site's label text, from an open-addressed table; NULL when out of memory. */
 static const st_label_t *st_label(st_label_t **tab, uint32_t *mask, uint32_t *count, const lp_site_t *site) {
   if (*tab) {
-    for (uint32_t h = (uint32_t)(((uintptr_t)site >> 3) * 0x9e3779b1u) & *mask;; h = (h + 1) & *mask) {
+    for (uint32_t h = lp__ptr_home(site, *mask);; h = (h + 1) & *mask) {
       if (!(*tab)[h].site) break;
       if ((*tab)[h].site == site) return &(*tab)[h];
     }
@@ -223,7 +223,7 @@ static const st_label_t *st_label(st_label_t **tab, uint32_t *mask, uint32_t *co
     if (!nt) return NULL;
     for (uint32_t i = 0; *tab && i <= *mask; i++) {
       if (!(*tab)[i].site) continue;
-      uint32_t h = (uint32_t)(((uintptr_t)(*tab)[i].site >> 3) * 0x9e3779b1u) & m;
+      uint32_t h = lp__ptr_home((*tab)[i].site, m);
       while (nt[h].site) h = (h + 1) & m;
       nt[h] = (*tab)[i];
     }
@@ -233,7 +233,7 @@ static const st_label_t *st_label(st_label_t **tab, uint32_t *mask, uint32_t *co
   }
   st_label_t e = {site, NULL, 0};
   if (!(e.text = st_label_text(site, &e.len))) return NULL;
-  uint32_t h = (uint32_t)(((uintptr_t)site >> 3) * 0x9e3779b1u) & *mask;
+  uint32_t h = lp__ptr_home(site, *mask);
   while ((*tab)[h].site) h = (h + 1) & *mask;
   (*tab)[h] = e;
   (*count)++;

@@ -119,8 +119,7 @@ static uint64_t read_max_names(void) {
     errno = 0;
     unsigned long long n = strtoull(v, &end, 10);
     if (!*end && !errno && n >= 1 && n <= 100000000ull) return n;
-    fprintf(stderr, "labelprof: LABELPROF_MAX_NAMES='%s' is not a number from 1 to 100000000; using %d\n", v,
-            DEFAULT_MAX_NAMES);
+    lp__warn("LABELPROF_MAX_NAMES='%s' is not a number from 1 to 100000000; using %d", v, DEFAULT_MAX_NAMES);
   }
   return DEFAULT_MAX_NAMES;
 }

@@ -2,23 +2,28 @@
  * internal.h: private to the library, never installed.
  *
  * The files of lib/ in layers, top first. A file calls only files below it
- * and uses only their variables (those on one line call neither way), so no
+ * and uses only their variables (those of one layer call neither way), so no
  * file reaches back to itself through what it calls. Where a lower file
  * must reach an upper one, the upper one installs a hook (the registry's
  * hooks for thread exit and rename). The one exception is lp_impl_self,
  * which every label reads: it is defined in lifecycle.c so that a static
- * link that uses a label pulls in the constructor. tests/layering.sh checks
- * all this on the objects the build made.
+ * link that uses a label pulls in the constructor. tests/layering.sh reads
+ * this list and checks it on the objects the build made: a file of lib/ in
+ * no layer, or a call to a file of the same layer or one above, fails it.
+ * One layer a line: its files first, separated by commas, then what they
+ * hold; a line indented further goes on with the one above.
  *
  *   lifecycle.c   the top: the constructor, fork and thread exit across modules, and the
  *                 public entry points that start something (lp_profile_start, lp_trace_start,
  *                 lp_track_create, lp_stream_*, lp_tp_register, lp_subscriber_create), which
  *                 make sure of the fork handlers first; nothing below starts the library
  *   env.c         LABELPROF_* sessions; reports at exit and on a signal
+ *   intern.c      names made at run time (NVTX, ITT): sites interned by text, with a
+ *                 per-thread cache in front of a shared table
+ *   layers.c      LP_PHASE_SWITCH's calls: a scope's begin and end, as the program's are
  *   cold.c        a label's cold paths: the thunks, the recording protocol's calls, and the
  *                 general begin and LP_END, which send a label to the subscribers, the
  *                 timeline or the registry as its thread's levels say
- *   layers.c      LP_PHASE_SWITCH's calls: a scope's begin and end, as the program's are
  *   subs.c        streams, events, subscribers and their callbacks; LABELPROF_SUBSCRIBERS;
  *                 lp_impl_leave_slow() and the pseudo-stack's slow end (a heal, the pop of
  *                 a notified or recorded frame), which call the timeline and the marker
@@ -36,9 +41,14 @@
  *   thread.c      the registry of threads; the threads' levels and their drops counted by
  *                 pushes; lp__forked_child()
  *   attach.c      the registry as a reader outside the process sees it (`labelprof top PID`)
- *   tree.c, clock.c, json.c, output.c, names.c (levels', layers' and phases' names and tags),
- *                 pprof_enc.c (profile.proto and gzip, also compiled into the command)
- *   util.c
+ *   tree.c, clock.c, json.c, output.c, names.c, pprof_enc.c
+ *                 the profile's tree, the clock, the buffered writer, output files, levels',
+ *                 layers' and phases' names and tags, profile.proto and gzip (also compiled
+ *                 into the command)
+ *   pb.c          the protobuf writer, of Perfetto's files and of profile.proto (also
+ *                 compiled into the command)
+ *   jsonesc.c     JSON strings and UTF-8 (also compiled into the command)
+ *   util.c        locks, threads, allocation, numbers
  *
  * Lock order, outermost first; nothing takes them the other way round:
  *   profile control (collector.c) > sampling (collector.c) > registry (thread.c) > CPU timers (cpu.c)
@@ -73,7 +83,10 @@
 /* The library's own units need no check of the header's ABI against themselves (labelprof/impl.h). */
 #define LP_IMPL_LIBRARY 1
 #include "labelprof.h"
+#include "index.h"   /* the one small hash table */
 #include "jsonesc.h"
+#include "pb.h"
+#include "testing.h" /* the hooks the tests reach the library through */
 
 #define LP__NAME_MAX 64
 /* Depths stop growing here; a push beyond it is counted and ignored. Below LP_IMPL_TRACED_MARK. */
@@ -98,6 +111,8 @@ typedef enum lp__owner { LP__PROGRAM = 0, LP__ENV = 1, LP__OWNERS = 2 } lp__owne
 
 /* ---- util.c ------------------------------------------------------------- */
 
+/* "labelprof: MESSAGE" and a newline on stderr, the one way the library tells the user something. */
+void lp__warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* A pthread call that cannot fail unless memory is corrupt: report and abort. */
 void lp__fatal(const char *what, int rc);
 void lp__lock(pthread_mutex_t *m);
@@ -373,7 +388,7 @@ int lp__cpu_default_signal(void);
  * Starts CPU sampling: the handler on sig (once), and a timer on the CPU
  * clock of every registered thread, one signal per period_ns of its CPU.
  * Without with_timers (a manual profile) every thread gets its ring but no
- * timer: its samples come from lp__cpu_test_sample() alone.
+ * timer: its samples come from lp__cpu_test_sample() alone (testing.h).
  * Already running: 0, and the first start's signal and period hold. 0;
  * -EINVAL for a signal lp__cpu_signal_ok() refuses; -EEXIST if the program
  * handles or ignores sig; or a negative errno from sigaction. A thread
@@ -410,8 +425,6 @@ typedef struct lp__cpu_sample {
  * collector's sampling lock, t alive (copied from the registry, held).
  */
 uint64_t lp__cpu_drain(lp__thread_t *t, void (*take)(void *arg, const lp__cpu_sample_t *s), void *arg);
-/* Test: a sample of count periods on the calling thread, recorded as its signal handler would. */
-void lp__cpu_test_sample(uint32_t count);
 void lp__cpu_atfork_prepare(void);
 void lp__cpu_atfork_parent(void);
 void lp__cpu_atfork_child(void);
@@ -504,8 +517,6 @@ void lp__mark_free(lp__mark_t *m);
 lp_profile_t *lp__profile_build(const lp__agg_t *a, const lp__mark_t *mark, const lp_profile_stats_t *stats);
 /* Names the profile's first mismatched end in its note (the texts copied). 0 or -ENOMEM. */
 int lp__profile_name_mismatch(lp_profile_t *p, const lp__mismatch_t *m);
-/* Test hook: replaces a profile's figures, so that a report's header can be checked exactly. */
-void lp__profile_test_set_stats(lp_profile_t *p, const lp_profile_stats_t *s);
 /* Whether the collector kept under 90% of the rate asked for; the achieved and requested rates. */
 bool lp__profile_rate_low(const lp_profile_t *p, double *achieved, uint32_t *requested);
 
@@ -521,35 +532,6 @@ int lp__profile_stop(lp__owner_t who, lp_profile_t **out);
 /* The profile so far, without stopping (a dump). -EINVAL if who has no running session. */
 int lp__profile_peek(lp__owner_t who, lp_profile_t **out);
 bool lp__profile_running(lp__owner_t who);
-
-/*
- * lp_profile_start() without a collector thread: samples are taken only by
- * lp__profile_sample_now() (or lp__profile_tick()), and with LP_PROFILE_CPU
- * CPU samples only by lp__cpu_test_sample(). For deterministic tests.
- */
-int lp__profile_start_manual(const lp_profile_opts_t *opts);
-/* One sampling pass over every registered thread, now, on the calling thread. -EINVAL if not running. */
-int lp__profile_sample_now(void);
-/*
- * The tick plan on a clock the test steps. lp__profile_test_seed() seeds
- * the instants of every run started from now on (0: from the clock again).
- * lp__profile_plan() gives the index of the period the next tick belongs
- * to (0 for the run's first) and the instant planned for it
- * (CLOCK_MONOTONIC ns). lp__profile_tick(now) is the collector thread's
- * wakeup at now, for a manual profile: 0 if now is before the instant
- * (nothing happens), else 1 after one pass and the plan moved on (periods
- * that ended by now count as missed ticks; one already begun is planned
- * at now if its instant has passed). Both -EINVAL without a running
- * profile, and lp__profile_tick() also when a collector thread runs the
- * plan.
- */
-void lp__profile_test_seed(uint64_t seed);
-int lp__profile_plan(uint64_t *index, uint64_t *at);
-int lp__profile_tick(uint64_t now);
-/* Nodes, bytes and thread records of the running aggregation (0 if not running). */
-size_t lp__profile_node_count(void);
-size_t lp__profile_bytes(void);
-size_t lp__profile_thread_records(void);
 
 void lp__collector_atfork_prepare(void);
 void lp__collector_atfork_parent(void);
@@ -630,40 +612,6 @@ static inline bool lp__timeseg_ns(const lp__timeseg_t *s, uint64_t ticks, uint64
 size_t lp__timemap_jumps(const lp__timemap_t *m);
 const char *lp__timemap_jump_text(const lp__timemap_t *m);
 
-/* Test hooks (tests/test_clock.c only). */
-typedef struct lp__clock_test_check {
-  const int *cpus;      /* CPUs to pair, the first against each other (one may repeat); NULL: the allowed ones */
-  size_t ncpus;
-  const int64_t *skew;  /* ticks added to every reading taken on cpus[i]; NULL: none (needs cpus) */
-  double rate_ppm;      /* the counter runs this much faster from the middle of the check on */
-  uint64_t budget_ns;   /* 0: the real check's 20 ms */
-  uint64_t rate_ns;     /* how long the rate is measured (within the budget); 0: as the real check plans it */
-} lp__clock_test_check_t;
-/*
- * Runs the counter check now (t may be NULL: the real one), whatever was
- * chosen. Returns 1 if it passes, 0 if not (verdict gets the reason, as
- * lp__clock_reason() would show it, took_ns its duration), -EINVAL for a
- * bad t, -ENOTSUP without a counter.
- */
-int lp__clock_test_check(const lp__clock_test_check_t *t, char *verdict, size_t len, uint64_t *took_ns);
-/*
- * Adds ticks to every counter reading from now on (cumulative): a jump of
- * the counter against CLOCK_MONOTONIC. While the total is not zero the
- * inline read is sent to lp_impl_ticks_slow(), which adds it, as
- * lp__clock_sync() does. -EINVAL unless the counter is in use. The caller
- * then calls lp__levels_publish(), so that the recording protocol, which
- * reads the counter itself, steps aside too (LP_IMPL_SLOW_CLOCK).
- */
-int lp__clock_test_jump(int64_t ticks);
-/*
- * Makes the next widen tries of lp__clock_sync() as wide as a preemption of
- * 10 us inside the bracket would (when the counter's rate is known), and
- * returns how many tries the last sync point took.
- */
-unsigned lp__clock_test_sync(unsigned widen);
-/* Maps made from now on read their points as a counter's, named name in a jump's text; NULL: as the clock says. */
-void lp__timemap_test_counter(const char *name);
-
 /* ---- output.c: writing a report file ------------------------------------ */
 
 /*
@@ -718,8 +666,6 @@ FILE *lp__output_stream(lp__output_t *o);
  * first error of flushing, closing or committing.
  */
 int lp__output_close(lp__output_t *o, int rc);
-/* Tests only: a named temporary even where O_TMPFILE works, so that both ways are exercised. */
-extern bool lp__output_named_temp_only;
 
 /* ---- pprof.c: the profile as profile.proto, gzipped --------------------- */
 
@@ -935,46 +881,14 @@ void lp__jw_i64(lp__jw_t *w, int64_t v);
 /* Nanoseconds as microseconds with three decimals: 1234567 -> 1234.567. */
 void lp__jw_us(lp__jw_t *w, uint64_t ns);
 
-/* The length of the valid UTF-8 sequence (RFC 3629) starting at s, or 0. */
-size_t lp__utf8_len(const unsigned char *s);
 
-/* ---- pb.c: a protobuf writer -------------------------------------------- */
+/* ---- pb.c: the protobuf writer (pb.h), its messages flushed to a buffered writer ---- */
 
-typedef struct lp__pb {
-  uint8_t *buf;
-  size_t len, cap;
-  int err; /* -ENOMEM, sticky */
-} lp__pb_t;
-
-/* The bytes v takes as a varint. */
-size_t lp__pb_varint_size(uint64_t v);
-/* A varint field (uint32/64, int64 as two's complement, bool, enum). */
-void lp__pb_varint(lp__pb_t *pb, uint32_t field, uint64_t v);
-void lp__pb_bytes(lp__pb_t *pb, uint32_t field, const void *data, size_t n);
-/* A string field; invalid UTF-8 becomes U+FFFD. NULL is "". */
-void lp__pb_str(lp__pb_t *pb, uint32_t field, const char *s);
-/* Opens a nested message; returns the mark lp__pb_end() closes it with. */
-size_t lp__pb_begin(lp__pb_t *pb, uint32_t field);
-void lp__pb_end(lp__pb_t *pb, size_t mark);
-/* The buffer grown to hold n more bytes: lp__pb_reserve's slow path. */
-uint8_t *lp__pb_reserve_grow(lp__pb_t *pb, size_t n);
-/* n bytes to fill at the returned pointer (then add what was used to pb->len); NULL out of memory. */
-static inline uint8_t *lp__pb_reserve(lp__pb_t *pb, size_t n) {
-  return !pb->err && pb->cap - pb->len >= n ? pb->buf + pb->len : lp__pb_reserve_grow(pb, n);
-}
-/* v as a varint at o; returns its length (at most 10). */
-static inline size_t lp__pb_put_varint(uint8_t *o, uint64_t v) {
-  size_t n = 0;
-  while (v >= 0x80) {
-    o[n++] = (uint8_t)(v | 0x80);
-    v >>= 7;
-  }
-  o[n++] = (uint8_t)v;
-  return n;
-}
 /* Moves what was built to w and empties the buffer. */
-void lp__pb_flush(lp__pb_t *pb, lp__jw_t *w);
-void lp__pb_free(lp__pb_t *pb);
+static inline void lp__pb_flush(lp__pb_t *pb, lp__jw_t *w) {
+  if (!pb->err && pb->len) lp__jw_raw(w, (const char *)pb->buf, pb->len);
+  pb->len = 0;
+}
 
 /* ---- walk.c: a session's lanes, as every format sees them ----------------- */
 
@@ -1227,11 +1141,6 @@ void lp__stream_cache(uint64_t behind, uint64_t keep);
 void lp__stream_set_flush(uint64_t ns);
 /* In a forked child (no lock: the only thread): the parent's stream forgotten, its file closed. */
 void lp__stream_atfork_child(void);
-/* Tests: hold the writer back (on) or let it go; wait until it has written everything closed so far. */
-void lp__trace_stream_hold(bool on);
-int lp__trace_stream_sync(void);
-/* Tests: the stream's page-cache ranges (0, 0: 8 MiB and 32 MiB); set before the stream starts. */
-void lp__trace_stream_cache(uint64_t behind, uint64_t keep);
 /* ---- end of the Perfetto stream ---- */
 /* A site's label for reports: "(null)" for a NULL label. */
 static inline const char *lp__label(const lp_site_t *site) { return site->label ? site->label : "(null)"; }
@@ -1283,10 +1192,7 @@ void lp__subs_atfork_child(void);
 /*
  * Every allocation of the library goes through these: malloc, calloc,
  * realloc, strdup, strndup and aligned_alloc, freed with free(). They differ
- * only in a test hook: lp__alloc_test_fail(n) makes the n-th allocation the
- * calling thread makes from then on fail (NULL, errno ENOMEM), once; 0
- * turns it off. lp__alloc_test_pending() is what is left of the countdown:
- * 0 once the failure has happened (or when none was asked for).
+ * only in a test hook (lp__alloc_test_fail, testing.h).
  */
 void *lp__malloc(size_t n);
 void *lp__calloc(size_t n, size_t size);
@@ -1294,8 +1200,6 @@ void *lp__realloc(void *p, size_t n);
 char *lp__strdup(const char *s);
 char *lp__strndup(const char *s, size_t n);
 void *lp__aligned_alloc(size_t align, size_t n);
-void lp__alloc_test_fail(unsigned long nth);
-unsigned long lp__alloc_test_pending(void);
 
 /* ---- env.c ---------------------------------------------------------------- */
 
@@ -1313,26 +1217,5 @@ void lp__names_atfork_child(void);
  * them without depending on intern.c, which sits above the recorder.
  */
 extern _Atomic uint64_t lp__names_overflowed, lp__names_limit;
-
-/*
- * The loader's parsers, for tests/fuzz_env.c and tests/test_env.c. The
- * values of the variables that are not paths: lp__env_defaults fills in
- * what the loader uses when none is set; lp__env_parse reads one variable's
- * value (NULL or "" as unset) into *v as the loader does, a bad value
- * warning on stderr and keeping the default. It returns 0, -ENOMEM, or
- * -ENOENT for a name it does not parse (the paths, LABELPROF_TRACE_MARKER,
- * the subscribers' variables).
- */
-typedef struct lp__env_values {
-  lp_profile_opts_t profile; /* LABELPROF_HZ, LABELPROF_COLLECTOR_SCHED, LABELPROF_CPU_SIGNAL */
-  lp_print_opts_t report;    /* LABELPROF_REPORT */
-  lp_trace_opts_t trace;     /* LABELPROF_LEVELS, _TRACE_MODE, _TRACE_BUFFER, _CLOCK */
-  int dump_signal;           /* LABELPROF_DUMP_SIGNAL; 0: none */
-  uint64_t trace_flush_ns;   /* LABELPROF_TRACE_FLUSH */
-} lp__env_values_t;
-void lp__env_defaults(lp__env_values_t *v);
-int lp__env_parse(lp__env_values_t *v, const char *name, const char *value);
-/* A path variable's value as the loader keeps it: absolute, %p expanded, %n and %% kept. NULL on ENOMEM. */
-char *lp__env_resolve(const char *value);
 
 #endif /* LABELPROF_INTERNAL_H */

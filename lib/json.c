@@ -76,21 +76,6 @@ void lp__jw_raw(lp__jw_t *w, const char *s, size_t n) {
   w->len += n;
 }
 
-/* The length of the valid UTF-8 sequence starting at s, or 0. */
-size_t lp__utf8_len(const unsigned char *s) {
-  unsigned char c = s[0];
-  if (c >= 0xc2 && c <= 0xdf) return (s[1] & 0xc0) == 0x80 ? 2 : 0;
-  if (c >= 0xe0 && c <= 0xef) {
-    unsigned char lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
-    return s[1] >= lo && s[1] <= hi && (s[2] & 0xc0) == 0x80 ? 3 : 0;
-  }
-  if (c >= 0xf0 && c <= 0xf4) {
-    unsigned char lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
-    return s[1] >= lo && s[1] <= hi && (s[2] & 0xc0) == 0x80 && (s[3] & 0xc0) == 0x80 ? 4 : 0;
-  }
-  return 0;
-}
-
 char *lp__json_escape(char *o, const char *str) {
   const char *s = str, *end = str + strlen(str);
   *o++ = '"';

@@ -61,10 +61,9 @@ static void atfork_child(void) {
 int lp_impl_abi_check(unsigned abi) {
   if (abi == LP_IMPL_ABI) return 0;
   if (lp__abi_refuse()) {
-    fprintf(stderr,
-            "labelprof: code in this process was built with labelprof.h of ABI %u, and this liblabelprof has "
-            "ABI %u (labelprof %s): labels are disabled; build it again against this version's header\n",
-            abi, LP_IMPL_ABI, LABELPROF_VERSION_STRING);
+    lp__warn("code in this process was built with labelprof.h of ABI %u, and this liblabelprof has ABI %u "
+             "(labelprof %s): labels are disabled; build it again against this version's header",
+             abi, LP_IMPL_ABI, LABELPROF_VERSION_STRING);
     /* Threads that joined before (the library's own, or labels in earlier constructors) record no more. */
     lp__subs_refused();
   }
@@ -84,7 +83,7 @@ static void init(void) {
   /* Without the handlers a forked child would try to join a collector it does not have. */
   int rc = pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
   if (rc != 0)
-    fprintf(stderr, "labelprof: pthread_atfork failed (%s); do not fork while profiling\n", lp_strerror(-rc));
+    lp__warn("pthread_atfork failed (%s); do not fork while profiling", lp_strerror(-rc));
 }
 
 static void lifecycle_init(void) {

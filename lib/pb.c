@@ -1,18 +1,23 @@
 /*
- * pb.c: a protobuf writer for the Perfetto export, as json.c is for JSON.
+ * pb.c: the one protobuf writer (pb.h): the Perfetto export and stream
+ * write through it, and so does pprof_enc.c, in the library and in the
+ * command.
  *
  * A message is built in a growing buffer: varints, length-delimited fields,
  * and nested messages whose length is not known when they open. A nested
  * message opens with its tag and one byte kept for its length; when it
  * closes, a length that needs more bytes moves the body up to make room, so
  * that every length is in its shortest form (short messages, the common
- * case, move nothing). The finished top-level messages go to an lp__jw_t,
- * which owns the file descriptor and its error.
+ * case, move nothing). The library hands finished top-level messages to an
+ * lp__jw_t, which owns the file descriptor and its error (lp__pb_flush,
+ * internal.h); the pprof encoder gzips them.
  *
  * Out of memory sticks, as a write error does in json.c: later calls do
- * nothing and lp__pb_err() says so once at the end.
+ * nothing and the buffer's err says so once at the end.
  */
-#include "internal.h"
+#include "pb.h"
+
+#include "jsonesc.h" /* lp__utf8_seq: what valid UTF-8 is, for every writer */
 
 #include <errno.h>
 #include <stdlib.h>
@@ -23,7 +28,7 @@ static bool grow(lp__pb_t *pb, size_t more) {
   if (pb->len + more <= pb->cap) return true;
   size_t cap = pb->cap ? pb->cap : 4096;
   while (cap < pb->len + more) cap *= 2;
-  uint8_t *b = lp__realloc(pb->buf, cap);
+  uint8_t *b = lp__codec_realloc(pb->buf, cap);
   if (!b) {
     pb->err = -ENOMEM;
     return false;
@@ -31,16 +36,6 @@ static bool grow(lp__pb_t *pb, size_t more) {
   pb->buf = b;
   pb->cap = cap;
   return true;
-}
-
-static inline size_t put_varint(uint8_t *o, uint64_t v) {
-  size_t n = 0;
-  while (v >= 0x80) {
-    o[n++] = (uint8_t)(v | 0x80);
-    v >>= 7;
-  }
-  o[n++] = (uint8_t)v;
-  return n;
 }
 
 size_t lp__pb_varint_size(uint64_t v) {
@@ -54,14 +49,19 @@ size_t lp__pb_varint_size(uint64_t v) {
 
 void lp__pb_varint(lp__pb_t *pb, uint32_t field, uint64_t v) {
   if (!grow(pb, 20)) return;
-  pb->len += put_varint(pb->buf + pb->len, (uint64_t)field << 3);
-  pb->len += put_varint(pb->buf + pb->len, v);
+  pb->len += lp__pb_put_varint(pb->buf + pb->len, (uint64_t)field << 3);
+  pb->len += lp__pb_put_varint(pb->buf + pb->len, v);
+}
+
+void lp__pb_bare_varint(lp__pb_t *pb, uint64_t v) {
+  if (!grow(pb, 10)) return;
+  pb->len += lp__pb_put_varint(pb->buf + pb->len, v);
 }
 
 void lp__pb_bytes(lp__pb_t *pb, uint32_t field, const void *data, size_t n) {
   if (!grow(pb, n + 20)) return;
-  pb->len += put_varint(pb->buf + pb->len, (uint64_t)field << 3 | 2);
-  pb->len += put_varint(pb->buf + pb->len, n);
+  pb->len += lp__pb_put_varint(pb->buf + pb->len, (uint64_t)field << 3 | 2);
+  pb->len += lp__pb_put_varint(pb->buf + pb->len, n);
   if (n) memcpy(pb->buf + pb->len, data, n);
   pb->len += n;
 }
@@ -73,9 +73,10 @@ void lp__pb_bytes(lp__pb_t *pb, uint32_t field, const void *data, size_t n) {
 void lp__pb_str(lp__pb_t *pb, uint32_t field, const char *str) {
   const unsigned char *s = (const unsigned char *)(str ? str : "");
   size_t n = strlen((const char *)s), i = 0;
+  unsigned cp;
   for (; i < n; i++)
-    if (s[i] >= 0x80 && !lp__utf8_len(s + i)) break;
-    else if (s[i] >= 0x80) i += lp__utf8_len(s + i) - 1;
+    if (s[i] >= 0x80 && !lp__utf8_seq(s + i, s + n, &cp)) break;
+    else if (s[i] >= 0x80) i += lp__utf8_seq(s + i, s + n, &cp) - 1;
   if (i == n) { /* valid as it is: the common case */
     lp__pb_bytes(pb, field, s, n);
     return;
@@ -84,7 +85,7 @@ void lp__pb_str(lp__pb_t *pb, uint32_t field, const char *str) {
   if (!grow(pb, 3 * n)) return;
   uint8_t *o = pb->buf + pb->len;
   for (i = 0; i < n;) {
-    size_t k = s[i] < 0x80 ? 1 : lp__utf8_len(s + i);
+    size_t k = s[i] < 0x80 ? 1 : lp__utf8_seq(s + i, s + n, &cp);
     if (k) {
       memcpy(o, s + i, k);
       o += k;
@@ -99,9 +100,15 @@ void lp__pb_str(lp__pb_t *pb, uint32_t field, const char *str) {
   lp__pb_end(pb, m);
 }
 
+void lp__pb_msg(lp__pb_t *pb, uint32_t field, lp__pb_t *msg) {
+  if (msg->err && !pb->err) pb->err = msg->err;
+  lp__pb_bytes(pb, field, msg->buf, msg->len);
+  msg->len = 0;
+}
+
 size_t lp__pb_begin(lp__pb_t *pb, uint32_t field) {
   if (!grow(pb, 12)) return 0;
-  pb->len += put_varint(pb->buf + pb->len, (uint64_t)field << 3 | 2);
+  pb->len += lp__pb_put_varint(pb->buf + pb->len, (uint64_t)field << 3 | 2);
   pb->buf[pb->len++] = 0; /* the length's first byte; more are made room for at the end */
   return pb->len;
 }
@@ -114,15 +121,10 @@ void lp__pb_end(lp__pb_t *pb, size_t mark) {
     memmove(pb->buf + mark + n - 1, pb->buf + mark, body);
     pb->len += n - 1;
   }
-  put_varint(pb->buf + mark - 1, body);
+  lp__pb_put_varint(pb->buf + mark - 1, body);
 }
 
 uint8_t *lp__pb_reserve_grow(lp__pb_t *pb, size_t n) { return grow(pb, n) ? pb->buf + pb->len : NULL; }
-
-void lp__pb_flush(lp__pb_t *pb, lp__jw_t *w) {
-  if (!pb->err && pb->len) lp__jw_raw(w, (const char *)pb->buf, pb->len);
-  pb->len = 0;
-}
 
 void lp__pb_free(lp__pb_t *pb) {
   free(pb->buf);

@@ -1,30 +1,15 @@
 /*
  * perfetto.h: private to export_perfetto.c and stream_encode.c, never
- * installed. The packets both Perfetto writers share: field numbers, a
- * sequence's interning and clock, event packets, descriptors, the session's
- * notes. export_perfetto.c defines them; the stream's encoder uses them.
+ * installed. The packets both Perfetto writers share: a sequence's
+ * interning and clock, event packets, descriptors, the session's notes.
+ * export_perfetto.c defines them; the stream's encoder uses them.
  */
 #ifndef LABELPROF_PERFETTO_H
 #define LABELPROF_PERFETTO_H
 
 #include "internal.h"
+#include "perfetto_proto.h" /* the field numbers, shared with the command's reader */
 
-/* Perfetto's field numbers (protos/perfetto/trace); tests/perfetto_subset.proto names the ones used. */
-enum {
-  TRACE_PACKET = 1,
-  TP_CLOCK_SNAPSHOT = 6, TP_TIMESTAMP = 8, TP_SEQ_ID = 10, TP_TRACK_EVENT = 11, TP_INTERNED = 12,
-  TP_SEQ_FLAGS = 13, TP_CLOCK_ID = 58, TP_DEFAULTS = 59, TP_TRACK_DESCRIPTOR = 60, TP_FIRST_ON_SEQ = 87,
-  CS_CLOCKS = 1, CLK_ID = 1, CLK_TS = 2, CLK_INCREMENTAL = 3,
-  DEF_CLOCK_ID = 58, DEF_TRACK_EVENT = 11, TED_TRACK_UUID = 11,
-  TD_UUID = 1, TD_NAME = 2, TD_PROCESS = 3, TD_THREAD = 4, TD_PARENT = 5, TD_COUNTER = 8, TD_CHILD_ORDERING = 11,
-  TD_RANK = 12, TD_DESCRIPTION = 14, TD_MERGE = 15, MERGE_NONE = 2,
-  PD_PID = 1, PD_NAME = 6, THD_PID = 1, THD_TID = 2, THD_NAME = 5,
-  TE_CATEGORY_IIDS = 3, TE_DEBUG = 4, TE_TYPE = 9, TE_NAME_IID = 10, TE_TRACK_UUID = 11, TE_NAME = 23,
-  TE_COUNTER_VALUE = 30,
-  DA_BOOL = 2, DA_UINT = 3, DA_INT = 4, DA_STRING = 6, DA_NAME = 10,
-  ID_CATEGORIES = 1, ID_NAMES = 2, IN_IID = 1, IN_NAME = 2,
-};
-enum { TYPE_SLICE_BEGIN = 1, TYPE_SLICE_END = 2, TYPE_INSTANT = 3, TYPE_COUNTER = 4 };
 /*
  * Event packets do not carry SEQ_NEEDS_STATE: it tells a reader to skip a
  * packet whose sequence lost its state to a gap in the buffer, and a file
@@ -32,9 +17,6 @@ enum { TYPE_SLICE_BEGIN = 1, TYPE_SLICE_END = 2, TYPE_INSTANT = 3, TYPE_COUNTER 
  * Their interned names are still resolved on their sequence. Two bytes an
  * event.
  */
-enum { SEQ_CLEARED = 1, SEQ_NEEDS_STATE = 2 };
-enum { CLOCK_REALTIME_ID = 1, CLOCK_MONOTONIC_ID = 3, CLOCK_BOOTTIME_ID = 6, CLOCK_LANE = 64 };
-
 /* What an event packet is made of. */
 enum { PF_SLICE, PF_INSTANT, PF_COUNTER };
 enum { PF_TRUNCATED = 1, PF_UNTERMINATED = 2, PF_OPEN = 4, PF_WORK = 8, PF_ABSOLUTE = 16 };
@@ -62,7 +44,7 @@ typedef struct lp__pf_seq {
 /* The slot of key on the sequence, or UINT32_MAX. */
 static inline uint32_t lp__pf_find(const lp__pf_seq_t *q, const void *key) {
   if (!q->keys) return UINT32_MAX;
-  for (uint32_t h = (uint32_t)(((uintptr_t)key >> 3) * 0x9e3779b1u) & q->kmask;; h = (h + 1) & q->kmask) {
+  for (uint32_t h = lp__ptr_home(key, q->kmask);; h = (h + 1) & q->kmask) {
     if (!q->keys[h]) return UINT32_MAX;
     if (q->keys[h] == key) return h;
   }

@@ -1,5 +1,5 @@
 /*
- * pprof_enc.c: profile.proto, encoded by hand, in a gzip file of stored
+ * pprof_enc.c: profile.proto, written through pb.c, in a gzip file of stored
  * deflate blocks.
  *
  * The message is built in pieces (the samples, functions and locations in
@@ -18,85 +18,13 @@
  */
 #include "pprof_enc.h"
 
-/*
- * In the library every allocation goes through lp__malloc and its kin
- * (lib/internal.h), which the allocation-failure tests hook; the command,
- * which compiles this file too (LP_PPROF_ENC_TOOLS), uses the C library's.
- */
-#ifdef LP_PPROF_ENC_TOOLS
-#include <stdlib.h>
-#define enc_calloc calloc
-#define enc_realloc realloc
-#else
-void *lp__calloc(size_t n, size_t size);
-void *lp__realloc(void *p, size_t n);
-#define enc_calloc lp__calloc
-#define enc_realloc lp__realloc
-#endif
+#include "index.h"
+#include "pb.h" /* the protobuf writer, and the allocator of lib/'s files the command compiles too */
 
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-
-typedef struct buf {
-  uint8_t *p;
-  size_t n, cap;
-  bool oom;
-} buf_t;
-
-/* Room for n more bytes; false (and oom) if there is none. */
-static bool room(buf_t *b, size_t n) {
-  if (b->oom) return false;
-  if (b->n + n > b->cap) {
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->n + n) cap *= 2;
-    uint8_t *np = enc_realloc(b->p, cap);
-    if (!np) {
-      b->oom = true;
-      return false;
-    }
-    b->p = np;
-    b->cap = cap;
-  }
-  return true;
-}
-
-static void put(buf_t *b, const void *data, size_t n) {
-  if (!room(b, n)) return;
-  memcpy(b->p + b->n, data, n);
-  b->n += n;
-}
-
-static void varint(buf_t *b, uint64_t v) {
-  if (!room(b, 10)) return;
-  uint8_t *p = b->p + b->n;
-  while (v > 0x7f) {
-    *p++ = (uint8_t)(v | 0x80);
-    v >>= 7;
-  }
-  *p++ = (uint8_t)v;
-  b->n = (size_t)(p - b->p);
-}
-
-/* Wire types: 0 varint, 2 length-delimited. */
-static void f_varint(buf_t *b, uint32_t field, uint64_t v) {
-  varint(b, (uint64_t)field << 3);
-  varint(b, v);
-}
-
-static void f_bytes(buf_t *b, uint32_t field, const void *data, size_t n) {
-  varint(b, (uint64_t)field << 3 | 2);
-  varint(b, n);
-  put(b, data, n);
-}
-
-/* A message held in scratch, as a field of b. */
-static void f_msg(buf_t *b, uint32_t field, buf_t *msg) {
-  if (msg->oom) b->oom = true;
-  f_bytes(b, field, msg->p, msg->n);
-  msg->n = 0;
-}
 
 /* ---- the profile ------------------------------------------------------------- */
 
@@ -106,17 +34,16 @@ typedef struct fkey {
 } fkey_t;
 
 struct lp__pprof {
-  buf_t body;    /* samples, locations, functions */
-  buf_t strtab;  /* string_table entries */
-  buf_t scratch, scratch2;
-  /* Strings by text: index + 1, 0 = empty slot. */
+  lp__pb_t body;    /* samples, locations, functions */
+  lp__pb_t strtab;  /* string_table entries */
+  lp__pb_t scratch, scratch2;
+  /* The string table's strings in order, found by text; the functions in order (id: position + 1), by (name, file, line). */
   const char **strs;
-  uint32_t nstrs, strmask;
-  uint32_t *strslots;
-  /* Functions by (name, file, line): id, 0 = empty slot. */
+  uint32_t nstrs, strscap;
+  lp__index_t strindex;
   fkey_t *funcs;
-  uint32_t nfuncs, funcmask;
-  uint32_t *funcslots;
+  uint32_t nfuncs, funcscap;
+  lp__index_t funcindex;
   /* The last sample's thread name and its index, and the label keys' indexes (0: not yet). */
   const char *last_thread;
   int64_t last_thread_idx, thread_key, tid_key;
@@ -129,45 +56,47 @@ static uint64_t hash_str(const char *s) {
   return h ^ (h >> 29);
 }
 
-static int rehash_strs(lp__pprof_t *pp) {
-  uint32_t mask = pp->strmask ? pp->strmask * 2 + 1 : 1023;
-  uint32_t *slots = enc_calloc((size_t)mask + 1, sizeof *slots);
-  const char **strs = enc_realloc(pp->strs, ((size_t)mask + 1) / 2 * sizeof *strs);
-  if (!slots || !strs) {
-    free(slots);
-    if (strs) pp->strs = strs;
-    return -ENOMEM;
+/*
+ * Room for one more of n entries of size bytes in *entries (capacity *cap)
+ * and in its index (hash_of: an entry's hash, to put them again). 0 or
+ * -ENOMEM (nothing changed but a larger array).
+ */
+static int make_room(void **entries, uint32_t *cap, size_t size, uint32_t n, lp__index_t *ix,
+                     uint32_t (*hash_of)(const lp__pprof_t *pp, uint32_t i), const lp__pprof_t *pp) {
+  if (n == *cap) {
+    uint32_t nc = *cap ? *cap * 2 : 512;
+    void *p = nc < UINT32_MAX / 2 ? lp__codec_realloc(*entries, (size_t)nc * size) : NULL;
+    if (!p) return -ENOMEM;
+    *entries = p;
+    *cap = nc;
   }
-  pp->strs = strs;
-  for (uint32_t i = 0; i < pp->nstrs; i++) {
-    uint32_t h = (uint32_t)hash_str(strs[i]) & mask;
-    while (slots[h]) h = (h + 1) & mask;
-    slots[h] = i + 1;
-  }
-  free(pp->strslots);
-  pp->strslots = slots;
-  pp->strmask = mask;
+  uint64_t want = lp__index_wants(ix, n, 1024);
+  if (!want) return 0;
+  uint32_t *fresh = want == UINT64_MAX ? NULL : lp__codec_calloc((size_t)want, sizeof *fresh);
+  if (!fresh) return -ENOMEM;
+  free(lp__index_move(ix, fresh, want));
+  for (uint32_t i = 0; i < n; i++) lp__index_put(ix, hash_of(pp, i), i);
   return 0;
 }
+
+static uint32_t str_hash(const lp__pprof_t *pp, uint32_t i) { return (uint32_t)hash_str(pp->strs[i]); }
 
 /* The string table index of s, added on first use; -1 on ENOMEM. */
 static int64_t str_index(lp__pprof_t *pp, const char *s) {
   if (!s) s = "";
-  if ((uint64_t)(pp->nstrs + 1) * 2 > (uint64_t)pp->strmask + 1 && rehash_strs(pp) != 0) return -1;
-  uint32_t h = (uint32_t)hash_str(s) & pp->strmask;
-  for (;; h = (h + 1) & pp->strmask) {
-    uint32_t k = pp->strslots[h];
-    if (!k) break;
+  uint32_t h = (uint32_t)hash_str(s);
+  for (uint32_t at, k = lp__index_first(&pp->strindex, h, &at); k; k = lp__index_next(&pp->strindex, &at))
     if (strcmp(pp->strs[k - 1], s) == 0) return k - 1;
-  }
-  pp->strs[pp->nstrs] = s;
-  pp->strslots[h] = ++pp->nstrs;
-  f_bytes(&pp->strtab, 6, s, strlen(s));
-  return pp->strtab.oom ? -1 : (int64_t)pp->nstrs - 1;
+  if (make_room((void **)&pp->strs, &pp->strscap, sizeof *pp->strs, pp->nstrs, &pp->strindex, str_hash, pp) != 0)
+    return -1;
+  lp__index_put(&pp->strindex, h, pp->nstrs);
+  pp->strs[pp->nstrs++] = s;
+  lp__pb_bytes(&pp->strtab, 6, s, strlen(s));
+  return pp->strtab.err ? -1 : (int64_t)pp->nstrs - 1;
 }
 
 lp__pprof_t *lp__pprof_new(bool cpu) {
-  lp__pprof_t *pp = enc_calloc(1, sizeof *pp);
+  lp__pprof_t *pp = lp__codec_calloc(1, sizeof *pp);
   if (!pp) return NULL;
   pp->cpu = cpu;
   /* string_table[0] is "" */
@@ -180,14 +109,14 @@ lp__pprof_t *lp__pprof_new(bool cpu) {
 
 void lp__pprof_free(lp__pprof_t *pp) {
   if (!pp) return;
-  free(pp->body.p);
-  free(pp->strtab.p);
-  free(pp->scratch.p);
-  free(pp->scratch2.p);
+  free(pp->body.buf);
+  free(pp->strtab.buf);
+  free(pp->scratch.buf);
+  free(pp->scratch2.buf);
   free(pp->strs);
-  free(pp->strslots);
+  free(pp->strindex.slot);
   free(pp->funcs);
-  free(pp->funcslots);
+  free(pp->funcindex.slot);
   free(pp);
 }
 
@@ -195,65 +124,45 @@ static uint64_t hash_func(const fkey_t *k) {
   return (hash_str(k->name) * 31 + hash_str(k->file)) * 0x9e3779b97f4a7c15ull + (uint64_t)k->line;
 }
 
-static int rehash_funcs(lp__pprof_t *pp) {
-  uint32_t mask = pp->funcmask ? pp->funcmask * 2 + 1 : 1023;
-  uint32_t *slots = enc_calloc((size_t)mask + 1, sizeof *slots);
-  fkey_t *funcs = enc_realloc(pp->funcs, ((size_t)mask + 1) / 2 * sizeof *funcs);
-  if (!slots || !funcs) {
-    free(slots);
-    if (funcs) pp->funcs = funcs;
-    return -ENOMEM;
-  }
-  pp->funcs = funcs;
-  for (uint32_t i = 0; i < pp->nfuncs; i++) {
-    uint32_t h = (uint32_t)(hash_func(&funcs[i]) >> 7) & mask;
-    while (slots[h]) h = (h + 1) & mask;
-    slots[h] = i + 1;
-  }
-  free(pp->funcslots);
-  pp->funcslots = slots;
-  pp->funcmask = mask;
-  return 0;
-}
+static uint32_t func_hash(const lp__pprof_t *pp, uint32_t i) { return (uint32_t)(hash_func(&pp->funcs[i]) >> 7); }
 
 uint64_t lp__pprof_location(lp__pprof_t *pp, const char *name, const char *file, int64_t line) {
   fkey_t k = {name ? name : "", file ? file : "", line};
-  if ((uint64_t)(pp->nfuncs + 1) * 2 > (uint64_t)pp->funcmask + 1 && rehash_funcs(pp) != 0) return 0;
-  uint32_t h = (uint32_t)(hash_func(&k) >> 7) & pp->funcmask;
-  for (;; h = (h + 1) & pp->funcmask) {
-    uint32_t id = pp->funcslots[h];
-    if (!id) break;
+  uint32_t h = (uint32_t)(hash_func(&k) >> 7);
+  for (uint32_t at, id = lp__index_first(&pp->funcindex, h, &at); id; id = lp__index_next(&pp->funcindex, &at)) {
     const fkey_t *f = &pp->funcs[id - 1];
     if (f->line == k.line && strcmp(f->name, k.name) == 0 && strcmp(f->file, k.file) == 0) return id;
   }
+  if (make_room((void **)&pp->funcs, &pp->funcscap, sizeof *pp->funcs, pp->nfuncs, &pp->funcindex, func_hash, pp) != 0)
+    return 0;
   int64_t ni = str_index(pp, k.name), fi = str_index(pp, k.file);
   if (ni < 0 || fi < 0) return 0;
   uint64_t id = pp->nfuncs + 1;
   /* Function: id 1, name 2, system_name 3, filename 4, start_line 5. */
-  buf_t *m = &pp->scratch;
-  f_varint(m, 1, id);
-  f_varint(m, 2, (uint64_t)ni);
-  f_varint(m, 3, (uint64_t)ni);
-  f_varint(m, 4, (uint64_t)fi);
-  if (k.line > 0) f_varint(m, 5, (uint64_t)k.line);
-  f_msg(&pp->body, 5, m);
+  lp__pb_t *m = &pp->scratch;
+  lp__pb_varint(m, 1, id);
+  lp__pb_varint(m, 2, (uint64_t)ni);
+  lp__pb_varint(m, 3, (uint64_t)ni);
+  lp__pb_varint(m, 4, (uint64_t)fi);
+  if (k.line > 0) lp__pb_varint(m, 5, (uint64_t)k.line);
+  lp__pb_msg(&pp->body, 5, m);
   /* Location: id 1, mapping_id 2, line 4 (Line: function_id 1, line 2). */
-  buf_t *l = &pp->scratch2;
-  f_varint(m, 1, id);
-  if (k.line > 0) f_varint(m, 2, (uint64_t)k.line);
-  f_varint(l, 1, id);
-  f_varint(l, 2, 1);
-  f_msg(l, 4, m);
-  f_msg(&pp->body, 4, l);
-  if (pp->body.oom) return 0;
+  lp__pb_t *l = &pp->scratch2;
+  lp__pb_varint(m, 1, id);
+  if (k.line > 0) lp__pb_varint(m, 2, (uint64_t)k.line);
+  lp__pb_varint(l, 1, id);
+  lp__pb_varint(l, 2, 1);
+  lp__pb_msg(l, 4, m);
+  lp__pb_msg(&pp->body, 4, l);
+  if (pp->body.err) return 0;
+  lp__index_put(&pp->funcindex, h, pp->nfuncs);
   pp->funcs[pp->nfuncs++] = k;
-  pp->funcslots[h] = (uint32_t)id;
   return id;
 }
 
 int lp__pprof_sample(lp__pprof_t *pp, const uint64_t *locs, size_t nlocs, int64_t samples, int64_t wall_ns,
                      int64_t cpu_ns, const char *thread, uint64_t tid) {
-  buf_t *m = &pp->scratch, *p = &pp->scratch2;
+  lp__pb_t *m = &pp->scratch, *p = &pp->scratch2;
   if (thread && !pp->thread_key && (pp->thread_key = str_index(pp, "thread")) < 0) return pp->thread_key = 0, -ENOMEM;
   if (tid && !pp->tid_key && (pp->tid_key = str_index(pp, "thread_id")) < 0) return pp->tid_key = 0, -ENOMEM;
   if (thread && thread != pp->last_thread) {
@@ -262,24 +171,24 @@ int lp__pprof_sample(lp__pprof_t *pp, const uint64_t *locs, size_t nlocs, int64_
   }
   int64_t tk = pp->thread_key, tv = pp->last_thread_idx, ik = pp->tid_key;
   /* Sample: location_id 1 and value 2, both packed; label 3 (Label: key 1, str 2, num 3). */
-  for (size_t i = 0; i < nlocs; i++) varint(p, locs[i]);
-  f_msg(m, 1, p);
-  varint(p, (uint64_t)samples);
-  varint(p, (uint64_t)wall_ns);
-  if (pp->cpu) varint(p, (uint64_t)cpu_ns);
-  f_msg(m, 2, p);
+  for (size_t i = 0; i < nlocs; i++) lp__pb_bare_varint(p, locs[i]);
+  lp__pb_msg(m, 1, p);
+  lp__pb_bare_varint(p, (uint64_t)samples);
+  lp__pb_bare_varint(p, (uint64_t)wall_ns);
+  if (pp->cpu) lp__pb_bare_varint(p, (uint64_t)cpu_ns);
+  lp__pb_msg(m, 2, p);
   if (thread) {
-    f_varint(p, 1, (uint64_t)tk);
-    f_varint(p, 2, (uint64_t)tv);
-    f_msg(m, 3, p);
+    lp__pb_varint(p, 1, (uint64_t)tk);
+    lp__pb_varint(p, 2, (uint64_t)tv);
+    lp__pb_msg(m, 3, p);
   }
   if (tid) {
-    f_varint(p, 1, (uint64_t)ik);
-    f_varint(p, 3, tid);
-    f_msg(m, 3, p);
+    lp__pb_varint(p, 1, (uint64_t)ik);
+    lp__pb_varint(p, 3, tid);
+    lp__pb_msg(m, 3, p);
   }
-  f_msg(&pp->body, 2, m);
-  return pp->body.oom ? -ENOMEM : 0;
+  lp__pb_msg(&pp->body, 2, m);
+  return pp->body.err ? -ENOMEM : 0;
 }
 
 /* ---- gzip, stored ------------------------------------------------------------- */
@@ -339,7 +248,7 @@ static void le32(uint8_t *p, uint32_t v) {
 int lp__pprof_write(lp__pprof_t *pp, FILE *out, int64_t time_nanos, int64_t duration_nanos, int64_t period_ns,
                     const char *default_type, const char *mapping_file) {
   static const char *const types[3][2] = {{"samples", "count"}, {"wall", "nanoseconds"}, {"cpu", "nanoseconds"}};
-  buf_t head = {0};
+  lp__pb_t head = {0};
   int64_t idx[3][2];
   int ntypes = pp->cpu ? 3 : 2;
   if (default_type && strcmp(default_type, "cpu") == 0 && !pp->cpu) default_type = "wall";
@@ -351,42 +260,42 @@ int lp__pprof_write(lp__pprof_t *pp, FILE *out, int64_t time_nanos, int64_t dura
   /* sample_type 1 (ValueType: type 1, unit 2), time_nanos 9, duration_nanos 10, period_type 11, period 12,
      default_sample_type 14. */
   for (int i = 0; i < ntypes; i++) {
-    f_varint(&pp->scratch, 1, (uint64_t)idx[i][0]);
-    f_varint(&pp->scratch, 2, (uint64_t)idx[i][1]);
-    f_msg(&head, 1, &pp->scratch);
+    lp__pb_varint(&pp->scratch, 1, (uint64_t)idx[i][0]);
+    lp__pb_varint(&pp->scratch, 2, (uint64_t)idx[i][1]);
+    lp__pb_msg(&head, 1, &pp->scratch);
   }
   /* One mapping (id 1, filename 5, has_functions 7, has_filenames 8, has_line_numbers 9): the labels are
      already symbols, and readers need not look for a binary. Its file is the program's, which pprof
      names the profile by ("File:"). */
-  f_varint(&pp->scratch, 1, 1);
-  if (map) f_varint(&pp->scratch, 5, (uint64_t)map);
-  f_varint(&pp->scratch, 7, 1);
-  f_varint(&pp->scratch, 8, 1);
-  f_varint(&pp->scratch, 9, 1);
-  f_msg(&head, 3, &pp->scratch);
-  f_varint(&head, 9, (uint64_t)time_nanos);
-  f_varint(&head, 10, (uint64_t)duration_nanos);
-  f_varint(&pp->scratch, 1, (uint64_t)idx[1][0]);
-  f_varint(&pp->scratch, 2, (uint64_t)idx[1][1]);
-  f_msg(&head, 11, &pp->scratch);
-  f_varint(&head, 12, (uint64_t)period_ns);
-  f_varint(&head, 14, (uint64_t)def);
-  if (head.oom || pp->body.oom || pp->strtab.oom) {
-    free(head.p);
+  lp__pb_varint(&pp->scratch, 1, 1);
+  if (map) lp__pb_varint(&pp->scratch, 5, (uint64_t)map);
+  lp__pb_varint(&pp->scratch, 7, 1);
+  lp__pb_varint(&pp->scratch, 8, 1);
+  lp__pb_varint(&pp->scratch, 9, 1);
+  lp__pb_msg(&head, 3, &pp->scratch);
+  lp__pb_varint(&head, 9, (uint64_t)time_nanos);
+  lp__pb_varint(&head, 10, (uint64_t)duration_nanos);
+  lp__pb_varint(&pp->scratch, 1, (uint64_t)idx[1][0]);
+  lp__pb_varint(&pp->scratch, 2, (uint64_t)idx[1][1]);
+  lp__pb_msg(&head, 11, &pp->scratch);
+  lp__pb_varint(&head, 12, (uint64_t)period_ns);
+  lp__pb_varint(&head, 14, (uint64_t)def);
+  if (head.err || pp->body.err || pp->strtab.err) {
+    free(head.buf);
     return -ENOMEM;
   }
-  gz_t *g = enc_calloc(1, sizeof *g);
+  gz_t *g = lp__codec_calloc(1, sizeof *g);
   if (!g) {
-    free(head.p);
+    free(head.buf);
     return -ENOMEM;
   }
   g->out = out;
   /* ID1 ID2, deflate, no flags, no time, no extra flags, OS unknown. */
   static const uint8_t gzhead[10] = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 255};
   if (fwrite(gzhead, 1, sizeof gzhead, out) != sizeof gzhead) g->failed = true;
-  gz_write(g, head.p, head.n);
-  gz_write(g, pp->body.p, pp->body.n);
-  gz_write(g, pp->strtab.p, pp->strtab.n);
+  gz_write(g, head.buf, head.len);
+  gz_write(g, pp->body.buf, pp->body.len);
+  gz_write(g, pp->strtab.buf, pp->strtab.len);
   gz_block(g, true);
   uint8_t tail[8];
   le32(tail, g->crc);
@@ -394,6 +303,6 @@ int lp__pprof_write(lp__pprof_t *pp, FILE *out, int64_t time_nanos, int64_t dura
   if (fwrite(tail, 1, 8, out) != 8) g->failed = true;
   int rc = g->failed ? -EIO : 0;
   free(g);
-  free(head.p);
+  free(head.buf);
   return rc;
 }

@@ -454,8 +454,7 @@ int lp__stream_stop(void) {
     if (st.long_number && st.long_number != st.err_number)
       snprintf(later, sizeof later, "; from file %u on the names are too long: what was recorded since is in no file",
                st.long_number);
-    fprintf(stderr, "labelprof: cannot write the stream to '%s': %s; %s%s\n", name ? name : st.path, lp_strerror(err),
-            lost, later);
+    lp__warn("cannot write the stream to '%s': %s; %s%s", name ? name : st.path, lp_strerror(err), lost, later);
     free(name);
   }
   lp__pfs_free(st.enc);

@@ -171,7 +171,7 @@ static bool pfs_stack_grow(lp__pfs_lane_t *l) {
  */
 static size_t pfs_packet(uint8_t *b, uint32_t type, const uint8_t *te, size_t n, uint32_t seq) {
   size_t k = 0;
-  b[k++] = TRACE_PACKET << 3 | 2;
+  b[k++] = TRACE_PACKET_TAG;
   k++; /* the packet's length, below */
   b[k++] = TP_TIMESTAMP << 3;
   b[k++] = 0;
@@ -277,7 +277,7 @@ static inline size_t pfs_put(uint8_t *o, const uint8_t *p, size_t n, uint64_t dt
   }
   if (dt < 0x4000) {
     memcpy(o + 1, p, 32); /* then the header over what came along */
-    o[0] = TRACE_PACKET << 3 | 2;
+    o[0] = TRACE_PACKET_TAG;
     o[1] = (uint8_t)(p[1] + 1);
     o[2] = TP_TIMESTAMP << 3;
     o[3] = (uint8_t)(dt | 0x80);
@@ -286,7 +286,7 @@ static inline size_t pfs_put(uint8_t *o, const uint8_t *p, size_t n, uint64_t dt
   }
   size_t k = 3 + lp__pb_put_varint(o + 3, dt);
   memcpy(o + k, p + 4, 32);
-  o[0] = TRACE_PACKET << 3 | 2;
+  o[0] = TRACE_PACKET_TAG;
   o[1] = (uint8_t)(p[1] + k - 4);
   o[2] = TP_TIMESTAMP << 3;
   return n + k - 4;

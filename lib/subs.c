@@ -27,7 +27,6 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <stddef.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <linux/membarrier.h>
 #include <stdlib.h>
@@ -54,7 +53,6 @@
 
 LP_EXPORT uint64_t lp_impl_wanted[256];
 
-static void warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- streams and vendors ------------------------------------------------------ */
 
@@ -1385,15 +1383,6 @@ void lp_impl_nscope_end(int32_t i) {
 
 /* ---- LABELPROF_SUBSCRIBERS ---------------------------------------------------------- */
 
-static void warn(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fputs("labelprof: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-}
-
 /* At exit: every loaded library's finish for every stream still initialized. */
 static void finish_at_exit(void) {
   if (lp__forked_child()) return; /* the parent's tools report for the parent */
@@ -1417,7 +1406,7 @@ static void load_one(const char *path) {
   for (uint32_t i = 0; i < n; i++)
     if (strcmp(libs[i].path, path) == 0) return; /* the same path twice loads once */
   if (n == MAX_LIBS) {
-    warn("LABELPROF_SUBSCRIBERS: more than %d subscribers; %s skipped", MAX_LIBS, path);
+    lp__warn("LABELPROF_SUBSCRIBERS: more than %d subscribers; %s skipped", MAX_LIBS, path);
     return;
   }
   /*
@@ -1436,7 +1425,7 @@ static void load_one(const char *path) {
   void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     const char *e = dlerror();
-    warn("LABELPROF_SUBSCRIBERS: cannot load %s (%s); skipped%s", path, e ? e : "unknown error",
+    lp__warn("LABELPROF_SUBSCRIBERS: cannot load %s (%s); skipped%s", path, e ? e : "unknown error",
          global ? ""
                 : " (labelprof's functions are not in the program's global scope: link a program that has "
                   "liblabelprof.a linked in with -rdynamic; where labelprof comes in a library loaded RTLD_LOCAL, "
@@ -1449,7 +1438,7 @@ static void load_one(const char *path) {
   void *theirs = dlsym(h, "lp_subscriber_destroy");
   (void)dlerror();
   if (!global && theirs && theirs != ours) {
-    warn("LABELPROF_SUBSCRIBERS: %s brings a second copy of labelprof (it is linked with -llabelprof, and the "
+    lp__warn("LABELPROF_SUBSCRIBERS: %s brings a second copy of labelprof (it is linked with -llabelprof, and the "
          "program's labelprof is not in its global scope: liblabelprof.a linked in without -rdynamic); it stays "
          "loaded but sees none of the program's labels: link it without -llabelprof",
          path);
@@ -1459,7 +1448,7 @@ static void load_one(const char *path) {
   finish_fn finish = (finish_fn)(uintptr_t)dlsym(h, "labelprof_subscriber_finish");
   if (!init || !finish) {
     /* Left loaded: it is never unloaded, and its constructors have run. */
-    warn("LABELPROF_SUBSCRIBERS: %s does not export %s; skipped", path,
+    lp__warn("LABELPROF_SUBSCRIBERS: %s does not export %s; skipped", path,
          !init && !finish ? "labelprof_subscriber_init and labelprof_subscriber_finish"
          : !init          ? "labelprof_subscriber_init"
                           : "labelprof_subscriber_finish");
@@ -1467,12 +1456,12 @@ static void load_one(const char *path) {
   }
   char *copy = lp__strdup(path);
   if (!copy) {
-    warn("LABELPROF_SUBSCRIBERS: out of memory; %s skipped", path);
+    lp__warn("LABELPROF_SUBSCRIBERS: out of memory; %s skipped", path);
     return;
   }
   libs[n] = (lib_t){copy, h, init, finish};
   atomic_store(&nlibs, n + 1);
-  if (n == 0 && atexit(finish_at_exit) != 0) warn("LABELPROF_SUBSCRIBERS: atexit failed; no finish at exit");
+  if (n == 0 && atexit(finish_at_exit) != 0) lp__warn("LABELPROF_SUBSCRIBERS: atexit failed; no finish at exit");
   /* Its inits for the streams already initialized, in the order they were. */
   uint64_t done_order = 0;
   for (;;) {
@@ -1502,7 +1491,7 @@ void lp__subs_env_load(void) {
   if (!v || !*v) return;
   char *list = lp__strdup(v);
   if (!list) {
-    warn("LABELPROF_SUBSCRIBERS: out of memory; no subscriber loaded");
+    lp__warn("LABELPROF_SUBSCRIBERS: out of memory; no subscriber loaded");
     return;
   }
   for (char *save = NULL, *item = strtok_r(list, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
@@ -1518,7 +1507,7 @@ void lp__subs_init(void) {
   uint8_t id = 0;
   /* First: the labels stream is id 1. */
   if (register_stream(LP_STREAM_LABELS_NAME, &id) != 0 || id != LP_STREAM_LABELS)
-    warn("could not register the labels stream");
+    lp__warn("could not register the labels stream");
   lp__lock(&streams_mu);
   streams[LP_STREAM_LABELS].initialized = true;
   streams[LP_STREAM_LABELS].major = LABELPROF_VERSION_MAJOR;

@@ -1229,7 +1229,7 @@ int lp__trace_write_as(lp__owner_t who, const char *path, const char *process_na
   if (rc == 0) rc = lp__output_close(&out, write_snapshot(out.fd, &s, process_name, format, jump, sizeof jump));
   unpin(&s);
   free_session(&s);
-  if (jump[0]) fprintf(stderr, "labelprof: %s: %s\n", path, jump);
+  if (jump[0]) lp__warn("%s: %s", path, jump);
   return rc;
 }
 

@@ -14,6 +14,8 @@
  */
 #include "internal.h"
 
+#include "index.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -366,10 +368,10 @@ typedef struct bnode {
 typedef struct builder {
   bnode_t *nodes;
   uint32_t nnodes, capnodes;
-  uint32_t *slots, mask; /* (parent, label) -> node + 1 */
+  lp__index_t kids; /* nodes by (parent, label) */
   char *strings;
   uint32_t nstrings, capstrings;
-  uint32_t *sslots, smask; /* label text -> offset + 1 */
+  lp__index_t texts; /* the strings' offsets by text */
 } builder_t;
 
 static uint32_t hash_text(const char *s) {
@@ -378,29 +380,27 @@ static uint32_t hash_text(const char *s) {
   return hash2(h, 0);
 }
 
-static int table_init(uint32_t **slots, uint32_t *mask, uint32_t min) {
-  uint32_t m = 255;
-  while (m < min * 2 && m < 0x7fffffffu) m = m * 2 + 1;
-  *slots = lp__calloc((size_t)m + 1, sizeof **slots);
-  *mask = m;
-  return *slots ? 0 : -ENOMEM;
+/* An index sized once for at most n entries: it never fills, so it never grows. */
+static int table_init(lp__index_t *ix, uint32_t n) {
+  uint64_t slots = lp__index_wants(ix, n, 256);
+  uint32_t *fresh = slots == UINT64_MAX ? NULL : lp__calloc((size_t)slots, sizeof *fresh);
+  if (!fresh) return -ENOMEM;
+  lp__index_move(ix, fresh, slots);
+  return 0;
 }
 
 /* The interned offset of a label text, copying it on first sight. */
 static uint32_t intern(builder_t *b, const char *text) {
-  uint32_t h = hash_text(text) & b->smask;
-  for (;; h = (h + 1) & b->smask) {
-    uint32_t s = b->sslots[h];
-    if (!s) break;
+  uint32_t h = hash_text(text);
+  for (uint32_t at, s = lp__index_first(&b->texts, h, &at); s; s = lp__index_next(&b->texts, &at))
     if (strcmp(b->strings + s - 1, text) == 0) return s - 1;
-  }
   size_t len = strlen(text) + 1;
   if (len > UINT32_MAX / 4 || grow((void **)&b->strings, &b->capstrings, 1, b->nstrings + (uint32_t)len) != 0)
     return LP__NONE;
   uint32_t off = b->nstrings;
   memcpy(b->strings + off, text, len);
   b->nstrings += (uint32_t)len;
-  b->sslots[h] = off + 1; /* the table was sized for every site: it cannot fill */
+  lp__index_put(&b->texts, h, off); /* the table was sized for every site: it cannot fill */
   return off;
 }
 
@@ -411,14 +411,11 @@ static uint32_t bnode_new(builder_t *b, uint32_t label, uint32_t parent) {
 }
 
 static uint32_t bchild(builder_t *b, uint32_t parent, uint32_t label) {
-  uint32_t h = hash2(parent, label) & b->mask;
-  for (;; h = (h + 1) & b->mask) {
-    uint32_t s = b->slots[h];
-    if (!s) break;
+  uint32_t h = hash2(parent, label);
+  for (uint32_t at, s = lp__index_first(&b->kids, h, &at); s; s = lp__index_next(&b->kids, &at))
     if (b->nodes[s - 1].parent == parent && b->nodes[s - 1].label == label) return s - 1;
-  }
   uint32_t idx = bnode_new(b, label, parent);
-  if (idx != LP__NONE) b->slots[h] = idx + 1; /* sized for every aggregation node twice */
+  if (idx != LP__NONE) lp__index_put(&b->kids, h, idx); /* sized for every aggregation node twice */
   return idx;
 }
 
@@ -442,9 +439,9 @@ lp_profile_t *lp__profile_build(const lp__agg_t *a, const lp__mark_t *mark, cons
   uint32_t *troot = lp__calloc((size_t)a->nthreads + 1, sizeof *troot);
   uint32_t *tname = NULL;
   if (!p || !map_all || !map_thr || !troot) goto fail;
-  if (table_init(&b.slots, &b.mask, 2 * a->nnodes + a->nthreads + 1) != 0) goto fail;
+  if (table_init(&b.kids, 2 * a->nnodes + a->nthreads + 1) != 0) goto fail;
   /* Strings: a label and a file per site at most, and thread names. */
-  if (table_init(&b.sslots, &b.smask, 2 * a->nnodes + a->nthreads + 1) != 0) goto fail;
+  if (table_init(&b.texts, 2 * a->nnodes + a->nthreads + 1) != 0) goto fail;
 
   if (bnode_new(&b, LP__NONE, LP__NONE) == LP__NONE) goto fail; /* the all-threads root */
   for (uint32_t i = 0; i < a->nthreads; i++)
@@ -558,9 +555,9 @@ lp_profile_t *lp__profile_build(const lp__agg_t *a, const lp__mark_t *mark, cons
 fail:
   free(tname);
   free(b.nodes);
-  free(b.slots);
+  free(b.kids.slot);
   free(b.strings);
-  free(b.sslots);
+  free(b.texts.slot);
   free(map_all);
   free(map_thr);
   free(troot);

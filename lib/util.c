@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,9 +41,20 @@ char *lp__strdup(const char *s) { return failing() ? NULL : strdup(s); }
 char *lp__strndup(const char *s, size_t n) { return failing() ? NULL : strndup(s, n); }
 void *lp__aligned_alloc(size_t align, size_t n) { return failing() ? NULL : aligned_alloc(align, n); }
 
+void lp__warn(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  flockfile(stderr); /* one line, whatever other threads write meanwhile */
+  fputs("labelprof: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  funlockfile(stderr);
+  va_end(ap);
+}
+
 void lp__fatal(const char *what, int rc) {
   /* Only reached when a mutex or condition variable is corrupt: not a caller's mistake. */
-  fprintf(stderr, "labelprof: %s failed (error %d); memory is corrupt\n", what, rc);
+  lp__warn("%s failed (error %d); memory is corrupt", what, rc);
   abort();
 }
 

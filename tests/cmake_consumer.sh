@@ -30,8 +30,8 @@ if [ "${LP_CROSS_COMPILING:-no}" = yes ]; then
   exit 77
 fi
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/lp-cmake-consumer.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+. "$src/tests/sh_common.sh"
+test_tmpdir lp-cmake-consumer
 
 if [ $# -ge 1 ]; then
   prefix=$1

@@ -21,11 +21,14 @@ if [ -z "$browser" ]; then
   echo "note: chromium is not installed: the flame graph's script is not run in a browser"
   exit 77
 fi
-top=${TMPDIR:-/tmp}/flamegraph_browser_sh.$$
+. "$srcdir/tests/sh_common.sh"
+test_tmpdir flamegraph_browser_sh
+top=$tmp
+at_exit 'rm -rf "$top"'
 tmp=$top/a-temporary-directory-whose-path-is-longer-than-a-unix-socket-path-may-be
-mkdir -p "$tmp" || exit 99
-short=$(mktemp -d /tmp/lp-chromium.XXXXXX) || { rm -rf "$top"; exit 99; }
-trap 'rm -rf "$top" "$short"' EXIT
+mkdir "$tmp" || exit 99
+short=$(mktemp -d /tmp/lp-chromium.XXXXXX) || exit 99
+at_exit 'rm -rf "$short"'
 TMPDIR=$tmp
 export TMPDIR
 

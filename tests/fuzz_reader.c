@@ -2,7 +2,7 @@
  * fuzz_reader.c: mutates the seed traces of tests/data/cmd (and its fuzz/
  * directory of earlier crashers and odd shapes) and feeds every mutant to the
  * reader and the engine, as `labelprof stats` does (Chrome JSON, Perfetto
- * .pftrace, systrace text .txt, and the profiles of tools/profile_reader.c:
+ * .pftrace, systrace text .txt, and the profiles of tools/read/profile.c:
  * .pprof, .folded).
  * A mutant must end with status 0 or 2, never a crash, a sanitizer report or
  * a hang; a trace read

@@ -1,8 +1,8 @@
 /*
  * fuzz_systrace.c: fuzzes the systrace reader and the NNAPI summary.
  *
- * One input = one file's bytes: it is scanned for marks (tools/systrace.c)
- * and summarised under three flag sets (tools/nnapi.c, tools/attrib.c),
+ * One input = one file's bytes: it is scanned for marks (tools/read/ftrace.c)
+ * and summarised under three flag sets (tools/nnapi_summary.c, tools/attrib.c),
  * output to /dev/null. Any crash, sanitizer report or hang is a failure.
  * The same bytes go through the project's JSON string escaper
  * (lib/jsonesc.c, which writes nnapi --json's strings) in both its modes:
@@ -21,7 +21,7 @@
 #include "config.h"
 
 #include "nnapi.h"
-#include "systrace.h"
+#include "ftrace.h"
 #include "../lib/jsonesc.h"
 #include "json_check.h"
 

@@ -10,8 +10,9 @@ srcdir=${srcdir:-.}
 secs=${LP_FUZZ_SECONDS:-10}
 seeds="$srcdir/tests/data/nnapi $srcdir/tests/data/systrace-fuzz"
 if [ -x tests/fuzz_systrace_lf ]; then
-  work=$(mktemp -d) || exit 99
-  trap 'rm -rf "$work"' EXIT
+  . "$srcdir/tests/sh_common.sh"
+  test_tmpdir fuzz_systrace_sh
+  work=$tmp
   cp "$srcdir"/tests/data/nnapi/*.txt "$srcdir"/tests/data/systrace-fuzz/* "$work"/ || exit 99
   # crashers are written as fuzz-systrace-crash-*; copy them into tests/data/systrace-fuzz/
   tests/fuzz_systrace_lf -seed="${LP_FUZZ_SEED:-1}" -max_total_time="$secs" -max_len=65536 -timeout=20 -rss_limit_mb=2048 -close_fd_mask=2 \

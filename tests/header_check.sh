@@ -44,8 +44,8 @@ if [ "${LP_CROSS_COMPILING:-no}" = yes ]; then
   target="--target=$LP_HOST_ALIAS"
 fi
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/lp-header-check.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+. "$src/tests/sh_common.sh"
+test_tmpdir lp-header-check
 
 builds=0
 failed=0

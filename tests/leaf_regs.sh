@@ -12,9 +12,8 @@
 set -eu
 src=${srcdir:-.}
 command -v objdump >/dev/null 2>&1 || { echo "leaf_regs: objdump is not installed: skipped"; exit 77; }
-tmp=${TMPDIR:-/tmp}/labelprof-leaf.$$
-mkdir "$tmp"
-trap 'rm -rf "$tmp"' EXIT
+. "$src/tests/sh_common.sh"
+test_tmpdir labelprof-leaf
 cat >"$tmp/leaf.c" <<'C'
 #include <labelprof.h>
 typedef struct node { struct node *next; int v; } node_t;
@@ -25,7 +24,6 @@ int leaf_label(const node_t *n) { LP_SCOPE("leaf"); return n->next ? n->next->v 
 C
 . "$src/tests/objdump_fn.sh"
 ran=0
-fail=0
 for cc in gcc clang; do
   command -v $cc >/dev/null 2>&1 || { echo "leaf_regs: $cc is not installed: skipped"; continue; }
   # Each way of reaching the cold paths compiles cleanly: the thunks, plain calls (other architectures,

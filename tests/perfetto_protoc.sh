@@ -15,13 +15,10 @@ if ! command -v protoc >/dev/null 2>&1; then
   echo "SKIP: protoc is not installed (Debian: protobuf-compiler); the Perfetto files are not decoded"
   exit 77
 fi
-tmp=${TMPDIR:-/tmp}/perfetto_protoc.$$
-mkdir -p "$tmp" || exit 99
-trap 'rm -rf "$tmp"' EXIT
+. "$srcdir/tests/sh_common.sh"
+test_tmpdir perfetto_protoc
 pass=0
-fail=0
 ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 decode() { protoc --decode=perfetto.Trace -I "$(dirname "$proto")" "$proto" <"$1"; }
 has() { if grep -q "$2" "$1"; then ok; else bad "$3: no '$2' in the decoded trace"; fi; }
 

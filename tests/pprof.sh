@@ -39,7 +39,7 @@ to_folded() { # traces
     /^ *thread(_id)?:/ { next }
     /^ +[0-9]+ +/ { v = $1; sub(/^ +[0-9]+ +/, ""); st[++n] = $0; next }
     /^      +[^ ]/ && n { sub(/^ +/, ""); st[++n] = $0; next }
-    END { for (s in sum) print s " " sum[s] }
+    END { for (s in sum) if (sum[s]) print s " " sum[s] } # a stack of CPU samples only has none
   ' "$1" | sort
 }
 

@@ -1,5 +1,5 @@
 #!/bin/sh
-# profile_input.sh: profiles as input (tools/profile_reader.c) and the flame
+# profile_input.sh: profiles as input (tools/read/profile.c) and the flame
 # graph's --cpu and --diff.
 #   - folded stacks and pprof files read back to the same stacks that
 #     `labelprof folded` wrote from the trace, on every input of the suite;

@@ -14,9 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define LP_TEST(fn) {#fn, fn}
@@ -190,6 +194,65 @@ static inline char *lp_test_slurp(const char *path) {
 
 /*
  * ---- child processes ----
+ * Every wait for a child here has a deadline: a child that hangs is killed
+ * (SIGKILL) and reported, so that a hang fails its test instead of the
+ * whole suite. LP_TEST_CHILD_SECONDS is the default, scaled by
+ * lp_test_slow() and, under a sanitizer, by 4.
+ */
+#define LP_TEST_CHILD_SECONDS 120u
+
+static inline unsigned lp_test_child_seconds(unsigned seconds) {
+  return (seconds ? seconds : LP_TEST_CHILD_SECONDS) * lp_test_slow() * (LP_TEST_SANITIZED ? 4u : 1u);
+}
+
+/*
+ * Waits for child pid, at most seconds (scaled as above; 0: the default),
+ * and fills *status as waitpid does. 0; or -ETIMEDOUT once the deadline
+ * passed and the child was killed and reaped (a line says so); or -errno
+ * when it cannot be waited for. The wait is on a pidfd where the kernel has
+ * them, else a waitpid poll that backs off to 10 ms.
+ */
+static inline int lp_test_wait(pid_t pid, unsigned seconds, int *status) {
+  unsigned limit = lp_test_child_seconds(seconds);
+  struct timespec t0, now;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  int pfd = -1;
+#if defined(SYS_pidfd_open) && (defined(_GNU_SOURCE) || defined(_DEFAULT_SOURCE)) /* syscall() is declared */
+  pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+#endif
+  long nap_ns = 100000;
+  for (;;) {
+    pid_t got = waitpid(pid, status, WNOHANG);
+    if (got == pid) break;
+    if (got < 0 && errno != EINTR) {
+      int e = errno;
+      if (pfd >= 0) close(pfd);
+      return -e;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double left = (double)limit - ((double)(now.tv_sec - t0.tv_sec) + (double)(now.tv_nsec - t0.tv_nsec) * 1e-9);
+    if (left <= 0) {
+      kill(pid, SIGKILL);
+      while (waitpid(pid, status, 0) < 0 && errno == EINTR)
+        ;
+      printf("\n    child %d still running after %u s: killed ", (int)pid, limit);
+      if (pfd >= 0) close(pfd);
+      return -ETIMEDOUT;
+    }
+    if (pfd >= 0) {
+      struct pollfd p = {pfd, POLLIN, 0};
+      (void)poll(&p, 1, left > 1000 ? 1000000 : (int)(left * 1000) + 1); /* readable once the child has exited */
+    } else {
+      struct timespec nap = {0, nap_ns};
+      nanosleep(&nap, NULL);
+      if (nap_ns < 10000000) nap_ns *= 2;
+    }
+  }
+  if (pfd >= 0) close(pfd);
+  return 0;
+}
+
+/*
  * lp_test_run() runs prog with argv in a child and waits for it: standard
  * input from o->in (/dev/null when NULL), standard output and error caught
  * in files of the test's temporary directory and returned as strings (free
@@ -197,7 +260,9 @@ static inline char *lp_test_slurp(const char *path) {
  * (NULL-terminated, at most 16) plus PATH=/usr/bin:/bin, so that the
  * caller's LABELPROF_* and sanitizer settings do not leak in, unless
  * o->inherit_env, when vars come on top of the test's own environment.
- * A child that cannot be started fails the test (CUnit's fatal assertion).
+ * A child that cannot be started fails the test (CUnit's fatal assertion);
+ * one still running after o->timeout seconds (0: LP_TEST_CHILD_SECONDS,
+ * scaled as lp_test_wait says) is killed, and its status says SIGKILL.
  */
 typedef struct lp_test_child {
   const char *in;   /* standard input from this file; NULL: /dev/null */
@@ -205,6 +270,7 @@ typedef struct lp_test_child {
   rlim_t fsize;     /* RLIMIT_FSIZE in bytes; 0: unlimited */
   int inherit_env;  /* 1: the test's environment plus vars */
   rlim_t cpu;       /* RLIMIT_CPU in seconds (a guard against a hang, never a speed test); 0: unlimited */
+  unsigned timeout; /* wall-clock seconds before the child is killed; 0: the default */
 } lp_test_child_t;
 
 typedef struct lp_test_run {
@@ -217,7 +283,7 @@ extern char **environ;
 
 static inline lp_test_run_t lp_test_run(const char *prog, char *const argv[], const char *const *vars,
                                         const lp_test_child_t *o) {
-  static const lp_test_child_t none = {NULL, NULL, 0, 0, 0};
+  static const lp_test_child_t none = {NULL, NULL, 0, 0, 0, 0};
   lp_test_run_t r = {-1, -1, NULL, NULL};
   char outp[256], errp[256];
   if (!o) o = &none;
@@ -250,7 +316,9 @@ static inline lp_test_run_t lp_test_run(const char *prog, char *const argv[], co
     _exit(127);
   }
   r.pid = pid;
-  CU_ASSERT_EQUAL_FATAL(waitpid(pid, &r.status, 0), pid);
+  int w = lp_test_wait(pid, o->timeout, &r.status);
+  if (w == -ETIMEDOUT) printf("(%s) ", prog);
+  CU_ASSERT_FATAL(w == 0 || w == -ETIMEDOUT);
   r.out = lp_test_slurp(outp);
   r.err = lp_test_slurp(errp);
   CU_ASSERT_PTR_NOT_NULL_FATAL(r.out);
@@ -267,6 +335,81 @@ static inline void lp_test_run_free(lp_test_run_t *r) {
 /* The exit status, or -1 when the child did not exit (a signal). */
 static inline int lp_test_exit_code(const lp_test_run_t *r) {
   return WIFEXITED(r->status) ? WEXITSTATUS(r->status) : -1;
+}
+
+/*
+ * Runs body(arg) in a child process and waits for it (lp_test_wait's
+ * deadline). Standard output and error are flushed first, so that nothing
+ * buffered is printed twice. The child's own failed assertions are printed
+ * ("child: FILE:LINE: CONDITION") and counted; the child exits with their
+ * number (at most 100) when body returns. body may also end the child
+ * itself: _exit(0) passes, _exit(N) counts as N failures. Returns the
+ * failures (0: the child passed), or -1 when it died of a signal or ran
+ * out of time (a line says which).
+ */
+static inline int lp_test_in_child(void (*body)(void *arg), void *arg) {
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) {
+    printf("\n    fork: %s ", strerror(errno));
+    return -1;
+  }
+  if (pid == 0) {
+    unsigned before = CU_get_number_of_failures();
+    body(arg);
+    unsigned k = 0, failed = CU_get_number_of_failures() - before;
+    for (CU_pFailureRecord f = CU_get_failure_list(); f; f = f->pNext)
+      if (k++ >= before) printf("\n    child: %s:%u: %s", f->strFileName, f->uiLineNumber, f->strCondition);
+    fflush(NULL);
+    _exit(failed > 100 ? 100 : (int)failed);
+  }
+  int status = 0;
+  if (lp_test_wait(pid, 0, &status) != 0) return -1;
+  if (WIFSIGNALED(status)) {
+    printf("\n    child killed by signal %d ", WTERMSIG(status));
+    return -1;
+  }
+  if (WEXITSTATUS(status)) printf("\n    child: %d failed ", WEXITSTATUS(status));
+  return WEXITSTATUS(status);
+}
+
+/*
+ * ---- this program again ----
+ * A test that needs a process of its own from the start (a clock not yet
+ * chosen, a new time namespace, a child to kill) runs its own program again
+ * in a mode: main() begins with lp_test_mode(), and the test forks and calls
+ * lp_test_exec_self() in the child, or has lp_test_run_self() do both and
+ * wait. Modes are words that start with "--".
+ */
+
+/* In main(): whether argv[1] is mode (then argv[2..] are its arguments). */
+static inline int lp_test_mode(int argc, char **argv, const char *mode) {
+  return argc >= 2 && strcmp(argv[1], mode) == 0;
+}
+
+/* The argv of this program in mode with args (NULL-terminated, at most 8). */
+static inline void lp_test_self_argv(char *argv[11], const char *mode, const char *const *args) {
+  int n = 0;
+  argv[n++] = (char *)"lp-test";
+  argv[n++] = (char *)mode;
+  for (int i = 0; args && args[i] && i < 8; i++) argv[n++] = (char *)args[i];
+  argv[n] = NULL;
+}
+
+/* In a child: becomes this program in mode, with args (NULL-terminated, at most 8); exits 127 if it cannot. */
+static inline void lp_test_exec_self(const char *mode, const char *const *args) {
+  char *argv[11];
+  lp_test_self_argv(argv, mode, args);
+  execv("/proc/self/exe", argv);
+  _exit(127);
+}
+
+/* This program in mode, as lp_test_run runs a program (o may be NULL; vars as there). */
+static inline lp_test_run_t lp_test_run_self(const char *mode, const char *const *args, const char *const *vars,
+                                             const lp_test_child_t *o) {
+  char *argv[11];
+  lp_test_self_argv(argv, mode, args);
+  return lp_test_run("/proc/self/exe", argv, vars, o);
 }
 
 /*

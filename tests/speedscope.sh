@@ -29,13 +29,10 @@ if [ -z "$dir" ] || ! [ -f "$dir/dist/release/index.html" ] || [ -z "$browser" ]
   exit 77
 fi
 release=$dir/dist/release
-tmp=${TMPDIR:-/tmp}/speedscope_sh.$$
-mkdir -p "$tmp" || exit 99
+. "$srcdir/tests/sh_common.sh"
+test_tmpdir speedscope_sh
 server=
-trap '[ -n "$server" ] && kill "$server" 2>/dev/null; rm -rf "$tmp"' EXIT
-trap 'exit 99' HUP INT PIPE TERM # the server is stopped then too
-fail=0
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+at_exit '[ -z "$server" ] || kill "$server" 2>/dev/null' # on a signal too
 
 # The server: a file by its name, from $tmp or else from speedscope's app; its port on standard output.
 cat >"$tmp/serve.js" <<'EOJ'

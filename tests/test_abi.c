@@ -85,7 +85,7 @@ static int run_child(const char *out, const char *err) {
     _exit(97);
   }
   int status = -1;
-  if (pid < 0 || waitpid(pid, &status, 0) != pid) return -1;
+  if (pid < 0 || lp_test_wait(pid, 0, &status) != 0) return -1;
   return status;
 }
 

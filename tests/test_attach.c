@@ -1,6 +1,6 @@
 /*
  * test_attach.c: the registry as a reader outside the process sees it
- * (lib/attach.c), read by the command's reader (tools/attach.c). The test
+ * (lib/attach.c), read by the command's reader (tools/read/attach.c). The test
  * reads its own process through process_vm_readv, as `labelprof top` reads
  * another: the reader finds the note and the descriptor, sees every
  * labelled thread with its name and stack, never keeps a stack that did
@@ -452,6 +452,43 @@ static void test_attach_sees_threads_past_the_first_slots(void) {
   lp_remote_close(r);
 }
 
+/* ---- labels by the thousand ---- */
+
+/*
+ * Sites past the tables' first sizes (1,024 site slots, 256 text slots):
+ * 1,500 sites with 700 texts, each text at two or three sites. Every site
+ * keeps its text, sites of one text share one id and texts have ids of
+ * their own, asked again after the tables grew.
+ */
+#define WIDE_SITES 1500
+#define WIDE_TEXTS 700
+
+static void test_attach_labels_past_the_first_table_sizes(void) {
+  lp_remote_t *r = open_self();
+  if (!r) return;
+  static lp_site_t sites[WIDE_SITES];
+  static char texts[WIDE_TEXTS][24]; /* "wide " and any int */
+  static uint32_t ids[WIDE_SITES];
+  for (int t = 0; t < WIDE_TEXTS; t++) snprintf(texts[t], sizeof texts[t], "wide %d", t);
+  for (int s = 0; s < WIDE_SITES; s++) sites[s].label = texts[s % WIDE_TEXTS];
+  for (int round = 0; round < 2; round++) {
+    int bad = 0;
+    for (int s = 0; s < WIDE_SITES; s++) {
+      uint32_t id = lp_remote_label(r, (uint64_t)(uintptr_t)&sites[s]);
+      if (id == LP_REMOTE_NOLABEL || strcmp(lp_remote_text(r, id), texts[s % WIDE_TEXTS]) != 0) bad++;
+      if (round == 0) ids[s] = id;
+      else if (id != ids[s]) bad++;
+      if (s >= WIDE_TEXTS && id != ids[s - WIDE_TEXTS]) bad++; /* the same text, the same id */
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+  }
+  int shared = 0; /* ids of different texts */
+  for (int a = 0; a < WIDE_TEXTS; a++)
+    for (int b = a + 1; b < WIDE_TEXTS; b++) shared += ids[a] == ids[b];
+  CU_ASSERT_EQUAL(shared, 0);
+  lp_remote_close(r);
+}
+
 /* ---- a forked child keeps only its own thread ---- */
 
 static void test_attach_forked_child_shows_one_thread(void) {
@@ -493,7 +530,7 @@ static void test_attach_forked_child_shows_one_thread(void) {
   }
   CU_ASSERT_EQUAL(write(to_child[1], "x", 1), 1);
   int status;
-  CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
+  CU_ASSERT_EQUAL(lp_test_wait(pid, 0, &status), 0);
   CU_ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   for (int i = 0; i < 2; i++) {
     close(to_child[i]);
@@ -512,7 +549,7 @@ static void test_attach_refuses_wrong_targets(void) {
   CU_ASSERT_TRUE_FATAL(pid >= 0);
   if (pid == 0) _exit(0);
   int status;
-  CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
+  CU_ASSERT_EQUAL(lp_test_wait(pid, 0, &status), 0);
   CU_ASSERT_EQUAL(lp_remote_open(pid, "top", &r, why, sizeof why), LP_REMOTE_GONE);
   CU_ASSERT_PTR_NOT_NULL(strstr(why, "no process"));
   CU_ASSERT_PTR_NULL(r);
@@ -534,7 +571,7 @@ static void test_attach_refuses_wrong_targets(void) {
   CU_ASSERT_EQUAL(lp_remote_open(pid, "top", &r, why, sizeof why), LP_REMOTE_NONE);
   CU_ASSERT_PTR_NOT_NULL(strstr(why, "does not use labelprof"));
   kill(pid, SIGKILL);
-  waitpid(pid, &status, 0);
+  (void)lp_test_wait(pid, 0, &status);
 }
 
 static void test_attach_says_why_it_is_refused(void) {
@@ -624,6 +661,7 @@ int main(void) {
       LP_TEST(test_attach_frames_rewritten_after_the_word_are_not_kept),
       LP_TEST(test_attach_never_keeps_a_torn_stack),
       LP_TEST(test_attach_sees_threads_past_the_first_slots),
+      LP_TEST(test_attach_labels_past_the_first_table_sizes),
       LP_TEST(test_attach_forked_child_shows_one_thread),
       LP_TEST(test_attach_refuses_wrong_targets),
       LP_TEST(test_attach_says_why_it_is_refused),

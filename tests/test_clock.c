@@ -122,33 +122,23 @@ static uint64_t check_bound_ns(void) {
 
 #define NO_CHOICE (-1)
 
-/*
- * Forks; the child sets env (LABELPROF_CLOCK's value) and makes the choice
- * want (NO_CHOICE: none), runs body, and exits with 0 if none of its
- * assertions failed. Returns that status (or 100 + signal).
- */
+typedef struct choice {
+  lp_clock_t env; /* LABELPROF_CLOCK's value */
+  int want;       /* the first choice; NO_CHOICE: none */
+  void (*body)(void);
+} choice_t;
+
+static void chosen(void *arg) {
+  const choice_t *c = arg;
+  if (c->env != LP_CLOCK_AUTO) lp__clock_set_env(c->env);
+  if (c->want != NO_CHOICE) lp__clock_choose((lp_clock_t)c->want);
+  c->body();
+}
+
+/* body in a child (lp_test_in_child), after LABELPROF_CLOCK env and the choice want: its failures, 0 if none. */
 static int in_child(lp_clock_t env, int want, void (*body)(void)) {
-  fflush(stdout);
-  fflush(stderr);
-  pid_t pid = fork();
-  if (pid < 0) return -errno;
-  if (pid == 0) {
-    unsigned before = CU_get_number_of_failures();
-    if (env != LP_CLOCK_AUTO) lp__clock_set_env(env);
-    if (want != NO_CHOICE) lp__clock_choose((lp_clock_t)want);
-    body();
-    unsigned k = 0, failed = CU_get_number_of_failures() - before;
-    for (CU_pFailureRecord f = CU_get_failure_list(); f; f = f->pNext)
-      if (k++ >= before) printf("\n    child: %s:%u: %s", f->strFileName, f->uiLineNumber, f->strCondition);
-    fflush(stdout);
-    fflush(stderr);
-    _exit(failed ? 1 : 0);
-  }
-  int status;
-  while (waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) return -errno;
-  if (WIFSIGNALED(status)) return 100 + WTERMSIG(status);
-  return WEXITSTATUS(status);
+  choice_t c = {env, want, body};
+  return lp_test_in_child(chosen, &c);
 }
 
 #define CHILD(env, want, body) CU_ASSERT_EQUAL(in_child((env), (want), (body)), 0)

@@ -44,7 +44,7 @@ static run_t run_in(const char *in, const char *const *args) {
   argv[n++] = tool;
   for (; args[n - 1] && n < 31; n++) argv[n] = (char *)args[n - 1];
   argv[n] = NULL;
-  lp_test_child_t c = {in, NULL, 0, 1, 0};
+  lp_test_child_t c = {in, NULL, 0, 1, 0, 0};
   lp_test_run_t t = lp_test_run(tool, argv, NULL, &c);
   run_t r = {lp_test_exit_code(&t), t.out, t.err};
   return r;
@@ -1195,7 +1195,7 @@ static run_t run_cpu(rlim_t seconds, const char *const *args) {
   argv[n++] = tool;
   for (; args[n - 1] && n < 31; n++) argv[n] = (char *)args[n - 1];
   argv[n] = NULL;
-  lp_test_child_t c = {NULL, NULL, 0, 1, seconds * lp_test_slow() * (LP_TEST_SANITIZED ? 4 : 1)};
+  lp_test_child_t c = {NULL, NULL, 0, 1, seconds * lp_test_slow() * (LP_TEST_SANITIZED ? 4 : 1), 0};
   lp_test_run_t t = lp_test_run(tool, argv, NULL, &c);
   run_t r = {lp_test_exit_code(&t), t.out, t.err};
   return r;
@@ -1608,7 +1608,7 @@ static void test_cmd_stdin_read_as_needed(void) {
   close(fds[1]);
   signal(SIGPIPE, was);
   int st;
-  CU_ASSERT_EQUAL_FATAL(waitpid(pid, &st, 0), pid);
+  CU_ASSERT_EQUAL_FATAL(lp_test_wait(pid, 0, &st), 0);
   CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 2);
   CU_ASSERT(written < (8u << 20)); /* the pipe's buffer and the first read, not the whole stream */
   char *said = lp_test_slurp(err);

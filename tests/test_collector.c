@@ -538,6 +538,31 @@ static void test_collector_cpu_signal_stays_the_programs(void) {
 
 static void sum_counts(void *arg, const lp__cpu_sample_t *s) { *(uint64_t *)arg += s->count; }
 
+/* In a child forked while CPU sampling runs: no timer, nothing of the parent's; a timer of its own counts its CPU. */
+static void cpu_timers_in_the_child(void *arg) {
+  (void)arg;
+  lp__thread_t *self = lp__thread_current();
+  if (!self) _exit(1);
+  CU_ASSERT_FALSE(self->cpu_timed);
+  CU_ASSERT_EQUAL(lp__cpu_signal(), 0);
+  uint64_t counted = 0;
+  (void)lp__cpu_drain(self, sum_counts, &counted); /* nothing of the parent's is left to find */
+  CU_ASSERT_EQUAL(counted, 0);
+  CU_ASSERT_EQUAL(lp__cpu_start(SIGRTMAX - 4, 1000000, true), 0);
+  CU_ASSERT_TRUE(self->cpu_timed);
+  /* Until the timer has counted 10 ms of the child's CPU, or 2 s of it have gone by with too few. */
+  uint64_t t0 = thread_cpu_ns();
+  while (counted < 10 && thread_cpu_ns() - t0 < 2000000000ull * lp_test_slow()) {
+    uint64_t t1 = thread_cpu_ns();
+    while (thread_cpu_ns() - t1 < 10000000) {
+    }
+    (void)lp__cpu_drain(self, sum_counts, &counted);
+  }
+  CU_ASSERT(counted >= 10);
+  lp__cpu_stop();
+  CU_ASSERT_FALSE(self->cpu_timed);
+}
+
 /*
  * fork() while CPU sampling runs: the child inherits no timer and no
  * pending signal, and forgets its thread's timer, so that sampling started
@@ -551,35 +576,7 @@ static void test_collector_cpu_timers_after_fork(void) {
   uint64_t c0 = thread_cpu_ns();
   while (thread_cpu_ns() - c0 < 20000000) { /* 20 ms of CPU: the parent's timer fires here */
   }
-  fflush(NULL);
-  pid_t pid = fork();
-  CU_ASSERT_FATAL(pid >= 0);
-  if (pid == 0) {
-    int bad = 0;
-    lp__thread_t *self = lp__thread_current();
-    if (!self || self->cpu_timed) bad |= 1;
-    if (lp__cpu_signal() != 0) bad |= 2;
-    uint64_t counted = 0;
-    (void)lp__cpu_drain(self, sum_counts, &counted); /* nothing of the parent's is left to find */
-    if (counted) bad |= 4;
-    if (lp__cpu_start(SIGRTMAX - 4, 1000000, true) != 0 || !self->cpu_timed) bad |= 8;
-    /* Until the timer has counted 10 ms of the child's CPU, or 2 s of it have gone by with too few. */
-    uint64_t t0 = thread_cpu_ns();
-    while (counted < 10 && thread_cpu_ns() - t0 < 2000000000ull * lp_test_slow()) {
-      uint64_t t1 = thread_cpu_ns();
-      while (thread_cpu_ns() - t1 < 10000000) {
-      }
-      (void)lp__cpu_drain(self, sum_counts, &counted);
-    }
-    if (counted < 10) bad |= 16;
-    lp__cpu_stop();
-    if (self->cpu_timed) bad |= 32;
-    _exit(bad);
-  }
-  int status = -1;
-  CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
-  CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  if (WIFEXITED(status) && WEXITSTATUS(status)) printf("\n    child: %d ", WEXITSTATUS(status));
+  CU_ASSERT_EQUAL(lp_test_in_child(cpu_timers_in_the_child, NULL), 0);
   lp_profile_t *p = NULL;
   CU_ASSERT_EQUAL_FATAL(lp_profile_stop(&p), 0);
   CU_ASSERT(lp_node_cpu_ns(lp_node_find(lp_profile_root(p), "parent")) > 0);
@@ -961,7 +958,7 @@ static void test_collector_fifo_granted_or_refused(void) {
     _exit(bad ? 13 : 0);
   }
   int status;
-  CU_ASSERT_EQUAL_FATAL(waitpid(pid, &status, 0), pid);
+  CU_ASSERT_EQUAL_FATAL(lp_test_wait(pid, 0, &status), 0);
   CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   if (!WIFEXITED(status) || WEXITSTATUS(status)) printf("\n    child: %d ", WEXITSTATUS(status));
   char *err = lp_test_slurp(errp);

@@ -1,5 +1,7 @@
 /* test_cxx.c: labels pushed by C++ code land in the same tree as C labels. */
-#include "internal.h"
+#include "config.h"
+
+#include "testing.h" /* lp__profile_start_manual, lp__profile_sample_now */
 
 #include "runner.h"
 

@@ -47,7 +47,7 @@ static run_t spawn_child(const spawn_opts_t *o, const char *const *vars) {
   memset(work, 'x', len);
   work[len] = '\0';
   char *argv[] = {child_path, work, (char *)(o->mode ? o->mode : "plain"), (char *)o->arg, NULL};
-  lp_test_child_t c = {NULL, o->cwd, o->fsize, 0, 0};
+  lp_test_child_t c = {NULL, o->cwd, o->fsize, 0, 0, 0};
   run_t r = lp_test_run(child_path, argv, vars, &c);
   rate_warnings += lp_test_strip_rate_warning(r.err);
   return r;

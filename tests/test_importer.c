@@ -158,7 +158,7 @@ static pid_t tp_start(const char *path, const char *out) {
 /* Waits for the trace processor started on path; its output, or NULL (said on stderr). */
 static char *tp_wait(pid_t pid, const char *path, const char *out) {
   int status;
-  while (waitpid(pid, &status, 0) < 0) CU_ASSERT_EQUAL_FATAL(errno, EINTR);
+  CU_ASSERT_EQUAL_FATAL(lp_test_wait(pid, 0, &status), 0);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     fprintf(stderr, "%s: the trace processor failed (status %d)\n", path, status);
     return NULL;
@@ -366,7 +366,7 @@ static void run_suite(const char *prog, const char *keep) {
     _exit(127);
   }
   int status;
-  while (waitpid(pid, &status, 0) < 0) CU_ASSERT_EQUAL_FATAL(errno, EINTR);
+  CU_ASSERT_EQUAL_FATAL(lp_test_wait(pid, 0, &status), 0);
   CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
@@ -657,7 +657,7 @@ int main(void) {
     _exit(127);
   }
   int status = 0;
-  if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+  if (pid < 0 || lp_test_wait(pid, 0, &status) != 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     printf("test_importer: skipped: the trace processor at %s does not run here\n", tp);
     return 77;
   }

@@ -299,7 +299,7 @@ static void test_itt_fork_while_interning(void) {
       _exit(child_records_a_new_name(round));
     }
     int status;
-    if (waitpid(pid, &status, 0) != pid) break;
+    if (lp_test_wait(pid, 0, &status) != 0) break;
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
       ok++;
     else if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM)

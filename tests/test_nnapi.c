@@ -1,13 +1,13 @@
 /*
- * test_nnapi.c: the systrace reader (tools/systrace.c), the layer and phase
+ * test_nnapi.c: the trace_marker scanner (tools/read/ftrace.c), the layer and phase
  * attribution (tools/attrib.c) on the worked examples of NNAPI's
- * specification, and Python's float repr (tools/nnapi.c).
+ * specification, and Python's float repr (tools/nnapi_summary.c).
  */
 #include "config.h"
 
 #include "attrib.h"
 #include "nnapi.h"
-#include "systrace.h"
+#include "ftrace.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -126,24 +126,6 @@ static bool same_mask(const sigset_t *a, const sigset_t *b) {
   return true;
 }
 
-/* Forks with stdio flushed, so that the child does not print the parent's buffered output again. */
-static pid_t fork_flushed(void) {
-  fflush(NULL);
-  return fork();
-}
-
-/* The child's exit status, 0 if it exited with 0; else prints why and returns -1. */
-static int child_status(pid_t pid) {
-  int status = -1;
-  if (waitpid(pid, &status, 0) != pid) return -1;
-  if (WIFEXITED(status)) {
-    if (WEXITSTATUS(status) != 0) printf("\n    child exited with %d ", WEXITSTATUS(status));
-    return WEXITSTATUS(status) == 0 ? 0 : -1;
-  }
-  if (WIFSIGNALED(status)) printf("\n    child killed by signal %d ", WTERMSIG(status));
-  return -1;
-}
-
 /* ---- replacing regular files --------------------------------------------------- */
 
 /* A new file gets 0666 less the umask; a replacement has the new contents; no temporary stays. */
@@ -203,6 +185,14 @@ static void test_output_failure_keeps_the_old_file(void) {
   use_way(0);
 }
 
+/* In a child: opens target and writes to it, then exits without closing it. */
+static void write_and_die(void *target) {
+  lp__output_t o;
+  if (lp__output_open(&o, target) != 0) _exit(1);
+  CU_ASSERT_EQUAL(write_all(o.fd, "never finished", 14), 0);
+  CU_ASSERT_TRUE(o.tmpfile);
+}
+
 /* A process that dies while writing leaves no temporary behind (where O_TMPFILE works). */
 static void test_output_death_mid_write_leaves_nothing(void) {
   char target[PATH_MAX];
@@ -213,15 +203,7 @@ static void test_output_death_mid_write_leaves_nothing(void) {
   path_in(target, sizeof target, "died.txt");
   put_file(target, "before the crash\n", 0644);
   use_way(0);
-  pid_t pid = fork_flushed();
-  CU_ASSERT_FATAL(pid >= 0);
-  if (pid == 0) {
-    lp__output_t o;
-    if (lp__output_open(&o, target) != 0) _exit(2);
-    if (write_all(o.fd, "never finished", 14) != 0) _exit(3);
-    _exit(o.tmpfile ? 0 : 4); /* dies without close */
-  }
-  CU_ASSERT_EQUAL(child_status(pid), 0);
+  CU_ASSERT_EQUAL(lp_test_in_child(write_and_die, target), 0);
   CU_ASSERT_STRING_EQUAL(contents(target), "before the crash\n");
   CU_ASSERT_EQUAL(dir_entries(dir), 1);
   unlink(target);
@@ -233,32 +215,34 @@ static void test_output_death_mid_write_leaves_nothing(void) {
  * back at close. In a child, so that the limit does not reach this process's
  * own log.
  */
-static int fsize_child(const char *target) {
-  int bad = 0;
+static void fsize_child(void *arg) {
+  const char *target = arg;
   struct rlimit old, small;
   static char block[64 * 1024];
   memset(block, 'x', sizeof block);
   signal(SIGXFSZ, SIG_DFL);
-  if (getrlimit(RLIMIT_FSIZE, &old) != 0) return 1;
+  if (getrlimit(RLIMIT_FSIZE, &old) != 0) _exit(1);
   small.rlim_cur = 4096;
   small.rlim_max = old.rlim_max;
-  if (setrlimit(RLIMIT_FSIZE, &small) != 0) return 1;
+  if (setrlimit(RLIMIT_FSIZE, &small) != 0) _exit(1);
   lp__output_t o;
-  if (lp__output_open(&o, target) != 0) bad |= 2;
-  else if (lp__output_close(&o, write_all(o.fd, block, sizeof block)) != -EFBIG) bad |= 4;
-  if (pending(SIGXFSZ)) bad |= 8;
+  if (lp__output_open(&o, target) != 0) {
+    CU_FAIL("lp__output_open");
+  } else {
+    CU_ASSERT_EQUAL(lp__output_close(&o, write_all(o.fd, block, sizeof block)), -EFBIG);
+  }
+  CU_ASSERT_FALSE(pending(SIGXFSZ));
   /* the same through the stream: the error comes from the flush at close */
   if (lp__output_open(&o, target) != 0) {
-    bad |= 16;
+    CU_FAIL("lp__output_open");
   } else {
     FILE *f = lp__output_stream(&o);
-    if (!f) bad |= 32;
-    else fwrite(block, 1, sizeof block, f);
-    if (lp__output_close(&o, 0) != -EFBIG) bad |= 64;
+    CU_ASSERT_PTR_NOT_NULL(f);
+    if (f) fwrite(block, 1, sizeof block, f);
+    CU_ASSERT_EQUAL(lp__output_close(&o, 0), -EFBIG);
   }
-  if (pending(SIGXFSZ)) bad |= 8;
+  CU_ASSERT_FALSE(pending(SIGXFSZ));
   setrlimit(RLIMIT_FSIZE, &old); /* so that a sanitizer's report at exit can be written */
-  return bad;
 }
 
 static void test_output_fsize_limit_gives_efbig(void) {
@@ -267,10 +251,7 @@ static void test_output_fsize_limit_gives_efbig(void) {
   for (int way = 0; way < 2; way++) {
     use_way(way);
     put_file(target, "old contents\n", 0644);
-    pid_t pid = fork_flushed();
-    CU_ASSERT_FATAL(pid >= 0);
-    if (pid == 0) exit(fsize_child(target));
-    int status = child_status(pid);
+    int status = lp_test_in_child(fsize_child, target);
     if (status != 0) printf("(%s) ", way_name[way]);
     CU_ASSERT_EQUAL(status, 0);
     CU_ASSERT_STRING_EQUAL(contents(target), "old contents\n");
@@ -350,6 +331,13 @@ static void test_output_keeps_owner_and_group(void) {
   use_way(0);
 }
 
+/* In a child: user 4242 of group 4244 (no others), in the directory where, replaces theirs.json. */
+static void write_as_another_user(void *where) {
+  /* From inside the directory: $TMPDIR above it may be closed to other users. */
+  if (chdir(where) != 0 || setgroups(0, NULL) != 0 || setgid(4244) != 0 || setuid(4242) != 0) _exit(1);
+  CU_ASSERT_EQUAL(output_text("theirs.json", "new\n"), 0);
+}
+
 /*
  * A caller who may not keep the owner and group (EPERM) still replaces the
  * file, and still keeps its mode. As another user, in a child.
@@ -370,14 +358,7 @@ static void test_output_owner_not_allowed_is_no_error(void) {
     use_way(way);
     put_file(target, "old\n", 0640);
     CU_ASSERT_EQUAL_FATAL(chown(target, 4243, 4343), 0); /* neither the child's user nor its group */
-    pid_t pid = fork_flushed();
-    CU_ASSERT_FATAL(pid >= 0);
-    if (pid == 0) {
-      /* From inside the directory: $TMPDIR above it may be closed to other users. */
-      if (chdir(sub) != 0 || setgroups(0, NULL) != 0 || setgid(4244) != 0 || setuid(4242) != 0) _exit(2);
-      _exit(output_text("theirs.json", "new\n") == 0 ? 0 : 3);
-    }
-    CU_ASSERT_EQUAL(child_status(pid), 0);
+    CU_ASSERT_EQUAL(lp_test_in_child(write_as_another_user, sub), 0);
     CU_ASSERT_EQUAL(stat(target, &st), 0);
     CU_ASSERT_EQUAL(st.st_uid, 4242);
     CU_ASSERT_EQUAL(st.st_gid, 4244);
@@ -503,6 +484,26 @@ static void test_output_link_limit_and_cycles(void) {
   empty_dir(dir);
 }
 
+typedef struct links {
+  const char *link[2];
+  int *fds; /* a pipe */
+} links_t;
+
+/* In a child whose standard output and error are the pipe: one text through each link, one to /dev/stderr. */
+static void write_through_links(void *arg) {
+  const links_t *l = arg;
+  int out = dup(1), err = dup(2); /* this child's own, for its failures */
+  close(l->fds[0]);
+  if (out < 0 || err < 0 || dup2(l->fds[1], 1) != 1 || dup2(l->fds[1], 2) != 2) _exit(1);
+  close(l->fds[1]);
+  int one = output_text(l->link[0], "one "), two = output_text(l->link[1], "two "),
+      three = output_text("/dev/stderr", "three");
+  if (dup2(out, 1) != 1 || dup2(err, 2) != 2) _exit(1);
+  CU_ASSERT_EQUAL(one, 0);
+  CU_ASSERT_EQUAL(two, 0);
+  CU_ASSERT_EQUAL(three, 0);
+}
+
 /*
  * A link to /dev/stdout, with stdout a pipe, writes into the pipe (it used
  * to be followed through /proc/self/fd/1 to "pipe:[N]" and fail). So do a
@@ -516,25 +517,14 @@ static void test_output_link_to_stdout_that_is_a_pipe(void) {
   CU_ASSERT_EQUAL_FATAL(symlink("/dev/stdout", link1), 0);
   CU_ASSERT_EQUAL_FATAL(symlink("to-stdout", link2), 0);
   CU_ASSERT_EQUAL_FATAL(pipe(fds), 0);
-  pid_t pid = fork_flushed();
-  CU_ASSERT_FATAL(pid >= 0);
-  if (pid == 0) {
-    int bad = 0;
-    close(fds[0]);
-    if (dup2(fds[1], 1) != 1 || dup2(fds[1], 2) != 2) _exit(2);
-    close(fds[1]);
-    if (output_text(link1, "one ") != 0) bad |= 4;
-    if (output_text(link2, "two ") != 0) bad |= 8;
-    if (output_text("/dev/stderr", "three") != 0) bad |= 16;
-    _exit(bad);
-  }
+  links_t l = {{link1, link2}, fds};
+  CU_ASSERT_EQUAL(lp_test_in_child(write_through_links, &l), 0);
   close(fds[1]);
   size_t len = 0;
   ssize_t n;
   while ((n = read(fds[0], got + len, sizeof got - 1 - len)) > 0) len += (size_t)n;
   got[len] = '\0';
   close(fds[0]);
-  CU_ASSERT_EQUAL(child_status(pid), 0);
   CU_ASSERT_STRING_EQUAL(got, "one two three");
   struct stat st;
   CU_ASSERT(lstat(link1, &st) == 0 && S_ISLNK(st.st_mode));

@@ -615,7 +615,7 @@ static void test_stream_encoder_on_chunks(void) {
     _exit(127);
   }
   int status;
-  while (waitpid(pid, &status, 0) < 0) CU_ASSERT_EQUAL_FATAL(errno, EINTR);
+  CU_ASSERT_EQUAL_FATAL(lp_test_wait(pid, 0, &status), 0);
   CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
@@ -744,7 +744,7 @@ static void test_stream_slow_program_reaches_the_file(void) {
   }
   kill(pid, SIGKILL);
   int status = 0;
-  CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
+  CU_ASSERT_EQUAL(lp_test_wait(pid, 0, &status), 0);
   CU_ASSERT(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
   if (found < SLOW_SCOPES)
     fprintf(stderr, "slow stream: %zu of %d scopes in the file %.1f s after they ended\n", found, SLOW_SCOPES, waited);
@@ -763,7 +763,7 @@ static void test_stream_kill9_prefix(void) {
   CU_ASSERT_EQUAL(said, 1);
   kill(pid, SIGKILL);
   int status = 0;
-  CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
+  CU_ASSERT_EQUAL(lp_test_wait(pid, 0, &status), 0);
   CU_ASSERT(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
   size_t n;
   uint8_t *buf = file_now(path, &n);

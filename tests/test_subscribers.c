@@ -1098,7 +1098,7 @@ static void test_fork_child_keeps_subscribers(void) {
     }
   }
   int status = 0;
-  CU_ASSERT_EQUAL_FATAL(waitpid(pid, &status, 0), pid);
+  CU_ASSERT_EQUAL_FATAL(lp_test_wait(pid, 0, &status), 0);
   CU_ASSERT(WIFEXITED(status));
   CU_ASSERT_EQUAL(WEXITSTATUS(status), 0);
   CU_ASSERT_EQUAL(deep_calls, 2);
@@ -1132,7 +1132,7 @@ static void test_instant_once_with_trace_marker(void) {
     _exit(nlog);
   }
   int status = 0;
-  CU_ASSERT_EQUAL_FATAL(waitpid(pid, &status, 0), pid);
+  CU_ASSERT_EQUAL_FATAL(lp_test_wait(pid, 0, &status), 0);
   CU_ASSERT(WIFEXITED(status));
   CU_ASSERT_EQUAL(WEXITSTATUS(status), 3);
   drop(a);

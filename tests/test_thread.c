@@ -196,7 +196,7 @@ static void test_thread_fork_while_profiling(void) {
     lp_profile_free(cp);
     _exit(bad);
   }
-  CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
+  CU_ASSERT_EQUAL(lp_test_wait(pid, 0, &status), 0);
   CU_ASSERT(WIFEXITED(status));
   CU_ASSERT_EQUAL(WEXITSTATUS(status), 0);
   CU_ASSERT_EQUAL(lp_profile_running(), 1);

@@ -785,7 +785,7 @@ static void test_trace_fork_while_recording(void) {
     _exit(bad);
   }
   { LP_SCOPE("parent after fork"); }
-  CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
+  CU_ASSERT_EQUAL(lp_test_wait(pid, 0, &status), 0);
   CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   CU_ASSERT_EQUAL(lp_trace_stop(), 0);
   json_t *root = written(), *child = trace_load(child_path);
@@ -880,7 +880,7 @@ static void test_trace_export_waiting_for_a_fifo_blocks_nobody(void) {
   if (pid == 0) _exit(0);
   CU_ASSERT(pid > 0);
   int status = -1;
-  CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
+  CU_ASSERT_EQUAL(lp_test_wait(pid, 0, &status), 0);
   TIMED(rc[3] = lp_profile_start(NULL));
   TIMED(rc[4] = lp_profile_stop(NULL));
 #undef TIMED
@@ -1237,7 +1237,7 @@ static void test_trace_fork_inside_recorded_scopes(void) {
       _exit(bad); /* the inherited scopes end in the parent's code below, which the child does not run */
     }
   }
-  CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
+  CU_ASSERT_EQUAL(lp_test_wait(pid, 0, &status), 0);
   CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   CU_ASSERT_EQUAL(lp_trace_stop(), 0);
   pid = fork();
@@ -1250,7 +1250,7 @@ static void test_trace_fork_inside_recorded_scopes(void) {
       pid_t inner = fork(); /* a grandchild that ends the scopes it inherited while it records */
       if (inner == 0) {
         bad = lp_trace_start(NULL) != 0;
-      } else if (inner < 0 || waitpid(inner, &status, 0) != inner || !WIFEXITED(status) || WEXITSTATUS(status)) {
+      } else if (inner < 0 || lp_test_wait(inner, 0, &status) != 0 || !WIFEXITED(status) || WEXITSTATUS(status)) {
         _exit(2);
       } else {
         _exit(0);
@@ -1262,7 +1262,7 @@ static void test_trace_fork_inside_recorded_scopes(void) {
     bad |= lp_trace_write_json(child_path, NULL) != 0;
     _exit(bad);
   }
-  CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
+  CU_ASSERT_EQUAL(lp_test_wait(pid, 0, &status), 0);
   CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   json_t *child = trace_load(child_path);
   CU_ASSERT_PTR_NOT_NULL_FATAL(child);
@@ -1371,17 +1371,13 @@ static void test_trace_exact_after_a_year_of_uptime(void) {
     close(fd);
     pid_t g = fork();
     if (g < 0) _exit(3);
-    if (g == 0) {
-      char *argv[] = {"test_trace", "--uptime-child", trace, probe, NULL};
-      execv("/proc/self/exe", argv);
-      _exit(127);
-    }
+    if (g == 0) lp_test_exec_self("--uptime-child", (const char *const[]){trace, probe, NULL});
     int st;
-    if (waitpid(g, &st, 0) != g || !WIFEXITED(st)) _exit(4);
+    if (lp_test_wait(g, 0, &st) != 0 || !WIFEXITED(st)) _exit(4);
     _exit(WEXITSTATUS(st));
   }
   int status;
-  CU_ASSERT_EQUAL_FATAL(waitpid(pid, &status, 0), pid);
+  CU_ASSERT_EQUAL_FATAL(lp_test_wait(pid, 0, &status), 0);
   CU_ASSERT_FATAL(WIFEXITED(status));
   if (WEXITSTATUS(status) == 77) {
     printf("\n    no time namespace here (they need root and Linux 5.6): not tried ");
@@ -1423,7 +1419,7 @@ static void test_trace_exact_after_a_year_of_uptime(void) {
 }
 
 int main(int argc, char **argv) {
-  if (argc == 4 && strcmp(argv[1], "--uptime-child") == 0) return uptime_child(argv[2], argv[3]);
+  if (lp_test_mode(argc, argv, "--uptime-child") && argc == 4) return uptime_child(argv[2], argv[3]);
   dir = lp_test_tmpdir("trace");
   snprintf(path, sizeof path, "%s/trace.json", dir);
   CU_TestInfo tests[] = {

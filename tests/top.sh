@@ -244,6 +244,18 @@ if start hostile tests/top_target hostile; then
   stop
 fi
 
+# ---- a tree 41 labels deep: past the first sizes of the command's table of nodes ----
+if start deep tests/top_target deep; then
+  if timeout "$limit" "$lp" top -b -n 1 -d 0.2 --threads "$pid" >"$tmp/deep.top" 2>&1 3>&- 4<&-; then
+    n=$(sed -n '/^thread [0-9]* "sleeper"/,/^thread /p' "$tmp/deep.top" | grep -c '^ *100\.00% deep$')
+    [ "$n" -eq 40 ] || bad "deep: $n lines \"100.00% deep\" for the sleeper, not 40: $(cat "$tmp/deep.top")"
+    grep -q "^$(printf '%160s' '')100\.00% wait\$" "$tmp/deep.top" || bad "deep: no \"wait\" under the 40th \"deep\": $(cat "$tmp/deep.top")"
+  else
+    bad "deep: labelprof top failed: $(cat "$tmp/deep.top")"
+  fi
+  stop
+fi
+
 # ---- wrong targets: a line, exit 2, never a hang ----
 refused() { # what pattern cmd...
   what=$1 pattern=$2

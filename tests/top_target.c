@@ -9,6 +9,9 @@
  *                      go, each labelled for about 2 ms
  *   top_target hostile the same worker, and a sleeper whose label and name
  *                      hold terminal escapes and bytes that are not UTF-8
+ *   top_target deep    the same worker, and a sleeper that waits 40 labels
+ *                      deep ("deep" inside "deep"...): a tree past the
+ *                      command's first table sizes
  *
  * It prints "ready" once its threads are labelled. Then each line read from
  * standard input is answered with "pong N A B": the worker's rounds so far,
@@ -70,7 +73,21 @@ static void *worker(void *arg) {
   return NULL;
 }
 
-static int hostile;
+static int hostile, deep;
+
+static void *sleeper(void *arg);
+
+/* The sleeper's wait, under depth more labels "deep". */
+static void *sleep_under(int depth) {
+  if (depth == 0) return sleeper(NULL);
+  LP_SCOPE("deep");
+  return sleep_under(depth - 1);
+}
+
+static void *deep_sleeper(void *arg) {
+  (void)arg;
+  return sleep_under(40);
+}
 
 static void *sleeper(void *arg) {
   (void)arg;
@@ -105,14 +122,16 @@ static void *churn_loop(void *arg) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 2 || (strcmp(argv[1], "split") != 0 && strcmp(argv[1], "churn") != 0 && strcmp(argv[1], "hostile") != 0)) {
-    fprintf(stderr, "usage: top_target split|churn|hostile\n");
+  if (argc != 2 || (strcmp(argv[1], "split") != 0 && strcmp(argv[1], "churn") != 0 && strcmp(argv[1], "hostile") != 0 &&
+                    strcmp(argv[1], "deep") != 0)) {
+    fprintf(stderr, "usage: top_target split|churn|hostile|deep\n");
     return 2;
   }
   bool churn = strcmp(argv[1], "churn") == 0;
   hostile = strcmp(argv[1], "hostile") == 0;
+  deep = strcmp(argv[1], "deep") == 0;
   pthread_t w, s, c;
-  if (pthread_create(&w, NULL, worker, NULL) != 0 || pthread_create(&s, NULL, sleeper, NULL) != 0 ||
+  if (pthread_create(&w, NULL, worker, NULL) != 0 || pthread_create(&s, NULL, deep ? deep_sleeper : sleeper, NULL) != 0 ||
       (churn && pthread_create(&c, NULL, churn_loop, NULL) != 0)) {
     fprintf(stderr, "top_target: cannot start its threads\n");
     return 1;

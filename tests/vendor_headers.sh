@@ -22,12 +22,8 @@ if [ -z "${LP_NVTX_INCLUDE:-}" ] && [ -z "${LP_ITTAPI_DIR:-}" ]; then
   echo "note: LP_NVTX_INCLUDE (a directory holding nvtx3/) or LP_ITTAPI_DIR (an ittapi checkout) is not set: skipped"
   exit 77
 fi
-tmp=${TMPDIR:-/tmp}/vendor_headers_sh.$$
-mkdir -p "$tmp" || exit 99
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 99' HUP INT PIPE TERM
-fail=0
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. "${srcdir:-.}/tests/sh_common.sh"
+test_tmpdir vendor_headers_sh
 
 # has FILE REGEX WHAT: FILE has a line matching the extended REGEX.
 has() {

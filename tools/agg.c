@@ -67,15 +67,6 @@ typedef struct lp_open {
   lp_pos_t pos;
 } lp_open_t;
 
-static uint32_t hash64(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  x ^= x >> 33;
-  return (uint32_t)x;
-}
-
 /*
  * A label's hash, eight bytes at a time (a label may be 1 MiB long, and each
  * B event hashes its name): its length first, then each word multiplied in,
@@ -91,7 +82,7 @@ static uint32_t hash_str(const char *s) {
   }
   w = 0;
   memcpy(&w, s, n);
-  return hash64(h ^ w);
+  return lp__hash64(h ^ w);
 }
 
 /* ---- memory ------------------------------------------------------------------------ */
@@ -301,21 +292,12 @@ int lp_tree_init(lp_tree_t *t, lp_mem_t *mem) {
   return 0;
 }
 
-static uint32_t node_hash(uint32_t parent, uint32_t label) { return hash64(((uint64_t)parent << 32) | label); }
-
-static void tree_slot_put(lp_tree_t *t, uint32_t k) {
-  uint32_t i = node_hash(t->nodes[k].parent, t->nodes[k].label) & (t->nslots - 1);
-  while (t->slots[i]) i = (i + 1) & (t->nslots - 1);
-  t->slots[i] = k + 1;
-}
+static uint32_t node_hash(uint32_t parent, uint32_t label) { return lp__hash64(((uint64_t)parent << 32) | label); }
 
 uint32_t lp_tree_find(const lp_tree_t *t, uint32_t parent, uint32_t label) {
-  if (t->nslots) {
-    for (uint32_t i = node_hash(parent, label) & (t->nslots - 1);; i = (i + 1) & (t->nslots - 1)) {
-      uint32_t s = t->slots[i];
-      if (!s) break;
+  if (t->index.mask) {
+    for (uint32_t at, s = lp__index_first(&t->index, node_hash(parent, label), &at); s; s = lp__index_next(&t->index, &at))
       if (t->nodes[s - 1].parent == parent && t->nodes[s - 1].label == label) return s - 1;
-    }
   } else {
     for (uint32_t k = 1; k < t->n; k++)
       if (t->nodes[k].parent == parent && t->nodes[k].label == label) return k;
@@ -330,20 +312,14 @@ uint32_t lp_tree_child(lp_tree_t *t, uint32_t parent, uint32_t label) {
   uint32_t k = t->n++;
   t->nodes[k] = (lp_tnode_t){label, parent, 0, 0, 0, UINT32_MAX, UINT32_MAX};
   if (t->n <= TREE_LINEAR) return k;
-  if (t->n * 2 > t->nslots) { /* rehash at half full */
-    uint32_t ns = t->nslots ? t->nslots * 2 : 4 * TREE_LINEAR;
-    uint32_t *slots = mem_calloc(t->mem, ns, sizeof *slots);
-    if (!slots) {
-      t->n--;
-      return UINT32_MAX;
-    }
-    lp_mem_free(t->mem, t->slots, (size_t)t->nslots * sizeof *t->slots);
-    t->slots = slots;
-    t->nslots = ns;
-    for (uint32_t j = 1; j < t->n; j++) tree_slot_put(t, j);
-  } else {
-    tree_slot_put(t, k);
+  switch (lp_index_reserve(&t->index, t->mem, k - 1, 4 * TREE_LINEAR)) { /* every node but the root is indexed */
+  case -1:
+    t->n--;
+    return UINT32_MAX;
+  case 1:
+    for (uint32_t j = 1; j < k; j++) lp__index_put(&t->index, node_hash(t->nodes[j].parent, t->nodes[j].label), j);
   }
+  lp__index_put(&t->index, node_hash(parent, label), k);
   return k;
 }
 
@@ -382,7 +358,7 @@ void lp_tree_link(lp_tree_t *t, const char *const *labels) {
 
 void lp_tree_free(lp_tree_t *t) {
   lp_mem_free(t->mem, t->nodes, (size_t)t->cap * sizeof *t->nodes);
-  lp_mem_free(t->mem, t->slots, (size_t)t->nslots * sizeof *t->slots);
+  lp_index_free(&t->index, t->mem);
   memset(t, 0, sizeof *t);
 }
 
@@ -423,36 +399,22 @@ static char *text_copy(lp_agg_t *a, const char *s) {
   return t;
 }
 
-uint32_t lp_agg_label(const lp_agg_t *a, const char *s) {
-  if (!a->label_nslots) return UINT32_MAX;
-  for (uint32_t i = hash_str(s) & (a->label_nslots - 1);; i = (i + 1) & (a->label_nslots - 1)) {
-    uint32_t k = a->label_slots[i];
-    if (!k) return UINT32_MAX;
+/* The label s's id, or UINT32_MAX; h is hash_str(s). */
+static uint32_t label_find(const lp_agg_t *a, const char *s, uint32_t h) {
+  for (uint32_t at, k = lp__index_first(&a->label_index, h, &at); k; k = lp__index_next(&a->label_index, &at))
     if (strcmp(a->labels[k - 1], s) == 0) return k - 1;
-  }
+  return UINT32_MAX;
 }
 
+uint32_t lp_agg_label(const lp_agg_t *a, const char *s) { return label_find(a, s, hash_str(s)); }
+
 static uint32_t intern(lp_agg_t *a, const char *s) {
-  uint32_t h = hash_str(s);
-  if (a->label_nslots) {
-    for (uint32_t i = h & (a->label_nslots - 1);; i = (i + 1) & (a->label_nslots - 1)) {
-      uint32_t k = a->label_slots[i];
-      if (!k) break;
-      if (strcmp(a->labels[k - 1], s) == 0) return k - 1;
-    }
-  }
-  if ((a->nlabels + 1) * 2 > a->label_nslots) {
-    uint32_t ns = a->label_nslots ? a->label_nslots * 2 : 64;
-    uint32_t *slots = mem_calloc(&a->mem, ns, sizeof *slots);
-    if (!slots) return UINT32_MAX;
-    for (uint32_t k = 0; k < a->nlabels; k++) {
-      uint32_t i = hash_str(a->labels[k]) & (ns - 1);
-      while (slots[i]) i = (i + 1) & (ns - 1);
-      slots[i] = k + 1;
-    }
-    lp_mem_free(&a->mem, a->label_slots, (size_t)a->label_nslots * sizeof *a->label_slots);
-    a->label_slots = slots;
-    a->label_nslots = ns;
+  uint32_t h = hash_str(s), found = label_find(a, s, h);
+  if (found != UINT32_MAX) return found;
+  switch (lp_index_reserve(&a->label_index, &a->mem, a->nlabels, 64)) {
+  case -1: return UINT32_MAX;
+  case 1:
+    for (uint32_t k = 0; k < a->nlabels; k++) lp__index_put(&a->label_index, hash_str(a->labels[k]), k);
   }
   if (grow(&a->mem, (void **)&a->gstats, &a->gstats_cap, sizeof *a->gstats, a->nlabels + 1, 16) ||
       grow(&a->mem, (void **)&a->labels, &a->labels_cap, sizeof *a->labels, a->nlabels + 1, 16))
@@ -462,28 +424,17 @@ static uint32_t intern(lp_agg_t *a, const char *s) {
   uint32_t k = a->nlabels++;
   a->labels[k] = copy;
   a->gstats[k] = (lp_lstat_t){.label = k, .min = INT64_MAX};
-  uint32_t i = h & (a->label_nslots - 1);
-  while (a->label_slots[i]) i = (i + 1) & (a->label_nslots - 1);
-  a->label_slots[i] = k + 1;
+  lp__index_put(&a->label_index, h, k);
   return k;
 }
 
 #define STATS_LINEAR 8 /* a lane with up to this many labels finds them without a hash */
 
-static void stat_slot_put(lp_lane_t *l, uint32_t j) {
-  uint32_t i = hash64(l->stats[j].label) & (l->stat_nslots - 1);
-  while (l->stat_slots[i]) i = (i + 1) & (l->stat_nslots - 1);
-  l->stat_slots[i] = j + 1;
-}
-
 /* The lane's statistics of a label, made if new; NULL when out of memory. Valid until the next call. */
 static lp_lstat_t *lane_stat(lp_agg_t *a, lp_lane_t *l, uint32_t label) {
-  if (l->stat_nslots) {
-    for (uint32_t i = hash64(label) & (l->stat_nslots - 1);; i = (i + 1) & (l->stat_nslots - 1)) {
-      uint32_t j = l->stat_slots[i];
-      if (!j) break;
+  if (l->stat_index.mask) {
+    for (uint32_t at, j = lp__index_first(&l->stat_index, lp__hash64(label), &at); j; j = lp__index_next(&l->stat_index, &at))
       if (l->stats[j - 1].label == label) return &l->stats[j - 1];
-    }
   } else {
     for (uint32_t j = 0; j < l->nstats; j++)
       if (l->stats[j].label == label) return &l->stats[j];
@@ -492,34 +443,35 @@ static lp_lstat_t *lane_stat(lp_agg_t *a, lp_lane_t *l, uint32_t label) {
   uint32_t j = l->nstats++;
   l->stats[j] = (lp_lstat_t){.label = label, .min = INT64_MAX};
   if (l->nstats <= STATS_LINEAR) return &l->stats[j];
-  if (l->nstats * 2 > l->stat_nslots) {
-    uint32_t ns = l->stat_nslots ? l->stat_nslots * 2 : 4 * STATS_LINEAR;
-    uint32_t *slots = mem_calloc(&a->mem, ns, sizeof *slots);
-    if (!slots) {
-      l->nstats--;
-      return NULL;
-    }
-    lp_mem_free(&a->mem, l->stat_slots, (size_t)l->stat_nslots * sizeof *l->stat_slots);
-    l->stat_slots = slots;
-    l->stat_nslots = ns;
-    for (uint32_t k = 0; k < l->nstats; k++) stat_slot_put(l, k);
-  } else {
-    stat_slot_put(l, j);
+  switch (lp_index_reserve(&l->stat_index, &a->mem, j, 4 * STATS_LINEAR)) {
+  case -1:
+    l->nstats--;
+    return NULL;
+  case 1:
+    for (uint32_t k = 0; k < j; k++) lp__index_put(&l->stat_index, lp__hash64(l->stats[k].label), k);
   }
+  lp__index_put(&l->stat_index, lp__hash64(label), j);
   return &l->stats[j];
 }
 
 static void lane_stats_free(lp_agg_t *a, lp_lane_t *l) {
   for (uint32_t j = 0; j < l->nstats; j++) hist_free(&a->mem, l->stats[j].hist);
   lp_mem_free(&a->mem, l->stats, (size_t)l->stats_cap * sizeof *l->stats);
-  lp_mem_free(&a->mem, l->stat_slots, (size_t)l->stat_nslots * sizeof *l->stat_slots);
+  lp_index_free(&l->stat_index, &a->mem);
   l->stats = NULL;
-  l->stat_slots = NULL;
-  l->nstats = l->stats_cap = l->stat_nslots = 0;
+  l->nstats = l->stats_cap = 0;
 }
 
 static uint32_t lane_hash(unsigned file, int64_t pid, int64_t tid) {
-  return hash64((uint64_t)pid * 0x9e3779b97f4a7c15ull ^ (uint64_t)tid ^ ((uint64_t)file << 48));
+  return lp__hash64((uint64_t)pid * 0x9e3779b97f4a7c15ull ^ (uint64_t)tid ^ ((uint64_t)file << 48));
+}
+
+/* Puts every lane in the index again. */
+static void lanes_index(lp_agg_t *a) {
+  for (uint32_t k = 0; k < a->nlanes; k++) {
+    const lp_lane_t *l = a->lanes[k];
+    lp__index_put(&a->lane_index, lane_hash(l->file, l->pid, l->tid), k);
+  }
 }
 
 static lp_lane_t *lane_get(lp_agg_t *a, int64_t pid, int64_t tid) {
@@ -527,27 +479,13 @@ static lp_lane_t *lane_get(lp_agg_t *a, int64_t pid, int64_t tid) {
   lp_lane_t *c = a->last_lane; /* events of one lane tend to come together */
   if (c && c->pid == pid && c->tid == tid && c->file == file) return c;
   uint32_t h = lane_hash(file, pid, tid);
-  if (a->lane_nslots) {
-    for (uint32_t i = h & (a->lane_nslots - 1);; i = (i + 1) & (a->lane_nslots - 1)) {
-      uint32_t k = a->lane_slots[i];
-      if (!k) break;
-      lp_lane_t *l = a->lanes[k - 1];
-      if (l->file == file && l->pid == pid && l->tid == tid) return a->last_lane = l;
-    }
+  for (uint32_t at, k = lp__index_first(&a->lane_index, h, &at); k; k = lp__index_next(&a->lane_index, &at)) {
+    lp_lane_t *l = a->lanes[k - 1];
+    if (l->file == file && l->pid == pid && l->tid == tid) return a->last_lane = l;
   }
-  if ((a->nlanes + 1) * 2 > a->lane_nslots) {
-    uint32_t ns = a->lane_nslots ? a->lane_nslots * 2 : 64;
-    uint32_t *slots = mem_calloc(&a->mem, ns, sizeof *slots);
-    if (!slots) return NULL;
-    for (uint32_t k = 0; k < a->nlanes; k++) {
-      lp_lane_t *l = a->lanes[k];
-      uint32_t i = lane_hash(l->file, l->pid, l->tid) & (ns - 1);
-      while (slots[i]) i = (i + 1) & (ns - 1);
-      slots[i] = k + 1;
-    }
-    lp_mem_free(&a->mem, a->lane_slots, (size_t)a->lane_nslots * sizeof *a->lane_slots);
-    a->lane_slots = slots;
-    a->lane_nslots = ns;
+  switch (lp_index_reserve(&a->lane_index, &a->mem, a->nlanes, 64)) {
+  case -1: return NULL;
+  case 1: lanes_index(a);
   }
   if (grow(&a->mem, (void **)&a->lanes, &a->lanes_cap, sizeof *a->lanes, a->nlanes + 1, 16)) return NULL;
   lp_lane_t *l = mem_calloc(&a->mem, 1, sizeof *l);
@@ -564,9 +502,7 @@ static lp_lane_t *lane_get(lp_agg_t *a, int64_t pid, int64_t tid) {
   l->buffered = a->file_buffered;
   uint32_t k = a->nlanes++;
   a->lanes[k] = l;
-  uint32_t i = h & (a->lane_nslots - 1);
-  while (a->lane_slots[i]) i = (i + 1) & (a->lane_nslots - 1);
-  a->lane_slots[i] = k + 1;
+  lp__index_put(&a->lane_index, h, k);
   return a->last_lane = l;
 }
 
@@ -589,35 +525,24 @@ typedef struct lp_pname {
 } lp_pname_t;
 
 static uint32_t pname_find(const lp_agg_t *a, unsigned file, int64_t pid) {
-  if (!a->pname_nslots) return UINT32_MAX;
-  for (uint32_t i = lane_hash(file, pid, 0) & (a->pname_nslots - 1);; i = (i + 1) & (a->pname_nslots - 1)) {
-    uint32_t k = a->pname_slots[i];
-    if (!k) return UINT32_MAX;
+  for (uint32_t at, k = lp__index_first(&a->pname_index, lane_hash(file, pid, 0), &at); k;
+       k = lp__index_next(&a->pname_index, &at))
     if (a->pnames[k - 1].file == file && a->pnames[k - 1].pid == pid) return k - 1;
-  }
+  return UINT32_MAX;
 }
 
-/* The slots again, for the first n names, in ns slots (fresh or the old ones cleared). */
-static void pname_rehash(lp_agg_t *a, uint32_t *slots, uint32_t ns) {
-  memset(slots, 0, (size_t)ns * sizeof *slots);
-  for (uint32_t k = 0; k < a->npnames; k++) {
-    uint32_t i = lane_hash(a->pnames[k].file, a->pnames[k].pid, 0) & (ns - 1);
-    while (slots[i]) i = (i + 1) & (ns - 1);
-    slots[i] = k + 1;
-  }
+/* Puts every process name in the index again. */
+static void pnames_index(lp_agg_t *a) {
+  for (uint32_t k = 0; k < a->npnames; k++)
+    lp__index_put(&a->pname_index, lane_hash(a->pnames[k].file, a->pnames[k].pid, 0), k);
 }
 
 /* The first name a (file, pid) is given; 0, or -1 out of memory (past the cap). */
 static int pname_add(lp_agg_t *a, unsigned file, int64_t pid, const char *name) {
   if (pname_find(a, file, pid) != UINT32_MAX) return 0;
-  if ((a->npnames + 1) * 2 > a->pname_nslots) {
-    uint32_t ns = a->pname_nslots ? a->pname_nslots * 2 : 64;
-    uint32_t *slots = lp_mem_realloc(&a->mem, NULL, 0, (size_t)ns * sizeof *slots);
-    if (!slots) return -1;
-    pname_rehash(a, slots, ns);
-    lp_mem_free(&a->mem, a->pname_slots, (size_t)a->pname_nslots * sizeof *a->pname_slots);
-    a->pname_slots = slots;
-    a->pname_nslots = ns;
+  switch (lp_index_reserve(&a->pname_index, &a->mem, a->npnames, 64)) {
+  case -1: return -1;
+  case 1: pnames_index(a);
   }
   if (grow(&a->mem, (void **)&a->pnames, &a->pnames_cap, sizeof *a->pnames, a->npnames + 1, 16)) return -1;
   size_t n = strlen(name) + 1;
@@ -626,9 +551,7 @@ static int pname_add(lp_agg_t *a, unsigned file, int64_t pid, const char *name) 
   memcpy(copy, name, n);
   uint32_t k = a->npnames++;
   a->pnames[k] = (lp_pname_t){file, pid, copy};
-  uint32_t i = lane_hash(file, pid, 0) & (a->pname_nslots - 1);
-  while (a->pname_slots[i]) i = (i + 1) & (a->pname_nslots - 1);
-  a->pname_slots[i] = k + 1;
+  lp__index_put(&a->pname_index, lane_hash(file, pid, 0), k);
   return 0;
 }
 
@@ -1102,13 +1025,8 @@ static void drop_file(lp_agg_t *a, unsigned file) {
   }
   a->nlanes = kept;
   a->last_lane = NULL;
-  memset(a->lane_slots, 0, a->lane_nslots * sizeof *a->lane_slots);
-  for (uint32_t k = 0; k < a->nlanes; k++) {
-    lp_lane_t *l = a->lanes[k];
-    uint32_t i = lane_hash(l->file, l->pid, l->tid) & (a->lane_nslots - 1);
-    while (a->lane_slots[i]) i = (i + 1) & (a->lane_nslots - 1);
-    a->lane_slots[i] = k + 1;
-  }
+  lp__index_clear(&a->lane_index);
+  lanes_index(a);
   uint32_t kp = 0;
   for (uint32_t i = 0; i < a->npnames; i++) {
     if (a->pnames[i].file == file)
@@ -1117,7 +1035,8 @@ static void drop_file(lp_agg_t *a, unsigned file) {
       a->pnames[kp++] = a->pnames[i];
   }
   a->npnames = kp;
-  if (a->pname_nslots) pname_rehash(a, a->pname_slots, a->pname_nslots);
+  lp__index_clear(&a->pname_index);
+  pnames_index(a);
 }
 
 int lp_agg_file(lp_agg_t *a, const char *path) {
@@ -1218,7 +1137,7 @@ void lp_agg_free(lp_agg_t *a) {
   if (a->spill) fclose(a->spill);
   for (uint32_t k = 0; k < a->nlanes; k++) lane_free(a, a->lanes[k]);
   free(a->lanes);
-  free(a->lane_slots);
+  lp_index_free(&a->lane_index, NULL);
   for (uint32_t j = 0; j < a->nlabels; j++) hist_free(NULL, a->gstats[j].hist);
   for (lp_text_t *b = a->text, *next; b; b = next) {
     next = b->next;
@@ -1226,10 +1145,10 @@ void lp_agg_free(lp_agg_t *a) {
   }
   free(a->labels);
   free(a->gstats);
-  free(a->label_slots);
+  lp_index_free(&a->label_index, NULL);
   for (uint32_t i = 0; i < a->npnames; i++) free(a->pnames[i].name);
   free(a->pnames);
-  free(a->pname_slots);
+  lp_index_free(&a->pname_index, NULL);
   free(a->finfo);
   free(a->fpaths);
   memset(a, 0, sizeof *a);

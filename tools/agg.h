@@ -79,8 +79,7 @@ typedef struct lp_tnode {
 typedef struct lp_tree {
   lp_tnode_t *nodes; /* nodes[0] is the root */
   uint32_t n, cap;
-  uint32_t *slots; /* hash of (parent, label) -> node + 1; none while the tree is small */
-  uint32_t nslots;
+  lp__index_t index; /* nodes by (parent, label); none while the tree is small */
   lp_mem_t *mem; /* where its memory is counted, or NULL */
 } lp_tree_t;
 
@@ -104,8 +103,7 @@ typedef struct lp_lane {
   int64_t in_label;    /* time inside a top-level scope */
   lp_lstat_t *stats;   /* in order of first call; freed once merged unless lane_hists */
   uint32_t nstats, stats_cap;
-  uint32_t *stat_slots; /* label -> index + 1, once the lane has more than a few labels */
-  uint32_t stat_nslots;
+  lp__index_t stat_index; /* stats by label, once the lane has more than a few labels */
   /* reading */
   uint32_t depth, stack_cap;
   struct lp_frame *stack;
@@ -146,22 +144,19 @@ typedef struct lp_agg {
   struct lp_text *text;
   char **labels;
   uint32_t nlabels, labels_cap;
-  uint32_t *label_slots;
-  uint32_t label_nslots;
+  lp__index_t label_index;
   lp_lstat_t *gstats; /* per label, all lanes: indexed by label id */
   uint32_t gstats_cap;
   /* lanes */
   lp_lane_t **lanes;
   uint32_t nlanes, lanes_cap;
-  uint32_t *lane_slots;
-  uint32_t lane_nslots;
+  lp__index_t lane_index;
   lp_lane_t *last_lane; /* the lane of the last event */
   FILE *spill;          /* buffered scopes beyond the memory limit, in sorted runs */
   uint64_t spill_off, nbuffered, spill_limit; /* spill_limit: scopes kept in memory (0: the default) */
   struct lp_pname *pnames; /* process names, by (file, pid) */
   uint32_t npnames, pnames_cap;
-  uint32_t *pname_slots; /* hash of (file, pid) -> index + 1 */
-  uint32_t pname_nslots;
+  lp__index_t pname_index; /* by (file, pid) */
   /* counts */
   unsigned nfiles;
   uint64_t events, scopes, instants, counters, skipped, unmatched_ends, unclosed_begins, overlaps;

@@ -16,6 +16,7 @@
 #include "config.h"
 
 #include "attrib.h"
+#include "ftrace.h" /* lp_st_has */
 
 #include <math.h>
 #include <stdarg.h>
@@ -244,21 +245,6 @@ static int iv_add(ivlist_t *l, double s, double e) {
   return 0;
 }
 
-/* memmem for short needles: memchr finds the first byte (vectorised), memcmp the rest. */
-static const char *find_str(const char *s, size_t n, const char *needle, size_t nl) {
-  if (nl == 0) return s;
-  const char *end = s + n, *p = s;
-  while ((size_t)(end - p) >= nl) {
-    const char *q = memchr(p, needle[0], (size_t)(end - p) - nl + 1);
-    if (!q) return NULL;
-    if (memcmp(q + 1, needle + 1, nl - 1) == 0) return q;
-    p = q + 1;
-  }
-  return NULL;
-}
-
-static const char *find(const char *s, size_t n, const char *needle) { return find_str(s, n, needle, strlen(needle)); }
-static int has(const char *s, size_t n, const char *needle) { return find(s, n, needle) != NULL; }
 
 /* Python's s.replace(a, b) into a new buffer; *outlen set. NULL when out of memory. */
 static char *replace_all(const char *s, size_t n, const char *a, const char *b, size_t *outlen) {
@@ -327,7 +313,7 @@ static int name_of(const char *m, size_t n) {
   size_t fl = (size_t)((b3 ? b3 : m + n) - f);
   char buf[128];
   size_t bl;
-  if (has(f, fl, "[NN_")) {
+  if (lp_st_has(f, fl, "[NN_")) {
     size_t l1, l2;
     char *a = NULL, *b = NULL;
     char s1[512], s2[512];
@@ -485,11 +471,11 @@ int at_begin(at_ctx_t *c, int th, double ts, const char *mark0, size_t len0, lon
   int rc = -1;
   /* 2.3: rewrites of the raw mark */
   if (c->compat) {
-    if (has(m, n, "ANeuralNetworksEvent_free") || has(m, n, "ANeuralNetworksExecution_free"))
+    if (lp_st_has(m, n, "ANeuralNetworksEvent_free") || lp_st_has(m, n, "ANeuralNetworksExecution_free"))
       own = replace_all(m, n, "_PT", "_PE", &n);
-    else if (has(m, n, "getSupportedExtensions"))
+    else if (lp_st_has(m, n, "getSupportedExtensions"))
       own = replace_all(m, n, "_PC", "_PI", &n);
-    else if (has(m, n, "[SW][NN_LA_PR]executeWithCompilation"))
+    else if (lp_st_has(m, n, "[SW][NN_LA_PR]executeWithCompilation"))
       own = replace_all(m, n, "[SW]", "", &n);
     else
       goto nocopy;
@@ -500,7 +486,7 @@ int at_begin(at_ctx_t *c, int th, double ts, const char *mark0, size_t len0, lon
     m = own;
   }
 nocopy:
-  if (has(m, n, "[SW]")) {
+  if (lp_st_has(m, n, "[SW]")) {
     if (t->top == &t->root) {
       seterr(err, line, 0, "switch with nothing open: a [SW] mark must follow an open B on the same thread");
       goto out;
@@ -519,7 +505,7 @@ nocopy:
     d->line = line;
     if (push(t, d, line, err) < 0) goto out;
   }
-  int subtract = has(m, n, "[SUB]");
+  int subtract = lp_st_has(m, n, "[SUB]");
   const char *tag;
   size_t tl;
   int layer, phase;
@@ -557,29 +543,29 @@ nocopy:
     phase = AT_PU;
   } else {
     /* 2.4: HIDL names */
-    if (has(m, n, "::client"))
-      layer = has(m, n, "notify") ? AT_LX : AT_LI;
-    else if (has(m, n, "::server"))
-      layer = has(m, n, "notify") ? AT_LX : AT_LD;
-    else if (has(m, n, "::passthrough"))
+    if (lp_st_has(m, n, "::client"))
+      layer = lp_st_has(m, n, "notify") ? AT_LX : AT_LI;
+    else if (lp_st_has(m, n, "::server"))
+      layer = lp_st_has(m, n, "notify") ? AT_LX : AT_LD;
+    else if (lp_st_has(m, n, "::passthrough"))
       layer = AT_LI;
-    else if (has(m, n, "getCapabilities") || has(m, n, "getSupportedOperations"))
+    else if (lp_st_has(m, n, "getCapabilities") || lp_st_has(m, n, "getSupportedOperations"))
       layer = AT_LD;
-    else if (!has(m, n, "HIDL"))
+    else if (!lp_st_has(m, n, "HIDL"))
       layer = AT_LX;
     else {
       seterr(err, line, 0, "unknown HIDL mark: a HIDL name must end in ::client, ::server or ::passthrough");
       goto out;
     }
-    if (has(m, n, "IAllocator"))
+    if (lp_st_has(m, n, "IAllocator"))
       phase = AT_PU;
-    else if (has(m, n, "getCapabilities"))
+    else if (lp_st_has(m, n, "getCapabilities"))
       phase = AT_PI;
-    else if (has(m, n, "prepareModel") || has(m, n, "getSupportedOperations"))
+    else if (lp_st_has(m, n, "prepareModel") || lp_st_has(m, n, "getSupportedOperations"))
       phase = AT_PC;
-    else if (has(m, n, "IPreparedModelCallback"))
+    else if (lp_st_has(m, n, "IPreparedModelCallback"))
       phase = AT_PC;
-    else if (has(m, n, "execute") || has(m, n, "IExecutionCallback"))
+    else if (lp_st_has(m, n, "execute") || lp_st_has(m, n, "IExecutionCallback"))
       phase = AT_PE;
     else
       phase = AT_PI;

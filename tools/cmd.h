@@ -1,40 +1,50 @@
 /*
  * cmd.h: the subcommands of the `labelprof` command (private, never installed).
  *
- * Each subcommand is one function `int lp_cmd_NAME(int argc, char **argv)`:
- * argv[0] is the subcommand's name, argv[1..argc-1] its options and operands.
- * It returns the command's exit status: LP_EXIT_OK, LP_EXIT_CHECK (a check
- * such as `diff --fail-above` failed) or LP_EXIT_BAD (bad input or usage,
- * after a message on stderr). Adding a subcommand is one line in the table of
- * tools/labelprof.c and its file in Makefile.am.
+ * A subcommand is one lp_cmd_t in its own file (tools/view/NAME.c), as
+ * Tracy's csvexport keeps its usage, its options and their table together:
+ * its usage text, the struct of its options with their defaults, the table
+ * of them (opts.h), its operands, and the function that runs it. The
+ * dispatcher (tools/labelprof.c) finds it by name in lp_cmds, parses the
+ * arguments with the one parser of opts.c, and calls run with the options
+ * filled and the operands in order. run returns the command's exit status:
+ * LP_EXIT_OK, LP_EXIT_CHECK (a check such as `diff --fail-above` failed) or
+ * LP_EXIT_BAD (bad input or usage, after a message on stderr). Adding a
+ * subcommand is its file, its row in lp_cmds and its line in Makefile.am;
+ * its synopsis in tools/labelprof.1 is checked against its usage and table
+ * (tests/test_opts.c).
  */
 #ifndef LP_TOOLS_CMD_H
 #define LP_TOOLS_CMD_H
 
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
+
+#include "opts.h"
 
 enum { LP_EXIT_OK = 0, LP_EXIT_CHECK = 1, LP_EXIT_BAD = 2 };
 
-int lp_cmd_stats(int argc, char **argv);
-int lp_cmd_tree(int argc, char **argv);
-int lp_cmd_diff(int argc, char **argv);
-int lp_cmd_folded(int argc, char **argv);
-int lp_cmd_nnapi(int argc, char **argv);
-int lp_cmd_layers(int argc, char **argv);
-int lp_cmd_help(int argc, char **argv);
-int lp_cmd_pprof(int argc, char **argv);
-int lp_cmd_flamegraph(int argc, char **argv);
-int lp_cmd_top(int argc, char **argv);
-int lp_cmd_record(int argc, char **argv);
-int lp_cmd_merge(int argc, char **argv);
-
-/* One row of the dispatch table in tools/labelprof.c. */
 typedef struct lp_cmd {
   const char *name;
-  int (*entry)(int argc, char **argv);
-  const char *summary; /* one line, for `labelprof help` */
-  const char *usage;   /* the full help text, printed by `-h` and `labelprof help NAME` */
+  const char *summary;    /* one line, for `labelprof help` */
+  const char *usage;      /* the full help text, printed by `-h` and `labelprof help NAME` */
+  const lp_opt_t *opts;   /* the options' table, ended by LP_OPT_END */
+  size_t opts_size;       /* the size of the options' struct */
+  const void *defaults;   /* the struct's values before parsing; NULL: all zero */
+  lp_operands_t operands;
+  int (*run)(const void *opts, int n, const char *const *operands);
 } lp_cmd_t;
+
+extern const lp_cmd_t lp_cmd_stats, lp_cmd_tree, lp_cmd_diff, lp_cmd_folded, lp_cmd_flamegraph, lp_cmd_pprof,
+    lp_cmd_nnapi, lp_cmd_layers, lp_cmd_top, lp_cmd_record, lp_cmd_merge, lp_cmd_help;
+
+/* The subcommands, in the order `labelprof help` lists them, ended by NULL. */
+extern const lp_cmd_t *const lp_cmds[];
+
+/* The subcommand called name, NULL if there is none. */
+const lp_cmd_t *lp_cmd_find(const char *name);
 
 /*
  * The whole command: argv[0] is the program, argv[1] the subcommand. Returns
@@ -44,12 +54,6 @@ typedef struct lp_cmd {
 int lp_main(int argc, char **argv);
 void lp_overview(FILE *out);
 
-/* The table, ended by a row whose name is NULL. */
-extern const lp_cmd_t lp_cmds[];
-
-/* The row of `name`, NULL if there is none. */
-const lp_cmd_t *lp_cmd_find(const char *name);
-
 /*
  * For subcommands: prints the usage of `name` to `out` (stdout for -h, stderr
  * for a usage error). lp_usage_error() prints "labelprof NAME: MESSAGE" and
@@ -58,20 +62,8 @@ const lp_cmd_t *lp_cmd_find(const char *name);
 void lp_cmd_usage(const char *name, FILE *out);
 int lp_usage_error(const char *name, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-#endif
-
 /* ---- helpers shared by the subcommands (tools/labelprof.c) ---- */
-#include <stdbool.h>
-#include <stddef.h>
-#include <stdint.h>
 
-/*
- * Option parsing: if argv[*i] is `name` (then the value is argv[*i + 1]) or
- * `name=VALUE`, sets *value, advances *i past it and returns 1; returns -1
- * (after a usage message) when the value is missing, 0 when it is another
- * argument.
- */
-int lp_opt_value(const char *cmd, int argc, char **argv, int *i, const char *name, const char **value);
 /* A duration in human units with 3 significant digits: "812 ns", "12.3 us", "1.23 s". */
 const char *lp_fmt_ns(int64_t ns, char *buf, size_t len);
 /*
@@ -107,3 +99,5 @@ void lp_put_csv_field(FILE *out, const char *s);
 size_t lp_put_text(FILE *out, const char *s, bool semicolons);
 /* Parses a non-negative number; 1 on success. */
 int lp_parse_double(const char *s, double *v);
+
+#endif

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "systrace.h"
+#include "ftrace.h"
 
 /*
  * Where the summary reads from. pass() makes one pass over the lines from the

@@ -1,43 +1,88 @@
 /*
- * opts.c: the subcommands' option parser (see opts.h).
+ * opts.c: the subcommands' one option parser (see opts.h).
  */
 #include "config.h"
 
 #include "opts.h"
 
-#include "agg.h"
+#include "agg.h" /* lp_parse_size: the size grammar of every --max-memory */
 #include "cmd.h"
 
 #include <string.h>
 
-static const lp_opt_t *find(const lp_opt_t *opts, const char *a, const char **inline_value) {
-  for (const lp_opt_t *o = opts; o->name; o++) {
-    size_t n = strlen(o->name);
-    if (strncmp(a, o->name, n) != 0) continue;
-    if (a[n] == '\0') {
-      *inline_value = NULL;
-      return o;
-    }
-    if (a[n] == '=' && !o->flag) {
-      *inline_value = a + n + 1;
-      return o;
-    }
+/* Whether a is the option spelled name ("--top", or "--top=VALUE" when it takes one). */
+static bool spelled(const lp_opt_t *o, const char *name, const char *a, const char **inline_value) {
+  size_t n = strlen(name);
+  if (strncmp(a, name, n) != 0) return false;
+  if (a[n] == '\0') {
+    *inline_value = NULL;
+    return true;
   }
+  if (a[n] == '=' && o->arg) {
+    *inline_value = a + n + 1;
+    return true;
+  }
+  return false;
+}
+
+static const lp_opt_t *find(const lp_opt_t *table, const char *a, const char **inline_value) {
+  for (const lp_opt_t *o = table; o->name; o++)
+    if (spelled(o, o->name, a, inline_value) || (o->also && spelled(o, o->also, a, inline_value))) return o;
   return NULL;
 }
 
-int lp_opts_parse(const char *cmd, int argc, char **argv, const lp_opt_t *opts, lp_operands_t *ops) {
-  ops->n = 0;
-  ops->first = argc;
+/*
+ * The operand names of spec from the (from+1)-th to the to-th, as the
+ * messages say them: "NEW", "BASE and NEW" (brackets and "..." dropped).
+ * Returns how many.
+ */
+static int names(const lp_operands_t *spec, int from, int to, char *out, size_t len) {
+  const char *p = spec->names;
+  size_t at = 0;
+  int k = 0, listed = 0;
+  out[0] = '\0';
+  while (*p && k < to) {
+    while (*p == ' ' || *p == '[' || *p == ']') p++;
+    if (!*p) break;
+    size_t w = strcspn(p, " []");
+    size_t word = w >= 3 && strncmp(p + w - 3, "...", 3) == 0 ? w - 3 : w;
+    if (k >= from && at + word + 6 < len) {
+      if (listed) {
+        memcpy(out + at, " and ", 5);
+        at += 5;
+      }
+      memcpy(out + at, p, word);
+      at += word;
+      out[at] = '\0';
+      listed++;
+    }
+    p += w;
+    k++;
+  }
+  return listed;
+}
+
+int lp_opts_parse(const char *cmd, int argc, char **argv, const lp_opt_t *table, const lp_operands_t *spec,
+                  void *opts, const char **operands, int *n) {
+  bool options = true;
+  int stdin_seen = 0;
+  const char *extra = NULL;
+  *n = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v;
     const lp_opt_t *o;
-    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+    if (options && (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)) {
       lp_cmd_usage(cmd, stdout);
-      return LP_EXIT_OK;
-    } else if ((o = find(opts, a, &v))) {
-      if (o->flag) {
-        *o->flag = true;
+      return 0;
+    }
+    if (options && strcmp(a, "--") == 0) {
+      options = false;
+      continue;
+    }
+    if (options && (o = find(table, a, &v))) {
+      void *field = (char *)opts + o->off;
+      if (!o->arg) {
+        *(bool *)field = true;
         continue;
       }
       if (!v) {
@@ -45,62 +90,62 @@ int lp_opts_parse(const char *cmd, int argc, char **argv, const lp_opt_t *opts, 
         v = argv[++i];
       }
       if (o->parse) {
-        if (o->parse(cmd, v, o->arg) != 0) return LP_EXIT_BAD;
+        if (o->parse(cmd, v, field, o->how) != 0) return 2;
       } else {
-        *o->value = v;
+        *(const char **)field = v;
       }
-    } else if (ops->first_ends_options && strcmp(a, "--") == 0) {
-      ops->first = i + 1;
-      break;
-    } else if (a[0] == '-' && a[1]) {
-      return lp_usage_error(cmd, "unknown option '%s'", a);
-    } else if (ops->first_ends_options) {
-      ops->first = i;
-      break;
-    } else if (ops->n == ops->max) {
-      return lp_usage_error(cmd, "%s", ops->too_many);
-    } else {
-      ops->v[ops->n++] = a;
+      continue;
     }
-  }
-  if (ops->first_ends_options) ops->n = argc - ops->first;
-  if (ops->n < ops->min) return lp_usage_error(cmd, "%s", ops->missing);
-  return LP_OPTS_RUN;
-}
-
-int lp_opts_stdin_once(const char *cmd, const char *const *files, int n) {
-  for (int i = 0, seen = 0; i < n; i++)
-    if (strcmp(files[i], "-") == 0 && seen++)
+    if (options && a[0] == '-' && a[1]) return lp_usage_error(cmd, "unknown option '%s'", a);
+    if (spec->max >= 0 && *n == spec->max) {
+      if (!extra) extra = a; /* said once the rest is read: a -h after it still shows the usage */
+      continue;
+    }
+    if (strcmp(a, "-") == 0 && stdin_seen++)
       return lp_usage_error(cmd, "standard input (-) is given twice: it can be read once");
+    operands[(*n)++] = a;
+  }
+  if (extra && spec->max == 0) return lp_usage_error(cmd, "no operands: '%s' is one too many", extra);
+  if (extra) {
+    char list[160];
+    names(spec, 0, spec->max, list, sizeof list);
+    return lp_usage_error(cmd, "%s only: '%s' is one too many", list, extra);
+  }
+  if (*n < spec->min) {
+    char list[160];
+    int k = names(spec, *n, spec->min, list, sizeof list);
+    return lp_usage_error(cmd, "%s %s missing", k ? list : "an operand", k > 1 ? "are" : "is");
+  }
   return LP_OPTS_RUN;
 }
 
-int lp_opt_parse_max_memory(const char *cmd, const char *v, void *arg) {
-  (void)arg;
+int lp_opt_parse_percent(const char *cmd, const char *v, void *field, const void *how) {
+  (void)how;
+  double *p = field;
+  if (lp_parse_double(v, p) && *p <= 100) return 0;
+  lp_usage_error(cmd, "--min-percent takes a percentage from 0 to 100, not '%s'", v);
+  return -1;
+}
+
+int lp_opt_parse_max_memory(const char *cmd, const char *v, void *field, const void *how) {
+  (void)how;
   uint64_t bytes;
   if (!lp_parse_size(v, &bytes)) {
     lp_usage_error(cmd, "--max-memory takes a size above 0 (512M, 2G; K, M, G, T are powers of 1024) or none "
                         "(no cap), not '%s'", v);
     return -1;
   }
-  lp_agg_max_memory = bytes;
+  *(uint64_t *)field = bytes;
   return 0;
 }
 
-int lp_opt_parse_word(const char *cmd, const char *v, void *arg) {
-  const lp_opt_words_t *w = arg;
+int lp_opt_parse_word(const char *cmd, const char *v, void *field, const void *how) {
+  const lp_opt_words_t *w = how;
   for (int i = 0; w->words[i]; i++)
     if (strcmp(v, w->words[i]) == 0) {
-      *w->dst = w->values[i];
+      *(int *)field = w->values[i];
       return 0;
     }
   lp_usage_error(cmd, "%s, not '%s'", w->error, v);
   return -1;
-}
-
-int lp_files_operands(const char *cmd, int argc, char **argv, int first) {
-  if (first >= argc) return lp_usage_error(cmd, "no trace file given");
-  for (int i = first; i < argc; i++) /* options after the files are an easy mistake: say so */
-    if (argv[i][0] == '-' && argv[i][1]) return lp_usage_error(cmd, "options go before the files ('%s')", argv[i]);
-  return lp_opts_stdin_once(cmd, (const char *const *)argv + first, argc - first);
 }

@@ -15,13 +15,53 @@
 #include "agg.h" /* lp_mem_cap */
 #include "attrib.h"
 #include "cmd.h"
-#include "opts.h"
 #include "reader.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+static const char usage[] =
+    "usage: labelprof layers [--total-times] [--max-memory SIZE] FILE\n"
+    "\n"
+    "Time per layer and phase for any program labelled with LP_SCOPE_PHASE,\n"
+    "LP_PHASE_SWITCH and LP_SCOPE_SUBTRACT: NNAPI's attribution without its\n"
+    "NNAPI-specific rules and quirks. FILE is labelprof's JSON (\"cat\" and\n"
+    "args layer/phase/mode) or its systrace ([NN_LR_PP]label marks).\n"
+    "\n"
+    "Rows are layers (application, runtime, ipc, driver, cpu), columns phases.\n"
+    "A layer's total time in a phase is the wall time of its outermost scopes of\n"
+    "that phase; nested scopes of the same layer are detail. One-time\n"
+    "initialization is counted at the top level, a subtract scope is taken out\n"
+    "of its callers, execution's subphases roll up into execution.\n"
+    "\n"
+    "  --total-times  total times instead of self times (total minus the\n"
+    "                 nearest lower layer with time in the phase)\n"
+    "  --max-memory SIZE  the most the layered scopes and the reader's tables\n"
+    "                 may hold (as for stats: 512M, 2G, none; the default is half\n"
+    "                 the physical memory)\n"
+    "\n"
+    "Exit status: 0; 1 for a nesting violation (a message names the line or\n"
+    "event and the rule); 2 for bad input.\n";
+
+typedef struct opts {
+  bool total_times;
+  uint64_t max_memory;
+} opts_t;
+
+static const lp_opt_t options[] = {
+    LP_OPT_FLAG("--total-times", opts_t, total_times),
+    LP_OPT_MAX_MEMORY(opts_t, max_memory),
+    LP_OPT_END,
+};
+
+static int run(const void *opts, int n, const char *const *files);
+
+const lp_cmd_t lp_cmd_layers = {
+    "layers", "time per layer and phase (LP_SCOPE_PHASE) as a table", usage, options, sizeof(opts_t), NULL,
+    {1, 1, "FILE"}, run,
+};
 
 typedef struct liv {
   int64_t s, e;
@@ -49,8 +89,7 @@ typedef struct lctx {
   lp_mem_t mem; /* every table here, against --max-memory */
   llane_t *lanes;
   size_t nl, cap;
-  uint32_t *slots; /* (pid, tid) -> lane + 1, open addressing, at most half full */
-  size_t nslots;
+  lp__index_t index; /* lanes by (pid, tid) */
   uint64_t seq;
   int bad;
   int warned_word;
@@ -70,35 +109,22 @@ static int word(const char *const *w, const int *codes, size_t n, const char *s)
   return -1;
 }
 
-static size_t lane_home(int64_t pid, int64_t tid, size_t nslots) {
-  uint64_t k = (uint64_t)pid * 0x9e3779b97f4a7c15ull ^ (uint64_t)tid;
-  k ^= k >> 33;
-  k *= 0xff51afd7ed558ccdull;
-  k ^= k >> 33;
-  return (size_t)k & (nslots - 1);
+static uint32_t lane_hash(int64_t pid, int64_t tid) {
+  return lp__hash64((uint64_t)pid * 0x9e3779b97f4a7c15ull ^ (uint64_t)tid);
 }
 
 /* The lane (pid, tid), made if new: found through a hash, so that many threads cost no more each than one. */
 static llane_t *lane_of(lctx_t *c, int64_t pid, int64_t tid) {
-  if (c->nslots)
-    for (size_t h = lane_home(pid, tid, c->nslots); c->slots[h]; h = (h + 1) & (c->nslots - 1)) {
-      llane_t *l = &c->lanes[c->slots[h] - 1];
-      if (l->pid == pid && l->tid == tid) return l;
-    }
-  if (c->nl >= UINT32_MAX - 1) return NULL;
-  if ((c->nl + 1) * 2 > c->nslots) {
-    size_t ns = c->nslots ? c->nslots * 2 : 64;
-    uint32_t *slots = lp_mem_realloc(&c->mem, NULL, 0, ns * sizeof *slots);
-    if (!slots) return NULL;
-    memset(slots, 0, ns * sizeof *slots);
-    for (size_t i = 0; i < c->nl; i++) {
-      size_t h = lane_home(c->lanes[i].pid, c->lanes[i].tid, ns);
-      while (slots[h]) h = (h + 1) & (ns - 1);
-      slots[h] = (uint32_t)(i + 1);
-    }
-    lp_mem_free(&c->mem, c->slots, c->nslots * sizeof *c->slots);
-    c->slots = slots;
-    c->nslots = ns;
+  uint32_t h = lane_hash(pid, tid);
+  for (uint32_t at, k = lp__index_first(&c->index, h, &at); k; k = lp__index_next(&c->index, &at)) {
+    llane_t *l = &c->lanes[k - 1];
+    if (l->pid == pid && l->tid == tid) return l;
+  }
+  if (c->nl >= UINT32_MAX / 2) return NULL;
+  switch (lp_index_reserve(&c->index, &c->mem, (uint32_t)c->nl, 64)) {
+  case -1: return NULL;
+  case 1:
+    for (size_t i = 0; i < c->nl; i++) lp__index_put(&c->index, lane_hash(c->lanes[i].pid, c->lanes[i].tid), (uint32_t)i);
   }
   if (c->nl == c->cap) {
     size_t nc = c->cap ? c->cap * 2 : 16;
@@ -107,13 +133,11 @@ static llane_t *lane_of(lctx_t *c, int64_t pid, int64_t tid) {
     c->lanes = n;
     c->cap = nc;
   }
+  lp__index_put(&c->index, h, (uint32_t)c->nl);
   llane_t *l = &c->lanes[c->nl++];
   memset(l, 0, sizeof *l);
   l->pid = pid;
   l->tid = tid;
-  size_t h = lane_home(pid, tid, c->nslots);
-  while (c->slots[h]) h = (h + 1) & (c->nslots - 1);
-  c->slots[h] = (uint32_t)c->nl;
   return l;
 }
 
@@ -221,13 +245,12 @@ static void print_table(const at_stats_t *st, int total, const char *file) {
            "(application > runtime > ipc > driver > cpu).\n");
 }
 
-int lp_cmd_layers(int argc, char **argv) {
-  bool total = false;
-  const char *file = NULL;
-  const lp_opt_t opts[] = {{"--total-times", &total, 0, 0, 0}, LP_OPT_MAX_MEMORY, LP_OPT_END};
-  lp_operands_t ops = {.v = &file, .min = 1, .max = 1, .too_many = "one FILE only", .missing = "FILE is missing"};
-  int r = lp_opts_parse("layers", argc, argv, opts, &ops);
-  if (r != LP_OPTS_RUN) return r;
+static int run(const void *opts, int n, const char *const *files) {
+  const opts_t *opt = opts;
+  (void)n;
+  bool total = opt->total_times;
+  const char *file = files[0];
+  lp_agg_max_memory = opt->max_memory;
   lp_input_t *in = lp_input_open(file);
   if (!in) return LP_EXIT_BAD;
   lctx_t c;
@@ -318,6 +341,6 @@ int lp_cmd_layers(int argc, char **argv) {
     lp_mem_free(&c.mem, c.lanes[i].open, c.lanes[i].ocap * sizeof *c.lanes[i].open);
   }
   lp_mem_free(&c.mem, c.lanes, c.cap * sizeof *c.lanes);
-  lp_mem_free(&c.mem, c.slots, c.nslots * sizeof *c.slots);
+  lp_index_free(&c.index, &c.mem);
   return status;
 }

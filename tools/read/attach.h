@@ -46,9 +46,6 @@ typedef struct lp_rthread {
 
 typedef struct lp_remote lp_remote_t;
 
-/* A 32-bit hash of x for the command's small tables (attach.c, top.c): the high half of x times 2^64/phi. */
-static inline uint32_t lp_remote_hash(uint64_t x) { return (uint32_t)((x * 0x9e3779b97f4a7c15ull) >> 32); }
-
 /* What a pass did: counts since the open. */
 typedef struct lp_remote_stats {
   uint64_t passes;

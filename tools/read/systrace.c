@@ -1,8 +1,8 @@
 /*
- * systrace_reader.c: systrace and ftrace text as the normalised event stream
+ * systrace.c: systrace and ftrace text as the normalised event stream
  * (reader.h), so that every subcommand reads `labelprof stats trace.html`.
  *
- * The input is read in chunks and cut into lines; tools/systrace.c finds
+ * The input is read in chunks and cut into lines; tools/read/ftrace.c finds
  * the tracing_mark_write marks. A mark becomes:
  *   B|<pid>|<label>      LP_EV_BEGIN on lane (pid, tid)
  *   E                    LP_EV_END
@@ -23,7 +23,7 @@
 #include "config.h"
 
 #include "reader.h"
-#include "systrace.h"
+#include "ftrace.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -31,7 +31,6 @@
 
 typedef struct lane {
   long long tid;
-  int used;
   unsigned char *stk; /* 1 = a switch placeholder */
   size_t n, cap;
 } lane_t;
@@ -40,8 +39,9 @@ typedef struct strd {
   const lp_sink_t *sink;
   lp_mem_t *mem;
   const char *file;
-  lane_t *lanes;
+  lane_t *lanes; /* in the order they came, found by tid through index */
   size_t cap, used;
+  lp__index_t index;
   int stop; /* the sink's non-zero verdict */
   char *label;
   size_t label_cap;
@@ -50,33 +50,29 @@ typedef struct strd {
   const struct lp_st_scanner *sc;
 } strd_t;
 
+static uint32_t tid_hash(long long tid) { return lp__hash64((uint64_t)tid); }
+
 static lane_t *lane_get(strd_t *r, long long tid, int *fresh) {
   *fresh = 0;
-  if ((r->used + 1) * 2 > r->cap) {
+  for (uint32_t at, k = lp__index_first(&r->index, tid_hash(tid), &at); k; k = lp__index_next(&r->index, &at))
+    if (r->lanes[k - 1].tid == tid) return &r->lanes[k - 1];
+  if (r->used == r->cap) {
     size_t nc = r->cap ? r->cap * 2 : 64;
-    lane_t *nl = lp_mem_realloc(r->mem, NULL, 0, nc * sizeof *nl);
+    lane_t *nl = nc < UINT32_MAX / 2 ? lp_mem_realloc(r->mem, r->lanes, r->cap * sizeof *nl, nc * sizeof *nl) : NULL;
     if (!nl) return NULL;
-    memset(nl, 0, nc * sizeof *nl);
-    for (size_t i = 0; i < r->cap; i++)
-      if (r->lanes[i].used) {
-        size_t h = (size_t)((unsigned long long)r->lanes[i].tid * 0x9E3779B97F4A7C15ull >> 17) & (nc - 1);
-        while (nl[h].used) h = (h + 1) & (nc - 1);
-        nl[h] = r->lanes[i];
-      }
-    lp_mem_free(r->mem, r->lanes, r->cap * sizeof *r->lanes);
     r->lanes = nl;
     r->cap = nc;
   }
-  size_t h = (size_t)((unsigned long long)tid * 0x9E3779B97F4A7C15ull >> 17) & (r->cap - 1);
-  while (r->lanes[h].used) {
-    if (r->lanes[h].tid == tid) return &r->lanes[h];
-    h = (h + 1) & (r->cap - 1);
+  switch (lp_index_reserve(&r->index, r->mem, (uint32_t)r->used, 64)) {
+  case -1: return NULL;
+  case 1:
+    for (size_t i = 0; i < r->used; i++) lp__index_put(&r->index, tid_hash(r->lanes[i].tid), (uint32_t)i);
   }
-  r->lanes[h].used = 1;
-  r->lanes[h].tid = tid;
-  r->used++;
+  lp__index_put(&r->index, tid_hash(tid), (uint32_t)r->used);
+  lane_t *l = &r->lanes[r->used++];
+  *l = (lane_t){tid, NULL, 0, 0};
   *fresh = 1;
-  return &r->lanes[h];
+  return l;
 }
 
 static int lane_push(strd_t *r, lane_t *l, unsigned char v) {
@@ -352,8 +348,9 @@ static int st_read(lp_input_t *in, const lp_sink_t *sink) {
   lp_st_fini(&sc);
   lp_mem_charge(r.mem, &r.held, 0);
   lp_mem_free(r.mem, buf, cap);
-  for (size_t i = 0; i < r.cap; i++) lp_mem_free(r.mem, r.lanes[i].stk, r.lanes[i].cap);
+  for (size_t i = 0; i < r.used; i++) lp_mem_free(r.mem, r.lanes[i].stk, r.lanes[i].cap);
   lp_mem_free(r.mem, r.lanes, r.cap * sizeof *r.lanes);
+  lp_index_free(&r.index, r.mem);
   lp_mem_free(r.mem, r.label, r.label_cap);
   return rc;
 }

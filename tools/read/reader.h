@@ -4,9 +4,9 @@
  *
  * A reader turns one input format into a stream of lp_event_t pushed into a
  * sink, in the order of the file, in one pass: Chrome Trace Event JSON
- * (tools/json_reader.c), systrace text, and whatever comes next. The views
+ * (tools/read/json.c), systrace text, and whatever comes next. The views
  * (stats, tree, diff, folded...) only ever see lp_event_t, so a new format is
- * one reader plus one row in the table of tools/reader.c, and a new view
+ * one reader plus one row in the table of tools/read/input.c, and a new view
  * works on every format.
  *
  * Input (lp_input_t) is shared by all readers: a file, or "-" for standard
@@ -28,6 +28,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
+
+#include "table.h" /* lp_mem_t */
 
 /* A reader's or a sink's verdict: 0 is success. */
 enum { LP_READ_OK = 0, LP_READ_BAD = 2 };
@@ -77,28 +79,6 @@ typedef struct lp_event {
 
 /* ---- memory ---------------------------------------------------------------------- */
 
-/*
- * Memory held, counted against a cap (--max-memory): the views' tables and
- * the readers' own (their buffers, strings, sequences, tracks), with a word
- * of the allocator's per block. An allocation that would take `used` past
- * `cap` is refused, and the reading stops with a message at its position.
- * Only the input layer's fixed buffers (under 1 MiB) are not counted.
- */
-typedef struct lp_mem {
-  uint64_t used;
-  uint64_t cap; /* 0: no cap */
-  bool over;    /* an allocation was refused for the cap */
-} lp_mem_t;
-
-/* realloc, counted in m (NULL: not counted); old is p's size. NULL when refused or out of memory. */
-void *lp_mem_realloc(lp_mem_t *m, void *p, size_t old, size_t size);
-void lp_mem_free(lp_mem_t *m, void *p, size_t size);
-/*
- * A table allocated elsewhere, counted in m: *counted (what m holds of it so
- * far) becomes now. 0, or -1 when that would pass the cap (m->over is set
- * and nothing changes). m NULL: 0.
- */
-int lp_mem_charge(lp_mem_t *m, uint64_t *counted, uint64_t now);
 /*
  * After an allocation through m failed: "FILE:POS: this trace needs more
  * than 64 MiB of memory (the cap, --max-memory): stopped here" when the cap
@@ -175,11 +155,11 @@ typedef struct lp_reader {
 } lp_reader_t;
 
 extern const lp_reader_t lp_json_reader;
-extern const lp_reader_t lp_systrace_reader; /* tools/systrace_reader.c: systrace HTML, ftrace text */
-extern const lp_reader_t lp_perfetto_reader; /* tools/perfetto_reader.c: Perfetto TrackEvent protobuf */
-extern const lp_reader_t lp_folded_reader;   /* tools/profile_reader.c: folded stacks */
-extern const lp_reader_t lp_pprof_reader;    /* tools/profile_reader.c: pprof's profile.proto */
-/* Profiles give their CPU weights instead of wall time (flamegraph --cpu); see tools/profile_reader.c. */
+extern const lp_reader_t lp_systrace_reader; /* tools/read/systrace.c: systrace HTML, ftrace text */
+extern const lp_reader_t lp_perfetto_reader; /* tools/read/perfetto.c: Perfetto TrackEvent protobuf */
+extern const lp_reader_t lp_folded_reader;   /* tools/read/profile.c: folded stacks */
+extern const lp_reader_t lp_pprof_reader;    /* tools/read/profile.c: pprof's profile.proto */
+/* Profiles give their CPU weights instead of wall time (flamegraph --cpu); see tools/read/profile.c. */
 extern bool lp_read_cpu;
 extern unsigned lp_read_cpu_files; /* the inputs read so that gave CPU weights */
 /* "labelprof: FILE: no CPU time in this input ..." on stderr; returns LP_READ_BAD (the exit status 2). */

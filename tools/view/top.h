@@ -1,6 +1,6 @@
 /*
  * top.h: `labelprof top`'s state, shared by its sampler and batch output
- * (tools/top.c) and its live view in a terminal (tools/top_live.c).
+ * (tools/view/top.c) and its live view in a terminal (tools/view/top_live.c).
  * Private to the command.
  */
 #ifndef LP_TOOLS_TOP_H
@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include "attach.h"
+#include "index.h" /* the one small hash table */
 
 /*
  * Counts are kept for three windows: the interval running now, the whole
@@ -33,8 +34,7 @@ typedef struct lp_top_node {
 typedef struct lp_top_tree {
   lp_top_node_t *nodes; /* nodes[0] is the root */
   uint32_t n, cap;
-  uint32_t *slots; /* (parent, label) -> node + 1 */
-  uint32_t mask;
+  lp__index_t index; /* the nodes by (parent, label) */
 } lp_top_tree_t;
 
 int lp_top_tree_init(lp_top_tree_t *t);
@@ -105,9 +105,19 @@ uint64_t lp_top_window_cpu(const lp_top_t *t, int w);
  */
 int lp_top_attach(lp_top_t *t, const char *cmd);
 void lp_top_free(lp_top_t *t);
-/* Option values for top and record: a whole number in [lo, hi], seconds in [0.01, 86400]. 0, or -1 after a usage error. */
+/* A whole number in [lo, hi], named opt in the usage error. 0, or -1 after the error. */
 int lp_top_parse_u32(const char *cmd, const char *opt, const char *v, uint32_t lo, uint32_t hi, uint32_t *out);
-int lp_top_parse_seconds(const char *cmd, const char *opt, const char *v, uint64_t *ns);
+/*
+ * Rows' parsers for top and record (opts.h): a whole number into a uint32_t
+ * within how's lp_top_range_t; seconds from 0.01 to 86400 into a uint64_t
+ * of ns, how being the option's name.
+ */
+typedef struct lp_top_range {
+  const char *name;
+  uint32_t lo, hi;
+} lp_top_range_t;
+int lp_top_opt_u32(const char *cmd, const char *value, void *field, const void *how);
+int lp_top_opt_seconds(const char *cmd, const char *value, void *field, const void *how);
 /* The thread record with this id, NULL if none. */
 lp_top_thread_t *lp_top_find_thread(const lp_top_t *t, uint64_t id);
 /* CLOCK_MONOTONIC in ns. */

@@ -1,5 +1,5 @@
 /*
- * reader.c: inputs (files, standard input, gzip), the choice of reader by the
+ * input.c: inputs (files, standard input, gzip), the choice of reader by the
  * first bytes, and the messages that name a position.
  *
  * An input can always start again from its first byte: standard input or a
@@ -53,7 +53,7 @@ struct lp_input {
 const lp_reader_t *const lp_readers[] = {
     &lp_json_reader,
     &lp_systrace_reader, /* after JSON, which claims only text that starts with '{' or '[' */
-    &lp_folded_reader,   /* tools/profile_reader.c: text whose first line ends in " NUMBER" */
+    &lp_folded_reader,   /* tools/read/profile.c: text whose first line ends in " NUMBER" */
     &lp_pprof_reader,    /* before Perfetto: 0x0a LEN 0x08, a ValueType, which no TracePacket starts with */
     &lp_perfetto_reader, /* last: binary, its first byte a packet's tag (0x0a), which text may also start with */
     NULL,
@@ -89,38 +89,6 @@ void lp_warn(const lp_pos_t *pos, const char *fmt, ...) {
 }
 
 /* ---- memory ---------------------------------------------------------------------- */
-
-#define BLOCK_OVERHEAD 16 /* what the allocator keeps beside each block, about */
-
-void *lp_mem_realloc(lp_mem_t *m, void *p, size_t old, size_t size) {
-  if (!m) return realloc(p, size);
-  uint64_t drop = p ? old : 0, add = size + (p ? 0 : BLOCK_OVERHEAD);
-  if (m->cap && m->used - drop + add > m->cap) {
-    m->over = true;
-    return NULL;
-  }
-  void *q = realloc(p, size);
-  if (!q) return NULL;
-  m->used = m->used - drop + add;
-  return q;
-}
-
-void lp_mem_free(lp_mem_t *m, void *p, size_t size) {
-  if (!p) return;
-  if (m) m->used -= size + BLOCK_OVERHEAD;
-  free(p);
-}
-
-int lp_mem_charge(lp_mem_t *m, uint64_t *counted, uint64_t now) {
-  if (!m) return 0;
-  if (now > *counted && m->cap && m->used - *counted + now > m->cap) {
-    m->over = true;
-    return -1;
-  }
-  m->used = m->used - *counted + now;
-  *counted = now;
-  return 0;
-}
 
 int lp_mem_fail(const lp_mem_t *m, const lp_pos_t *pos) {
   if (m && m->over) {

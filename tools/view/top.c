@@ -4,7 +4,7 @@
  *
  * Nothing is asked of the process: it was started without any variable
  * and runs no labelprof thread, timer or descriptor for us. Each sample is
- * one pass of tools/attach.c over its threads' pseudo-stacks, through
+ * one pass of tools/read/attach.c over its threads' pseudo-stacks, through
  * process_vm_readv, with the protocol the in-process collector uses; what
  * labelprof top costs is its own CPU (its header says how much) and, for
  * the process, the page-table walks of those reads.
@@ -59,18 +59,13 @@ static uint64_t cpu_now(void) {
 
 /* ---- trees ---- */
 
-static uint32_t node_hash(uint32_t parent, uint32_t label) { return lp_remote_hash((uint64_t)parent << 32 | label); }
+static uint32_t node_hash(uint32_t parent, uint32_t label) { return lp__hash64((uint64_t)parent << 32 | label); }
 
 int lp_top_tree_init(lp_top_tree_t *t) {
   memset(t, 0, sizeof *t);
   t->cap = 16;
   t->nodes = malloc(t->cap * sizeof *t->nodes);
-  t->slots = calloc(32, sizeof *t->slots);
-  if (!t->nodes || !t->slots) {
-    lp_top_tree_free(t);
-    return -1;
-  }
-  t->mask = 31;
+  if (!t->nodes) return -1;
   t->n = 1;
   t->nodes[0] = (lp_top_node_t){LP_REMOTE_NOLABEL, UINT32_MAX, UINT32_MAX, UINT32_MAX, {0}, {0}};
   return 0;
@@ -78,15 +73,15 @@ int lp_top_tree_init(lp_top_tree_t *t) {
 
 void lp_top_tree_free(lp_top_tree_t *t) {
   free(t->nodes);
-  free(t->slots);
+  free(t->index.slot);
   memset(t, 0, sizeof *t);
 }
 
 uint32_t lp_top_tree_child(lp_top_tree_t *t, uint32_t parent, uint32_t label) {
-  uint32_t i = node_hash(parent, label) & t->mask;
-  for (; t->slots[i]; i = (i + 1) & t->mask) {
-    const lp_top_node_t *k = &t->nodes[t->slots[i] - 1];
-    if (k->parent == parent && k->label == label) return t->slots[i] - 1;
+  uint32_t h = node_hash(parent, label);
+  for (uint32_t at, e = lp__index_first(&t->index, h, &at); e; e = lp__index_next(&t->index, &at)) {
+    const lp_top_node_t *k = &t->nodes[e - 1];
+    if (k->parent == parent && k->label == label) return e - 1;
   }
   if (t->n == UINT32_MAX - 1) return UINT32_MAX;
   if (t->n == t->cap) {
@@ -95,24 +90,17 @@ uint32_t lp_top_tree_child(lp_top_tree_t *t, uint32_t parent, uint32_t label) {
     t->nodes = nodes;
     t->cap *= 2;
   }
-  if ((t->n + 1) * 2 > t->mask + 1) { /* rehash at half full */
-    uint32_t size = (t->mask + 1) * 2;
-    uint32_t *slots = calloc(size, sizeof *slots);
-    if (!slots) return UINT32_MAX;
-    for (uint32_t k = 1; k < t->n; k++) {
-      uint32_t j = node_hash(t->nodes[k].parent, t->nodes[k].label) & (size - 1);
-      while (slots[j]) j = (j + 1) & (size - 1);
-      slots[j] = k + 1;
-    }
-    free(t->slots);
-    t->slots = slots;
-    t->mask = size - 1;
-    for (i = node_hash(parent, label) & t->mask; t->slots[i];) i = (i + 1) & t->mask;
+  uint64_t want = lp__index_wants(&t->index, t->n - 1, 32); /* the root is in no slot */
+  if (want) {
+    uint32_t *fresh = want == UINT64_MAX ? NULL : calloc((size_t)want, sizeof *fresh);
+    if (!fresh) return UINT32_MAX;
+    free(lp__index_move(&t->index, fresh, want));
+    for (uint32_t k = 1; k < t->n; k++) lp__index_put(&t->index, node_hash(t->nodes[k].parent, t->nodes[k].label), k);
   }
   uint32_t k = t->n++;
   t->nodes[k] = (lp_top_node_t){label, parent, UINT32_MAX, t->nodes[parent].kid, {0}, {0}};
   t->nodes[parent].kid = k;
-  t->slots[i] = k + 1;
+  lp__index_put(&t->index, h, k);
   return k;
 }
 
@@ -573,6 +561,75 @@ oom:
 
 /* ---- the command ---- */
 
+static const char usage[] =
+    "usage: labelprof top [-d SECONDS] [--hz HZ] [--thread NAME|TID] PID\n"
+    "       labelprof top -b [-n N] [-d SECONDS] [--hz HZ] [--thread NAME|TID] [--threads]\n"
+    "                     [--cumulative] [--min-percent P] PID\n"
+    "\n"
+    "The percentage tree of a running process that uses labelprof (shared or\n"
+    "static), however it was started: no variable, no restart, nothing run in\n"
+    "it. labelprof top reads its threads' pseudo-stacks from outside with\n"
+    "process_vm_readv, HZ times a second (default 1000), at a random instant of\n"
+    "each period, and shows the tree of the last interval beside the tree since\n"
+    "it attached, the rate it achieved and the threads by name. It needs the\n"
+    "right to read the process that ptrace(2) would need: the same user where\n"
+    "the kernel allows it (kernel.yama.ptrace_scope 0, or the program started\n"
+    "with LABELPROF_ALLOW_ATTACH=1), or root.\n"
+    "\n"
+    "  -d SECONDS     the interval (default 1; 0.01 to 86400)\n"
+    "  --hz HZ        samples per second per thread, 1 to 10000 (default 1000)\n"
+    "  --thread SEL   one thread's tree: the threads named SEL, or the thread\n"
+    "                 whose tid is SEL\n"
+    "  -b, --batch    print a snapshot per interval to stdout instead of the\n"
+    "                 live view: the tree in the layout of the sampled profile,\n"
+    "                 then one line per thread\n"
+    "  -n N           stop after N intervals (batch and live)\n"
+    "  --threads      batch: one tree per thread instead of the lines\n"
+    "  --cumulative   batch: the trees since the attach, not of the interval\n"
+    "  --min-percent P  batch: hide nodes under P percent\n"
+    "\n"
+    "Keys in the live view: q quits (so does Ctrl-C); t and T show the next or\n"
+    "previous thread alone, a all threads; + and - lengthen or shorten the\n"
+    "interval; s sorts by the last interval, since the attach, or by label; p\n"
+    "pauses the display; arrows, PgUp, PgDn, Home and End scroll.\n"
+    "\n"
+    "Exit status: 0; 2 when the process cannot be read (none with that PID, it\n"
+    "does not use labelprof or uses another release's, no right to read it), or\n"
+    "in batch mode when it exits before the last snapshot.\n";
+
+
+typedef struct opts {
+  bool batch, threads, cumulative;
+  uint32_t n, hz;
+  uint64_t interval_ns;
+  const char *thread;
+  double min_percent;
+} opts_t;
+
+static const lp_top_range_t count_range = {"-n", 1, 1000000}, hz_range = {"--hz", 1, 10000};
+
+static const lp_opt_t options[] = {
+    LP_OPT_PARSED("-d", "SECONDS", opts_t, interval_ns, lp_top_opt_seconds, "-d"),
+    LP_OPT_PARSED("--hz", "HZ", opts_t, hz, lp_top_opt_u32, &hz_range),
+    LP_OPT_TEXT("--thread", "NAME|TID", opts_t, thread),
+    LP_OPT_FLAG_ALSO("-b", "--batch", opts_t, batch),
+    LP_OPT_PARSED("-n", "N", opts_t, n, lp_top_opt_u32, &count_range),
+    LP_OPT_FLAG("--threads", opts_t, threads),
+    LP_OPT_FLAG("--cumulative", opts_t, cumulative),
+    LP_OPT_MIN_PERCENT(opts_t, min_percent),
+    LP_OPT_END,
+};
+
+static const opts_t defaults = {.hz = 1000, .interval_ns = 1000000000u};
+
+static int run(const void *opts, int n, const char *const *operands);
+
+const lp_cmd_t lp_cmd_top = {
+    "top", "a running process's tree, live, read from outside it", usage, options, sizeof(opts_t), &defaults,
+    {1, 1, "PID"}, run,
+};
+
+
 int lp_top_parse_u32(const char *cmd, const char *opt, const char *v, uint32_t lo, uint32_t hi, uint32_t *out) {
   char *end;
   errno = 0;
@@ -585,13 +642,18 @@ int lp_top_parse_u32(const char *cmd, const char *opt, const char *v, uint32_t l
   return 0;
 }
 
-int lp_top_parse_seconds(const char *cmd, const char *opt, const char *v, uint64_t *ns) {
+int lp_top_opt_u32(const char *cmd, const char *value, void *field, const void *how) {
+  const lp_top_range_t *r = how;
+  return lp_top_parse_u32(cmd, r->name, value, r->lo, r->hi, field);
+}
+
+int lp_top_opt_seconds(const char *cmd, const char *value, void *field, const void *how) {
   double s;
-  if (!lp_parse_double(v, &s) || s < 0.01 || s > 86400) {
-    lp_usage_error(cmd, "%s takes seconds from 0.01 to 86400, not '%s'", opt, v);
+  if (!lp_parse_double(value, &s) || s < 0.01 || s > 86400) {
+    lp_usage_error(cmd, "%s takes seconds from 0.01 to 86400, not '%s'", (const char *)how, value);
     return -1;
   }
-  *ns = (uint64_t)(s * 1e9 + 0.5);
+  *(uint64_t *)field = (uint64_t)(s * 1e9 + 0.5);
   return 0;
 }
 
@@ -668,37 +730,24 @@ void lp_top_free(lp_top_t *t) {
   if (t->pidfd >= 0) close(t->pidfd);
 }
 
-int lp_cmd_top(int argc, char **argv) {
-  const char *cmd = argv[0], *pid_s = NULL, *n_s = NULL, *d_s = NULL, *hz_s = NULL, *min_s = NULL;
+static int run(const void *opts, int n, const char *const *operands) {
+  const opts_t *o = opts;
+  (void)n;
+  const char *cmd = lp_cmd_top.name;
   lp_top_t t;
   memset(&t, 0, sizeof t);
   t.pidfd = -1;
-  t.hz = 1000;
-  t.interval_ns = 1000000000u;
-  const lp_opt_t opts[] = {
-      {"-b", &t.batch, 0, 0, 0},
-      {"--batch", &t.batch, 0, 0, 0},
-      {"-n", 0, &n_s, 0, 0},
-      {"-d", 0, &d_s, 0, 0},
-      {"--hz", 0, &hz_s, 0, 0},
-      {"--thread", 0, &t.select, 0, 0},
-      {"--threads", &t.per_thread, 0, 0, 0},
-      {"--cumulative", &t.cumulative, 0, 0, 0},
-      {"--min-percent", 0, &min_s, 0, 0},
-      LP_OPT_END,
-  };
-  lp_operands_t ops = {.v = &pid_s, .min = 1, .max = 1, .too_many = "one PID only", .missing = "no PID given"};
-  int r = lp_opts_parse(cmd, argc, argv, opts, &ops);
-  if (r != LP_OPTS_RUN) return r;
-  uint32_t pid, n = 0;
-  if (lp_top_parse_u32(cmd, "the PID", pid_s, 1, INT_MAX, &pid) != 0) return LP_EXIT_BAD;
+  t.hz = o->hz;
+  t.interval_ns = o->interval_ns;
+  t.count = o->n;
+  t.batch = o->batch;
+  t.per_thread = o->threads;
+  t.cumulative = o->cumulative;
+  t.select = o->thread;
+  t.min_percent = o->min_percent;
+  uint32_t pid;
+  if (lp_top_parse_u32(cmd, "PID", operands[0], 1, INT_MAX, &pid) != 0) return LP_EXIT_BAD;
   t.pid = (pid_t)pid;
-  if (n_s && lp_top_parse_u32(cmd, "-n", n_s, 1, 1000000, &n) != 0) return LP_EXIT_BAD;
-  t.count = n;
-  if (d_s && lp_top_parse_seconds(cmd, "-d", d_s, &t.interval_ns) != 0) return LP_EXIT_BAD;
-  if (hz_s && lp_top_parse_u32(cmd, "--hz", hz_s, 1, 10000, &t.hz) != 0) return LP_EXIT_BAD;
-  if (min_s && (!lp_parse_double(min_s, &t.min_percent) || t.min_percent > 100))
-    return lp_usage_error(cmd, "--min-percent takes a percentage from 0 to 100, not '%s'", min_s);
   if (!t.batch && (t.per_thread || t.cumulative))
     return lp_usage_error(cmd, "--threads and --cumulative are for batch mode (-b); the live view has keys for them");
   char why[256];

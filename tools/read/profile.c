@@ -1,5 +1,5 @@
 /*
- * profile_reader.c: profiles as input, the other way round from `folded` and
+ * profile.c: profiles as input, the other way round from `folded` and
  * `pprof`: folded stacks (`main;work;kernel 123456` lines) and pprof's
  * profile.proto (plain or gzipped, as lp_input_t unzips any input).
  *
@@ -25,6 +25,7 @@
  */
 #include "config.h"
 
+#include "protobuf.h"
 #include "reader.h"
 
 #include <stdbool.h>
@@ -325,15 +326,6 @@ typedef struct pp {
   uint32_t nstack, stack_cap;
 } pp_t;
 
-typedef struct pp_field {
-  uint64_t num;
-  unsigned wire;
-  uint64_t v;       /* varint, fixed */
-  const uint8_t *p; /* length-delimited: the bytes */
-  size_t len;
-  const uint8_t *at; /* where the field starts */
-} pp_field_t;
-
 static int pp_bad(pp_t *pp, const uint8_t *at, const char *what) {
   pp->pos.offset = (uint64_t)(at - pp->buf);
   lp_report(&pp->pos, "%s", what);
@@ -346,62 +338,20 @@ static int pp_oom(pp_t *pp, const uint8_t *at) {
   return lp_mem_fail(pp->mem, &pp->pos);
 }
 
-static int pp_varint(const uint8_t **p, const uint8_t *end, uint64_t *v) {
-  uint64_t r = 0;
-  for (int shift = 0; shift < 64; shift += 7) {
-    if (*p >= end) return -1;
-    uint8_t b = *(*p)++;
-    r |= (uint64_t)(b & 0x7f) << shift;
-    if (!(b & 0x80)) {
-      *v = r;
-      return 0;
-    }
-  }
-  return -1;
-}
-
 /* The next field of [*p, end): 1, 0 at the end, or LP_READ_BAD after a message. */
-static int pp_next(pp_t *pp, const uint8_t **p, const uint8_t *end, pp_field_t *f) {
-  if (*p >= end) return 0;
-  f->at = *p;
-  uint64_t key;
-  if (pp_varint(p, end, &key) != 0) return pp_bad(pp, f->at, "a field's key is cut short (expected a varint)");
-  f->num = key >> 3;
-  f->wire = (unsigned)(key & 7);
-  if (f->num == 0) return pp_bad(pp, f->at, "field number 0 (expected a protobuf field)");
-  switch (f->wire) {
-  case 0:
-    if (pp_varint(p, end, &f->v) != 0) return pp_bad(pp, f->at, "a varint is cut short");
-    return 1;
-  case 1:
-  case 5: {
-    size_t k = f->wire == 1 ? 8 : 4;
-    if ((size_t)(end - *p) < k) return pp_bad(pp, f->at, "a fixed-size field is cut short");
-    f->v = 0;
-    for (size_t i = 0; i < k; i++) f->v |= (uint64_t)(*p)[i] << (8 * i);
-    *p += k;
-    return 1;
-  }
-  case 2:
-    if (pp_varint(p, end, &f->v) != 0 || f->v > (uint64_t)(end - *p))
-      return pp_bad(pp, f->at, "a length-delimited field runs past its message");
-    f->p = *p;
-    f->len = (size_t)f->v;
-    *p += f->len;
-    return 1;
-  default:
-    return pp_bad(pp, f->at, "an unknown wire type (expected 0, 1, 2 or 5)");
-  }
+static int pp_next(pp_t *pp, const uint8_t **p, const uint8_t *end, lp_pb_field_t *f) {
+  int r = lp_pb_next(p, end, f);
+  return r < 0 ? pp_bad(pp, f->at, lp_pb_error(r)) : r;
 }
 
 /* Repeated integers, packed or not: calls each(v, ctx) for every value. LP_READ_OK, LP_READ_BAD, or each's -1. */
-static int pp_ints(pp_t *pp, const pp_field_t *f, int (*each)(uint64_t v, void *ctx), void *ctx) {
+static int pp_ints(pp_t *pp, const lp_pb_field_t *f, int (*each)(uint64_t v, void *ctx), void *ctx) {
   if (f->wire == 0) return each(f->v, ctx);
   if (f->wire != 2) return pp_bad(pp, f->at, "expected an integer or packed integers");
   const uint8_t *q = f->p, *qe = f->p + f->len;
   while (q < qe) {
     uint64_t v;
-    if (pp_varint(&q, qe, &v) != 0) return pp_bad(pp, q, "a packed varint is cut short");
+    if (lp_pb_varint(&q, qe, &v) != 0) return pp_bad(pp, q, "a packed varint is cut short");
     int r = each(v, ctx);
     if (r) return r;
   }
@@ -475,7 +425,7 @@ static int pp_push_label(pp_t *pp, const char *l) {
  * A location's functions, caller first (its Lines are leaf first), onto the
  * stack: read from its Lines the first time, kept for the samples after.
  */
-static int pp_location(pp_t *pp, const pp_field_t *sf, uint64_t id) {
+static int pp_location(pp_t *pp, const lp_pb_field_t *sf, uint64_t id) {
   pp_loc_t key = {id, NULL, 0, NULL, 0}, *l = bsearch(&key, pp->locs, pp->nlocs, sizeof *pp->locs, by_loc_id);
   if (!l) return pp_bad(pp, sf->at, "a sample names a location id that no Location has");
   if (l->names) {
@@ -486,12 +436,12 @@ static int pp_location(pp_t *pp, const pp_field_t *sf, uint64_t id) {
   const char *names[64];
   uint32_t n = 0;
   const uint8_t *p = l->lines, *end = l->lines + l->len;
-  pp_field_t f;
+  lp_pb_field_t f;
   int r;
   while ((r = pp_next(pp, &p, end, &f)) == 1) {
     if (f.num != 4 || f.wire != 2) continue;
     const uint8_t *q = f.p, *qe = f.p + f.len;
-    pp_field_t g;
+    lp_pb_field_t g;
     uint64_t fid = 0;
     while ((r = pp_next(pp, &q, qe, &g)) == 1)
       if (g.num == 1 && g.wire == 0) fid = g.v;
@@ -532,7 +482,7 @@ static int pp_add_string(pp_t *pp, const uint8_t *at, size_t n) {
 
 static int pp_parse(pp_t *pp, const lp_sink_t *sink) {
   const uint8_t *p = pp->buf, *end = pp->buf + pp->len;
-  pp_field_t f;
+  lp_pb_field_t f;
   int r, rc = LP_READ_OK;
   u64s_t types = {NULL, 0, 0, pp->mem}, locs = {NULL, 0, 0, pp->mem}, vals = {NULL, 0, 0, pp->mem};
   size_t nf = 0, nl = 0;
@@ -546,7 +496,7 @@ static int pp_parse(pp_t *pp, const lp_sink_t *sink) {
       }
     } else if (f.num == 1 && f.wire == 2) {
       const uint8_t *q = f.p, *qe = f.p + f.len;
-      pp_field_t g;
+      lp_pb_field_t g;
       uint64_t type = 0, unit = 0;
       while ((r = pp_next(pp, &q, qe, &g)) == 1) {
         if (g.num == 1 && g.wire == 0) type = g.v;
@@ -611,7 +561,7 @@ static int pp_parse(pp_t *pp, const lp_sink_t *sink) {
   for (p = pp->buf; (r = pp_next(pp, &p, end, &f)) == 1;) {
     if (f.num != 4 && f.num != 5) continue;
     const uint8_t *q = f.p, *qe = f.p + f.len;
-    pp_field_t g;
+    lp_pb_field_t g;
     uint64_t id = 0, name = 0;
     while ((r = pp_next(pp, &q, qe, &g)) == 1) {
       if (g.num == 1 && g.wire == 0) id = g.v;
@@ -632,7 +582,7 @@ static int pp_parse(pp_t *pp, const lp_sink_t *sink) {
     if (f.num != 2) continue;
     locs.n = vals.n = 0;
     const uint8_t *q = f.p, *qe = f.p + f.len;
-    pp_field_t g;
+    lp_pb_field_t g;
     while (rc == LP_READ_OK && (r = pp_next(pp, &q, qe, &g)) == 1) {
       if (g.num == 1) rc = pp_ints(pp, &g, push_u64, &locs);
       else if (g.num == 2) rc = pp_ints(pp, &g, push_u64, &vals);
@@ -690,10 +640,10 @@ static int pp_sniff(const unsigned char *head, size_t n) {
   unsigned whole = 0;
   while (p < end) {
     uint64_t key, v;
-    if (pp_varint(&p, end, &key) != 0) break; /* cut by the end of the bytes peeked */
+    if (lp_pb_varint(&p, end, &key) != 0) break; /* cut by the end of the bytes peeked */
     unsigned wire = (unsigned)(key & 7);
     if (!pp_wire_ok(key >> 3, wire)) return 0;
-    if (pp_varint(&p, end, &v) != 0) break;
+    if (lp_pb_varint(&p, end, &v) != 0) break;
     if (wire == 2) {
       if (whole == 0 && key >> 3 == 1 && (p >= end || (*p != 0x08 && *p != 0x10))) return 0;
       if (v > PP_MAX_BYTES) return 0;
@@ -742,12 +692,12 @@ static int pp_read(lp_input_t *in, const lp_sink_t *sink) {
     while (next < have) {
       const uint8_t *q = buf + next, *qe = buf + have;
       uint64_t key, v = 0;
-      if (pp_varint(&q, qe, &key) != 0) break;
+      if (lp_pb_varint(&q, qe, &key) != 0) break;
       unsigned wire = (unsigned)(key & 7);
       if (wire == 1 || wire == 5) {
         v = wire == 1 ? 8 : 4;
       } else if (wire == 0 || wire == 2) {
-        if (pp_varint(&q, qe, &v) != 0) break;
+        if (lp_pb_varint(&q, qe, &v) != 0) break;
         if (wire == 0) v = 0;
       } else {
         next = SIZE_MAX; /* not a message: pp_parse says where */

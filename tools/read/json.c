@@ -1,5 +1,5 @@
 /*
- * json_reader.c: Chrome Trace Event JSON, streamed with yajl.
+ * json.c: Chrome Trace Event JSON, streamed with yajl.
  *
  * The input goes through yajl in 256 KiB chunks; the callbacks keep only the
  * fields of the event being read (name, cat, ph, pid, tid, ts, dur and the

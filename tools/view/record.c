@@ -75,6 +75,57 @@ typedef struct rec {
   bool first_event;
 } rec_t;
 
+static const char usage[] =
+    "usage: labelprof record -p PID [-d SECONDS] [--hz HZ] -o FILE.json|FILE.pftrace\n"
+    "\n"
+    "A sampled timeline of a running process that uses labelprof, however it\n"
+    "was started, read from outside it as labelprof top reads it, written as a\n"
+    "Perfetto trace (TrackEvent protobuf) when FILE ends in .pftrace or\n"
+    ".perfetto-trace, else as Chrome Trace Event JSON; the Perfetto UI and every\n"
+    "labelprof subcommand read both. The threads' pseudo-stacks are\n"
+    "sampled HZ times a second (default 10000) for SECONDS (default 10); each\n"
+    "change between two samples is written as the ends and begins it implies,\n"
+    "at the midpoint between them. So an edge is within half a period of the\n"
+    "truth, a scope shorter than a period may be missing, and calls are runs\n"
+    "of samples, not calls. For every begin and end with its own timestamp the\n"
+    "process must record itself: start it with LABELPROF_TRACE (and\n"
+    "LABELPROF_DUMP_SIGNAL to get the file while it runs).\n"
+    "\n"
+    "  -p PID        the process\n"
+    "  -d SECONDS    how long (0.01 to 86400; default 10)\n"
+    "  --hz HZ       samples per second, 1 to 100000 (default 10000)\n"
+    "  -o FILE       the file: .pftrace or .perfetto-trace for Perfetto, else\n"
+    "                JSON; - is JSON on standard output\n"
+    "\n"
+    "Exit status: 0; 2 when the process cannot be read, the file cannot be\n"
+    "written, or the process exits before the end (the file then holds the\n"
+    "timeline until then, complete and valid).\n";
+
+typedef struct opts {
+  uint32_t pid, hz;
+  uint64_t duration_ns;
+  const char *out;
+} opts_t;
+
+static const lp_top_range_t pid_range = {"-p", 1, INT_MAX}, hz_range = {"--hz", 1, 100000};
+
+static const lp_opt_t options[] = {
+    LP_OPT_PARSED("-p", "PID", opts_t, pid, lp_top_opt_u32, &pid_range),
+    LP_OPT_PARSED("-d", "SECONDS", opts_t, duration_ns, lp_top_opt_seconds, "-d"),
+    LP_OPT_PARSED("--hz", "HZ", opts_t, hz, lp_top_opt_u32, &hz_range),
+    LP_OPT_TEXT("-o", "FILE.json|FILE.pftrace", opts_t, out),
+    LP_OPT_END,
+};
+
+static const opts_t defaults = {.hz = 10000, .duration_ns = 10000000000u};
+
+static int run(const void *opts, int n, const char *const *operands);
+
+const lp_cmd_t lp_cmd_record = {
+    "record", "a running process's sampled timeline, read from outside it", usage, options, sizeof(opts_t),
+    &defaults, {0, 0, ""}, run,
+};
+
 static void put_ts(FILE *out, uint64_t ns) {
   fprintf(out, "%" PRIu64 ".%03u", ns / 1000u, (unsigned)(ns % 1000u));
 }
@@ -348,29 +399,22 @@ close:;
   return 0;
 }
 
-int lp_cmd_record(int argc, char **argv) {
-  const char *cmd = argv[0], *pid_s = NULL, *d_s = NULL, *hz_s = NULL, *out = NULL;
-  lp_top_t t;
-  memset(&t, 0, sizeof t);
-  t.pidfd = -1;
-  t.hz = 10000;
-  uint64_t dur_ns = 10000000000u;
-  const lp_opt_t opts[] = {
-      {"-p", 0, &pid_s, 0, 0}, {"-d", 0, &d_s, 0, 0}, {"--hz", 0, &hz_s, 0, 0}, {"-o", 0, &out, 0, 0}, LP_OPT_END,
-  };
-  lp_operands_t ops = {.v = NULL, .min = 0, .max = 0, .too_many = "no operands: the process is -p PID", .missing = ""};
-  int r = lp_opts_parse(cmd, argc, argv, opts, &ops);
-  if (r != LP_OPTS_RUN) return r;
-  if (!pid_s) return lp_usage_error(cmd, "no process given (-p PID)");
-  if (!out) return lp_usage_error(cmd, "no output file given (-o FILE)");
+static int run(const void *opts, int n, const char *const *operands) {
+  const opts_t *o = opts;
+  (void)n;
+  (void)operands;
+  const char *cmd = lp_cmd_record.name, *out = o->out;
+  if (!o->pid) return lp_usage_error(cmd, "-p PID is missing");
+  if (!out) return lp_usage_error(cmd, "-o FILE is missing");
   size_t len = strlen(out);
   bool perfetto =
       (len >= 8 && strcmp(out + len - 8, ".pftrace") == 0) || (len >= 15 && strcmp(out + len - 15, ".perfetto-trace") == 0);
-  uint32_t pid;
-  if (lp_top_parse_u32(cmd, "-p", pid_s, 1, INT_MAX, &pid) != 0) return LP_EXIT_BAD;
-  t.pid = (pid_t)pid;
-  if (d_s && lp_top_parse_seconds(cmd, "-d", d_s, &dur_ns) != 0) return LP_EXIT_BAD;
-  if (hz_s && lp_top_parse_u32(cmd, "--hz", hz_s, 1, 100000, &t.hz) != 0) return LP_EXIT_BAD;
+  lp_top_t t;
+  memset(&t, 0, sizeof t);
+  t.pidfd = -1;
+  t.hz = o->hz;
+  t.pid = (pid_t)o->pid;
+  uint64_t dur_ns = o->duration_ns;
   if (lp_top_attach(&t, cmd) != 0) return LP_EXIT_BAD;
   rec_t rc;
   memset(&rc, 0, sizeof rc);

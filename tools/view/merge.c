@@ -40,13 +40,58 @@
 #include "agg.h"
 #include "opts.h"
 #include "reader.h"
-#include "../lib/track_lane.h"
+#include "track_lane.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+
+static const char usage[] =
+    "usage: labelprof merge -o OUT [--max-memory SIZE] FILE...\n"
+    "\n"
+    "Many processes on one timeline: one trace holding every process of the files,\n"
+    "each with its own pid, process name, threads and tracks. OUT is Perfetto\n"
+    "protobuf, or Chrome JSON when it ends in .json. FILE is JSON or Perfetto,\n"
+    "one process's (LABELPROF_TRACE=run-%p.pftrace) or already merged.\n"
+    "\n"
+    "Times are put on one clock through what each file says of itself: its boot\n"
+    "id, its time namespace's offsets and a CLOCK_REALTIME reading tied to its\n"
+    "CLOCK_MONOTONIC. Files of one boot share the kernel's clock (a time\n"
+    "namespace's offset is taken off exactly); files of another boot (another\n"
+    "machine) are placed through REALTIME, within the readings' uncertainty and\n"
+    "however far the machines' wall clocks disagree. The output's clock is the\n"
+    "CLOCK_MONOTONIC of the file whose clock began earliest; its notes say how\n"
+    "each file was placed, with the offset applied. The same pid of two boots is\n"
+    "two processes: the later gets a pid above pid_max, said in the notes.\n"
+    "\n"
+    "  -o OUT             the merged trace (.json: Chrome JSON; else Perfetto)\n"
+    "  --max-memory SIZE  as for stats (labelprof help stats): every event of\n"
+    "                     every file is held until the output is written\n"
+    "\n"
+    "A file with no REALTIME reading (an older labelprof's, another tool's)\n"
+    "cannot be placed beside others: exit 2, naming it. Exit status: 0, or 2 for\n"
+    "bad input or usage.\n";
+
+typedef struct opts {
+  const char *out;
+  uint64_t max_memory;
+} opts_t;
+
+static const lp_opt_t options[] = {
+    LP_OPT_TEXT("-o", "OUT", opts_t, out),
+    LP_OPT_MAX_MEMORY(opts_t, max_memory),
+    LP_OPT_END,
+};
+
+static int run(const void *opts, int n, const char *const *files);
+
+const lp_cmd_t lp_cmd_merge = {
+    "merge", "many processes' files as one trace on one clock", usage, options, sizeof(opts_t), NULL,
+    {1, -1, "FILE..."}, run,
+};
 
 #define MG_PID_FREE 4194304 /* pid_max's limit: remapped pids and tids start here */
 
@@ -881,7 +926,10 @@ static int write_json(const mg_t *m, const mg_notes_t *ns, FILE *out) {
     if (r->kind == MG_COUNTER) {
       fputs(",\"args\":{", out);
       lp_put_json_string(out, r->cat != UINT32_MAX ? m->names[r->cat] : "value");
-      fprintf(out, ":%.17g}", r->value);
+      if (isfinite(r->value))
+        fprintf(out, ":%.17g}", r->value);
+      else /* JSON has no NaN or infinity; a Perfetto output keeps them */
+        fputs(":null}", out);
     }
     fputs("}", out);
   }
@@ -912,14 +960,11 @@ static void mg_free(mg_t *m) {
   lp_mem_free(&m->mem, m->files, m->capfiles * sizeof *m->files);
 }
 
-int lp_cmd_merge(int argc, char **argv) {
-  const char *cmd = argv[0], *out_path = NULL;
-  const lp_opt_t opts[] = {{"-o", 0, &out_path, 0, 0}, LP_OPT_MAX_MEMORY, LP_OPT_END};
-  lp_operands_t ops = {.first_ends_options = true};
-  int r = lp_opts_parse(cmd, argc, argv, opts, &ops);
-  if (r != LP_OPTS_RUN) return r;
-  if (!out_path) return lp_usage_error(cmd, "no output given (-o OUT)");
-  if ((r = lp_files_operands(cmd, argc, argv, ops.first)) != LP_OPTS_RUN) return r;
+static int run(const void *opts, int nfiles, const char *const *files) {
+  const opts_t *o = opts;
+  const char *out_path = o->out;
+  if (!out_path) return lp_usage_error(lp_cmd_merge.name, "no output given (-o OUT)");
+  lp_agg_max_memory = o->max_memory;
 
   mg_t m;
   memset(&m, 0, sizeof m);
@@ -928,8 +973,8 @@ int lp_cmd_merge(int argc, char **argv) {
   unsigned ref = 0;
   mg_notes_t ns = {0};
   FILE *out = NULL;
-  for (int i = ops.first; i < argc; i++)
-    if (read_file(&m, argv[i]) != 0) {
+  for (int i = 0; i < nfiles; i++)
+    if (read_file(&m, files[i]) != 0) {
       status = LP_EXIT_BAD;
       goto done;
     }

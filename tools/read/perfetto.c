@@ -1,5 +1,5 @@
 /*
- * perfetto_reader.c: Perfetto traces (TrackEvent protobuf) into the
+ * perfetto.c: Perfetto traces (TrackEvent protobuf) into the
  * normalised event stream, labelprof's own and other producers'.
  *
  * A trace is a run of TracePackets (field 1 of Trace), read one packet at a
@@ -58,8 +58,10 @@
  * time out of range) stops the pass with a message giving the byte offset
  * of the packet and what was expected.
  */
+#include "perfetto_proto.h" /* the field numbers, the library's writers' own */
+#include "protobuf.h"
 #include "reader.h"
-#include "../lib/track_lane.h"
+#include "track_lane.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -70,58 +72,6 @@
 #define PR_TIME_LIMIT ((int64_t)1 << 62)
 #define PR_FIRST_LANE ((int64_t)LP__TRACK_FIRST_TID) /* as the library numbers its tracks */
 
-typedef struct pr_field {
-  uint32_t num, wire;
-  uint64_t v;
-  const uint8_t *p;
-  size_t len;
-} pr_field_t;
-
-/* The next field of [*p, end): 1, 0 at the end, -1 if malformed. */
-/* A varint at *p, which it moves past; -1 if it runs past end or past 64 bits. */
-static inline int pr_varint(const uint8_t **p, const uint8_t *end, uint64_t *v) {
-  *v = 0;
-  for (int shift = 0;; shift += 7) {
-    if (*p >= end || shift > 63) return -1;
-    uint8_t b = *(*p)++;
-    *v |= (uint64_t)(b & 0x7f) << shift;
-    if (!(b & 0x80)) return 0;
-  }
-}
-
-static int pr_next(const uint8_t **p, const uint8_t *end, pr_field_t *f) {
-  memset(f, 0, sizeof *f);
-  if (*p >= end) return 0;
-  for (int k = 0; k < 2; k++) {
-    uint64_t v;
-    if (pr_varint(p, end, &v)) return -1;
-    if (k == 0) {
-      f->num = (uint32_t)(v >> 3);
-      f->wire = (uint32_t)(v & 7);
-      if (f->num == 0 || v >> 32) return -1;
-      if (f->wire == 1 || f->wire == 5) {
-        size_t n = f->wire == 1 ? 8 : 4;
-        if ((size_t)(end - *p) < n) return -1;
-        f->p = *p;
-        f->len = n;
-        for (size_t i = n; i-- > 0;) f->v = f->v << 8 | (*p)[i];
-        *p += n;
-        return 1;
-      }
-      if (f->wire != 0 && f->wire != 2) return -1;
-    } else {
-      f->v = v;
-    }
-  }
-  if (f->wire == 2) {
-    if (f->v > (uint64_t)(end - *p)) return -1;
-    f->p = *p;
-    f->len = (size_t)f->v;
-    *p += f->len;
-  }
-  return 1;
-}
-
 /* ---- tables: uint64 keys to small records, open addressing ---- */
 
 typedef struct pr_str {
@@ -129,26 +79,22 @@ typedef struct pr_str {
   char *s;
 } pr_str_t;
 
+/* Interned strings of a sequence by iid: in the order they came, found through an index. */
 typedef struct pr_strmap {
   pr_str_t *e;
-  size_t n, mask; /* mask + 1 slots; key 0 is kept aside */
-  char *zero;
+  size_t n, cap;
+  lp__index_t ix;
 } pr_strmap_t;
 
-static size_t pr_hash(uint64_t k) {
-  k ^= k >> 33;
-  k *= 0xff51afd7ed558ccdull;
-  k ^= k >> 33;
-  return (size_t)k;
+static pr_str_t *pr_find(const pr_strmap_t *m, uint64_t key) {
+  for (uint32_t at, k = lp__index_first(&m->ix, lp__hash64(key), &at); k; k = lp__index_next(&m->ix, &at))
+    if (m->e[k - 1].key == key) return &m->e[k - 1];
+  return NULL;
 }
 
 static const char *pr_get(const pr_strmap_t *m, uint64_t key) {
-  if (key == 0) return m->zero;
-  if (!m->e) return NULL;
-  for (size_t h = pr_hash(key) & m->mask;; h = (h + 1) & m->mask) {
-    if (!m->e[h].key) return NULL;
-    if (m->e[h].key == key) return m->e[h].s;
-  }
+  const pr_str_t *e = pr_find(m, key);
+  return e ? e->s : NULL;
 }
 
 /*
@@ -183,46 +129,38 @@ static void pr_name_free(lp_mem_t *mem, char *c) {
 static int pr_put(lp_mem_t *mem, pr_strmap_t *m, uint64_t key, const uint8_t *s, size_t len) {
   char *c = pr_name_copy(mem, s, len);
   if (!c) return -1;
-  if (key == 0) {
-    pr_name_free(mem, m->zero);
-    m->zero = c;
+  pr_str_t *e = pr_find(m, key);
+  if (e) {
+    pr_name_free(mem, e->s);
+    e->s = c;
     return 0;
   }
-  if (!m->e || (m->n + 1) * 2 > m->mask + 1) {
-    size_t mask = m->e ? m->mask * 2 + 1 : 63;
-    pr_str_t *ne = lp_mem_realloc(mem, NULL, 0, (mask + 1) * sizeof *ne);
+  if (m->n == m->cap) {
+    size_t cap = m->cap ? m->cap * 2 : 16;
+    pr_str_t *ne = cap < UINT32_MAX / 2 ? lp_mem_realloc(mem, m->e, m->cap * sizeof *ne, cap * sizeof *ne) : NULL;
     if (!ne) {
       pr_name_free(mem, c);
       return -1;
     }
-    memset(ne, 0, (mask + 1) * sizeof *ne);
-    for (size_t i = 0; m->e && i <= m->mask; i++) {
-      if (!m->e[i].key) continue;
-      size_t h = pr_hash(m->e[i].key) & mask;
-      while (ne[h].key) h = (h + 1) & mask;
-      ne[h] = m->e[i];
-    }
-    if (m->e) lp_mem_free(mem, m->e, (m->mask + 1) * sizeof *m->e);
     m->e = ne;
-    m->mask = mask;
+    m->cap = cap;
   }
-  size_t h = pr_hash(key) & m->mask;
-  for (; m->e[h].key; h = (h + 1) & m->mask)
-    if (m->e[h].key == key) {
-      pr_name_free(mem, m->e[h].s);
-      m->e[h].s = c;
-      return 0;
-    }
-  m->e[h].key = key;
-  m->e[h].s = c;
-  m->n++;
+  switch (lp_index_reserve(&m->ix, mem, (uint32_t)m->n, 64)) {
+  case -1:
+    pr_name_free(mem, c);
+    return -1;
+  case 1:
+    for (size_t i = 0; i < m->n; i++) lp__index_put(&m->ix, lp__hash64(m->e[i].key), (uint32_t)i);
+  }
+  lp__index_put(&m->ix, lp__hash64(key), (uint32_t)m->n);
+  m->e[m->n++] = (pr_str_t){key, c};
   return 0;
 }
 
 static void pr_strmap_free(lp_mem_t *mem, pr_strmap_t *m) {
-  for (size_t i = 0; m->e && i <= m->mask; i++) pr_name_free(mem, m->e[i].s);
-  if (m->e) lp_mem_free(mem, m->e, (m->mask + 1) * sizeof *m->e);
-  pr_name_free(mem, m->zero);
+  for (size_t i = 0; i < m->n; i++) pr_name_free(mem, m->e[i].s);
+  lp_mem_free(mem, m->e, m->cap * sizeof *m->e);
+  lp_index_free(&m->ix, mem);
   memset(m, 0, sizeof *m);
 }
 
@@ -262,20 +200,6 @@ typedef struct pr_track {
   char *name;
 } pr_track_t;
 
-/*
- * Where an array's entries are, by a 64-bit key: open addressing, each
- * slot an entry's position + 1 (0: empty), at most half the slots used,
- * so that a file with many sequences or tracks is read in time linear in
- * its events. Entries are never removed; one entry may be put under
- * several keys (a track whose descriptor changed its thread), and a
- * lookup compares the entry itself, so a stale key finds nothing.
- */
-typedef struct pr_index {
-  uint32_t *slot;
-  size_t mask; /* slots - 1, 0 before the first put */
-  size_t used;
-} pr_index_t;
-
 typedef struct pr_state {
   lp_input_t *in;
   const lp_sink_t *sink;
@@ -283,10 +207,10 @@ typedef struct pr_state {
   lp_pos_t pos;
   pr_seq_t *seqs;
   size_t nseqs, capseqs;
-  pr_index_t seq_by_id;
+  lp__index_t seq_by_id;
   pr_track_t *tracks;
   size_t ntracks, captracks;
-  pr_index_t track_by_uuid, track_by_lane; /* the lane's key: pr_lane_key(pid, tid) */
+  lp__index_t track_by_uuid, track_by_lane; /* the lane's key: pr_lane_key(pid, tid) */
   int64_t offset[64]; /* builtin clock -> BOOTTIME */
   bool has_offset[64];
   int64_t next_lane; /* tracks that are lanes of their own so far, numbered in order: tids PR_FIRST_LANE up */
@@ -296,64 +220,37 @@ typedef struct pr_state {
   size_t name_cap, cats_cap, cats_len;
 } pr_state_t;
 
-/* A key's home slot: its bits mixed (keys here are small counters, uuids and tids). */
-static size_t pr_home(const pr_index_t *ix, uint64_t key) {
-  key ^= key >> 33;
-  key *= 0xff51afd7ed558ccdull;
-  key ^= key >> 33;
-  return (size_t)key & ix->mask;
-}
-
-/* The first slot of key's probe sequence: walk on with pr_next_slot while it is not 0. */
-static const uint32_t *pr_first_slot(const pr_index_t *ix, uint64_t key) {
-  static const uint32_t none = 0;
-  return ix->mask ? &ix->slot[pr_home(ix, key)] : &none;
-}
-
-static const uint32_t *pr_next_slot(const pr_index_t *ix, const uint32_t *s) {
-  return s == &ix->slot[ix->mask] ? ix->slot : s + 1;
-}
-
-static void pr_index_place(pr_index_t *ix, uint64_t key, size_t pos) {
-  size_t h = pr_home(ix, key);
-  while (ix->slot[h]) h = (h + 1) & ix->mask;
-  ix->slot[h] = (uint32_t)(pos + 1);
-  ix->used++;
-}
-
+/*
+ * Sequences and tracks are found by their keys through lp__index_t (a
+ * uint64 key's lp__hash64). An entry may be put under several keys (a track
+ * whose descriptor changed its thread); a lookup compares the entry itself,
+ * so a stale key finds nothing.
+ */
 typedef uint64_t (*pr_key_fn)(const pr_state_t *st, size_t pos);
 
 /*
- * Puts entry pos under key. When the slots are half used, they double and
- * take the keys of entries 0..n-1 again (key_of: an entry's key now; the
- * keys an entry had before are dropped, which lookups never needed).
- * 0, or -1 out of memory (the index is left as it was).
+ * Puts entry pos (one of entries 0..n-1) under key; when the index grows,
+ * the other entries are put again under their keys now (key_of). 0, or -1
+ * out of memory (the index is left as it was).
  */
-static int pr_index_put(pr_index_t *ix, uint64_t key, size_t pos, size_t n, pr_key_fn key_of, const pr_state_t *st) {
-  if (n >= UINT32_MAX) return -1;
-  if ((ix->used + 1) * 2 > ix->mask) {
-    size_t slots = ix->mask ? (ix->mask + 1) * 2 : 64;
-    while (n * 2 + 2 > slots) slots *= 2;
-    uint32_t *fresh = lp_mem_realloc(st->mem, NULL, 0, slots * sizeof *fresh);
-    if (!fresh) return -1;
-    memset(fresh, 0, slots * sizeof *fresh);
-    if (ix->slot) lp_mem_free(st->mem, ix->slot, (ix->mask + 1) * sizeof *ix->slot);
-    ix->slot = fresh;
-    ix->mask = slots - 1;
-    ix->used = 0;
+static int pr_index_put(pr_state_t *st, lp__index_t *ix, uint64_t key, size_t pos, size_t n, pr_key_fn key_of) {
+  if (n >= UINT32_MAX / 2) return -1;
+  switch (lp_index_reserve(ix, st->mem, (uint32_t)n, 64)) {
+  case -1: return -1;
+  case 1:
     for (size_t i = 0; i < n; i++)
-      if (i != pos) pr_index_place(ix, key_of(st, i), i);
+      if (i != pos) lp__index_put(ix, lp__hash64(key_of(st, i)), (uint32_t)i);
   }
-  pr_index_place(ix, key, pos);
+  lp__index_put(ix, lp__hash64(key), (uint32_t)pos);
   return 0;
 }
 
 static uint64_t pr_seq_key(const pr_state_t *st, size_t pos) { return st->seqs[pos].id; }
 
 static pr_seq_t *pr_seq(pr_state_t *st, uint32_t id) {
-  const pr_index_t *ix = &st->seq_by_id;
-  for (const uint32_t *s = pr_first_slot(ix, id); *s; s = pr_next_slot(ix, s))
-    if (st->seqs[*s - 1].id == id) return &st->seqs[*s - 1];
+  const lp__index_t *ix = &st->seq_by_id;
+  for (uint32_t at, e = lp__index_first(ix, lp__hash64(id), &at); e; e = lp__index_next(ix, &at))
+    if (st->seqs[e - 1].id == id) return &st->seqs[e - 1];
   if (st->nseqs == st->capseqs) {
     size_t cap = st->capseqs ? st->capseqs * 2 : 16;
     pr_seq_t *s = lp_mem_realloc(st->mem, st->seqs, st->capseqs * sizeof *s, cap * sizeof *s);
@@ -364,7 +261,7 @@ static pr_seq_t *pr_seq(pr_state_t *st, uint32_t id) {
   pr_seq_t *q = &st->seqs[st->nseqs];
   memset(q, 0, sizeof *q);
   q->id = id;
-  if (pr_index_put(&st->seq_by_id, id, st->nseqs, st->nseqs + 1, pr_seq_key, st) != 0) return NULL;
+  if (pr_index_put(st, &st->seq_by_id, id, st->nseqs, st->nseqs + 1, pr_seq_key) != 0) return NULL;
   st->nseqs++;
   return q;
 }
@@ -381,9 +278,9 @@ static void pr_seq_clear(lp_mem_t *mem, pr_seq_t *q) {
 }
 
 static pr_track_t *pr_track(pr_state_t *st, uint64_t uuid) {
-  const pr_index_t *ix = &st->track_by_uuid;
-  for (const uint32_t *s = pr_first_slot(ix, uuid); *s; s = pr_next_slot(ix, s))
-    if (st->tracks[*s - 1].uuid == uuid) return &st->tracks[*s - 1];
+  const lp__index_t *ix = &st->track_by_uuid;
+  for (uint32_t at, e = lp__index_first(ix, lp__hash64(uuid), &at); e; e = lp__index_next(ix, &at))
+    if (st->tracks[e - 1].uuid == uuid) return &st->tracks[e - 1];
   return NULL;
 }
 
@@ -396,15 +293,15 @@ static int pr_bad(pr_state_t *st, const char *what) {
 
 /* The interned entries of one kind: 0, or LP_READ_BAD. */
 static int pr_interned(pr_state_t *st, pr_strmap_t *m, const uint8_t *p, size_t len) {
-  pr_field_t f;
+  lp_pb_field_t f;
   const uint8_t *e = p + len;
   uint64_t iid = 0;
   const uint8_t *name = (const uint8_t *)"";
   size_t nlen = 0;
   int r;
-  while ((r = pr_next(&p, e, &f)) > 0) {
-    if (f.num == 1 && f.wire == 0) iid = f.v;
-    if (f.num == 2 && f.wire == 2) {
+  while ((r = lp_pb_next(&p, e, &f)) > 0) {
+    if (f.num == IN_IID && f.wire == 0) iid = f.v;
+    if (f.num == IN_NAME && f.wire == 2) {
       name = f.p;
       nlen = f.len;
     }
@@ -416,12 +313,12 @@ static int pr_interned(pr_state_t *st, pr_strmap_t *m, const uint8_t *p, size_t 
 }
 
 static int pr_interned_data(pr_state_t *st, pr_seq_t *q, const uint8_t *p, size_t len) {
-  pr_field_t f;
+  lp_pb_field_t f;
   const uint8_t *e = p + len;
   int r;
-  while ((r = pr_next(&p, e, &f)) > 0) {
+  while ((r = lp_pb_next(&p, e, &f)) > 0) {
     if (f.wire != 2) continue;
-    pr_strmap_t *m = f.num == 1 ? &q->cats : f.num == 2 ? &q->names : f.num == 3 ? &q->dnames : NULL;
+    pr_strmap_t *m = f.num == ID_CATEGORIES ? &q->cats : f.num == ID_NAMES ? &q->names : f.num == ID_DEBUG_NAMES ? &q->dnames : NULL;
     if (m && pr_interned(st, m, f.p, f.len)) return LP_READ_BAD;
   }
   return r < 0 ? pr_bad(st, "malformed interned_data") : 0;
@@ -440,21 +337,21 @@ static int64_t pr_add(int64_t a, int64_t b) {
 }
 
 static int pr_clock_snapshot(pr_state_t *st, pr_seq_t *q, const uint8_t *p, size_t len) {
-  pr_field_t f, g;
+  lp_pb_field_t f, g;
   const uint8_t *e = p + len;
   pr_clock_t cl[16];
   size_t n = 0;
   int r;
-  while ((r = pr_next(&p, e, &f)) > 0) {
-    if (f.num != 1 || f.wire != 2) continue;
+  while ((r = lp_pb_next(&p, e, &f)) > 0) {
+    if (f.num != CS_CLOCKS || f.wire != 2) continue;
     const uint8_t *c = f.p, *ce = f.p + f.len;
     pr_clock_t k = {0, 0, 0, 0, 1, false};
     int r2;
-    while ((r2 = pr_next(&c, ce, &g)) > 0) {
-      if (g.num == 1) k.id = (uint32_t)g.v;
-      if (g.num == 2) k.snap = g.v;
-      if (g.num == 3) k.incremental = g.v != 0;
-      if (g.num == 4) k.mult = g.v ? g.v : 1;
+    while ((r2 = lp_pb_next(&c, ce, &g)) > 0) {
+      if (g.num == CLK_ID) k.id = (uint32_t)g.v;
+      if (g.num == CLK_TS) k.snap = g.v;
+      if (g.num == CLK_INCREMENTAL) k.incremental = g.v != 0;
+      if (g.num == CLK_UNIT_MULTIPLIER) k.mult = g.v ? g.v : 1;
     }
     if (r2 < 0) return pr_bad(st, "malformed clock in a clock snapshot");
     if (n < sizeof cl / sizeof cl[0]) cl[n++] = k;
@@ -499,8 +396,8 @@ static int pr_clock_snapshot(pr_state_t *st, pr_seq_t *q, const uint8_t *p, size
 
 /* The time of a packet on BOOTTIME; false if its clock is not known. */
 static bool pr_time(pr_state_t *st, pr_seq_t *q, uint32_t clock, uint64_t ts, int64_t *out) {
-  if (clock == 0) clock = q && q->clock_id ? q->clock_id : 6;
-  if (clock >= 64) {
+  if (clock == 0) clock = q && q->clock_id ? q->clock_id : CLOCK_BOOTTIME_ID;
+  if (clock >= CLOCK_LANE) { /* a clock of the sequence's own */
     for (uint32_t k = 0; q && k < q->nclocks; k++) {
       pr_clock_t *c = &q->clocks[k];
       if (c->id != clock) continue;
@@ -539,14 +436,14 @@ static uint64_t pr_track_lane_key(const pr_state_t *st, size_t pos) {
 
 /* Whether a track of process pid is the lane (pid, tid) already. */
 static bool pr_tid_taken(const pr_state_t *st, int64_t pid, int64_t tid) {
-  const pr_index_t *ix = &st->track_by_lane;
-  for (const uint32_t *s = pr_first_slot(ix, pr_lane_key(pid, tid)); *s; s = pr_next_slot(ix, s))
-    if (st->tracks[*s - 1].pid == pid && st->tracks[*s - 1].tid == tid) return true;
+  const lp__index_t *ix = &st->track_by_lane;
+  for (uint32_t at, e = lp__index_first(ix, lp__hash64(pr_lane_key(pid, tid)), &at); e; e = lp__index_next(ix, &at))
+    if (st->tracks[e - 1].pid == pid && st->tracks[e - 1].tid == tid) return true;
   return false;
 }
 
 static int pr_descriptor(pr_state_t *st, pr_seq_t *q, const uint8_t *p, size_t len) {
-  pr_field_t f, g;
+  lp_pb_field_t f, g;
   const uint8_t *e = p + len;
   uint64_t uuid = 0, parent = 0;
   int64_t pid = 0, tid = 0;
@@ -554,37 +451,38 @@ static int pr_descriptor(pr_state_t *st, pr_seq_t *q, const uint8_t *p, size_t l
   size_t nlen = 0, tnlen = 0, pnlen = 0, dlen = 0;
   bool thread = false, process = false, counter = false;
   int r;
-  while ((r = pr_next(&p, e, &f)) > 0) {
+  while ((r = lp_pb_next(&p, e, &f)) > 0) {
     switch (f.num) {
-    case 1: uuid = f.v; break;
-    case 5: parent = f.v; break;
-    case 14:
+    case TD_UUID: uuid = f.v; break;
+    case TD_PARENT: parent = f.v; break;
+    case TD_DESCRIPTION:
       if (f.wire == 2) {
         desc = f.p;
         dlen = f.len;
       }
       break;
-    case 2: case 10: case 13:
+    case TD_NAME: case TD_STATIC_NAME: case TD_ATRACE_NAME:
       if (f.wire == 2) {
         name = f.p;
         nlen = f.len;
       }
       break;
-    case 8: counter = true; break;
-    case 3: case 4: {
+    case TD_COUNTER: counter = true; break;
+    case TD_PROCESS: case TD_THREAD: {
       if (f.wire != 2) break;
       const uint8_t *d = f.p, *de = f.p + f.len;
       int r2;
-      if (f.num == 3) process = true;
+      if (f.num == TD_PROCESS) process = true;
       else thread = true;
-      while ((r2 = pr_next(&d, de, &g)) > 0) {
-        if (g.num == 1 && g.wire == 0) pid = (int64_t)(int32_t)g.v;
-        if (f.num == 4 && g.num == 2 && g.wire == 0) tid = (int64_t)g.v;
-        if (f.num == 4 && g.num == 5 && g.wire == 2) {
+      _Static_assert(PD_PID == THD_PID, "a process's and a thread's pid are one field");
+      while ((r2 = lp_pb_next(&d, de, &g)) > 0) {
+        if (g.num == PD_PID && g.wire == 0) pid = (int64_t)(int32_t)g.v;
+        if (f.num == TD_THREAD && g.num == THD_TID && g.wire == 0) tid = (int64_t)g.v;
+        if (f.num == TD_THREAD && g.num == THD_NAME && g.wire == 2) {
           tname = g.p;
           tnlen = g.len;
         }
-        if (f.num == 3 && g.num == 6 && g.wire == 2) {
+        if (f.num == TD_PROCESS && g.num == PD_NAME && g.wire == 2) {
           pname = g.p;
           pnlen = g.len;
         }
@@ -642,9 +540,9 @@ static int pr_descriptor(pr_state_t *st, pr_seq_t *q, const uint8_t *p, size_t l
   t->pid = pid;
   t->counter = counter;
   size_t pos = (size_t)(t - st->tracks);
-  if ((fresh && pr_index_put(&st->track_by_uuid, uuid, pos, st->ntracks, pr_track_uuid_key, st) != 0) ||
+  if ((fresh && pr_index_put(st, &st->track_by_uuid, uuid, pos, st->ntracks, pr_track_uuid_key) != 0) ||
       ((fresh || t->pid != was_pid || t->tid != was_tid) &&
-       pr_index_put(&st->track_by_lane, pr_lane_key(t->pid, t->tid), pos, st->ntracks, pr_track_lane_key, st) != 0))
+       pr_index_put(st, &st->track_by_lane, pr_lane_key(t->pid, t->tid), pos, st->ntracks, pr_track_lane_key) != 0))
     return lp_mem_fail(st->mem, &st->pos);
   const uint8_t *shown = thread ? tname : process ? pname : name;
   size_t slen = thread ? tnlen : process ? pnlen : nlen;
@@ -719,7 +617,7 @@ static int pr_session_note(pr_state_t *st, const uint64_t *said, const bool *has
 }
 
 static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, const uint8_t *p, size_t len) {
-  pr_field_t f, g;
+  lp_pb_field_t f, g;
   const uint8_t *e = p + len;
   uint64_t type = 0, track = q && q->has_track ? q->track : 0, name_iid = 0;
   bool has_name_iid = false, has_value = false, dvalue = false;
@@ -742,18 +640,18 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
   pr_raw_t raw;
   raw.has = 0;
   int r;
-  while ((r = pr_next(&p, e, &f)) > 0) {
+  while ((r = lp_pb_next(&p, e, &f)) > 0) {
     switch (f.num) {
-    case 9: type = f.v; has_type = true; break;
-    case 11: track = f.v; has_track = true; break;
-    case 1: case 16:
+    case TE_TYPE: type = f.v; has_type = true; break;
+    case TE_TRACK_UUID: track = f.v; has_track = true; break;
+    case TE_DELTA_US: case TE_ABSOLUTE_US:
       if (f.wire == 0) {
         us = (int64_t)f.v;
-        if (f.num == 1 || us_kind != 1) us_kind = f.num == 1 ? 1 : 2; /* a delta wins, as in Perfetto */
+        if (f.num == TE_DELTA_US || us_kind != 1) us_kind = f.num == TE_DELTA_US ? 1 : 2; /* a delta wins, as in Perfetto */
       }
       break;
-    case 10: name_iid = f.v; has_name_iid = true; break;
-    case 23:
+    case TE_NAME_IID: name_iid = f.v; has_name_iid = true; break;
+    case TE_NAME:
       if (f.wire == 2) {
         if (f.len > LP_READ_MAX_NAME) return pr_bad(st, "an event's name longer than 1 MiB: no label is that long");
         size_t n = lp_name_len(f.p, f.len) + 1;
@@ -767,18 +665,18 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
         has_name = true;
       }
       break;
-    case 30: value = (int64_t)f.v; has_value = true; break;
-    case 44:
+    case TE_COUNTER_VALUE: value = (int64_t)f.v; has_value = true; break;
+    case TE_DOUBLE_COUNTER_VALUE:
       if (f.wire == 1) {
         memcpy(&dv, &f.v, sizeof dv);
         has_value = dvalue = true;
       }
       break;
-    case 3: case 22: {
+    case TE_CATEGORY_IIDS: case TE_CATEGORIES: {
       /* Categories, interned or inline, joined with ',' in st->cats. */
       const char *c = NULL;
       size_t n = 0;
-      if (f.num == 3) {
+      if (f.num == TE_CATEGORY_IIDS) {
         if (!(c = q ? pr_get(&q->cats, f.v) : NULL)) return pr_bad(st, "a category iid that was not interned on its sequence");
         n = strlen(c);
       } else if (f.wire == 2) {
@@ -804,7 +702,7 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
       st->cats_len += n;
       break;
     }
-    case 4: {
+    case TE_DEBUG: {
       if (f.wire != 2) break;
       const uint8_t *d = f.p, *de = f.p + f.len;
       char an[64], av[64];
@@ -812,20 +710,20 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
       uint64_t au = 0;
       bool has_au = false, has_ai = false, has_av = false;
       int r2;
-      while ((r2 = pr_next(&d, de, &g)) > 0) {
-        if (g.num == 10 && g.wire == 2) pr_copy(an, sizeof an, g.p, g.len);
-        if (g.num == 1 && g.wire == 0) {
+      while ((r2 = lp_pb_next(&d, de, &g)) > 0) {
+        if (g.num == DA_NAME && g.wire == 2) pr_copy(an, sizeof an, g.p, g.len);
+        if (g.num == DA_NAME_IID && g.wire == 0) {
           const char *s = q ? pr_get(&q->dnames, g.v) : NULL;
           if (s) pr_copy(an, sizeof an, s, strlen(s));
         }
-        if (g.num == 6 && g.wire == 2) {
+        if (g.num == DA_STRING && g.wire == 2) {
           pr_copy(av, sizeof av, g.p, g.len);
           has_av = true;
         }
-        if ((g.num == 3 || g.num == 4) && g.wire == 0) {
+        if ((g.num == DA_UINT || g.num == DA_INT) && g.wire == 0) {
           au = g.v;
-          has_au = g.num == 3;
-          has_ai = g.num == 4;
+          has_au = g.num == DA_UINT;
+          has_ai = g.num == DA_INT;
         }
       }
       if (r2 < 0) return pr_bad(st, "malformed debug annotation");
@@ -852,23 +750,23 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
       if (strcmp(an, "mode") == 0) memcpy(mode, av, sizeof av);
       break;
     }
-    case 6: { /* legacy_event: phase and duration */
+    case TE_LEGACY: { /* legacy_event: phase and duration */
       if (f.wire != 2) break;
       const uint8_t *d = f.p, *de = f.p + f.len;
       int r2;
-      while ((r2 = pr_next(&d, de, &g)) > 0) {
-        if (g.num == 1 && g.wire == 0) {
+      while ((r2 = lp_pb_next(&d, de, &g)) > 0) {
+        if (g.num == LE_NAME_IID && g.wire == 0) {
           name_iid = g.v;
           has_name_iid = true;
         }
-        if (g.num == 2 && g.wire == 0) legacy_phase = (int)g.v;
-        if (g.num == 3 && g.wire == 0) legacy_dur = (int64_t)g.v;
-        if (g.num == 14 && g.wire == 0) legacy_scope = (int)g.v;
-        if (g.num == 18 && g.wire == 0) {
+        if (g.num == LE_PHASE && g.wire == 0) legacy_phase = (int)g.v;
+        if (g.num == LE_DURATION_US && g.wire == 0) legacy_dur = (int64_t)g.v;
+        if (g.num == LE_INSTANT_SCOPE && g.wire == 0) legacy_scope = (int)g.v;
+        if (g.num == LE_PID_OVERRIDE && g.wire == 0) {
           pid_override = (int32_t)g.v;
           has_pid_override = true;
         }
-        if (g.num == 19 && g.wire == 0) {
+        if (g.num == LE_TID_OVERRIDE && g.wire == 0) {
           tid_override = (int32_t)g.v;
           has_tid_override = true;
         }
@@ -935,14 +833,14 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
     if ((r = st->sink->event(st->sink->ctx, &tn)) != 0) return r;
   }
   if (legacy_phase == 'i' || legacy_phase == 'I') {
-    if (legacy_scope == 1) ev.pid = ev.tid = 0; /* global: the trace's own lane */
-    if (legacy_scope == 2) ev.tid = 0;          /* the process's */
+    if (legacy_scope == LE_SCOPE_GLOBAL) ev.pid = ev.tid = 0; /* the trace's own lane */
+    if (legacy_scope == LE_SCOPE_PROCESS) ev.tid = 0;        /* the process's */
   }
   if (type == 0 && legacy_phase) {
     switch (legacy_phase) {
-    case 'B': type = 1; break;
-    case 'E': type = 2; break;
-    case 'I': case 'i': type = 3; break;
+    case 'B': type = TYPE_SLICE_BEGIN; break;
+    case 'E': type = TYPE_SLICE_END; break;
+    case 'I': case 'i': type = TYPE_INSTANT; break;
     case 'X':
       if (legacy_dur < 0 || legacy_dur > PR_TIME_LIMIT / 1000) return pr_bad(st, "a complete event's duration out of range");
       ev.kind = LP_EV_COMPLETE;
@@ -958,14 +856,14 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
     }
   }
   switch (type) {
-  case 1: ev.kind = LP_EV_BEGIN; break;
-  case 2: ev.kind = LP_EV_END; ev.name = ""; break;
-  case 3:
+  case TYPE_SLICE_BEGIN: ev.kind = LP_EV_BEGIN; break;
+  case TYPE_SLICE_END: ev.kind = LP_EV_END; ev.name = ""; break;
+  case TYPE_INSTANT:
     if (has_name && strcmp(name, "labelprof session") == 0 && t && t->tid == 0) /* the session's note */
       return pr_session_note(st, said, has_said, policy, &raw);
     ev.kind = LP_EV_INSTANT;
     break;
-  case 4:
+  case TYPE_COUNTER:
     if (!has_value) return pr_bad(st, "a counter event without a value");
     ev.kind = LP_EV_COUNTER;
     ev.name = t && t->name ? t->name : name;
@@ -992,17 +890,17 @@ static int pr_track_event(pr_state_t *st, pr_seq_t *q, bool timed, int64_t ts, c
  * of its times in microseconds, and the thread's or the process's name.
  */
 static int pr_legacy_descriptor(pr_state_t *st, pr_seq_t *q, bool thread, const uint8_t *p, size_t len) {
-  pr_field_t f;
+  lp_pb_field_t f;
   const uint8_t *e = p + len;
   int64_t pid = 0, tid = 0, ref_us = 0;
   const uint8_t *name = NULL;
   size_t nlen = 0;
   int r;
-  while ((r = pr_next(&p, e, &f)) > 0) {
-    if (f.num == 1 && f.wire == 0) pid = (int32_t)f.v;
-    if (thread && f.num == 2 && f.wire == 0) tid = (int64_t)f.v;
-    if (thread && f.num == 6 && f.wire == 0) ref_us = (int64_t)f.v;
-    if (f.num == (thread ? 5u : 6u) && f.wire == 2) {
+  while ((r = lp_pb_next(&p, e, &f)) > 0) {
+    if (f.num == PD_PID && f.wire == 0) pid = (int32_t)f.v; /* THD_PID too */
+    if (thread && f.num == THD_TID && f.wire == 0) tid = (int64_t)f.v;
+    if (thread && f.num == THD_REFERENCE_US && f.wire == 0) ref_us = (int64_t)f.v;
+    if (f.num == (thread ? (unsigned)THD_NAME : (unsigned)PD_NAME) && f.wire == 2) {
       name = f.p;
       nlen = f.len;
     }
@@ -1029,7 +927,7 @@ static int pr_legacy_descriptor(pr_state_t *st, pr_seq_t *q, bool thread, const 
 }
 
 static int pr_packet(pr_state_t *st, const uint8_t *p, size_t len) {
-  pr_field_t f;
+  lp_pb_field_t f;
   const uint8_t *e = p, *end = p + len;
   uint32_t seq = 0, flags = 0, clock = 0;
   uint64_t ts = 0;
@@ -1037,43 +935,43 @@ static int pr_packet(pr_state_t *st, const uint8_t *p, size_t len) {
   const uint8_t *te = NULL, *td = NULL, *in = NULL, *cs = NULL, *def = NULL, *thd = NULL, *prd = NULL;
   size_t tel = 0, tdl = 0, inl = 0, csl = 0, defl = 0, thdl = 0, prdl = 0;
   int r;
-  while ((r = pr_next(&e, end, &f)) > 0) {
+  while ((r = lp_pb_next(&e, end, &f)) > 0) {
     bool ld = f.wire == 2, vi = f.wire == 0;
     switch (f.num) {
-    case 10: if (vi) seq = (uint32_t)f.v; break;
-    case 13: if (vi) flags = (uint32_t)f.v; break;
-    case 41: if (vi) cleared = f.v != 0; break;
-    case 8: if (vi) { ts = f.v; has_ts = true; } break;
-    case 58: if (vi) clock = (uint32_t)f.v; break;
-    case 11: if (ld) { te = f.p; tel = f.len; } break;
-    case 60: if (ld) { td = f.p; tdl = f.len; } break;
-    case 12: if (ld) { in = f.p; inl = f.len; } break;
-    case 6: if (ld) { cs = f.p; csl = f.len; } break;
-    case 59: if (ld) { def = f.p; defl = f.len; } break;
-    case 44: if (ld) { thd = f.p; thdl = f.len; } break;
-    case 43: if (ld) { prd = f.p; prdl = f.len; } break;
+    case TP_SEQ_ID: if (vi) seq = (uint32_t)f.v; break;
+    case TP_SEQ_FLAGS: if (vi) flags = (uint32_t)f.v; break;
+    case TP_INCREMENTAL_CLEARED: if (vi) cleared = f.v != 0; break;
+    case TP_TIMESTAMP: if (vi) { ts = f.v; has_ts = true; } break;
+    case TP_CLOCK_ID: if (vi) clock = (uint32_t)f.v; break;
+    case TP_TRACK_EVENT: if (ld) { te = f.p; tel = f.len; } break;
+    case TP_TRACK_DESCRIPTOR: if (ld) { td = f.p; tdl = f.len; } break;
+    case TP_INTERNED: if (ld) { in = f.p; inl = f.len; } break;
+    case TP_CLOCK_SNAPSHOT: if (ld) { cs = f.p; csl = f.len; } break;
+    case TP_DEFAULTS: if (ld) { def = f.p; defl = f.len; } break;
+    case TP_THREAD_DESCRIPTOR: if (ld) { thd = f.p; thdl = f.len; } break;
+    case TP_PROCESS_DESCRIPTOR: if (ld) { prd = f.p; prdl = f.len; } break;
     default: break;
     }
   }
   if (r < 0) return pr_bad(st, "malformed trace packet (a varint or a length runs past the packet)");
   pr_seq_t *q = pr_seq(st, seq);
   if (!q) return lp_mem_fail(st->mem, &st->pos);
-  if ((flags & 1) || cleared) {
+  if ((flags & SEQ_CLEARED) || cleared) {
     pr_seq_clear(st->mem, q);
     q->valid = true;
   }
-  if ((flags & 2) && !q->valid) return 0; /* its state was lost (or never written): skipped */
+  if ((flags & SEQ_NEEDS_STATE) && !q->valid) return 0; /* its state was lost (or never written): skipped */
   if (def) {
     const uint8_t *d = def, *de = def + defl;
-    pr_field_t g, h;
+    lp_pb_field_t g, h;
     int r2;
-    while ((r2 = pr_next(&d, de, &g)) > 0) {
-      if (g.num == 58 && g.wire == 0) q->clock_id = (uint32_t)g.v;
-      if (g.num == 11 && g.wire == 2) {
+    while ((r2 = lp_pb_next(&d, de, &g)) > 0) {
+      if (g.num == DEF_CLOCK_ID && g.wire == 0) q->clock_id = (uint32_t)g.v;
+      if (g.num == DEF_TRACK_EVENT && g.wire == 2) {
         const uint8_t *k = g.p, *ke = g.p + g.len;
         int r3;
-        while ((r3 = pr_next(&k, ke, &h)) > 0)
-          if (h.num == 11 && h.wire == 0) {
+        while ((r3 = lp_pb_next(&k, ke, &h)) > 0)
+          if (h.num == TED_TRACK_UUID && h.wire == 0) {
             q->track = h.v;
             q->has_track = true;
           }
@@ -1101,26 +999,26 @@ static int pr_packet(pr_state_t *st, const uint8_t *p, size_t len) {
 
 static int pr_sniff(const unsigned char *head, size_t n) {
   /* Trace.packet (field 1, length-delimited), a plausible length, and a first field that parses. */
-  if (n < 3 || head[0] != 0x0a) return 0;
+  if (n < 3 || head[0] != TRACE_PACKET_TAG) return 0;
   const uint8_t *p = head, *end = head + n;
-  pr_field_t f;
-  if (pr_next(&p, end, &f) <= 0) {
+  lp_pb_field_t f;
+  if (lp_pb_next(&p, end, &f) <= 0) {
     /* the first packet is longer than the bytes peeked: its first field must at least start well */
     const uint8_t *b = head + 1;
     uint64_t len, v, flen;
-    if (pr_varint(&b, end, &len) || b >= end || len > PR_MAX_PACKET || len < (uint64_t)(end - b)) return 0;
+    if (lp_pb_varint(&b, end, &len) || b >= end || len > PR_MAX_PACKET || len < (uint64_t)(end - b)) return 0;
     /* Its first field's tag, and for a message or a string its length: past the bytes peeked, within the packet. */
     const uint8_t *k = b;
-    if (pr_varint(&b, end, &v)) return 0;
+    if (lp_pb_varint(&b, end, &v)) return 0;
     uint32_t wire = (uint32_t)(v & 7);
     if (v >> 3 == 0 || v >> 32 || (wire != 0 && wire != 1 && wire != 2 && wire != 5)) return 0;
     if (wire != 2) return 1;
-    if (pr_varint(&b, end, &flen)) return 0;
+    if (lp_pb_varint(&b, end, &flen)) return 0;
     return flen <= len - (uint64_t)(b - k);
   }
   const uint8_t *q = f.p, *qe = f.p + f.len;
   int r;
-  while ((r = pr_next(&q, qe, &f)) > 0) {
+  while ((r = lp_pb_next(&q, qe, &f)) > 0) {
   }
   return r == 0;
 }
@@ -1147,7 +1045,7 @@ static int pr_read(lp_input_t *in, const lp_sink_t *sink) {
     bool complete = false;
     if (have - at >= 1) {
       st.pos.offset = base + at;
-      if (buf[at] != 0x0a) {
+      if (buf[at] != TRACE_PACKET_TAG) {
         uint8_t tag = buf[at];
         if ((tag & 7) > 5 || tag == 0) {
           rc = pr_bad(&st, "expected a trace packet (field 1 of Trace, length-delimited)");
@@ -1186,7 +1084,7 @@ static int pr_read(lp_input_t *in, const lp_sink_t *sink) {
       }
     }
     if (complete) {
-      if (buf[at] == 0x0a) rc = pr_packet(&st, buf + at + hdr, (size_t)len);
+      if (buf[at] == TRACE_PACKET_TAG) rc = pr_packet(&st, buf + at + hdr, (size_t)len);
       at += need;
       if (rc) break;
       continue;
@@ -1235,9 +1133,9 @@ static int pr_read(lp_input_t *in, const lp_sink_t *sink) {
   lp_mem_free(st.mem, st.seqs, st.capseqs * sizeof *st.seqs);
   for (size_t i = 0; i < st.ntracks; i++) pr_name_free(st.mem, st.tracks[i].name);
   lp_mem_free(st.mem, st.tracks, st.captracks * sizeof *st.tracks);
-  pr_index_t *ixs[] = {&st.seq_by_id, &st.track_by_uuid, &st.track_by_lane};
-  for (size_t i = 0; i < 3; i++)
-    if (ixs[i]->slot) lp_mem_free(st.mem, ixs[i]->slot, (ixs[i]->mask + 1) * sizeof *ixs[i]->slot);
+  lp_index_free(&st.seq_by_id, st.mem);
+  lp_index_free(&st.track_by_uuid, st.mem);
+  lp_index_free(&st.track_by_lane, st.mem);
   lp_mem_free(st.mem, st.name, st.name_cap);
   lp_mem_free(st.mem, st.cats, st.cats_cap);
   return rc;

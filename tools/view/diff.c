@@ -7,13 +7,55 @@
 
 #include "agg.h"
 #include "cmd.h"
-#include "opts.h"
 #include "reader.h"
 
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+static const char usage[] =
+    "usage: labelprof diff [--fail-above PCT] [--min-time T] [--strict] [--max-memory SIZE]\n"
+    "                      BASE NEW\n"
+    "\n"
+    "Per label: calls, total and self time in BASE and NEW, the change in self\n"
+    "time and its percentage, sorted by the size of the change in self time.\n"
+    "\n"
+    "  --fail-above PCT  exit with status 1 when a label's self time grew by more\n"
+    "                    than PCT percent (a regression gate for CI)\n"
+    "  --min-time T      labels whose self time is under T in both files are not\n"
+    "                    checked: a duration (500us, 2ms, 1.5s; plain numbers are ns)\n"
+    "                    or a percentage of NEW's wall time (0.5%); default 1%\n"
+    "  --max-memory SIZE as for stats (labelprof help stats), for each file\n"
+    "\n"
+    "Exit status: 0, 1 when --fail-above failed, 2 for bad input.\n";
+
+typedef struct opts {
+  double fail_above; /* -1: no gate */
+  const char *min_time;
+  bool strict;
+  uint64_t max_memory;
+} opts_t;
+
+static const opts_t defaults = {.fail_above = -1, .min_time = "1%"};
+
+static int parse_fail_above(const char *cmd, const char *v, void *field, const void *how);
+static int parse_min_time(const char *cmd, const char *v, void *field, const void *how);
+
+static const lp_opt_t options[] = {
+    LP_OPT_PARSED("--fail-above", "PCT", opts_t, fail_above, parse_fail_above, NULL),
+    LP_OPT_PARSED("--min-time", "T", opts_t, min_time, parse_min_time, NULL),
+    LP_OPT_STRICT(opts_t, strict),
+    LP_OPT_MAX_MEMORY(opts_t, max_memory),
+    LP_OPT_END,
+};
+
+static int run(const void *opts, int n, const char *const *files);
+
+const lp_cmd_t lp_cmd_diff = {
+    "diff", "compare two traces label by label; a regression gate", usage, options, sizeof(opts_t), &defaults,
+    {2, 2, "BASE NEW"}, run,
+};
 
 typedef struct drow {
   const char *label;
@@ -59,36 +101,32 @@ static void pct_text(const drow_t *r, char *buf, size_t len) {
   else snprintf(buf, len, "%+.1f%%", 100.0 * (double)(now - base) / (double)base);
 }
 
-static int parse_fail_above(const char *cmd, const char *v, void *arg) {
-  if (lp_parse_double(v, arg)) return 0;
+static int parse_fail_above(const char *cmd, const char *v, void *field, const void *how) {
+  (void)how;
+  if (lp_parse_double(v, field)) return 0;
   lp_usage_error(cmd, "--fail-above takes a percentage, not '%s'", v);
   return -1;
 }
 
-static int parse_min_time(const char *cmd, const char *v, void *arg) {
+static int parse_min_time(const char *cmd, const char *v, void *field, const void *how) {
+  (void)how;
   if (parse_time(v, 0) < 0) {
     lp_usage_error(cmd, "--min-time takes a duration (500us, 2ms, 1.5s) or a percentage (0.5%%), not '%s'", v);
     return -1;
   }
-  *(const char **)arg = v;
+  *(const char **)field = v;
   return 0;
 }
 
-int lp_cmd_diff(int argc, char **argv) {
-  const char *cmd = argv[0], *files[2] = {NULL, NULL}, *min_text = "1%";
-  double fail_above = -1;
-  bool strict = false;
-  const lp_opt_t opts[] = {LP_OPT_STRICT(&strict), LP_OPT_MAX_MEMORY, {"--fail-above", 0, 0, parse_fail_above, &fail_above},
-                           {"--min-time", 0, 0, parse_min_time, &min_text}, LP_OPT_END};
-  lp_operands_t ops = {.v = files, .min = 2, .max = 2, .too_many = "two trace files: BASE and NEW",
-                       .missing = "two trace files are needed: BASE and NEW"};
-  int parsed = lp_opts_parse(cmd, argc, argv, opts, &ops);
-  if (parsed == LP_OPTS_RUN) parsed = lp_opts_stdin_once(cmd, files, 2);
-  if (parsed != LP_OPTS_RUN) return parsed;
+static int run(const void *opts, int nfiles, const char *const *files) {
+  const opts_t *o = opts;
+  (void)nfiles;
+  double fail_above = o->fail_above;
+  lp_agg_max_memory = o->max_memory;
   lp_agg_t ab, an;
   lp_agg_init(&ab);
   lp_agg_init(&an);
-  ab.strict = an.strict = strict;
+  ab.strict = an.strict = o->strict;
   int status = LP_EXIT_OK;
   drow_t *rows = NULL;
   if (lp_agg_file(&ab, files[0]) != 0 || lp_agg_file(&an, files[1]) != 0) {
@@ -96,7 +134,7 @@ int lp_cmd_diff(int argc, char **argv) {
     goto out;
   }
   int64_t wb = lp_agg_wall(&ab), wn = lp_agg_wall(&an);
-  int64_t min_time = parse_time(min_text, wn);
+  int64_t min_time = parse_time(o->min_time, wn);
   rows = malloc(((size_t)ab.nlabels + an.nlabels + 1) * sizeof *rows);
   if (!rows) {
     fprintf(stderr, "labelprof: out of memory\n");

@@ -23,7 +23,7 @@
 
 #include "cmd.h"
 #include "top.h"
-#include "../lib/jsonesc.h"
+#include "jsonesc.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -11,12 +11,63 @@
 
 #include "agg.h"
 #include "cmd.h"
-#include "opts.h"
 #include "reader.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+
+static const char usage[] =
+    "usage: labelprof tree [--threads] [--by process] [--min-percent P] [--counts] [--flat]\n"
+    "                      [--strict] [--max-memory SIZE] FILE...\n"
+    "\n"
+    "The tree of time, in the layout of the sampled profile (lp_profile_print):\n"
+    "percentages of the summed wall time of all lanes (each lane from its first\n"
+    "to its last event), children heaviest first, 4 spaces per level (lines\n"
+    "deeper than 32 levels stay at 128 spaces and start with [level N]). \"other\"\n"
+    "closes each node with children: time in the node but in none of them.\n"
+    "\"other (outside of any label)\" is lane time in no scope at all.\n"
+    "\n"
+    "  --threads        one tree per lane, heaviest first, in percent of that lane\n"
+    "  --by process     one tree per process (a pid of a file), in percent of its\n"
+    "                   threads' summed wall time\n"
+    "  --min-percent P  hide nodes under P percent (their time goes to \"other\")\n"
+    "  --counts         [N calls, T] on every line\n"
+    "  --flat           then a flat table: each label's total and self share,\n"
+    "                   summed over every place it appears, heaviest total first\n"
+    "  --max-memory SIZE  as for stats (labelprof help stats)\n"
+    "\n"
+    "Several files are read as one trace, as by stats.\n";
+
+typedef struct opts {
+  bool threads, counts, flat, strict;
+  int by;
+  double min_percent;
+  uint64_t max_memory;
+} opts_t;
+
+
+static const char *const by_words[] = {"process", NULL};
+static const int by_values[] = {1};
+static const lp_opt_words_t by_how = {by_words, by_values, "--by takes process"};
+
+static const lp_opt_t options[] = {
+    LP_OPT_FLAG("--threads", opts_t, threads),
+    LP_OPT_PARSED("--by", "process", opts_t, by, lp_opt_parse_word, &by_how),
+    LP_OPT_MIN_PERCENT(opts_t, min_percent),
+    LP_OPT_FLAG("--counts", opts_t, counts),
+    LP_OPT_FLAG("--flat", opts_t, flat),
+    LP_OPT_STRICT(opts_t, strict),
+    LP_OPT_MAX_MEMORY(opts_t, max_memory),
+    LP_OPT_END,
+};
+
+static int run(const void *opts, int n, const char *const *files);
+
+const lp_cmd_t lp_cmd_tree = {
+    "tree", "the tree of time, in the layout of the sampled profile", usage, options, sizeof(opts_t), NULL,
+    {1, -1, "FILE..."}, run,
+};
 
 typedef struct printer {
   FILE *out;
@@ -133,30 +184,14 @@ static int cmp_lane(const void *x, const void *y) {
   return a->tid < b->tid ? -1 : a->tid > b->tid;
 }
 
-static int parse_percent(const char *cmd, const char *v, void *arg) {
-  double *p = arg;
-  if (lp_parse_double(v, p) && *p <= 100) return 0;
-  lp_usage_error(cmd, "--min-percent takes a percentage from 0 to 100, not '%s'", v);
-  return -1;
-}
-
-int lp_cmd_tree(int argc, char **argv) {
-  const char *cmd = argv[0];
-  bool threads = false, counts = false, strict = false, flat = false;
-  double min_percent = 0;
-  int by = 0;
-  static const char *const by_words[] = {"process", NULL};
-  static const int by_values[] = {1};
-  lp_opt_words_t by_w = {by_words, by_values, &by, "--by takes process"};
-  const lp_opt_t opts[] = {{"--threads", &threads, 0, 0, 0}, {"--counts", &counts, 0, 0, 0}, {"--flat", &flat, 0, 0, 0},
-                           {"--by", 0, 0, lp_opt_parse_word, &by_w}, LP_OPT_STRICT(&strict), LP_OPT_MAX_MEMORY,
-                           {"--min-percent", 0, 0, parse_percent, &min_percent}, LP_OPT_END};
-  lp_operands_t ops = {.first_ends_options = true};
-  int r = lp_opts_parse(cmd, argc, argv, opts, &ops);
-  if (r != LP_OPTS_RUN) return r;
-  if ((r = lp_files_operands(cmd, argc, argv, ops.first)) != LP_OPTS_RUN) return r;
+static int run(const void *opts, int nfiles, const char *const *files) {
+  const opts_t *o = opts;
+  bool threads = o->threads, counts = o->counts, flat = o->flat;
+  int by = o->by;
+  double min_percent = o->min_percent;
+  lp_agg_max_memory = o->max_memory;
   lp_agg_t a;
-  if (lp_agg_read_files(&a, (const char *const *)argv + ops.first, argc - ops.first, strict) != 0) return LP_EXIT_BAD;
+  if (lp_agg_read_files(&a, files, nfiles, o->strict) != 0) return LP_EXIT_BAD;
   int64_t wall = lp_agg_wall(&a);
   FILE *out = stdout;
   printer_t pr = {out, &a, NULL, wall, min_percent, counts};

@@ -17,12 +17,52 @@
 
 #include "agg.h"
 #include "cmd.h"
-#include "opts.h"
 #include "reader.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+
+static const char usage[] =
+    "usage: labelprof flamegraph [--cpu] [--title TEXT] [--strict] [--max-memory SIZE] FILE > graph.svg\n"
+    "       labelprof flamegraph --diff [--cpu] [--title TEXT] BASE NEW > diff.svg\n"
+    "\n"
+    "The tree of time of a timeline or a profile, all threads merged by label,\n"
+    "as one self-contained SVG flame graph: each label above its parent, as wide\n"
+    "as its total time; click a frame to zoom, Search to highlight labels, Reset\n"
+    "zoom. Colours are stable per label; siblings narrower than a pixel are\n"
+    "merged. FILE may be JSON, systrace, Perfetto, folded stacks or pprof.\n"
+    "\n"
+    "  --cpu              CPU time: the cpu sample type of a pprof profile, or a\n"
+    "                     folded file's weights; other inputs are refused\n"
+    "  --diff BASE NEW    frames sized by NEW and coloured by their change from\n"
+    "                     BASE: red grew, blue shrank, white the same, full colour\n"
+    "                     at 100% or more (and for frames not in BASE)\n"
+    "  --title TEXT       the caption (default: labelprof flame graph, or the\n"
+    "                     change of the total with --diff)\n"
+    "  --max-memory SIZE  as for stats (labelprof help stats)\n";
+
+typedef struct opts {
+  bool cpu, diff, strict;
+  const char *title; /* NULL: made up from the graph */
+  uint64_t max_memory;
+} opts_t;
+
+static const lp_opt_t options[] = {
+    LP_OPT_FLAG("--cpu", opts_t, cpu),
+    LP_OPT_FLAG("--diff", opts_t, diff),
+    LP_OPT_TEXT("--title", "TEXT", opts_t, title),
+    LP_OPT_STRICT(opts_t, strict),
+    LP_OPT_MAX_MEMORY(opts_t, max_memory),
+    LP_OPT_END,
+};
+
+static int run(const void *opts, int n, const char *const *files);
+
+const lp_cmd_t lp_cmd_flamegraph = {
+    "flamegraph", "the tree of time as an SVG flame graph", usage, options, sizeof(opts_t), NULL,
+    {1, -1, "FILE"}, run,
+};
 
 #define WIDTH 1200.0 /* the image, px */
 #define PAD 10.0     /* left and right margins */
@@ -201,18 +241,13 @@ static int read_tree(const char *file, bool strict, bool cpu, lp_agg_t *a, lp_tr
   return 0;
 }
 
-int lp_cmd_flamegraph(int argc, char **argv) {
-  const char *cmd = argv[0], *files[2] = {NULL, NULL}, *title = NULL;
-  bool strict = false, cpu = false, diff = false;
-  const lp_opt_t opts[] = {LP_OPT_STRICT(&strict), LP_OPT_MAX_MEMORY, {"--title", 0, &title, 0, 0},
-                           {"--cpu", &cpu, 0, 0, 0}, {"--diff", &diff, 0, 0, 0}, LP_OPT_END};
-  lp_operands_t ops = {.v = files, .min = 1, .max = 2, .too_many = "one trace file only (two with --diff)",
-                       .missing = "no trace file given"};
-  int r = lp_opts_parse(cmd, argc, argv, opts, &ops);
-  if (r != LP_OPTS_RUN) return r;
-  if (diff && ops.n != 2) return lp_usage_error(cmd, "--diff takes two files: BASE and NEW");
-  if (!diff && ops.n != 1) return lp_usage_error(cmd, "one trace file only (two with --diff)");
-  if (diff && (r = lp_opts_stdin_once(cmd, files, 2)) != LP_OPTS_RUN) return r;
+static int run(const void *opts, int n, const char *const *files) {
+  const opts_t *o = opts;
+  const char *cmd = "flamegraph", *title = o->title;
+  bool strict = o->strict, cpu = o->cpu, diff = o->diff;
+  lp_agg_max_memory = o->max_memory;
+  if (diff && n != 2) return lp_usage_error(cmd, "--diff takes two files: BASE and NEW");
+  if (!diff && n != 1) return lp_usage_error(cmd, "one trace file only (two with --diff)");
   lp_read_cpu = cpu;
   lp_agg_t a, ba;
   lp_tree_t m, bm;

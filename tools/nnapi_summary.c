@@ -1,10 +1,10 @@
 /*
- * nnapi.c: `labelprof nnapi [--total-times] [--per-execution] [--json] FILE`,
+ * nnapi_summary.c: `labelprof nnapi [--total-times] [--per-execution] [--json] FILE`,
  * the summary itself.
  *
  * NNAPI's timing summary from a systrace capture, byte for byte what AOSP's
  * parse_systrace.py prints for the same flags (../shared/nnapi/SPEC.md),
- * quirks included. Flow: the source (nnapi_cmd.c streams the input; a
+ * quirks included. Flow: the source (view/nnapi.c streams the input; a
  * buffer for the tests) gives its lines twice; pass 1 over the marks picks
  * the threads to track (those with NNAPI tags, and HIDL servers, whose
  * processes are drivers); pass 2 replays the marks of tracked threads into
@@ -19,7 +19,8 @@
 #include "attrib.h"
 #include "cmd.h"
 #include "nnapi.h"
-#include "systrace.h"
+#include "table.h"
+#include "ftrace.h"
 #include "../lib/jsonesc.h"
 
 #include <errno.h>
@@ -408,7 +409,6 @@ static int print_run(const nnopts_t *o, at_stats_t *st, const char *title, size_
 
 typedef struct tslot {
   long long tid;
-  int used;
   int idx;       /* tracked index, -1 if not tracked */
   char *tgid;    /* of the last tracking line */
 } tslot_t;
@@ -419,8 +419,9 @@ typedef struct nnrun {
   nnopts_t o;
   FILE *out;
   /* threads */
-  tslot_t *slots;
+  tslot_t *slots; /* the threads in the order they came, found by tid through index */
   size_t cap, used;
+  lp__index_t index;
   long long *order; /* tracked tids in order */
   size_t norder, ordcap;
   char **drivers;
@@ -435,53 +436,32 @@ typedef struct nnrun {
   int status;
 } nnrun_t;
 
+static uint32_t tid_hash(long long tid) { return lp__hash64((uint64_t)tid); }
+
 static tslot_t *slot_get(nnrun_t *r, long long tid, int create) {
-  if (r->cap) {
-    size_t h = (size_t)((unsigned long long)tid * 0x9E3779B97F4A7C15ull >> 17) & (r->cap - 1);
-    while (r->slots[h].used) {
-      if (r->slots[h].tid == tid) return &r->slots[h];
-      h = (h + 1) & (r->cap - 1);
-    }
-  }
+  for (uint32_t at, k = lp__index_first(&r->index, tid_hash(tid), &at); k; k = lp__index_next(&r->index, &at))
+    if (r->slots[k - 1].tid == tid) return &r->slots[k - 1];
   if (!create) return NULL;
-  if ((r->used + 1) * 2 > r->cap) {
+  if (r->used == r->cap) {
     size_t nc = r->cap ? r->cap * 2 : 256;
-    tslot_t *ns = calloc(nc, sizeof *ns);
+    tslot_t *ns = nc < UINT32_MAX / 2 ? realloc(r->slots, nc * sizeof *ns) : NULL;
     if (!ns) return NULL;
-    for (size_t i = 0; i < r->cap; i++)
-      if (r->slots[i].used) {
-        size_t h = (size_t)((unsigned long long)r->slots[i].tid * 0x9E3779B97F4A7C15ull >> 17) & (nc - 1);
-        while (ns[h].used) h = (h + 1) & (nc - 1);
-        ns[h] = r->slots[i];
-      }
-    free(r->slots);
     r->slots = ns;
     r->cap = nc;
   }
-  size_t h = (size_t)((unsigned long long)tid * 0x9E3779B97F4A7C15ull >> 17) & (r->cap - 1);
-  while (r->slots[h].used) h = (h + 1) & (r->cap - 1);
-  r->slots[h].used = 1;
-  r->slots[h].tid = tid;
-  r->slots[h].idx = -1;
-  r->used++;
-  return &r->slots[h];
-}
-
-/* memmem for short needles: memchr finds the first byte (vectorised), memcmp the rest. */
-static const char *find_str(const char *s, size_t n, const char *needle, size_t nl) {
-  if (nl == 0) return s;
-  const char *end = s + n, *p = s;
-  while ((size_t)(end - p) >= nl) {
-    const char *q = memchr(p, needle[0], (size_t)(end - p) - nl + 1);
-    if (!q) return NULL;
-    if (memcmp(q + 1, needle + 1, nl - 1) == 0) return q;
-    p = q + 1;
+  switch (lp_index_reserve(&r->index, NULL, (uint32_t)r->used, 512)) {
+  case -1: return NULL;
+  case 1:
+    for (size_t i = 0; i < r->used; i++) lp__index_put(&r->index, tid_hash(r->slots[i].tid), (uint32_t)i);
   }
-  return NULL;
+  lp__index_put(&r->index, tid_hash(tid), (uint32_t)r->used);
+  tslot_t *s = &r->slots[r->used++];
+  *s = (tslot_t){tid, -1, NULL};
+  return s;
 }
 
 static int mhas(const struct lp_st_mark *m, const char *s) {
-  return find_str(m->mark, m->mark_len, s, strlen(s)) != NULL;
+  return lp_st_has(m->mark, m->mark_len, s);
 }
 
 static int fail(nnrun_t *r, long line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -516,7 +496,8 @@ static void fmt_size(char *buf, size_t len, size_t v) {
 static int over_limit(nnrun_t *r, long line) {
   size_t max = r->src->max_memory;
   if (!max) return 0;
-  size_t held = r->src->held + r->cap * sizeof *r->slots + r->ordcap * sizeof *r->order + (r->at ? at_bytes(r->at) : 0);
+  size_t held = r->src->held + r->cap * sizeof *r->slots + lp__index_bytes(&r->index) + r->ordcap * sizeof *r->order +
+                (r->at ? at_bytes(r->at) : 0);
   if (held <= max) return 0;
   char lim[64];
   fmt_size(lim, sizeof lim, max);
@@ -689,8 +670,9 @@ int lp_nnapi_read(lp_nnapi_src_t *src, int total_times, int per_execution, int j
     }
   }
   at_free(r.at);
-  for (size_t i = 0; i < r.cap; i++) free(r.slots[i].tgid);
+  for (size_t i = 0; i < r.used; i++) free(r.slots[i].tgid);
   free(r.slots);
+  lp_index_free(&r.index, NULL);
   free(r.order);
   for (size_t i = 0; i < r.ndrivers; i++) free(r.drivers[i]);
   free(r.drivers);

@@ -1,5 +1,5 @@
 /*
- * pprof_cmd.c: `labelprof pprof`: a timeline as pprof's profile.proto,
+ * pprof.c: `labelprof pprof`: a timeline as pprof's profile.proto,
  * gzipped, on standard output, through the library's encoder (pprof_enc.c).
  *
  * One sample per lane and call path with self time: its labels leaf first,
@@ -13,13 +13,40 @@
 
 #include "agg.h"
 #include "cmd.h"
-#include "opts.h"
 #include "pprof_enc.h"
 #include "reader.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+static const char usage[] =
+    "usage: labelprof pprof [--strict] [--max-memory SIZE] FILE > profile.pb.gz\n"
+    "\n"
+    "The timeline as pprof's profile.proto, gzipped, for go tool pprof,\n"
+    "speedscope, Pyroscope, Parca and Grafana: one sample per thread and call\n"
+    "path, with the number of scopes on it (samples) and its self time (wall,\n"
+    "nanoseconds), labelled thread and thread_id.\n"
+    "\n"
+    "  --max-memory SIZE  as for stats (labelprof help stats)\n";
+
+typedef struct opts {
+  bool strict;
+  uint64_t max_memory;
+} opts_t;
+
+static const lp_opt_t options[] = {
+    LP_OPT_STRICT(opts_t, strict),
+    LP_OPT_MAX_MEMORY(opts_t, max_memory),
+    LP_OPT_END,
+};
+
+static int run(const void *opts, int n, const char *const *files);
+
+const lp_cmd_t lp_cmd_pprof = {
+    "pprof", "the timeline as a pprof profile (gzipped profile.proto)", usage, options, sizeof(opts_t), NULL,
+    {1, 1, "FILE"}, run,
+};
 
 /* One lane's tree into pp. 0 or -1 (out of memory). */
 static int lane_samples(lp__pprof_t *pp, const lp_agg_t *a, const lp_lane_t *l, uint32_t *path, uint64_t *locs) {
@@ -61,16 +88,14 @@ static int lane_samples(lp__pprof_t *pp, const lp_agg_t *a, const lp_lane_t *l, 
   return 0;
 }
 
-int lp_cmd_pprof(int argc, char **argv) {
-  const char *cmd = argv[0], *file = NULL;
-  bool strict = false;
-  const lp_opt_t opts[] = {LP_OPT_STRICT(&strict), LP_OPT_MAX_MEMORY, LP_OPT_END};
-  lp_operands_t ops = {.v = &file, .min = 1, .max = 1, .too_many = "one trace file only", .missing = "no trace file given"};
-  int r = lp_opts_parse(cmd, argc, argv, opts, &ops);
-  if (r != LP_OPTS_RUN) return r;
+static int run(const void *opts, int n, const char *const *files) {
+  const opts_t *o = opts;
+  (void)n;
+  const char *cmd = "pprof", *file = files[0];
+  lp_agg_max_memory = o->max_memory;
   if (isatty(STDOUT_FILENO)) return lp_usage_error(cmd, "the profile is binary: redirect standard output to a file");
   lp_agg_t a;
-  if (lp_agg_read_one(&a, file, strict) != 0) return LP_EXIT_BAD;
+  if (lp_agg_read_one(&a, file, o->strict) != 0) return LP_EXIT_BAD;
   int status = LP_EXIT_OK;
   lp__pprof_t *pp = lp__pprof_new(false); /* a timeline has no CPU time: no cpu sample type */
   uint32_t maxn = 1;

@@ -9,12 +9,50 @@
 
 #include "agg.h"
 #include "cmd.h"
-#include "opts.h"
 #include "reader.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+
+static const char usage[] =
+    "usage: labelprof folded [--cpu] [--by process] [--strict] [--max-memory SIZE] FILE...\n"
+    "\n"
+    "Folded stacks weighted by self time in nanoseconds, one line per distinct\n"
+    "stack (main;matmul;kernel 123456): the input of flamegraph.pl, inferno,\n"
+    "speedscope and Pyroscope. ';' in a label becomes ':'.\n"
+    "\n"
+    "  --cpu              CPU time: the cpu sample type of a pprof profile, or a\n"
+    "                     folded file's weights; other inputs are refused\n"
+    "  --by process       each stack starts with its process (process PID NAME)\n"
+    "  --max-memory SIZE  as for stats (labelprof help stats)\n"
+    "\n"
+    "Several files are read as one trace, as by stats.\n";
+
+typedef struct opts {
+  bool cpu, strict;
+  int by;
+  uint64_t max_memory;
+} opts_t;
+
+static const char *const by_words[] = {"process", NULL};
+static const int by_values[] = {1};
+static const lp_opt_words_t by_how = {by_words, by_values, "--by takes process"};
+
+static const lp_opt_t options[] = {
+    LP_OPT_FLAG("--cpu", opts_t, cpu),
+    LP_OPT_PARSED("--by", "process", opts_t, by, lp_opt_parse_word, &by_how),
+    LP_OPT_STRICT(opts_t, strict),
+    LP_OPT_MAX_MEMORY(opts_t, max_memory),
+    LP_OPT_END,
+};
+
+static int run(const void *opts, int n, const char *const *files);
+
+const lp_cmd_t lp_cmd_folded = {
+    "folded", "folded stacks weighted by self time, for flame graphs", usage, options, sizeof(opts_t), NULL,
+    {1, -1, "FILE..."}, run,
+};
 
 /*
  * The stacks of tree m, depth first, children in the tree's order, without
@@ -67,23 +105,13 @@ static int print_stacks(FILE *out, const lp_agg_t *a, const lp_tree_t *m, const 
   return 0;
 }
 
-int lp_cmd_folded(int argc, char **argv) {
-  const char *cmd = argv[0];
-  bool strict = false, cpu = false;
-  int by = 0;
-  static const char *const by_words[] = {"process", NULL};
-  static const int by_values[] = {1};
-  lp_opt_words_t by_w = {by_words, by_values, &by, "--by takes process"};
-  const lp_opt_t opts[] = {LP_OPT_STRICT(&strict), LP_OPT_MAX_MEMORY, {"--cpu", &cpu, 0, 0, 0},
-                           {"--by", 0, 0, lp_opt_parse_word, &by_w}, LP_OPT_END};
-  lp_operands_t ops = {.first_ends_options = true};
-  int r = lp_opts_parse(cmd, argc, argv, opts, &ops);
-  if (r != LP_OPTS_RUN) return r;
-  if ((r = lp_files_operands(cmd, argc, argv, ops.first)) != LP_OPTS_RUN) return r;
+static int run(const void *opts, int nfiles, const char *const *files) {
+  const opts_t *o = opts;
+  bool cpu = o->cpu, strict = o->strict;
+  int by = o->by;
+  lp_agg_max_memory = o->max_memory;
   lp_agg_t a;
   lp_read_cpu = cpu;
-  const char *const *files = (const char *const *)argv + ops.first;
-  int nfiles = argc - ops.first;
   lp_agg_init(&a);
   a.strict = strict;
   for (int i = 0; i < nfiles; i++) {

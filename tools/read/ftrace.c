@@ -1,5 +1,5 @@
 /*
- * systrace.c: the systrace / ftrace text reader (see systrace.h).
+ * ftrace.c: the trace_marker lines of systrace and ftrace text (see ftrace.h).
  *
  * AOSP's parser reads a mark line with two regular expressions, the TGID
  * one first:
@@ -13,7 +13,8 @@
  */
 #include "config.h"
 
-#include "systrace.h"
+#include "ftrace.h"
+#include "table.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -26,21 +27,6 @@
 static const char HDR_TGID[] = "#           TASK-PID    TGID   CPU#  ||||    TIMESTAMP  FUNCTION";
 static const char HDR_OLD[] = "#           TASK-PID   CPU#  ||||    TIMESTAMP  FUNCTION";
 static const char TMW[] = ": tracing_mark_write: ";
-
-/* memmem for short needles: memchr finds the first byte (vectorised), memcmp the rest. */
-static const char *find_str(const char *s, size_t n, const char *needle, size_t nl) {
-  if (nl == 0) return s;
-  const char *end = s + n, *p = s;
-  while ((size_t)(end - p) >= nl) {
-    const char *q = memchr(p, needle[0], (size_t)(end - p) - nl + 1);
-    if (!q) return NULL;
-    if (memcmp(q + 1, needle + 1, nl - 1) == 0) return q;
-    p = q + 1;
-  }
-  return NULL;
-}
-
-static int has(const char *s, size_t n, const char *needle) { return find_str(s, n, needle, strlen(needle)) != NULL; }
 
 /* Python's \s for str patterns, restricted to ASCII. */
 static int pyspace(unsigned char c) {
@@ -273,25 +259,26 @@ static int match_ext(const char *l, size_t n, struct lp_st_mark *m) {
 /* ---- tid -> tgid, as the old header format needs ----------------------- */
 
 struct tgmap {
-  long long *tid;
+  long long *tid; /* entries in the order they came: a thread, its process id (a copy) and its length */
   const char **tg;
   size_t *tgl;
-  size_t cap, used;
-  size_t bytes; /* what the table and its copies hold (lp_st_held) */
+  size_t n, cap;
+  lp__index_t ix;  /* entries by tid */
+  size_t strings; /* the copies' bytes */
 };
 
-static int tg_find(const struct tgmap *t, long long tid, size_t *slot) {
-  if (!t->cap) return 0;
-  size_t h = (size_t)((unsigned long long)tid * 0x9E3779B97F4A7C15ull >> 20) & (t->cap - 1);
-  while (t->tg[h]) {
-    if (t->tid[h] == tid) {
-      *slot = h;
-      return 1;
-    }
-    h = (h + 1) & (t->cap - 1);
-  }
-  *slot = h;
-  return 0;
+static uint32_t tg_hash(long long tid) { return lp__hash64((uint64_t)tid); }
+
+/* What the table and its copies hold (lp_st_held). */
+static size_t tg_bytes(const struct tgmap *t) {
+  return t->cap * (sizeof *t->tid + sizeof *t->tg + sizeof *t->tgl) + lp__index_bytes(&t->ix) + t->strings;
+}
+
+/* tid's entry, or SIZE_MAX. */
+static size_t tg_find(const struct tgmap *t, long long tid) {
+  for (uint32_t at, k = lp__index_first(&t->ix, tg_hash(tid), &at); k; k = lp__index_next(&t->ix, &at))
+    if (t->tid[k - 1] == tid) return k - 1;
+  return SIZE_MAX;
 }
 
 static char *dupn(const char *s, size_t n) {
@@ -305,55 +292,51 @@ static char *dupn(const char *s, size_t n) {
 
 /* Records tid -> tgid (a copy); *stored points to the copy. */
 static int tg_put(struct tgmap *t, long long tid, const char *tg, size_t tgl, const char **stored) {
-  size_t slot;
-  if (tg_find(t, tid, &slot)) {
-    if (t->tgl[slot] != tgl || memcmp(t->tg[slot], tg, tgl) != 0) {
+  size_t k = tg_find(t, tid);
+  if (k != SIZE_MAX) {
+    if (t->tgl[k] != tgl || memcmp(t->tg[k], tg, tgl) != 0) {
       char *c = dupn(tg, tgl);
       if (!c) return -ENOMEM;
-      free((void *)t->tg[slot]);
-      t->bytes = t->bytes - t->tgl[slot] + tgl;
-      t->tg[slot] = c;
-      t->tgl[slot] = tgl;
+      free((void *)t->tg[k]);
+      t->strings = t->strings - t->tgl[k] + tgl;
+      t->tg[k] = c;
+      t->tgl[k] = tgl;
     }
-    *stored = t->tg[slot];
+    *stored = t->tg[k];
     return 0;
   }
-  if ((t->used + 1) * 2 > t->cap) {
-    struct tgmap nt = {0};
-    nt.cap = t->cap ? t->cap * 2 : 64;
-    nt.tid = calloc(nt.cap, sizeof *nt.tid);
-    nt.tg = calloc(nt.cap, sizeof *nt.tg);
-    nt.tgl = calloc(nt.cap, sizeof *nt.tgl);
-    if (!nt.tid || !nt.tg || !nt.tgl) {
-      free(nt.tid), free(nt.tg), free(nt.tgl);
-      return -ENOMEM;
-    }
-    for (size_t i = 0; i < t->cap; i++)
-      if (t->tg[i]) {
-        size_t s;
-        tg_find(&nt, t->tid[i], &s);
-        nt.tid[s] = t->tid[i], nt.tg[s] = t->tg[i], nt.tgl[s] = t->tgl[i];
-      }
-    nt.used = t->used;
-    nt.bytes = t->bytes + (nt.cap - t->cap) * (sizeof *nt.tid + sizeof *nt.tg + sizeof *nt.tgl);
-    free(t->tid), free(t->tg), free(t->tgl);
-    *t = nt;
-    tg_find(t, tid, &slot);
+  if (t->n == t->cap) {
+    size_t nc = t->cap ? t->cap * 2 : 64;
+    long long *tids = nc < UINT32_MAX / 2 ? realloc(t->tid, nc * sizeof *tids) : NULL;
+    if (tids) t->tid = tids;
+    const char **tgs = tids ? realloc(t->tg, nc * sizeof *tgs) : NULL;
+    if (tgs) t->tg = tgs;
+    size_t *tgls = tgs ? realloc(t->tgl, nc * sizeof *tgls) : NULL;
+    if (!tgls) return -ENOMEM; /* what did grow is kept, unused past cap */
+    t->tgl = tgls;
+    t->cap = nc;
+  }
+  switch (lp_index_reserve(&t->ix, NULL, (uint32_t)t->n, 64)) {
+  case -1: return -ENOMEM;
+  case 1:
+    for (size_t i = 0; i < t->n; i++) lp__index_put(&t->ix, tg_hash(t->tid[i]), (uint32_t)i);
   }
   char *c = dupn(tg, tgl);
   if (!c) return -ENOMEM;
-  t->tid[slot] = tid;
-  t->tg[slot] = c;
-  t->tgl[slot] = tgl;
-  t->used++;
-  t->bytes += tgl + 1;
+  lp__index_put(&t->ix, tg_hash(tid), (uint32_t)t->n);
+  t->tid[t->n] = tid;
+  t->tg[t->n] = c;
+  t->tgl[t->n] = tgl;
+  t->n++;
+  t->strings += tgl + 1;
   *stored = c;
   return 0;
 }
 
 static void tg_free(struct tgmap *t) {
-  for (size_t i = 0; i < t->cap; i++) free((void *)t->tg[i]);
+  for (size_t i = 0; i < t->n; i++) free((void *)t->tg[i]);
   free(t->tid), free(t->tg), free(t->tgl);
+  lp_index_free(&t->ix, NULL);
   memset(t, 0, sizeof *t);
 }
 
@@ -368,12 +351,12 @@ static void seterr(struct lp_st_error *err, long lineno, const char *fmt, ...) {
 }
 
 static int is_header(const char *l, size_t n, int *aosp) {
-  if (has(l, n, HDR_TGID) || has(l, n, HDR_OLD)) {
+  if (lp_st_has(l, n, HDR_TGID) || lp_st_has(l, n, HDR_OLD)) {
     *aosp = 1;
     return 1;
   }
   *aosp = 0;
-  if (n > 0 && l[0] == '#' && has(l, n, "TASK-PID") && has(l, n, "TIMESTAMP") && has(l, n, "FUNCTION")) return 1;
+  if (n > 0 && l[0] == '#' && lp_st_has(l, n, "TASK-PID") && lp_st_has(l, n, "TIMESTAMP") && lp_st_has(l, n, "FUNCTION")) return 1;
   if ((n >= 5 && memcmp(l, "cpus=", 5) == 0) || (n >= 10 && memcmp(l, "version = ", 10) == 0)) return 1;
   return 0;
 }
@@ -404,7 +387,7 @@ int lp_st_line(struct lp_st_scanner *sc, const char *l, size_t n, long lineno, l
     int aosp;
     if (!is_header(l, n, &aosp)) return 0;
     sc->collecting = 1;
-  } else if (has(l, n, "</script>")) {
+  } else if (lp_st_has(l, n, "</script>")) {
     sc->done = 1;
     return 0;
   }
@@ -422,8 +405,8 @@ int lp_st_line(struct lp_st_scanner *sc, const char *l, size_t n, long lineno, l
   int ok = 0;
   if (P >= 0) ok = match_aosp(l, n, 1, P, &m) || match_aosp(l, n, 0, P, &m);
   if (!ok) {
-    if (!has(l, n, "tracing_mark_write") && !has(l, n, "print:")) {
-      if (has(l, n, "HIDL::IDevice") || has(l, n, "[NN_")) {
+    if (!lp_st_has(l, n, "tracing_mark_write") && !lp_st_has(l, n, "print:")) {
+      if (lp_st_has(l, n, "HIDL::IDevice") || lp_st_has(l, n, "[NN_")) {
         seterr(err, lineno, "unreadable line: an NNAPI mark outside a tracing_mark_write line of the ftrace format");
         return -1;
       }
@@ -433,8 +416,8 @@ int lp_st_line(struct lp_st_scanner *sc, const char *l, size_t n, long lineno, l
     if (ok) m.extended = 1;
   }
   if (!ok) {
-    if (has(l, n, "HIDL::IDevice") || has(l, n, "[NN_") || has(l, n, "tracing_mark_write: B") ||
-        has(l, n, "tracing_mark_write: E")) {
+    if (lp_st_has(l, n, "HIDL::IDevice") || lp_st_has(l, n, "[NN_") || lp_st_has(l, n, "tracing_mark_write: B") ||
+        lp_st_has(l, n, "tracing_mark_write: E")) {
       seterr(err, lineno,
              "unreadable line: a tracing_mark_write B/E line must read \"<task>-<tid> [(<tgid>)] [<cpu>] ... "
              "<seconds>.<fraction>: tracing_mark_write: B|<pid>|<label>\"");
@@ -465,8 +448,8 @@ int lp_st_line(struct lp_st_scanner *sc, const char *l, size_t n, long lineno, l
       m.tgid_str = bar + 1;
       m.tgid_len = (size_t)((b2 ? b2 : m.mark + m.mark_len) - bar - 1);
     } else {
-      size_t slot;
-      if (!tg_find(map, m.tid, &slot)) {
+      size_t slot = tg_find(map, m.tid);
+      if (slot == SIZE_MAX) {
         seterr(err, lineno, "no process id: a bare %c on thread %lld, whose process no earlier line names",
                m.mark[0], m.tid);
         return -1;
@@ -530,7 +513,7 @@ int lp_st_sniff(const char *buf, size_t len) {
   size_t n = len < 65536 ? len : 65536;
   /* Text has no NUL byte; a binary trace (Perfetto) whose labels hold these words does. */
   if (memchr(buf, '\0', n)) return 0;
-  if (has(buf, n, "TASK-PID") || has(buf, n, "tracing_mark_write") || has(buf, n, "trace-data")) return 1;
+  if (lp_st_has(buf, n, "TASK-PID") || lp_st_has(buf, n, "tracing_mark_write") || lp_st_has(buf, n, "trace-data")) return 1;
   /* the systrace viewer's HTML: no Chrome JSON starts with '<' */
   size_t i = 0;
   while (i < n && (buf[i] == ' ' || buf[i] == '\t' || buf[i] == '\r' || buf[i] == '\n')) i++;
@@ -540,4 +523,4 @@ int lp_st_sniff(const char *buf, size_t len) {
   return 0;
 }
 
-size_t lp_st_held(const struct lp_st_scanner *sc) { return sc->map ? ((const struct tgmap *)sc->map)->bytes : 0; }
+size_t lp_st_held(const struct lp_st_scanner *sc) { return sc->map ? tg_bytes(sc->map) : 0; }

@@ -6,7 +6,6 @@
 
 #include "agg.h"
 #include "cmd.h"
-#include "opts.h"
 #include "reader.h"
 
 #include <inttypes.h>
@@ -15,6 +14,78 @@
 
 enum sort_key { BY_SELF, BY_CALLS, BY_TOTAL, BY_MEAN, BY_MAX };
 enum format { FMT_TABLE, FMT_CSV, FMT_JSON };
+
+static const char usage[] =
+    "usage: labelprof stats [--by thread|process] [--top N] [--sort calls|total|self|mean|max]\n"
+    "                       [--format table|csv|json] [--strict] [--max-memory SIZE] FILE...\n"
+    "\n"
+    "One row per label: calls, total, self, mean, min, p50, p95, p99, max, and self\n"
+    "time as a percentage of the traced wall time, heaviest self time first.\n"
+    "\n"
+    "  total   time inside the label; a label nested in itself is counted once\n"
+    "          (only its outermost call adds to total)\n"
+    "  self    total minus the time of the scopes directly inside it on the same\n"
+    "          lane (thread); a recursive call's time is its own child's, so self\n"
+    "          times of all labels add up to the time spent in any label\n"
+    "  mean, min, p50, p95, p99, max\n"
+    "          over the duration of each call (p50..p99 within 1%)\n"
+    "  self%   self time over the traced wall time: the sum over lanes of the\n"
+    "          time from each lane's first event to its last\n"
+    "\n"
+    "  --by thread   one table per lane (thread), named from the trace's metadata\n"
+    "  --by process  one table per process (a pid of a file: a merged file holds\n"
+    "                several), its threads added up; without --by, every\n"
+    "                process's work counts in one table\n"
+    "  --top N       only the first N rows of each table\n"
+    "  --sort KEY    order by calls, total, self (the default), mean or max\n"
+    "  --format F    table (aligned, human units; the default), csv or json\n"
+    "                (csv and json: integer nanoseconds; in csv a label that\n"
+    "                starts with = + - @ gets a ' before it, so that a\n"
+    "                spreadsheet does not take it for a formula)\n"
+    "  --strict      a B never closed or an E with nothing open is an error\n"
+    "  --max-memory SIZE  stop (exit 2, naming the file and the position) when the\n"
+    "                trace's labels, lanes and paths and the reader's own tables\n"
+    "                would need more memory than SIZE (512M, 2G, 1GiB: powers of\n"
+    "                1024; none: no cap; 0 is refused); the default is half the\n"
+    "                physical memory\n"
+    "\n"
+    "Several files are read as one trace whose lanes are kept apart. FILE may be\n"
+    "gzip-compressed, and - is standard input (once). A name longer than 1 MiB\n"
+    "is refused as its bytes arrive.\n";
+
+typedef struct opts {
+  int by, sort, format; /* by: 0, 1 thread, 2 process */
+  long top; /* -1: every row */
+  bool strict;
+  uint64_t max_memory;
+} opts_t;
+
+static const opts_t defaults = {.sort = BY_SELF, .format = FMT_TABLE, .top = -1};
+static const char *const by_words[] = {"thread", "process", NULL}, *const sort_words[] = {"self", "calls", "total", "mean", "max", NULL},
+                  *const format_words[] = {"table", "csv", "json", NULL};
+static const int by_values[] = {1, 2}, sort_values[] = {BY_SELF, BY_CALLS, BY_TOTAL, BY_MEAN, BY_MAX},
+                 format_values[] = {FMT_TABLE, FMT_CSV, FMT_JSON};
+static const lp_opt_words_t by_how = {by_words, by_values, "--by takes thread or process"},
+                            sort_how = {sort_words, sort_values, "--sort takes calls, total, self, mean or max"},
+                            format_how = {format_words, format_values, "--format takes table, csv or json"};
+static int parse_top(const char *cmd, const char *v, void *field, const void *how);
+
+static const lp_opt_t options[] = {
+    LP_OPT_PARSED("--by", "thread|process", opts_t, by, lp_opt_parse_word, &by_how),
+    LP_OPT_PARSED("--top", "N", opts_t, top, parse_top, NULL),
+    LP_OPT_PARSED("--sort", "calls|total|self|mean|max", opts_t, sort, lp_opt_parse_word, &sort_how),
+    LP_OPT_PARSED("--format", "table|csv|json", opts_t, format, lp_opt_parse_word, &format_how),
+    LP_OPT_STRICT(opts_t, strict),
+    LP_OPT_MAX_MEMORY(opts_t, max_memory),
+    LP_OPT_END,
+};
+
+static int run(const void *opts, int n, const char *const *files);
+
+const lp_cmd_t lp_cmd_stats = {
+    "stats", "statistics per label: calls, total, self, percentiles", usage, options, sizeof(opts_t), &defaults,
+    {1, -1, "FILE..."}, run,
+};
 
 typedef struct row {
   const char *label;
@@ -137,8 +208,9 @@ static int cmp_lane(const void *x, const void *y) {
   return a->tid < b->tid ? -1 : a->tid > b->tid;
 }
 
-static int parse_top(const char *cmd, const char *v, void *arg) {
-  long *top = arg;
+static int parse_top(const char *cmd, const char *v, void *field, const void *how) {
+  (void)how;
+  long *top = field;
   char *end;
   *top = strtol(v, &end, 10);
   if (*v && !*end && *top >= 0) return 0;
@@ -212,42 +284,19 @@ static int by_process(lp_agg_t *a, FILE *out, enum format fmt, long top, int64_t
   return status;
 }
 
-int lp_cmd_stats(int argc, char **argv) {
-  const char *cmd = argv[0];
-  bool by_thread = false, strict = false;
-  long top = -1;
-  enum format fmt = FMT_TABLE;
-  sort_by = BY_SELF;
-  static const char *const by_words[] = {"thread", "process", NULL}, *const sort_words[] = {"self", "calls", "total", "mean", "max", NULL},
-                           *const format_words[] = {"table", "csv", "json", NULL};
-  static const int by_values[] = {1, 2}, sort_values[] = {BY_SELF, BY_CALLS, BY_TOTAL, BY_MEAN, BY_MAX},
-                   format_values[] = {FMT_TABLE, FMT_CSV, FMT_JSON};
-  int by = 0, sort = BY_SELF, format = FMT_TABLE;
-  lp_opt_words_t by_w = {by_words, by_values, &by, "--by takes thread or process"},
-                 sort_w = {sort_words, sort_values, &sort, "--sort takes calls, total, self, mean or max"},
-                 format_w = {format_words, format_values, &format, "--format takes table, csv or json"};
-  const lp_opt_t opts[] = {LP_OPT_STRICT(&strict),
-                           LP_OPT_MAX_MEMORY,
-                           {"--by", 0, 0, lp_opt_parse_word, &by_w},
-                           {"--top", 0, 0, parse_top, &top},
-                           {"--sort", 0, 0, lp_opt_parse_word, &sort_w},
-                           {"--format", 0, 0, lp_opt_parse_word, &format_w},
-                           LP_OPT_END};
-  lp_operands_t ops = {.first_ends_options = true};
-  int r = lp_opts_parse(cmd, argc, argv, opts, &ops);
-  if (r != LP_OPTS_RUN) return r;
-  int first = ops.first;
-  by_thread = by == 1;
-  sort_by = (enum sort_key)sort;
-  fmt = (enum format)format;
-  if ((r = lp_files_operands(cmd, argc, argv, first)) != LP_OPTS_RUN) return r;
-
+static int run(const void *opts, int nfiles, const char *const *files) {
+  const opts_t *o = opts;
+  bool by_thread = o->by == 1;
+  long top = o->top;
+  enum format fmt = (enum format)o->format;
+  sort_by = (enum sort_key)o->sort;
+  lp_agg_max_memory = o->max_memory;
   lp_agg_t a;
   lp_agg_init(&a);
-  a.strict = strict;
-  a.lane_hists = by != 0;
-  for (int i = first; i < argc; i++)
-    if (lp_agg_file(&a, argv[i]) != 0) {
+  a.strict = o->strict;
+  a.lane_hists = o->by != 0;
+  for (int i = 0; i < nfiles; i++)
+    if (lp_agg_file(&a, files[i]) != 0) {
       lp_agg_free(&a);
       return LP_EXIT_BAD;
     }
@@ -257,7 +306,7 @@ int lp_cmd_stats(int argc, char **argv) {
   char wb[32];
   /* Drops, and the window the trace covers: on the table's first lines, on stderr beside csv and json. */
   if (fmt != FMT_TABLE) lp_agg_file_notes(&a, stderr);
-  if (by == 2) {
+  if (o->by == 2) {
     status = by_process(&a, out, fmt, top, wall);
     goto out;
   }

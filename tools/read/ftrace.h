@@ -1,6 +1,6 @@
 /*
- * systrace.h: the systrace and ftrace text reader (private to the command,
- * never installed).
+ * ftrace.h: the trace_marker lines of systrace and ftrace text (private to
+ * the command, never installed).
  *
  * It finds the tracing_mark_write lines (the user-space marks that Android's
  * ATRACE, NNAPI and labelprof write to the kernel's trace_marker) in:
@@ -25,6 +25,7 @@
 #define LP_TOOLS_SYSTRACE_H
 
 #include <stddef.h>
+#include <string.h>
 
 /* One tracing_mark_write line. The pointers point into the caller's buffer. */
 struct lp_st_mark {
@@ -80,6 +81,27 @@ int lp_st_line(struct lp_st_scanner *sc, const char *l, size_t n, long lineno, l
 
 /* The bytes the scanner holds (its tid -> tgid table), for a caller that bounds its memory. */
 size_t lp_st_held(const struct lp_st_scanner *sc);
+
+/*
+ * The first needle[0..nl) in s[0..n), or NULL (s when nl is 0): memmem for
+ * the short needles of mark lines, where memchr's vectorised search for
+ * the first byte and then a memcmp beat a general search. lp_st_has: the
+ * same for a C string needle, as a yes or no.
+ */
+static inline const char *lp_st_find(const char *s, size_t n, const char *needle, size_t nl) {
+  if (nl == 0) return s;
+  const char *end = s + n, *p = s;
+  while ((size_t)(end - p) >= nl) {
+    const char *q = memchr(p, needle[0], (size_t)(end - p) - nl + 1);
+    if (!q) return NULL;
+    if (memcmp(q + 1, needle + 1, nl - 1) == 0) return q;
+    p = q + 1;
+  }
+  return NULL;
+}
+static inline int lp_st_has(const char *s, size_t n, const char *needle) {
+  return lp_st_find(s, n, needle, strlen(needle)) != NULL;
+}
 
 /* True if the buffer looks like systrace or ftrace text (a header, trace-cmd's preamble, or a mark line in its first 64 KiB). */
 int lp_st_sniff(const char *buf, size_t len);

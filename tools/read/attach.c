@@ -35,6 +35,7 @@
 #include "attach.h"
 
 #include "attach_abi.h"
+#include "index.h" /* the one small hash table */
 
 #include <ctype.h>
 #include <elf.h>
@@ -104,8 +105,7 @@ struct lp_remote {
   uint32_t site_mask, nsites;
   char **texts;
   uint32_t ntexts, captexts;
-  uint32_t *text_slots; /* id + 1, 0 = empty */
-  uint32_t text_mask;
+  lp__index_t text_index; /* texts by their hash */
   uint32_t truncated_id, unreadable_id, other_id;
 };
 
@@ -651,7 +651,7 @@ void lp_remote_close(lp_remote_t *r) {
   free(r->site_ids);
   for (uint32_t i = 0; i < r->ntexts; i++) free(r->texts[i]);
   free(r->texts);
-  free(r->text_slots);
+  free(r->text_index.slot);
   free(r);
 }
 
@@ -1041,31 +1041,25 @@ void lp_remote_test_between(lp_remote_t *r, void (*fn)(void *arg, unsigned attem
 
 /* ---- labels ---- */
 
-/* FNV-1a over the text, spread by lp_remote_hash. */
+/* FNV-1a over the text, spread by lp__hash64. */
 static uint32_t hash_text(const char *s) {
   uint64_t h = 0xcbf29ce484222325ull;
   for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-  return lp_remote_hash(h);
+  return lp__hash64(h);
 }
 
 /* The id of text (interned). LP_REMOTE_NOLABEL out of memory. */
 static uint32_t intern(lp_remote_t *r, const char *text) {
-  if (r->ntexts * 2 >= r->text_mask + 1 || !r->text_slots) {
-    uint32_t size = r->text_slots ? (r->text_mask + 1) * 2 : 256;
-    uint32_t *slots = calloc(size, sizeof *slots);
-    if (!slots) return LP_REMOTE_NOLABEL;
-    for (uint32_t id = 0; id < r->ntexts; id++) {
-      uint32_t i = hash_text(r->texts[id]) & (size - 1);
-      while (slots[i]) i = (i + 1) & (size - 1);
-      slots[i] = id + 1;
-    }
-    free(r->text_slots);
-    r->text_slots = slots;
-    r->text_mask = size - 1;
+  uint32_t h = hash_text(text);
+  for (uint32_t at, e = lp__index_first(&r->text_index, h, &at); e; e = lp__index_next(&r->text_index, &at))
+    if (strcmp(r->texts[e - 1], text) == 0) return e - 1;
+  uint64_t want = lp__index_wants(&r->text_index, r->ntexts, 256);
+  if (want) {
+    uint32_t *fresh = want == UINT64_MAX ? NULL : calloc((size_t)want, sizeof *fresh);
+    if (!fresh) return LP_REMOTE_NOLABEL;
+    free(lp__index_move(&r->text_index, fresh, want));
+    for (uint32_t id = 0; id < r->ntexts; id++) lp__index_put(&r->text_index, hash_text(r->texts[id]), id);
   }
-  uint32_t i = hash_text(text) & r->text_mask;
-  for (; r->text_slots[i]; i = (i + 1) & r->text_mask)
-    if (strcmp(r->texts[r->text_slots[i] - 1], text) == 0) return r->text_slots[i] - 1;
   if (r->ntexts == r->captexts) {
     uint32_t cap = r->captexts ? r->captexts * 2 : 64;
     char **t = realloc(r->texts, cap * sizeof *t);
@@ -1076,7 +1070,7 @@ static uint32_t intern(lp_remote_t *r, const char *text) {
   char *copy = strdup(text);
   if (!copy) return LP_REMOTE_NOLABEL;
   r->texts[r->ntexts] = copy;
-  r->text_slots[i] = r->ntexts + 1;
+  lp__index_put(&r->text_index, h, r->ntexts);
   return r->ntexts++;
 }
 
@@ -1113,7 +1107,7 @@ uint32_t lp_remote_label(lp_remote_t *r, uint64_t site) {
     }
     for (uint32_t j = 0; r->site_keys && j <= r->site_mask; j++) {
       if (!r->site_keys[j]) continue;
-      uint32_t i = lp_remote_hash(r->site_keys[j]) & (size - 1);
+      uint32_t i = lp__hash64(r->site_keys[j]) & (size - 1);
       while (keys[i]) i = (i + 1) & (size - 1);
       keys[i] = r->site_keys[j];
       ids[i] = r->site_ids[j];
@@ -1124,7 +1118,7 @@ uint32_t lp_remote_label(lp_remote_t *r, uint64_t site) {
     r->site_ids = ids;
     r->site_mask = size - 1;
   }
-  uint32_t i = lp_remote_hash(site) & r->site_mask;
+  uint32_t i = lp__hash64(site) & r->site_mask;
   for (; r->site_keys[i]; i = (i + 1) & r->site_mask)
     if (r->site_keys[i] == site) return r->site_ids[i];
   uint32_t id;
