@@ -384,7 +384,7 @@ static void test_merge_old_file_refused(void) {
   run_free(&r);
   r = RUN("merge", "-o", out);
   CU_ASSERT_EQUAL(r.status, 2);
-  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "no trace file given"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "FILE is missing"));
   run_free(&r);
   r = RUN("merge", good);
   CU_ASSERT_EQUAL(r.status, 2);
