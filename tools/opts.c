@@ -139,6 +139,10 @@ int lp_opt_parse_max_memory(const char *cmd, const char *v, void *field, const v
   return 0;
 }
 
+static const char *const by_process_words[] = {"process", NULL};
+static const int by_process_values[] = {1};
+const lp_opt_words_t lp_opt_by_process = {by_process_words, by_process_values, "--by takes process"};
+
 int lp_opt_parse_word(const char *cmd, const char *v, void *field, const void *how) {
   const lp_opt_words_t *w = how;
   for (int i = 0; w->words[i]; i++)

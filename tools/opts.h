@@ -100,5 +100,8 @@ int lp_opt_parse_max_memory(const char *cmd, const char *value, void *field, con
 int lp_opt_parse_percent(const char *cmd, const char *value, void *field, const void *how);
 #define LP_OPT_MIN_PERCENT(type, field) LP_OPT_PARSED("--min-percent", "P", type, field, lp_opt_parse_percent, NULL)
 #define LP_OPT_STRICT(type, field) LP_OPT_FLAG("--strict", type, field)
+/* --by process into an int: 1 when given (tree, folded; stats takes thread too). */
+extern const lp_opt_words_t lp_opt_by_process;
+#define LP_OPT_BY_PROCESS(type, field) LP_OPT_PARSED("--by", "process", type, field, lp_opt_parse_word, &lp_opt_by_process)
 
 #endif

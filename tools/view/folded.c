@@ -35,13 +35,9 @@ typedef struct opts {
   uint64_t max_memory;
 } opts_t;
 
-static const char *const by_words[] = {"process", NULL};
-static const int by_values[] = {1};
-static const lp_opt_words_t by_how = {by_words, by_values, "--by takes process"};
-
 static const lp_opt_t options[] = {
     LP_OPT_FLAG("--cpu", opts_t, cpu),
-    LP_OPT_PARSED("--by", "process", opts_t, by, lp_opt_parse_word, &by_how),
+    LP_OPT_BY_PROCESS(opts_t, by),
     LP_OPT_STRICT(opts_t, strict),
     LP_OPT_MAX_MEMORY(opts_t, max_memory),
     LP_OPT_END,

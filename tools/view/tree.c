@@ -46,14 +46,9 @@ typedef struct opts {
   uint64_t max_memory;
 } opts_t;
 
-
-static const char *const by_words[] = {"process", NULL};
-static const int by_values[] = {1};
-static const lp_opt_words_t by_how = {by_words, by_values, "--by takes process"};
-
 static const lp_opt_t options[] = {
     LP_OPT_FLAG("--threads", opts_t, threads),
-    LP_OPT_PARSED("--by", "process", opts_t, by, lp_opt_parse_word, &by_how),
+    LP_OPT_BY_PROCESS(opts_t, by),
     LP_OPT_MIN_PERCENT(opts_t, min_percent),
     LP_OPT_FLAG("--counts", opts_t, counts),
     LP_OPT_FLAG("--flat", opts_t, flat),
