@@ -95,8 +95,21 @@ static void test_cmd_help_version_usage(void) {
   run_free(&r);
   r = RUN("help");
   CU_ASSERT_EQUAL(r.status, 0);
-  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "  stats    "));
-  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "  folded   "));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "  stats "));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "  folded "));
+  /* Every subcommand's summary starts in one column, however long its name. */
+  const char *list = strstr(r.out, "subcommands:\n");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(list);
+  int column = -1, lines = 0;
+  for (const char *l = list + strlen("subcommands:\n"); *l == ' '; l = strchr(l, '\n') + 1) {
+    const char *name_end = l + 2 + strcspn(l + 2, " ");
+    int at = (int)(name_end + strspn(name_end, " ") - l);
+    if (column < 0) column = at;
+    CU_ASSERT_EQUAL(at, column);
+    lines++;
+    if (!strchr(l, '\n')) break;
+  }
+  CU_ASSERT(lines >= 12);
   run_free(&r);
   const char *subs[] = {"stats", "tree", "diff", "folded"};
   for (size_t i = 0; i < 4; i++) {

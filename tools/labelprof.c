@@ -82,7 +82,10 @@ void lp_overview(FILE *out) {
         "\n"
         "subcommands:\n",
         out);
-  for (const lp_cmd_t *const *c = lp_cmds; *c; c++) fprintf(out, "  %-8s %s\n", (*c)->name, (*c)->summary);
+  int w = 0;
+  for (const lp_cmd_t *const *c = lp_cmds; *c; c++)
+    if ((int)strlen((*c)->name) > w) w = (int)strlen((*c)->name);
+  for (const lp_cmd_t *const *c = lp_cmds; *c; c++) fprintf(out, "  %-*s  %s\n", w, (*c)->name, (*c)->summary);
   fputs("\nExit status: 0; 1 when a check failed (diff --fail-above; nnapi, layers: a\n"
         "nesting rule); 2 for bad input or usage.\n",
         out);
