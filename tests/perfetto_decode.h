@@ -152,7 +152,7 @@ typedef struct pd_open {
   uint64_t track, ts;
   char *head; /* "lane|X|cat|name|", the X at phpos */
   size_t phpos;
-  char flags[512];
+  char flags[2048];
   char *lane, *cat, *name; /* with want_evs */
 } pd_open_t;
 
@@ -196,7 +196,7 @@ typedef struct pd_trace {
 
 /* Copies flags (name=value, comma-separated) into out, sorted. */
 static inline char *pd_sorted_flags(const char *flags) {
-  char line[1100];
+  char line[2100];
   snprintf(line, sizeof line, "||||||%s", flags);
   pd_sort_flags(line);
   return strdup(line + 6);
@@ -366,7 +366,7 @@ static inline void pd_track_event(pd_trace_t *t, pd_seq_t *q, uint64_t ts, const
     return;
   }
   const char *lane = pd_get(&t->lanes, track);
-  char line[2048];
+  char line[4096];
   if (type == 4) {
     const char *cn = pd_get(&t->counters, track);
     if (!cn) t->error = "a counter event on a track not described";
@@ -571,7 +571,7 @@ static inline int pd_decode(pd_trace_t *t, const char *path) {
   free(buf);
   /* Begins still open at the end. */
   for (size_t i = 0; i < t->nopen; i++) {
-    char line[2048];
+    char line[4096];
     t->open[i].head[t->open[i].phpos] = 'B';
     snprintf(line, sizeof line, "%s%llu||%s", t->open[i].head, (unsigned long long)t->open[i].ts, t->open[i].flags);
     pd_push(&t->lines, line);

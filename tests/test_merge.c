@@ -71,7 +71,7 @@ static int64_t work_and_probe(int k) {
 }
 
 static pid_t start_worker(int k, bool ns) {
-  char arg[8];
+  char arg[16];
   snprintf(arg, sizeof arg, "%d", k);
   pid_t pid = fork();
   if (pid != 0) return pid;
@@ -251,7 +251,7 @@ static void test_merge_four_processes_one_clock(void) {
   if (t.error) fprintf(stderr, "decoder: %s\n", t.error);
   int64_t at[4];
   for (int k = 0; k < 4; k++) {
-    char lane[16], work[16], probe[16];
+    char lane[32], work[32], probe[32];
     snprintf(lane, sizeof lane, "proc %d", k);
     snprintf(work, sizeof work, "work %d", k);
     snprintf(probe, sizeof probe, "probe %d", k);
@@ -333,7 +333,7 @@ static void test_merge_json_and_perfetto(void) {
   size_t n0 = 0, n1 = 0;
   int64_t p0 = -1, p1 = -1;
   for (int k = 0; k < 4; k++) {
-    char lane[16], probe[16];
+    char lane[32], probe[32];
     snprintf(lane, sizeof lane, "proc %d", k);
     snprintf(probe, sizeof probe, "probe %d", k);
     size_t n;
