@@ -332,8 +332,8 @@ grep -qx "labelprof: LABELPROF_ALLOW_ATTACH='yes' is not a whole number from 0 t
 # lets it in: tried as nobody, where the kernel has Yama at 1 and nobody may run the programs.
 if [ "$(cat /proc/sys/kernel/yama/ptrace_scope 2>/dev/null)" = 1 ] && [ "$(id -u)" -eq 0 ] &&
   command -v setpriv >/dev/null 2>&1 && id nobody >/dev/null 2>&1 &&
-  setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups test -x "$lp" 2>/dev/null &&
-  setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups test -x tests/top_target 2>/dev/null; then
+  setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups test -x "$PWD/$lp" 2>/dev/null &&
+  setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups test -x "$PWD/tests/top_target" 2>/dev/null; then
   as_nobody() { setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups "$@"; }
   for allow in 0 1; do
     mkfifo "$tmp/yama$allow.in" "$tmp/yama$allow.out" || exit 99
@@ -354,11 +354,12 @@ else
   echo "note: no Yama at ptrace_scope 1 here (or no user nobody able to run the programs): LABELPROF_ALLOW_ATTACH's effect is not tried"
 fi
 # Where the kernel has no Yama, or has it at 0, a user reads its own processes without root: nobody reads
-# a program nobody started.
+# a program nobody started. (The paths are checked whole: a libtool wrapper runs the program by its absolute
+# path, which a build under a directory only root may enter keeps from nobody.)
 yama=$(cat /proc/sys/kernel/yama/ptrace_scope 2>/dev/null || echo none)
 if { [ "$yama" = none ] || [ "$yama" = 0 ]; } && [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null 2>&1 &&
-  id nobody >/dev/null 2>&1 && setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups test -x "$lp" 2>/dev/null &&
-  setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups test -x tests/top_target 2>/dev/null; then
+  id nobody >/dev/null 2>&1 && setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups test -x "$PWD/$lp" 2>/dev/null &&
+  setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups test -x "$PWD/tests/top_target" 2>/dev/null; then
   mkfifo "$tmp/own.in" "$tmp/own.out" || exit 99
   setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups tests/top_target split <"$tmp/own.in" >"$tmp/own.out" 2>/dev/null &
   pid=$!
