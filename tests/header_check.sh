@@ -173,14 +173,15 @@ for jump in case goto; do
     printf '#include <labelprof.h>\nint f(int x);\nint f(int x) { %s }\n' "$body" >"$tmp/jump.$lang"
   done
   for family in gcc clang; do
-    if [ "$family" = gcc ]; then set -- "${gcc_prefix}gcc" "${gcc_prefix}g++"; else set -- clang clang++; fi
-    cc=$1 cxx=$2
+    # A cross gcc is named for its target; clang is told it (--target).
+    if [ "$family" = gcc ]; then set -- "${gcc_prefix}gcc" "${gcc_prefix}g++" ""; else set -- clang clang++ "$target"; fi
+    cc=$1 cxx=$2 tflag=$3
     for lang in c c++; do
       if [ $lang = c ]; then driver=$cc std=c11; else driver=$cxx std=c++17; fi
       command -v "$driver" >/dev/null 2>&1 || continue
       builds=$((builds + 1))
       what="$driver -std=$std refuses a $jump into a scope's block"
-      if $driver ${target:+"$target"} -std=$std -x $lang -Wall -Wextra -I"$src/include" -c "$tmp/jump.$lang" \
+      if $driver ${tflag:+"$tflag"} -std=$std -x $lang -Wall -Wextra -I"$src/include" -c "$tmp/jump.$lang" \
         -o "$tmp/jump.o" >"$tmp/out" 2>&1; then
         failed=$((failed + 1))
         echo "FAIL: $what: it compiled"
