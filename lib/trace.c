@@ -76,6 +76,12 @@ typedef struct session {
   uint32_t levels;
   uint64_t gen; /* the recording it belongs to */
   lp__sync_t start_sync, stop_sync; /* stop_sync.ns is UINT64_MAX while it runs */
+  /*
+   * The sync point the first write after the stop took ({0, 0} until then).
+   * Every later write maps through it too, so that a scope which ended
+   * after the stop has the same times in every file written of the session.
+   */
+  lp__sync_t written_sync;
   lp__wall_t start_wall;            /* a REALTIME reading at its start */
   uint64_t drops0, drops1; /* the drop total at its start and stop */
   uint64_t overwritten;    /* ring: events of its window reused */
@@ -902,6 +908,7 @@ int lp__trace_start(lp__owner_t who, const lp_trace_opts_t *opts) {
   s->start_sync = lp__clock_sync();
   lp__wall_read(&s->start_wall);
   s->stop_sync = (lp__sync_t){UINT64_MAX, UINT64_MAX};
+  s->written_sync = (lp__sync_t){0, 0};
   s->drops0 = drop_total(&c);
   if (rec.spent) s->first_drop_ns = s->start_sync.ns; /* joined a recording whose budget is spent: drops from here */
   rec.recording++;
@@ -1027,7 +1034,7 @@ static int snapshot(lp__owner_t who, lp__session_t *s) {
   lp__counters_t cnt;
   lp__registry_counters(&cnt);
   lp__lock(&trace_mu);
-  const session_t *ss = &sessions[who];
+  session_t *ss = &sessions[who];
   if (!ss->exists) {
     lp__unlock(&trace_mu);
     return -EINVAL;
@@ -1049,10 +1056,14 @@ static int snapshot(lp__owner_t who, lp__session_t *s) {
   for (uint32_t i = 0; i < atomic_load(&ntracks); i++)
     for (const lp__chunk_t *c = tracks[i]->first; c; c = c->next) nchunks++;
   s->lanes = lp__calloc(nlanes + 1, sizeof *s->lanes);
-  s->syncs = lp__malloc((nchunks + 3) * sizeof *s->syncs);
+  s->syncs = lp__malloc((nchunks + 4) * sizeof *s->syncs);
   if (!s->lanes || !s->syncs) goto nomem;
   s->syncs[s->nsyncs++] = ss->start_sync;
-  if (!ss->running) s->syncs[s->nsyncs++] = ss->stop_sync;
+  if (!ss->running) {
+    s->syncs[s->nsyncs++] = ss->stop_sync;
+    if (!ss->written_sync.ns) ss->written_sync = lp__clock_sync();
+    s->syncs[s->nsyncs++] = ss->written_sync;
+  }
   s->syncs[s->nsyncs++] = lp__clock_sync();
   s->taken_ns = s->syncs[s->nsyncs - 1].ns;
   if (current) {
