@@ -206,6 +206,50 @@ static inline unsigned lp_test_child_seconds(unsigned seconds) {
 }
 
 /*
+ * What a child that did not exit was doing, for the log: each of its
+ * threads' state, CPU time and the system call it is in (from /proc), so
+ * that a hang says whether it spun or waited, and where.
+ */
+static inline void lp_test_show_stuck(pid_t pid) {
+  char dir[64], path[400], buf[512];
+  snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
+  DIR *d = opendir(dir);
+  if (!d) return;
+  for (struct dirent *e; (e = readdir(d)) != NULL;) {
+    if (e->d_name[0] == '.') continue;
+    char state = '?', comm[64] = "?", sys[64] = "?", wchan[64] = "?";
+    unsigned long ut = 0, st = 0;
+    snprintf(path, sizeof path, "%s/%s/stat", dir, e->d_name);
+    FILE *f = fopen(path, "r");
+    if (f) {
+      size_t n = fread(buf, 1, sizeof buf - 1, f);
+      buf[n] = '\0';
+      fclose(f);
+      char *open = strchr(buf, '('), *close = strrchr(buf, ')');
+      if (open && close && close > open) {
+        snprintf(comm, sizeof comm, "%.*s", (int)(close - open - 1), open + 1);
+        /* after ") ": state, then fields 4..13, utime (14), stime (15) */
+        if (sscanf(close + 2, "%c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %lu %lu", &state, &ut, &st) < 1) state = '?';
+      }
+    }
+    snprintf(path, sizeof path, "%s/%s/syscall", dir, e->d_name);
+    if ((f = fopen(path, "r")) != NULL) {
+      if (!fgets(sys, sizeof sys, f)) sys[0] = '\0';
+      sys[strcspn(sys, " \n")] = '\0';
+      fclose(f);
+    }
+    snprintf(path, sizeof path, "%s/%s/wchan", dir, e->d_name);
+    if ((f = fopen(path, "r")) != NULL) {
+      if (!fgets(wchan, sizeof wchan, f)) wchan[0] = '\0';
+      fclose(f);
+    }
+    printf("\n      thread %s (%s): state %c, cpu %lu+%lu ticks, syscall %s, wchan %s", e->d_name, comm, state, ut, st,
+           sys, wchan);
+  }
+  closedir(d);
+}
+
+/*
  * Waits for child pid, at most seconds (scaled as above; 0: the default),
  * and fills *status as waitpid does. 0; or -ETIMEDOUT once the deadline
  * passed and the child was killed and reaped (a line says so); or -errno
@@ -232,10 +276,12 @@ static inline int lp_test_wait(pid_t pid, unsigned seconds, int *status) {
     clock_gettime(CLOCK_MONOTONIC, &now);
     double left = (double)limit - ((double)(now.tv_sec - t0.tv_sec) + (double)(now.tv_nsec - t0.tv_nsec) * 1e-9);
     if (left <= 0) {
+      printf("\n    child %d still running after %u s: killed", (int)pid, limit);
+      lp_test_show_stuck(pid);
+      printf(" ");
       kill(pid, SIGKILL);
       while (waitpid(pid, status, 0) < 0 && errno == EINTR)
         ;
-      printf("\n    child %d still running after %u s: killed ", (int)pid, limit);
       if (pfd >= 0) close(pfd);
       return -ETIMEDOUT;
     }
