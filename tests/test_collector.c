@@ -573,9 +573,22 @@ static void test_collector_cpu_timers_after_fork(void) {
   lp_profile_opts_t o = {.hz = 1000, .flags = LP_PROFILE_CPU};
   LP_SCOPE("parent");
   CU_ASSERT_EQUAL_FATAL(lp_profile_start(&o), 0);
-  uint64_t c0 = thread_cpu_ns();
-  while (thread_cpu_ns() - c0 < 20000000) { /* 20 ms of CPU: the parent's timer fires here */
+  /*
+   * 20 ms of CPU, then more until the parent's timer has been seen to fire
+   * (its timer is armed by the collector thread, which a loaded machine
+   * may start late), or 2 s of CPU have gone by.
+   */
+  uint64_t c0 = thread_cpu_ns(), seen = 0;
+  while (thread_cpu_ns() - c0 < 20000000 || (!seen && thread_cpu_ns() - c0 < 2000000000ull * lp_test_slow())) {
+    uint64_t c1 = thread_cpu_ns();
+    while (thread_cpu_ns() - c1 < 10000000) {
+    }
+    lp_profile_t *peek = NULL;
+    CU_ASSERT_EQUAL_FATAL(lp__profile_peek(LP__PROGRAM, &peek), 0);
+    seen = lp_node_cpu_ns(lp_node_find(lp_profile_root(peek), "parent"));
+    lp_profile_free(peek);
   }
+  CU_ASSERT(seen > 0);
   CU_ASSERT_EQUAL(lp_test_in_child(cpu_timers_in_the_child, NULL), 0);
   lp_profile_t *p = NULL;
   CU_ASSERT_EQUAL_FATAL(lp_profile_stop(&p), 0);
