@@ -771,7 +771,7 @@ struct lp__lane {
   lp_impl_event_t *cur, *lim;
   char **names;
   uint32_t nnames, capnames;
-  uint32_t *name_slots, name_mask;
+  lp__index_t name_index;
   /* LP_TRACE_STREAM: slots of its first chunk already written, and the writer's state for it (trace lock). */
   uint32_t streamed;
   struct lp__pfs_lane *stream;

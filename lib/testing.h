@@ -107,6 +107,8 @@ void lp__trace_stream_hold(bool on);
 int lp__trace_stream_sync(void);
 /* The stream's page-cache ranges (0, 0: 8 MiB and 32 MiB); set before the stream starts. */
 void lp__trace_stream_cache(uint64_t behind, uint64_t keep);
+/* The distinct work names track holds in this recording (each interned once); 0 for no such track. */
+uint32_t lp__track_test_names(lp_track_t track);
 
 /* ---- util.c: allocation failures ------------------------------------------------- */
 

@@ -409,10 +409,10 @@ static lp__chunk_t *next_chunk(lp__lane_t *l, bool *spent) {
 static void free_names(lp__lane_t *l) {
   for (uint32_t i = 0; i < l->nnames; i++) free(l->names[i]);
   free(l->names);
-  free(l->name_slots);
+  free(l->name_index.slot);
   l->names = NULL;
-  l->name_slots = NULL;
-  l->nnames = l->capnames = l->name_mask = 0;
+  l->name_index = (lp__index_t){0};
+  l->nnames = l->capnames = 0;
 }
 
 /* A thread lane that holds nothing and whose thread has exited: gone, in O(1). Trace lock held. */
@@ -1301,26 +1301,16 @@ static uint32_t hash_name(const char *s) {
 
 /* The id of a work name on track l, copying it on first use; LP__NONE when out of memory. Trace lock held. */
 static uint32_t intern(lp__lane_t *l, const char *name) {
-  if (l->name_slots) {
-    for (uint32_t h = hash_name(name) & l->name_mask;; h = (h + 1) & l->name_mask) {
-      uint32_t s = l->name_slots[h];
-      if (!s) break;
-      if (strcmp(l->names[s - 1], name) == 0) return s - 1;
-    }
-  }
+  uint32_t at, h = hash_name(name);
+  for (uint32_t e = lp__index_first(&l->name_index, h, &at); e; e = lp__index_next(&l->name_index, &at))
+    if (strcmp(l->names[e - 1], name) == 0) return e - 1;
   if (l->nnames == LP__MAX_WORK_NAMES) return LP__NONE; /* names are not freed within a session */
-  if (!l->name_slots || (l->nnames + 1) * 2 > l->name_mask + 1) {
-    uint32_t mask = l->name_slots ? l->name_mask * 2 + 1 : 63;
-    uint32_t *slots = lp__calloc((size_t)mask + 1, sizeof *slots);
-    if (!slots) return LP__NONE;
-    for (uint32_t i = 0; i < l->nnames; i++) {
-      uint32_t h = hash_name(l->names[i]) & mask;
-      while (slots[h]) h = (h + 1) & mask;
-      slots[h] = i + 1;
-    }
-    free(l->name_slots);
-    l->name_slots = slots;
-    l->name_mask = mask;
+  uint64_t want = lp__index_wants(&l->name_index, l->nnames, 64);
+  if (want) {
+    uint32_t *fresh = want == UINT64_MAX ? NULL : lp__calloc(want, sizeof *fresh);
+    if (!fresh) return LP__NONE;
+    free(lp__index_move(&l->name_index, fresh, want));
+    for (uint32_t i = 0; i < l->nnames; i++) lp__index_put(&l->name_index, hash_name(l->names[i]), i);
   }
   if (l->nnames == l->capnames) {
     uint32_t cap = l->capnames ? l->capnames * 2 : 16;
@@ -1331,11 +1321,17 @@ static uint32_t intern(lp__lane_t *l, const char *name) {
   }
   char *copy = lp__strdup(name);
   if (!copy) return LP__NONE;
-  uint32_t h = hash_name(name) & l->name_mask;
-  while (l->name_slots[h]) h = (h + 1) & l->name_mask;
-  l->name_slots[h] = l->nnames + 1;
+  lp__index_put(&l->name_index, h, l->nnames);
   l->names[l->nnames] = copy;
   return l->nnames++;
+}
+
+uint32_t lp__track_test_names(lp_track_t track) {
+  if (track < 0 || (uint32_t)track >= atomic_load_explicit(&ntracks, memory_order_acquire)) return 0;
+  lp__lock(&trace_mu);
+  uint32_t n = tracks[track]->nnames;
+  lp__unlock(&trace_mu);
+  return n;
 }
 
 int lp_track_complete(lp_track_t track, const char *name, uint64_t start_ns, uint64_t dur_ns) {

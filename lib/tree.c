@@ -786,8 +786,7 @@ typedef struct flat_row {
 typedef struct flat {
   flat_row_t *rows;
   uint32_t n, cap;
-  uint32_t *slots; /* row index + 1, by the label's hash */
-  uint32_t mask;
+  lp__index_t ix; /* the rows by their label's hash, sized for every node: never full */
   const char *path[LP_STACK_CAPACITY + 2]; /* labels from the root's child down */
   unsigned depth;
   bool nomem;
@@ -795,16 +794,16 @@ typedef struct flat {
 } flat_t;
 
 static flat_row_t *flat_row(flat_t *f, const char *label) {
-  uint32_t h = hash_text(label) & f->mask;
-  for (; f->slots[h]; h = (h + 1) & f->mask)
-    if (strcmp(f->rows[f->slots[h] - 1].label, label) == 0) return &f->rows[f->slots[h] - 1];
-  if (f->n == f->cap) { /* the table is sized for every node: never full */
+  uint32_t at, h = hash_text(label);
+  for (uint32_t e = lp__index_first(&f->ix, h, &at); e; e = lp__index_next(&f->ix, &at))
+    if (strcmp(f->rows[e - 1].label, label) == 0) return &f->rows[e - 1];
+  if (f->n == f->cap) { /* a row per node at most: never */
     f->nomem = true;
     return NULL;
   }
   f->rows[f->n] = (flat_row_t){label, 0, 0};
-  f->slots[h] = ++f->n;
-  return &f->rows[f->n - 1];
+  lp__index_put(&f->ix, h, f->n);
+  return &f->rows[f->n++];
 }
 
 static void flat_walk(flat_t *f, const lp_node_t *n) {
@@ -844,14 +843,14 @@ static int print_flat(printer_t *pr, const lp_node_t *root) {
   f.cap = flat_count(root);
   uint32_t size = 16;
   while (size < 2 * f.cap) size *= 2;
-  f.mask = size - 1;
   f.rows = lp__malloc((size_t)f.cap * sizeof *f.rows);
-  f.slots = lp__calloc(size, sizeof *f.slots);
-  if (!f.rows || !f.slots) f.nomem = true;
+  uint32_t *slots = lp__calloc(size, sizeof *slots);
+  if (!f.rows || !slots) f.nomem = true;
+  if (slots) lp__index_move(&f.ix, slots, size);
   if (!f.nomem) flat_walk(&f, root);
   if (f.nomem) {
     free(f.rows);
-    free(f.slots);
+    free(f.ix.slot);
     return -ENOMEM;
   }
   qsort(f.rows, f.n, sizeof *f.rows, cmp_flat);
@@ -874,7 +873,7 @@ static int print_flat(printer_t *pr, const lp_node_t *root) {
   }
   if (hidden) emit(pr, "(%u labels under %g%% of total not shown)\n", hidden, pr->min_percent);
   free(f.rows);
-  free(f.slots);
+  free(f.ix.slot);
   return 0;
 }
 

@@ -290,6 +290,39 @@ static void test_json_tracks(void) {
   json_decref(root);
 }
 
+/*
+ * A track's work names are interned per track: 300 distinct names, each
+ * given three times in turn, are past the first sizes of its name table
+ * (64 slots, 16 names), and every item keeps its own name.
+ */
+static void test_json_track_many_work_names(void) {
+  lp_track_t q = lp_track_create("many names");
+  CU_ASSERT_FATAL(q >= 0);
+  CU_ASSERT_EQUAL_FATAL(lp_trace_start(NULL), 0);
+  uint64_t t0 = lp_now_ns();
+  char name[32];
+  for (int round = 0; round < 3; round++)
+    for (int k = 0; k < 300; k++) {
+      snprintf(name, sizeof name, "kernel %d", k);
+      CU_ASSERT_EQUAL(lp_track_complete(q, name, t0 + (uint64_t)(round * 300 + k) * 10, 5), 0);
+    }
+  CU_ASSERT_EQUAL(lp__track_test_names(q), 300); /* each interned once, across the table's growth */
+  CU_ASSERT_EQUAL(lp_trace_stop(), 0);
+  json_t *root = write_and_load(NULL);
+  json_t *ev = trace_events(root);
+  int64_t qt = trace_tid(ev, "many names");
+  CU_ASSERT(qt > 0);
+  for (int k = 0; k < 300; k++) {
+    snprintf(name, sizeof name, "kernel %d", k);
+    CU_ASSERT_EQUAL(trace_count(ev, "X", name), 3);
+    json_t *e = trace_find(ev, "X", name);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    CU_ASSERT_EQUAL(ev_int(e, "tid"), qt);
+    CU_ASSERT_EQUAL(ev_ns(e, "ts"), (int64_t)(t0 + (uint64_t)k * 10)); /* the first of its three */
+  }
+  json_decref(root);
+}
+
 /* Thread events land where lp_now_ns() says they happened: the TSC mapping holds to the microsecond. */
 static void test_json_event_times_agree_with_lp_now_ns(void) {
   uint64_t before[20], after[20];
@@ -330,6 +363,7 @@ int main(void) {
       LP_TEST(test_json_long_labels),
       LP_TEST(test_json_counters_and_instants),
       LP_TEST(test_json_tracks),
+      LP_TEST(test_json_track_many_work_names),
       LP_TEST(test_json_event_times_agree_with_lp_now_ns),
       CU_TEST_INFO_NULL,
   };
