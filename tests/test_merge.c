@@ -478,6 +478,45 @@ static void test_merge_output_read_back(void) {
   run_free(&r);
 }
 
+/*
+ * Many lanes and names, past the first sizes of merge's tables (256 slots):
+ * 1,000 threads of one process, each with its own label and one shared
+ * label, come out as 1,000 threads with every label and count.
+ */
+static void test_merge_many_threads_and_names(void) {
+  const char *in = path_in("many.json"), *out = path_in("many.json.merged.json");
+  FILE *f = fopen(in, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fputs("{\"traceEvents\":[\n", f);
+  for (int t = 1; t <= 1000; t++) /* every lane and name made, then each lane found again */
+    fprintf(f, "%s{\"ph\":\"X\",\"name\":\"own %d\",\"pid\":7,\"tid\":%d,\"ts\":%d,\"dur\":3}",
+            t > 1 ? ",\n" : "", t, t, t * 10);
+  for (int t = 1; t <= 1000; t++)
+    fprintf(f, ",\n{\"ph\":\"X\",\"name\":\"shared\",\"pid\":7,\"tid\":%d,\"ts\":%d,\"dur\":1}", t, t * 10 + 5);
+  fputs("]}\n", f);
+  CU_ASSERT_EQUAL_FATAL(fclose(f), 0);
+  run_t r = RUN("merge", "-o", out, in);
+  CU_ASSERT_EQUAL(r.status, 0);
+  run_free(&r);
+  r = RUN("stats", "--format", "csv", out);
+  CU_ASSERT_EQUAL(r.status, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "\nshared,1000,1000000,"));
+  char want[48];
+  int found = 0;
+  for (int t = 1; t <= 1000; t++) {
+    snprintf(want, sizeof want, "\nown %d,1,3000,", t);
+    found += strstr(r.out, want) != NULL;
+  }
+  CU_ASSERT_EQUAL(found, 1000);
+  run_free(&r);
+  r = RUN("stats", "--by", "thread", "--format", "csv", out);
+  CU_ASSERT_EQUAL(r.status, 0);
+  int threads = 0;
+  for (const char *p = r.out; (p = strstr(p, ",shared,1,")); p++) threads++;
+  CU_ASSERT_EQUAL(threads, 1000);
+  run_free(&r);
+}
+
 int main(int argc, char **argv) {
   if (!realpath("/proc/self/exe", self)) return 2;
   if (argc == 3 && strcmp(argv[1], "job") == 0) return job(atoi(argv[2]));
@@ -488,7 +527,7 @@ int main(int argc, char **argv) {
   dir = lp_test_tmpdir("merge");
   CU_TestInfo tests[] = {LP_TEST(test_merge_four_processes_one_clock), LP_TEST(test_merge_json_and_perfetto),
                          LP_TEST(test_merge_old_file_refused), LP_TEST(test_merge_same_pid_two_machines),
-                         LP_TEST(test_merge_output_read_back),
+                         LP_TEST(test_merge_output_read_back), LP_TEST(test_merge_many_threads_and_names),
                          CU_TEST_INFO_NULL};
   return lp_test_main("merge", tests);
 }

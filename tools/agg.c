@@ -72,7 +72,7 @@ typedef struct lp_open {
  * B event hashes its name): its length first, then each word multiplied in,
  * then mixed. Equal texts hash alike; that is all a table needs.
  */
-static uint32_t hash_str(const char *s) {
+uint32_t lp_text_hash(const char *s) {
   size_t n = strlen(s);
   uint64_t h = n * 0x9e3779b97f4a7c15ull, w;
   for (; n >= 8; s += 8, n -= 8) {
@@ -399,22 +399,22 @@ static char *text_copy(lp_agg_t *a, const char *s) {
   return t;
 }
 
-/* The label s's id, or UINT32_MAX; h is hash_str(s). */
+/* The label s's id, or UINT32_MAX; h is lp_text_hash(s). */
 static uint32_t label_find(const lp_agg_t *a, const char *s, uint32_t h) {
   for (uint32_t at, k = lp__index_first(&a->label_index, h, &at); k; k = lp__index_next(&a->label_index, &at))
     if (strcmp(a->labels[k - 1], s) == 0) return k - 1;
   return UINT32_MAX;
 }
 
-uint32_t lp_agg_label(const lp_agg_t *a, const char *s) { return label_find(a, s, hash_str(s)); }
+uint32_t lp_agg_label(const lp_agg_t *a, const char *s) { return label_find(a, s, lp_text_hash(s)); }
 
 static uint32_t intern(lp_agg_t *a, const char *s) {
-  uint32_t h = hash_str(s), found = label_find(a, s, h);
+  uint32_t h = lp_text_hash(s), found = label_find(a, s, h);
   if (found != UINT32_MAX) return found;
   switch (lp_index_reserve(&a->label_index, &a->mem, a->nlabels, 64)) {
   case -1: return UINT32_MAX;
   case 1:
-    for (uint32_t k = 0; k < a->nlabels; k++) lp__index_put(&a->label_index, hash_str(a->labels[k]), k);
+    for (uint32_t k = 0; k < a->nlabels; k++) lp__index_put(&a->label_index, lp_text_hash(a->labels[k]), k);
   }
   if (grow(&a->mem, (void **)&a->gstats, &a->gstats_cap, sizeof *a->gstats, a->nlabels + 1, 16) ||
       grow(&a->mem, (void **)&a->labels, &a->labels_cap, sizeof *a->labels, a->nlabels + 1, 16))
@@ -462,7 +462,7 @@ static void lane_stats_free(lp_agg_t *a, lp_lane_t *l) {
   l->nstats = l->stats_cap = 0;
 }
 
-static uint32_t lane_hash(unsigned file, int64_t pid, int64_t tid) {
+uint32_t lp_lane_hash(unsigned file, int64_t pid, int64_t tid) {
   return lp__hash64((uint64_t)pid * 0x9e3779b97f4a7c15ull ^ (uint64_t)tid ^ ((uint64_t)file << 48));
 }
 
@@ -470,7 +470,7 @@ static uint32_t lane_hash(unsigned file, int64_t pid, int64_t tid) {
 static void lanes_index(lp_agg_t *a) {
   for (uint32_t k = 0; k < a->nlanes; k++) {
     const lp_lane_t *l = a->lanes[k];
-    lp__index_put(&a->lane_index, lane_hash(l->file, l->pid, l->tid), k);
+    lp__index_put(&a->lane_index, lp_lane_hash(l->file, l->pid, l->tid), k);
   }
 }
 
@@ -478,7 +478,7 @@ static lp_lane_t *lane_get(lp_agg_t *a, int64_t pid, int64_t tid) {
   unsigned file = a->nfiles - 1;
   lp_lane_t *c = a->last_lane; /* events of one lane tend to come together */
   if (c && c->pid == pid && c->tid == tid && c->file == file) return c;
-  uint32_t h = lane_hash(file, pid, tid);
+  uint32_t h = lp_lane_hash(file, pid, tid);
   for (uint32_t at, k = lp__index_first(&a->lane_index, h, &at); k; k = lp__index_next(&a->lane_index, &at)) {
     lp_lane_t *l = a->lanes[k - 1];
     if (l->file == file && l->pid == pid && l->tid == tid) return a->last_lane = l;
@@ -525,7 +525,7 @@ typedef struct lp_pname {
 } lp_pname_t;
 
 static uint32_t pname_find(const lp_agg_t *a, unsigned file, int64_t pid) {
-  for (uint32_t at, k = lp__index_first(&a->pname_index, lane_hash(file, pid, 0), &at); k;
+  for (uint32_t at, k = lp__index_first(&a->pname_index, lp_lane_hash(file, pid, 0), &at); k;
        k = lp__index_next(&a->pname_index, &at))
     if (a->pnames[k - 1].file == file && a->pnames[k - 1].pid == pid) return k - 1;
   return UINT32_MAX;
@@ -534,7 +534,7 @@ static uint32_t pname_find(const lp_agg_t *a, unsigned file, int64_t pid) {
 /* Puts every process name in the index again. */
 static void pnames_index(lp_agg_t *a) {
   for (uint32_t k = 0; k < a->npnames; k++)
-    lp__index_put(&a->pname_index, lane_hash(a->pnames[k].file, a->pnames[k].pid, 0), k);
+    lp__index_put(&a->pname_index, lp_lane_hash(a->pnames[k].file, a->pnames[k].pid, 0), k);
 }
 
 /* The first name a (file, pid) is given; 0, or -1 out of memory (past the cap). */
@@ -551,7 +551,7 @@ static int pname_add(lp_agg_t *a, unsigned file, int64_t pid, const char *name) 
   memcpy(copy, name, n);
   uint32_t k = a->npnames++;
   a->pnames[k] = (lp_pname_t){file, pid, copy};
-  lp__index_put(&a->pname_index, lane_hash(file, pid, 0), k);
+  lp__index_put(&a->pname_index, lp_lane_hash(file, pid, 0), k);
   return 0;
 }
 

@@ -44,6 +44,9 @@ int lp_parse_size(const char *s, uint64_t *bytes);
 extern uint64_t lp_agg_max_memory;
 /* That cap as an lp_mem_t holds it (0: none). */
 uint64_t lp_mem_cap(void);
+/* The hashes of the command's tables: a text's, and a lane's (a file's pid and tid). */
+uint32_t lp_text_hash(const char *s);
+uint32_t lp_lane_hash(unsigned file, int64_t pid, int64_t tid);
 
 /*
  * Durations of calls: a log-linear histogram, exact below 128 ns and within

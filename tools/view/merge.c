@@ -147,11 +147,13 @@ typedef struct mg {
   mg_rec_t *recs;
   size_t nrecs, caprecs;
   mg_lane_t *lanes;
-  uint32_t nlanes, caplanes, *lane_slots, lane_nslots;
+  uint32_t nlanes, caplanes;
+  lp__index_t lane_index;
   mg_proc_t *procs;
   uint32_t nprocs, capprocs;
   char **names;
-  uint32_t nnames, capnames, *name_slots, name_nslots;
+  uint32_t nnames, capnames;
+  lp__index_t name_index;
   uint64_t unmatched;
   lp_pos_t at;
 } mg_t;
@@ -173,31 +175,15 @@ static uint64_t mix(uint64_t z) {
   return z ^ (z >> 31);
 }
 
-static uint64_t text_hash(const char *s) {
-  uint64_t h = 0xcbf29ce484222325u;
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3u;
-  return mix(h);
-}
-
-/* An open-addressed table of index + 1 at most half full, grown to twice need's size. */
-static bool slots_fit(mg_t *m, uint32_t **slots, uint32_t *nslots, uint32_t need) {
-  if ((uint64_t)need * 2 <= *nslots) return true;
-  uint32_t n = *nslots ? *nslots * 2 : 256;
-  uint32_t *s = lp_mem_realloc(&m->mem, NULL, 0, (size_t)n * sizeof *s);
-  if (!s) return false;
-  memset(s, 0, (size_t)n * sizeof *s);
-  lp_mem_free(&m->mem, *slots, (size_t)*nslots * sizeof **slots);
-  *slots = s;
-  *nslots = n;
-  return true;
-}
-
 /* The id of a name (interned once); UINT32_MAX when memory ran out. */
 static uint32_t name_id(mg_t *m, const char *s) {
-  for (uint32_t h = (uint32_t)text_hash(s) & (m->name_nslots - 1); m->name_nslots; h = (h + 1) & (m->name_nslots - 1)) {
-    uint32_t k = m->name_slots[h];
-    if (!k) break;
-    if (strcmp(m->names[k - 1], s) == 0) return k - 1;
+  uint32_t at, h = lp_text_hash(s);
+  for (uint32_t e = lp__index_first(&m->name_index, h, &at); e; e = lp__index_next(&m->name_index, &at))
+    if (strcmp(m->names[e - 1], s) == 0) return e - 1;
+  switch (lp_index_reserve(&m->name_index, &m->mem, m->nnames, 256)) {
+  case -1: return UINT32_MAX;
+  case 1:
+    for (uint32_t i = 0; i < m->nnames; i++) lp__index_put(&m->name_index, lp_text_hash(m->names[i]), i);
   }
   size_t cap = m->capnames, len = strlen(s) + 1;
   char *c = lp_mem_realloc(&m->mem, NULL, 0, len);
@@ -208,24 +194,9 @@ static uint32_t name_id(mg_t *m, const char *s) {
     return UINT32_MAX;
   }
   m->capnames = (uint32_t)cap;
-  m->names[m->nnames++] = c;
-  if ((uint64_t)m->nnames * 2 > m->name_nslots) {
-    if (!slots_fit(m, &m->name_slots, &m->name_nslots, m->nnames)) return UINT32_MAX;
-    for (uint32_t i = 0; i < m->nnames; i++) {
-      uint32_t h = (uint32_t)text_hash(m->names[i]) & (m->name_nslots - 1);
-      while (m->name_slots[h]) h = (h + 1) & (m->name_nslots - 1);
-      m->name_slots[h] = i + 1;
-    }
-    return m->nnames - 1;
-  }
-  uint32_t h = (uint32_t)text_hash(s) & (m->name_nslots - 1);
-  while (m->name_slots[h]) h = (h + 1) & (m->name_nslots - 1);
-  m->name_slots[h] = m->nnames;
-  return m->nnames - 1;
-}
-
-static uint32_t lane_hash(unsigned file, int64_t pid, int64_t tid) {
-  return (uint32_t)mix((uint64_t)pid * 0x9e3779b97f4a7c15u ^ (uint64_t)tid ^ ((uint64_t)file << 48));
+  lp__index_put(&m->name_index, h, m->nnames);
+  m->names[m->nnames] = c;
+  return m->nnames++;
 }
 
 /*
@@ -258,24 +229,24 @@ static int assign_procs(mg_t *m) {
 /* The lane (file, pid, tid), made when new; NULL when memory ran out. */
 static mg_lane_t *lane_of(mg_t *m, int64_t pid, int64_t tid) {
   unsigned file = m->nfiles - 1;
-  for (uint32_t h = lane_hash(file, pid, tid) & (m->lane_nslots - 1); m->lane_nslots; h = (h + 1) & (m->lane_nslots - 1)) {
-    uint32_t k = m->lane_slots[h];
-    if (!k) break;
-    mg_lane_t *l = &m->lanes[k - 1];
+  uint32_t at, h = lp_lane_hash(file, pid, tid);
+  for (uint32_t e = lp__index_first(&m->lane_index, h, &at); e; e = lp__index_next(&m->lane_index, &at)) {
+    mg_lane_t *l = &m->lanes[e - 1];
     if (l->file == file && l->pid == pid && l->tid == tid) return l;
+  }
+  switch (lp_index_reserve(&m->lane_index, &m->mem, m->nlanes, 256)) {
+  case -1: return NULL;
+  case 1:
+    for (uint32_t i = 0; i < m->nlanes; i++) {
+      const mg_lane_t *l = &m->lanes[i];
+      lp__index_put(&m->lane_index, lp_lane_hash(l->file, l->pid, l->tid), i);
+    }
   }
   size_t cap = m->caplanes;
   if (!grow(m, (void **)&m->lanes, &cap, sizeof *m->lanes, (size_t)m->nlanes + 1)) return NULL;
   m->caplanes = (uint32_t)cap;
+  lp__index_put(&m->lane_index, h, m->nlanes);
   m->lanes[m->nlanes++] = (mg_lane_t){file, pid, tid, tid, UINT32_MAX, UINT32_MAX, NULL, 0, 0};
-  if (!slots_fit(m, &m->lane_slots, &m->lane_nslots, m->nlanes)) return NULL;
-  memset(m->lane_slots, 0, (size_t)m->lane_nslots * sizeof *m->lane_slots);
-  for (uint32_t i = 0; i < m->nlanes; i++) {
-    const mg_lane_t *l = &m->lanes[i];
-    uint32_t h = lane_hash(l->file, l->pid, l->tid) & (m->lane_nslots - 1);
-    while (m->lane_slots[h]) h = (h + 1) & (m->lane_nslots - 1);
-    m->lane_slots[h] = i + 1;
-  }
   return &m->lanes[m->nlanes - 1];
 }
 
@@ -952,9 +923,9 @@ static void mg_free(mg_t *m) {
   for (uint32_t i = 0; i < m->nlanes; i++) lp_mem_free(&m->mem, m->lanes[i].open, m->lanes[i].capopen * sizeof(uint32_t));
   for (uint32_t i = 0; i < m->nnames; i++) lp_mem_free(&m->mem, m->names[i], strlen(m->names[i]) + 1);
   lp_mem_free(&m->mem, m->names, m->capnames * sizeof *m->names);
-  lp_mem_free(&m->mem, m->name_slots, (size_t)m->name_nslots * sizeof *m->name_slots);
+  lp_index_free(&m->name_index, &m->mem);
   lp_mem_free(&m->mem, m->lanes, m->caplanes * sizeof *m->lanes);
-  lp_mem_free(&m->mem, m->lane_slots, (size_t)m->lane_nslots * sizeof *m->lane_slots);
+  lp_index_free(&m->lane_index, &m->mem);
   lp_mem_free(&m->mem, m->procs, m->capprocs * sizeof *m->procs);
   lp_mem_free(&m->mem, m->recs, m->caprecs * sizeof *m->recs);
   lp_mem_free(&m->mem, m->files, m->capfiles * sizeof *m->files);
