@@ -66,6 +66,14 @@ void lp__pb_bytes(lp__pb_t *pb, uint32_t field, const void *data, size_t n) {
   pb->len += n;
 }
 
+void lp__pb_double(lp__pb_t *pb, uint32_t field, double v) {
+  if (!grow(pb, 20)) return;
+  uint64_t u;
+  memcpy(&u, &v, sizeof u);
+  pb->len += lp__pb_put_varint(pb->buf + pb->len, (uint64_t)field << 3 | 1);
+  for (int i = 0; i < 8; i++) pb->buf[pb->len++] = (uint8_t)(u >> (8 * i));
+}
+
 /*
  * A string field, valid UTF-8 as protobuf's string type requires: each byte
  * that does not start a valid sequence becomes U+FFFD, as in the JSON.

@@ -56,6 +56,8 @@ void lp__pb_varint(lp__pb_t *pb, uint32_t field, uint64_t v);
 /* A varint without a tag: one element of a packed repeated field. */
 void lp__pb_bare_varint(lp__pb_t *pb, uint64_t v);
 void lp__pb_bytes(lp__pb_t *pb, uint32_t field, const void *data, size_t n);
+/* A double field (fixed64, little-endian IEEE 754). */
+void lp__pb_double(lp__pb_t *pb, uint32_t field, double v);
 /* A string field; invalid UTF-8 becomes U+FFFD. NULL is "". */
 void lp__pb_str(lp__pb_t *pb, uint32_t field, const char *s);
 /* A message built in msg, as a field of pb; msg is emptied (its error, if any, becomes pb's). */

@@ -40,6 +40,8 @@
 #include "agg.h"
 #include "opts.h"
 #include "reader.h"
+#include "pb.h"
+#include "perfetto_proto.h"
 #include "track_lane.h"
 
 #include <errno.h>
@@ -578,93 +580,18 @@ static void make_notes(const mg_t *m, unsigned ref, mg_notes_t *ns) {
 
 /* ---- Perfetto protobuf ---- */
 
-typedef struct pbuf {
-  uint8_t *p;
-  size_t n, cap;
-  bool nomem;
-} pbuf_t;
-
-static void pb_raw(pbuf_t *b, const void *s, size_t n) {
-  if (b->n + n > b->cap) {
-    size_t cap = b->cap ? b->cap * 2 : 256;
-    while (cap < b->n + n) cap *= 2;
-    uint8_t *q = realloc(b->p, cap);
-    if (!q) {
-      b->nomem = true;
-      return;
-    }
-    b->p = q;
-    b->cap = cap;
-  }
-  if (n) memcpy(b->p + b->n, s, n);
-  b->n += n;
-}
-
-static void pb_varint_raw(pbuf_t *b, uint64_t v) {
-  uint8_t o[10];
-  size_t n = 0;
-  do {
-    o[n] = (uint8_t)(v & 0x7f);
-    v >>= 7;
-    if (v) o[n] |= 0x80;
-    n++;
-  } while (v);
-  pb_raw(b, o, n);
-}
-
-static void pb_uint(pbuf_t *b, uint32_t field, uint64_t v) {
-  pb_varint_raw(b, (uint64_t)field << 3);
-  pb_varint_raw(b, v);
-}
-
-static void pb_bytes(pbuf_t *b, uint32_t field, const void *s, size_t n) {
-  pb_varint_raw(b, (uint64_t)field << 3 | 2);
-  pb_varint_raw(b, n);
-  pb_raw(b, s, n);
-}
-
-static void pb_str(pbuf_t *b, uint32_t field, const char *s) { pb_bytes(b, field, s, strlen(s)); }
-
-static void pb_double(pbuf_t *b, uint32_t field, double v) {
-  uint8_t o[8];
-  uint64_t u;
-  memcpy(&u, &v, sizeof u);
-  for (int i = 0; i < 8; i++) o[i] = (uint8_t)(u >> (8 * i));
-  pb_varint_raw(b, (uint64_t)field << 3 | 1);
-  pb_raw(b, o, 8);
-}
-
-/* inner as field of outer; inner emptied. */
-static void pb_sub(pbuf_t *outer, uint32_t field, pbuf_t *inner) {
-  if (inner->nomem) outer->nomem = true;
-  pb_bytes(outer, field, inner->p, inner->n);
-  inner->n = 0;
-}
-
-/* Perfetto's field numbers (protos/perfetto/trace), as lib/perfetto.h names them. */
-enum {
-  F_PACKET = 1, P_CLOCK_SNAPSHOT = 6, P_TIMESTAMP = 8, P_SEQ = 10, P_TRACK_EVENT = 11, P_CLOCK_ID = 58,
-  P_DESCRIPTOR = 60, CS_CLOCK = 1, C_ID = 1, C_TS = 2,
-  D_UUID = 1, D_NAME = 2, D_PROCESS = 3, D_THREAD = 4, D_PARENT = 5, D_COUNTER = 8, D_DESCRIPTION = 14, D_MERGE = 15,
-  PR_PID = 1, PR_NAME = 6, TH_PID = 1, TH_TID = 2, TH_NAME = 5,
-  E_DEBUG = 4, E_TYPE = 9, E_TRACK = 11, E_CATEGORY = 22, E_NAME = 23, E_COUNTER = 30, E_DCOUNTER = 44,
-  A_INT = 4, A_UINT = 3, A_STRING = 6, A_NAME = 10,
-  CLK_REALTIME = 1, CLK_MONOTONIC = 3, CLK_BOOTTIME = 6,
-  T_BEGIN = 1, T_END = 2, T_INSTANT = 3, T_COUNTER = 4,
-};
-
 typedef struct pfw {
   FILE *out;
-  pbuf_t pk, a, b, c; /* a packet, and messages nested in it */
+  lp__pb_t pk, a, b, c; /* a packet, and messages nested in it */
+  bool bad;             /* out of memory, or a write failed */
 } pfw_t;
 
 static void pf_packet_end(pfw_t *w) {
-  pb_uint(&w->pk, P_SEQ, 1);
-  pbuf_t top = {0};
-  pb_sub(&top, F_PACKET, &w->pk);
-  if (!top.nomem && fwrite(top.p, 1, top.n, w->out) != top.n) w->pk.nomem = true;
-  if (top.nomem) w->pk.nomem = true;
-  free(top.p);
+  lp__pb_varint(&w->pk, TP_SEQ_ID, 1);
+  lp__pb_t top = {0};
+  lp__pb_msg(&top, TRACE_PACKET, &w->pk);
+  if (top.err || fwrite(top.buf, 1, top.len, w->out) != top.len) w->bad = true;
+  lp__pb_free(&top);
 }
 
 static uint64_t proc_uuid(uint32_t proc) { return mix(0x6d65726765ull + proc) | 1; }
@@ -672,27 +599,27 @@ static uint64_t lane_uuid(uint32_t lane) { return mix(0x6c616e65ull * 31 + lane)
 static uint64_t counter_uuid(uint32_t lane, uint32_t series) { return mix(((uint64_t)lane << 32 | series) ^ 0x636f756eull) | 4; }
 
 static void pf_clock(pfw_t *w, uint32_t id, uint64_t ts) {
-  pb_uint(&w->b, C_ID, id);
-  pb_uint(&w->b, C_TS, ts);
-  pb_sub(&w->a, CS_CLOCK, &w->b);
+  lp__pb_varint(&w->b, CLK_ID, id);
+  lp__pb_varint(&w->b, CLK_TS, ts);
+  lp__pb_msg(&w->a, CS_CLOCKS, &w->b);
 }
 
 static void pf_event(pfw_t *w, const mg_t *m, uint64_t ts, uint32_t type, uint64_t track, const mg_rec_t *r) {
-  pb_uint(&w->pk, P_TIMESTAMP, ts);
-  pb_uint(&w->pk, P_CLOCK_ID, CLK_MONOTONIC);
-  pb_uint(&w->a, E_TYPE, type);
-  pb_uint(&w->a, E_TRACK, track);
-  if (r && type != T_END && type != T_COUNTER) {
-    if (r->cat != UINT32_MAX) pb_str(&w->a, E_CATEGORY, m->names[r->cat]);
-    pb_str(&w->a, E_NAME, m->names[r->name]);
+  lp__pb_varint(&w->pk, TP_TIMESTAMP, ts);
+  lp__pb_varint(&w->pk, TP_CLOCK_ID, CLOCK_MONOTONIC_ID);
+  lp__pb_varint(&w->a, TE_TYPE, type);
+  lp__pb_varint(&w->a, TE_TRACK_UUID, track);
+  if (r && type != TYPE_SLICE_END && type != TYPE_COUNTER) {
+    if (r->cat != UINT32_MAX) lp__pb_str(&w->a, TE_CATEGORIES, m->names[r->cat]);
+    lp__pb_str(&w->a, TE_NAME, m->names[r->name]);
   }
-  if (r && type == T_COUNTER) {
+  if (r && type == TYPE_COUNTER) {
     if (r->value >= -0x1p63 && r->value < 0x1p63 && r->value == (double)(int64_t)r->value)
-      pb_uint(&w->a, E_COUNTER, (uint64_t)(int64_t)r->value);
+      lp__pb_varint(&w->a, TE_COUNTER_VALUE, (uint64_t)(int64_t)r->value);
     else
-      pb_double(&w->a, E_DCOUNTER, r->value);
+      lp__pb_double(&w->a, TE_DOUBLE_COUNTER_VALUE, r->value);
   }
-  pb_sub(&w->pk, P_TRACK_EVENT, &w->a);
+  lp__pb_msg(&w->pk, TP_TRACK_EVENT, &w->a);
   pf_packet_end(w);
 }
 
@@ -726,62 +653,62 @@ static int write_perfetto(const mg_t *m, unsigned ref, const mg_notes_t *ns, FIL
   const mg_wall_t *rw = best_wall(rf);
   /* The clocks: the reference's CLOCK_MONOTONIC beside BOOTTIME (Perfetto's own) and its REALTIME reading. */
   uint64_t at = rw ? (uint64_t)rw->mono : 0;
-  pf_clock(&w, CLK_BOOTTIME, at + (uint64_t)(rf->has_pf_off ? rf->pf_off : 0));
-  pf_clock(&w, CLK_MONOTONIC, at);
-  if (rw) pf_clock(&w, CLK_REALTIME, (uint64_t)rw->real);
-  pb_sub(&w.pk, P_CLOCK_SNAPSHOT, &w.a);
+  pf_clock(&w, CLOCK_BOOTTIME_ID, at + (uint64_t)(rf->has_pf_off ? rf->pf_off : 0));
+  pf_clock(&w, CLOCK_MONOTONIC_ID, at);
+  if (rw) pf_clock(&w, CLOCK_REALTIME_ID, (uint64_t)rw->real);
+  lp__pb_msg(&w.pk, TP_CLOCK_SNAPSHOT, &w.a);
   pf_packet_end(&w);
   for (uint32_t i = 0; i < m->nprocs; i++) {
     const mg_proc_t *p = &m->procs[i];
-    pb_uint(&w.b, PR_PID, (uint64_t)p->out_pid);
-    if (p->name != UINT32_MAX) pb_str(&w.b, PR_NAME, m->names[p->name]);
-    pb_uint(&w.a, D_UUID, proc_uuid(i));
-    pb_sub(&w.a, D_PROCESS, &w.b);
-    pb_sub(&w.pk, P_DESCRIPTOR, &w.a);
+    lp__pb_varint(&w.b, PD_PID, (uint64_t)p->out_pid);
+    if (p->name != UINT32_MAX) lp__pb_str(&w.b, PD_NAME, m->names[p->name]);
+    lp__pb_varint(&w.a, TD_UUID, proc_uuid(i));
+    lp__pb_msg(&w.a, TD_PROCESS, &w.b);
+    lp__pb_msg(&w.pk, TP_TRACK_DESCRIPTOR, &w.a);
     pf_packet_end(&w);
   }
   for (uint32_t i = 0; i < m->nlanes; i++) {
     const mg_lane_t *l = &m->lanes[i];
     const mg_proc_t *p = &m->procs[l->proc];
     if (l->tid == 0) continue; /* the process's own track */
-    pb_uint(&w.a, D_UUID, lane_uuid(i));
+    lp__pb_varint(&w.a, TD_UUID, lane_uuid(i));
     if (l->tid >= (int64_t)LP__TRACK_FIRST_TID) {
       char desc[96];
       snprintf(desc, sizeof desc, LP__TRACK_DESCRIPTION "%" PRId64, l->tid);
-      pb_uint(&w.a, D_PARENT, proc_uuid(l->proc));
-      pb_str(&w.a, D_NAME, l->name != UINT32_MAX ? m->names[l->name] : "track");
-      pb_str(&w.a, D_DESCRIPTION, desc);
-      pb_uint(&w.a, D_MERGE, 2); /* SIBLING_MERGE_BEHAVIOR_NONE: tracks of one name stay apart */
+      lp__pb_varint(&w.a, TD_PARENT, proc_uuid(l->proc));
+      lp__pb_str(&w.a, TD_NAME, l->name != UINT32_MAX ? m->names[l->name] : "track");
+      lp__pb_str(&w.a, TD_DESCRIPTION, desc);
+      lp__pb_varint(&w.a, TD_MERGE, 2); /* SIBLING_MERGE_BEHAVIOR_NONE: tracks of one name stay apart */
     } else {
-      pb_uint(&w.b, TH_PID, (uint64_t)p->out_pid);
-      pb_uint(&w.b, TH_TID, (uint64_t)l->out_tid);
-      if (l->name != UINT32_MAX) pb_str(&w.b, TH_NAME, m->names[l->name]);
-      pb_sub(&w.a, D_THREAD, &w.b);
+      lp__pb_varint(&w.b, THD_PID, (uint64_t)p->out_pid);
+      lp__pb_varint(&w.b, THD_TID, (uint64_t)l->out_tid);
+      if (l->name != UINT32_MAX) lp__pb_str(&w.b, THD_NAME, m->names[l->name]);
+      lp__pb_msg(&w.a, TD_THREAD, &w.b);
     }
-    pb_sub(&w.pk, P_DESCRIPTOR, &w.a);
+    lp__pb_msg(&w.pk, TP_TRACK_DESCRIPTOR, &w.a);
     pf_packet_end(&w);
   }
   /* Each lane's records in order; an end before anything at or after it. */
   size_t *open = NULL, nopen = 0, capopen = 0, nseen = 0;
   uint64_t *seen = NULL;
-  for (size_t i = 0; i <= m->nrecs && !w.pk.nomem; i++) {
+  for (size_t i = 0; i <= m->nrecs && !w.bad; i++) {
     const mg_rec_t *r = i < m->nrecs ? &m->recs[i] : NULL;
     bool new_lane = r && i && m->recs[i - 1].lane != r->lane; /* the previous lane's open slices all end */
     if (new_lane) nseen = 0;
     while (nopen && (!r || new_lane || m->recs[open[nopen - 1]].end <= r->ts)) {
       const mg_rec_t *o = &m->recs[open[--nopen]];
-      if (o->end != INT64_MAX) pf_event(&w, m, rec_time(m, o, o->end), T_END, rec_track(m, o), NULL);
+      if (o->end != INT64_MAX) pf_event(&w, m, rec_time(m, o, o->end), TYPE_SLICE_END, rec_track(m, o), NULL);
     }
     if (!r) break;
     const mg_lane_t *l = &m->lanes[r->lane];
     uint64_t track = rec_track(m, r), ts = rec_time(m, r, r->ts);
     if (r->kind == MG_SLICE) {
-      pf_event(&w, m, ts, T_BEGIN, track, r);
+      pf_event(&w, m, ts, TYPE_SLICE_BEGIN, track, r);
       if (nopen == capopen) {
         size_t cap = capopen ? capopen * 2 : 64;
         size_t *no = realloc(open, cap * sizeof *no);
         if (!no) {
-          w.pk.nomem = true;
+          w.bad = true;
           break;
         }
         open = no;
@@ -789,18 +716,18 @@ static int write_perfetto(const mg_t *m, unsigned ref, const mg_notes_t *ns, FIL
       }
       open[nopen++] = i;
     } else if (r->kind == MG_INSTANT) {
-      pf_event(&w, m, ts, T_INSTANT, track, r);
+      pf_event(&w, m, ts, TYPE_INSTANT, track, r);
     } else {
       uint64_t cu = counter_uuid(r->lane, r->name);
-      if (!counter_seen(&seen, &nseen, cu, &w.pk.nomem)) { /* the counter's track, under the process, named as the file names it */
-        pb_uint(&w.a, D_UUID, cu);
-        pb_uint(&w.a, D_PARENT, proc_uuid(l->proc));
-        pb_str(&w.a, D_NAME, m->names[r->name]);
-        pb_sub(&w.a, D_COUNTER, &w.b);
-        pb_sub(&w.pk, P_DESCRIPTOR, &w.a);
+      if (!counter_seen(&seen, &nseen, cu, &w.bad)) { /* the counter's track, under the process, named as the file names it */
+        lp__pb_varint(&w.a, TD_UUID, cu);
+        lp__pb_varint(&w.a, TD_PARENT, proc_uuid(l->proc));
+        lp__pb_str(&w.a, TD_NAME, m->names[r->name]);
+        lp__pb_msg(&w.a, TD_COUNTER, &w.b);
+        lp__pb_msg(&w.pk, TP_TRACK_DESCRIPTOR, &w.a);
         pf_packet_end(&w);
       }
-      pf_event(&w, m, ts, T_COUNTER, cu, r);
+      pf_event(&w, m, ts, TYPE_COUNTER, cu, r);
     }
   }
   free(open);
@@ -810,30 +737,30 @@ static int write_perfetto(const mg_t *m, unsigned ref, const mg_notes_t *ns, FIL
   for (uint32_t i = 0; i < m->nprocs && rproc == UINT32_MAX; i++)
     if (m->procs[i].file == ref) rproc = i;
   if (rproc != UINT32_MAX) {
-    pb_uint(&w.pk, P_TIMESTAMP, at);
-    pb_uint(&w.pk, P_CLOCK_ID, CLK_MONOTONIC);
-    pb_uint(&w.a, E_TYPE, T_INSTANT);
-    pb_uint(&w.a, E_TRACK, proc_uuid(rproc));
-    pb_str(&w.a, E_NAME, "labelprof session");
+    lp__pb_varint(&w.pk, TP_TIMESTAMP, at);
+    lp__pb_varint(&w.pk, TP_CLOCK_ID, CLOCK_MONOTONIC_ID);
+    lp__pb_varint(&w.a, TE_TYPE, TYPE_INSTANT);
+    lp__pb_varint(&w.a, TE_TRACK_UUID, proc_uuid(rproc));
+    lp__pb_str(&w.a, TE_NAME, "labelprof session");
     for (size_t i = 0; i < ns->n; i++) {
-      pb_str(&w.b, A_NAME, ns->v[i].key);
+      lp__pb_str(&w.b, DA_NAME, ns->v[i].key);
       int64_t v;
       if (parse_i64(ns->v[i].text, &v) && strstr(ns->v[i].key, "_ns"))
-        pb_uint(&w.b, v < 0 ? A_INT : A_UINT, (uint64_t)v);
+        lp__pb_varint(&w.b, v < 0 ? DA_INT : DA_UINT, (uint64_t)v);
       else if (ns->v[i].number && parse_i64(ns->v[i].text, &v))
-        pb_uint(&w.b, A_UINT, (uint64_t)v);
+        lp__pb_varint(&w.b, DA_UINT, (uint64_t)v);
       else
-        pb_str(&w.b, A_STRING, ns->v[i].text);
-      pb_sub(&w.a, E_DEBUG, &w.b);
+        lp__pb_str(&w.b, DA_STRING, ns->v[i].text);
+      lp__pb_msg(&w.a, TE_DEBUG, &w.b);
     }
-    pb_sub(&w.pk, P_TRACK_EVENT, &w.a);
+    lp__pb_msg(&w.pk, TP_TRACK_EVENT, &w.a);
     pf_packet_end(&w);
   }
-  bool nomem = w.pk.nomem || w.a.nomem || w.b.nomem || w.c.nomem;
-  free(w.pk.p);
-  free(w.a.p);
-  free(w.b.p);
-  free(w.c.p);
+  bool nomem = w.bad || w.pk.err || w.a.err || w.b.err || w.c.err;
+  lp__pb_free(&w.pk);
+  lp__pb_free(&w.a);
+  lp__pb_free(&w.b);
+  lp__pb_free(&w.c);
   return nomem ? -ENOMEM : 0;
 }
 
