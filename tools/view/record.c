@@ -33,6 +33,8 @@
 
 #include "cmd.h"
 #include "opts.h"
+#include "pb.h"
+#include "perfetto_proto.h"
 #include "top.h"
 
 #include <errno.h>
@@ -52,20 +54,13 @@ typedef struct lane {
   uint32_t *labels;
 } lane_t;
 
-/* A message being built: bytes, grown as needed; failed once out of memory. */
-typedef struct pbuf {
-  uint8_t *b;
-  size_t n, cap;
-  bool failed;
-} pbuf_t;
-
 typedef struct rec {
   lp_top_t *t;
   FILE *out;
   const char *path;
   bool perfetto;
   uint64_t boot_minus_mono; /* Perfetto: CLOCK_BOOTTIME less CLOCK_MONOTONIC at the start */
-  pbuf_t pkt;               /* Perfetto: the packet being built */
+  lp__pb_t pkt, msg, who;   /* Perfetto: the packet being built, and messages nested in it */
   bool nomem;               /* Perfetto: a packet was lost for memory */
   lane_t *lanes; /* one per slot of the reader */
   size_t nlanes;
@@ -132,112 +127,49 @@ static void put_ts(FILE *out, uint64_t ns) {
 
 /* ---- Perfetto: protobuf, only what these packets need ---- */
 
-/* Field numbers (protos/perfetto/trace): Trace, TracePacket, TrackDescriptor, TrackEvent. */
-enum {
-  PB_PACKET = 1,
-  TP_TIMESTAMP = 8, TP_SEQ_ID = 10, TP_TRACK_EVENT = 11, TP_TRACK_DESCRIPTOR = 60,
-  TD_UUID = 1, TD_PROCESS = 3, TD_THREAD = 4, TD_PARENT = 5, TD_DESCRIPTION = 14,
-  PD_PID = 1, PD_NAME = 6, THD_PID = 1, THD_TID = 2, THD_NAME = 5,
-  TE_TYPE = 9, TE_TRACK_UUID = 11, TE_NAME = 23,
-  TE_SLICE_BEGIN = 1, TE_SLICE_END = 2,
-};
 #define SEQ_ID 1u
 #define PROCESS_UUID 0x6c70726f63000000ull /* a thread's track is this plus the reader's id of the thread */
 
-static void pb_raw(pbuf_t *p, const void *src, size_t n) {
-  if (p->failed) return;
-  if (p->n + n > p->cap) {
-    size_t cap = p->cap ? p->cap : 256;
-    while (cap < p->n + n) cap *= 2;
-    uint8_t *b = realloc(p->b, cap);
-    if (!b) {
-      p->failed = true;
-      return;
-    }
-    p->b = b;
-    p->cap = cap;
-  }
-  memcpy(p->b + p->n, src, n);
-  p->n += n;
-}
-
-static void pb_uvarint(pbuf_t *p, uint64_t v) {
-  uint8_t b[10];
-  size_t n = 0;
-  do {
-    b[n] = (uint8_t)(v & 0x7f);
-    v >>= 7;
-    if (v) b[n] |= 0x80;
-    n++;
-  } while (v);
-  pb_raw(p, b, n);
-}
-
-static void pb_varint(pbuf_t *p, uint32_t field, uint64_t v) {
-  pb_uvarint(p, (uint64_t)field << 3);
-  pb_uvarint(p, v);
-}
-
-static void pb_bytes(pbuf_t *p, uint32_t field, const void *data, size_t n) {
-  pb_uvarint(p, (uint64_t)field << 3 | 2);
-  pb_uvarint(p, n);
-  pb_raw(p, data, n);
-}
-
-static void pb_str(pbuf_t *p, uint32_t field, const char *s) { pb_bytes(p, field, s, strlen(s)); }
-
-/* Writes a finished TracePacket as one field of the Trace, and empties it. */
-static void pb_packet(rec_t *rc, pbuf_t *pkt) {
-  pbuf_t head = {0};
-  pb_uvarint(&head, (uint64_t)PB_PACKET << 3 | 2);
-  pb_uvarint(&head, pkt->n);
-  if (head.failed || pkt->failed) {
+/* Writes the finished TracePacket as one field of the Trace, and empties it. */
+static void pf_packet(rec_t *rc) {
+  lp__pb_varint(&rc->pkt, TP_SEQ_ID, SEQ_ID);
+  lp__pb_t top = {0};
+  lp__pb_msg(&top, TRACE_PACKET, &rc->pkt);
+  if (top.err)
     rc->nomem = true;
-  } else {
-    fwrite(head.b, 1, head.n, rc->out);
-    fwrite(pkt->b, 1, pkt->n, rc->out);
-  }
-  free(head.b);
-  pkt->n = 0;
-  pkt->failed = false;
+  else
+    fwrite(top.buf, 1, top.len, rc->out); /* its errors: ferror() at the end */
+  lp__pb_free(&top);
+  rc->pkt.err = rc->msg.err = rc->who.err = 0; /* the next packet may fit */
+  rc->msg.len = rc->who.len = 0;
 }
 
 /* A track's descriptor: the process's (l NULL) or a thread's. */
 static void pf_track(rec_t *rc, const lane_t *l, const char *name, const char *description) {
-  pbuf_t d = {0}, who = {0};
-  pb_varint(&d, TD_UUID, l ? PROCESS_UUID + l->id : PROCESS_UUID);
+  lp__pb_varint(&rc->msg, TD_UUID, l ? PROCESS_UUID + l->id : PROCESS_UUID);
   if (l) {
-    pb_varint(&d, TD_PARENT, PROCESS_UUID);
-    pb_varint(&who, THD_PID, (uint64_t)rc->t->pid);
-    pb_varint(&who, THD_TID, l->tid);
-    pb_str(&who, THD_NAME, name);
-    pb_bytes(&d, TD_THREAD, who.b, who.n);
+    lp__pb_varint(&rc->msg, TD_PARENT, PROCESS_UUID);
+    lp__pb_varint(&rc->who, THD_PID, (uint64_t)rc->t->pid);
+    lp__pb_varint(&rc->who, THD_TID, l->tid);
+    lp__pb_str(&rc->who, THD_NAME, name);
+    lp__pb_msg(&rc->msg, TD_THREAD, &rc->who);
   } else {
-    pb_varint(&who, PD_PID, (uint64_t)rc->t->pid);
-    pb_str(&who, PD_NAME, name);
-    pb_bytes(&d, TD_PROCESS, who.b, who.n);
-    if (description) pb_str(&d, TD_DESCRIPTION, description);
+    lp__pb_varint(&rc->who, PD_PID, (uint64_t)rc->t->pid);
+    lp__pb_str(&rc->who, PD_NAME, name);
+    lp__pb_msg(&rc->msg, TD_PROCESS, &rc->who);
+    if (description) lp__pb_str(&rc->msg, TD_DESCRIPTION, description);
   }
-  d.failed |= who.failed;
-  pb_bytes(&rc->pkt, TP_TRACK_DESCRIPTOR, d.b, d.n);
-  rc->pkt.failed |= d.failed;
-  pb_varint(&rc->pkt, TP_SEQ_ID, SEQ_ID);
-  pb_packet(rc, &rc->pkt);
-  free(d.b);
-  free(who.b);
+  lp__pb_msg(&rc->pkt, TP_TRACK_DESCRIPTOR, &rc->msg);
+  pf_packet(rc);
 }
 
 static void pf_event(rec_t *rc, const lane_t *l, bool begin, uint32_t label, uint64_t ns) {
-  pbuf_t e = {0};
-  pb_varint(&e, TE_TYPE, begin ? TE_SLICE_BEGIN : TE_SLICE_END);
-  pb_varint(&e, TE_TRACK_UUID, PROCESS_UUID + l->id);
-  if (begin) pb_str(&e, TE_NAME, lp_remote_text(rc->t->r, label));
-  pb_varint(&rc->pkt, TP_TIMESTAMP, ns + rc->boot_minus_mono);
-  pb_varint(&rc->pkt, TP_SEQ_ID, SEQ_ID);
-  pb_bytes(&rc->pkt, TP_TRACK_EVENT, e.b, e.n);
-  rc->pkt.failed |= e.failed;
-  pb_packet(rc, &rc->pkt);
-  free(e.b);
+  lp__pb_varint(&rc->msg, TE_TYPE, begin ? TYPE_SLICE_BEGIN : TYPE_SLICE_END);
+  lp__pb_varint(&rc->msg, TE_TRACK_UUID, PROCESS_UUID + l->id);
+  if (begin) lp__pb_str(&rc->msg, TE_NAME, lp_remote_text(rc->t->r, label));
+  lp__pb_varint(&rc->pkt, TP_TIMESTAMP, ns + rc->boot_minus_mono);
+  lp__pb_msg(&rc->pkt, TP_TRACK_EVENT, &rc->msg);
+  pf_packet(rc);
 }
 
 /* ---- either format ---- */
@@ -387,7 +319,9 @@ close:;
   int bad = ferror(rc->out);
   if (rc->out == stdout ? fflush(stdout) != 0 : fclose(rc->out) != 0) bad = 1;
   rc->out = NULL;
-  free(rc->pkt.b);
+  lp__pb_free(&rc->pkt);
+  lp__pb_free(&rc->msg);
+  lp__pb_free(&rc->who);
   if (rc->nomem && !bad) {
     fprintf(stderr, "labelprof record: out of memory: %s lacks some of the timeline\n", rc->path);
     return -1;
