@@ -48,7 +48,7 @@ struct lp__cpu_ring {
   _Atomic uint32_t head;     /* words written (the handler); wraps */
   _Atomic uint32_t tail;     /* words read (the collector, under its sampling lock) */
   _Atomic uint64_t lost;     /* samples dropped because the ring was full (the handler) */
-  uint64_t last_word;        /* the handler's: the stack word of its last record */
+  uint64_t last_word;        /* the handler's: the stack word of its last record (__atomic, relaxed: a start resets it) */
   uint64_t lost_seen;        /* the collector's: `lost` at its last drain */
   uint64_t words[RING_WORDS];
 };
@@ -74,14 +74,14 @@ static void record(uint64_t count) {
   uint64_t word = LP_IMPL_LOAD_RELAXED(t->hot.word);
   uint32_t depth = (uint32_t)word & LP_IMPL_DEPTH_MASK;
   uint32_t n = depth < LP_STACK_CAPACITY ? depth : LP_STACK_CAPACITY;
-  bool same = word == r->last_word;
+  bool same = word == __atomic_load_n(&r->last_word, __ATOMIC_RELAXED);
   uint32_t need = 2 + (same ? 0 : n);
   uint32_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
   uint32_t tail = atomic_load_explicit(&r->tail, memory_order_acquire);
   if (RING_WORDS - (head - tail) < need) {
     /* The collector is far behind: count it, and make the next record whole. */
     atomic_store_explicit(&r->lost, atomic_load_explicit(&r->lost, memory_order_relaxed) + 1, memory_order_relaxed);
-    r->last_word = LP__NO_WORD;
+    __atomic_store_n(&r->last_word, LP__NO_WORD, __ATOMIC_RELAXED);
     return;
   }
   if (count > 0xffffffffull) count = 0xffffffffull;
@@ -89,7 +89,7 @@ static void record(uint64_t count) {
   r->words[(head + 1) % RING_WORDS] = count | (uint64_t)depth << 32 | (same ? SAME_STACK : 0);
   for (uint32_t k = 0; k < (same ? 0 : n); k++)
     r->words[(head + 2 + k) % RING_WORDS] = (uint64_t)LP_IMPL_LOAD_RELAXED(t->hot.frames[k]);
-  r->last_word = word;
+  __atomic_store_n(&r->last_word, word, __ATOMIC_RELAXED);
   atomic_store_explicit(&r->head, head + need, memory_order_release);
 }
 
@@ -197,8 +197,11 @@ int lp__cpu_start(int sig, uint64_t period_ns, bool with_timers) {
   timers = with_timers;
   for (lp__thread_t *t = lp__registry_head(); t; t = t->next) {
     lp__cpu_ring_t *r = atomic_load_explicit(&t->cpu_ring, memory_order_acquire);
-    if (r) /* what an earlier run left (the collector is not draining: the caller holds its sampling lock) */
+    if (r) { /* what an earlier run left (the collector is not draining: the caller holds its sampling lock) */
       atomic_store_explicit(&r->tail, atomic_load_explicit(&r->head, memory_order_acquire), memory_order_release);
+      /* The new run has not seen the stack of the last record: the next one carries its frames. */
+      __atomic_store_n(&r->last_word, LP__NO_WORD, __ATOMIC_RELAXED);
+    }
     arm_or_count(t);
   }
 out:

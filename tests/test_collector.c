@@ -378,6 +378,28 @@ static void test_collector_cpu_samples_go_to_their_own_stack(void) {
 }
 
 /*
+ * A second profile, the thread's stack unchanged since the first one's
+ * last CPU sample: its first CPU sample still carries its frames (the new
+ * profile has never seen them), and none is lost.
+ */
+static void test_collector_cpu_second_run_same_stack(void) {
+  lp_profile_opts_t o = {.hz = 1000, .flags = LP_PROFILE_CPU};
+  lp_profile_t *p = NULL;
+  lp_profile_stats_t s;
+  LP_SCOPE("again");
+  for (int run = 0; run < 2; run++) {
+    CU_ASSERT_EQUAL_FATAL(lp__profile_start_manual(&o), 0);
+    lp__cpu_test_sample(1 + (uint32_t)run);
+    CU_ASSERT_EQUAL_FATAL(lp_profile_stop(&p), 0);
+    CU_ASSERT_EQUAL(lp_profile_get_stats(p, &s), 0);
+    CU_ASSERT_EQUAL(s.cpu_samples, 1);
+    CU_ASSERT_EQUAL(s.cpu_lost, 0);
+    CU_ASSERT_EQUAL(lp_node_cpu_ns(lp_node_find(lp_profile_root(p), "again")), (1 + (uint64_t)run) * 1000000u);
+    lp_profile_free(p);
+  }
+}
+
+/*
  * A thread's ring is full when the collector falls far behind: the samples
  * that find no room are counted lost, never written past the ring, and the
  * next one carries its frames again. 512 words: a 1-deep stack's first
@@ -993,6 +1015,7 @@ int main(void) {
       LP_TEST(test_collector_cpu_beside_wall),
       LP_TEST(test_collector_cpu_samples_go_to_their_own_stack),
       LP_TEST(test_collector_cpu_ring_full_counts_losses),
+      LP_TEST(test_collector_cpu_second_run_same_stack),
       LP_TEST(test_collector_cpu_of_a_bursty_thread),
       LP_TEST(test_collector_cpu_signal_stays_the_programs),
       LP_TEST(test_collector_cpu_timers_after_fork),
