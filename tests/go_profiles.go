@@ -14,6 +14,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"strings"
 	"time"
 )
 
@@ -39,6 +40,20 @@ func allocate() {
 
 //go:noinline
 func parked(c chan int) { <-c }
+
+// parkedNow reports whether a goroutine is blocked receiving in parked, as
+// the runtime prints every goroutine's stack. (The goroutine count is no
+// sign: the CPU profile's writer goroutine may still be winding down.)
+func parkedNow() bool {
+	buf := make([]byte, 1<<20)
+	n := runtime.Stack(buf, true)
+	for _, g := range strings.Split(string(buf[:n]), "\n\n") {
+		if strings.Contains(g, "[chan receive") && strings.Contains(g, "main.parked(") {
+			return true
+		}
+	}
+	return false
+}
 
 func write(path string, f func(*os.File) error) {
 	out, err := os.Create(path)
@@ -73,8 +88,7 @@ func main() {
 	write(os.Args[2], func(f *os.File) error { return pprof.Lookup("heap").WriteTo(f, 0) })
 	c := make(chan int)
 	go parked(c)
-	runtime.Gosched()
-	for pprof.Lookup("goroutine").Count() < 2 {
+	for !parkedNow() {
 		runtime.Gosched()
 	}
 	write(os.Args[3], func(f *os.File) error { return pprof.Lookup("goroutine").WriteTo(f, 0) })
